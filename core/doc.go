@@ -1,0 +1,20 @@
+// Package core is replicad's replica state machine: the ReplicaManager that
+// handles the controller's LeaderAndIsr, UpdateMetadata and StopReplica
+// requests, the Partition objects that become leader or follower, the high
+// watermark (HW) and its checkpoint, and produce/consume on a leader.
+//
+// It follows Kafka's broker-side ReplicaManager and Partition (see
+// seeds/000_609ad5baec433afe.txt and SPEC.md's "Semantics"): becomeLeaderOrFollower
+// in three phases under one state-change lock, makeLeaders / makeFollowers,
+// Partition.makeLeader / makeFollower, the HW checkpoint loop.
+//
+// The package knows nothing of gRPC or the network. Its collaborators come in
+// through Config: a clock (tests use clock.Manual and never sleep), the log
+// dirs (through core/logmgr), a FetcherManager that the fetcher package
+// implements, and a logger.
+//
+// Locks, always taken in this order: ReplicaManager.stateChangeMu (one
+// LeaderAndIsr / StopReplica at a time) -> ReplicaManager.partitionsMu (the map
+// of hosted partitions) -> Partition.mu (a partition's leader and ISR state).
+// No lock is held across a network call.
+package core

@@ -1,0 +1,117 @@
+package core
+
+import (
+	"context"
+	"path/filepath"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+
+	"github.com/replicad/replicad/core/checkpoint"
+	"github.com/replicad/replicad/core/clock"
+	"github.com/replicad/replicad/core/log"
+	"github.com/replicad/replicad/core/logmgr"
+	"github.com/replicad/replicad/core/tp"
+)
+
+// CheckpointHighWatermarks writes every online log dir's
+// replication-offset-checkpoint (Kafka's checkpointHighWatermarks). Each file
+// holds the HW of every log open in that dir: the hosted partitions, and also
+// logs kept after a StopReplica without delete, so that their HW survives a
+// restart. A dir whose write fails goes offline.
+func (rm *ReplicaManager) CheckpointHighWatermarks(ctx context.Context) []DirCheckpoint {
+	_, span := rm.tracer.Start(ctx, "ReplicaManager.checkpointHighWatermarks")
+	defer span.End()
+	rm.checkpointMu.Lock()
+	defer rm.checkpointMu.Unlock()
+	start := time.Now()
+
+	byDir := make(map[string]map[tp.TopicPartition]int64)
+	for _, dir := range rm.onlineDirs() {
+		byDir[dir] = make(map[tp.TopicPartition]int64)
+	}
+	for t, l := range rm.logs.Logs() {
+		dir, ok := rm.logs.DirOf(t)
+		if !ok || byDir[dir] == nil {
+			continue
+		}
+		byDir[dir][t] = l.HighWatermark()
+	}
+	var out []DirCheckpoint
+	for _, dir := range rm.onlineDirs() {
+		hws := byDir[dir]
+		res := DirCheckpoint{Dir: dir, Partitions: len(hws)}
+		if err := checkpoint.WriteOffsets(filepath.Join(dir, logmgr.ReplicationOffsetCheckpoint), hws, true); err != nil {
+			rm.logger.Error().Err(err).Str("log_dir", dir).Msg("write the HW checkpoint")
+			res.Error = ErrStorageError
+			rm.handleLogDirFailure(dir, err)
+		}
+		out = append(out, res)
+	}
+	span.SetAttributes(attribute.Int("replicad.log_dirs", len(out)))
+	rm.logger.Debug().Dur("took", time.Since(start)).Int("log_dirs", len(out)).Msg("checkpointed high watermarks")
+	return out
+}
+
+// startHighWatermarkCheckpointLoop starts, once, the periodic work that
+// follows the first LeaderAndIsr: the HW checkpoint, the recovery-point and
+// log-start checkpoints, and the interval flush.
+func (rm *ReplicaManager) startHighWatermarkCheckpointLoop() {
+	rm.hwCheckpointing.Do(func() {
+		rm.every(rm.cfg.HWCheckpointInterval, func() {
+			rm.CheckpointHighWatermarks(context.Background())
+			for dir, err := range rm.logs.CheckpointLogOffsets() {
+				rm.reportDirFailure(dir, err)
+			}
+		})
+		if rm.cfg.LogConfig.FlushPolicy == log.FlushInterval && rm.cfg.LogConfig.FlushInterval > 0 {
+			rm.every(rm.cfg.LogConfig.FlushInterval, func() {
+				if err := rm.logs.FlushAll(); err != nil {
+					rm.logger.Error().Err(err).Msg("interval flush")
+				}
+			})
+		}
+	})
+}
+
+// every runs fn every d on the configured clock until Shutdown. Runs never
+// overlap: the next one is armed when the previous one returns.
+func (rm *ReplicaManager) every(d time.Duration, fn func()) {
+	var arm func()
+	arm = func() {
+		rm.loopsMu.Lock()
+		defer rm.loopsMu.Unlock()
+		if rm.loopsStopped {
+			return
+		}
+		var t clock.Timer
+		t = rm.cfg.Clock.AfterFunc(d, func() {
+			rm.loopsMu.Lock()
+			delete(rm.loopTimers, t)
+			if rm.loopsStopped {
+				rm.loopsMu.Unlock()
+				return
+			}
+			rm.loopsRunning.Add(1)
+			rm.loopsMu.Unlock()
+			fn()
+			rm.loopsRunning.Done()
+			arm()
+		})
+		rm.loopTimers[t] = struct{}{}
+	}
+	arm()
+}
+
+// stopLoops cancels the periodic work and waits for a run in progress.
+func (rm *ReplicaManager) stopLoops() {
+	rm.loopsMu.Lock()
+	rm.loopsStopped = true
+	for t := range rm.loopTimers {
+		t.Stop()
+	}
+	rm.loopTimers = nil
+	rm.loopsMu.Unlock()
+	rm.loopsRunning.Wait()
+}
+

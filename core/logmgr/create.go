@@ -1,0 +1,170 @@
+package logmgr
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/replicad/replicad/core/checkpoint"
+	"github.com/replicad/replicad/core/log"
+	"github.com/replicad/replicad/core/tp"
+)
+
+// GetOrCreateLog returns the log, creating it in the online dir with the fewest
+// partitions. With syncMetadata false the new files are not fsynced; call SyncDirs.
+//
+// A storage failure is returned wrapping log.ErrStorage (the caller takes the
+// partition offline) and reported on Failures (the replica manager takes the
+// dir offline).
+func (m *Manager) GetOrCreateLog(t tp.TopicPartition, syncMetadata bool) (*log.Log, error) {
+	if l, ok := m.GetLog(t); ok {
+		return l, nil
+	}
+	// The name becomes a path: an unchecked topic could escape the log dir.
+	if err := tp.ValidateTopic(t.Topic); err != nil || t.Partition < 0 {
+		return nil, fmt.Errorf("logmgr: create log %s: illegal partition name", t)
+	}
+	m.createMu.Lock()
+	defer m.createMu.Unlock()
+
+	m.mu.RLock()
+	h, exists := m.logs[t]
+	closed := m.closed
+	d := m.nextDirLocked()
+	m.mu.RUnlock()
+	switch {
+	case exists:
+		return h.log, nil
+	case closed:
+		return nil, fmt.Errorf("logmgr: create log %s: %w", t, log.ErrClosed)
+	case d == nil:
+		return nil, fmt.Errorf("logmgr: create log %s: %w", t, ErrNoOnlineDir)
+	}
+
+	// With syncMetadata, log.Open also fsyncs the log dir, making the new
+	// partition dir's entry durable.
+	l, err := log.Open(log.Options{
+		Dir:            filepath.Join(d.path, t.String()),
+		TopicPartition: t,
+		Config:         m.cfg.LogConfig,
+		SyncMetadata:   syncMetadata,
+		Logger:         m.cfg.Logger,
+	})
+	if err != nil {
+		err = fmt.Errorf("logmgr: create log %s in %s: %w", t, d.path, err)
+		if errors.Is(err, log.ErrStorage) {
+			m.reportFailure(d, err)
+		}
+		return nil, err
+	}
+
+	m.mu.Lock()
+	if !d.online {
+		// The dir failed while the log was being created: MarkDirOffline
+		// has already given up the dir's logs, so this one must not be
+		// handed out.
+		m.mu.Unlock()
+		_ = l.Close()
+		return nil, fmt.Errorf("logmgr: create log %s in %s: %w", t, d.path, ErrDirOffline)
+	}
+	m.logs[t] = hostedLog{log: l, dir: d}
+	d.partitions++
+	m.mu.Unlock()
+	m.logger.Info().Str("partition", t.String()).Str("log_dir", d.path).Msg("created log")
+	return l, nil
+}
+
+// nextDirLocked returns the online dir with the fewest partitions, the first
+// in config order on a tie (Kafka's nextLogDirs), or nil.
+func (m *Manager) nextDirLocked() *logDir {
+	var best *logDir
+	for _, d := range m.dirs {
+		if d.online && (best == nil || d.partitions < best.partitions) {
+			best = d
+		}
+	}
+	return best
+}
+
+// DeleteLog closes and removes the partition's log.
+//
+// As in Kafka, the partition dir is first renamed to "<name>.<id>-delete",
+// which Open never loads, so a crash mid-removal cannot bring back half a
+// log; the removal itself runs in the background. The dir's recovery-point
+// and log-start checkpoints are then rewritten without the partition, so a
+// log created again under the same name does not inherit its offsets.
+// Deleting a partition without a log does nothing.
+func (m *Manager) DeleteLog(t tp.TopicPartition) error {
+	m.createMu.Lock()
+	defer m.createMu.Unlock()
+	m.mu.Lock()
+	h, ok := m.logs[t]
+	if ok {
+		delete(m.logs, t)
+		h.dir.partitions--
+	}
+	m.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	// The data is being removed: a failed final flush loses nothing.
+	_ = h.log.Close()
+	dir := filepath.Join(h.dir.path, t.String())
+	deleted := dir + "." + uniqueID() + DeleteDirSuffix
+	if err := os.Rename(dir, deleted); err != nil {
+		return m.deleteFailed(h.dir, t, err)
+	}
+	if err := checkpoint.SyncDir(h.dir.path); err != nil {
+		return m.deleteFailed(h.dir, t, err)
+	}
+	m.removeInBackground([]string{deleted})
+	if err := m.checkpointDir(h.dir); err != nil {
+		return m.deleteFailed(h.dir, t, err)
+	}
+	m.logger.Info().Str("partition", t.String()).Str("log_dir", h.dir.path).Msg("deleted log")
+	return nil
+}
+
+func (m *Manager) deleteFailed(d *logDir, t tp.TopicPartition, err error) error {
+	err = ioError("delete log "+t.String(), err)
+	m.reportFailure(d, err)
+	return err
+}
+
+// removeInBackground removes deleted-log dirs, two at a time so that a
+// StopReplica deleting thousands of logs does not flood the disk; Shutdown
+// waits for them.
+func (m *Manager) removeInBackground(paths []string) {
+	for _, p := range paths {
+		m.removals.Go(func() {
+			m.removeSlots <- struct{}{}
+			defer func() { <-m.removeSlots }()
+			if err := os.RemoveAll(p); err != nil {
+				m.logger.Warn().Err(err).Str("dir", p).Msg("cannot remove a deleted log")
+			}
+		})
+	}
+}
+
+// uniqueID names a deleted log's dir, as Kafka's UUID does.
+func uniqueID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// closeAll closes logs in parallel; nil entries are skipped. Close errors
+// are logged: the logs are being given up either way.
+func (m *Manager) closeAll(logs []*log.Log) {
+	runParallel(len(logs), m.workers(len(m.dirs)), func(i int) bool {
+		if l := logs[i]; l != nil {
+			if err := l.Close(); err != nil {
+				m.logger.Warn().Err(err).Str("log", l.Dir()).Msg("closing log")
+			}
+		}
+		return true
+	})
+}

@@ -1,0 +1,218 @@
+package logmgr
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+
+	"github.com/rs/zerolog"
+
+	"github.com/replicad/replicad/core/log"
+	"github.com/replicad/replicad/core/tp"
+)
+
+// Errors.
+var (
+	// ErrNoOnlineDir: every log dir is offline.
+	ErrNoOnlineDir = errors.New("logmgr: no online log dir")
+	// ErrDirOffline: the log's dir is offline.
+	ErrDirOffline = errors.New("logmgr: log dir offline")
+	// ErrOtherBroker: a dir's meta.properties names another broker.
+	ErrOtherBroker = errors.New("logmgr: log dir belongs to another broker")
+	// ErrDuplicateLog: one partition has a log in two dirs, so which one holds
+	// the replica is unknown (fatal at start-up, as in Kafka).
+	ErrDuplicateLog = errors.New("logmgr: partition log found in two log dirs")
+)
+
+// Names of the per-dir files.
+const (
+	MetaPropertiesFile          = "meta.properties"
+	ReplicationOffsetCheckpoint = "replication-offset-checkpoint"
+	RecoveryPointCheckpoint     = "recovery-point-offset-checkpoint"
+	LogStartOffsetCheckpoint    = "log-start-offset-checkpoint"
+)
+
+// Suffixes of partition dirs that are not live logs.
+const (
+	DeleteDirSuffix = "-delete" // a deleted log waiting for removal
+	FutureDirSuffix = "-future" // a replica being moved in by alter log dirs
+)
+
+// DefaultRecoveryThreadsPerDir is how many logs of one dir are opened (and
+// recovered) at once at start-up. Opening is mostly waiting on the disk, so a
+// few threads shorten the start of a broker with thousands of partitions.
+const DefaultRecoveryThreadsPerDir = 4
+
+// Config configures the manager.
+type Config struct {
+	Dirs      []string // absolute paths
+	BrokerID  int32
+	LogConfig log.Config
+	Logger    zerolog.Logger
+	// RecoveryThreadsPerDir bounds the logs of one dir opened, flushed or
+	// closed in parallel (Kafka's num.recovery.threads.per.data.dir);
+	// 0 means DefaultRecoveryThreadsPerDir.
+	RecoveryThreadsPerDir int
+}
+
+// DirInfo describes one log dir.
+type DirInfo struct {
+	Path       string
+	Online     bool
+	Partitions int
+	Err        error // why it is offline
+}
+
+// DirFailure reports that an IO operation of the manager failed in Dir. The
+// receiver takes the dir offline with MarkDirOffline.
+type DirFailure struct {
+	Dir string
+	Err error
+}
+
+// Manager is safe for concurrent use.
+type Manager struct {
+	cfg      Config
+	logger   zerolog.Logger
+	failures chan DirFailure
+
+	// createMu serializes creating and deleting logs (Kafka's
+	// logCreationOrDeletionLock): one partition is never created twice, and
+	// the partition counts that choose a dir stay exact. It is held across
+	// the IO of one log, never of many, and lookups do not take it.
+	createMu sync.Mutex
+	// checkpointMu serializes writers of the per-dir checkpoint files, which
+	// share their tmp files.
+	checkpointMu sync.Mutex
+
+	mu     sync.RWMutex // guards the fields below and every logDir
+	dirs   []*logDir    // in config order, which breaks ties between dirs
+	logs   map[tp.TopicPartition]hostedLog
+	closed bool
+
+	// removals are background removals of deleted logs; Shutdown waits.
+	removals    sync.WaitGroup
+	removeSlots chan struct{}
+}
+
+type logDir struct {
+	path       string
+	online     bool
+	err        error
+	partitions int
+	reported   bool // a failure was sent on the failures channel
+}
+
+type hostedLog struct {
+	log *log.Log
+	dir *logDir
+}
+
+// Failures reports dirs in which an IO operation of the manager failed
+// (creating or deleting a log, a checkpoint, flush or sync). Each dir is
+// reported at most once, and the channel has room for every dir, so the
+// manager never blocks on it.
+func (m *Manager) Failures() <-chan DirFailure { return m.failures }
+
+// GetLog returns the partition's log if it is hosted in an online dir.
+func (m *Manager) GetLog(t tp.TopicPartition) (*log.Log, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	h, ok := m.logs[t]
+	return h.log, ok
+}
+
+// DirOf returns the log dir holding the partition's log.
+func (m *Manager) DirOf(t tp.TopicPartition) (string, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	h, ok := m.logs[t]
+	if !ok {
+		return "", false
+	}
+	return h.dir.path, true
+}
+
+// Logs returns every online log, by partition.
+func (m *Manager) Logs() map[tp.TopicPartition]*log.Log {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	out := make(map[tp.TopicPartition]*log.Log, len(m.logs))
+	for t, h := range m.logs {
+		out[t] = h.log
+	}
+	return out
+}
+
+// Dirs describes every configured dir.
+func (m *Manager) Dirs() []DirInfo {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	out := make([]DirInfo, len(m.dirs))
+	for i, d := range m.dirs {
+		out[i] = DirInfo{Path: d.path, Online: d.online, Partitions: d.partitions, Err: d.err}
+	}
+	return out
+}
+
+// reportFailure sends dir's first failure on the failures channel.
+func (m *Manager) reportFailure(d *logDir, err error) {
+	m.mu.Lock()
+	first := d.online && !d.reported
+	d.reported = true
+	m.mu.Unlock()
+	if !first {
+		return
+	}
+	m.logger.Error().Err(err).Str("log_dir", d.path).Msg("log dir failed")
+	select {
+	case m.failures <- DirFailure{Dir: d.path, Err: err}:
+	default: // cannot happen: one report per dir fits the buffer
+	}
+}
+
+// findDirLocked returns the configured dir at path, or nil.
+func (m *Manager) findDirLocked(path string) *logDir {
+	if abs, err := filepath.Abs(path); err == nil {
+		path = abs
+	}
+	for _, d := range m.dirs {
+		if d.path == path {
+			return d
+		}
+	}
+	return nil
+}
+
+// snapshot returns the online dirs and their logs, so that IO on them runs
+// without the lock.
+func (m *Manager) snapshot() (dirs []*logDir, logs map[*logDir][]hostedLogEntry) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	logs = make(map[*logDir][]hostedLogEntry)
+	for _, d := range m.dirs {
+		if d.online {
+			dirs = append(dirs, d)
+			logs[d] = nil
+		}
+	}
+	for t, h := range m.logs {
+		logs[h.dir] = append(logs[h.dir], hostedLogEntry{t: t, log: h.log})
+	}
+	return dirs, logs
+}
+
+type hostedLogEntry struct {
+	t   tp.TopicPartition
+	log *log.Log
+}
+
+// ioError wraps a failed file operation of the manager in log.ErrStorage,
+// the error that takes a dir offline.
+func ioError(op string, err error) error {
+	if errors.Is(err, log.ErrStorage) {
+		return fmt.Errorf("logmgr: %s: %w", op, err)
+	}
+	return fmt.Errorf("logmgr: %s: %w (%w)", op, err, log.ErrStorage)
+}

@@ -1,0 +1,79 @@
+package logmgr
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/replicad/replicad/core/checkpoint"
+)
+
+// metaVersion is the meta.properties version holding broker.id (Kafka's v0).
+const metaVersion = "0"
+
+// errBadMeta marks a meta.properties that does not parse: its dir goes offline.
+var errBadMeta = errors.New("logmgr: malformed meta.properties")
+
+// checkMeta makes sure dir belongs to brokerID: it writes meta.properties
+// when missing and fails with ErrOtherBroker when it names another broker.
+func checkMeta(dir string, brokerID int32) error {
+	path := filepath.Join(dir, MetaPropertiesFile)
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return writeMeta(path, brokerID)
+	}
+	if err != nil {
+		return ioError("read meta.properties", err)
+	}
+	id, err := parseMeta(data)
+	if err != nil {
+		return fmt.Errorf("%w: %s: %v", errBadMeta, path, err)
+	}
+	if id != brokerID {
+		return fmt.Errorf("%w: %s has broker.id %d, this broker is %d", ErrOtherBroker, dir, id, brokerID)
+	}
+	return nil
+}
+
+// writeMeta writes meta.properties atomically and durably: a dir whose
+// ownership was not recorded could later be taken by another broker.
+func writeMeta(path string, brokerID int32) error {
+	data := "version=" + metaVersion + "\nbroker.id=" + strconv.FormatInt(int64(brokerID), 10) + "\n"
+	if err := checkpoint.WriteFileAtomic(path, []byte(data), true); err != nil {
+		return ioError("write meta.properties", err)
+	}
+	return nil
+}
+
+// parseMeta returns broker.id from a Java properties file: "key=value" or
+// "key:value" lines, with '#' and '!' comment lines and blank lines ignored.
+func parseMeta(data []byte) (int32, error) {
+	props := make(map[string]string)
+	for line := range strings.Lines(string(data)) {
+		line = strings.TrimSpace(line)
+		if line == "" || line[0] == '#' || line[0] == '!' {
+			continue
+		}
+		i := strings.IndexAny(line, "=:")
+		if i < 0 {
+			return 0, fmt.Errorf("line %q is not key=value", line)
+		}
+		props[strings.TrimSpace(line[:i])] = strings.TrimSpace(line[i+1:])
+	}
+	if v, ok := props["version"]; !ok || v != metaVersion {
+		return 0, fmt.Errorf("version %q, want %s", v, metaVersion)
+	}
+	s, ok := props["broker.id"]
+	if !ok {
+		return 0, fmt.Errorf("no broker.id")
+	}
+	id, err := strconv.ParseInt(s, 10, 32)
+	if err != nil {
+		return 0, fmt.Errorf("broker.id %q is not a number", s)
+	}
+	return int32(id), nil
+}

@@ -1,0 +1,129 @@
+package logmgr
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+
+	"github.com/replicad/replicad/core/checkpoint"
+	"github.com/replicad/replicad/core/log"
+	"github.com/replicad/replicad/core/tp"
+)
+
+// FlushAll flushes every online log (used by the interval flush policy and at
+// shutdown), moving each recovery point to its log end offset. A dir with a
+// failing log is reported on Failures.
+func (m *Manager) FlushAll() error {
+	dirs, byDir := m.snapshot()
+	type job struct {
+		dir *logDir
+		log *log.Log
+	}
+	var jobs []job
+	for d, logs := range byDir {
+		for _, h := range logs {
+			jobs = append(jobs, job{d, h.log})
+		}
+	}
+	var failed errByDir
+	runParallel(len(jobs), m.workers(len(dirs)), func(i int) bool {
+		j := jobs[i]
+		// ErrClosed: the dir went offline meanwhile, which is already handled.
+		if err := j.log.Flush(); err != nil && !errors.Is(err, log.ErrClosed) {
+			failed.add(j.dir, fmt.Errorf("flush %s: %w", j.log.TopicPartition(), err))
+		}
+		return true
+	})
+	return failed.report(m, "flush logs")
+}
+
+// CheckpointLogOffsets writes each online dir's recovery-point and log-start
+// checkpoints; a dir that fails is returned in the map with its error.
+//
+// A failed dir is also reported on Failures. The dirs are written in
+// parallel, each file with one buffered write and an fsync.
+func (m *Manager) CheckpointLogOffsets() map[string]error {
+	m.checkpointMu.Lock()
+	defer m.checkpointMu.Unlock()
+	dirs, byDir := m.snapshot()
+	errs := make([]error, len(dirs))
+	var wg sync.WaitGroup
+	for i, d := range dirs {
+		wg.Go(func() { errs[i] = writeOffsetCheckpoints(d.path, byDir[d]) })
+	}
+	wg.Wait()
+	failed := make(map[string]error)
+	for i, d := range dirs {
+		if errs[i] != nil {
+			failed[d.path] = errs[i]
+			m.reportFailure(d, errs[i])
+		}
+	}
+	return failed
+}
+
+// checkpointDir rewrites one dir's checkpoints from its current logs.
+func (m *Manager) checkpointDir(d *logDir) error {
+	m.checkpointMu.Lock()
+	defer m.checkpointMu.Unlock()
+	_, byDir := m.snapshot()
+	return writeOffsetCheckpoints(d.path, byDir[d])
+}
+
+// writeOffsetCheckpoints writes the recovery points and log start offsets of
+// the logs of dir.
+func writeOffsetCheckpoints(dir string, logs []hostedLogEntry) error {
+	recoveryPoints := make(map[tp.TopicPartition]int64, len(logs))
+	logStarts := make(map[tp.TopicPartition]int64, len(logs))
+	for _, h := range logs {
+		recoveryPoints[h.t] = h.log.RecoveryPoint()
+		logStarts[h.t] = h.log.LogStartOffset()
+	}
+	if err := checkpoint.WriteOffsets(filepath.Join(dir, RecoveryPointCheckpoint), recoveryPoints, true); err != nil {
+		return ioError("write recovery points", err)
+	}
+	if err := checkpoint.WriteOffsets(filepath.Join(dir, LogStartOffsetCheckpoint), logStarts, true); err != nil {
+		return ioError("write log start offsets", err)
+	}
+	return nil
+}
+
+// Shutdown flushes and closes every log and writes the checkpoints.
+//
+// The logs are flushed before the checkpoints are written, so the recovery
+// points written are the log end offsets and the next start recovers
+// nothing. Later calls do nothing.
+func (m *Manager) Shutdown() error {
+	// No log is being created or deleted once this is held.
+	m.createMu.Lock()
+	defer m.createMu.Unlock()
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil
+	}
+	m.closed = true
+	m.mu.Unlock()
+
+	var errs []error
+	if err := m.FlushAll(); err != nil {
+		errs = append(errs, err)
+	}
+	for dir, err := range m.CheckpointLogOffsets() {
+		errs = append(errs, fmt.Errorf("logmgr: checkpoint %s: %w", dir, err))
+	}
+	m.mu.Lock()
+	logs := make([]*log.Log, 0, len(m.logs))
+	for t, h := range m.logs {
+		logs = append(logs, h.log)
+		delete(m.logs, t)
+	}
+	for _, d := range m.dirs {
+		d.partitions = 0
+	}
+	m.mu.Unlock()
+	m.closeAll(logs)
+	m.removals.Wait()
+	return errors.Join(errs...)
+}

@@ -1,0 +1,225 @@
+package logmgr
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/replicad/replicad/core/checkpoint"
+	"github.com/replicad/replicad/core/log"
+	"github.com/replicad/replicad/core/tp"
+)
+
+// Open prepares every dir: creates it and meta.properties if missing (refusing
+// a dir of another broker with ErrOtherBroker, a fatal start-up error), reads
+// its recovery-point and log-start checkpoints and opens every partition log in
+// it. A dir whose files cannot be read or parsed is offline, not fatal; Open
+// fails only when no dir is online.
+//
+// The checkpoints are read here only: from then on the logs carry their
+// recovery points and log start offsets, and the files are only written.
+// Partition dirs ending in "-delete" are removed in the background; those
+// ending in ".tmp", future replicas ("-future") and names that are not
+// "<topic>-<partition>" are left alone.
+func Open(cfg Config) (*Manager, error) {
+	if cfg.RecoveryThreadsPerDir <= 0 {
+		cfg.RecoveryThreadsPerDir = DefaultRecoveryThreadsPerDir
+	}
+	paths, err := absDirs(cfg.Dirs)
+	if err != nil {
+		return nil, err
+	}
+	m := &Manager{
+		cfg:         cfg,
+		logger:      cfg.Logger.With().Str("component", "logmgr").Logger(),
+		failures:    make(chan DirFailure, len(paths)),
+		removeSlots: make(chan struct{}, 2),
+		logs:        make(map[tp.TopicPartition]hostedLog),
+	}
+	for _, p := range paths {
+		d := &logDir{path: p, online: true}
+		m.dirs = append(m.dirs, d)
+		if err := prepareDir(p, cfg.BrokerID); err != nil {
+			if errors.Is(err, ErrOtherBroker) {
+				return nil, err
+			}
+			m.setOffline(d, err)
+		}
+	}
+	if err := m.loadLogs(); err != nil {
+		return nil, err
+	}
+	var causes []string
+	for _, d := range m.dirs {
+		if d.online {
+			return m, nil
+		}
+		causes = append(causes, d.err.Error())
+	}
+	return nil, fmt.Errorf("%w: %s", ErrNoOnlineDir, strings.Join(causes, "; "))
+}
+
+// absDirs returns the dirs as clean absolute paths, refusing none or repeats.
+func absDirs(dirs []string) ([]string, error) {
+	if len(dirs) == 0 {
+		return nil, fmt.Errorf("%w: no log dirs configured", ErrNoOnlineDir)
+	}
+	out := make([]string, 0, len(dirs))
+	for _, d := range dirs {
+		abs, err := filepath.Abs(d)
+		if err != nil {
+			return nil, fmt.Errorf("logmgr: log dir %q: %w", d, err)
+		}
+		for _, seen := range out {
+			if seen == abs {
+				return nil, fmt.Errorf("logmgr: log dir %s configured twice", abs)
+			}
+		}
+		out = append(out, abs)
+	}
+	return out, nil
+}
+
+// prepareDir creates dir when missing and checks its meta.properties.
+func prepareDir(dir string, brokerID int32) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return ioError("create log dir", err)
+	}
+	return checkMeta(dir, brokerID)
+}
+
+// setOffline records at start-up that d is offline.
+func (m *Manager) setOffline(d *logDir, err error) {
+	m.logger.Error().Err(err).Str("log_dir", d.path).Msg("log dir is offline")
+	d.online, d.err = false, err
+}
+
+// loadLogs opens the logs of every online dir, the dirs in parallel. A dir
+// whose checkpoints or logs fail goes offline; only a partition found in two
+// dirs fails the load, since either copy could be the stale one.
+func (m *Manager) loadLogs() error {
+	loaded := make([]map[tp.TopicPartition]*log.Log, len(m.dirs))
+	stale := make([][]string, len(m.dirs))
+	errs := make([]error, len(m.dirs))
+	var wg sync.WaitGroup
+	for i, d := range m.dirs {
+		if d.online {
+			wg.Go(func() { loaded[i], stale[i], errs[i] = m.loadDir(d.path) })
+		}
+	}
+	wg.Wait()
+	for i, d := range m.dirs {
+		if errs[i] != nil {
+			m.setOffline(d, errs[i])
+		}
+	}
+	owner := make(map[tp.TopicPartition]*logDir)
+	for i, logs := range loaded {
+		for t := range logs {
+			if other, dup := owner[t]; dup {
+				for _, logs := range loaded {
+					m.closeAll(slices.Collect(maps.Values(logs)))
+				}
+				return fmt.Errorf("%w: %s in %s and %s", ErrDuplicateLog, t, other.path, m.dirs[i].path)
+			}
+			owner[t] = m.dirs[i]
+		}
+	}
+	for i, logs := range loaded {
+		for t, l := range logs {
+			m.logs[t] = hostedLog{log: l, dir: m.dirs[i]}
+		}
+		m.dirs[i].partitions = len(logs)
+		m.removeInBackground(stale[i])
+	}
+	return nil
+}
+
+// loadDir reads dir's checkpoints and opens its partition logs, a few at a
+// time. It returns the logs and the deleted-log dirs still to be removed.
+func (m *Manager) loadDir(dir string) (map[tp.TopicPartition]*log.Log, []string, error) {
+	start := time.Now()
+	recoveryPoints, err := checkpoint.ReadOffsets(filepath.Join(dir, RecoveryPointCheckpoint))
+	if err != nil {
+		return nil, nil, fmt.Errorf("logmgr: load %s: %w", RecoveryPointCheckpoint, err)
+	}
+	logStarts, err := checkpoint.ReadOffsets(filepath.Join(dir, LogStartOffsetCheckpoint))
+	if err != nil {
+		return nil, nil, fmt.Errorf("logmgr: load %s: %w", LogStartOffsetCheckpoint, err)
+	}
+	parts, stale, err := m.scanDir(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	opened := make([]*log.Log, len(parts))
+	var mu sync.Mutex
+	var firstErr error
+	runParallel(len(parts), m.cfg.RecoveryThreadsPerDir, func(i int) bool {
+		t := parts[i]
+		// A partition missing from the checkpoints has recovery point 0:
+		// every segment is recovered.
+		l, err := log.Open(log.Options{
+			Dir:            filepath.Join(dir, t.String()),
+			TopicPartition: t,
+			Config:         m.cfg.LogConfig,
+			RecoveryPoint:  recoveryPoints[t],
+			LogStartOffset: logStarts[t],
+			SyncMetadata:   true,
+			Logger:         m.cfg.Logger,
+		})
+		if err != nil {
+			mu.Lock()
+			if firstErr == nil {
+				firstErr = fmt.Errorf("logmgr: load log %s: %w", t, err)
+			}
+			mu.Unlock()
+			return false
+		}
+		opened[i] = l
+		return true
+	})
+	if firstErr != nil {
+		m.closeAll(opened)
+		return nil, nil, firstErr
+	}
+	logs := make(map[tp.TopicPartition]*log.Log, len(parts))
+	for i, t := range parts {
+		logs[t] = opened[i]
+	}
+	m.logger.Info().Str("log_dir", dir).Int("logs", len(logs)).Dur("took", time.Since(start)).Msg("loaded log dir")
+	return logs, stale, nil
+}
+
+// scanDir lists dir's partition logs and its deleted-log dirs.
+func (m *Manager) scanDir(dir string) (parts []tp.TopicPartition, stale []string, err error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, nil, ioError("list log dir", err)
+	}
+	for _, e := range entries {
+		name := e.Name()
+		switch {
+		case !e.IsDir():
+			continue // meta.properties, checkpoints
+		case strings.HasSuffix(name, DeleteDirSuffix):
+			stale = append(stale, filepath.Join(dir, name))
+			continue
+		case strings.HasSuffix(name, ".tmp"), strings.HasSuffix(name, FutureDirSuffix):
+			continue
+		}
+		t, err := tp.ParseDirName(name)
+		if err != nil {
+			// Not ours (lost+found on a mount point, say): never touch it.
+			m.logger.Warn().Err(err).Str("log_dir", dir).Msg("skipping a dir that is not a partition log")
+			continue
+		}
+		parts = append(parts, t)
+	}
+	return parts, stale, nil
+}

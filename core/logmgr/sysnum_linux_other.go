@@ -1,0 +1,7 @@
+//go:build linux && !amd64 && !386
+
+package logmgr
+
+import "syscall"
+
+const sysSyncfs = syscall.SYS_SYNCFS

@@ -1,0 +1,448 @@
+package core
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/replicad/replicad/core/clock"
+	"github.com/replicad/replicad/core/log"
+	"github.com/replicad/replicad/core/logmgr"
+	"github.com/replicad/replicad/core/record"
+	"github.com/replicad/replicad/core/tp"
+)
+
+// noLeader is the leader id of a partition that has none (Kafka's -1).
+const noLeader int32 = -1
+
+// unknownOffset marks a remote replica whose log end offset the leader has not
+// learned yet in this leader epoch.
+const unknownOffset int64 = -1
+
+// partitionEnv is what every Partition of a broker shares.
+type partitionEnv struct {
+	brokerID          int32
+	clock             clock.Clock
+	logs              *logmgr.Manager
+	minInsyncReplicas int
+	logger            zerolog.Logger
+	// onStorageError reports a log dir that failed under a partition, so the
+	// replica manager takes the dir offline (Kafka's LogDirFailureChannel).
+	onStorageError func(dir string, err error)
+}
+
+// replicaState is the leader's view of a follower (Kafka's Replica, kept in
+// Partition.remoteReplicas on the leader).
+type replicaState struct {
+	brokerID     int32
+	logEndOffset int64 // unknownOffset until the follower fetches in this epoch
+	// lastCaughtUpTime is the last time the follower's fetch reached the
+	// leader's LEO as of that fetch; the ISR shrink check measures lag from it.
+	lastCaughtUpTime            time.Time
+	lastFetchTime               time.Time
+	lastFetchLeaderLogEndOffset int64
+	brokerEpoch                 int64
+}
+
+// resetForNewEpoch forgets what the follower told a previous leader epoch.
+func (r *replicaState) resetForNewEpoch(now time.Time, inISR bool) {
+	r.logEndOffset = unknownOffset
+	r.lastFetchTime = time.Time{}
+	r.lastFetchLeaderLogEndOffset = unknownOffset
+	if inISR {
+		r.lastCaughtUpTime = now
+	} else {
+		r.lastCaughtUpTime = time.Time{}
+	}
+}
+
+// Partition is this broker's replica of one partition and, on the leader, its
+// view of the other replicas (Kafka's Partition).
+type Partition struct {
+	topicPartition tp.TopicPartition
+	env            *partitionEnv
+
+	// mu is Kafka's leaderIsrUpdateLock: writers change leadership, readers
+	// append and read so that leadership cannot change under them.
+	mu              sync.RWMutex
+	controllerEpoch int32
+	leaderEpoch     int32
+	// leaderEpochStartOffset is the LEO when this broker became leader of
+	// leaderEpoch; -1 on a follower.
+	leaderEpochStartOffset int64
+	partitionEpoch         int32
+	leader                 int32 // noLeader when unknown
+	assignment             []int32
+	isr                    []int32 // sorted; empty on a follower
+	remoteReplicas         map[int32]*replicaState
+	log                    *log.Log
+	// stopped is set when the replica manager stops hosting the partition;
+	// waiters must give up.
+	stopped bool
+
+	// changed wakes waiters (acks=-1 produces, long-polling reads) when the HW
+	// moves, the log grows, or leadership changes.
+	changed notifier
+}
+
+func newPartition(t tp.TopicPartition, env *partitionEnv) *Partition {
+	return &Partition{
+		topicPartition:         t,
+		env:                    env,
+		leaderEpoch:            -1,
+		leaderEpochStartOffset: -1,
+		leader:                 noLeader,
+		controllerEpoch:        -1,
+		remoteReplicas:         make(map[int32]*replicaState),
+	}
+}
+
+// TopicPartition names the partition.
+func (p *Partition) TopicPartition() tp.TopicPartition { return p.topicPartition }
+
+// LeaderEpoch returns the partition's current leader epoch (-1 before the first LeaderAndIsr).
+func (p *Partition) LeaderEpoch() int32 {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.leaderEpoch
+}
+
+// Log returns the local log, nil before it is created.
+func (p *Partition) Log() *log.Log {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.log
+}
+
+// isLeaderLocked reports whether this broker leads the partition.
+func (p *Partition) isLeaderLocked() bool { return p.leader == p.env.brokerID }
+
+// updateAssignmentAndIsrLocked stores the replica set and ISR and keeps one
+// remote replica state per other assigned broker.
+func (p *Partition) updateAssignmentAndIsrLocked(replicas, isr []int32) {
+	p.assignment = slices.Clone(replicas)
+	p.isr = sortedSet(isr)
+	keep := make(map[int32]bool, len(replicas))
+	for _, id := range replicas {
+		if id == p.env.brokerID {
+			continue
+		}
+		keep[id] = true
+		if _, ok := p.remoteReplicas[id]; !ok {
+			p.remoteReplicas[id] = &replicaState{brokerID: id, logEndOffset: unknownOffset, lastFetchLeaderLogEndOffset: unknownOffset}
+		}
+	}
+	for id := range p.remoteReplicas {
+		if !keep[id] {
+			delete(p.remoteReplicas, id)
+		}
+	}
+}
+
+// createLogIfNotExistsLocked attaches the local log, creating it when missing.
+// A log that is not new may only be created while every log dir is online:
+// otherwise its data may sit in an offline dir, and an empty replacement would
+// pose as the replica (Kafka's LogManager.getOrCreateLog rule).
+func (p *Partition) createLogIfNotExistsLocked(isNew, syncMetadata bool) error {
+	if p.log != nil {
+		return nil
+	}
+	if l, ok := p.env.logs.GetLog(p.topicPartition); ok {
+		p.log = l
+		return nil
+	}
+	if !isNew {
+		for _, d := range p.env.logs.Dirs() {
+			if !d.Online {
+				return fmt.Errorf("create log %s: log dir %s is offline and may hold it: %w", p.topicPartition, d.Path, log.ErrStorage)
+			}
+		}
+	}
+	l, err := p.env.logs.GetOrCreateLog(p.topicPartition, syncMetadata)
+	if err != nil {
+		return fmt.Errorf("create log %s: %w", p.topicPartition, err)
+	}
+	p.log = l
+	return nil
+}
+
+// makeLeader makes this broker the partition's leader (Kafka's
+// Partition.makeLeader). It reports whether the broker was not the leader
+// before. A storage error leaves the partition for the caller to take offline.
+func (p *Partition) makeLeader(st PartitionState, syncMetadata bool) (isNewLeader bool, err error) {
+	hwIncremented, isNewLeader, err := p.makeLeaderLocked(st, syncMetadata)
+	if err != nil {
+		return false, err
+	}
+	// The seed completes delayed requests only when the HW moved; waking on any
+	// leadership change is a superset that costs one channel close.
+	_ = hwIncremented
+	p.changed.notify()
+	return isNewLeader, nil
+}
+
+func (p *Partition) makeLeaderLocked(st PartitionState, syncMetadata bool) (hwIncremented, isNewLeader bool, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	// Record the epoch of the controller that made the decision.
+	p.controllerEpoch = st.ControllerEpoch
+	p.updateAssignmentAndIsrLocked(st.Replicas, st.ISR)
+	if err := p.createLogIfNotExistsLocked(st.IsNew, syncMetadata); err != nil {
+		return false, false, err
+	}
+	leaderEpochStartOffset := p.log.LogEndOffset()
+	isNewLeaderEpoch := st.LeaderEpoch > p.leaderEpoch
+	p.env.logger.Info().Str("topic", p.topicPartition.Topic).Int32("partition", p.topicPartition.Partition).
+		Int32("leader_epoch", st.LeaderEpoch).Int32("previous_leader_epoch", p.leaderEpoch).
+		Int64("epoch_start_offset", leaderEpochStartOffset).Int64("high_watermark", p.log.HighWatermark()).
+		Msg("starting at new leader epoch")
+	p.leaderEpoch = st.LeaderEpoch
+	p.leaderEpochStartOffset = leaderEpochStartOffset
+	p.partitionEpoch = st.PartitionEpoch
+	// Cache the new epoch and its start offset before any append: a follower
+	// with entries from a later epoch than any in this log must still be able
+	// to find where to truncate (KIP-101).
+	if err := p.log.MaybeAssignEpochStartOffset(p.leaderEpoch, leaderEpochStartOffset); err != nil {
+		return false, false, fmt.Errorf("assign epoch %d start %d: %w", p.leaderEpoch, leaderEpochStartOffset, err)
+	}
+	isNewLeader = !p.isLeaderLocked()
+	// What followers told an older epoch's leader (possibly this broker) says
+	// nothing about their logs now; reset only when the epoch moved, so a
+	// repeated request at the same epoch keeps the followers' progress.
+	if isNewLeaderEpoch {
+		now := p.env.clock.Now()
+		for id, r := range p.remoteReplicas {
+			r.resetForNewEpoch(now, slices.Contains(p.isr, id))
+		}
+	}
+	p.leader = p.env.brokerID
+	// The ISR may be down to this broker alone, so the HW may move now.
+	return p.maybeIncrementLeaderHWLocked(), isNewLeader, nil
+}
+
+// makeFollower makes this broker a follower (Kafka's Partition.makeFollower).
+// It reports whether the leader or the leader epoch changed: only then must
+// the fetcher be restarted.
+func (p *Partition) makeFollower(st PartitionState, syncMetadata bool) (changed bool, err error) {
+	changed, err = p.makeFollowerLocked(st, syncMetadata)
+	if err == nil {
+		p.changed.notify()
+	}
+	return changed, err
+}
+
+func (p *Partition) makeFollowerLocked(st PartitionState, syncMetadata bool) (bool, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	oldLeaderEpoch := p.leaderEpoch
+	p.controllerEpoch = st.ControllerEpoch
+	// A follower keeps the assignment but no ISR: only the leader tracks it.
+	p.updateAssignmentAndIsrLocked(st.Replicas, nil)
+	if err := p.createLogIfNotExistsLocked(st.IsNew, syncMetadata); err != nil {
+		return false, err
+	}
+	p.leaderEpoch = st.LeaderEpoch
+	p.leaderEpochStartOffset = -1
+	p.partitionEpoch = st.PartitionEpoch
+	if p.leader == st.Leader && p.leaderEpoch == oldLeaderEpoch {
+		return false, nil
+	}
+	p.leader = st.Leader
+	return true, nil
+}
+
+// createLogOnly creates the local log without a role change, so that the
+// partition's HW stays in the checkpoint file even while its leader is
+// unavailable (KAFKA-1647).
+func (p *Partition) createLogOnly(isNew, syncMetadata bool) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.createLogIfNotExistsLocked(isNew, syncMetadata)
+}
+
+// maybeIncrementLeaderHWLocked moves the leader's HW to the smallest LEO in
+// the ISR. It never moves the HW backwards, and does not move it while the ISR
+// is smaller than min.insync.replicas or while an ISR member's LEO is unknown
+// in this epoch. p.mu must be held for writing.
+func (p *Partition) maybeIncrementLeaderHWLocked() bool {
+	if !p.isLeaderLocked() || p.log == nil || len(p.isr) < p.env.minInsyncReplicas {
+		return false
+	}
+	newHW := p.log.LogEndOffset()
+	for _, id := range p.isr {
+		if id == p.env.brokerID {
+			continue
+		}
+		r, ok := p.remoteReplicas[id]
+		if !ok || r.logEndOffset == unknownOffset {
+			return false
+		}
+		newHW = min(newHW, r.logEndOffset)
+	}
+	if newHW <= p.log.HighWatermark() {
+		return false
+	}
+	p.log.UpdateHighWatermark(newHW)
+	return true
+}
+
+// stop marks the partition as no longer hosted and wakes its waiters, which
+// then complete with NOT_LEADER_OR_FOLLOWER.
+func (p *Partition) stop() {
+	p.mu.Lock()
+	p.stopped = true
+	p.leader = noLeader
+	p.mu.Unlock()
+	p.changed.notify()
+}
+
+// info describes the replica. role is decided by the caller for offline ones.
+func (p *Partition) info() PartitionInfo {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	in := PartitionInfo{
+		TopicPartition:  p.topicPartition,
+		Leader:          p.leader,
+		LeaderEpoch:     p.leaderEpoch,
+		PartitionEpoch:  p.partitionEpoch,
+		ControllerEpoch: p.controllerEpoch,
+		Replicas:        slices.Clone(p.assignment),
+		ISR:             slices.Clone(p.isr),
+		HighWatermark:   -1,
+		LogEndOffset:    -1,
+		LogStartOffset:  -1,
+	}
+	switch {
+	case p.isLeaderLocked():
+		in.Role = RoleLeader
+	default:
+		in.Role = RoleFollower
+	}
+	if p.log != nil {
+		in.HighWatermark = p.log.HighWatermark()
+		in.LogEndOffset = p.log.LogEndOffset()
+		in.LogStartOffset = p.log.LogStartOffset()
+		in.LogDir, _ = p.env.logs.DirOf(p.topicPartition)
+	}
+	return in
+}
+
+// appendRecordsToLeader appends a batch on the leader (Kafka's
+// Partition.appendRecordsToLeader). It returns the append and the leader
+// epoch it happened in.
+func (p *Partition) appendRecordsToLeader(batch record.Batch, acks int) (log.AppendInfo, int32, ErrorCode, error) {
+	p.mu.RLock()
+	if !p.isLeaderLocked() || p.log == nil {
+		p.mu.RUnlock()
+		return log.AppendInfo{}, 0, ErrNotLeaderOrFollower, nil
+	}
+	if acks == AcksAll && len(p.isr) < p.env.minInsyncReplicas {
+		p.mu.RUnlock()
+		return log.AppendInfo{}, 0, ErrNotEnoughReplicas, nil
+	}
+	epoch := p.leaderEpoch
+	l := p.log
+	info, err := l.AppendAsLeader(batch, epoch)
+	p.mu.RUnlock()
+	if err != nil {
+		return info, epoch, storageErrorCode(err), err
+	}
+	p.mu.Lock()
+	p.maybeIncrementLeaderHWLocked()
+	p.mu.Unlock()
+	p.changed.notify()
+	return info, epoch, ErrNone, nil
+}
+
+// checkEnoughReplicasReachOffset is the completion check of a delayed acks=-1
+// produce (Kafka's Partition.checkEnoughReplicasReachOffset): done when the
+// HW passed requiredOffset, or when this broker no longer leads, or when the
+// appended batch is gone from the log (truncated away by a later epoch).
+func (p *Partition) checkEnoughReplicasReachOffset(baseOffset, requiredOffset int64, appendEpoch int32) (bool, ErrorCode) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if p.stopped || !p.isLeaderLocked() || p.log == nil {
+		return true, ErrNotLeaderOrFollower
+	}
+	if p.leaderEpoch != appendEpoch && p.log.EpochCache().EpochForOffset(baseOffset) != appendEpoch {
+		return true, ErrNotLeaderOrFollower
+	}
+	if p.log.HighWatermark() < requiredOffset {
+		return false, ErrNone
+	}
+	if len(p.isr) < p.env.minInsyncReplicas {
+		return true, ErrNotEnoughReplicasAfterAppend
+	}
+	return true, ErrNone
+}
+
+// readCommitted reads records in [offset, HW) from the leader.
+func (p *Partition) readCommitted(offset int64, maxBytes int) (ConsumeResult, int, error) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if p.stopped || !p.isLeaderLocked() || p.log == nil {
+		return ConsumeResult{Error: ErrNotLeaderOrFollower, HighWatermark: -1, LogStartOffset: -1, NextOffset: offset}, 0, nil
+	}
+	l := p.log
+	res := ConsumeResult{HighWatermark: l.HighWatermark(), LogStartOffset: l.LogStartOffset(), NextOffset: offset}
+	if offset < res.LogStartOffset || offset > l.LogEndOffset() {
+		res.Error = ErrOffsetOutOfRange
+		return res, 0, nil
+	}
+	if offset >= res.HighWatermark {
+		return res, 0, nil
+	}
+	ri, err := l.Read(offset, maxBytes, res.HighWatermark)
+	if err != nil {
+		if errors.Is(err, log.ErrOffsetOutOfRange) {
+			res.Error = ErrOffsetOutOfRange
+			return res, 0, nil
+		}
+		res.Error = storageErrorCode(err)
+		return res, 0, err
+	}
+	buf := ri.Data
+	for len(buf) > 0 {
+		b, rest, err := record.Next(buf)
+		if err != nil {
+			break // a read cut at maxBytes ends inside a batch
+		}
+		buf = rest
+		recs, err := b.Records()
+		if err != nil {
+			res.Error = ErrCorruptMessage
+			return res, 0, fmt.Errorf("decode batch at %d: %w", b.BaseOffset(), err)
+		}
+		for _, r := range recs {
+			if r.Offset >= offset && r.Offset < res.HighWatermark {
+				res.Records = append(res.Records, r)
+				res.NextOffset = r.Offset + 1
+			}
+		}
+	}
+	return res, len(ri.Data), nil
+}
+
+// storageErrorCode maps a log error to its protocol code.
+func storageErrorCode(err error) ErrorCode {
+	switch {
+	case err == nil:
+		return ErrNone
+	case errors.Is(err, log.ErrBatchTooLarge):
+		return ErrMessageTooLarge
+	case errors.Is(err, log.ErrStorage), errors.Is(err, logmgr.ErrDirOffline), errors.Is(err, logmgr.ErrNoOnlineDir), errors.Is(err, log.ErrClosed):
+		return ErrStorageError
+	default:
+		return ErrUnknownServerError
+	}
+}
+
+func sortedSet(ids []int32) []int32 {
+	out := slices.Clone(ids)
+	slices.Sort(out)
+	return slices.Compact(out)
+}

@@ -1,0 +1,122 @@
+package core
+
+import (
+	"context"
+	"time"
+
+	"github.com/replicad/replicad/core/record"
+)
+
+// DefaultProduceTimeout bounds an acks=-1 produce that gave no timeout.
+const DefaultProduceTimeout = 30 * time.Second
+
+// DefaultConsumeMaxBytes bounds a consume that gave no max bytes.
+const DefaultConsumeMaxBytes = 1 << 20
+
+// Produce appends records to a partition this broker leads (Kafka's
+// appendRecords). acks=0 and acks=1 answer after the leader's append; acks=-1
+// waits, as a delayed produce, until the HW passes the batch.
+func (rm *ReplicaManager) Produce(ctx context.Context, req ProduceRequest) ProduceResult {
+	fail := func(code ErrorCode, msg string) ProduceResult {
+		return ProduceResult{Error: code, BaseOffset: -1, HighWatermark: -1, Message: msg}
+	}
+	if rm.shuttingDown.Load() {
+		return fail(ErrNotLeaderOrFollower, "broker is shutting down")
+	}
+	p, code := rm.onlinePartition(req.TopicPartition)
+	if code != ErrNone {
+		return fail(code, "")
+	}
+	batch := record.Build(req.Records, rm.cfg.Clock.Now().UnixMilli())
+	if len(batch) > rm.MaxBatchBytes() {
+		return fail(ErrMessageTooLarge, "batch is larger than the broker's max batch bytes")
+	}
+	info, epoch, code, err := p.appendRecordsToLeader(batch, req.Acks)
+	if err != nil {
+		if dir, ok := rm.logs.DirOf(req.TopicPartition); ok && code == ErrStorageError {
+			rm.reportDirFailure(dir, err)
+		}
+		return fail(code, err.Error())
+	}
+	if code != ErrNone {
+		return fail(code, "")
+	}
+	res := ProduceResult{BaseOffset: info.FirstOffset}
+	if req.Acks == AcksAll {
+		timeout := req.Timeout
+		if timeout <= 0 {
+			timeout = DefaultProduceTimeout
+		}
+		res.Error = rm.waitForHighWatermark(ctx, p, info.FirstOffset, info.LastOffset+1, epoch, timeout)
+	}
+	if l := p.Log(); l != nil {
+		res.HighWatermark = l.HighWatermark()
+	}
+	return res
+}
+
+// waitForHighWatermark is a delayed produce: it completes when the HW reaches
+// requiredOffset, with NOT_LEADER_OR_FOLLOWER when leadership is lost, and
+// with REQUEST_TIMED_OUT after timeout.
+func (rm *ReplicaManager) waitForHighWatermark(ctx context.Context, p *Partition, baseOffset, requiredOffset int64, appendEpoch int32, timeout time.Duration) ErrorCode {
+	expired := make(chan struct{})
+	t := rm.cfg.Clock.AfterFunc(timeout, func() { close(expired) })
+	defer t.Stop()
+	for {
+		// Take the wake-up channel before checking, so a change between the
+		// check and the wait is not missed.
+		changed := p.changed.wait()
+		if done, code := p.checkEnoughReplicasReachOffset(baseOffset, requiredOffset, appendEpoch); done {
+			return code
+		}
+		select {
+		case <-changed:
+		case <-expired:
+			return ErrRequestTimedOut
+		case <-ctx.Done():
+			return ErrRequestTimedOut
+		case <-rm.stopCh:
+			return ErrNotLeaderOrFollower
+		}
+	}
+}
+
+// Consume reads committed records (below the HW) from a partition this broker
+// leads. It waits up to MaxWait for MinBytes, woken as soon as the HW moves.
+func (rm *ReplicaManager) Consume(ctx context.Context, req ConsumeRequest) ConsumeResult {
+	p, code := rm.onlinePartition(req.TopicPartition)
+	if code != ErrNone {
+		return ConsumeResult{Error: code, HighWatermark: -1, LogStartOffset: -1, NextOffset: req.Offset}
+	}
+	maxBytes := req.MaxBytes
+	if maxBytes <= 0 {
+		maxBytes = DefaultConsumeMaxBytes
+	}
+	var expired chan struct{}
+	if req.MaxWait > 0 {
+		expired = make(chan struct{})
+		t := rm.cfg.Clock.AfterFunc(req.MaxWait, func() { close(expired) })
+		defer t.Stop()
+	}
+	for {
+		changed := p.changed.wait()
+		res, n, err := p.readCommitted(req.Offset, maxBytes)
+		if err != nil && res.Error == ErrStorageError {
+			if dir, ok := rm.logs.DirOf(req.TopicPartition); ok {
+				rm.reportDirFailure(dir, err)
+			}
+		}
+		if res.Error != ErrNone || n >= req.MinBytes || expired == nil {
+			return res
+		}
+		select {
+		case <-changed:
+		case <-expired:
+			return res
+		case <-ctx.Done():
+			return res
+		case <-rm.stopCh:
+			return res
+		}
+	}
+}

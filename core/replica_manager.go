@@ -1,0 +1,380 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/replicad/replicad/core/checkpoint"
+	"github.com/replicad/replicad/core/clock"
+	"github.com/replicad/replicad/core/log"
+	"github.com/replicad/replicad/core/logmgr"
+	"github.com/replicad/replicad/core/tp"
+)
+
+// Config configures a ReplicaManager.
+type Config struct {
+	BrokerID             int32
+	LogDirs              []string
+	LogConfig            log.Config
+	HWCheckpointInterval time.Duration
+	ReplicaLagTimeMax    time.Duration
+	MinInsyncReplicas    int
+	Clock                clock.Clock
+	Logger               zerolog.Logger
+	// Tracer records state changes; nil means no tracing.
+	Tracer trace.Tracer
+	// Fetchers receives the partitions this broker follows. Nil: followers do
+	// not fetch (no replication configured).
+	Fetchers FetcherManager
+	// OnLeadershipChange runs after each LeaderAndIsr with the partitions that
+	// became leader and follower (Kafka's onLeadershipChange callback).
+	OnLeadershipChange func(leaders, followers []tp.TopicPartition)
+}
+
+func (c *Config) setDefaults() {
+	if c.Clock == nil {
+		c.Clock = clock.Real{}
+	}
+	if c.HWCheckpointInterval <= 0 {
+		c.HWCheckpointInterval = 5 * time.Second
+	}
+	if c.ReplicaLagTimeMax <= 0 {
+		c.ReplicaLagTimeMax = 30 * time.Second
+	}
+	if c.MinInsyncReplicas <= 0 {
+		c.MinInsyncReplicas = 1
+	}
+	if c.LogConfig == (log.Config{}) {
+		c.LogConfig = log.DefaultConfig()
+	}
+	if c.Tracer == nil {
+		c.Tracer = noop.NewTracerProvider().Tracer("")
+	}
+	if c.Fetchers == nil {
+		c.Fetchers = noFetchers{}
+	}
+}
+
+// hostedPartition is an entry of the hosted-partition map (Kafka's
+// HostedPartition): Online, or Offline when its log dir failed. A partition
+// that is not in the map is Kafka's HostedPartition.None.
+type hostedPartition struct {
+	partition *Partition
+	offline   bool
+}
+
+// ReplicaManager is a broker's replica state machine (Kafka's ReplicaManager).
+type ReplicaManager struct {
+	cfg      Config
+	logger   zerolog.Logger
+	stateLog zerolog.Logger // logger=state.change, Kafka's stateChangeLogger
+	tracer   trace.Tracer
+	logs     *logmgr.Manager
+	metadata *metadataCache
+	env      *partitionEnv
+
+	// stateChangeMu is Kafka's replicaStateChangeLock: one LeaderAndIsr,
+	// StopReplica or log dir failure is handled at a time.
+	stateChangeMu   sync.Mutex
+	controllerEpoch atomic.Int32
+
+	partitionsMu sync.RWMutex
+	partitions   map[tp.TopicPartition]*hostedPartition
+
+	checkpointMu    sync.Mutex // one HW checkpoint write at a time
+	hwCheckpointing sync.Once  // the HW checkpoint loop starts after the first LeaderAndIsr
+
+	// Periodic work (see every): its timers, and runs in progress.
+	loopsMu      sync.Mutex
+	loopsStopped bool
+	loopTimers   map[clock.Timer]struct{}
+	loopsRunning sync.WaitGroup
+
+	shuttingDown atomic.Bool
+	stopCh       chan struct{}
+	wg           sync.WaitGroup
+	fatalOnce    sync.Once
+	fatal        chan error
+	dirFailures  chan dirFailure
+}
+
+type dirFailure struct {
+	dir string
+	err error
+}
+
+// NewReplicaManager opens the log dirs, reads each dir's HW checkpoint once
+// (a malformed one takes its dir offline) and starts the log dir failure
+// handler.
+func NewReplicaManager(cfg Config) (*ReplicaManager, error) {
+	cfg.setDefaults()
+	logs, err := logmgr.Open(logmgr.Config{Dirs: cfg.LogDirs, BrokerID: cfg.BrokerID, LogConfig: cfg.LogConfig, Logger: cfg.Logger})
+	if err != nil {
+		return nil, err
+	}
+	rm := &ReplicaManager{
+		cfg:         cfg,
+		logger:      cfg.Logger,
+		stateLog:    cfg.Logger.With().Str("logger", "state.change").Int32("broker", cfg.BrokerID).Logger(),
+		tracer:      cfg.Tracer,
+		logs:        logs,
+		metadata:    newMetadataCache(),
+		partitions:  make(map[tp.TopicPartition]*hostedPartition),
+		stopCh:      make(chan struct{}),
+		fatal:       make(chan error, 1),
+		dirFailures: make(chan dirFailure, 64),
+		loopTimers:  make(map[clock.Timer]struct{}),
+	}
+	rm.controllerEpoch.Store(-1)
+	rm.env = &partitionEnv{
+		brokerID:          cfg.BrokerID,
+		clock:             cfg.Clock,
+		logs:              logs,
+		minInsyncReplicas: cfg.MinInsyncReplicas,
+		logger:            cfg.Logger,
+		onStorageError:    rm.reportDirFailure,
+	}
+	rm.loadHighWatermarks()
+	if len(rm.onlineDirs()) == 0 {
+		_ = logs.Shutdown()
+		return nil, fmt.Errorf("open replica manager: %w", logmgr.ErrNoOnlineDir)
+	}
+	rm.wg.Add(1)
+	go rm.dirFailureLoop()
+	return rm, nil
+}
+
+// loadHighWatermarks reads every online dir's replication-offset-checkpoint
+// once, at start-up, and gives each loaded log its HW. Reading the file once
+// instead of per partition is the lesson of Kafka's LazyOffsetCheckpoints:
+// a LeaderAndIsr for thousands of partitions must not parse it thousands of
+// times. From then on the HW lives in the log, and the checkpoint file is
+// only ever written.
+func (rm *ReplicaManager) loadHighWatermarks() {
+	byDir := make(map[string][]tp.TopicPartition)
+	for t := range rm.logs.Logs() {
+		if dir, ok := rm.logs.DirOf(t); ok {
+			byDir[dir] = append(byDir[dir], t)
+		}
+	}
+	for _, d := range rm.logs.Dirs() {
+		if !d.Online {
+			continue
+		}
+		hws, err := checkpoint.ReadOffsets(filepath.Join(d.Path, logmgr.ReplicationOffsetCheckpoint))
+		if err != nil {
+			rm.logger.Error().Err(err).Str("log_dir", d.Path).Msg("cannot read the HW checkpoint; taking the log dir offline")
+			rm.logs.MarkDirOffline(d.Path, err)
+			continue
+		}
+		for _, t := range byDir[d.Path] {
+			if l, ok := rm.logs.GetLog(t); ok {
+				l.UpdateHighWatermark(hws[t])
+			}
+		}
+	}
+}
+
+// BrokerID is this broker's id.
+func (rm *ReplicaManager) BrokerID() int32 { return rm.cfg.BrokerID }
+
+// MaxBatchBytes is the largest produce batch accepted.
+func (rm *ReplicaManager) MaxBatchBytes() int { return rm.cfg.LogConfig.MaxBatchBytes }
+
+// ControllerEpoch is the newest controller epoch this broker has accepted (-1: none yet).
+func (rm *ReplicaManager) ControllerEpoch() int32 { return rm.controllerEpoch.Load() }
+
+// Fatal yields an error when no log dir is left online: the broker must exit non-zero.
+func (rm *ReplicaManager) Fatal() <-chan error { return rm.fatal }
+
+// LiveBrokers returns the brokers the metadata cache knows to be alive.
+func (rm *ReplicaManager) LiveBrokers() []Broker { return rm.metadata.aliveBrokers() }
+
+// UpdateMetadata replaces the live broker list; a request from an older
+// controller is rejected.
+func (rm *ReplicaManager) UpdateMetadata(ctx context.Context, req UpdateMetadataRequest) ErrorCode {
+	rm.stateChangeMu.Lock()
+	defer rm.stateChangeMu.Unlock()
+	if req.ControllerEpoch < rm.controllerEpoch.Load() {
+		rm.stateLog.Warn().Int32("controller_id", req.ControllerID).Int32("controller_epoch", req.ControllerEpoch).
+			Int32("current_controller_epoch", rm.controllerEpoch.Load()).Msg("ignoring UpdateMetadata from a stale controller")
+		return ErrStaleControllerEpoch
+	}
+	rm.controllerEpoch.Store(req.ControllerEpoch)
+	rm.metadata.replace(req.LiveBrokers)
+	rm.stateLog.Info().Int32("controller_id", req.ControllerID).Int32("controller_epoch", req.ControllerEpoch).
+		Int("live_brokers", len(req.LiveBrokers)).Msg("updated metadata")
+	return ErrNone
+}
+
+// getPartition returns the hosted entry for t, or nil (HostedPartition.None).
+func (rm *ReplicaManager) getPartition(t tp.TopicPartition) *hostedPartition {
+	rm.partitionsMu.RLock()
+	defer rm.partitionsMu.RUnlock()
+	return rm.partitions[t]
+}
+
+// onlinePartition returns the partition if it is hosted and online, with the
+// error code for why not otherwise.
+func (rm *ReplicaManager) onlinePartition(t tp.TopicPartition) (*Partition, ErrorCode) {
+	h := rm.getPartition(t)
+	switch {
+	case h == nil:
+		return nil, ErrUnknownTopicOrPartition
+	case h.offline:
+		return nil, ErrStorageError
+	}
+	return h.partition, ErrNone
+}
+
+func (rm *ReplicaManager) onlineDirs() []string {
+	var out []string
+	for _, d := range rm.logs.Dirs() {
+		if d.Online {
+			out = append(out, d.Path)
+		}
+	}
+	return out
+}
+
+// Describe reports hosted replicas; topic "" means all, partition nil all of the topic.
+func (rm *ReplicaManager) Describe(topic string, partition *int32) Description {
+	rm.partitionsMu.RLock()
+	hosted := make([]*hostedPartition, 0, len(rm.partitions))
+	for t, h := range rm.partitions {
+		if topic != "" && t.Topic != topic {
+			continue
+		}
+		if partition != nil && t.Partition != *partition {
+			continue
+		}
+		hosted = append(hosted, h)
+	}
+	rm.partitionsMu.RUnlock()
+	d := Description{BrokerID: rm.cfg.BrokerID, ControllerEpoch: rm.controllerEpoch.Load()}
+	for _, h := range hosted {
+		in := h.partition.info()
+		if h.offline {
+			in.Role = RoleOffline
+			in.HighWatermark, in.LogEndOffset, in.LogStartOffset, in.LogDir = -1, -1, -1, ""
+		}
+		d.Partitions = append(d.Partitions, in)
+	}
+	sort.Slice(d.Partitions, func(i, j int) bool {
+		return tp.Less(d.Partitions[i].TopicPartition, d.Partitions[j].TopicPartition)
+	})
+	for _, di := range rm.logs.Dirs() {
+		d.LogDirs = append(d.LogDirs, LogDirInfo{Path: di.Path, Online: di.Online, PartitionCount: di.Partitions})
+	}
+	return d
+}
+
+// Shutdown stops fetchers, fails waiting requests, checkpoints HWs, and
+// flushes and closes the logs. In-flight requests should have been drained by
+// the caller (the gRPC server's graceful stop) first.
+func (rm *ReplicaManager) Shutdown(ctx context.Context) error {
+	if !rm.shuttingDown.CompareAndSwap(false, true) {
+		return nil
+	}
+	rm.cfg.Fetchers.Shutdown()
+	rm.stopLoops()
+	close(rm.stopCh)
+	rm.wg.Wait()
+	rm.partitionsMu.RLock()
+	for _, h := range rm.partitions {
+		h.partition.changed.notify()
+	}
+	rm.partitionsMu.RUnlock()
+	var errs []error
+	for _, c := range rm.CheckpointHighWatermarks(ctx) {
+		if c.Error != ErrNone {
+			errs = append(errs, fmt.Errorf("checkpoint HWs in %s: %s", c.Dir, c.Error))
+		}
+	}
+	if err := rm.logs.Shutdown(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// reportDirFailure queues a log dir failure for the failure handler, which
+// takes the state-change lock (the reporter may already hold it).
+func (rm *ReplicaManager) reportDirFailure(dir string, err error) {
+	select {
+	case rm.dirFailures <- dirFailure{dir: dir, err: err}:
+	default:
+		// The queue holds dozens of reports; a dir already queued many times
+		// loses nothing by losing one more.
+	}
+}
+
+func (rm *ReplicaManager) dirFailureLoop() {
+	defer rm.wg.Done()
+	failures := rm.logs.Failures()
+	for {
+		select {
+		case <-rm.stopCh:
+			return
+		case f := <-rm.dirFailures:
+			rm.handleLogDirFailure(f.dir, f.err)
+		case f := <-failures:
+			rm.handleLogDirFailure(f.Dir, f.Err)
+		}
+	}
+}
+
+// handleLogDirFailure takes dir offline: its partitions go offline, their
+// fetchers stop, and the broker stops (Fatal) when no dir is left.
+func (rm *ReplicaManager) handleLogDirFailure(dir string, cause error) {
+	rm.stateChangeMu.Lock()
+	defer rm.stateChangeMu.Unlock()
+	lost := rm.logs.MarkDirOffline(dir, cause)
+	rm.logger.Error().Err(cause).Str("log_dir", dir).Int("partitions", len(lost)).Msg("log dir failed; its partitions are offline")
+	rm.cfg.Fetchers.RemoveFetcherForPartitions(lost)
+	for _, t := range lost {
+		rm.markPartitionOffline(t)
+	}
+	if len(rm.onlineDirs()) == 0 {
+		rm.fatalOnce.Do(func() {
+			rm.fatal <- fmt.Errorf("every log dir is offline (last: %s: %v)", dir, cause)
+		})
+	}
+}
+
+// markPartitionOffline sets a hosted partition Offline and fails its waiters.
+func (rm *ReplicaManager) markPartitionOffline(t tp.TopicPartition) {
+	_, span := rm.tracer.Start(context.Background(), "ReplicaManager.markPartitionOffline",
+		trace.WithAttributes(partitionAttrs(t)...))
+	defer span.End()
+	rm.partitionsMu.Lock()
+	h, ok := rm.partitions[t]
+	if !ok {
+		h = &hostedPartition{partition: newPartition(t, rm.env)}
+		rm.partitions[t] = h
+	}
+	h.offline = true
+	rm.partitionsMu.Unlock()
+	h.partition.mu.Lock()
+	h.partition.log = nil
+	h.partition.mu.Unlock()
+	h.partition.stop()
+	rm.stateLog.Warn().Str("topic", t.Topic).Int32("partition", t.Partition).Msg("partition is offline")
+}
+
+// noFetchers is the FetcherManager of a broker without replication.
+type noFetchers struct{}
+
+func (noFetchers) AddFetcherForPartitions(context.Context, map[tp.TopicPartition]InitialFetchState) {}
+func (noFetchers) RemoveFetcherForPartitions([]tp.TopicPartition)                                   {}
+func (noFetchers) ShutdownIdleFetchers()                                                           {}
+func (noFetchers) Shutdown()                                                                       {}

@@ -1,0 +1,111 @@
+package core
+
+import (
+	"context"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/replicad/replicad/core/tp"
+)
+
+// StopReplicas handles a StopReplica request (Kafka's
+// ReplicaManager.stopReplicas): a stale controller is fenced; a partition
+// whose leader epoch is newer than the request's answers
+// FENCED_LEADER_EPOCH; the others have their fetchers removed first, then are
+// no longer hosted, then (with Delete) lose their log.
+func (rm *ReplicaManager) StopReplicas(ctx context.Context, req StopReplicaRequest) StopReplicaResponse {
+	_, span := rm.tracer.Start(ctx, "ReplicaManager.stopReplicas", trace.WithAttributes(
+		attribute.Int("replicad.controller_id", int(req.ControllerID)),
+		attribute.Int("replicad.controller_epoch", int(req.ControllerEpoch)),
+		attribute.Int("replicad.partitions", len(req.Partitions)),
+	))
+	defer span.End()
+	rm.stateChangeMu.Lock()
+	defer rm.stateChangeMu.Unlock()
+
+	resp := StopReplicaResponse{Error: ErrNone}
+	if req.ControllerEpoch < rm.controllerEpoch.Load() {
+		rm.stateLog.Warn().Int32("controller_id", req.ControllerID).Int32("controller_epoch", req.ControllerEpoch).
+			Int32("current_controller_epoch", rm.controllerEpoch.Load()).Msg("ignoring StopReplica from a controller with an old epoch")
+		resp.Error = ErrStaleControllerEpoch
+		for _, sp := range req.Partitions {
+			resp.PartitionErrors = append(resp.PartitionErrors, PartitionError{TopicPartition: sp.TopicPartition, Error: ErrStaleControllerEpoch})
+		}
+		span.SetAttributes(attribute.String("replicad.error_code", ErrStaleControllerEpoch.String()))
+		return resp
+	}
+	rm.controllerEpoch.Store(req.ControllerEpoch)
+
+	codes := make([]ErrorCode, len(req.Partitions))
+	var toStop []StopReplicaPartition
+	for i, sp := range req.Partitions {
+		t := sp.TopicPartition
+		h := rm.getPartition(t)
+		switch {
+		case h == nil:
+			// Not hosted (Kafka's HostedPartition.None): nothing to stop, but a
+			// log left on disk from before a restart is still deleted.
+			if sp.Delete {
+				toStop = append(toStop, sp)
+			}
+		case h.offline:
+			codes[i] = ErrStorageError
+		default:
+			current := h.partition.LeaderEpoch()
+			if sp.LeaderEpoch < 0 || sp.LeaderEpoch >= current {
+				toStop = append(toStop, sp)
+			} else {
+				rm.stateLog.Warn().Str("topic", t.Topic).Int32("partition", t.Partition).Int32("leader_epoch", sp.LeaderEpoch).
+					Int32("current_leader_epoch", current).Msg("ignoring StopReplica: leader epoch is older than the partition's")
+				codes[i] = ErrFencedLeaderEpoch
+			}
+		}
+	}
+
+	stopped := make(map[tp.TopicPartition]ErrorCode, len(toStop))
+	parts := make([]tp.TopicPartition, len(toStop))
+	for i, sp := range toStop {
+		parts[i] = sp.TopicPartition
+	}
+	// Fetchers read the partition's state, so they stop before it goes.
+	rm.cfg.Fetchers.RemoveFetcherForPartitions(parts)
+	for _, sp := range toStop {
+		stopped[sp.TopicPartition] = rm.stopPartition(sp)
+	}
+	rm.cfg.Fetchers.ShutdownIdleFetchers()
+	for i, sp := range req.Partitions {
+		if code, ok := stopped[sp.TopicPartition]; ok {
+			codes[i] = code
+		}
+		resp.PartitionErrors = append(resp.PartitionErrors, PartitionError{TopicPartition: sp.TopicPartition, Error: codes[i]})
+	}
+	return resp
+}
+
+// stopPartition un-hosts one partition, completes its waiting requests and,
+// with Delete, removes its log.
+func (rm *ReplicaManager) stopPartition(sp StopReplicaPartition) ErrorCode {
+	t := sp.TopicPartition
+	rm.partitionsMu.Lock()
+	h := rm.partitions[t]
+	delete(rm.partitions, t)
+	rm.partitionsMu.Unlock()
+	if h != nil {
+		h.partition.stop()
+	}
+	rm.stateLog.Info().Str("topic", t.Topic).Int32("partition", t.Partition).Bool("delete", sp.Delete).Msg("stopped replica")
+	if !sp.Delete {
+		return ErrNone
+	}
+	if _, ok := rm.logs.GetLog(t); !ok {
+		return ErrNone
+	}
+	dir, _ := rm.logs.DirOf(t)
+	if err := rm.logs.DeleteLog(t); err != nil {
+		rm.logger.Error().Err(err).Str("topic", t.Topic).Int32("partition", t.Partition).Msg("delete log")
+		rm.reportDirFailure(dir, err)
+		return ErrStorageError
+	}
+	return ErrNone
+}

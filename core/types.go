@@ -1,0 +1,182 @@
+package core
+
+import (
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/replicad/replicad/core/record"
+	"github.com/replicad/replicad/core/tp"
+)
+
+// NoEpoch is a leader epoch that matches any (StopReplica without an epoch).
+const NoEpoch int32 = -1
+
+// Broker is a broker's id and the endpoint of its gRPC services.
+type Broker struct {
+	ID   int32
+	Host string
+	Port int32
+}
+
+// Addr is host:port.
+func (b Broker) Addr() string { return net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port))) }
+
+// PartitionState is the controller's decision for one partition (Kafka's
+// LeaderAndIsrPartitionState). PartitionEpoch is the seed's zkVersion.
+type PartitionState struct {
+	TopicPartition  tp.TopicPartition
+	ControllerEpoch int32
+	Leader          int32
+	LeaderEpoch     int32
+	ISR             []int32
+	PartitionEpoch  int32
+	Replicas        []int32
+	IsNew           bool
+}
+
+// LeaderAndIsrRequest tells a broker what to lead and follow.
+type LeaderAndIsrRequest struct {
+	ControllerID    int32
+	ControllerEpoch int32
+	BrokerEpoch     int64
+	PartitionStates []PartitionState
+	LiveLeaders     []Broker
+}
+
+// PartitionError is one partition's outcome.
+type PartitionError struct {
+	TopicPartition tp.TopicPartition
+	Error          ErrorCode
+}
+
+// LeaderAndIsrResponse lists every partition's outcome, in request order.
+type LeaderAndIsrResponse struct {
+	Error           ErrorCode
+	PartitionErrors []PartitionError
+}
+
+// UpdateMetadataRequest replaces the broker's list of live brokers.
+type UpdateMetadataRequest struct {
+	ControllerID    int32
+	ControllerEpoch int32
+	BrokerEpoch     int64
+	LiveBrokers     []Broker
+	PartitionStates []PartitionState
+}
+
+// StopReplicaPartition names one partition to stop.
+type StopReplicaPartition struct {
+	TopicPartition tp.TopicPartition
+	LeaderEpoch    int32 // NoEpoch: any
+	Delete         bool
+}
+
+// StopReplicaRequest stops replicas (and deletes them with Delete).
+type StopReplicaRequest struct {
+	ControllerID    int32
+	ControllerEpoch int32
+	BrokerEpoch     int64
+	Partitions      []StopReplicaPartition
+}
+
+// StopReplicaResponse lists every partition's outcome.
+type StopReplicaResponse struct {
+	Error           ErrorCode
+	PartitionErrors []PartitionError
+}
+
+// DirCheckpoint is the outcome of writing one log dir's HW checkpoint.
+type DirCheckpoint struct {
+	Dir        string
+	Partitions int
+	Error      ErrorCode
+}
+
+// Role is what a hosted replica is.
+type Role int
+
+// Roles.
+const (
+	RoleUnspecified Role = iota
+	RoleLeader
+	RoleFollower
+	RoleOffline
+)
+
+func (r Role) String() string {
+	return [...]string{"unspecified", "leader", "follower", "offline"}[r]
+}
+
+// PartitionInfo describes one hosted replica.
+type PartitionInfo struct {
+	TopicPartition  tp.TopicPartition
+	Role            Role
+	Leader          int32
+	LeaderEpoch     int32
+	PartitionEpoch  int32
+	ControllerEpoch int32
+	Replicas        []int32
+	ISR             []int32
+	HighWatermark   int64
+	LogEndOffset    int64
+	LogStartOffset  int64
+	LogDir          string
+	FutureLogDir    string
+}
+
+// LogDirInfo describes one log dir.
+type LogDirInfo struct {
+	Path           string
+	Online         bool
+	PartitionCount int
+}
+
+// Description is DescribePartitions' answer.
+type Description struct {
+	BrokerID        int32
+	ControllerEpoch int32
+	Partitions      []PartitionInfo
+	LogDirs         []LogDirInfo
+}
+
+// Acks values of a produce request.
+const (
+	AcksNone   = 0
+	AcksLeader = 1
+	AcksAll    = -1
+)
+
+// ProduceRequest appends records to a partition this broker leads.
+type ProduceRequest struct {
+	TopicPartition tp.TopicPartition
+	Acks           int
+	Timeout        time.Duration
+	Records        []record.Record
+}
+
+// ProduceResult is the outcome of a produce.
+type ProduceResult struct {
+	Error         ErrorCode
+	BaseOffset    int64
+	HighWatermark int64
+	Message       string
+}
+
+// ConsumeRequest reads committed records (below the HW).
+type ConsumeRequest struct {
+	TopicPartition tp.TopicPartition
+	Offset         int64
+	MaxBytes       int
+	MinBytes       int
+	MaxWait        time.Duration
+}
+
+// ConsumeResult holds the records read.
+type ConsumeResult struct {
+	Error          ErrorCode
+	HighWatermark  int64
+	LogStartOffset int64
+	Records        []record.Record
+	NextOffset     int64
+}
