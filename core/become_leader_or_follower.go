@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"sync"
+	"sync/atomic"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
@@ -187,25 +189,33 @@ func (rm *ReplicaManager) makeLeaders(ctx context.Context, req LeaderAndIsrReque
 	}
 	// First stop fetching: a leader must not append what an old leader sends.
 	rm.cfg.Fetchers.RemoveFetcherForPartitions(parts)
-	var became []tp.TopicPartition
-	for _, tr := range transitions {
-		t := tr.state.TopicPartition
+	// Partitions are independent, and creating their logs is file system
+	// metadata work that overlaps well, so large requests fan out.
+	isNewLeader := make([]bool, len(transitions))
+	errs := make([]error, len(transitions))
+	forEachParallel(len(transitions), func(i int) {
+		tr := transitions[i]
 		_, pspan := rm.tracer.Start(ctx, "Partition.makeLeader", trace.WithAttributes(transitionAttrs(tr.partition, tr.state)...))
-		isNewLeader, err := tr.partition.makeLeader(tr.state, false /* syncMetadata: SyncDirs after the batch */)
-		if err != nil {
-			rm.stateChangeFailed(t, "become-leader", req, err)
-			responses[t] = storageErrorCode(err)
-			pspan.SetAttributes(attribute.String("replicad.error_code", responses[t].String()))
-			pspan.End()
-			continue
+		defer pspan.End()
+		isNewLeader[i], errs[i] = tr.partition.makeLeader(tr.state, false /* syncMetadata: SyncDirs after the batch */)
+		if errs[i] != nil {
+			pspan.SetAttributes(attribute.String("replicad.error_code", storageErrorCode(errs[i]).String()))
+		} else {
+			pspan.SetAttributes(attribute.Bool("replicad.is_new_leader", isNewLeader[i]))
 		}
-		pspan.SetAttributes(attribute.Bool("replicad.is_new_leader", isNewLeader))
-		pspan.End()
-		if isNewLeader {
+	})
+	var became []tp.TopicPartition
+	for i, tr := range transitions {
+		t := tr.state.TopicPartition
+		switch {
+		case errs[i] != nil:
+			rm.stateChangeFailed(t, "become-leader", req, errs[i])
+			responses[t] = storageErrorCode(errs[i])
+		case isNewLeader[i]:
 			became = append(became, t)
 			rm.stateLog.Trace().Str("topic", t.Topic).Int32("partition", t.Partition).Int32("leader_epoch", tr.state.LeaderEpoch).
 				Msg("completed become-leader transition")
-		} else {
+		default:
 			rm.stateLog.Info().Str("topic", t.Topic).Int32("partition", t.Partition).Int32("leader_epoch", tr.state.LeaderEpoch).
 				Msg("skipped the become-leader state change: already the leader")
 		}
@@ -222,35 +232,41 @@ func (rm *ReplicaManager) makeFollowers(ctx context.Context, req LeaderAndIsrReq
 	for _, tr := range transitions {
 		responses[tr.state.TopicPartition] = ErrNone
 	}
-	var changed []*Partition
-	for _, tr := range transitions {
+	didChange := make([]bool, len(transitions))
+	errs := make([]error, len(transitions))
+	forEachParallel(len(transitions), func(i int) {
+		tr := transitions[i]
 		t := tr.state.TopicPartition
 		_, pspan := rm.tracer.Start(ctx, "Partition.makeFollower", trace.WithAttributes(transitionAttrs(tr.partition, tr.state)...))
-		var err error
+		defer pspan.End()
 		if _, alive := rm.metadata.aliveBroker(tr.state.Leader); alive {
-			var didChange bool
-			didChange, err = tr.partition.makeFollower(tr.state, false /* syncMetadata */)
-			if err == nil && didChange {
-				changed = append(changed, tr.partition)
-			} else if err == nil {
-				rm.stateLog.Info().Str("topic", t.Topic).Int32("partition", t.Partition).Int32("leader", tr.state.Leader).
-					Msg("skipped the become-follower state change: the leader and epoch are unchanged")
-			}
-			pspan.SetAttributes(attribute.Bool("replicad.changed", didChange))
+			didChange[i], errs[i] = tr.partition.makeFollower(tr.state, false /* syncMetadata */)
+			pspan.SetAttributes(attribute.Bool("replicad.changed", didChange[i]))
 		} else {
 			// Create the log even though the leader is unavailable, so the
 			// partition's HW stays in the checkpoint file (KAFKA-1647).
 			rm.stateLog.Error().Str("topic", t.Topic).Int32("partition", t.Partition).Int32("leader", tr.state.Leader).
 				Msg("cannot become follower: the new leader is not among the live brokers")
-			err = tr.partition.createLogOnly(tr.state.IsNew, false)
+			errs[i] = tr.partition.createLogOnly(tr.state.IsNew, false)
 			pspan.SetAttributes(attribute.Bool("replicad.leader_unavailable", true))
 		}
-		if err != nil {
-			rm.stateChangeFailed(t, "become-follower", req, err)
-			responses[t] = storageErrorCode(err)
-			pspan.SetAttributes(attribute.String("replicad.error_code", responses[t].String()))
+		if errs[i] != nil {
+			pspan.SetAttributes(attribute.String("replicad.error_code", storageErrorCode(errs[i]).String()))
 		}
-		pspan.End()
+	})
+	var changed []*Partition
+	for i, tr := range transitions {
+		t := tr.state.TopicPartition
+		switch {
+		case errs[i] != nil:
+			rm.stateChangeFailed(t, "become-follower", req, errs[i])
+			responses[t] = storageErrorCode(errs[i])
+		case didChange[i]:
+			changed = append(changed, tr.partition)
+		default:
+			rm.stateLog.Info().Str("topic", t.Topic).Int32("partition", t.Partition).Int32("leader", tr.state.Leader).
+				Msg("skipped the become-follower state change: the leader and epoch are unchanged")
+		}
 	}
 
 	parts := make([]tp.TopicPartition, len(changed))
@@ -314,4 +330,29 @@ func transitionAttrs(p *Partition, st PartitionState) []attribute.KeyValue {
 		attribute.Int("replicad.controller_epoch", int(st.ControllerEpoch)),
 		attribute.Int("replicad.partition_epoch", int(st.PartitionEpoch)),
 	)
+}
+
+// forEachParallel runs fn(0..n-1), fanning out over a few goroutines when n is
+// large enough for it to pay.
+func forEachParallel(n int, fn func(i int)) {
+	const minPerWorker, maxWorkers = 64, 8
+	workers := min(maxWorkers, n/minPerWorker)
+	if workers <= 1 {
+		for i := 0; i < n; i++ {
+			fn(i)
+		}
+		return
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
+				fn(i)
+			}
+		}()
+	}
+	wg.Wait()
 }

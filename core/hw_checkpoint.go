@@ -114,4 +114,3 @@ func (rm *ReplicaManager) stopLoops() {
 	rm.loopsMu.Unlock()
 	rm.loopsRunning.Wait()
 }
-

@@ -376,5 +376,5 @@ type noFetchers struct{}
 
 func (noFetchers) AddFetcherForPartitions(context.Context, map[tp.TopicPartition]InitialFetchState) {}
 func (noFetchers) RemoveFetcherForPartitions([]tp.TopicPartition)                                   {}
-func (noFetchers) ShutdownIdleFetchers()                                                           {}
-func (noFetchers) Shutdown()                                                                       {}
+func (noFetchers) ShutdownIdleFetchers()                                                            {}
+func (noFetchers) Shutdown()                                                                        {}

@@ -1,0 +1,216 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"strings"
+
+	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
+)
+
+func updateMetadataCommand() *command {
+	return &command{
+		name:    "update-metadata",
+		summary: "replace the broker's list of live brokers (their endpoints)",
+		usage:   "--controller-id N --controller-epoch N [--broker-epoch N] --live-broker ID=HOST:PORT ...",
+		details: `Followers find their leaders' endpoints in this list. Exits 1 unless the
+answer is NONE (a stale controller epoch answers STALE_CONTROLLER_EPOCH).`,
+		example: "ctlclient update-metadata --controller-id 0 --controller-epoch 1 \\\n    --live-broker 1=127.0.0.1:9091 --live-broker 2=127.0.0.1:9092",
+		flags: func(fs *flag.FlagSet) func(context.Context, *env) error {
+			controllerID := int32Var(fs, "controller-id", 0, "id of the controller sending the request")
+			controllerEpoch := int32Var(fs, "controller-epoch", 0, "epoch of that controller")
+			brokerEpoch := fs.Int64("broker-epoch", 0, "the receiving broker's registration epoch (0 without a controller)")
+			var live brokerList
+			fs.Var(&live, "live-broker", "a live broker, `ID=HOST:PORT` (repeatable)")
+			return func(ctx context.Context, e *env) error {
+				if err := requireFlags(fs, "controller-id", "controller-epoch"); err != nil {
+					return err
+				}
+				conn, err := e.dial()
+				if err != nil {
+					return err
+				}
+				defer conn.Close()
+				rctx, cancel := e.rpcContext(ctx)
+				defer cancel()
+				resp, err := replicadv1.NewReplicaManagerServiceClient(conn).UpdateMetadata(rctx, &replicadv1.UpdateMetadataRequest{
+					ControllerId: *controllerID, ControllerEpoch: *controllerEpoch, BrokerEpoch: *brokerEpoch, LiveBrokers: live,
+				})
+				if err != nil {
+					return err
+				}
+				if e.jsonOutput() {
+					err = e.printJSON(resp)
+				} else {
+					t := newTable(e.stdout, "ERROR")
+					t.row(codeName(resp.GetErrorCode()))
+					err = t.flush()
+				}
+				if err != nil {
+					return err
+				}
+				return checkPartitionErrors("update-metadata", resp.GetErrorCode(), nil)
+			}
+		},
+	}
+}
+
+func stopReplicaCommand() *command {
+	return &command{
+		name:    "stop-replica",
+		summary: "stop replicating a partition, optionally deleting its log",
+		usage:   "--controller-id N --controller-epoch N --topic T --partition P [--leader-epoch E] [--delete] [--broker-epoch N]",
+		details: `The broker stops its fetcher for the partition and forgets it; with --delete
+it also removes the log. --leader-epoch older than the partition's answers
+FENCED_LEADER_EPOCH; -1 (the default) matches any epoch. Exits 1 unless all
+error codes are NONE.`,
+		example: "ctlclient stop-replica --controller-id 0 --controller-epoch 1 --topic orders --partition 0 --leader-epoch 2 --delete",
+		flags: func(fs *flag.FlagSet) func(context.Context, *env) error {
+			controllerID := int32Var(fs, "controller-id", 0, "id of the controller sending the request")
+			controllerEpoch := int32Var(fs, "controller-epoch", 0, "epoch of that controller")
+			brokerEpoch := fs.Int64("broker-epoch", 0, "the receiving broker's registration epoch (0 without a controller)")
+			topic := fs.String("topic", "", "topic")
+			partition := int32Var(fs, "partition", 0, "partition")
+			leaderEpoch := int32Var(fs, "leader-epoch", -1, "leader epoch the stop is for; -1: any")
+			del := fs.Bool("delete", false, "also delete the partition's log")
+			return func(ctx context.Context, e *env) error {
+				if err := requireFlags(fs, "controller-id", "controller-epoch", "topic", "partition"); err != nil {
+					return err
+				}
+				conn, err := e.dial()
+				if err != nil {
+					return err
+				}
+				defer conn.Close()
+				rctx, cancel := e.rpcContext(ctx)
+				defer cancel()
+				resp, err := replicadv1.NewReplicaManagerServiceClient(conn).StopReplica(rctx, &replicadv1.StopReplicaRequest{
+					ControllerId: *controllerID, ControllerEpoch: *controllerEpoch, BrokerEpoch: *brokerEpoch,
+					Partitions: []*replicadv1.StopReplicaPartition{{Topic: *topic, Partition: *partition, LeaderEpoch: *leaderEpoch, DeletePartition: *del}},
+				})
+				if err != nil {
+					return err
+				}
+				if err := e.printPartitionErrorsResponse(resp, resp.GetErrorCode(), resp.GetPartitionErrors()); err != nil {
+					return err
+				}
+				return checkPartitionErrors("stop-replica", resp.GetErrorCode(), resp.GetPartitionErrors())
+			}
+		},
+	}
+}
+
+func describeCommand() *command {
+	return &command{
+		name:    "describe",
+		summary: "show the replicas the broker hosts: role, epochs, ISR, HW, LEO, log dir",
+		usage:   "[--topic T] [--partition P]",
+		details: `Without --topic every hosted partition is shown; --partition needs --topic.
+The table also lists the broker's log dirs and whether each is online.`,
+		example: "ctlclient describe --topic orders\nctlclient --broker 127.0.0.1:9092 describe -o json",
+		flags: func(fs *flag.FlagSet) func(context.Context, *env) error {
+			topic := fs.String("topic", "", "only this topic")
+			partition := int32Var(fs, "partition", 0, "only this partition (needs --topic)")
+			return func(ctx context.Context, e *env) error {
+				req := &replicadv1.DescribePartitionsRequest{Topic: *topic}
+				if setFlags(fs)["partition"] {
+					if *topic == "" {
+						return usagef("--partition needs --topic")
+					}
+					req.Partition = partition
+				}
+				conn, err := e.dial()
+				if err != nil {
+					return err
+				}
+				defer conn.Close()
+				rctx, cancel := e.rpcContext(ctx)
+				defer cancel()
+				resp, err := replicadv1.NewReplicaManagerServiceClient(conn).DescribePartitions(rctx, req)
+				if err != nil {
+					return err
+				}
+				if e.jsonOutput() {
+					return e.printJSON(resp)
+				}
+				return printDescription(e, resp)
+			}
+		},
+	}
+}
+
+func printDescription(e *env, resp *replicadv1.DescribePartitionsResponse) error {
+	t := newTable(e.stdout, "TOPIC", "PARTITION", "ROLE", "LEADER", "EPOCH", "P-EPOCH", "REPLICAS", "ISR", "HW", "LEO", "LSO", "DIR")
+	for _, p := range resp.GetPartitions() {
+		dir := p.GetLogDir()
+		if p.GetFutureLogDir() != "" {
+			dir += " -> " + p.GetFutureLogDir()
+		}
+		t.row(p.GetTopic(), p.GetPartition(), roleName(p.GetRole()), p.GetLeader(), p.GetLeaderEpoch(), p.GetPartitionEpoch(),
+			joinInt32s(p.GetReplicas()), joinInt32s(p.GetIsr()), p.GetHighWatermark(), p.GetLogEndOffset(), p.GetLogStartOffset(), dir)
+	}
+	if err := t.flush(); err != nil {
+		return err
+	}
+	if len(resp.GetLogDirs()) == 0 {
+		return nil
+	}
+	if _, err := e.stdout.Write([]byte("\n")); err != nil {
+		return err
+	}
+	t = newTable(e.stdout, "LOG DIR", "ONLINE", "PARTITIONS")
+	for _, d := range resp.GetLogDirs() {
+		t.row(d.GetPath(), d.GetOnline(), d.GetPartitionCount())
+	}
+	return t.flush()
+}
+
+func checkpointCommand() *command {
+	return &command{
+		name:    "checkpoint",
+		summary: "write every log dir's replication-offset-checkpoint (the HWs) now",
+		usage:   "",
+		details: `Exits 1 when a log dir failed to write (that dir goes offline).`,
+		example: "ctlclient checkpoint",
+		flags: func(fs *flag.FlagSet) func(context.Context, *env) error {
+			return func(ctx context.Context, e *env) error {
+				conn, err := e.dial()
+				if err != nil {
+					return err
+				}
+				defer conn.Close()
+				rctx, cancel := e.rpcContext(ctx)
+				defer cancel()
+				resp, err := replicadv1.NewReplicaManagerServiceClient(conn).CheckpointHighWatermarks(rctx, &replicadv1.CheckpointHighWatermarksRequest{})
+				if err != nil {
+					return err
+				}
+				if e.jsonOutput() {
+					err = e.printJSON(resp)
+				} else {
+					t := newTable(e.stdout, "LOG DIR", "PARTITIONS", "ERROR")
+					for _, d := range resp.GetLogDirs() {
+						t.row(d.GetLogDir(), d.GetPartitions(), codeName(d.GetErrorCode()))
+					}
+					err = t.flush()
+				}
+				if err != nil {
+					return err
+				}
+				var failed []string
+				for _, d := range resp.GetLogDirs() {
+					if d.GetErrorCode() != replicadv1.ErrorCode_ERROR_CODE_NONE {
+						failed = append(failed, d.GetLogDir()+" "+codeName(d.GetErrorCode()))
+					}
+				}
+				if len(failed) == 0 && resp.GetErrorCode() != replicadv1.ErrorCode_ERROR_CODE_NONE {
+					failed = append(failed, codeName(resp.GetErrorCode()))
+				}
+				if len(failed) > 0 {
+					return answerError{"checkpoint: " + strings.Join(failed, ", ")}
+				}
+				return nil
+			}
+		},
+	}
+}

@@ -1,0 +1,265 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
+)
+
+func perfProduceCommand() *command {
+	return &command{
+		name:    "perf produce",
+		summary: "produce load and report throughput and latency (like kafka-producer-perf-test)",
+		usage:   "--topic T [--partitions N] [--records N] [--record-size B] [--batch N] [--acks all|1|0] [--concurrency N]",
+		details: `Sends --records records of --record-size bytes in requests of --batch records
+to partitions 0..N-1 of --topic on one broker (each must be led by it), from
+--concurrency workers that each keep one request in flight. Prints a progress
+line every second, then records/s, MB/s and request latency avg, p50, p99,
+p99.9 and max (-o json: the same as one JSON object). Exits 1 if any request
+failed.`,
+		example: "ctlclient perf produce --topic perf --partitions 4 --records 1000000 --record-size 100 --batch 500 --concurrency 4 --acks 1",
+		flags: func(fs *flag.FlagSet) func(context.Context, *env) error {
+			topic := fs.String("topic", "", "topic")
+			partitions := int32Var(fs, "partitions", 1, "produce to partitions 0..N-1")
+			records := fs.Int64("records", 100000, "records to send")
+			recordSize := fs.Int("record-size", 100, "value size of each record in bytes")
+			batchSize := fs.Int("batch", 100, "records per request")
+			acksFlag := fs.String("acks", "1", "all (-1), 1 or 0")
+			concurrency := fs.Int("concurrency", 1, "workers, each with one request in flight")
+			timeoutMs := int32Var(fs, "timeout-ms", 30000, "broker-side wait for the ISR with --acks all")
+			return func(ctx context.Context, e *env) error {
+				if err := requireFlags(fs, "topic"); err != nil {
+					return err
+				}
+				acks, err := parseAcks(*acksFlag)
+				if err != nil {
+					return err
+				}
+				if *partitions < 1 || *records < 1 || *recordSize < 0 || *batchSize < 1 || *concurrency < 1 {
+					return usagef("--partitions, --records, --batch and --concurrency must be >= 1, --record-size >= 0")
+				}
+				conn, err := e.dial()
+				if err != nil {
+					return err
+				}
+				defer conn.Close()
+				pt := &perfTest{
+					e: e, client: replicadv1.NewLogServiceClient(conn), topic: *topic, partitions: *partitions,
+					records: *records, batch: *batchSize, acks: acks, timeoutMs: *timeoutMs,
+					payload: randomPayload(*recordSize),
+				}
+				return pt.run(ctx, *concurrency)
+			}
+		},
+	}
+}
+
+// randomPayload is one value reused by every record, of uppercase letters as
+// kafka-producer-perf-test sends.
+func randomPayload(n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte('A' + rand.IntN(26))
+	}
+	return b
+}
+
+type perfTest struct {
+	e          *env
+	client     replicadv1.LogServiceClient
+	topic      string
+	partitions int32
+	records    int64
+	batch      int
+	acks       int32
+	timeoutMs  int32
+	payload    []byte
+
+	nextBatch atomic.Int64 // batches handed out; batch i goes to partition i % partitions
+	mu        sync.Mutex
+	latencies []time.Duration // one per request
+	window    perfWindow
+	sent      int64
+	failed    int64
+	firstErr  error
+}
+
+// perfWindow accumulates one progress interval.
+type perfWindow struct {
+	records, requests int64
+	latencySum, max   time.Duration
+}
+
+func (pt *perfTest) run(ctx context.Context, concurrency int) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range concurrency {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			pt.worker(ctx, cancel)
+		}()
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+
+	ticker := time.NewTicker(time.Second)
+	defer ticker.Stop()
+	last := start
+loop:
+	for {
+		select {
+		case <-done:
+			break loop
+		case now := <-ticker.C:
+			pt.printProgress(now.Sub(last))
+			last = now
+		}
+	}
+	elapsed := time.Since(start)
+	if err := pt.printSummary(elapsed); err != nil {
+		return err
+	}
+	if pt.firstErr != nil {
+		return fmt.Errorf("%d of %d records failed, first: %w", pt.failed, pt.sent+pt.failed, pt.firstErr)
+	}
+	return ctx.Err()
+}
+
+// worker sends batches until every record is handed out. A gRPC failure
+// stops the whole test (the broker is likely gone); an error code is counted.
+func (pt *perfTest) worker(ctx context.Context, stop context.CancelFunc) {
+	for ctx.Err() == nil {
+		b := pt.nextBatch.Add(1) - 1
+		first := b * int64(pt.batch)
+		if first >= pt.records {
+			return
+		}
+		n := min(int64(pt.batch), pt.records-first)
+		recs := make([]*replicadv1.Record, n)
+		for i := range recs {
+			recs[i] = &replicadv1.Record{Value: pt.payload}
+		}
+		req := &replicadv1.ProduceRequest{Topic: pt.topic, Partition: int32(b % int64(pt.partitions)), Acks: pt.acks, TimeoutMs: pt.timeoutMs, Records: recs}
+		t0 := time.Now()
+		rctx, cancel := pt.e.rpcContextWithWait(ctx, time.Duration(pt.timeoutMs)*time.Millisecond)
+		resp, err := pt.client.Produce(rctx, req)
+		cancel()
+		lat := time.Since(t0)
+		if err == nil && resp.GetErrorCode() != replicadv1.ErrorCode_ERROR_CODE_NONE {
+			err = answerError{fmt.Sprintf("partition %d: %s %s", req.Partition, codeName(resp.GetErrorCode()), resp.GetErrorMessage())}
+		}
+		pt.record(n, lat, err)
+		if _, isAnswer := err.(answerError); err != nil && !isAnswer {
+			stop()
+			return
+		}
+	}
+}
+
+func (pt *perfTest) record(n int64, lat time.Duration, err error) {
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	if err != nil {
+		pt.failed += n
+		if pt.firstErr == nil {
+			pt.firstErr = err
+		}
+		return
+	}
+	pt.sent += n
+	pt.latencies = append(pt.latencies, lat)
+	pt.window.records += n
+	pt.window.requests++
+	pt.window.latencySum += lat
+	pt.window.max = max(pt.window.max, lat)
+}
+
+func (pt *perfTest) printProgress(interval time.Duration) {
+	pt.mu.Lock()
+	w := pt.window
+	pt.window = perfWindow{}
+	pt.mu.Unlock()
+	if pt.e.jsonOutput() {
+		return // json prints the summary only, so the output parses as one object
+	}
+	avg := time.Duration(0)
+	if w.requests > 0 {
+		avg = w.latencySum / time.Duration(w.requests)
+	}
+	rate := float64(w.records) / interval.Seconds()
+	fmt.Fprintf(pt.e.stdout, "%d records sent, %.1f records/sec (%.2f MB/sec), %.1f ms avg latency, %.1f ms max latency.\n",
+		w.records, rate, rate*float64(len(pt.payload))/(1<<20), ms(avg), ms(w.max))
+}
+
+// perfSummary is the final report; field names are the JSON output's.
+type perfSummary struct {
+	Records       int64   `json:"records"`
+	Failed        int64   `json:"failed"`
+	Seconds       float64 `json:"seconds"`
+	RecordsPerSec float64 `json:"records_per_sec"`
+	MBPerSec      float64 `json:"mb_per_sec"`
+	AvgMs         float64 `json:"latency_avg_ms"`
+	P50Ms         float64 `json:"latency_p50_ms"`
+	P99Ms         float64 `json:"latency_p99_ms"`
+	P999Ms        float64 `json:"latency_p999_ms"`
+	MaxMs         float64 `json:"latency_max_ms"`
+}
+
+func (pt *perfTest) summary(elapsed time.Duration) perfSummary {
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	lats := slices.Clone(pt.latencies)
+	slices.Sort(lats)
+	var sum time.Duration
+	for _, l := range lats {
+		sum += l
+	}
+	s := perfSummary{Records: pt.sent, Failed: pt.failed, Seconds: elapsed.Seconds()}
+	if elapsed > 0 {
+		s.RecordsPerSec = float64(pt.sent) / elapsed.Seconds()
+		s.MBPerSec = s.RecordsPerSec * float64(len(pt.payload)) / (1 << 20)
+	}
+	if len(lats) > 0 {
+		s.AvgMs = ms(sum / time.Duration(len(lats)))
+		s.P50Ms, s.P99Ms, s.P999Ms = ms(percentile(lats, 0.5)), ms(percentile(lats, 0.99)), ms(percentile(lats, 0.999))
+		s.MaxMs = ms(lats[len(lats)-1])
+	}
+	return s
+}
+
+func (pt *perfTest) printSummary(elapsed time.Duration) error {
+	s := pt.summary(elapsed)
+	if pt.e.jsonOutput() {
+		enc := json.NewEncoder(pt.e.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(s)
+	}
+	return writeSummary(pt.e.stdout, s)
+}
+
+func writeSummary(w io.Writer, s perfSummary) error {
+	_, err := fmt.Fprintf(w, "%d records sent, %.1f records/sec (%.2f MB/sec), %.2f ms avg latency, %.2f ms max latency, "+
+		"%.2f ms 50th, %.2f ms 99th, %.2f ms 99.9th (latency per request).\n",
+		s.Records, s.RecordsPerSec, s.MBPerSec, s.AvgMs, s.MaxMs, s.P50Ms, s.P99Ms, s.P999Ms)
+	return err
+}
+
+// percentile of sorted latencies by the nearest-rank method.
+func percentile(sorted []time.Duration, q float64) time.Duration {
+	i := int(q*float64(len(sorted))+0.5) - 1
+	return sorted[min(max(i, 0), len(sorted)-1)]
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

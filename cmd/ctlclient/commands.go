@@ -1,0 +1,125 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// command is one ctlclient subcommand.
+type command struct {
+	name    string
+	summary string // one line for the command list
+	usage   string // flags synopsis
+	details string // what it does, exit status specifics
+	example string
+	// later names the work a not-yet-implemented command arrives with
+	// (replication, controller, observability); empty when implemented.
+	later string
+	// flags registers the command's flags and returns the function running it.
+	flags func(fs *flag.FlagSet) func(ctx context.Context, e *env) error
+}
+
+// commands lists every command of the SPEC, implemented or not, in help order.
+func commands() []*command {
+	return []*command{
+		leaderAndIsrCommand(),
+		updateMetadataCommand(),
+		stopReplicaCommand(),
+		describeCommand(),
+		checkpointCommand(),
+		produceCommand(),
+		consumeCommand(),
+		perfProduceCommand(),
+		{name: "alter-log-dir", later: "replication", summary: "move a replica to another log dir of the broker",
+			usage: "--topic T --partition P --dir DIR", example: "ctlclient alter-log-dir --topic orders --partition 0 --dir /data/disk2"},
+		{name: "controller run", later: "controller", summary: "run the controller daemon",
+			usage:   "[--listen 127.0.0.1:9090] [--store DIR | etcd://HOST:PORT[,HOST:PORT]] [--session-timeout 6s] [--unclean-leader-election]",
+			example: "ctlclient controller run --listen 127.0.0.1:9090 --store ./data/controller"},
+		{name: "create-topic", later: "controller", summary: "create a topic through the controller",
+			usage: "--topic T --partitions N --replication-factor R", example: "ctlclient --controller 127.0.0.1:9090 create-topic --topic orders --partitions 3 --replication-factor 3"},
+		{name: "delete-topic", later: "controller", summary: "delete a topic through the controller",
+			usage: "--topic T", example: "ctlclient --controller 127.0.0.1:9090 delete-topic --topic orders"},
+		{name: "elect", later: "controller", summary: "elect a partition's leader",
+			usage: "--topic T --partition P [--leader B]", example: "ctlclient --controller 127.0.0.1:9090 elect --topic orders --partition 0 --leader 2"},
+		{name: "reassign", later: "controller", summary: "change a partition's replicas",
+			usage: "--topic T --partition P --replicas 1,2,3", example: "ctlclient --controller 127.0.0.1:9090 reassign --topic orders --partition 0 --replicas 2,3,4"},
+		{name: "describe-cluster", later: "controller", summary: "show brokers and partitions as the controller sees them",
+			usage: "", example: "ctlclient --controller 127.0.0.1:9090 describe-cluster -o json"},
+		{name: "trace", later: "observability", summary: "print a trace from Jaeger as an indented timeline",
+			usage: "last|TRACE_ID --jaeger URL", example: "ctlclient trace last --jaeger http://127.0.0.1:16686"},
+	}
+}
+
+const mainHelpHeader = `ctlclient drives replicad brokers.
+
+Usage: ctlclient [global flags] COMMAND [flags]
+
+Global flags (also accepted after COMMAND):
+  --broker ADDR      broker to talk to (env CTLCLIENT_BROKER, default 127.0.0.1:9091)
+  --controller ADDR  controller to talk to (commands that need it arrive with the controller)
+  -o table|json      output: aligned table (default), or each RPC response as
+                     protojson, as grpcurl prints it
+  --timeout D        deadline of each RPC (default 10s)
+
+Commands:
+`
+
+const mainHelpFooter = `
+Exit status: 0 when every RPC succeeded and every error code in the answers is
+NONE; 1 when an RPC failed (printed as "ctlclient: <code>: <message>"), an
+answer carried an error code, or the command is not implemented yet; 2 for
+usage errors.
+
+Run 'ctlclient COMMAND --help' for a command's flags and an example.
+`
+
+func printMainHelp(w io.Writer) {
+	fmt.Fprint(w, mainHelpHeader)
+	for _, c := range commands() {
+		summary := c.summary
+		if c.later != "" {
+			summary += " (not implemented yet: arrives with " + c.later + ")"
+		}
+		fmt.Fprintf(w, "  %-16s %s\n", c.name, summary)
+	}
+	fmt.Fprint(w, mainHelpFooter)
+}
+
+func printCommandHelp(w io.Writer, c *command, fs *flag.FlagSet) {
+	fmt.Fprintf(w, "ctlclient %s: %s\n\nUsage: ctlclient [global flags] %s %s\n", c.name, c.summary, c.name, c.usage)
+	if c.later != "" {
+		fmt.Fprintf(w, "\nNot implemented yet: arrives with %s.\n", c.later)
+	}
+	if c.details != "" {
+		fmt.Fprintf(w, "\n%s\n", strings.TrimSpace(c.details))
+	}
+	fmt.Fprintf(w, "\nExample:\n  %s\n", strings.ReplaceAll(strings.TrimSpace(c.example), "\n", "\n  "))
+	if fs != nil {
+		fmt.Fprintf(w, "\nFlags (global flags included):\n")
+		fs.SetOutput(w)
+		fs.PrintDefaults()
+	}
+}
+
+// runHelp serves `ctlclient help [COMMAND]`.
+func runHelp(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		printMainHelp(stdout)
+		return exitOK
+	}
+	c, _, err := findCommand(args)
+	if err != nil {
+		fmt.Fprintf(stderr, "ctlclient: %v\n", err)
+		return exitUsage
+	}
+	fs := flag.NewFlagSet("ctlclient "+c.name, flag.ContinueOnError)
+	newGlobals(func(string) string { return "" }).register(fs)
+	if c.flags != nil {
+		c.flags(fs)
+	}
+	printCommandHelp(stdout, c, fs)
+	return exitOK
+}

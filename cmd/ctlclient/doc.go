@@ -1,0 +1,19 @@
+// Command ctlclient drives replicad brokers: it sends the controller's
+// requests (leader-and-isr, update-metadata, stop-replica) by hand, inspects
+// brokers (describe, checkpoint), produces and consumes records, and
+// generates load (perf produce).
+//
+//	ctlclient [global flags] COMMAND [flags]
+//
+// Global flags (--broker, --controller, -o, --timeout) may also follow the
+// command. Output is an aligned table, or with -o json each RPC response as
+// protojson, as grpcurl prints it.
+//
+// Exit status: 0 when every RPC succeeded and every error code in the answers
+// is NONE; 1 when an RPC failed (`ctlclient: <code>: <message>` on stderr),
+// an answer carried an error code, or the command is not implemented yet;
+// 2 for usage errors.
+//
+// Each command runs under a root span `ctlclient <command>` whose context
+// travels to the brokers (internal/telemetry, otelgrpc).
+package main

@@ -1,0 +1,158 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/rs/zerolog"
+	"go.uber.org/goleak"
+	"google.golang.org/grpc"
+
+	"github.com/replicad/replicad/core"
+	"github.com/replicad/replicad/core/record"
+	"github.com/replicad/replicad/core/tp"
+	"github.com/replicad/replicad/service"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// memBroker is a replica manager that keeps each partition's records in
+// memory with HW = LEO, so ctlclient is tested against the real service
+// layer without core.
+type memBroker struct {
+	mu        sync.Mutex
+	logs      map[tp.TopicPartition][]record.Record
+	lastLAI   core.LeaderAndIsrRequest
+	laiResult core.LeaderAndIsrResponse // nil PartitionErrors: all NONE
+	produces  []int                     // records per produce request
+}
+
+func newMemBroker() *memBroker { return &memBroker{logs: map[tp.TopicPartition][]record.Record{}} }
+
+func (b *memBroker) BecomeLeaderOrFollower(_ context.Context, req core.LeaderAndIsrRequest) core.LeaderAndIsrResponse {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.lastLAI = req
+	if b.laiResult.Error != core.ErrNone || b.laiResult.PartitionErrors != nil {
+		return b.laiResult
+	}
+	resp := core.LeaderAndIsrResponse{}
+	for _, ps := range req.PartitionStates {
+		resp.PartitionErrors = append(resp.PartitionErrors, core.PartitionError{TopicPartition: ps.TopicPartition})
+	}
+	return resp
+}
+
+func (b *memBroker) UpdateMetadata(context.Context, core.UpdateMetadataRequest) core.ErrorCode {
+	return core.ErrNone
+}
+
+func (b *memBroker) StopReplicas(_ context.Context, req core.StopReplicaRequest) core.StopReplicaResponse {
+	resp := core.StopReplicaResponse{}
+	for _, p := range req.Partitions {
+		resp.PartitionErrors = append(resp.PartitionErrors, core.PartitionError{TopicPartition: p.TopicPartition, Error: core.ErrFencedLeaderEpoch})
+	}
+	return resp
+}
+
+func (b *memBroker) CheckpointHighWatermarks(context.Context) []core.DirCheckpoint {
+	return []core.DirCheckpoint{{Dir: "/data/a", Partitions: 2}}
+}
+
+func (b *memBroker) Describe(topic string, partition *int32) core.Description {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	d := core.Description{BrokerID: 1, ControllerEpoch: 1, LogDirs: []core.LogDirInfo{{Path: "/data/a", Online: true, PartitionCount: len(b.logs)}}}
+	for t, recs := range b.logs {
+		if (topic != "" && t.Topic != topic) || (partition != nil && t.Partition != *partition) {
+			continue
+		}
+		n := int64(len(recs))
+		d.Partitions = append(d.Partitions, core.PartitionInfo{TopicPartition: t, Role: core.RoleLeader, Leader: 1, LeaderEpoch: 1,
+			Replicas: []int32{1}, ISR: []int32{1}, HighWatermark: n, LogEndOffset: n, LogDir: "/data/a"})
+	}
+	return d
+}
+
+func (b *memBroker) Produce(_ context.Context, req core.ProduceRequest) core.ProduceResult {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if req.TopicPartition.Topic == "notleader" {
+		return core.ProduceResult{Error: core.ErrNotLeaderOrFollower, BaseOffset: -1}
+	}
+	base := int64(len(b.logs[req.TopicPartition]))
+	for i, r := range req.Records {
+		r.Offset = base + int64(i)
+		b.logs[req.TopicPartition] = append(b.logs[req.TopicPartition], r)
+	}
+	b.produces = append(b.produces, len(req.Records))
+	return core.ProduceResult{BaseOffset: base, HighWatermark: base + int64(len(req.Records))}
+}
+
+// Consume answers at most 3 records per call so clients have to loop.
+func (b *memBroker) Consume(_ context.Context, req core.ConsumeRequest) core.ConsumeResult {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	recs := b.logs[req.TopicPartition]
+	hw := int64(len(recs))
+	if req.Offset > hw {
+		return core.ConsumeResult{Error: core.ErrOffsetOutOfRange, HighWatermark: hw}
+	}
+	end := min(req.Offset+3, hw)
+	return core.ConsumeResult{HighWatermark: hw, Records: append([]record.Record(nil), recs[req.Offset:end]...), NextOffset: end}
+}
+
+func (b *memBroker) MaxBatchBytes() int { return 1 << 20 }
+
+func (b *memBroker) produceCount() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.produces)
+}
+
+// startBroker serves b on a loopback port and returns its address.
+func startBroker(t *testing.T, b *memBroker, opts ...grpc.ServerOption) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := service.NewServer(service.Options{ReplicaManager: b, Logger: zerolog.Nop(), ServerOptions: opts})
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(lis) }()
+	t.Cleanup(func() {
+		srv.Shutdown(context.Background())
+		<-served
+	})
+	return lis.Addr().String()
+}
+
+// result is one ctlclient run.
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+// ctl runs ctlclient in-process against broker (passed through CTLCLIENT_BROKER).
+func ctl(t *testing.T, broker, stdin string, args ...string) result {
+	t.Helper()
+	return ctlReader(t, broker, strings.NewReader(stdin), args...)
+}
+
+func ctlReader(t *testing.T, broker string, stdin io.Reader, args ...string) result {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	getenv := func(k string) string {
+		if k == "CTLCLIENT_BROKER" {
+			return broker
+		}
+		return ""
+	}
+	code := run(context.Background(), args, stdin, &out, &errOut, getenv)
+	return result{code, out.String(), errOut.String()}
+}

@@ -1,0 +1,78 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"time"
+
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+const defaultBroker = "127.0.0.1:9091"
+
+// globals are the flags every command takes.
+type globals struct {
+	broker     string
+	controller string
+	output     string
+	timeout    time.Duration
+}
+
+func newGlobals(getenv func(string) string) *globals {
+	g := &globals{broker: defaultBroker, output: "table", timeout: 10 * time.Second}
+	if b := getenv("CTLCLIENT_BROKER"); b != "" {
+		g.broker = b
+	}
+	return g
+}
+
+// register adds the global flags to fs. The current values are the
+// defaults, so flags given before the command survive the command's own parse.
+func (g *globals) register(fs *flag.FlagSet) {
+	fs.StringVar(&g.broker, "broker", g.broker, "broker `ADDR` (host:port); env CTLCLIENT_BROKER")
+	fs.StringVar(&g.controller, "controller", g.controller, "controller `ADDR`; commands that need the controller arrive with it")
+	fs.StringVar(&g.output, "o", g.output, "output `format`: table or json (each RPC response as protojson, as grpcurl prints it)")
+	fs.DurationVar(&g.timeout, "timeout", g.timeout, "deadline of each RPC")
+}
+
+func (g *globals) validate() error {
+	if g.output != "table" && g.output != "json" {
+		return fmt.Errorf("-o: want table or json (got %q)", g.output)
+	}
+	if g.timeout <= 0 {
+		return fmt.Errorf("--timeout: must be positive (got %v)", g.timeout)
+	}
+	if g.broker == "" {
+		return fmt.Errorf("--broker: must not be empty")
+	}
+	return nil
+}
+
+// maxRecvMsgSize admits consume answers far above gRPC's 4 MiB default.
+const maxRecvMsgSize = 256 << 20
+
+// dial connects to the broker lazily; otelgrpc carries the command's trace context.
+func (e *env) dial() (*grpc.ClientConn, error) {
+	conn, err := grpc.NewClient(e.g.broker,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithStatsHandler(otelgrpc.NewClientHandler()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxRecvMsgSize), grpc.MaxCallSendMsgSize(maxRecvMsgSize)),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("dial %s: %w", e.g.broker, err)
+	}
+	return conn, nil
+}
+
+// rpcContext bounds one RPC by --timeout.
+func (e *env) rpcContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, e.g.timeout)
+}
+
+// rpcContextWithWait bounds an RPC the broker may hold for wait (a long poll).
+func (e *env) rpcContextWithWait(ctx context.Context, wait time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, e.g.timeout+wait)
+}

@@ -1,0 +1,193 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc/status"
+
+	"github.com/replicad/replicad/internal/telemetry"
+)
+
+// Exit statuses.
+const (
+	exitOK      = 0
+	exitFailure = 1 // an RPC failed, an answer carried an error code, or not implemented yet
+	exitUsage   = 2
+)
+
+func main() {
+	// Ctrl-C ends a --follow consume or a perf run; a second one kills.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Getenv)
+	stop()
+	os.Exit(code)
+}
+
+// env is what a command runs with.
+type env struct {
+	g      *globals
+	stdin  io.Reader
+	stdout io.Writer
+	stderr io.Writer
+	tracer trace.Tracer
+}
+
+// run parses the command line, runs one command under its root span and
+// returns the exit status.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) int {
+	g := newGlobals(getenv)
+	top := flag.NewFlagSet("ctlclient", flag.ContinueOnError)
+	top.SetOutput(io.Discard)
+	g.register(top)
+	if err := top.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			printMainHelp(stdout)
+			return exitOK
+		}
+		fmt.Fprintf(stderr, "ctlclient: %v\nRun 'ctlclient --help' for usage.\n", err)
+		return exitUsage
+	}
+	rest := top.Args()
+	if len(rest) == 0 {
+		printMainHelp(stderr)
+		return exitUsage
+	}
+	if rest[0] == "help" {
+		return runHelp(rest[1:], stdout, stderr)
+	}
+	cmd, cmdArgs, err := findCommand(rest)
+	if err != nil {
+		fmt.Fprintf(stderr, "ctlclient: %v\nRun 'ctlclient --help' for the commands.\n", err)
+		return exitUsage
+	}
+
+	if cmd.later != "" {
+		if wantsHelp(cmdArgs) {
+			printCommandHelp(stdout, cmd, nil)
+			return exitOK
+		}
+		fmt.Fprintf(stderr, "ctlclient %s: not implemented yet: arrives with %s\n", cmd.name, cmd.later)
+		return exitFailure
+	}
+
+	fs := flag.NewFlagSet("ctlclient "+cmd.name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	g.register(fs) // global flags are accepted after the command too
+	var runCmd func(ctx context.Context, e *env) error
+	if cmd.flags != nil {
+		runCmd = cmd.flags(fs)
+	}
+	if err := fs.Parse(cmdArgs); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			printCommandHelp(stdout, cmd, fs)
+			return exitOK
+		}
+		return usageFailure(stderr, cmd, err)
+	}
+	if fs.NArg() > 0 {
+		return usageFailure(stderr, cmd, fmt.Errorf("unexpected argument %q", fs.Arg(0)))
+	}
+	if err := g.validate(); err != nil {
+		return usageFailure(stderr, cmd, err)
+	}
+	e := &env{g: g, stdin: stdin, stdout: stdout, stderr: stderr}
+	return e.runTraced(ctx, cmd, runCmd)
+}
+
+// runTraced runs the command under the root span "ctlclient <command>".
+func (e *env) runTraced(ctx context.Context, cmd *command, runCmd func(context.Context, *env) error) int {
+	tel, err := telemetry.Setup(ctx, telemetry.Config{ServiceName: "ctlclient", InstanceID: instanceID(), AlwaysSample: true})
+	if err != nil {
+		fmt.Fprintf(e.stderr, "ctlclient: %v\n", err)
+		return exitFailure
+	}
+	defer func() {
+		// A flush to an unreachable collector must not hold the prompt for long.
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = tel.Shutdown(sctx)
+	}()
+	e.tracer = tel.Tracer("github.com/replicad/replicad/cmd/ctlclient")
+	ctx, span := e.tracer.Start(ctx, "ctlclient "+cmd.name, trace.WithAttributes(
+		attribute.String("replicad.broker", e.g.broker),
+	))
+	defer span.End()
+
+	err = runCmd(ctx, e)
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	}
+	return e.report(cmd, err)
+}
+
+// report prints err the way its kind asks and maps it to an exit status.
+func (e *env) report(cmd *command, err error) int {
+	var uerr usageError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &uerr):
+		return usageFailure(e.stderr, cmd, err)
+	}
+	if st, ok := status.FromError(err); ok {
+		fmt.Fprintf(e.stderr, "ctlclient: %s: %s\n", st.Code(), st.Message())
+		return exitFailure
+	}
+	fmt.Fprintf(e.stderr, "ctlclient: %v\n", err)
+	return exitFailure
+}
+
+func usageFailure(stderr io.Writer, cmd *command, err error) int {
+	fmt.Fprintf(stderr, "ctlclient %s: %v\nRun 'ctlclient %s --help' for usage.\n", cmd.name, err, cmd.name)
+	return exitUsage
+}
+
+func instanceID() string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s/%d", host, os.Getpid())
+}
+
+// usageError is a mistake on the command line found while running.
+type usageError struct{ msg string }
+
+func (u usageError) Error() string { return u.msg }
+
+func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(format, args...)} }
+
+func wantsHelp(args []string) bool {
+	for _, a := range args {
+		if a == "-h" || a == "-help" || a == "--help" || a == "--h" {
+			return true
+		}
+	}
+	return false
+}
+
+// findCommand resolves the command name; "perf" and "controller" take a
+// second word.
+func findCommand(args []string) (*command, []string, error) {
+	name := args[0]
+	if (name == "perf" || name == "controller") && len(args) > 1 && !strings.HasPrefix(args[1], "-") {
+		name += " " + args[1]
+		args = args[1:]
+	}
+	for _, c := range commands() {
+		if c.name == name {
+			return c, args[1:], nil
+		}
+	}
+	return nil, nil, fmt.Errorf("unknown command %q", name)
+}

@@ -1,0 +1,175 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/replicad/replicad/core/log"
+)
+
+// config is the broker's validated command line.
+type config struct {
+	brokerID             int32
+	listen               string
+	logDirs              []string // absolute, cleaned, distinct
+	hwCheckpointInterval time.Duration
+	replicaLagTimeMax    time.Duration
+	numReplicaFetchers   int
+	minInsyncReplicas    int
+	logLevel             zerolog.Level
+	logFormat            string
+	metricsListen        string
+	logConfig            log.Config
+}
+
+const usageHeader = `replicad: a broker hosting replicas of partitioned append-only logs.
+
+Usage: replicad [flags]
+
+It serves ReplicaManagerService, LogService and FetchService over gRPC on
+--listen (with server reflection and grpc.health.v1). Drive it with ctlclient
+or grpcurl. SIGTERM or SIGINT stops it cleanly: in-flight calls finish, the
+high watermarks are checkpointed, logs are flushed, exit status 0.
+OpenTelemetry spans are exported over OTLP/gRPC when OTEL_EXPORTER_OTLP_ENDPOINT
+(or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) is set.
+
+Flags:
+`
+
+var flushPolicies = map[string]log.FlushPolicy{
+	"every-batch": log.FlushEveryBatch,
+	"interval":    log.FlushInterval,
+	"os":          log.FlushOS,
+}
+
+// parseFlags parses and validates args. It returns flag.ErrHelp for --help
+// (usage already printed) and otherwise an error naming the bad flag.
+func parseFlags(args []string, stderr io.Writer) (config, error) {
+	def := log.DefaultConfig()
+	fs := flag.NewFlagSet("replicad", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), usageHeader)
+		fs.PrintDefaults()
+	}
+	id := fs.Int("id", 1, "broker id (>= 0); a log dir remembers its broker in meta.properties and refuses another")
+	listen := fs.String("listen", "127.0.0.1:9091", "host:port of the gRPC server; port 0 picks a free port (the stderr line\n'replicad listening on HOST:PORT' tells which)")
+	logDirs := fs.String("log-dirs", "", "comma-separated log dirs holding the partitions (default ./data/broker-<id>)")
+	controller := fs.String("controller", "", "controller address; empty runs the broker standalone (controller mode is not supported yet)")
+	hwInterval := fs.Duration("hw-checkpoint-interval", 5*time.Second, "how often each log dir's replication-offset-checkpoint (the high watermarks) is written")
+	lagMax := fs.Duration("replica-lag-time-max", 30*time.Second, "a follower not caught up for this long leaves the ISR")
+	fetchers := fs.Int("num-replica-fetchers", 1, "fetcher streams per source broker (>= 1)")
+	minISR := fs.Int("min-insync-replicas", 1, "smallest ISR that accepts acks=-1 produces and advances the high watermark (>= 1)")
+	level := fs.String("log-level", "info", "log level: trace, debug, info, warn or error")
+	format := fs.String("log-format", "console", "log format: console (human) or json")
+	metrics := fs.String("metrics-listen", "", "host:port serving Prometheus text at /metrics; empty: off")
+	flush := fs.String("log-flush", "every-batch", "when appends are fsynced: every-batch (before a produce is acknowledged),\ninterval (every --log-flush-interval) or os (left to the OS, as Kafka does)")
+	flushInterval := fs.Duration("log-flush-interval", def.FlushInterval, "fsync period with --log-flush=interval")
+	segmentBytes := fs.Int64("segment-bytes", def.SegmentBytes, "a log segment rolls beyond this size (>= 1024)")
+	maxBatchBytes := fs.Int("max-batch-bytes", 1048576, "largest encoded produce batch accepted (>= 1024, <= --segment-bytes)")
+	if err := fs.Parse(args); err != nil {
+		return config{}, err
+	}
+	if fs.NArg() > 0 {
+		return config{}, fmt.Errorf("unexpected argument %q (replicad takes flags only)", fs.Arg(0))
+	}
+
+	cfg := config{
+		hwCheckpointInterval: *hwInterval,
+		replicaLagTimeMax:    *lagMax,
+		numReplicaFetchers:   *fetchers,
+		minInsyncReplicas:    *minISR,
+		logFormat:            *format,
+		metricsListen:        *metrics,
+		logConfig:            def,
+	}
+	var errs []error
+	check := func(ok bool, flagName, format string, args ...any) {
+		if !ok {
+			errs = append(errs, fmt.Errorf("--%s: %s", flagName, fmt.Sprintf(format, args...)))
+		}
+	}
+
+	check(*id >= 0 && *id <= 1<<31-1, "id", "must be in 0..%d (got %d)", 1<<31-1, *id)
+	cfg.brokerID = int32(*id)
+	check(validHostPort(*listen), "listen", "want HOST:PORT with PORT in 0..65535 (got %q)", *listen)
+	cfg.listen = *listen
+	dirs := *logDirs
+	if dirs == "" {
+		dirs = fmt.Sprintf("./data/broker-%d", *id)
+	}
+	var err error
+	cfg.logDirs, err = absoluteDirs(dirs)
+	check(err == nil, "log-dirs", "%v", err)
+	check(*controller == "", "controller", "not supported yet: controller mode arrives with the controller; leave it empty to run standalone")
+	check(*hwInterval > 0, "hw-checkpoint-interval", "must be positive (got %v)", *hwInterval)
+	check(*lagMax > 0, "replica-lag-time-max", "must be positive (got %v)", *lagMax)
+	check(*fetchers >= 1, "num-replica-fetchers", "must be at least 1 (got %d)", *fetchers)
+	check(*minISR >= 1, "min-insync-replicas", "must be at least 1 (got %d)", *minISR)
+	cfg.logLevel, err = parseLevel(*level)
+	check(err == nil, "log-level", "%v", err)
+	check(*format == "console" || *format == "json", "log-format", "want console or json (got %q)", *format)
+	check(*metrics == "" || validHostPort(*metrics), "metrics-listen", "want HOST:PORT or empty (got %q)", *metrics)
+	policy, ok := flushPolicies[*flush]
+	check(ok, "log-flush", "want every-batch, interval or os (got %q)", *flush)
+	cfg.logConfig.FlushPolicy = policy
+	check(*flushInterval > 0, "log-flush-interval", "must be positive (got %v)", *flushInterval)
+	cfg.logConfig.FlushInterval = *flushInterval
+	check(*segmentBytes >= 1024, "segment-bytes", "must be at least 1024 (got %d)", *segmentBytes)
+	cfg.logConfig.SegmentBytes = *segmentBytes
+	// A batch is never split, so it has to fit in one segment.
+	check(*maxBatchBytes >= 1024 && int64(*maxBatchBytes) <= *segmentBytes, "max-batch-bytes",
+		"must be in 1024..--segment-bytes (%d) (got %d)", *segmentBytes, *maxBatchBytes)
+	cfg.logConfig.MaxBatchBytes = *maxBatchBytes
+	return cfg, errors.Join(errs...)
+}
+
+func validHostPort(s string) bool {
+	_, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return false
+	}
+	p, err := strconv.Atoi(port)
+	return err == nil && p >= 0 && p <= 65535
+}
+
+// absoluteDirs splits a comma list into absolute, cleaned paths: the broker
+// names its dirs in DescribePartitions and logs, and a relative path would
+// change meaning with the working directory.
+func absoluteDirs(list string) ([]string, error) {
+	var dirs []string
+	seen := map[string]bool{}
+	for _, d := range strings.Split(list, ",") {
+		d = strings.TrimSpace(d)
+		if d == "" {
+			return nil, fmt.Errorf("empty entry in %q", list)
+		}
+		abs, err := filepath.Abs(d)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", d, err)
+		}
+		if seen[abs] {
+			return nil, fmt.Errorf("%s named twice", abs)
+		}
+		seen[abs] = true
+		dirs = append(dirs, abs)
+	}
+	return dirs, nil
+}
+
+func parseLevel(s string) (zerolog.Level, error) {
+	switch s {
+	case "trace", "debug", "info", "warn", "error":
+		return zerolog.ParseLevel(s)
+	}
+	return zerolog.NoLevel, fmt.Errorf("want trace, debug, info, warn or error (got %q)", s)
+}

@@ -1,0 +1,129 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/replicad/replicad/core/log"
+)
+
+// TestDefaultsFollowSpec ensures the flag defaults are the SPEC's and the
+// default log dir is ./data/broker-<id>, made absolute.
+func TestDefaultsFollowSpec(t *testing.T) {
+	cfg, err := parseFlags([]string{"--id", "3"}, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wd, _ := os.Getwd()
+	want := config{
+		brokerID: 3, listen: "127.0.0.1:9091", logDirs: []string{filepath.Join(wd, "data", "broker-3")},
+		hwCheckpointInterval: 5 * time.Second, replicaLagTimeMax: 30 * time.Second,
+		numReplicaFetchers: 1, minInsyncReplicas: 1, logLevel: zerolog.InfoLevel, logFormat: "console",
+		logConfig: log.DefaultConfig(),
+	}
+	want.logConfig.MaxBatchBytes = 1048576
+	if !reflect.DeepEqual(cfg, want) {
+		t.Fatalf("got  %+v\nwant %+v", cfg, want)
+	}
+}
+
+// TestFlagsReachConfig ensures every flag's value lands in the config.
+func TestFlagsReachConfig(t *testing.T) {
+	cfg, err := parseFlags([]string{
+		"--id", "0", "--listen", "0.0.0.0:0", "--log-dirs", "/a, /b/../c", "--hw-checkpoint-interval", "1s",
+		"--replica-lag-time-max", "2s", "--num-replica-fetchers", "4", "--min-insync-replicas", "2",
+		"--log-level", "debug", "--log-format", "json", "--metrics-listen", "127.0.0.1:0", "--log-flush", "interval",
+		"--log-flush-interval", "250ms", "--segment-bytes", "4096", "--max-batch-bytes", "2048",
+	}, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lc := log.DefaultConfig()
+	lc.FlushPolicy, lc.FlushInterval, lc.SegmentBytes, lc.MaxBatchBytes = log.FlushInterval, 250*time.Millisecond, 4096, 2048
+	want := config{
+		brokerID: 0, listen: "0.0.0.0:0", logDirs: []string{"/a", "/c"}, hwCheckpointInterval: time.Second,
+		replicaLagTimeMax: 2 * time.Second, numReplicaFetchers: 4, minInsyncReplicas: 2, logLevel: zerolog.DebugLevel,
+		logFormat: "json", metricsListen: "127.0.0.1:0", logConfig: lc,
+	}
+	if !reflect.DeepEqual(cfg, want) {
+		t.Fatalf("got  %+v\nwant %+v", cfg, want)
+	}
+}
+
+// TestBadFlagsNameTheFlag ensures each invalid flag is refused with a
+// message naming it.
+func TestBadFlagsNameTheFlag(t *testing.T) {
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--id", "-1"}, "--id:"},
+		{[]string{"--listen", "nohost"}, "--listen:"},
+		{[]string{"--listen", "h:70000"}, "--listen:"},
+		{[]string{"--log-dirs", "/a,,/b"}, "--log-dirs: empty entry"},
+		{[]string{"--log-dirs", "/a,/a/"}, "--log-dirs: /a named twice"},
+		{[]string{"--controller", "127.0.0.1:9090"}, "--controller: not supported yet"},
+		{[]string{"--hw-checkpoint-interval", "0s"}, "--hw-checkpoint-interval:"},
+		{[]string{"--replica-lag-time-max", "-1s"}, "--replica-lag-time-max:"},
+		{[]string{"--num-replica-fetchers", "0"}, "--num-replica-fetchers:"},
+		{[]string{"--min-insync-replicas", "0"}, "--min-insync-replicas:"},
+		{[]string{"--log-level", "loud"}, "--log-level:"},
+		{[]string{"--log-format", "xml"}, "--log-format:"},
+		{[]string{"--metrics-listen", "9100"}, "--metrics-listen:"},
+		{[]string{"--log-flush", "never"}, "--log-flush:"},
+		{[]string{"--log-flush-interval", "0s"}, "--log-flush-interval:"},
+		{[]string{"--segment-bytes", "10"}, "--segment-bytes:"},
+		{[]string{"--max-batch-bytes", "10"}, "--max-batch-bytes:"},
+		{[]string{"--segment-bytes", "4096", "--max-batch-bytes", "8192"}, "--max-batch-bytes:"},
+		{[]string{"extra"}, "unexpected argument"},
+		{[]string{"--no-such-flag"}, "no-such-flag"},
+	}
+	for _, tc := range cases {
+		var stderr bytes.Buffer
+		_, err := parseFlags(tc.args, &stderr)
+		if err == nil {
+			t.Errorf("%v: accepted", tc.args)
+			continue
+		}
+		if msg := err.Error() + stderr.String(); !strings.Contains(msg, tc.want) {
+			t.Errorf("%v: %q does not mention %q", tc.args, msg, tc.want)
+		}
+	}
+}
+
+// TestBadFlagsExitTwo ensures run exits 2 on a usage error and 0 on --help,
+// before touching any log dir.
+func TestBadFlagsExitTwo(t *testing.T) {
+	var stderr bytes.Buffer
+	if code := run([]string{"--log-format", "xml"}, &stderr); code != 2 {
+		t.Fatalf("exit %d, want 2 (%s)", code, stderr.String())
+	}
+	stderr.Reset()
+	if code := run([]string{"--help"}, &stderr); code != 0 {
+		t.Fatalf("--help exit %d, want 0", code)
+	}
+}
+
+// TestHelpExplainsEveryFlag ensures --help documents each flag.
+func TestHelpExplainsEveryFlag(t *testing.T) {
+	var stderr bytes.Buffer
+	if _, err := parseFlags([]string{"--help"}, &stderr); !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("err = %v, want flag.ErrHelp", err)
+	}
+	for _, name := range []string{"id", "listen", "log-dirs", "controller", "hw-checkpoint-interval", "replica-lag-time-max",
+		"num-replica-fetchers", "min-insync-replicas", "log-level", "log-format", "metrics-listen", "log-flush",
+		"log-flush-interval", "segment-bytes", "max-batch-bytes"} {
+		if !strings.Contains(stderr.String(), "-"+name+" ") && !strings.Contains(stderr.String(), "-"+name+"\n") {
+			t.Errorf("--help does not explain -%s", name)
+		}
+	}
+}

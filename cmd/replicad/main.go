@@ -1,0 +1,173 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/replicad/replicad/core"
+	"github.com/replicad/replicad/core/clock"
+	"github.com/replicad/replicad/core/logmgr"
+	"github.com/replicad/replicad/internal/telemetry"
+	"github.com/replicad/replicad/service"
+)
+
+// Bounds on the stages of a clean stop. In-flight calls (a long-poll
+// consume, an acks=-1 produce) get gracefulStopTimeout to finish before they
+// are cancelled; the replica manager then checkpoints and flushes.
+const (
+	gracefulStopTimeout = 10 * time.Second
+	rmShutdownTimeout   = 30 * time.Second
+	telemetryTimeout    = 5 * time.Second
+)
+
+func main() { os.Exit(run(os.Args[1:], os.Stderr)) }
+
+// run is the whole daemon; it returns the exit status.
+func run(args []string, stderr io.Writer) int {
+	cfg, err := parseFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "replicad: %v\nRun 'replicad --help' for usage.\n", err)
+		return 2
+	}
+	logger := newLogger(cfg, stderr)
+
+	ctx, stopSignals := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stopSignals()
+
+	tel, err := telemetry.Setup(ctx, telemetry.Config{
+		ServiceName: "replicad",
+		InstanceID:  strconv.Itoa(int(cfg.brokerID)),
+		Logger:      logger,
+	})
+	if err != nil {
+		logger.Error().Err(err).Msg("telemetry setup failed")
+		return 1
+	}
+	defer shutdownTelemetry(tel, logger)
+
+	rm, err := core.NewReplicaManager(core.Config{
+		BrokerID:             cfg.brokerID,
+		LogDirs:              cfg.logDirs,
+		LogConfig:            cfg.logConfig,
+		HWCheckpointInterval: cfg.hwCheckpointInterval,
+		ReplicaLagTimeMax:    cfg.replicaLagTimeMax,
+		MinInsyncReplicas:    cfg.minInsyncReplicas,
+		Clock:                clock.Real{},
+		Logger:               logger,
+	})
+	if err != nil {
+		if errors.Is(err, logmgr.ErrOtherBroker) {
+			logger.Error().Err(err).Strs("log_dirs", cfg.logDirs).Msg("refusing to start on a log dir of another broker")
+		} else {
+			logger.Error().Err(err).Strs("log_dirs", cfg.logDirs).Msg("cannot open the log dirs")
+		}
+		fmt.Fprintf(stderr, "replicad: start broker %d: %v\n", cfg.brokerID, err)
+		return 1
+	}
+
+	lis, err := net.Listen("tcp", cfg.listen)
+	if err != nil {
+		logger.Error().Err(err).Str("listen", cfg.listen).Msg("cannot listen")
+		shutdownReplicaManager(rm, logger)
+		return 1
+	}
+	// A fixed line (whatever the log format) so scripts and tests using port 0 learn the port.
+	fmt.Fprintf(stderr, "replicad listening on %s\n", lis.Addr())
+
+	metrics, err := startMetrics(cfg.metricsListen, logger)
+	if err != nil {
+		logger.Error().Err(err).Str("metrics_listen", cfg.metricsListen).Msg("cannot serve metrics")
+		lis.Close()
+		shutdownReplicaManager(rm, logger)
+		return 1
+	}
+	defer metrics.close()
+
+	srv := service.NewServer(service.Options{ReplicaManager: rm, Logger: logger})
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(lis) }()
+	// broker_id is already on every line (newLogger).
+	logger.Info().Str("listen", lis.Addr().String()).Strs("log_dirs", cfg.logDirs).Msg("replicad started")
+
+	select {
+	case <-ctx.Done():
+		// A second signal now kills the process the default way.
+		stopSignals()
+		logger.Info().Msg("signal received, shutting down")
+		stopServing(srv, logger)
+		if err := shutdownReplicaManager(rm, logger); err != nil {
+			return 1
+		}
+		logger.Info().Msg("replicad stopped")
+		return 0
+	case err := <-rm.Fatal():
+		logger.Error().Err(err).Msg("no log dir left online, exiting")
+		stopServing(srv, logger)
+		shutdownReplicaManager(rm, logger)
+		return 1
+	case err := <-served:
+		logger.Error().Err(err).Msg("gRPC server failed")
+		shutdownReplicaManager(rm, logger)
+		return 1
+	}
+}
+
+func newLogger(cfg config, stderr io.Writer) zerolog.Logger {
+	out := stderr
+	if cfg.logFormat == "console" {
+		out = zerolog.ConsoleWriter{Out: stderr, TimeFormat: time.RFC3339Nano, NoColor: !isTerminal(stderr)}
+	}
+	return zerolog.New(out).Level(cfg.logLevel).With().Timestamp().Int32("broker_id", cfg.brokerID).Logger()
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// stopServing turns health NOT_SERVING and drains in-flight calls, cancelling
+// the ones still running after gracefulStopTimeout.
+func stopServing(srv *service.Server, logger zerolog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), gracefulStopTimeout)
+	defer cancel()
+	if !srv.Shutdown(ctx) {
+		logger.Warn().Dur("timeout", gracefulStopTimeout).Msg("in-flight calls cancelled after the graceful stop timeout")
+	}
+}
+
+// shutdownReplicaManager stops fetchers, checkpoints HWs and flushes the logs.
+func shutdownReplicaManager(rm *core.ReplicaManager, logger zerolog.Logger) error {
+	ctx, cancel := context.WithTimeout(context.Background(), rmShutdownTimeout)
+	defer cancel()
+	if err := rm.Shutdown(ctx); err != nil {
+		logger.Error().Err(err).Msg("replica manager shutdown failed")
+		return err
+	}
+	return nil
+}
+
+func shutdownTelemetry(tel *telemetry.Telemetry, logger zerolog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), telemetryTimeout)
+	defer cancel()
+	if err := tel.Shutdown(ctx); err != nil {
+		logger.Warn().Err(err).Msg("spans may be lost")
+	}
+}

@@ -1,0 +1,190 @@
+package log
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/replicad/replicad/core/checkpoint"
+	"github.com/replicad/replicad/core/record"
+)
+
+// AppendAsLeader stamps the batch with base offset = LEO and leaderEpoch,
+// records the epoch start in the epoch cache, appends, and flushes as the
+// policy says. The batch must pass record.Batch.Verify (else an error
+// wrapping record.ErrCorrupt); its bytes are stamped in place.
+func (l *Log) AppendAsLeader(b record.Batch, leaderEpoch int32) (AppendInfo, error) {
+	if len(b) > l.cfg.MaxBatchBytes {
+		return AppendInfo{}, fmt.Errorf("%w: %d bytes, limit %d", ErrBatchTooLarge, len(b), l.cfg.MaxBatchBytes)
+	}
+	if err := b.Verify(); err != nil {
+		return AppendInfo{}, fmt.Errorf("append as leader: %w", err)
+	}
+	l.mu.Lock()
+	if l.closed.Load() {
+		l.mu.Unlock()
+		return AppendInfo{}, ErrClosed
+	}
+	base := l.logEndOffset.Load()
+	// Kafka records the epoch's first offset before writing its first batch.
+	if leaderEpoch >= 0 && leaderEpoch > l.epochs.LatestEpoch() {
+		if err := l.epochs.Assign(leaderEpoch, base); err != nil {
+			l.mu.Unlock()
+			return AppendInfo{}, storageError(err, "assign epoch %d at %d", leaderEpoch, base)
+		}
+	}
+	b.SetBaseOffset(base)
+	b.SetLeaderEpoch(leaderEpoch)
+	info, err := l.appendLocked(b, []record.Batch{b})
+	l.mu.Unlock()
+	return l.finishAppend(info, err)
+}
+
+// AppendAsFollower appends raw batches fetched from the leader. Each batch is
+// CRC-checked and must start at the LEO; nothing is appended when any batch
+// fails (record.ErrCorrupt, record.ErrTruncated, ErrBatchTooLarge,
+// ErrOffsetMismatch). Empty data appends nothing and returns
+// FirstOffset = LEO, LastOffset = LEO-1.
+func (l *Log) AppendAsFollower(data []byte) (AppendInfo, error) {
+	var batches []record.Batch
+	for rest := data; len(rest) > 0; {
+		b, next, err := record.Next(rest)
+		if err == nil && len(b) > l.cfg.MaxBatchBytes {
+			err = fmt.Errorf("%w: %d bytes, limit %d", ErrBatchTooLarge, len(b), l.cfg.MaxBatchBytes)
+		}
+		if err == nil {
+			err = b.Verify()
+		}
+		if err == nil && len(batches) > 0 && b.BaseOffset() != batches[len(batches)-1].NextOffset() {
+			err = fmt.Errorf("%w: base offset %d follows %d", ErrOffsetMismatch, b.BaseOffset(), batches[len(batches)-1].LastOffset())
+		}
+		if err != nil {
+			return AppendInfo{}, fmt.Errorf("append as follower: batch %d: %w", len(batches), err)
+		}
+		batches = append(batches, b)
+		rest = next
+	}
+
+	l.mu.Lock()
+	if l.closed.Load() {
+		l.mu.Unlock()
+		return AppendInfo{}, ErrClosed
+	}
+	leo := l.logEndOffset.Load()
+	if len(batches) == 0 {
+		l.mu.Unlock()
+		return AppendInfo{FirstOffset: leo, LastOffset: leo - 1}, nil
+	}
+	if base := batches[0].BaseOffset(); base != leo {
+		l.mu.Unlock()
+		return AppendInfo{}, fmt.Errorf("append as follower: %w: base offset %d, log end offset %d", ErrOffsetMismatch, base, leo)
+	}
+	// As Kafka does, a follower learns where each new epoch starts from the
+	// batches themselves.
+	for _, b := range batches {
+		if e := b.LeaderEpoch(); e > l.epochs.LatestEpoch() {
+			if err := l.epochs.Assign(e, b.BaseOffset()); err != nil {
+				l.mu.Unlock()
+				return AppendInfo{}, storageError(err, "assign epoch %d at %d", e, b.BaseOffset())
+			}
+		}
+	}
+	info, err := l.appendLocked(data, batches)
+	l.mu.Unlock()
+	return l.finishAppend(info, err)
+}
+
+// finishAppend applies the flush policy once the log lock is released, so
+// that the fsync runs outside it and concurrent appenders share it.
+func (l *Log) finishAppend(info AppendInfo, err error) (AppendInfo, error) {
+	if err != nil {
+		return AppendInfo{}, err
+	}
+	if l.cfg.FlushPolicy == FlushEveryBatch {
+		if err := l.flushTo(info.LastOffset + 1); err != nil {
+			return AppendInfo{}, err
+		}
+	}
+	return info, nil
+}
+
+// appendLocked writes batches, consecutive slices of data starting at the
+// LEO, to the active segment, rolling whenever the next batch would not fit.
+// Batches that share a segment go in one write. Runs under mu.
+func (l *Log) appendLocked(data []byte, batches []record.Batch) (AppendInfo, error) {
+	seg := l.activeSegment()
+	runStart, runBytes := 0, 0 // the batches not yet written, and their size
+	written := 0               // bytes of data written
+	for i, b := range batches {
+		if l.shouldRoll(seg, seg.size.Load()+int64(runBytes), len(b), b.LastOffset()) {
+			if err := l.writeLocked(seg, data[written:written+runBytes], batches[runStart:i]); err != nil {
+				return AppendInfo{}, err
+			}
+			written += runBytes
+			runStart, runBytes = i, 0
+			var err error
+			if seg, err = l.rollLocked(b.BaseOffset()); err != nil {
+				return AppendInfo{}, err
+			}
+		}
+		runBytes += len(b)
+	}
+	if err := l.writeLocked(seg, data[written:written+runBytes], batches[runStart:]); err != nil {
+		return AppendInfo{}, err
+	}
+	return AppendInfo{
+		FirstOffset: batches[0].BaseOffset(),
+		LastOffset:  batches[len(batches)-1].LastOffset(),
+		Bytes:       len(data),
+	}, nil
+}
+
+// shouldRoll says whether a batch of size bytes whose last offset is
+// lastOffset must go to a new segment: the segment would outgrow
+// SegmentBytes, or the offset would not fit the index's relative offsets.
+// An empty segment takes any batch, however large.
+func (l *Log) shouldRoll(seg *segment, segSize int64, size int, lastOffset int64) bool {
+	if segSize == 0 {
+		return false
+	}
+	return segSize+int64(size) > l.cfg.SegmentBytes || lastOffset-seg.baseOffset > math.MaxUint32
+}
+
+// writeLocked writes one run of batches to seg and publishes it: first the
+// segment's size, then the LEO, so a reader that sees the LEO finds the bytes.
+func (l *Log) writeLocked(seg *segment, run []byte, batches []record.Batch) error {
+	if len(batches) == 0 {
+		return nil
+	}
+	if err := seg.write(run, batches, l.cfg.IndexIntervalBytes); err != nil {
+		return storageError(err, "append")
+	}
+	seg.size.Add(int64(len(run)))
+	l.logEndOffset.Store(batches[len(batches)-1].NextOffset())
+	return nil
+}
+
+// rollLocked seals the active segment and starts a new one at baseOffset.
+// Runs under mu: appends wait for the sealed segment's fsync (once per
+// SegmentBytes); reads do not.
+func (l *Log) rollLocked(baseOffset int64) (*segment, error) {
+	segs := l.segmentList()
+	old := segs[len(segs)-1]
+	// A sealed segment is trusted by recovery once the recovery point passes
+	// it, so it must be on disk, index included, before the log moves on.
+	if err := old.seal(); err != nil {
+		return nil, storageError(err, "roll")
+	}
+	seg, err := createSegment(l.dir, baseOffset)
+	if err != nil {
+		return nil, storageError(err, "roll")
+	}
+	// Always, whatever SyncMetadata: data fsynced into a file whose directory
+	// entry is lost would be lost too.
+	if err := checkpoint.SyncDir(l.dir); err != nil {
+		_ = seg.remove()
+		return nil, storageError(err, "roll")
+	}
+	l.setSegments(append(segs[:len(segs):len(segs)], seg))
+	l.logger.Debug().Str("dir", l.dir).Int64("base_offset", baseOffset).Msg("rolled segment")
+	return seg, nil
+}

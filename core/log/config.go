@@ -1,0 +1,83 @@
+package log
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/replicad/replicad/core/record"
+	"github.com/replicad/replicad/core/tp"
+)
+
+// FlushPolicy says when appended data is fsynced.
+type FlushPolicy int
+
+const (
+	// FlushEveryBatch fsyncs before an append returns; concurrent appenders
+	// share one fsync (group commit).
+	FlushEveryBatch FlushPolicy = iota
+	// FlushInterval leaves fsync to the owner, who calls Flush periodically.
+	FlushInterval
+	// FlushOS never fsyncs appends; the OS writes back (Kafka's default):
+	// durability comes from replication. Segments are still fsynced on roll and close.
+	FlushOS
+)
+
+// Config is the per-log configuration. A zero field takes DefaultConfig's value.
+type Config struct {
+	SegmentBytes       int64 // roll the active segment beyond this size; at most 2 GiB - 1
+	IndexIntervalBytes int   // bytes between sparse index entries
+	MaxBatchBytes      int   // reject batches larger than this
+	FlushPolicy        FlushPolicy
+	FlushInterval      time.Duration // for FlushInterval, used by the owner
+}
+
+// DefaultConfig is the configuration replicad starts with.
+func DefaultConfig() Config {
+	return Config{SegmentBytes: 256 << 20, IndexIntervalBytes: 4096, MaxBatchBytes: 1 << 20, FlushPolicy: FlushEveryBatch, FlushInterval: time.Second}
+}
+
+// withDefaults fills zero fields and rejects impossible values.
+func (c Config) withDefaults() (Config, error) {
+	d := DefaultConfig()
+	if c.SegmentBytes == 0 {
+		c.SegmentBytes = d.SegmentBytes
+	}
+	if c.IndexIntervalBytes == 0 {
+		c.IndexIntervalBytes = d.IndexIntervalBytes
+	}
+	if c.MaxBatchBytes == 0 {
+		c.MaxBatchBytes = d.MaxBatchBytes
+	}
+	if c.FlushInterval == 0 {
+		c.FlushInterval = d.FlushInterval
+	}
+	switch {
+	case c.SegmentBytes < 0 || c.SegmentBytes > math.MaxInt32:
+		// Index entries hold file positions as uint32; Kafka's segment.bytes is an int too.
+		return c, fmt.Errorf("log: segment bytes %d outside [1, %d]", c.SegmentBytes, math.MaxInt32)
+	case c.IndexIntervalBytes < 0:
+		return c, fmt.Errorf("log: negative index interval bytes %d", c.IndexIntervalBytes)
+	case c.MaxBatchBytes < 0 || c.MaxBatchBytes > record.MaxBatchSize:
+		return c, fmt.Errorf("log: max batch bytes %d outside [1, %d]", c.MaxBatchBytes, record.MaxBatchSize)
+	case c.FlushPolicy < FlushEveryBatch || c.FlushPolicy > FlushOS:
+		return c, fmt.Errorf("log: unknown flush policy %d", c.FlushPolicy)
+	}
+	return c, nil
+}
+
+// Options open a log.
+type Options struct {
+	Dir            string // the partition directory, <logdir>/<topic>-<partition>
+	TopicPartition tp.TopicPartition
+	Config         Config
+	RecoveryPoint  int64 // segments past this are scanned on open
+	LogStartOffset int64
+	// SyncMetadata false: new files, dirs and the epoch checkpoint are not
+	// fsynced one by one; the owner syncs the whole file system once (used
+	// when thousands of partitions are created by one LeaderAndIsr).
+	SyncMetadata bool
+	Logger       zerolog.Logger
+}

@@ -1,0 +1,77 @@
+// Package log is one partition's segmented, append-only log on disk (Kafka's
+// UnifiedLog with its LocalLog and LogSegments).
+//
+// # Layout
+//
+// The partition directory holds the segments and the leader-epoch cache's
+// checkpoint:
+//
+//	00000000000000000000.log     record batches, exactly as appended
+//	00000000000000000000.index   sparse offset index of that segment
+//	00000000000000052817.log     the next segment, named by its base offset
+//	00000000000000052817.index
+//	leader-epoch-checkpoint
+//
+// The last segment is the active one; when an append would take it past
+// Config.SegmentBytes the log rolls: the segment is sealed (fsynced, index
+// included) and a new one starts at the LEO. Index entries (relative offset
+// uint32, position uint32) are added every Config.IndexIntervalBytes and read
+// with pread, never loaded into memory or preallocated; an index file is
+// created with its first entry (or when its segment is sealed), so a new or
+// idle-empty partition is one file and one descriptor. An idle log holds
+// about 1.2 KiB of heap (BenchmarkIdleLogMemory), whatever its size.
+//
+// # Offsets
+//
+// LogStartOffset <= HighWatermark <= LogEndOffset, and RecoveryPoint <=
+// LogEndOffset: everything below the recovery point is fsynced. The HW is
+// kept here but set by the owner (UpdateHighWatermark); truncation lowers it.
+// Leader epochs: AppendAsLeader records (epoch, LEO) when the epoch is new,
+// AppendAsFollower records each batch's epoch at its base offset when newer
+// than the latest, TruncateTo trims the cache, TruncateFullyAndStartAt clears it.
+//
+// # Recovery
+//
+// Open re-reads every batch from the segment holding the recovery point on
+// (starting at an index entry at or below it) and every segment whose index
+// is missing or fails its sanity check. Each batch must be whole, pass its
+// CRC and continue the offsets; the first that does not is truncated with
+// everything after it, later segments deleted, the index rebuilt, and leader
+// epochs starting beyond the new LEO dropped; as in Kafka, a verified batch
+// whose epoch is newer than the cache's latest adds it. Recovery never keeps a batch that
+// fails its CRC: torn writes and garbage after a crash are cut, not served.
+//
+// # Flush policies and durability
+//
+// A write reaches the page cache before an append returns, in every policy,
+// so a crash of the process (kill -9) loses nothing: the kernel writes the
+// pages back. The policies differ only in what a power loss or kernel crash
+// can take:
+//
+//   - FlushEveryBatch: an append returns after its bytes are fsynced; nothing
+//     acknowledged is lost. Group commit keeps it affordable: the fsync runs
+//     outside the log lock, and appenders that arrive during one are all
+//     covered by the next, so N concurrent producers share about one fsync
+//     per round instead of N. A lone producer still pays one fsync per batch.
+//   - FlushInterval: appends do not fsync; the owner calls Flush every
+//     Config.FlushInterval. A power loss can lose up to that interval of
+//     acknowledged appends that were not yet replicated elsewhere.
+//   - FlushOS: the log never fsyncs appended data except on roll and Close;
+//     durability comes from replication, as in Kafka by default. A power loss
+//     can lose whatever the kernel had not yet written back and no replica holds.
+//
+// Throughput runs the other way: FlushOS and FlushInterval append at memory
+// speed, FlushEveryBatch at the disk's fsync rate times the group size.
+//
+// # Concurrency
+//
+// A Log is safe for concurrent use. Appends, rolls and truncation serialise on
+// one mutex; fsyncs of appended data run outside it. Reads take no lock: they
+// see a segment list that writers replace rather than modify, and segment
+// sizes that are published only after the bytes are written. Truncation, the
+// one writer that rewrites bytes a reader might be reading, runs inside a
+// sequence counter that makes an overlapping read retry. LogEndOffset,
+// HighWatermark, LogStartOffset and RecoveryPoint are atomic loads.
+//
+// Every IO failure is wrapped in ErrStorage: the owner takes the log dir offline.
+package log

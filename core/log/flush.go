@@ -1,0 +1,69 @@
+package log
+
+// Flush fsyncs up to the LEO and moves the recovery point there.
+func (l *Log) Flush() error {
+	if l.closed.Load() {
+		return ErrClosed
+	}
+	return l.flushTo(l.logEndOffset.Load())
+}
+
+// flushTo returns once everything below target is fsynced (the recovery
+// point has reached it), or target was truncated away.
+//
+// Group commit: fsyncs run one at a time under syncMu, outside mu, so
+// appends keep writing while one is in progress. Each fsync covers the whole
+// LEO as of its start; an appender that queued behind it finds its bytes
+// already durable and returns without an fsync of its own.
+func (l *Log) flushTo(target int64) error {
+	for l.recoveryPoint.Load() < target {
+		synced, err := l.syncOnce(target)
+		if err != nil {
+			return err
+		}
+		if synced < target && l.logEndOffset.Load() < target {
+			return nil // truncated: what is left of ours is durable
+		}
+	}
+	return nil
+}
+
+// syncOnce fsyncs the segments from the recovery point to the LEO, unless
+// an fsync that finished while we waited already passed target. It returns
+// the offset everything below which is durable.
+func (l *Log) syncOnce(target int64) (int64, error) {
+	l.syncMu.Lock()
+	defer l.syncMu.Unlock()
+	if rp := l.recoveryPoint.Load(); rp >= target {
+		return rp, nil
+	}
+	l.mu.Lock()
+	if l.closed.Load() {
+		l.mu.Unlock()
+		return 0, ErrClosed
+	}
+	end, gen := l.logEndOffset.Load(), l.truncations.Load()
+	segs := l.segmentList()
+	segs = segs[segmentIndex(segs, l.recoveryPoint.Load()):]
+	l.mu.Unlock()
+
+	var syncErr error
+	for _, s := range segs {
+		if syncErr = s.sync(); syncErr != nil {
+			break
+		}
+	}
+
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.truncations.Load() != gen {
+		// A truncation ran meanwhile: it may have closed what we were
+		// syncing, and bytes below end may be new ones. Let the caller retry.
+		return l.recoveryPoint.Load(), nil
+	}
+	if syncErr != nil {
+		return 0, storageError(syncErr, "flush")
+	}
+	l.recoveryPoint.Store(max(l.recoveryPoint.Load(), end))
+	return end, nil
+}

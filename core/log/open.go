@@ -1,0 +1,179 @@
+package log
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/replicad/replicad/core/checkpoint"
+	"github.com/replicad/replicad/core/epoch"
+)
+
+// Open opens or creates the log in opts.Dir and recovers every segment past
+// the recovery point, truncating a torn or corrupt tail.
+func Open(opts Options) (*Log, error) {
+	cfg, err := opts.Config.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if opts.LogStartOffset < 0 {
+		return nil, fmt.Errorf("log: negative log start offset %d", opts.LogStartOffset)
+	}
+	created, err := makeDir(opts.Dir, opts.SyncMetadata)
+	if err != nil {
+		return nil, err
+	}
+	cache, err := epoch.Open(filepath.Join(opts.Dir, EpochCheckpointFile), opts.SyncMetadata)
+	if err != nil {
+		return nil, storageError(err, "open %s", opts.Dir)
+	}
+	l := &Log{
+		dir:    opts.Dir,
+		tp:     opts.TopicPartition,
+		cfg:    cfg,
+		logger: opts.Logger,
+		epochs: cache,
+	}
+	if created {
+		err = l.startEmptyAt(opts.LogStartOffset, opts.SyncMetadata)
+	} else {
+		err = l.load(opts)
+	}
+	if err != nil {
+		if segs := l.segments.Load(); segs != nil {
+			closeSegments(*segs)
+		}
+		return nil, err
+	}
+	return l, nil
+}
+
+// makeDir creates the partition directory; created is false when it existed.
+func makeDir(dir string, syncMetadata bool) (created bool, err error) {
+	err = os.Mkdir(dir, 0o755)
+	if errors.Is(err, os.ErrNotExist) {
+		err = os.MkdirAll(dir, 0o755)
+	}
+	if errors.Is(err, os.ErrExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, storageError(err, "create dir")
+	}
+	if syncMetadata {
+		if err := checkpoint.SyncDir(filepath.Dir(dir)); err != nil {
+			return false, storageError(err, "create dir")
+		}
+	}
+	return true, nil
+}
+
+// load opens the segments found in the directory and recovers them.
+func (l *Log) load(opts Options) error {
+	segs, indexValid, err := l.openSegments()
+	if err != nil {
+		return err
+	}
+	if len(segs) == 0 {
+		return l.startEmptyAt(opts.LogStartOffset, opts.SyncMetadata)
+	}
+	kept, logEndOffset, err := l.recoverSegments(segs, indexValid, opts.RecoveryPoint)
+	if err != nil {
+		closeSegments(segs)
+		return err
+	}
+	l.setSegments(kept)
+	logStartOffset := max(opts.LogStartOffset, kept[0].baseOffset)
+	if logEndOffset < logStartOffset {
+		// Kafka does the same: the records up to the log start were deleted
+		// (or never came back from the crash); the log restarts empty there.
+		l.logger.Warn().Str("dir", l.dir).Int64("log_end_offset", logEndOffset).
+			Int64("log_start_offset", logStartOffset).Msg("log ends before its start: deleting every segment")
+		return l.truncateFullyLocked(logStartOffset)
+	}
+	// The cache may hold epochs whose records were lost with the tail.
+	if err := l.epochs.TruncateFromEnd(logEndOffset); err != nil {
+		return storageError(err, "trim epoch cache to %d", logEndOffset)
+	}
+	l.logEndOffset.Store(logEndOffset)
+	l.logStartOffset.Store(logStartOffset)
+	l.highWatermark.Store(logStartOffset)
+	l.recoveryPoint.Store(min(max(opts.RecoveryPoint, kept[0].baseOffset), logEndOffset))
+	return nil
+}
+
+// startEmptyAt gives a log without segments its first, empty one.
+func (l *Log) startEmptyAt(offset int64, syncMetadata bool) error {
+	seg, err := createSegment(l.dir, offset)
+	if err != nil {
+		return storageError(err, "create log")
+	}
+	l.setSegments([]*segment{seg})
+	if syncMetadata {
+		if err := checkpoint.SyncDir(l.dir); err != nil {
+			return storageError(err, "create log")
+		}
+	}
+	l.logEndOffset.Store(offset)
+	l.logStartOffset.Store(offset)
+	l.highWatermark.Store(offset)
+	l.recoveryPoint.Store(offset)
+	return nil
+}
+
+// Close flushes and closes the files. Closing a closed log does nothing.
+func (l *Log) Close() error { return l.shutdown(true) }
+
+// Delete closes the log and removes its directory.
+func (l *Log) Delete() error {
+	closeErr := l.shutdown(false) // the data is going away: no point making it durable
+	if err := os.RemoveAll(l.dir); err != nil {
+		return storageError(err, "delete %s", l.dir)
+	}
+	return closeErr
+}
+
+// shutdown closes every file, first fsyncing what is not yet durable when flush is set.
+func (l *Log) shutdown(flush bool) error {
+	l.syncMu.Lock()
+	defer l.syncMu.Unlock()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed.Swap(true) {
+		return nil
+	}
+	segs := l.segmentList()
+	var errs []error
+	if flush {
+		// Segments before the recovery point's are durable, but recovery
+		// may have rebuilt an index anywhere.
+		unsynced := len(segs)
+		if l.recoveryPoint.Load() < l.logEndOffset.Load() {
+			unsynced = segmentIndex(segs, l.recoveryPoint.Load())
+		}
+		for i, s := range segs {
+			var err error
+			if i >= unsynced {
+				err = s.sync()
+			} else {
+				err = s.index.sync()
+			}
+			if err != nil {
+				errs = append(errs, err)
+			}
+		}
+		if len(errs) == 0 {
+			l.recoveryPoint.Store(l.logEndOffset.Load())
+		}
+	}
+	for _, s := range segs {
+		if err := s.close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return storageError(err, "close %s", l.dir)
+	}
+	return nil
+}

@@ -1,0 +1,60 @@
+package log
+
+import (
+	"errors"
+	"fmt"
+	"os"
+)
+
+// Read returns whole batches starting with the one holding startOffset, up to
+// maxBytes (at least one batch when there is one), and none whose base offset
+// is >= maxOffset. startOffset outside [LogStartOffset, LEO] is ErrOffsetOutOfRange.
+//
+// Batches come from one segment: a read that reaches a segment's end returns
+// less than maxBytes, and the caller reads on from the next offset. Read takes
+// no lock, so it never waits for an append's fsync.
+func (l *Log) Read(startOffset int64, maxBytes int, maxOffset int64) (ReadInfo, error) {
+	for {
+		gen := l.truncations.Load()
+		if gen&1 == 1 {
+			// A truncation is rewriting segments under mu: taking mu waits for
+			// it to finish (the empty critical section is the point).
+			l.mu.Lock()
+			l.mu.Unlock()
+			continue
+		}
+		info, err := l.read(startOffset, maxBytes, maxOffset)
+		if l.truncations.Load() == gen {
+			return info, err
+		}
+		// A truncation ran during the read: what we read may mix old and new bytes.
+	}
+}
+
+func (l *Log) read(startOffset int64, maxBytes int, maxOffset int64) (ReadInfo, error) {
+	if l.closed.Load() {
+		return ReadInfo{}, ErrClosed
+	}
+	logStartOffset, logEndOffset := l.logStartOffset.Load(), l.logEndOffset.Load()
+	if startOffset < logStartOffset || startOffset > logEndOffset {
+		return ReadInfo{}, fmt.Errorf("%w: offset %d, log holds [%d, %d)",
+			ErrOffsetOutOfRange, startOffset, logStartOffset, logEndOffset)
+	}
+	if startOffset == logEndOffset {
+		return ReadInfo{}, nil
+	}
+	segs := l.segmentList()
+	for _, s := range segs[segmentIndex(segs, startOffset):] {
+		data, found, err := s.read(startOffset, maxBytes, maxOffset)
+		if err != nil {
+			if l.closed.Load() && errors.Is(err, os.ErrClosed) {
+				return ReadInfo{}, ErrClosed
+			}
+			return ReadInfo{}, storageError(err, "read offset %d", startOffset)
+		}
+		if found {
+			return ReadInfo{Data: data}, nil
+		}
+	}
+	return ReadInfo{}, nil
+}

@@ -1,0 +1,150 @@
+package log
+
+import (
+	"fmt"
+
+	"github.com/replicad/replicad/core/checkpoint"
+)
+
+// TruncateTo drops everything at or after offset (no-op when offset >= LEO),
+// trimming the epoch cache and clamping HW and recovery point.
+//
+// Batches are kept or dropped whole: when offset falls inside a batch, that
+// batch goes too and the LEO becomes its base offset, so the LEO always
+// matches the data (Kafka cuts at the same batch but sets the LEO to offset).
+// An offset below the log start empties the log and restarts it at offset.
+//
+// The new recovery point is not durable until the owner checkpoints it; as
+// Kafka's LogManager.truncateTo does, it should do so right away, or a crash
+// could make recovery trust unflushed bytes written after the truncation.
+func (l *Log) TruncateTo(offset int64) error {
+	if offset < 0 {
+		return fmt.Errorf("log: truncate to negative offset %d", offset)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed.Load() {
+		return ErrClosed
+	}
+	if offset >= l.logEndOffset.Load() {
+		return nil
+	}
+	if offset < l.logStartOffset.Load() {
+		return l.truncateFullyLocked(offset)
+	}
+	logEndOffset, err := l.truncateSegmentsLocked(offset)
+	if err != nil {
+		return storageError(err, "truncate to %d", offset)
+	}
+	if err := l.epochs.TruncateFromEnd(logEndOffset); err != nil {
+		return storageError(err, "truncate epoch cache to %d", logEndOffset)
+	}
+	l.logger.Info().Str("dir", l.dir).Int64("offset", offset).Int64("log_end_offset", logEndOffset).
+		Msg("truncated log")
+	return nil
+}
+
+// truncateSegmentsLocked cuts the segments before the batch holding offset
+// and moves the offsets down; it returns the new LEO. Readers retry around
+// it (see Read), so it does no more than that.
+func (l *Log) truncateSegmentsLocked(offset int64) (int64, error) {
+	l.beginTruncation()
+	defer l.endTruncation()
+	segs := l.segmentList()
+	keep := segmentIndex(segs, offset)
+	// Newest first, so that a crash midway leaves the log a contiguous prefix.
+	for i := len(segs) - 1; i > keep; i-- {
+		if err := segs[i].remove(); err != nil {
+			l.setSegments(segs[:i])
+			return 0, fmt.Errorf("delete segment %d: %w", segs[i].baseOffset, err)
+		}
+	}
+	segs = segs[:keep+1]
+	l.setSegments(segs)
+	logEndOffset, err := segs[keep].truncateAt(offset)
+	if err != nil {
+		return 0, err
+	}
+	l.logEndOffset.Store(logEndOffset)
+	l.recoveryPoint.Store(min(l.recoveryPoint.Load(), logEndOffset))
+	l.clampHighWatermark()
+	return logEndOffset, nil
+}
+
+// truncateAt cuts the segment before the batch holding offset, returning
+// the new end offset (that batch's base offset).
+func (s *segment) truncateAt(offset int64) (int64, error) {
+	pos, err := s.startFor(offset)
+	if err != nil {
+		return 0, err
+	}
+	loc, found, err := s.locate(offset, pos, s.size.Load())
+	if err != nil {
+		return 0, err
+	}
+	if !found {
+		return 0, fmt.Errorf("segment %d holds no batch at or after %d", s.baseOffset, offset)
+	}
+	return loc.baseOffset, s.truncate(loc.position)
+}
+
+// TruncateFullyAndStartAt deletes every segment and restarts the log empty at offset.
+func (l *Log) TruncateFullyAndStartAt(offset int64) error {
+	if offset < 0 {
+		return fmt.Errorf("log: restart at negative offset %d", offset)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed.Load() {
+		return ErrClosed
+	}
+	return l.truncateFullyLocked(offset)
+}
+
+// truncateFullyLocked deletes every segment and starts an empty one at
+// offset, which becomes every offset of the log. Runs under mu (or in Open).
+func (l *Log) truncateFullyLocked(offset int64) error {
+	if err := l.replaceSegmentsLocked(offset); err != nil {
+		return storageError(err, "truncate fully")
+	}
+	// The old segments must not come back after a crash next to the new one.
+	if err := checkpoint.SyncDir(l.dir); err != nil {
+		return storageError(err, "truncate fully")
+	}
+	if err := l.epochs.Clear(); err != nil {
+		return storageError(err, "clear epoch cache")
+	}
+	l.logger.Info().Str("dir", l.dir).Int64("offset", offset).Msg("truncated log fully")
+	return nil
+}
+
+// replaceSegmentsLocked swaps every segment for an empty one at offset and
+// sets every offset of the log to it, inside the readers' retry bracket.
+func (l *Log) replaceSegmentsLocked(offset int64) error {
+	l.beginTruncation()
+	defer l.endTruncation()
+	segs := l.segmentList()
+	for i := len(segs) - 1; i >= 0; i-- {
+		if err := segs[i].remove(); err != nil {
+			l.setSegments(segs[:i+1])
+			return fmt.Errorf("delete segment %d: %w", segs[i].baseOffset, err)
+		}
+	}
+	seg, err := createSegment(l.dir, offset)
+	if err != nil {
+		return err
+	}
+	l.setSegments([]*segment{seg})
+	l.logEndOffset.Store(offset)
+	l.logStartOffset.Store(offset)
+	l.recoveryPoint.Store(offset)
+	l.hwMu.Lock()
+	l.highWatermark.Store(offset)
+	l.hwMu.Unlock()
+	return nil
+}
+
+// beginTruncation and endTruncation bracket changes to bytes that readers
+// may be reading; see Read.
+func (l *Log) beginTruncation() { l.truncations.Add(1) }
+func (l *Log) endTruncation()   { l.truncations.Add(1) }

@@ -1,0 +1,5 @@
+//go:build !race
+
+package it
+
+const raceEnabled = false

@@ -1,0 +1,97 @@
+package telemetry
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Config says who is tracing.
+type Config struct {
+	ServiceName string // resource service.name
+	InstanceID  string // resource service.instance.id (the broker id for replicad)
+	// AlwaysSample records root spans even when nothing is exported. A
+	// short-lived client sets it: the sampled flag it sends makes the brokers
+	// (which may export) record their side of the trace.
+	AlwaysSample bool
+	// Logger receives OpenTelemetry's internal errors (an unreachable
+	// collector, say); the zero logger drops them.
+	Logger zerolog.Logger
+}
+
+// Telemetry owns the installed tracer provider.
+type Telemetry struct {
+	provider  *sdktrace.TracerProvider
+	exporting bool
+}
+
+// Exporting reports whether spans are sent to an OTLP endpoint.
+func (t *Telemetry) Exporting() bool { return t.exporting }
+
+// Tracer returns a tracer of the installed provider.
+func (t *Telemetry) Tracer(name string) trace.Tracer { return t.provider.Tracer(name) }
+
+// Shutdown flushes buffered spans and stops the exporter; bound it with ctx.
+func (t *Telemetry) Shutdown(ctx context.Context) error {
+	if err := t.provider.Shutdown(ctx); err != nil {
+		return fmt.Errorf("telemetry shutdown: %w", err)
+	}
+	return nil
+}
+
+// ExportConfigured reports whether the environment names an OTLP endpoint.
+func ExportConfigured() bool {
+	return os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != ""
+}
+
+// Setup builds the tracer provider and installs it, with the propagators, globally.
+func Setup(ctx context.Context, cfg Config) (*Telemetry, error) {
+	res, err := resource.New(ctx,
+		resource.WithAttributes(
+			attribute.String("service.name", cfg.ServiceName),
+			attribute.String("service.instance.id", cfg.InstanceID),
+		),
+		// Later options win: OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES override ours.
+		resource.WithFromEnv(),
+		resource.WithTelemetrySDK(),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("telemetry resource: %w", err)
+	}
+	opts := []sdktrace.TracerProviderOption{sdktrace.WithResource(res)}
+	t := &Telemetry{exporting: ExportConfigured()}
+	switch {
+	case t.exporting:
+		// The exporter connects lazily and reads OTEL_EXPORTER_OTLP_* itself.
+		exp, err := otlptracegrpc.New(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("telemetry otlp exporter: %w", err)
+		}
+		// No WithSampler: the SDK then honours OTEL_TRACES_SAMPLER (default parentbased_always_on).
+		opts = append(opts, sdktrace.WithBatcher(exp))
+	case cfg.AlwaysSample:
+		opts = append(opts, sdktrace.WithSampler(sdktrace.AlwaysSample()))
+	default:
+		// Nobody would read the spans: keep them non-recording. They still
+		// carry trace ids, so context keeps flowing to the next hop.
+		opts = append(opts, sdktrace.WithSampler(sdktrace.NeverSample()))
+	}
+	t.provider = sdktrace.NewTracerProvider(opts...)
+
+	otel.SetTracerProvider(t.provider)
+	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
+	logger := cfg.Logger
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
+		logger.Warn().Err(err).Msg("opentelemetry")
+	}))
+	return t, nil
+}

@@ -1,0 +1,81 @@
+package telemetry
+
+import (
+	"context"
+	"testing"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+)
+
+func unsetExportEnv(t *testing.T) {
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "")
+	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "")
+}
+
+// TestNoExporterWithoutEndpoint ensures that without OTEL endpoints nothing
+// is exported and a server's spans are not recorded, yet carry trace ids.
+func TestNoExporterWithoutEndpoint(t *testing.T) {
+	unsetExportEnv(t)
+	tel, err := Setup(context.Background(), Config{ServiceName: "replicad", InstanceID: "1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tel.Shutdown(context.Background())
+	if tel.Exporting() {
+		t.Fatal("exporting without an endpoint")
+	}
+	_, span := otel.Tracer("test").Start(context.Background(), "op")
+	defer span.End()
+	if span.IsRecording() {
+		t.Error("span recorded although nothing exports it")
+	}
+	if !span.SpanContext().HasTraceID() {
+		t.Error("span has no trace id to propagate")
+	}
+}
+
+// TestClientSamplesAndPropagatesTraceparent ensures a client (AlwaysSample)
+// sends a sampled W3C traceparent header even without an exporter.
+func TestClientSamplesAndPropagatesTraceparent(t *testing.T) {
+	unsetExportEnv(t)
+	tel, err := Setup(context.Background(), Config{ServiceName: "ctlclient", InstanceID: "x", AlwaysSample: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tel.Shutdown(context.Background())
+	ctx, span := tel.Tracer("test").Start(context.Background(), "ctlclient describe")
+	defer span.End()
+	carrier := propagation.MapCarrier{}
+	otel.GetTextMapPropagator().Inject(ctx, carrier)
+	tp := carrier.Get("traceparent")
+	if tp == "" || tp[len(tp)-2:] != "01" {
+		t.Fatalf("traceparent = %q, want a sampled one", tp)
+	}
+	if got := trace.SpanContextFromContext(ctx).TraceID().String(); tp[3:35] != got {
+		t.Fatalf("traceparent %q does not carry trace id %s", tp, got)
+	}
+}
+
+// TestExporterWhenEndpointSet ensures an endpoint in the environment turns
+// the OTLP exporter on, and Shutdown returns even with no collector listening.
+func TestExporterWhenEndpointSet(t *testing.T) {
+	unsetExportEnv(t)
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:1")
+	tel, err := Setup(context.Background(), Config{ServiceName: "replicad", InstanceID: "1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !tel.Exporting() {
+		t.Fatal("not exporting with OTEL_EXPORTER_OTLP_ENDPOINT set")
+	}
+	_, span := otel.Tracer("test").Start(context.Background(), "op")
+	if !span.IsRecording() {
+		t.Error("span not recorded although it is exported")
+	}
+	span.End()
+	ctx, cancel := context.WithTimeout(context.Background(), 0)
+	defer cancel()
+	_ = tel.Shutdown(ctx) // an unreachable collector may fail the flush; it must not hang
+}

@@ -1,0 +1,274 @@
+package service
+
+import (
+	"time"
+
+	"github.com/replicad/replicad/core"
+	"github.com/replicad/replicad/core/record"
+	"github.com/replicad/replicad/core/tp"
+	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
+)
+
+// This file is the only place that knows both the proto and the core types.
+// Requests reach these functions already validated.
+
+// errorCodeToProto maps a core error code to the wire enum; both use Kafka's numbers.
+func errorCodeToProto(c core.ErrorCode) replicadv1.ErrorCode { return replicadv1.ErrorCode(c) }
+
+func topicPartition(topic string, partition int32) tp.TopicPartition {
+	return tp.TopicPartition{Topic: topic, Partition: partition}
+}
+
+func partitionStateFromProto(p *replicadv1.PartitionState) core.PartitionState {
+	return core.PartitionState{
+		TopicPartition:  topicPartition(p.GetTopic(), p.GetPartition()),
+		ControllerEpoch: p.GetControllerEpoch(),
+		Leader:          p.GetLeader(),
+		LeaderEpoch:     p.GetLeaderEpoch(),
+		ISR:             cloneInt32s(p.GetIsr()),
+		PartitionEpoch:  p.GetPartitionEpoch(),
+		Replicas:        cloneInt32s(p.GetReplicas()),
+		IsNew:           p.GetIsNew(),
+	}
+}
+
+func partitionStatesFromProto(ps []*replicadv1.PartitionState) []core.PartitionState {
+	out := make([]core.PartitionState, len(ps))
+	for i, p := range ps {
+		out[i] = partitionStateFromProto(p)
+	}
+	return out
+}
+
+func brokersFromProto(bs []*replicadv1.Broker) []core.Broker {
+	out := make([]core.Broker, len(bs))
+	for i, b := range bs {
+		out[i] = core.Broker{ID: b.GetId(), Host: b.GetHost(), Port: b.GetPort()}
+	}
+	return out
+}
+
+func leaderAndIsrFromProto(req *replicadv1.LeaderAndIsrRequest) core.LeaderAndIsrRequest {
+	return core.LeaderAndIsrRequest{
+		ControllerID:    req.GetControllerId(),
+		ControllerEpoch: req.GetControllerEpoch(),
+		BrokerEpoch:     req.GetBrokerEpoch(),
+		PartitionStates: partitionStatesFromProto(req.GetPartitionStates()),
+		LiveLeaders:     brokersFromProto(req.GetLiveLeaders()),
+	}
+}
+
+func partitionErrorsToProto(errs []core.PartitionError) []*replicadv1.PartitionError {
+	out := make([]*replicadv1.PartitionError, len(errs))
+	for i, e := range errs {
+		out[i] = &replicadv1.PartitionError{
+			Topic:     e.TopicPartition.Topic,
+			Partition: e.TopicPartition.Partition,
+			ErrorCode: errorCodeToProto(e.Error),
+		}
+	}
+	return out
+}
+
+func leaderAndIsrToProto(resp core.LeaderAndIsrResponse) *replicadv1.LeaderAndIsrResponse {
+	return &replicadv1.LeaderAndIsrResponse{
+		ErrorCode:       errorCodeToProto(resp.Error),
+		PartitionErrors: partitionErrorsToProto(resp.PartitionErrors),
+	}
+}
+
+func updateMetadataFromProto(req *replicadv1.UpdateMetadataRequest) core.UpdateMetadataRequest {
+	return core.UpdateMetadataRequest{
+		ControllerID:    req.GetControllerId(),
+		ControllerEpoch: req.GetControllerEpoch(),
+		BrokerEpoch:     req.GetBrokerEpoch(),
+		LiveBrokers:     brokersFromProto(req.GetLiveBrokers()),
+		PartitionStates: partitionStatesFromProto(req.GetPartitionStates()),
+	}
+}
+
+func stopReplicaFromProto(req *replicadv1.StopReplicaRequest) core.StopReplicaRequest {
+	parts := make([]core.StopReplicaPartition, len(req.GetPartitions()))
+	for i, p := range req.GetPartitions() {
+		parts[i] = core.StopReplicaPartition{
+			TopicPartition: topicPartition(p.GetTopic(), p.GetPartition()),
+			LeaderEpoch:    p.GetLeaderEpoch(),
+			Delete:         p.GetDeletePartition(),
+		}
+	}
+	return core.StopReplicaRequest{
+		ControllerID:    req.GetControllerId(),
+		ControllerEpoch: req.GetControllerEpoch(),
+		BrokerEpoch:     req.GetBrokerEpoch(),
+		Partitions:      parts,
+	}
+}
+
+func stopReplicaToProto(resp core.StopReplicaResponse) *replicadv1.StopReplicaResponse {
+	return &replicadv1.StopReplicaResponse{
+		ErrorCode:       errorCodeToProto(resp.Error),
+		PartitionErrors: partitionErrorsToProto(resp.PartitionErrors),
+	}
+}
+
+// checkpointToProto reports each dir; the top-level code is the first dir's
+// failure, so a caller checking one field still notices a failed dir.
+func checkpointToProto(dirs []core.DirCheckpoint) *replicadv1.CheckpointHighWatermarksResponse {
+	resp := &replicadv1.CheckpointHighWatermarksResponse{}
+	for _, d := range dirs {
+		if d.Error != core.ErrNone && resp.ErrorCode == replicadv1.ErrorCode_ERROR_CODE_NONE {
+			resp.ErrorCode = errorCodeToProto(d.Error)
+		}
+		resp.LogDirs = append(resp.LogDirs, &replicadv1.LogDirCheckpoint{
+			LogDir:     d.Dir,
+			Partitions: int32(d.Partitions),
+			ErrorCode:  errorCodeToProto(d.Error),
+		})
+	}
+	return resp
+}
+
+func roleToProto(r core.Role) replicadv1.ReplicaRole {
+	switch r {
+	case core.RoleLeader:
+		return replicadv1.ReplicaRole_REPLICA_ROLE_LEADER
+	case core.RoleFollower:
+		return replicadv1.ReplicaRole_REPLICA_ROLE_FOLLOWER
+	case core.RoleOffline:
+		return replicadv1.ReplicaRole_REPLICA_ROLE_OFFLINE
+	default:
+		return replicadv1.ReplicaRole_REPLICA_ROLE_UNSPECIFIED
+	}
+}
+
+func describeToProto(d core.Description) *replicadv1.DescribePartitionsResponse {
+	resp := &replicadv1.DescribePartitionsResponse{
+		BrokerId:        d.BrokerID,
+		ControllerEpoch: d.ControllerEpoch,
+	}
+	for _, p := range d.Partitions {
+		resp.Partitions = append(resp.Partitions, &replicadv1.PartitionDescription{
+			Topic:           p.TopicPartition.Topic,
+			Partition:       p.TopicPartition.Partition,
+			Role:            roleToProto(p.Role),
+			Leader:          p.Leader,
+			LeaderEpoch:     p.LeaderEpoch,
+			PartitionEpoch:  p.PartitionEpoch,
+			Replicas:        cloneInt32s(p.Replicas),
+			Isr:             cloneInt32s(p.ISR),
+			HighWatermark:   p.HighWatermark,
+			LogEndOffset:    p.LogEndOffset,
+			LogStartOffset:  p.LogStartOffset,
+			LogDir:          p.LogDir,
+			ControllerEpoch: p.ControllerEpoch,
+			FutureLogDir:    p.FutureLogDir,
+		})
+	}
+	for _, dir := range d.LogDirs {
+		resp.LogDirs = append(resp.LogDirs, &replicadv1.LogDirDescription{
+			Path:           dir.Path,
+			Online:         dir.Online,
+			PartitionCount: int32(dir.PartitionCount),
+		})
+	}
+	return resp
+}
+
+func recordsFromProto(rs []*replicadv1.Record) []record.Record {
+	out := make([]record.Record, len(rs))
+	for i, r := range rs {
+		out[i] = record.Record{Key: r.GetKey(), Value: r.GetValue(), Headers: headersFromProto(r.GetHeaders())}
+	}
+	return out
+}
+
+func headersFromProto(hs []*replicadv1.Header) []record.Header {
+	if len(hs) == 0 {
+		return nil
+	}
+	out := make([]record.Header, len(hs))
+	for i, h := range hs {
+		out[i] = record.Header{Key: h.GetKey(), Value: h.GetValue()}
+	}
+	return out
+}
+
+func headersToProto(hs []record.Header) []*replicadv1.Header {
+	if len(hs) == 0 {
+		return nil
+	}
+	out := make([]*replicadv1.Header, len(hs))
+	for i, h := range hs {
+		out[i] = &replicadv1.Header{Key: h.Key, Value: h.Value}
+	}
+	return out
+}
+
+// produceFromProto builds the core request; records are converted by the
+// caller because the size check already needed them.
+func produceFromProto(req *replicadv1.ProduceRequest, records []record.Record) core.ProduceRequest {
+	timeout := time.Duration(req.GetTimeoutMs()) * time.Millisecond
+	if timeout == 0 {
+		timeout = DefaultProduceTimeout
+	}
+	return core.ProduceRequest{
+		TopicPartition: topicPartition(req.GetTopic(), req.GetPartition()),
+		Acks:           int(req.GetAcks()),
+		Timeout:        timeout,
+		Records:        records,
+	}
+}
+
+func produceToProto(res core.ProduceResult) *replicadv1.ProduceResponse {
+	return &replicadv1.ProduceResponse{
+		ErrorCode:     errorCodeToProto(res.Error),
+		BaseOffset:    res.BaseOffset,
+		HighWatermark: res.HighWatermark,
+		ErrorMessage:  res.Message,
+	}
+}
+
+func consumeFromProto(req *replicadv1.ConsumeRequest) core.ConsumeRequest {
+	maxBytes := int(req.GetMaxBytes())
+	if maxBytes == 0 {
+		maxBytes = DefaultConsumeMaxBytes
+	}
+	return core.ConsumeRequest{
+		TopicPartition: topicPartition(req.GetTopic(), req.GetPartition()),
+		Offset:         req.GetOffset(),
+		MaxBytes:       maxBytes,
+		MinBytes:       int(req.GetMinBytes()),
+		MaxWait:        time.Duration(req.GetMaxWaitMs()) * time.Millisecond,
+	}
+}
+
+func consumeToProto(res core.ConsumeResult) *replicadv1.ConsumeResponse {
+	resp := &replicadv1.ConsumeResponse{
+		ErrorCode:      errorCodeToProto(res.Error),
+		HighWatermark:  res.HighWatermark,
+		LogStartOffset: res.LogStartOffset,
+		NextOffset:     res.NextOffset,
+	}
+	if len(res.Records) > 0 {
+		resp.Records = make([]*replicadv1.ConsumedRecord, len(res.Records))
+	}
+	for i, r := range res.Records {
+		resp.Records[i] = &replicadv1.ConsumedRecord{
+			Offset:      r.Offset,
+			LeaderEpoch: r.LeaderEpoch,
+			Key:         r.Key,
+			Value:       r.Value,
+			TimestampMs: r.TimestampMs,
+			Headers:     headersToProto(r.Headers),
+		}
+	}
+	return resp
+}
+
+// cloneInt32s copies a slice so core never aliases a proto message's memory.
+func cloneInt32s(s []int32) []int32 {
+	if s == nil {
+		return nil
+	}
+	return append([]int32(nil), s...)
+}

@@ -1,0 +1,124 @@
+package service
+
+import (
+	"context"
+	"net"
+	"sync"
+	"testing"
+
+	"github.com/rs/zerolog"
+	"go.uber.org/goleak"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/test/bufconn"
+
+	"github.com/replicad/replicad/core"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// fakeRM records what the handlers pass to the replica manager and answers
+// with canned results, so service tests do not need core to work.
+type fakeRM struct {
+	mu    sync.Mutex
+	calls []any // every request received, in order
+
+	leaderAndIsr core.LeaderAndIsrResponse
+	updateMeta   core.ErrorCode
+	stopReplica  core.StopReplicaResponse
+	checkpoint   []core.DirCheckpoint
+	description  core.Description
+	produce      core.ProduceResult
+	consume      core.ConsumeResult
+	maxBatch     int
+	panicWith    any // when set, every call panics with it
+}
+
+func (f *fakeRM) record(req any) {
+	f.mu.Lock()
+	f.calls = append(f.calls, req)
+	p := f.panicWith
+	f.mu.Unlock()
+	if p != nil {
+		panic(p)
+	}
+}
+
+func (f *fakeRM) Calls() []any {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]any(nil), f.calls...)
+}
+
+func (f *fakeRM) BecomeLeaderOrFollower(_ context.Context, req core.LeaderAndIsrRequest) core.LeaderAndIsrResponse {
+	f.record(req)
+	return f.leaderAndIsr
+}
+
+func (f *fakeRM) UpdateMetadata(_ context.Context, req core.UpdateMetadataRequest) core.ErrorCode {
+	f.record(req)
+	return f.updateMeta
+}
+
+func (f *fakeRM) StopReplicas(_ context.Context, req core.StopReplicaRequest) core.StopReplicaResponse {
+	f.record(req)
+	return f.stopReplica
+}
+
+type checkpointCall struct{}
+
+func (f *fakeRM) CheckpointHighWatermarks(context.Context) []core.DirCheckpoint {
+	f.record(checkpointCall{})
+	return f.checkpoint
+}
+
+type describeCall struct {
+	topic     string
+	partition *int32
+}
+
+func (f *fakeRM) Describe(topic string, partition *int32) core.Description {
+	f.record(describeCall{topic, partition})
+	return f.description
+}
+
+func (f *fakeRM) Produce(_ context.Context, req core.ProduceRequest) core.ProduceResult {
+	f.record(req)
+	return f.produce
+}
+
+func (f *fakeRM) Consume(_ context.Context, req core.ConsumeRequest) core.ConsumeResult {
+	f.record(req)
+	return f.consume
+}
+
+func (f *fakeRM) MaxBatchBytes() int {
+	if f.maxBatch == 0 {
+		return 1 << 20
+	}
+	return f.maxBatch
+}
+
+// startServer serves rm on an in-memory listener and returns a client
+// connection; both are torn down with the test.
+func startServer(t *testing.T, rm ReplicaManager) (*Server, *grpc.ClientConn) {
+	t.Helper()
+	lis := bufconn.Listen(1 << 20)
+	srv := NewServer(Options{ReplicaManager: rm, Logger: zerolog.New(zerolog.NewTestWriter(t))})
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(lis) }()
+	conn, err := grpc.NewClient("passthrough:///bufnet",
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
+		grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatalf("dial bufconn: %v", err)
+	}
+	t.Cleanup(func() {
+		conn.Close()
+		srv.Shutdown(context.Background())
+		if err := <-served; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	return srv, conn
+}

@@ -1,0 +1,130 @@
+package service
+
+import (
+	"context"
+	"net"
+	"time"
+
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
+	"github.com/rs/zerolog"
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+
+	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
+)
+
+// Options configure a Server.
+type Options struct {
+	ReplicaManager ReplicaManager
+	Logger         zerolog.Logger
+	// Now is the clock used to stamp records when measuring a batch; nil is time.Now.
+	Now func() time.Time
+	// ServerOptions are appended to the ones NewServer sets (tests add their own).
+	ServerOptions []grpc.ServerOption
+}
+
+// Server is a broker's gRPC server.
+type Server struct {
+	grpc   *grpc.Server
+	health *health.Server
+}
+
+// servedServices are the names the health service reports on, besides "" (the whole server).
+var servedServices = []string{
+	replicadv1.ReplicaManagerService_ServiceDesc.ServiceName,
+	replicadv1.LogService_ServiceDesc.ServiceName,
+	replicadv1.FetchService_ServiceDesc.ServiceName,
+	replicadv1.ControllerService_ServiceDesc.ServiceName,
+}
+
+// NewServer builds the gRPC server with every service registered, server
+// reflection, the health service (NOT_SERVING until Serve), logging and
+// panic-recovery interceptors, and the OpenTelemetry stats handler (which
+// uses the global tracer provider and propagator, see internal/telemetry).
+func NewServer(opts Options) *Server {
+	now := opts.Now
+	if now == nil {
+		now = time.Now
+	}
+	logOpts := []logging.Option{
+		logging.WithLogOnEvents(logging.FinishCall),
+		logging.WithLevels(serverCodeToLevel),
+		logging.WithFieldsFromContext(traceFields),
+	}
+	logger := InterceptorLogger(opts.Logger)
+	recoveryOpt := recovery.WithRecoveryHandlerContext(recoveryHandler(opts.Logger))
+	serverOpts := []grpc.ServerOption{
+		grpc.StatsHandler(otelgrpc.NewServerHandler()),
+		// Logging wraps recovery so a recovered panic is logged as the Internal it became.
+		grpc.ChainUnaryInterceptor(
+			logging.UnaryServerInterceptor(logger, logOpts...),
+			recovery.UnaryServerInterceptor(recoveryOpt),
+		),
+		grpc.ChainStreamInterceptor(
+			logging.StreamServerInterceptor(logger, logOpts...),
+			recovery.StreamServerInterceptor(recoveryOpt),
+		),
+		grpc.MaxRecvMsgSize(maxRecvMsgSize(opts.ReplicaManager.MaxBatchBytes())),
+	}
+	serverOpts = append(serverOpts, opts.ServerOptions...)
+
+	s := &Server{grpc: grpc.NewServer(serverOpts...), health: health.NewServer()}
+	replicadv1.RegisterReplicaManagerServiceServer(s.grpc, &replicaManagerService{rm: opts.ReplicaManager})
+	replicadv1.RegisterLogServiceServer(s.grpc, &logService{rm: opts.ReplicaManager, now: now})
+	replicadv1.RegisterFetchServiceServer(s.grpc, &fetchService{})
+	replicadv1.RegisterControllerServiceServer(s.grpc, &controllerService{})
+	healthpb.RegisterHealthServer(s.grpc, s.health)
+	reflection.Register(s.grpc)
+	s.setServing(healthpb.HealthCheckResponse_NOT_SERVING)
+	return s
+}
+
+// maxRecvMsgSize lets a produce request carrying a full batch through: the
+// proto encoding of records is about the size of the encoded batch, and the
+// batch limit may be above gRPC's 4 MiB default.
+func maxRecvMsgSize(maxBatchBytes int) int {
+	const grpcDefault = 4 << 20
+	return max(grpcDefault, 2*maxBatchBytes+(1<<20))
+}
+
+func (s *Server) setServing(st healthpb.HealthCheckResponse_ServingStatus) {
+	s.health.SetServingStatus("", st)
+	for _, name := range servedServices {
+		s.health.SetServingStatus(name, st)
+	}
+}
+
+// GRPCServer exposes the underlying server (to register more services).
+func (s *Server) GRPCServer() *grpc.Server { return s.grpc }
+
+// Serve marks the server SERVING and serves lis until Shutdown.
+func (s *Server) Serve(lis net.Listener) error {
+	s.setServing(healthpb.HealthCheckResponse_SERVING)
+	return s.grpc.Serve(lis)
+}
+
+// Shutdown reports NOT_SERVING (so load balancers and probes stop sending),
+// then stops accepting calls and waits for in-flight ones until ctx is done,
+// after which it cancels whatever is left. It reports whether every call
+// finished on its own.
+func (s *Server) Shutdown(ctx context.Context) (graceful bool) {
+	// health.Server.Shutdown sets every service NOT_SERVING and ignores later updates.
+	s.health.Shutdown()
+	done := make(chan struct{})
+	go func() {
+		s.grpc.GracefulStop()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return true
+	case <-ctx.Done():
+		s.grpc.Stop()
+		<-done
+		return false
+	}
+}

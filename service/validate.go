@@ -1,0 +1,263 @@
+package service
+
+import (
+	"fmt"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/replicad/replicad/core/record"
+	"github.com/replicad/replicad/core/tp"
+	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
+)
+
+// Every validator checks a whole request before anything reaches the replica
+// manager, so a rejected request changes nothing. Errors name the field by
+// its proto path (partition_states[2].isr) so the caller can find it.
+
+// invalid returns the InvalidArgument status for one field.
+func invalid(field, format string, args ...any) error {
+	return status.Error(codes.InvalidArgument, field+": "+fmt.Sprintf(format, args...))
+}
+
+func validateTopic(field, topic string) error {
+	if err := tp.ValidateTopic(topic); err != nil {
+		return invalid(field, "%v", err)
+	}
+	return nil
+}
+
+func validatePartition(field string, partition int32) error {
+	if partition < 0 {
+		return invalid(field, "must not be negative (got %d)", partition)
+	}
+	return nil
+}
+
+func validateNonNegative(field string, v int64) error {
+	if v < 0 {
+		return invalid(field, "must not be negative (got %d)", v)
+	}
+	return nil
+}
+
+// noLeader is the leader id of a partition without a leader (Kafka's LeaderAndIsr.NoLeader).
+const noLeader = -1
+
+// validatePartitionState checks one controller decision. allowNoLeader
+// admits leader -1, which UpdateMetadata carries for leaderless partitions;
+// a LeaderAndIsr always names a leader among the replicas.
+func validatePartitionState(path string, p *replicadv1.PartitionState, allowNoLeader bool) error {
+	if p == nil {
+		return invalid(path, "is null")
+	}
+	if err := validateTopic(path+".topic", p.GetTopic()); err != nil {
+		return err
+	}
+	if err := validatePartition(path+".partition", p.GetPartition()); err != nil {
+		return err
+	}
+	if err := validateNonNegative(path+".controller_epoch", int64(p.GetControllerEpoch())); err != nil {
+		return err
+	}
+	if err := validateNonNegative(path+".leader_epoch", int64(p.GetLeaderEpoch())); err != nil {
+		return err
+	}
+	if err := validateNonNegative(path+".partition_epoch", int64(p.GetPartitionEpoch())); err != nil {
+		return err
+	}
+	replicas := p.GetReplicas()
+	if len(replicas) == 0 {
+		return invalid(path+".replicas", "must not be empty")
+	}
+	inReplicas := make(map[int32]bool, len(replicas))
+	for _, r := range replicas {
+		if r < 0 {
+			return invalid(path+".replicas", "broker id %d is negative", r)
+		}
+		if inReplicas[r] {
+			return invalid(path+".replicas", "broker %d appears twice", r)
+		}
+		inReplicas[r] = true
+	}
+	if !(allowNoLeader && p.GetLeader() == noLeader) && !inReplicas[p.GetLeader()] {
+		return invalid(path+".leader", "broker %d is not in replicas %v", p.GetLeader(), replicas)
+	}
+	inISR := make(map[int32]bool, len(p.GetIsr()))
+	for _, r := range p.GetIsr() {
+		if !inReplicas[r] {
+			return invalid(path+".isr", "broker %d is not in replicas %v", r, replicas)
+		}
+		if inISR[r] {
+			return invalid(path+".isr", "broker %d appears twice", r)
+		}
+		inISR[r] = true
+	}
+	return nil
+}
+
+// validatePartitionStates also refuses a partition named twice: the
+// controller sends one decision per partition, and two would race.
+func validatePartitionStates(field string, ps []*replicadv1.PartitionState, allowNoLeader bool) error {
+	seen := make(map[tp.TopicPartition]int, len(ps))
+	for i, p := range ps {
+		path := fmt.Sprintf("%s[%d]", field, i)
+		if err := validatePartitionState(path, p, allowNoLeader); err != nil {
+			return err
+		}
+		t := topicPartition(p.GetTopic(), p.GetPartition())
+		if j, dup := seen[t]; dup {
+			return invalid(path, "partition %s already appears at %s[%d]", t, field, j)
+		}
+		seen[t] = i
+	}
+	return nil
+}
+
+func validateBrokers(field string, bs []*replicadv1.Broker) error {
+	seen := make(map[int32]bool, len(bs))
+	for i, b := range bs {
+		path := fmt.Sprintf("%s[%d]", field, i)
+		if b == nil {
+			return invalid(path, "is null")
+		}
+		if b.GetId() < 0 {
+			return invalid(path+".id", "must not be negative (got %d)", b.GetId())
+		}
+		if seen[b.GetId()] {
+			return invalid(path+".id", "broker %d appears twice", b.GetId())
+		}
+		seen[b.GetId()] = true
+		if b.GetHost() == "" {
+			return invalid(path+".host", "must not be empty")
+		}
+		if b.GetPort() < 1 || b.GetPort() > 65535 {
+			return invalid(path+".port", "must be in 1..65535 (got %d)", b.GetPort())
+		}
+	}
+	return nil
+}
+
+func validateController(controllerID, controllerEpoch int32) error {
+	if err := validateNonNegative("controller_id", int64(controllerID)); err != nil {
+		return err
+	}
+	return validateNonNegative("controller_epoch", int64(controllerEpoch))
+}
+
+func validateLeaderAndIsr(req *replicadv1.LeaderAndIsrRequest) error {
+	if err := validateController(req.GetControllerId(), req.GetControllerEpoch()); err != nil {
+		return err
+	}
+	if err := validatePartitionStates("partition_states", req.GetPartitionStates(), false /* allowNoLeader */); err != nil {
+		return err
+	}
+	return validateBrokers("live_leaders", req.GetLiveLeaders())
+}
+
+func validateUpdateMetadata(req *replicadv1.UpdateMetadataRequest) error {
+	if err := validateController(req.GetControllerId(), req.GetControllerEpoch()); err != nil {
+		return err
+	}
+	if err := validateBrokers("live_brokers", req.GetLiveBrokers()); err != nil {
+		return err
+	}
+	return validatePartitionStates("partition_states", req.GetPartitionStates(), true /* allowNoLeader */)
+}
+
+func validateStopReplica(req *replicadv1.StopReplicaRequest) error {
+	if err := validateController(req.GetControllerId(), req.GetControllerEpoch()); err != nil {
+		return err
+	}
+	seen := make(map[tp.TopicPartition]int, len(req.GetPartitions()))
+	for i, p := range req.GetPartitions() {
+		path := fmt.Sprintf("partitions[%d]", i)
+		if p == nil {
+			return invalid(path, "is null")
+		}
+		if err := validateTopic(path+".topic", p.GetTopic()); err != nil {
+			return err
+		}
+		if err := validatePartition(path+".partition", p.GetPartition()); err != nil {
+			return err
+		}
+		// -1 is the "any epoch" sentinel (core.NoEpoch); below it is nonsense.
+		if p.GetLeaderEpoch() < -1 {
+			return invalid(path+".leader_epoch", "must be -1 (any) or non-negative (got %d)", p.GetLeaderEpoch())
+		}
+		t := topicPartition(p.GetTopic(), p.GetPartition())
+		if j, dup := seen[t]; dup {
+			return invalid(path, "partition %s already appears at partitions[%d]", t, j)
+		}
+		seen[t] = i
+	}
+	return nil
+}
+
+func validateDescribe(req *replicadv1.DescribePartitionsRequest) error {
+	if req.GetTopic() != "" {
+		if err := validateTopic("topic", req.GetTopic()); err != nil {
+			return err
+		}
+	}
+	if req.Partition != nil {
+		if req.GetTopic() == "" {
+			return invalid("partition", "needs a topic")
+		}
+		return validatePartition("partition", req.GetPartition())
+	}
+	return nil
+}
+
+// validateProduce checks the request and returns its records converted, so
+// the size check's encoding work is not repeated for the conversion.
+func validateProduce(req *replicadv1.ProduceRequest, maxBatchBytes int, nowMs int64) ([]record.Record, error) {
+	if err := validateTopic("topic", req.GetTopic()); err != nil {
+		return nil, err
+	}
+	if err := validatePartition("partition", req.GetPartition()); err != nil {
+		return nil, err
+	}
+	switch req.GetAcks() {
+	case -1, 0, 1:
+	default:
+		return nil, invalid("acks", "must be -1 (all), 0 or 1 (got %d)", req.GetAcks())
+	}
+	if err := validateNonNegative("timeout_ms", int64(req.GetTimeoutMs())); err != nil {
+		return nil, err
+	}
+	if len(req.GetRecords()) == 0 {
+		return nil, invalid("records", "must not be empty")
+	}
+	for i, r := range req.GetRecords() {
+		if r == nil {
+			return nil, invalid(fmt.Sprintf("records[%d]", i), "is null")
+		}
+	}
+	records := recordsFromProto(req.GetRecords())
+	// The limit is on the encoded batch, which is what the log stores and
+	// followers fetch, so measure exactly that.
+	if n := len(record.Build(records, nowMs)); n > maxBatchBytes {
+		return nil, invalid("records", "batch is %d bytes encoded, over the limit of %d", n, maxBatchBytes)
+	}
+	return records, nil
+}
+
+func validateConsume(req *replicadv1.ConsumeRequest) error {
+	if err := validateTopic("topic", req.GetTopic()); err != nil {
+		return err
+	}
+	if err := validatePartition("partition", req.GetPartition()); err != nil {
+		return err
+	}
+	if err := validateNonNegative("offset", req.GetOffset()); err != nil {
+		return err
+	}
+	if err := validateNonNegative("max_bytes", int64(req.GetMaxBytes())); err != nil {
+		return err
+	}
+	if err := validateNonNegative("max_wait_ms", int64(req.GetMaxWaitMs())); err != nil {
+		return err
+	}
+	return validateNonNegative("min_bytes", int64(req.GetMinBytes()))
+}
