@@ -1,11 +1,11 @@
 # replicad — build, generate, lint, test.
 #
-# Tools (buf, protoc-gen-go, protoc-gen-go-grpc) are pinned in tools/go.mod and
+# Tools (buf, protoc-gen-go, protoc-gen-go-grpc, grpcurl) are pinned in tools/go.mod and
 # built once through the Go toolchain into the git-ignored bin/.
 
 SHELL := /bin/bash
 BIN   := $(CURDIR)/bin
-TOOLS := $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc
+TOOLS := $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc $(BIN)/grpcurl
 GO_TEST_FLAGS ?=
 
 .PHONY: all build tools gen check-gen lint test fuzz bench demo clean

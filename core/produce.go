@@ -27,7 +27,10 @@ func (rm *ReplicaManager) Produce(ctx context.Context, req ProduceRequest) Produ
 	if code != ErrNone {
 		return fail(code, "")
 	}
-	batch := record.Build(req.Records, rm.cfg.Clock.Now().UnixMilli())
+	batch := req.Batch
+	if batch == nil {
+		batch = record.Build(req.Records, rm.cfg.Clock.Now().UnixMilli())
+	}
 	if len(batch) > rm.MaxBatchBytes() {
 		return fail(ErrMessageTooLarge, "batch is larger than the broker's max batch bytes")
 	}

@@ -528,8 +528,19 @@ func TestAcksAllWaitsForISRAndTimesOut(t *testing.T) {
 	if res := h.rm.Consume(context.Background(), ConsumeRequest{TopicPartition: tp0, Offset: 0}); len(res.Records) != 0 {
 		t.Fatal("a consumer saw a record above the HW")
 	}
-	h.clock.Advance(time.Second)
-	if r := <-done; r.Error != ErrRequestTimedOut {
+	// The produce arms its time-out timer after its append is visible, so
+	// keep advancing the clock until it has expired.
+	var r ProduceResult
+	waitFor(t, func() bool {
+		h.clock.Advance(time.Second)
+		select {
+		case r = <-done:
+			return true
+		default:
+			return false
+		}
+	})
+	if r.Error != ErrRequestTimedOut {
 		t.Fatalf("got %v, want REQUEST_TIMED_OUT", r.Error)
 	}
 }

@@ -152,7 +152,10 @@ type ProduceRequest struct {
 	TopicPartition tp.TopicPartition
 	Acks           int
 	Timeout        time.Duration
-	Records        []record.Record
+	// Records to append, or Batch when they are already encoded (the
+	// service layer encodes them to check the size limit).
+	Records []record.Record
+	Batch   record.Batch
 }
 
 // ProduceResult is the outcome of a produce.

@@ -204,9 +204,9 @@ func headersToProto(hs []record.Header) []*replicadv1.Header {
 	return out
 }
 
-// produceFromProto builds the core request; records are converted by the
-// caller because the size check already needed them.
-func produceFromProto(req *replicadv1.ProduceRequest, records []record.Record) core.ProduceRequest {
+// produceFromProto builds the core request around the batch validation
+// encoded (the size check needed it).
+func produceFromProto(req *replicadv1.ProduceRequest, batch record.Batch) core.ProduceRequest {
 	timeout := time.Duration(req.GetTimeoutMs()) * time.Millisecond
 	if timeout == 0 {
 		timeout = DefaultProduceTimeout
@@ -215,7 +215,7 @@ func produceFromProto(req *replicadv1.ProduceRequest, records []record.Record) c
 		TopicPartition: topicPartition(req.GetTopic(), req.GetPartition()),
 		Acks:           int(req.GetAcks()),
 		Timeout:        timeout,
-		Records:        records,
+		Batch:          batch,
 	}
 }
 

@@ -92,11 +92,11 @@ type logService struct {
 }
 
 func (s *logService) Produce(ctx context.Context, req *replicadv1.ProduceRequest) (*replicadv1.ProduceResponse, error) {
-	records, err := validateProduce(req, s.rm.MaxBatchBytes(), s.now().UnixMilli())
+	batch, err := validateProduce(req, s.rm.MaxBatchBytes(), s.now().UnixMilli())
 	if err != nil {
 		return nil, err
 	}
-	return produceToProto(s.rm.Produce(ctx, produceFromProto(req, records))), nil
+	return produceToProto(s.rm.Produce(ctx, produceFromProto(req, batch))), nil
 }
 
 func (s *logService) Consume(ctx context.Context, req *replicadv1.ConsumeRequest) (*replicadv1.ConsumeResponse, error) {

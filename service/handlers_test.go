@@ -170,8 +170,19 @@ func TestProduceAndConsumeTranslate(t *testing.T) {
 	}})
 
 	calls := rm.Calls()
-	mustEqual(t, "produce request", calls[0], core.ProduceRequest{TopicPartition: tp.TopicPartition{Topic: "t", Partition: 1}, Acks: core.AcksAll,
-		Timeout: DefaultProduceTimeout, Records: []record.Record{{Key: []byte("k"), Value: []byte("a"), Headers: []record.Header{{Key: "h", Value: []byte("x")}}}}})
+	// The records reach core encoded once, as the batch the size check built.
+	pr := calls[0].(core.ProduceRequest)
+	recs, err := pr.Batch.Records()
+	if err != nil {
+		t.Fatalf("produce batch: %v", err)
+	}
+	for i := range recs {
+		recs[i].TimestampMs, recs[i].LeaderEpoch = 0, 0
+	}
+	pr.Batch = nil
+	mustEqual(t, "produce request", pr, core.ProduceRequest{TopicPartition: tp.TopicPartition{Topic: "t", Partition: 1}, Acks: core.AcksAll,
+		Timeout: DefaultProduceTimeout})
+	mustEqual(t, "produce records", recs, []record.Record{{Key: []byte("k"), Value: []byte("a"), Headers: []record.Header{{Key: "h", Value: []byte("x")}}}})
 	mustEqual(t, "consume request", calls[1], core.ConsumeRequest{TopicPartition: tp.TopicPartition{Topic: "t", Partition: 1},
 		MaxBytes: DefaultConsumeMaxBytes, MinBytes: 1, MaxWait: 250 * time.Millisecond})
 }

@@ -1,6 +1,8 @@
 package service
 
 import (
+	"github.com/replicad/replicad/internal/grpcx"
+
 	"context"
 	"net"
 	"time"
@@ -70,6 +72,7 @@ func NewServer(opts Options) *Server {
 		),
 		grpc.MaxRecvMsgSize(maxRecvMsgSize(opts.ReplicaManager.MaxBatchBytes())),
 	}
+	serverOpts = append(serverOpts, grpcx.ServerOptions()...)
 	serverOpts = append(serverOpts, opts.ServerOptions...)
 
 	s := &Server{grpc: grpc.NewServer(serverOpts...), health: health.NewServer()}

@@ -211,7 +211,8 @@ func validateDescribe(req *replicadv1.DescribePartitionsRequest) error {
 
 // validateProduce checks the request and returns its records converted, so
 // the size check's encoding work is not repeated for the conversion.
-func validateProduce(req *replicadv1.ProduceRequest, maxBatchBytes int, nowMs int64) ([]record.Record, error) {
+// validateProduce checks a produce request and returns its records encoded as one batch.
+func validateProduce(req *replicadv1.ProduceRequest, maxBatchBytes int, nowMs int64) (record.Batch, error) {
 	if err := validateTopic("topic", req.GetTopic()); err != nil {
 		return nil, err
 	}
@@ -234,13 +235,14 @@ func validateProduce(req *replicadv1.ProduceRequest, maxBatchBytes int, nowMs in
 			return nil, invalid(fmt.Sprintf("records[%d]", i), "is null")
 		}
 	}
-	records := recordsFromProto(req.GetRecords())
 	// The limit is on the encoded batch, which is what the log stores and
-	// followers fetch, so measure exactly that.
-	if n := len(record.Build(records, nowMs)); n > maxBatchBytes {
+	// followers fetch, so measure exactly that; the batch then goes to the
+	// log as it is, encoded once.
+	batch := record.Build(recordsFromProto(req.GetRecords()), nowMs)
+	if n := len(batch); n > maxBatchBytes {
 		return nil, invalid("records", "batch is %d bytes encoded, over the limit of %d", n, maxBatchBytes)
 	}
-	return records, nil
+	return batch, nil
 }
 
 func validateConsume(req *replicadv1.ConsumeRequest) error {

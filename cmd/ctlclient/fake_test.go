@@ -85,13 +85,18 @@ func (b *memBroker) Produce(_ context.Context, req core.ProduceRequest) core.Pro
 	if req.TopicPartition.Topic == "notleader" {
 		return core.ProduceResult{Error: core.ErrNotLeaderOrFollower, BaseOffset: -1}
 	}
+	// The service hands records over encoded, as the batch it size-checked.
+	recs, err := req.Batch.Records()
+	if err != nil {
+		return core.ProduceResult{Error: core.ErrCorruptMessage, BaseOffset: -1}
+	}
 	base := int64(len(b.logs[req.TopicPartition]))
-	for i, r := range req.Records {
+	for i, r := range recs {
 		r.Offset = base + int64(i)
 		b.logs[req.TopicPartition] = append(b.logs[req.TopicPartition], r)
 	}
-	b.produces = append(b.produces, len(req.Records))
-	return core.ProduceResult{BaseOffset: base, HighWatermark: base + int64(len(req.Records))}
+	b.produces = append(b.produces, len(recs))
+	return core.ProduceResult{BaseOffset: base, HighWatermark: base + int64(len(recs))}
 }
 
 // Consume answers at most 3 records per call so clients have to loop.

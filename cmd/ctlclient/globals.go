@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/replicad/replicad/internal/grpcx"
+
 	"context"
 	"flag"
 	"fmt"
@@ -56,11 +58,12 @@ const maxRecvMsgSize = 256 << 20
 
 // dial connects to the broker lazily; otelgrpc carries the command's trace context.
 func (e *env) dial() (*grpc.ClientConn, error) {
-	conn, err := grpc.NewClient(e.g.broker,
+	opts := append(grpcx.DialOptions(),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithStatsHandler(otelgrpc.NewClientHandler()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxRecvMsgSize), grpc.MaxCallSendMsgSize(maxRecvMsgSize)),
 	)
+	conn, err := grpc.NewClient(e.g.broker, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", e.g.broker, err)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -27,7 +28,7 @@ func (m *metricsServer) addr() string {
 	return m.lis.Addr().String()
 }
 
-// startMetrics serves /metrics on addr; an empty addr serves nothing.
+// startMetrics serves /metrics and /debug/pprof on addr; an empty addr serves nothing.
 func startMetrics(addr string, logger zerolog.Logger) (*metricsServer, error) {
 	if addr == "" {
 		return &metricsServer{}, nil
@@ -41,6 +42,12 @@ func startMetrics(addr string, logger zerolog.Logger) (*metricsServer, error) {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 		_, _ = w.Write([]byte(metricsPlaceholder))
 	})
+	// Profiles share the operator-facing listener: a hot path is diagnosed on
+	// the running broker, not on a rebuilt one.
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {

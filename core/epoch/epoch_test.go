@@ -314,3 +314,26 @@ func TestConcurrentUse(t *testing.T) {
 		t.Fatalf("checkpoint file = %v, %v; want %v", onDisk, err, es)
 	}
 }
+
+// Ensures AssignDeferred changes the cache and the file like Assign (only the
+// fsync is left to the caller), so a reopened cache reads the deferred entry.
+func TestAssignDeferredPersists(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "leader-epoch-checkpoint")
+	c, err := Open(path, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Assign(1, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.AssignDeferred(3, 10); err != nil {
+		t.Fatal(err)
+	}
+	re, err := Open(path, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := re.Entries(); len(got) != 2 || got[1].Epoch != 3 || got[1].StartOffset != 10 {
+		t.Fatalf("reopened entries %v, want [{1 0} {3 10}]", got)
+	}
+}

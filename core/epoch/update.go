@@ -16,6 +16,18 @@ import (
 // (its first record is already known), and at an earlier offset it moves the
 // epoch's start back.
 func (c *Cache) Assign(epoch int32, startOffset int64) error {
+	return c.assign(epoch, startOffset, c.syncWrites)
+}
+
+// AssignDeferred is Assign without the fsync: the file is replaced, but is
+// durable only once the caller syncs the file system. A LeaderAndIsr that
+// moves thousands of partitions to a new epoch writes every cache this way and
+// then syncs each log dir once, instead of paying thousands of fsyncs.
+func (c *Cache) AssignDeferred(epoch int32, startOffset int64) error {
+	return c.assign(epoch, startOffset, false)
+}
+
+func (c *Cache) assign(epoch int32, startOffset int64, sync bool) error {
 	if epoch < 0 || startOffset < 0 {
 		return fmt.Errorf("epoch: assign epoch %d at offset %d: negative", epoch, startOffset)
 	}
@@ -38,7 +50,7 @@ func (c *Cache) Assign(epoch int32, startOffset int64) error {
 		keep--
 	}
 	next := append(slices.Clip(c.entries[:keep]), checkpoint.EpochEntry{Epoch: epoch, StartOffset: startOffset})
-	return c.replace(next)
+	return c.replaceWith(next, sync)
 }
 
 // TruncateFromEnd removes the entries whose start offset is >= endOffset
@@ -94,7 +106,11 @@ func (c *Cache) Clear() error {
 // holds the write lock, which also orders the writers of the file. next must
 // not share an array with c.entries, so a failed write changes nothing.
 func (c *Cache) replace(next []checkpoint.EpochEntry) error {
-	if err := checkpoint.WriteEpochs(c.path, next, c.syncWrites); err != nil {
+	return c.replaceWith(next, c.syncWrites)
+}
+
+func (c *Cache) replaceWith(next []checkpoint.EpochEntry, sync bool) error {
+	if err := checkpoint.WriteEpochs(c.path, next, sync); err != nil {
 		return fmt.Errorf("epoch: write cache: %w", err)
 	}
 	c.entries = next

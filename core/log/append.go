@@ -163,17 +163,17 @@ func (l *Log) writeLocked(seg *segment, run []byte, batches []record.Batch) erro
 	return nil
 }
 
-// rollLocked seals the active segment and starts a new one at baseOffset.
-// Runs under mu: appends wait for the sealed segment's fsync (once per
-// SegmentBytes); reads do not.
+// rollLocked starts a new active segment at baseOffset and seals the old one
+// in the background: appends do not wait for an fsync of a whole segment
+// (hundreds of milliseconds at 256 MiB), as Kafka schedules its flush of a
+// rolled segment rather than running it inline.
+//
+// Until that fsync is done the recovery point stays below the old segment's
+// end (only a successful sync moves it), so a crash in between makes recovery
+// scan the segment rather than trust it.
 func (l *Log) rollLocked(baseOffset int64) (*segment, error) {
 	segs := l.segmentList()
 	old := segs[len(segs)-1]
-	// A sealed segment is trusted by recovery once the recovery point passes
-	// it, so it must be on disk, index included, before the log moves on.
-	if err := old.seal(); err != nil {
-		return nil, storageError(err, "roll")
-	}
 	seg, err := createSegment(l.dir, baseOffset)
 	if err != nil {
 		return nil, storageError(err, "roll")
@@ -186,5 +186,22 @@ func (l *Log) rollLocked(baseOffset int64) (*segment, error) {
 	}
 	l.setSegments(append(segs[:len(segs):len(segs)], seg))
 	l.logger.Debug().Str("dir", l.dir).Int64("base_offset", baseOffset).Msg("rolled segment")
+	go l.sealInBackground(old)
 	return seg, nil
+}
+
+// sealInBackground makes a rolled segment durable, index included. It runs
+// under syncMu, one fsync at a time with the group commit, and after Close it
+// does nothing. A failure is only logged: the recovery point has not moved
+// past the segment, so the next Flush syncs it again and reports the error.
+func (l *Log) sealInBackground(s *segment) {
+	l.syncMu.Lock()
+	defer l.syncMu.Unlock()
+	if l.closed.Load() {
+		return
+	}
+	gen := l.truncations.Load()
+	if err := s.seal(); err != nil && l.truncations.Load() == gen {
+		l.logger.Warn().Err(err).Str("dir", l.dir).Int64("base_offset", s.baseOffset).Msg("seal rolled segment")
+	}
 }

@@ -141,7 +141,10 @@ func (l *Log) clampHighWatermark() {
 // LatestEpoch is the epoch of the last batch (epoch.Undefined when empty).
 func (l *Log) LatestEpoch() int32 { return l.epochs.LatestEpoch() }
 
-// MaybeAssignEpochStartOffset records a new leader epoch starting at offset.
+// MaybeAssignEpochStartOffset records a new leader epoch starting at offset
+// (a leader's makeLeader). The leader-epoch-checkpoint is rewritten but not
+// fsynced: the caller makes it durable with one sync of the log dir for all
+// the partitions of a LeaderAndIsr (logmgr.Manager.SyncDirs).
 func (l *Log) MaybeAssignEpochStartOffset(leaderEpoch int32, startOffset int64) error {
 	if leaderEpoch < 0 || startOffset < 0 {
 		return fmt.Errorf("log: assign epoch %d at offset %d: negative", leaderEpoch, startOffset)
@@ -151,7 +154,7 @@ func (l *Log) MaybeAssignEpochStartOffset(leaderEpoch int32, startOffset int64) 
 	if l.closed.Load() {
 		return ErrClosed
 	}
-	if err := l.epochs.Assign(leaderEpoch, startOffset); err != nil {
+	if err := l.epochs.AssignDeferred(leaderEpoch, startOffset); err != nil {
 		return storageError(err, "assign epoch %d at %d", leaderEpoch, startOffset)
 	}
 	return nil

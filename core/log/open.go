@@ -24,7 +24,10 @@ func Open(opts Options) (*Log, error) {
 	if err != nil {
 		return nil, err
 	}
-	cache, err := epoch.Open(filepath.Join(opts.Dir, EpochCheckpointFile), opts.SyncMetadata)
+	// The cache fsyncs its own writes (appends that start a new epoch,
+	// truncation); SyncMetadata concerns only the files of creation, and
+	// MaybeAssignEpochStartOffset leaves its fsync to the caller.
+	cache, err := epoch.Open(filepath.Join(opts.Dir, EpochCheckpointFile), true)
 	if err != nil {
 		return nil, storageError(err, "open %s", opts.Dir)
 	}

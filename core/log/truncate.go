@@ -21,6 +21,10 @@ func (l *Log) TruncateTo(offset int64) error {
 	if offset < 0 {
 		return fmt.Errorf("log: truncate to negative offset %d", offset)
 	}
+	// syncMu first: a rolled segment may be being sealed in the background,
+	// and truncation may close or rewrite it.
+	l.syncMu.Lock()
+	defer l.syncMu.Unlock()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed.Load() {
@@ -93,6 +97,10 @@ func (l *Log) TruncateFullyAndStartAt(offset int64) error {
 	if offset < 0 {
 		return fmt.Errorf("log: restart at negative offset %d", offset)
 	}
+	// syncMu first: a rolled segment may be being sealed in the background,
+	// and truncation may close or rewrite it.
+	l.syncMu.Lock()
+	defer l.syncMu.Unlock()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed.Load() {
