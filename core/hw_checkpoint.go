@@ -26,6 +26,14 @@ func (rm *ReplicaManager) CheckpointHighWatermarks(ctx context.Context) []DirChe
 	defer rm.checkpointMu.Unlock()
 	start := time.Now()
 
+	out := rm.writeHighWatermarkCheckpoints(rm.collectHighWatermarks())
+	span.SetAttributes(attribute.Int("replicad.log_dirs", len(out)))
+	rm.logger.Debug().Dur("took", time.Since(start)).Int("log_dirs", len(out)).Msg("checkpointed high watermarks")
+	return out
+}
+
+// collectHighWatermarks groups the HW of every open log by online log dir.
+func (rm *ReplicaManager) collectHighWatermarks() map[string]map[tp.TopicPartition]int64 {
 	byDir := make(map[string]map[tp.TopicPartition]int64)
 	for _, dir := range rm.onlineDirs() {
 		byDir[dir] = make(map[tp.TopicPartition]int64)
@@ -37,9 +45,18 @@ func (rm *ReplicaManager) CheckpointHighWatermarks(ctx context.Context) []DirChe
 		}
 		byDir[dir][t] = l.HighWatermark()
 	}
+	return byDir
+}
+
+// writeHighWatermarkCheckpoints writes one replication-offset-checkpoint per
+// dir; a dir whose write fails goes offline.
+func (rm *ReplicaManager) writeHighWatermarkCheckpoints(byDir map[string]map[tp.TopicPartition]int64) []DirCheckpoint {
 	var out []DirCheckpoint
 	for _, dir := range rm.onlineDirs() {
-		hws := byDir[dir]
+		hws, ok := byDir[dir]
+		if !ok {
+			continue
+		}
 		res := DirCheckpoint{Dir: dir, Partitions: len(hws)}
 		if err := checkpoint.WriteOffsets(filepath.Join(dir, logmgr.ReplicationOffsetCheckpoint), hws, true); err != nil {
 			rm.logger.Error().Err(err).Str("log_dir", dir).Msg("write the HW checkpoint")
@@ -48,8 +65,6 @@ func (rm *ReplicaManager) CheckpointHighWatermarks(ctx context.Context) []DirChe
 		}
 		out = append(out, res)
 	}
-	span.SetAttributes(attribute.Int("replicad.log_dirs", len(out)))
-	rm.logger.Debug().Dur("took", time.Since(start)).Int("log_dirs", len(out)).Msg("checkpointed high watermarks")
 	return out
 }
 

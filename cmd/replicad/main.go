@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strconv"
 	"syscall"
 	"time"
@@ -31,7 +32,23 @@ const (
 	telemetryTimeout    = 5 * time.Second
 )
 
-func main() { os.Exit(run(os.Args[1:], os.Stderr)) }
+func main() {
+	tuneGC()
+	os.Exit(run(os.Args[1:], os.Stderr))
+}
+
+// defaultGCPercent replaces Go's 100 unless GOGC is set. A broker's heap is
+// mostly produce and fetch batches that live for one request; collecting at 4x
+// the live heap instead of 2x measured 30-40% more acks=1 throughput (README,
+// "Performance"), and the live heap of a broker is small (about 1 KiB per idle
+// partition), so the extra headroom is cheap.
+const defaultGCPercent = 400
+
+func tuneGC() {
+	if _, set := os.LookupEnv("GOGC"); !set {
+		debug.SetGCPercent(defaultGCPercent)
+	}
+}
 
 // run is the whole daemon; it returns the exit status.
 func run(args []string, stderr io.Writer) int {

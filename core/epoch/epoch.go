@@ -26,6 +26,8 @@ type Cache struct {
 
 	mu      sync.RWMutex
 	entries []checkpoint.EpochEntry
+	// dirty: entries hold an AssignDeferred the file does not have yet.
+	dirty bool
 }
 
 // Open loads the cache from path (missing file: empty). With syncWrites false

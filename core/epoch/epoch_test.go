@@ -315,8 +315,8 @@ func TestConcurrentUse(t *testing.T) {
 	}
 }
 
-// Ensures AssignDeferred changes the cache and the file like Assign (only the
-// fsync is left to the caller), so a reopened cache reads the deferred entry.
+// Ensures AssignDeferred changes only the in-memory cache, Persist writes it,
+// and any later change writes the deferred entry along with its own.
 func TestAssignDeferredPersists(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "leader-epoch-checkpoint")
 	c, err := Open(path, true)
@@ -329,11 +329,32 @@ func TestAssignDeferredPersists(t *testing.T) {
 	if err := c.AssignDeferred(3, 10); err != nil {
 		t.Fatal(err)
 	}
-	re, err := Open(path, true)
-	if err != nil {
+	if c.LatestEpoch() != 3 || !c.Dirty() {
+		t.Fatalf("latest %d dirty %v, want 3 and dirty", c.LatestEpoch(), c.Dirty())
+	}
+	reopen := func() []checkpoint.EpochEntry {
+		re, err := Open(path, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return re.Entries()
+	}
+	if got := reopen(); len(got) != 1 {
+		t.Fatalf("file has %v before Persist, want only {1 0}", got)
+	}
+	if err := c.Persist(); err != nil {
 		t.Fatal(err)
 	}
-	if got := re.Entries(); len(got) != 2 || got[1].Epoch != 3 || got[1].StartOffset != 10 {
-		t.Fatalf("reopened entries %v, want [{1 0} {3 10}]", got)
+	if got := reopen(); len(got) != 2 || got[1] != (checkpoint.EpochEntry{Epoch: 3, StartOffset: 10}) || c.Dirty() {
+		t.Fatalf("after Persist: file %v dirty %v", got, c.Dirty())
+	}
+	if err := c.AssignDeferred(4, 20); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Assign(5, 30); err != nil {
+		t.Fatal(err)
+	}
+	if got := reopen(); len(got) != 4 || got[2].Epoch != 4 || c.Dirty() {
+		t.Fatalf("Assign after a deferred entry wrote %v", got)
 	}
 }

@@ -16,18 +16,38 @@ import (
 // (its first record is already known), and at an earlier offset it moves the
 // epoch's start back.
 func (c *Cache) Assign(epoch int32, startOffset int64) error {
-	return c.assign(epoch, startOffset, c.syncWrites)
+	return c.assign(epoch, startOffset, true)
 }
 
-// AssignDeferred is Assign without the fsync: the file is replaced, but is
-// durable only once the caller syncs the file system. A LeaderAndIsr that
-// moves thousands of partitions to a new epoch writes every cache this way and
-// then syncs each log dir once, instead of paying thousands of fsyncs.
+// AssignDeferred is Assign in memory only: the file is written by the next
+// Persist (or by any other change, which writes every entry). A new leader
+// records its epoch this way: an epoch that never got a record needs no
+// durable entry (after a restart the broker is given a newer epoch anyway),
+// and its log persists the cache before appending the epoch's first batch.
+// A LeaderAndIsr that moves thousands of partitions to a new epoch then costs
+// no file writes at all.
 func (c *Cache) AssignDeferred(epoch int32, startOffset int64) error {
 	return c.assign(epoch, startOffset, false)
 }
 
-func (c *Cache) assign(epoch int32, startOffset int64, sync bool) error {
+// Persist writes the entries an AssignDeferred left in memory only.
+func (c *Cache) Persist() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.dirty {
+		return nil
+	}
+	return c.replace(c.entries)
+}
+
+// Dirty reports whether entries await Persist.
+func (c *Cache) Dirty() bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.dirty
+}
+
+func (c *Cache) assign(epoch int32, startOffset int64, persist bool) error {
 	if epoch < 0 || startOffset < 0 {
 		return fmt.Errorf("epoch: assign epoch %d at offset %d: negative", epoch, startOffset)
 	}
@@ -50,7 +70,12 @@ func (c *Cache) assign(epoch int32, startOffset int64, sync bool) error {
 		keep--
 	}
 	next := append(slices.Clip(c.entries[:keep]), checkpoint.EpochEntry{Epoch: epoch, StartOffset: startOffset})
-	return c.replaceWith(next, sync)
+	if !persist {
+		c.entries = next
+		c.dirty = true
+		return nil
+	}
+	return c.replace(next)
 }
 
 // TruncateFromEnd removes the entries whose start offset is >= endOffset
@@ -106,13 +131,10 @@ func (c *Cache) Clear() error {
 // holds the write lock, which also orders the writers of the file. next must
 // not share an array with c.entries, so a failed write changes nothing.
 func (c *Cache) replace(next []checkpoint.EpochEntry) error {
-	return c.replaceWith(next, c.syncWrites)
-}
-
-func (c *Cache) replaceWith(next []checkpoint.EpochEntry, sync bool) error {
-	if err := checkpoint.WriteEpochs(c.path, next, sync); err != nil {
+	if err := checkpoint.WriteEpochs(c.path, next, c.syncWrites); err != nil {
 		return fmt.Errorf("epoch: write cache: %w", err)
 	}
 	c.entries = next
+	c.dirty = false
 	return nil
 }

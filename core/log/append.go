@@ -25,12 +25,17 @@ func (l *Log) AppendAsLeader(b record.Batch, leaderEpoch int32) (AppendInfo, err
 		return AppendInfo{}, ErrClosed
 	}
 	base := l.logEndOffset.Load()
-	// Kafka records the epoch's first offset before writing its first batch.
+	// Kafka records the epoch's first offset before writing its first batch;
+	// an epoch assigned in memory by makeLeader reaches the file here.
 	if leaderEpoch >= 0 && leaderEpoch > l.epochs.LatestEpoch() {
 		if err := l.epochs.Assign(leaderEpoch, base); err != nil {
 			l.mu.Unlock()
 			return AppendInfo{}, storageError(err, "assign epoch %d at %d", leaderEpoch, base)
 		}
+	}
+	if err := l.epochs.Persist(); err != nil {
+		l.mu.Unlock()
+		return AppendInfo{}, storageError(err, "persist epoch cache")
 	}
 	b.SetBaseOffset(base)
 	b.SetLeaderEpoch(leaderEpoch)
@@ -87,6 +92,10 @@ func (l *Log) AppendAsFollower(data []byte) (AppendInfo, error) {
 				return AppendInfo{}, storageError(err, "assign epoch %d at %d", e, b.BaseOffset())
 			}
 		}
+	}
+	if err := l.epochs.Persist(); err != nil {
+		l.mu.Unlock()
+		return AppendInfo{}, storageError(err, "persist epoch cache")
 	}
 	info, err := l.appendLocked(data, batches)
 	l.mu.Unlock()

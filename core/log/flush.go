@@ -5,6 +5,12 @@ func (l *Log) Flush() error {
 	if l.closed.Load() {
 		return ErrClosed
 	}
+	l.mu.Lock()
+	err := l.epochs.Persist()
+	l.mu.Unlock()
+	if err != nil {
+		return storageError(err, "persist epoch cache")
+	}
 	return l.flushTo(l.logEndOffset.Load())
 }
 

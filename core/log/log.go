@@ -142,9 +142,9 @@ func (l *Log) clampHighWatermark() {
 func (l *Log) LatestEpoch() int32 { return l.epochs.LatestEpoch() }
 
 // MaybeAssignEpochStartOffset records a new leader epoch starting at offset
-// (a leader's makeLeader). The leader-epoch-checkpoint is rewritten but not
-// fsynced: the caller makes it durable with one sync of the log dir for all
-// the partitions of a LeaderAndIsr (logmgr.Manager.SyncDirs).
+// (a leader's makeLeader). The entry is kept in memory and reaches the
+// leader-epoch-checkpoint before the epoch's first batch is appended (or at
+// Flush and Close): an epoch with no records needs no durable entry.
 func (l *Log) MaybeAssignEpochStartOffset(leaderEpoch int32, startOffset int64) error {
 	if leaderEpoch < 0 || startOffset < 0 {
 		return fmt.Errorf("log: assign epoch %d at offset %d: negative", leaderEpoch, startOffset)

@@ -388,3 +388,24 @@ func TestInvalidConfig(t *testing.T) {
 		t.Fatalf("refused config created the dir")
 	}
 }
+
+// Ensures an epoch assigned by makeLeader (in memory) is in the
+// leader-epoch-checkpoint once the epoch's first batch is appended.
+func TestAssignedEpochPersistedBeforeFirstAppend(t *testing.T) {
+	dir := t.TempDir()
+	l, err := Open(Options{Dir: dir, Config: DefaultConfig(), SyncMetadata: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if err := l.MaybeAssignEpochStartOffset(7, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.AppendAsLeader(record.Build([]record.Record{{Value: []byte("a")}}, 1), 7); err != nil {
+		t.Fatal(err)
+	}
+	got, err := checkpoint.ReadEpochs(filepath.Join(dir, EpochCheckpointFile))
+	if err != nil || len(got) != 1 || got[0] != (checkpoint.EpochEntry{Epoch: 7, StartOffset: 0}) {
+		t.Fatalf("leader-epoch-checkpoint %v %v, want [{7 0}]", got, err)
+	}
+}

@@ -149,6 +149,9 @@ func (l *Log) shutdown(flush bool) error {
 	segs := l.segmentList()
 	var errs []error
 	if flush {
+		if err := l.epochs.Persist(); err != nil {
+			errs = append(errs, err)
+		}
 		// Segments before the recovery point's are durable, but recovery
 		// may have rebuilt an index anywhere.
 		unsynced := len(segs)
