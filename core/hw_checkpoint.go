@@ -35,15 +35,12 @@ func (rm *ReplicaManager) CheckpointHighWatermarks(ctx context.Context) []DirChe
 // collectHighWatermarks groups the HW of every open log by online log dir.
 func (rm *ReplicaManager) collectHighWatermarks() map[string]map[tp.TopicPartition]int64 {
 	byDir := make(map[string]map[tp.TopicPartition]int64)
-	for _, dir := range rm.onlineDirs() {
-		byDir[dir] = make(map[tp.TopicPartition]int64)
-	}
-	for t, l := range rm.logs.Logs() {
-		dir, ok := rm.logs.DirOf(t)
-		if !ok || byDir[dir] == nil {
-			continue
+	for dir, logs := range rm.logs.LogsByDir() {
+		hws := make(map[tp.TopicPartition]int64, len(logs))
+		for t, l := range logs {
+			hws[t] = l.HighWatermark()
 		}
-		byDir[dir][t] = l.HighWatermark()
+		byDir[dir] = hws
 	}
 	return byDir
 }

@@ -145,6 +145,25 @@ func (m *Manager) Logs() map[tp.TopicPartition]*log.Log {
 	return out
 }
 
+// LogsByDir returns every online log grouped by its log dir, in one pass
+// under the lock (the HW checkpoint walks every log each interval).
+func (m *Manager) LogsByDir() map[string]map[tp.TopicPartition]*log.Log {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	out := make(map[string]map[tp.TopicPartition]*log.Log, len(m.dirs))
+	for _, d := range m.dirs {
+		if d.online {
+			out[d.path] = make(map[tp.TopicPartition]*log.Log, d.partitions)
+		}
+	}
+	for t, h := range m.logs {
+		if byTP, ok := out[h.dir.path]; ok {
+			byTP[t] = h.log
+		}
+	}
+	return out
+}
+
 // Dirs describes every configured dir.
 func (m *Manager) Dirs() []DirInfo {
 	m.mu.RLock()
