@@ -5,7 +5,7 @@
 
 SHELL := /bin/bash
 BIN   := $(CURDIR)/bin
-TOOLS := $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc $(BIN)/grpcurl
+GEN_TOOLS := $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc
 GO_TEST_FLAGS ?=
 
 .PHONY: all build tools gen check-gen lint test fuzz bench demo clean
@@ -16,15 +16,20 @@ build:
 	go build -o $(BIN)/replicad ./cmd/replicad
 	go build -o $(BIN)/ctlclient ./cmd/ctlclient
 
-# One go install builds every tool the tools module lists; make reruns it only
-# when the pinned versions change.
-$(TOOLS) &: tools/go.mod tools/go.sum
-	cd tools && GOBIN=$(BIN) go install tool
-	@touch $(TOOLS)
+# Tools are built from the versions pinned in tools/go.mod; make rebuilds them
+# only when the pins change.
+$(GEN_TOOLS) &: tools/go.mod tools/go.sum
+	cd tools && GOBIN=$(BIN) go install github.com/bufbuild/buf/cmd/buf \
+		google.golang.org/protobuf/cmd/protoc-gen-go google.golang.org/grpc/cmd/protoc-gen-go-grpc
+	@touch $(GEN_TOOLS)
 
-tools: $(TOOLS)
+$(BIN)/grpcurl: tools/go.mod tools/go.sum
+	cd tools && GOBIN=$(BIN) go install github.com/fullstorydev/grpcurl/cmd/grpcurl
+	@touch $@
 
-gen: $(TOOLS)
+tools: $(GEN_TOOLS) $(BIN)/grpcurl
+
+gen: $(GEN_TOOLS)
 	rm -rf gen
 	PATH=$(BIN):$$PATH $(BIN)/buf generate
 
@@ -33,7 +38,7 @@ check-gen: gen
 	@if [ -n "$$(git status --porcelain -- gen)" ]; then \
 		echo "gen/ is stale: run 'make gen' and commit the result"; git status --porcelain -- gen; exit 1; fi
 
-lint: $(TOOLS)
+lint: $(GEN_TOOLS)
 	$(BIN)/buf lint
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^gen/')); if [ -n "$$out" ]; then echo "gofmt:"; echo "$$out"; exit 1; fi
 	go vet ./...
@@ -51,7 +56,7 @@ fuzz:
 bench:
 	go test -run '^$$' -bench . -benchmem ./core/...
 
-demo: build
+demo: build $(BIN)/grpcurl
 	./scripts/demo.sh
 
 clean:
