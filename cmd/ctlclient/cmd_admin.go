@@ -26,15 +26,12 @@ answer is NONE (a stale controller epoch answers STALE_CONTROLLER_EPOCH).`,
 				if err := requireFlags(fs, "controller-id", "controller-epoch"); err != nil {
 					return err
 				}
-				conn, err := e.dial()
-				if err != nil {
+				var resp *replicadv1.UpdateMetadataResponse
+				err := e.callReplicaManager(ctx, func(rctx context.Context, c replicadv1.ReplicaManagerServiceClient) (err error) {
+					resp, err = c.UpdateMetadata(rctx, &replicadv1.UpdateMetadataRequest{
+						ControllerId: *controllerID, ControllerEpoch: *controllerEpoch, BrokerEpoch: *brokerEpoch, LiveBrokers: live,
+					})
 					return err
-				}
-				defer conn.Close()
-				rctx, cancel := e.rpcContext(ctx)
-				defer cancel()
-				resp, err := replicadv1.NewReplicaManagerServiceClient(conn).UpdateMetadata(rctx, &replicadv1.UpdateMetadataRequest{
-					ControllerId: *controllerID, ControllerEpoch: *controllerEpoch, BrokerEpoch: *brokerEpoch, LiveBrokers: live,
 				})
 				if err != nil {
 					return err
@@ -77,16 +74,13 @@ error codes are NONE.`,
 				if err := requireFlags(fs, "controller-id", "controller-epoch", "topic", "partition"); err != nil {
 					return err
 				}
-				conn, err := e.dial()
-				if err != nil {
+				var resp *replicadv1.StopReplicaResponse
+				err := e.callReplicaManager(ctx, func(rctx context.Context, c replicadv1.ReplicaManagerServiceClient) (err error) {
+					resp, err = c.StopReplica(rctx, &replicadv1.StopReplicaRequest{
+						ControllerId: *controllerID, ControllerEpoch: *controllerEpoch, BrokerEpoch: *brokerEpoch,
+						Partitions: []*replicadv1.StopReplicaPartition{{Topic: *topic, Partition: *partition, LeaderEpoch: *leaderEpoch, DeletePartition: *del}},
+					})
 					return err
-				}
-				defer conn.Close()
-				rctx, cancel := e.rpcContext(ctx)
-				defer cancel()
-				resp, err := replicadv1.NewReplicaManagerServiceClient(conn).StopReplica(rctx, &replicadv1.StopReplicaRequest{
-					ControllerId: *controllerID, ControllerEpoch: *controllerEpoch, BrokerEpoch: *brokerEpoch,
-					Partitions: []*replicadv1.StopReplicaPartition{{Topic: *topic, Partition: *partition, LeaderEpoch: *leaderEpoch, DeletePartition: *del}},
 				})
 				if err != nil {
 					return err
@@ -119,14 +113,11 @@ The table also lists the broker's log dirs and whether each is online.`,
 					}
 					req.Partition = partition
 				}
-				conn, err := e.dial()
-				if err != nil {
+				var resp *replicadv1.DescribePartitionsResponse
+				err := e.callReplicaManager(ctx, func(rctx context.Context, c replicadv1.ReplicaManagerServiceClient) (err error) {
+					resp, err = c.DescribePartitions(rctx, req)
 					return err
-				}
-				defer conn.Close()
-				rctx, cancel := e.rpcContext(ctx)
-				defer cancel()
-				resp, err := replicadv1.NewReplicaManagerServiceClient(conn).DescribePartitions(rctx, req)
+				})
 				if err != nil {
 					return err
 				}
@@ -174,14 +165,11 @@ func checkpointCommand() *command {
 		example: "ctlclient checkpoint",
 		flags: func(fs *flag.FlagSet) func(context.Context, *env) error {
 			return func(ctx context.Context, e *env) error {
-				conn, err := e.dial()
-				if err != nil {
+				var resp *replicadv1.CheckpointHighWatermarksResponse
+				err := e.callReplicaManager(ctx, func(rctx context.Context, c replicadv1.ReplicaManagerServiceClient) (err error) {
+					resp, err = c.CheckpointHighWatermarks(rctx, &replicadv1.CheckpointHighWatermarksRequest{})
 					return err
-				}
-				defer conn.Close()
-				rctx, cancel := e.rpcContext(ctx)
-				defer cancel()
-				resp, err := replicadv1.NewReplicaManagerServiceClient(conn).CheckpointHighWatermarks(rctx, &replicadv1.CheckpointHighWatermarksRequest{})
+				})
 				if err != nil {
 					return err
 				}

@@ -77,14 +77,11 @@ EOF`,
 						LiveLeaders: live,
 					}
 				}
-				conn, err := e.dial()
-				if err != nil {
+				var resp *replicadv1.LeaderAndIsrResponse
+				err := e.callReplicaManager(ctx, func(rctx context.Context, c replicadv1.ReplicaManagerServiceClient) (err error) {
+					resp, err = c.LeaderAndIsr(rctx, req)
 					return err
-				}
-				defer conn.Close()
-				rctx, cancel := e.rpcContext(ctx)
-				defer cancel()
-				resp, err := replicadv1.NewReplicaManagerServiceClient(conn).LeaderAndIsr(rctx, req)
+				})
 				if err != nil {
 					return err
 				}

@@ -1,6 +1,8 @@
 package main
 
 import (
+	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
+
 	"github.com/replicad/replicad/internal/grpcx"
 
 	"context"
@@ -68,6 +70,19 @@ func (e *env) dial() (*grpc.ClientConn, error) {
 		return nil, fmt.Errorf("dial %s: %w", e.g.broker, err)
 	}
 	return conn, nil
+}
+
+// callReplicaManager dials the broker and makes one ReplicaManagerService
+// call under --timeout.
+func (e *env) callReplicaManager(ctx context.Context, call func(context.Context, replicadv1.ReplicaManagerServiceClient) error) error {
+	conn, err := e.dial()
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	rctx, cancel := e.rpcContext(ctx)
+	defer cancel()
+	return call(rctx, replicadv1.NewReplicaManagerServiceClient(conn))
 }
 
 // rpcContext bounds one RPC by --timeout.
