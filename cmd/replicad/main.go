@@ -85,6 +85,7 @@ func run(args []string, stderr io.Writer) int {
 		MinInsyncReplicas:    cfg.minInsyncReplicas,
 		Clock:                clock.Real{},
 		Logger:               logger,
+		Tracer:               tel.Tracer("github.com/replicad/replicad/core"),
 	})
 	if err != nil {
 		if errors.Is(err, logmgr.ErrOtherBroker) {
