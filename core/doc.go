@@ -8,6 +8,13 @@
 // in three phases under one state-change lock, makeLeaders / makeFollowers,
 // Partition.makeLeader / makeFollower, the HW checkpoint loop.
 //
+// On a leader, FetchMessages (fetch.go) answers followers: leader epoch
+// fencing, KIP-279 diverging epochs, out-of-range bounds, raw batches up to
+// the LEO, and updateFollowerFetchState, which may expand the ISR and move the
+// HW. The ISR shrink check (isr.go) runs every replica-lag-time-max / 2. ISR
+// changes go through an IsrChanger (StandaloneIsrChanger without a
+// controller), one in flight per partition.
+//
 // The package knows nothing of gRPC or the network. Its collaborators come in
 // through Config: a clock (tests use clock.Manual and never sleep), the log
 // dirs (through core/logmgr), a FetcherManager that the fetcher package
@@ -16,5 +23,7 @@
 // Locks, always taken in this order: ReplicaManager.stateChangeMu (one
 // LeaderAndIsr / StopReplica at a time) -> ReplicaManager.partitionsMu (the map
 // of hosted partitions) -> Partition.mu (a partition's leader and ISR state).
-// No lock is held across a network call.
+// No lock is held across a network call, nor across IsrChanger.Submit, whose
+// answer takes Partition.mu. ReplicaManager.brokerEpochsMu and each
+// notifier's mutex are leaves: nothing is taken while they are held.
 package core

@@ -67,9 +67,12 @@ func (rm *ReplicaManager) writeHighWatermarkCheckpoints(byDir map[string]map[tp.
 
 // startHighWatermarkCheckpointLoop starts, once, the periodic work that
 // follows the first LeaderAndIsr: the HW checkpoint, the recovery-point and
-// log-start checkpoints, and the interval flush.
+// log-start checkpoints, the interval flush, and the ISR shrink check every
+// replica-lag-time-max / 2 (so a lagging follower leaves the ISR between one
+// and one and a half lag times after it last caught up).
 func (rm *ReplicaManager) startHighWatermarkCheckpointLoop() {
 	rm.hwCheckpointing.Do(func() {
+		rm.every(rm.cfg.ReplicaLagTimeMax/2, rm.maybeShrinkIsr)
 		rm.every(rm.cfg.HWCheckpointInterval, func() {
 			rm.CheckpointHighWatermarks(context.Background())
 			for dir, err := range rm.logs.CheckpointLogOffsets() {

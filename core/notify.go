@@ -6,9 +6,14 @@ import "sync"
 // (HW moved, log appended, leadership lost). It replaces Kafka's purgatory
 // watch lists: a waiter re-checks its condition each time the channel it got
 // from wait() is closed.
+//
+// A waiter that watches many partitions at once (a follower's fetch) adds a
+// watcher instead: one channel of its own that every watched notifier pokes,
+// so it needs neither a goroutine nor a select case per partition.
 type notifier struct {
-	mu sync.Mutex
-	ch chan struct{}
+	mu       sync.Mutex
+	ch       chan struct{}
+	watchers map[chan<- struct{}]struct{}
 }
 
 // wait returns a channel closed at the next notify.
@@ -21,12 +26,36 @@ func (n *notifier) wait() <-chan struct{} {
 	return n.ch
 }
 
-// notify wakes every current waiter.
+// watch makes every later notify send to w without blocking; w should have a
+// buffer of one, so a wake-up between two checks is kept, not lost.
+func (n *notifier) watch(w chan<- struct{}) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.watchers == nil {
+		n.watchers = make(map[chan<- struct{}]struct{})
+	}
+	n.watchers[w] = struct{}{}
+}
+
+// unwatch undoes watch.
+func (n *notifier) unwatch(w chan<- struct{}) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	delete(n.watchers, w)
+}
+
+// notify wakes every current waiter and watcher.
 func (n *notifier) notify() {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.ch != nil {
 		close(n.ch)
 		n.ch = nil
+	}
+	for w := range n.watchers {
+		select {
+		case w <- struct{}{}:
+		default:
+		}
 	}
 }

@@ -33,6 +33,8 @@ type partitionEnv struct {
 	// onStorageError reports a log dir that failed under a partition, so the
 	// replica manager takes the dir offline (Kafka's LogDirFailureChannel).
 	onStorageError func(dir string, err error)
+	// isrChanger commits the ISR changes a leader proposes.
+	isrChanger IsrChanger
 }
 
 // replicaState is the leader's view of a follower (Kafka's Replica, kept in
@@ -77,9 +79,11 @@ type Partition struct {
 	partitionEpoch         int32
 	leader                 int32 // noLeader when unknown
 	assignment             []int32
-	isr                    []int32 // sorted; empty on a follower
-	remoteReplicas         map[int32]*replicaState
-	log                    *log.Log
+	isr                    []int32 // sorted; empty on a follower; committed only
+	// pendingIsr is the ISR change in flight (at most one), nil when none.
+	pendingIsr     *pendingIsrChange
+	remoteReplicas map[int32]*replicaState
+	log            *log.Log
 	// stopped is set when the replica manager stops hosting the partition;
 	// waiters must give up.
 	stopped bool
@@ -126,6 +130,9 @@ func (p *Partition) isLeaderLocked() bool { return p.leader == p.env.brokerID }
 func (p *Partition) updateAssignmentAndIsrLocked(replicas, isr []int32) {
 	p.assignment = slices.Clone(replicas)
 	p.isr = sortedSet(isr)
+	// The controller's ISR replaces whatever this broker proposed: an answer
+	// to that proposal arriving later is ignored.
+	p.pendingIsr = nil
 	keep := make(map[int32]bool, len(replicas))
 	for _, id := range replicas {
 		if id == p.env.brokerID {
@@ -265,15 +272,16 @@ func (p *Partition) createLogOnly(isNew, syncMetadata bool) error {
 }
 
 // maybeIncrementLeaderHWLocked moves the leader's HW to the smallest LEO in
-// the ISR. It never moves the HW backwards, and does not move it while the ISR
-// is smaller than min.insync.replicas or while an ISR member's LEO is unknown
-// in this epoch. p.mu must be held for writing.
+// the (maximal) ISR. It never moves the HW backwards, and does not move it
+// while the ISR is smaller than min.insync.replicas or while an ISR member's
+// LEO is unknown in this epoch. p.mu must be held for writing.
 func (p *Partition) maybeIncrementLeaderHWLocked() bool {
-	if !p.isLeaderLocked() || p.log == nil || len(p.isr) < p.env.minInsyncReplicas {
+	isr := p.maximalIsrLocked()
+	if !p.isLeaderLocked() || p.log == nil || len(isr) < p.env.minInsyncReplicas {
 		return false
 	}
 	newHW := p.log.LogEndOffset()
-	for _, id := range p.isr {
+	for _, id := range isr {
 		if id == p.env.brokerID {
 			continue
 		}

@@ -36,6 +36,9 @@ type Config struct {
 	// Fetchers receives the partitions this broker follows. Nil: followers do
 	// not fetch (no replication configured).
 	Fetchers FetcherManager
+	// IsrChanger commits ISR changes; nil means StandaloneIsrChanger (no
+	// controller: the leader applies them itself).
+	IsrChanger IsrChanger
 	// OnLeadershipChange runs after each LeaderAndIsr with the partitions that
 	// became leader and follower (Kafka's onLeadershipChange callback).
 	OnLeadershipChange func(leaders, followers []tp.TopicPartition)
@@ -62,6 +65,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.Fetchers == nil {
 		c.Fetchers = noFetchers{}
+	}
+	if c.IsrChanger == nil {
+		c.IsrChanger = StandaloneIsrChanger{}
 	}
 }
 
@@ -99,6 +105,12 @@ type ReplicaManager struct {
 	loopsStopped bool
 	loopTimers   map[clock.Timer]struct{}
 	loopsRunning sync.WaitGroup
+
+	// brokerEpochs is the newest broker epoch seen in a fetch from each
+	// follower broker, to fence fetchers of a broker's previous life. A leaf
+	// lock: nothing else is taken while it is held.
+	brokerEpochsMu sync.Mutex
+	brokerEpochs   map[int32]int64
 
 	shuttingDown atomic.Bool
 	stopCh       chan struct{}
@@ -143,6 +155,7 @@ func NewReplicaManager(cfg Config) (*ReplicaManager, error) {
 		minInsyncReplicas: cfg.MinInsyncReplicas,
 		logger:            cfg.Logger,
 		onStorageError:    rm.reportDirFailure,
+		isrChanger:        cfg.IsrChanger,
 	}
 	rm.loadHighWatermarks()
 	if len(rm.onlineDirs()) == 0 {

@@ -183,3 +183,81 @@ type ConsumeResult struct {
 	Records        []record.Record
 	NextOffset     int64
 }
+
+// FetchRequest is a follower's fetch from this broker as leader (Kafka's
+// FetchRequest from a replica).
+type FetchRequest struct {
+	ReplicaID int32
+	// BrokerEpoch is the follower broker's epoch; negative when unknown (then
+	// it is neither checked nor recorded).
+	BrokerEpoch int64
+	MaxWait     time.Duration
+	MinBytes    int
+	// MaxBytes bounds the records of the whole response; 0 means DefaultFetchMaxBytes.
+	MaxBytes   int
+	Partitions []FetchPartition
+}
+
+// FetchPartition is one partition of a FetchRequest.
+type FetchPartition struct {
+	TopicPartition tp.TopicPartition
+	// FetchOffset is the follower's LEO.
+	FetchOffset int64
+	// CurrentLeaderEpoch is the follower's leader epoch; negative: not checked.
+	CurrentLeaderEpoch int32
+	// LastFetchedEpoch is the epoch of the follower's last batch; negative
+	// when its log is empty (no divergence check).
+	LastFetchedEpoch int32
+	LogStartOffset   int64
+}
+
+// EpochEndOffset is the end offset of a leader epoch on the leader.
+type EpochEndOffset struct {
+	Epoch     int32
+	EndOffset int64
+}
+
+// FetchPartitionResult is one partition's answer. When DivergingEpoch is set
+// Records is empty: the follower truncates first.
+type FetchPartitionResult struct {
+	TopicPartition tp.TopicPartition
+	Error          ErrorCode
+	HighWatermark  int64
+	LogStartOffset int64
+	LogEndOffset   int64
+	DivergingEpoch *EpochEndOffset
+	// Records are the raw stored batches, for AppendAsFollower.
+	Records []byte
+}
+
+// FetchResponse holds one result per requested partition, in request order.
+type FetchResponse struct {
+	Partitions []FetchPartitionResult
+}
+
+// OffsetForLeaderEpochPartition asks for the end offset of LeaderEpoch.
+type OffsetForLeaderEpochPartition struct {
+	TopicPartition     tp.TopicPartition
+	CurrentLeaderEpoch int32 // negative: not checked
+	LeaderEpoch        int32
+}
+
+// OffsetsForLeaderEpochRequest is Kafka's OffsetsForLeaderEpoch request.
+type OffsetsForLeaderEpochRequest struct {
+	ReplicaID  int32
+	Partitions []OffsetForLeaderEpochPartition
+}
+
+// OffsetForLeaderEpochResult is the largest epoch <= the requested one and
+// its end offset on the leader (-1, -1 when unknown).
+type OffsetForLeaderEpochResult struct {
+	TopicPartition tp.TopicPartition
+	Error          ErrorCode
+	LeaderEpoch    int32
+	EndOffset      int64
+}
+
+// OffsetsForLeaderEpochResponse holds one result per partition, in request order.
+type OffsetsForLeaderEpochResponse struct {
+	Partitions []OffsetForLeaderEpochResult
+}

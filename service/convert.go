@@ -272,3 +272,73 @@ func cloneInt32s(s []int32) []int32 {
 	}
 	return append([]int32(nil), s...)
 }
+
+func fetchFromProto(req *replicadv1.FetchRequest) core.FetchRequest {
+	out := core.FetchRequest{
+		ReplicaID:   req.GetReplicaId(),
+		BrokerEpoch: req.GetBrokerEpoch(),
+		MaxWait:     time.Duration(req.GetMaxWaitMs()) * time.Millisecond,
+		MinBytes:    int(req.GetMinBytes()),
+		MaxBytes:    int(req.GetMaxBytes()),
+		Partitions:  make([]core.FetchPartition, len(req.GetPartitions())),
+	}
+	for i, p := range req.GetPartitions() {
+		out.Partitions[i] = core.FetchPartition{
+			TopicPartition:     topicPartition(p.GetTopic(), p.GetPartition()),
+			FetchOffset:        p.GetFetchOffset(),
+			CurrentLeaderEpoch: p.GetCurrentLeaderEpoch(),
+			LastFetchedEpoch:   p.GetLastFetchedEpoch(),
+			LogStartOffset:     p.GetLogStartOffset(),
+		}
+	}
+	return out
+}
+
+// fetchToProto passes the records through as read: they are the stored
+// batches, which the follower appends without re-encoding.
+func fetchToProto(correlationID int64, resp core.FetchResponse) *replicadv1.FetchResponse {
+	out := &replicadv1.FetchResponse{CorrelationId: correlationID, Partitions: make([]*replicadv1.FetchPartitionResult, len(resp.Partitions))}
+	for i, r := range resp.Partitions {
+		pr := &replicadv1.FetchPartitionResult{
+			Topic:          r.TopicPartition.Topic,
+			Partition:      r.TopicPartition.Partition,
+			ErrorCode:      errorCodeToProto(r.Error),
+			HighWatermark:  r.HighWatermark,
+			LogStartOffset: r.LogStartOffset,
+			LogEndOffset:   r.LogEndOffset,
+			Records:        r.Records,
+		}
+		if d := r.DivergingEpoch; d != nil {
+			pr.DivergingEpoch = &replicadv1.EpochEndOffset{Epoch: d.Epoch, EndOffset: d.EndOffset}
+		}
+		out.Partitions[i] = pr
+	}
+	return out
+}
+
+func offsetsForLeaderEpochFromProto(req *replicadv1.OffsetsForLeaderEpochRequest) core.OffsetsForLeaderEpochRequest {
+	out := core.OffsetsForLeaderEpochRequest{ReplicaID: req.GetReplicaId(),
+		Partitions: make([]core.OffsetForLeaderEpochPartition, len(req.GetPartitions()))}
+	for i, p := range req.GetPartitions() {
+		out.Partitions[i] = core.OffsetForLeaderEpochPartition{
+			TopicPartition:     topicPartition(p.GetTopic(), p.GetPartition()),
+			CurrentLeaderEpoch: p.GetCurrentLeaderEpoch(),
+			LeaderEpoch:        p.GetLeaderEpoch(),
+		}
+	}
+	return out
+}
+
+func offsetsForLeaderEpochToProto(resp core.OffsetsForLeaderEpochResponse) *replicadv1.OffsetsForLeaderEpochResponse {
+	out := &replicadv1.OffsetsForLeaderEpochResponse{Partitions: make([]*replicadv1.OffsetForLeaderEpochResult, len(resp.Partitions))}
+	for i, r := range resp.Partitions {
+		out.Partitions[i] = &replicadv1.OffsetForLeaderEpochResult{
+			Topic:       r.TopicPartition.Topic,
+			Partition:   r.TopicPartition.Partition,
+			ErrorCode:   errorCodeToProto(r.Error),
+			LeaderEpoch: r.LeaderEpoch,
+			EndOffset:   r.EndOffset,
+		}
+	}
+	return out
+}

@@ -1,5 +1,7 @@
 // Package service is replicad's gRPC surface: the handlers of
-// ReplicaManagerService and LogService, and the server that hosts them with
+// ReplicaManagerService, LogService and FetchService (the leader side of
+// replication: one bidi Fetch stream per follower fetcher, answered in
+// order, see fetch.go), and the server that hosts them with
 // reflection, health, logging, panic recovery and OpenTelemetry tracing.
 //
 // Handlers are thin. Each one validates the whole request first (a malformed

@@ -30,6 +30,8 @@ type fakeRM struct {
 	description  core.Description
 	produce      core.ProduceResult
 	consume      core.ConsumeResult
+	fetch        func(core.FetchRequest) core.FetchResponse
+	offsets      core.OffsetsForLeaderEpochResponse
 	maxBatch     int
 	panicWith    any // when set, every call panics with it
 }
@@ -90,6 +92,19 @@ func (f *fakeRM) Produce(_ context.Context, req core.ProduceRequest) core.Produc
 func (f *fakeRM) Consume(_ context.Context, req core.ConsumeRequest) core.ConsumeResult {
 	f.record(req)
 	return f.consume
+}
+
+func (f *fakeRM) FetchMessages(_ context.Context, req core.FetchRequest) core.FetchResponse {
+	f.record(req)
+	if f.fetch == nil {
+		return core.FetchResponse{}
+	}
+	return f.fetch(req)
+}
+
+func (f *fakeRM) OffsetsForLeaderEpoch(_ context.Context, req core.OffsetsForLeaderEpochRequest) core.OffsetsForLeaderEpochResponse {
+	f.record(req)
+	return f.offsets
 }
 
 func (f *fakeRM) MaxBatchBytes() int {

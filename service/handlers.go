@@ -21,6 +21,8 @@ type ReplicaManager interface {
 	Describe(topic string, partition *int32) core.Description
 	Produce(ctx context.Context, req core.ProduceRequest) core.ProduceResult
 	Consume(ctx context.Context, req core.ConsumeRequest) core.ConsumeResult
+	FetchMessages(ctx context.Context, req core.FetchRequest) core.FetchResponse
+	OffsetsForLeaderEpoch(ctx context.Context, req core.OffsetsForLeaderEpochRequest) core.OffsetsForLeaderEpochResponse
 	MaxBatchBytes() int
 }
 
@@ -106,12 +108,8 @@ func (s *logService) Consume(ctx context.Context, req *replicadv1.ConsumeRequest
 	return consumeToProto(s.rm.Consume(ctx, consumeFromProto(req))), nil
 }
 
-// fetchService and controllerService are registered so reflection lists
-// them; replication and the controller implement them later.
-type fetchService struct {
-	replicadv1.UnimplementedFetchServiceServer
-}
-
+// controllerService is registered so reflection lists it; the controller
+// implements it later.
 type controllerService struct {
 	replicadv1.UnimplementedControllerServiceServer
 }

@@ -187,8 +187,8 @@ func TestProduceAndConsumeTranslate(t *testing.T) {
 		MaxBytes: DefaultConsumeMaxBytes, MinBytes: 1, MaxWait: 250 * time.Millisecond})
 }
 
-// TestUnimplementedServices ensures AlterReplicaLogDirs, Fetch and the
-// controller's RPCs answer Unimplemented rather than pretending to work.
+// TestUnimplementedServices ensures AlterReplicaLogDirs and the controller's
+// RPCs answer Unimplemented rather than pretending to work.
 func TestUnimplementedServices(t *testing.T) {
 	_, conn := startServer(t, &fakeRM{})
 	ctx := context.Background()
@@ -196,13 +196,6 @@ func TestUnimplementedServices(t *testing.T) {
 	_, err := replicadv1.NewReplicaManagerServiceClient(conn).AlterReplicaLogDirs(ctx, &replicadv1.AlterReplicaLogDirsRequest{})
 	if st := status.Convert(err); st.Code() != codes.Unimplemented || !strings.Contains(st.Message(), "replication") {
 		t.Fatalf("AlterReplicaLogDirs: %v", err)
-	}
-	stream, err := replicadv1.NewFetchServiceClient(conn).Fetch(ctx)
-	if err == nil {
-		_, err = stream.Recv()
-	}
-	if status.Code(err) != codes.Unimplemented {
-		t.Fatalf("Fetch: %v", err)
 	}
 	_, err = replicadv1.NewControllerServiceClient(conn).DescribeCluster(ctx, &replicadv1.DescribeClusterRequest{})
 	if status.Code(err) != codes.Unimplemented {

@@ -78,7 +78,7 @@ func NewServer(opts Options) *Server {
 	s := &Server{grpc: grpc.NewServer(serverOpts...), health: health.NewServer()}
 	replicadv1.RegisterReplicaManagerServiceServer(s.grpc, &replicaManagerService{rm: opts.ReplicaManager})
 	replicadv1.RegisterLogServiceServer(s.grpc, &logService{rm: opts.ReplicaManager, now: now})
-	replicadv1.RegisterFetchServiceServer(s.grpc, &fetchService{})
+	replicadv1.RegisterFetchServiceServer(s.grpc, &fetchService{rm: opts.ReplicaManager})
 	replicadv1.RegisterControllerServiceServer(s.grpc, &controllerService{})
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	reflection.Register(s.grpc)

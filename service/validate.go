@@ -263,3 +263,64 @@ func validateConsume(req *replicadv1.ConsumeRequest) error {
 	}
 	return validateNonNegative("min_bytes", int64(req.GetMinBytes()))
 }
+
+func validateFetch(req *replicadv1.FetchRequest) error {
+	if req.GetReplicaId() < 0 {
+		return invalid("replica_id", "must not be negative (got %d): only a follower broker fetches", req.GetReplicaId())
+	}
+	if err := validateNonNegative("max_wait_ms", int64(req.GetMaxWaitMs())); err != nil {
+		return err
+	}
+	if err := validateNonNegative("min_bytes", int64(req.GetMinBytes())); err != nil {
+		return err
+	}
+	if err := validateNonNegative("max_bytes", int64(req.GetMaxBytes())); err != nil {
+		return err
+	}
+	seen := make(map[tp.TopicPartition]int, len(req.GetPartitions()))
+	for i, p := range req.GetPartitions() {
+		path := fmt.Sprintf("partitions[%d]", i)
+		if p == nil {
+			return invalid(path, "is null")
+		}
+		if err := validateTopic(path+".topic", p.GetTopic()); err != nil {
+			return err
+		}
+		if err := validatePartition(path+".partition", p.GetPartition()); err != nil {
+			return err
+		}
+		if err := validateNonNegative(path+".fetch_offset", p.GetFetchOffset()); err != nil {
+			return err
+		}
+		t := topicPartition(p.GetTopic(), p.GetPartition())
+		if j, dup := seen[t]; dup {
+			return invalid(path, "partition %s already appears at partitions[%d]", t, j)
+		}
+		seen[t] = i
+	}
+	return nil
+}
+
+// validateOffsetsForLeaderEpoch leaves replica_id alone: tools ask as -1
+// (Kafka's consumer id), as they do in Kafka.
+func validateOffsetsForLeaderEpoch(req *replicadv1.OffsetsForLeaderEpochRequest) error {
+	seen := make(map[tp.TopicPartition]int, len(req.GetPartitions()))
+	for i, p := range req.GetPartitions() {
+		path := fmt.Sprintf("partitions[%d]", i)
+		if p == nil {
+			return invalid(path, "is null")
+		}
+		if err := validateTopic(path+".topic", p.GetTopic()); err != nil {
+			return err
+		}
+		if err := validatePartition(path+".partition", p.GetPartition()); err != nil {
+			return err
+		}
+		t := topicPartition(p.GetTopic(), p.GetPartition())
+		if j, dup := seen[t]; dup {
+			return invalid(path, "partition %s already appears at partitions[%d]", t, j)
+		}
+		seen[t] = i
+	}
+	return nil
+}

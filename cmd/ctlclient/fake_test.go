@@ -120,6 +120,16 @@ func (b *memBroker) produceCount() int {
 	return len(b.produces)
 }
 
+// FetchMessages and OffsetsForLeaderEpoch complete the service's interface;
+// ctlclient sends neither (followers do).
+func (b *memBroker) FetchMessages(context.Context, core.FetchRequest) core.FetchResponse {
+	return core.FetchResponse{}
+}
+
+func (b *memBroker) OffsetsForLeaderEpoch(context.Context, core.OffsetsForLeaderEpochRequest) core.OffsetsForLeaderEpochResponse {
+	return core.OffsetsForLeaderEpochResponse{}
+}
+
 // startBroker serves b on a loopback port and returns its address.
 func startBroker(t *testing.T, b *memBroker, opts ...grpc.ServerOption) string {
 	t.Helper()

@@ -1,0 +1,351 @@
+package core
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/replicad/replicad/core/record"
+	"github.com/replicad/replicad/core/tp"
+)
+
+// fetchAt is replica 2's fetch of tp0 at offset in leaderEpoch, with an empty log's last fetched epoch.
+func fetchAt(offset int64, leaderEpoch int32) FetchPartition {
+	return FetchPartition{TopicPartition: tp0, FetchOffset: offset, CurrentLeaderEpoch: leaderEpoch, LastFetchedEpoch: -1}
+}
+
+func (h *harness) fetch(replica int32, fps ...FetchPartition) FetchPartitionResult {
+	h.t.Helper()
+	resp := h.rm.FetchMessages(context.Background(), FetchRequest{ReplicaID: replica, BrokerEpoch: -1, Partitions: fps})
+	if len(resp.Partitions) != len(fps) {
+		h.t.Fatalf("%d results for %d partitions", len(resp.Partitions), len(fps))
+	}
+	return resp.Partitions[0]
+}
+
+func values(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = "v"
+	}
+	return out
+}
+
+// batchBases decodes raw fetched bytes into the base offsets of their batches.
+func batchBases(t *testing.T, data []byte) []int64 {
+	t.Helper()
+	var out []int64
+	for len(data) > 0 {
+		b, rest, err := record.Next(data)
+		if err != nil {
+			t.Fatalf("fetched bytes do not parse as batches: %v", err)
+		}
+		if err := b.Verify(); err != nil {
+			t.Fatalf("fetched batch fails its CRC: %v", err)
+		}
+		out = append(out, b.BaseOffset())
+		data = rest
+	}
+	return out
+}
+
+// A fetch is fenced by an older leader epoch, refused for a newer one, and
+// refused when this broker does not lead or the replica is not assigned.
+func TestFetchLeaderEpochAndRoleChecks(t *testing.T) {
+	h := newHarness(t, 1)
+	t1 := tp.TopicPartition{Topic: "orders", Partition: 1}
+	h.leaderAndIsr(1, state("orders", 0, 1, 5, []int32{1, 2}, []int32{1, 2}), state("orders", 1, 2, 5, []int32{1, 2}, []int32{2}))
+	cases := []struct {
+		name    string
+		replica int32
+		fp      FetchPartition
+		want    ErrorCode
+	}{
+		{"current epoch", 2, fetchAt(0, 5), ErrNone},
+		{"no epoch given", 2, fetchAt(0, -1), ErrNone},
+		{"older epoch", 2, fetchAt(0, 4), ErrFencedLeaderEpoch},
+		{"newer epoch", 2, fetchAt(0, 6), ErrUnknownLeaderEpoch},
+		{"not the leader", 2, FetchPartition{TopicPartition: t1, CurrentLeaderEpoch: 5, LastFetchedEpoch: -1}, ErrNotLeaderOrFollower},
+		{"not hosted", 2, FetchPartition{TopicPartition: tp.TopicPartition{Topic: "nope"}, LastFetchedEpoch: -1}, ErrUnknownTopicOrPartition},
+		{"replica not assigned", 9, fetchAt(0, 5), ErrNotLeaderOrFollower},
+		{"the leader itself", 1, fetchAt(0, 5), ErrNotLeaderOrFollower},
+	}
+	for _, tc := range cases {
+		if got := h.fetch(tc.replica, tc.fp); got.Error != tc.want {
+			t.Errorf("%s: got %v, want %v", tc.name, got.Error, tc.want)
+		}
+	}
+}
+
+// divergenceHarness leads tp0 with leader epochs 1@0 and 3@10 and LEO 15.
+func divergenceHarness(t *testing.T) *harness {
+	h := newHarness(t, 1)
+	h.leaderAndIsr(1, state("orders", 0, 1, 1, []int32{1, 2}, []int32{1}))
+	h.produce(tp0, AcksLeader, values(10)...)
+	h.leaderAndIsr(1, state("orders", 0, 1, 3, []int32{1, 2}, []int32{1}))
+	h.produce(tp0, AcksLeader, values(5)...)
+	if p, _ := h.describe(tp0); p.LogEndOffset != 15 {
+		t.Fatalf("LEO %d, want 15", p.LogEndOffset)
+	}
+	return h
+}
+
+// A follower whose last fetched epoch the leader never had is told where its
+// log diverges (KIP-279) and gets no records in that answer.
+func TestFetchAnswersDivergingEpoch(t *testing.T) {
+	h := divergenceHarness(t)
+	fp := fetchAt(12, 3)
+	fp.LastFetchedEpoch = 2
+	r := h.fetch(2, fp)
+	if r.Error != ErrNone || r.DivergingEpoch == nil || *r.DivergingEpoch != (EpochEndOffset{Epoch: 1, EndOffset: 10}) || len(r.Records) != 0 {
+		t.Fatalf("got %+v, want diverging (1, 10) and no records", r)
+	}
+	// Epoch 2 never existed here, even though the follower's offset 8 is within epoch 1.
+	fp8 := fetchAt(8, 3)
+	fp8.LastFetchedEpoch = 2
+	if r := h.fetch(2, fp8); r.DivergingEpoch == nil || *r.DivergingEpoch != (EpochEndOffset{Epoch: 1, EndOffset: 10}) {
+		t.Fatalf("unknown epoch below the end of epoch 1: %+v", r.DivergingEpoch)
+	}
+	// Epoch 1 ends at 10 on the leader: a follower with epoch-1 records up to 12 diverges there too.
+	fp.LastFetchedEpoch = 1
+	if r := h.fetch(2, fp); r.DivergingEpoch == nil || *r.DivergingEpoch != (EpochEndOffset{Epoch: 1, EndOffset: 10}) {
+		t.Fatalf("epoch 1 past its end: %+v", r.DivergingEpoch)
+	}
+	// Consistent logs: no divergence, and the read starts at the fetch offset's batch.
+	fp.LastFetchedEpoch = 3
+	if r := h.fetch(2, fp); r.DivergingEpoch != nil || r.Error != ErrNone || !slices.Equal(batchBases(t, r.Records), []int64{10}) {
+		t.Fatalf("consistent follower: %+v", r)
+	}
+	fp = fetchAt(10, 3)
+	fp.LastFetchedEpoch = 1
+	if r := h.fetch(2, fp); r.DivergingEpoch != nil || len(r.Records) == 0 {
+		t.Fatalf("follower at the end of epoch 1: %+v", r)
+	}
+}
+
+// A fetch above the leader's LEO or below its log start is OFFSET_OUT_OF_RANGE
+// and carries both bounds, so the follower knows where to truncate or restart.
+func TestFetchOffsetOutOfRange(t *testing.T) {
+	h := newHarness(t, 1)
+	h.leaderAndIsr(1, state("orders", 0, 1, 1, []int32{1, 2}, []int32{1}))
+	h.produce(tp0, AcksLeader, values(3)...)
+	if r := h.fetch(2, fetchAt(5, 1)); r.Error != ErrOffsetOutOfRange || r.LogEndOffset != 3 || r.LogStartOffset != 0 {
+		t.Fatalf("above the LEO: %+v", r)
+	}
+	if r := h.fetch(2, fetchAt(3, 1)); r.Error != ErrNone || len(r.Records) != 0 {
+		t.Fatalf("at the LEO: %+v", r)
+	}
+	if err := h.rm.getPartition(tp0).partition.Log().TruncateFullyAndStartAt(7); err != nil {
+		t.Fatal(err)
+	}
+	if r := h.fetch(2, fetchAt(2, 1)); r.Error != ErrOffsetOutOfRange || r.LogStartOffset != 7 || r.LogEndOffset != 7 {
+		t.Fatalf("below the log start: %+v", r)
+	}
+}
+
+// The HW advances when the ISR follower fetches at the leader's LEO, and a
+// waiting acks=-1 produce then completes.
+func TestFollowerFetchAdvancesHighWatermarkAndCompletesProduce(t *testing.T) {
+	h := newHarness(t, 1)
+	h.leaderAndIsr(1, state("orders", 0, 1, 1, []int32{1, 2}, []int32{1, 2}))
+	done := make(chan ProduceResult, 1)
+	go func() { done <- h.produce(tp0, AcksAll, "a", "b") }()
+	waitFor(t, func() bool { p, _ := h.describe(tp0); return p.LogEndOffset == 2 })
+
+	r := h.fetch(2, fetchAt(0, 1))
+	if r.Error != ErrNone || !slices.Equal(batchBases(t, r.Records), []int64{0}) || r.HighWatermark != 0 || r.LogEndOffset != 2 {
+		t.Fatalf("first fetch: %+v", r)
+	}
+	select {
+	case res := <-done:
+		t.Fatalf("acks=-1 completed before the follower had the batch: %+v", res)
+	default:
+	}
+	if r := h.fetch(2, fetchAt(2, 1)); r.HighWatermark != 2 || len(r.Records) != 0 {
+		t.Fatalf("fetch at the LEO: HW %d, %d bytes; want HW 2, none", r.HighWatermark, len(r.Records))
+	}
+	select {
+	case res := <-done:
+		if res.Error != ErrNone || res.BaseOffset != 0 {
+			t.Fatalf("acks=-1 produce: %+v", res)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("acks=-1 produce did not complete after the HW moved")
+	}
+}
+
+// A follower joins the ISR only once its LEO reaches the HW; the expansion
+// bumps the partition epoch, visible in Describe.
+func TestFollowerJoinsIsrOnceCaughtUpToHighWatermark(t *testing.T) {
+	h := newHarness(t, 1)
+	h.leaderAndIsr(1, state("orders", 0, 1, 1, []int32{1, 2}, []int32{1}))
+	h.produce(tp0, AcksLeader, values(3)...)
+	h.fetch(2, fetchAt(2, 1))
+	if p, _ := h.describe(tp0); !slices.Equal(p.ISR, []int32{1}) || p.PartitionEpoch != 0 || p.HighWatermark != 3 {
+		t.Fatalf("follower below the HW: ISR %v partition epoch %d HW %d", p.ISR, p.PartitionEpoch, p.HighWatermark)
+	}
+	h.fetch(2, fetchAt(3, 1))
+	if p, _ := h.describe(tp0); !slices.Equal(p.ISR, []int32{1, 2}) || p.PartitionEpoch != 1 {
+		t.Fatalf("caught-up follower: ISR %v partition epoch %d, want [1 2] and 1", p.ISR, p.PartitionEpoch)
+	}
+}
+
+// A follower at the HW but below the current leader epoch's start offset
+// stays out of the ISR (KAFKA-7128), and joins once it reaches it.
+func TestFollowerJoinsIsrOnlyPastEpochStartOffset(t *testing.T) {
+	h := newHarness(t, 1, func(c *Config) { c.MinInsyncReplicas = 2 })
+	h.leaderAndIsr(1, state("orders", 0, 1, 1, []int32{1, 2}, []int32{1}))
+	h.produce(tp0, AcksLeader, values(5)...) // HW stays 0: the ISR is under min.insync.replicas
+	h.leaderAndIsr(1, state("orders", 0, 1, 2, []int32{1, 2}, []int32{1}))
+	h.fetch(2, fetchAt(3, 2))
+	if p, _ := h.describe(tp0); !slices.Equal(p.ISR, []int32{1}) || p.HighWatermark != 0 {
+		t.Fatalf("follower below the epoch start offset 5: ISR %v HW %d", p.ISR, p.HighWatermark)
+	}
+	h.fetch(2, fetchAt(5, 2))
+	if p, _ := h.describe(tp0); !slices.Equal(p.ISR, []int32{1, 2}) || p.PartitionEpoch != 1 || p.HighWatermark != 5 {
+		t.Fatalf("follower at the epoch start: ISR %v partition epoch %d HW %d", p.ISR, p.PartitionEpoch, p.HighWatermark)
+	}
+}
+
+// A lagging follower leaves the ISR only after replica-lag-time-max, and the
+// HW then stays put because the ISR is under min.insync.replicas.
+func TestIsrShrinksOnlyAfterLagTime(t *testing.T) {
+	h := newHarness(t, 1, func(c *Config) { c.MinInsyncReplicas = 2; c.ReplicaLagTimeMax = 10 * time.Second })
+	h.leaderAndIsr(1, state("orders", 0, 1, 1, []int32{1, 2}, []int32{1, 2}))
+	h.fetch(2, fetchAt(0, 1)) // caught up now
+	h.produce(tp0, AcksLeader, "a")
+	for range 2 { // the check runs every 5s: at 5s and 10s the lag is not over 10s
+		h.clock.Advance(5 * time.Second)
+		if p, _ := h.describe(tp0); !slices.Equal(p.ISR, []int32{1, 2}) {
+			t.Fatalf("ISR shrank to %v before the lag time", p.ISR)
+		}
+	}
+	h.clock.Advance(5 * time.Second)
+	p, _ := h.describe(tp0)
+	if !slices.Equal(p.ISR, []int32{1}) || p.PartitionEpoch != 1 {
+		t.Fatalf("after the lag time: ISR %v partition epoch %d, want [1] and 1", p.ISR, p.PartitionEpoch)
+	}
+	if p.HighWatermark != 0 {
+		t.Fatalf("HW moved to %d with the ISR under min.insync.replicas", p.HighWatermark)
+	}
+}
+
+// A follower that keeps fetching up to the LEO stays in the ISR however long it runs.
+func TestCaughtUpFollowerStaysInIsr(t *testing.T) {
+	h := newHarness(t, 1, func(c *Config) { c.ReplicaLagTimeMax = 10 * time.Second })
+	h.leaderAndIsr(1, state("orders", 0, 1, 1, []int32{1, 2}, []int32{1, 2}))
+	for i := range 6 {
+		h.produce(tp0, AcksLeader, "a")
+		h.fetch(2, fetchAt(int64(i), 1)) // one batch behind, at the LEO of its previous fetch
+		h.clock.Advance(5 * time.Second)
+	}
+	if p, _ := h.describe(tp0); !slices.Equal(p.ISR, []int32{1, 2}) {
+		t.Fatalf("a follower trailing by one fetch left the ISR: %v", p.ISR)
+	}
+}
+
+// A caught-up follower's long-polling fetch returns as soon as data is appended.
+func TestLongPollFetchWokenByAppend(t *testing.T) {
+	h := newHarness(t, 1)
+	h.leaderAndIsr(1, state("orders", 0, 1, 1, []int32{1, 2}, []int32{1, 2}))
+	done := make(chan FetchResponse, 1)
+	go func() {
+		done <- h.rm.FetchMessages(context.Background(), FetchRequest{ReplicaID: 2, BrokerEpoch: -1, MinBytes: 1, MaxWait: time.Hour,
+			Partitions: []FetchPartition{fetchAt(0, 1)}})
+	}()
+	p := h.rm.getPartition(tp0).partition
+	waitFor(t, func() bool { // the fetch has been recorded, so it is waiting
+		p.mu.RLock()
+		defer p.mu.RUnlock()
+		return !p.remoteReplicas[2].lastFetchTime.IsZero()
+	})
+	select {
+	case r := <-done:
+		t.Fatalf("fetch returned with no data and max wait not reached: %+v", r)
+	default:
+	}
+	h.produce(tp0, AcksLeader, "late")
+	select {
+	case r := <-done:
+		if !slices.Equal(batchBases(t, r.Partitions[0].Records), []int64{0}) {
+			t.Fatalf("woken fetch: %+v", r)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the append did not wake the fetch (the manual clock never reaches max wait)")
+	}
+}
+
+// A long-polling fetch with nothing to read returns when max wait passes.
+func TestLongPollFetchExpires(t *testing.T) {
+	h := newHarness(t, 1)
+	h.leaderAndIsr(1, state("orders", 0, 1, 1, []int32{1, 2}, []int32{1, 2}))
+	done := make(chan FetchResponse, 1)
+	go func() {
+		done <- h.rm.FetchMessages(context.Background(), FetchRequest{ReplicaID: 2, BrokerEpoch: -1, MinBytes: 1, MaxWait: time.Second,
+			Partitions: []FetchPartition{fetchAt(0, 1)}})
+	}()
+	waitFor(t, func() bool {
+		h.clock.Advance(time.Second)
+		select {
+		case r := <-done:
+			if r.Partitions[0].Error != ErrNone || len(r.Partitions[0].Records) != 0 {
+				t.Fatalf("expired fetch: %+v", r)
+			}
+			return true
+		default:
+			return false
+		}
+	})
+}
+
+// A fetch carrying a broker epoch older than one already seen from that
+// follower is STALE_BROKER_EPOCH and records nothing.
+func TestFetchStaleBrokerEpoch(t *testing.T) {
+	h := newHarness(t, 1)
+	h.leaderAndIsr(1, state("orders", 0, 1, 1, []int32{1, 2}, []int32{1}))
+	h.produce(tp0, AcksLeader, "a")
+	fetch := func(brokerEpoch int64, offset int64) FetchPartitionResult {
+		return h.rm.FetchMessages(context.Background(), FetchRequest{ReplicaID: 2, BrokerEpoch: brokerEpoch,
+			Partitions: []FetchPartition{fetchAt(offset, 1)}}).Partitions[0]
+	}
+	if r := fetch(7, 0); r.Error != ErrNone {
+		t.Fatalf("first epoch: %v", r.Error)
+	}
+	if r := fetch(6, 1); r.Error != ErrStaleBrokerEpoch {
+		t.Fatalf("older epoch: got %v, want STALE_BROKER_EPOCH", r.Error)
+	}
+	if p, _ := h.describe(tp0); !slices.Equal(p.ISR, []int32{1}) {
+		t.Fatalf("a stale fetcher joined the ISR: %v", p.ISR)
+	}
+	if r := fetch(8, 1); r.Error != ErrNone {
+		t.Fatalf("newer epoch: %v", r.Error)
+	}
+}
+
+// OffsetsForLeaderEpoch answers the largest epoch <= the requested one and its
+// end offset, with the same leader epoch fencing as a fetch.
+func TestOffsetsForLeaderEpoch(t *testing.T) {
+	h := divergenceHarness(t)
+	ask := func(current, requested int32) OffsetForLeaderEpochResult {
+		return h.rm.OffsetsForLeaderEpoch(context.Background(), OffsetsForLeaderEpochRequest{ReplicaID: 2,
+			Partitions: []OffsetForLeaderEpochPartition{{TopicPartition: tp0, CurrentLeaderEpoch: current, LeaderEpoch: requested}}}).Partitions[0]
+	}
+	want := []struct {
+		current, requested int32
+		code               ErrorCode
+		epoch              int32
+		end                int64
+	}{
+		{3, 2, ErrNone, 1, 10},
+		{3, 3, ErrNone, 3, 15},
+		{-1, 1, ErrNone, 1, 10},
+		{2, 1, ErrFencedLeaderEpoch, -1, -1},
+		{4, 1, ErrUnknownLeaderEpoch, -1, -1},
+	}
+	for _, w := range want {
+		if r := ask(w.current, w.requested); r.Error != w.code || r.LeaderEpoch != w.epoch || r.EndOffset != w.end {
+			t.Errorf("current %d requested %d: got %+v", w.current, w.requested, r)
+		}
+	}
+}

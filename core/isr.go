@@ -1,0 +1,197 @@
+package core
+
+import (
+	"slices"
+	"time"
+
+	"github.com/replicad/replicad/core/tp"
+)
+
+// IsrChange proposes a new ISR for a partition this broker leads (one item of
+// Kafka's AlterPartition request).
+type IsrChange struct {
+	TopicPartition tp.TopicPartition
+	LeaderID       int32
+	LeaderEpoch    int32
+	// PartitionEpoch is the version the change is based on: a controller
+	// rejects a change based on a version it has moved past
+	// (INVALID_UPDATE_VERSION).
+	PartitionEpoch int32
+	NewIsr         []int32 // sorted
+}
+
+// IsrChangeResult is the outcome of an IsrChange. On success Isr and
+// PartitionEpoch are what is now committed (the controller may answer an ISR
+// other than the one proposed).
+type IsrChangeResult struct {
+	Error          ErrorCode
+	Isr            []int32
+	PartitionEpoch int32
+}
+
+// IsrChanger commits ISR changes (Kafka's AlterPartitionManager). Standalone,
+// StandaloneIsrChanger applies them at once; with a controller, an
+// implementation sends AlterPartition and answers when the controller does.
+//
+// The Partition keeps at most one change in flight: it proposes nothing new
+// until done has been called. While an expansion is in flight its follower
+// already counts for the HW (Kafka's "maximal ISR"), and it is dropped again
+// if the change is rejected; a shrink takes effect only once accepted. So an
+// asynchronous implementation needs no state of its own per partition.
+type IsrChanger interface {
+	// Submit proposes change. done must be called exactly once, from any
+	// goroutine, possibly before Submit returns. Submit is never called
+	// with a partition lock held, and done takes the partition's lock.
+	Submit(change IsrChange, done func(IsrChangeResult))
+}
+
+// StandaloneIsrChanger is the IsrChanger of a broker without a controller: it
+// accepts every change and bumps the partition epoch, as Kafka's ZooKeeper
+// mode did with the partition state's zkVersion.
+type StandaloneIsrChanger struct{}
+
+// Submit accepts change at once.
+func (StandaloneIsrChanger) Submit(change IsrChange, done func(IsrChangeResult)) {
+	done(IsrChangeResult{Isr: slices.Clone(change.NewIsr), PartitionEpoch: change.PartitionEpoch + 1})
+}
+
+// pendingIsrChange is the partition's ISR change in flight.
+type pendingIsrChange struct {
+	change IsrChange
+	expand bool
+}
+
+// maximalIsrLocked is the ISR the HW is computed over: the committed ISR
+// plus the follower of an expansion in flight. Counting an expansion at once
+// is safe because the follower has already reached the HW; a shrink in
+// flight does not count yet, since the controller may reject it.
+func (p *Partition) maximalIsrLocked() []int32 {
+	if p.pendingIsr != nil && p.pendingIsr.expand {
+		return p.pendingIsr.change.NewIsr
+	}
+	return p.isr
+}
+
+// isFollowerInSyncLocked is the ISR expansion condition: the follower has
+// reached the HW and the start of the current leader epoch. The second part
+// is KAFKA-7128: below the epoch start the follower may still hold records of
+// an older epoch that this leader truncated, and must not count for the HW
+// before it has fetched (and so truncated) past them.
+func (p *Partition) isFollowerInSyncLocked(r *replicaState) bool {
+	return r.logEndOffset != unknownOffset &&
+		r.logEndOffset >= p.log.HighWatermark() &&
+		r.logEndOffset >= p.leaderEpochStartOffset
+}
+
+// maybeExpandIsrLocked proposes adding the follower to the ISR once it is in
+// sync (Kafka's Partition.maybeExpandIsr). It returns the change to submit
+// after p.mu is released, or nil.
+func (p *Partition) maybeExpandIsrLocked(r *replicaState) *pendingIsrChange {
+	if !p.isLeaderLocked() || p.pendingIsr != nil || slices.Contains(p.isr, r.brokerID) || !p.isFollowerInSyncLocked(r) {
+		return nil
+	}
+	return p.proposeIsrLocked(sortedSet(append(slices.Clone(p.isr), r.brokerID)), true /* expand */)
+}
+
+// outOfSyncReplicasLocked lists the ISR followers that are behind the
+// leader's LEO and have not caught up for maxLag (Kafka's
+// getOutOfSyncReplicas). The leader is never among them.
+func (p *Partition) outOfSyncReplicasLocked(now time.Time, maxLag time.Duration) []int32 {
+	leo := p.log.LogEndOffset()
+	var out []int32
+	for _, id := range p.isr {
+		if id == p.env.brokerID {
+			continue
+		}
+		r, ok := p.remoteReplicas[id]
+		if !ok || (r.logEndOffset != leo && now.Sub(r.lastCaughtUpTime) > maxLag) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// maybeShrinkIsr proposes removing the followers that fell out of sync
+// (Kafka's Partition.maybeShrinkIsr). The ISR changes only once the change is
+// accepted; the HW may then move, unless the ISR is under min.insync.replicas.
+func (p *Partition) maybeShrinkIsr(maxLag time.Duration) {
+	p.mu.Lock()
+	var pending *pendingIsrChange
+	if p.isLeaderLocked() && !p.stopped && p.log != nil && p.pendingIsr == nil {
+		if out := p.outOfSyncReplicasLocked(p.env.clock.Now(), maxLag); len(out) > 0 {
+			newIsr := slices.DeleteFunc(slices.Clone(p.isr), func(id int32) bool { return slices.Contains(out, id) })
+			p.env.logger.Info().Str("topic", p.topicPartition.Topic).Int32("partition", p.topicPartition.Partition).
+				Int32("leader_epoch", p.leaderEpoch).Ints32("out_of_sync", out).Ints32("isr", p.isr).
+				Int64("log_end_offset", p.log.LogEndOffset()).Msg("shrinking ISR")
+			pending = p.proposeIsrLocked(newIsr, false /* expand */)
+		}
+	}
+	p.mu.Unlock()
+	p.submitIsrChange(pending)
+}
+
+// proposeIsrLocked records newIsr as the change in flight.
+func (p *Partition) proposeIsrLocked(newIsr []int32, expand bool) *pendingIsrChange {
+	p.pendingIsr = &pendingIsrChange{expand: expand, change: IsrChange{
+		TopicPartition: p.topicPartition,
+		LeaderID:       p.env.brokerID,
+		LeaderEpoch:    p.leaderEpoch,
+		PartitionEpoch: p.partitionEpoch,
+		NewIsr:         newIsr,
+	}}
+	return p.pendingIsr
+}
+
+// submitIsrChange hands a proposed change to the IsrChanger. p.mu must not be
+// held: the changer may answer at once, and the answer takes p.mu.
+func (p *Partition) submitIsrChange(pending *pendingIsrChange) {
+	if pending == nil {
+		return
+	}
+	p.env.isrChanger.Submit(pending.change, func(res IsrChangeResult) { p.completeIsrChange(pending, res) })
+}
+
+// completeIsrChange applies the outcome of the change in flight. An answer
+// for a change that a LeaderAndIsr has since replaced is ignored: the
+// controller's word is newer.
+func (p *Partition) completeIsrChange(pending *pendingIsrChange, res IsrChangeResult) {
+	p.mu.Lock()
+	if p.pendingIsr != pending {
+		p.mu.Unlock()
+		return
+	}
+	p.pendingIsr = nil
+	ev := p.env.logger.Info()
+	if res.Error == ErrNone {
+		p.isr = sortedSet(res.Isr)
+		p.partitionEpoch = res.PartitionEpoch
+	} else {
+		// A rejected expansion's follower no longer counts for the HW; the HW
+		// itself never moves back. The next LeaderAndIsr brings the truth.
+		ev = p.env.logger.Warn().Str("error", res.Error.String())
+	}
+	ev.Str("topic", p.topicPartition.Topic).Int32("partition", p.topicPartition.Partition).
+		Int32("leader_epoch", p.leaderEpoch).Int32("partition_epoch", p.partitionEpoch).
+		Ints32("proposed_isr", pending.change.NewIsr).Ints32("isr", p.isr).Msg("ISR change completed")
+	p.maybeIncrementLeaderHWLocked()
+	p.mu.Unlock()
+	// Waiters re-check: the HW may have moved, and an acks=-1 produce's
+	// min.insync.replicas check depends on the ISR.
+	p.changed.notify()
+}
+
+// maybeShrinkIsr runs the ISR shrink check on every partition this broker
+// leads (Kafka's ReplicaManager.maybeShrinkIsr, every replica.lag.time.max.ms / 2).
+func (rm *ReplicaManager) maybeShrinkIsr() {
+	rm.partitionsMu.RLock()
+	ps := make([]*Partition, 0, len(rm.partitions))
+	for _, h := range rm.partitions {
+		if !h.offline {
+			ps = append(ps, h.partition)
+		}
+	}
+	rm.partitionsMu.RUnlock()
+	for _, p := range ps {
+		p.maybeShrinkIsr(rm.cfg.ReplicaLagTimeMax)
+	}
+}

@@ -1,0 +1,85 @@
+package core
+
+import (
+	"slices"
+	"sync"
+	"testing"
+	"time"
+)
+
+// heldIsrChanger holds every submitted change until the test answers it, as a
+// controller-backed changer would while AlterPartition is in flight.
+type heldIsrChanger struct {
+	mu      sync.Mutex
+	changes []IsrChange
+	dones   []func(IsrChangeResult)
+}
+
+func (c *heldIsrChanger) Submit(change IsrChange, done func(IsrChangeResult)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.changes = append(c.changes, change)
+	c.dones = append(c.dones, done)
+}
+
+func (c *heldIsrChanger) submitted() []IsrChange {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.changes)
+}
+
+// answer completes the i-th change.
+func (c *heldIsrChanger) answer(i int, res IsrChangeResult) {
+	c.mu.Lock()
+	done := c.dones[i]
+	c.mu.Unlock()
+	done(res)
+}
+
+// With an asynchronous changer, an expansion counts for the HW while in
+// flight and is dropped when rejected; one change is in flight at a time.
+func TestIsrExpansionCountsAtOnceAndIsRevertedIfRejected(t *testing.T) {
+	changer := &heldIsrChanger{}
+	h := newHarness(t, 1, func(c *Config) { c.MinInsyncReplicas = 2; c.IsrChanger = changer })
+	h.leaderAndIsr(1, state("orders", 0, 1, 1, []int32{1, 2, 3}, []int32{1}))
+	h.produce(tp0, AcksLeader, "a", "b")
+	h.fetch(2, fetchAt(2, 1))
+	if got := changer.submitted(); len(got) != 1 || !slices.Equal(got[0].NewIsr, []int32{1, 2}) || got[0].PartitionEpoch != 0 || got[0].LeaderEpoch != 1 {
+		t.Fatalf("submitted %+v, want one expansion to [1 2] from partition epoch 0", got)
+	}
+	p, _ := h.describe(tp0)
+	if !slices.Equal(p.ISR, []int32{1}) || p.HighWatermark != 2 {
+		t.Fatalf("expansion in flight: ISR %v HW %d, want committed [1] and HW 2 (the follower counts at once)", p.ISR, p.HighWatermark)
+	}
+	h.fetch(3, fetchAt(2, 1))
+	if n := len(changer.submitted()); n != 1 {
+		t.Fatalf("%d changes submitted while one was in flight", n)
+	}
+	changer.answer(0, IsrChangeResult{Error: ErrInvalidUpdateVersion})
+	h.produce(tp0, AcksLeader, "c")
+	if p, _ := h.describe(tp0); !slices.Equal(p.ISR, []int32{1}) || p.HighWatermark != 2 || p.PartitionEpoch != 0 {
+		t.Fatalf("after rejection: ISR %v HW %d partition epoch %d, want [1], 2 (not moving under min ISR), 0", p.ISR, p.HighWatermark, p.PartitionEpoch)
+	}
+}
+
+// With an asynchronous changer, a shrink changes neither the ISR nor the HW
+// until the controller accepts it.
+func TestIsrShrinkAppliesOnlyOnceAccepted(t *testing.T) {
+	changer := &heldIsrChanger{}
+	h := newHarness(t, 1, func(c *Config) { c.ReplicaLagTimeMax = 10 * time.Second; c.IsrChanger = changer })
+	h.leaderAndIsr(1, state("orders", 0, 1, 1, []int32{1, 2}, []int32{1, 2}))
+	h.fetch(2, fetchAt(0, 1))
+	h.produce(tp0, AcksLeader, "a")
+	h.clock.Advance(15 * time.Second)
+	got := changer.submitted()
+	if len(got) != 1 || !slices.Equal(got[0].NewIsr, []int32{1}) {
+		t.Fatalf("submitted %+v, want one shrink to [1]", got)
+	}
+	if p, _ := h.describe(tp0); !slices.Equal(p.ISR, []int32{1, 2}) || p.HighWatermark != 0 {
+		t.Fatalf("shrink in flight: ISR %v HW %d, want [1 2] and 0", p.ISR, p.HighWatermark)
+	}
+	changer.answer(0, IsrChangeResult{Isr: []int32{1}, PartitionEpoch: 7})
+	if p, _ := h.describe(tp0); !slices.Equal(p.ISR, []int32{1}) || p.PartitionEpoch != 7 || p.HighWatermark != 1 {
+		t.Fatalf("accepted shrink: ISR %v partition epoch %d HW %d, want [1], 7, 1", p.ISR, p.PartitionEpoch, p.HighWatermark)
+	}
+}

@@ -1,0 +1,74 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"io"
+
+	"google.golang.org/grpc/status"
+
+	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
+)
+
+// fetchService serves FetchService: the leader side of replication.
+type fetchService struct {
+	replicadv1.UnimplementedFetchServiceServer
+	rm ReplicaManager
+}
+
+// Fetch serves one follower fetcher's stream. A fetcher keeps one request in
+// flight, so requests are answered in order, each (long-polling included)
+// before the next is read. One goroutine receives, so the handler can stop on
+// ctx.Done even while nothing arrives; the handler alone sends. A malformed
+// request ends the stream with InvalidArgument: it is a bug in the follower,
+// and a stream carries a status only at its end.
+func (s *fetchService) Fetch(stream replicadv1.FetchService_FetchServer) error {
+	ctx := stream.Context()
+	reqs := make(chan *replicadv1.FetchRequest)
+	recvErr := make(chan error, 1)
+	go receiveFetches(ctx, stream, reqs, recvErr)
+	for {
+		select {
+		case <-ctx.Done():
+			return status.FromContextError(ctx.Err()).Err()
+		case err := <-recvErr:
+			if errors.Is(err, io.EOF) {
+				return nil // the follower closed its side: a clean end
+			}
+			return err
+		case req := <-reqs:
+			if err := validateFetch(req); err != nil {
+				return err
+			}
+			resp := fetchToProto(req.GetCorrelationId(), s.rm.FetchMessages(ctx, fetchFromProto(req)))
+			if err := stream.Send(resp); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// receiveFetches hands each request received to reqs until Recv fails (io.EOF
+// included), which it reports on recvErr. It exits once the handler has
+// returned, since gRPC then cancels ctx and Recv fails.
+func receiveFetches(ctx context.Context, stream replicadv1.FetchService_FetchServer, reqs chan<- *replicadv1.FetchRequest, recvErr chan<- error) {
+	for {
+		req, err := stream.Recv()
+		if err != nil {
+			recvErr <- err
+			return
+		}
+		select {
+		case reqs <- req:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+func (s *fetchService) OffsetsForLeaderEpoch(ctx context.Context, req *replicadv1.OffsetsForLeaderEpochRequest) (*replicadv1.OffsetsForLeaderEpochResponse, error) {
+	if err := validateOffsetsForLeaderEpoch(req); err != nil {
+		return nil, err
+	}
+	return offsetsForLeaderEpochToProto(s.rm.OffsetsForLeaderEpoch(ctx, offsetsForLeaderEpochFromProto(req))), nil
+}
