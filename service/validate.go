@@ -44,19 +44,51 @@ func validateNonNegative(field string, v int64) error {
 // noLeader is the leader id of a partition without a leader (Kafka's LeaderAndIsr.NoLeader).
 const noLeader = -1
 
-// validatePartitionState checks one controller decision. allowNoLeader
+// partitionEntry is a request entry naming a partition (a proto message
+// pointer; the getters are nil-safe).
+type partitionEntry interface {
+	comparable
+	GetTopic() string
+	GetPartition() int32
+}
+
+// validatePartitionList checks every entry of a list of partitions: not null,
+// a legal topic, a non-negative partition, the entry's own fields (check, may
+// be nil), and no partition named twice (two entries for one partition in one
+// request would race).
+func validatePartitionList[E partitionEntry](field string, entries []E, check func(path string, e E) error) error {
+	seen := make(map[tp.TopicPartition]int, len(entries))
+	var null E
+	for i, e := range entries {
+		path := fmt.Sprintf("%s[%d]", field, i)
+		if e == null {
+			return invalid(path, "is null")
+		}
+		if err := validateTopic(path+".topic", e.GetTopic()); err != nil {
+			return err
+		}
+		if err := validatePartition(path+".partition", e.GetPartition()); err != nil {
+			return err
+		}
+		if check != nil {
+			if err := check(path, e); err != nil {
+				return err
+			}
+		}
+		t := topicPartition(e.GetTopic(), e.GetPartition())
+		if j, dup := seen[t]; dup {
+			return invalid(path, "partition %s already appears at %s[%d]", t, field, j)
+		}
+		seen[t] = i
+	}
+	return nil
+}
+
+// validatePartitionState checks the fields of one controller decision past
+// its topic and partition. allowNoLeader
 // admits leader -1, which UpdateMetadata carries for leaderless partitions;
 // a LeaderAndIsr always names a leader among the replicas.
 func validatePartitionState(path string, p *replicadv1.PartitionState, allowNoLeader bool) error {
-	if p == nil {
-		return invalid(path, "is null")
-	}
-	if err := validateTopic(path+".topic", p.GetTopic()); err != nil {
-		return err
-	}
-	if err := validatePartition(path+".partition", p.GetPartition()); err != nil {
-		return err
-	}
 	if err := validateNonNegative(path+".controller_epoch", int64(p.GetControllerEpoch())); err != nil {
 		return err
 	}
@@ -96,22 +128,11 @@ func validatePartitionState(path string, p *replicadv1.PartitionState, allowNoLe
 	return nil
 }
 
-// validatePartitionStates also refuses a partition named twice: the
-// controller sends one decision per partition, and two would race.
+// validatePartitionStates checks a list of controller decisions.
 func validatePartitionStates(field string, ps []*replicadv1.PartitionState, allowNoLeader bool) error {
-	seen := make(map[tp.TopicPartition]int, len(ps))
-	for i, p := range ps {
-		path := fmt.Sprintf("%s[%d]", field, i)
-		if err := validatePartitionState(path, p, allowNoLeader); err != nil {
-			return err
-		}
-		t := topicPartition(p.GetTopic(), p.GetPartition())
-		if j, dup := seen[t]; dup {
-			return invalid(path, "partition %s already appears at %s[%d]", t, field, j)
-		}
-		seen[t] = i
-	}
-	return nil
+	return validatePartitionList(field, ps, func(path string, p *replicadv1.PartitionState) error {
+		return validatePartitionState(path, p, allowNoLeader)
+	})
 }
 
 func validateBrokers(field string, bs []*replicadv1.Broker) error {
@@ -169,29 +190,13 @@ func validateStopReplica(req *replicadv1.StopReplicaRequest) error {
 	if err := validateController(req.GetControllerId(), req.GetControllerEpoch()); err != nil {
 		return err
 	}
-	seen := make(map[tp.TopicPartition]int, len(req.GetPartitions()))
-	for i, p := range req.GetPartitions() {
-		path := fmt.Sprintf("partitions[%d]", i)
-		if p == nil {
-			return invalid(path, "is null")
-		}
-		if err := validateTopic(path+".topic", p.GetTopic()); err != nil {
-			return err
-		}
-		if err := validatePartition(path+".partition", p.GetPartition()); err != nil {
-			return err
-		}
+	return validatePartitionList("partitions", req.GetPartitions(), func(path string, p *replicadv1.StopReplicaPartition) error {
 		// -1 is the "any epoch" sentinel (core.NoEpoch); below it is nonsense.
 		if p.GetLeaderEpoch() < -1 {
 			return invalid(path+".leader_epoch", "must be -1 (any) or non-negative (got %d)", p.GetLeaderEpoch())
 		}
-		t := topicPartition(p.GetTopic(), p.GetPartition())
-		if j, dup := seen[t]; dup {
-			return invalid(path, "partition %s already appears at partitions[%d]", t, j)
-		}
-		seen[t] = i
-	}
-	return nil
+		return nil
+	})
 }
 
 func validateDescribe(req *replicadv1.DescribePartitionsRequest) error {
@@ -277,50 +282,13 @@ func validateFetch(req *replicadv1.FetchRequest) error {
 	if err := validateNonNegative("max_bytes", int64(req.GetMaxBytes())); err != nil {
 		return err
 	}
-	seen := make(map[tp.TopicPartition]int, len(req.GetPartitions()))
-	for i, p := range req.GetPartitions() {
-		path := fmt.Sprintf("partitions[%d]", i)
-		if p == nil {
-			return invalid(path, "is null")
-		}
-		if err := validateTopic(path+".topic", p.GetTopic()); err != nil {
-			return err
-		}
-		if err := validatePartition(path+".partition", p.GetPartition()); err != nil {
-			return err
-		}
-		if err := validateNonNegative(path+".fetch_offset", p.GetFetchOffset()); err != nil {
-			return err
-		}
-		t := topicPartition(p.GetTopic(), p.GetPartition())
-		if j, dup := seen[t]; dup {
-			return invalid(path, "partition %s already appears at partitions[%d]", t, j)
-		}
-		seen[t] = i
-	}
-	return nil
+	return validatePartitionList("partitions", req.GetPartitions(), func(path string, p *replicadv1.FetchPartition) error {
+		return validateNonNegative(path+".fetch_offset", p.GetFetchOffset())
+	})
 }
 
 // validateOffsetsForLeaderEpoch leaves replica_id alone: tools ask as -1
 // (Kafka's consumer id), as they do in Kafka.
 func validateOffsetsForLeaderEpoch(req *replicadv1.OffsetsForLeaderEpochRequest) error {
-	seen := make(map[tp.TopicPartition]int, len(req.GetPartitions()))
-	for i, p := range req.GetPartitions() {
-		path := fmt.Sprintf("partitions[%d]", i)
-		if p == nil {
-			return invalid(path, "is null")
-		}
-		if err := validateTopic(path+".topic", p.GetTopic()); err != nil {
-			return err
-		}
-		if err := validatePartition(path+".partition", p.GetPartition()); err != nil {
-			return err
-		}
-		t := topicPartition(p.GetTopic(), p.GetPartition())
-		if j, dup := seen[t]; dup {
-			return invalid(path, "partition %s already appears at partitions[%d]", t, j)
-		}
-		seen[t] = i
-	}
-	return nil
+	return validatePartitionList("partitions", req.GetPartitions(), nil)
 }
