@@ -76,7 +76,14 @@ func run(args []string, stderr io.Writer) int {
 	}
 	defer shutdownTelemetry(tel, logger)
 
-	rm, err := core.NewReplicaManager(core.Config{
+	var rm *core.ReplicaManager
+	fetchers, fetchClient, err := newFetcherManager(cfg, logger, &rm)
+	if err != nil {
+		logger.Error().Err(err).Msg("fetcher setup failed")
+		return 1
+	}
+	defer fetchClient.Close()
+	rm, err = core.NewReplicaManager(core.Config{
 		BrokerID:             cfg.brokerID,
 		LogDirs:              cfg.logDirs,
 		LogConfig:            cfg.logConfig,
@@ -86,6 +93,7 @@ func run(args []string, stderr io.Writer) int {
 		Clock:                clock.Real{},
 		Logger:               logger,
 		Tracer:               tel.Tracer("github.com/replicad/replicad/core"),
+		Fetchers:             fetchers,
 	})
 	if err != nil {
 		if errors.Is(err, logmgr.ErrOtherBroker) {

@@ -1,0 +1,36 @@
+package main
+
+import (
+	"github.com/rs/zerolog"
+
+	"github.com/replicad/replicad/core"
+	"github.com/replicad/replicad/core/tp"
+	"github.com/replicad/replicad/fetcher"
+)
+
+// newFetcherManager builds the follower side of replication: fetchers stream
+// from leaders over gRPC and append into the logs this broker follows. The
+// replica manager is created after it (it takes the manager in its config),
+// so the lookup reads it through rm, set before any fetcher starts: fetchers
+// start only when the replica manager adds partitions.
+func newFetcherManager(cfg config, logger zerolog.Logger, rm **core.ReplicaManager) (*fetcher.Manager, *fetcher.GRPCClient, error) {
+	client := fetcher.NewGRPCClient()
+	m, err := fetcher.NewManager(fetcher.Config{
+		BrokerID:    cfg.brokerID,
+		NumFetchers: cfg.numReplicaFetchers,
+		Client:      client,
+		Replicas: fetcher.ReplicasFunc(func(t tp.TopicPartition) (fetcher.Replica, bool) {
+			l, leaderEpoch, ok := (*rm).FollowerLog(t)
+			if !ok {
+				return nil, false
+			}
+			return fetcher.NewLogReplica(l, leaderEpoch), true
+		}),
+		Logger: logger.With().Str("component", "fetcher").Logger(),
+	})
+	if err != nil {
+		_ = client.Close()
+		return nil, nil, err
+	}
+	return m, client, nil
+}

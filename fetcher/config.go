@@ -1,0 +1,77 @@
+package fetcher
+
+import (
+	"errors"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/replicad/replicad/core/clock"
+)
+
+// Config configures a Manager and its fetchers. Zero durations and sizes take
+// the defaults below (Kafka's replica.fetch.* defaults where they exist).
+type Config struct {
+	BrokerID    int32 // replica_id of every fetch
+	BrokerEpoch int64 // broker_epoch of every fetch (STALE_BROKER_EPOCH fencing)
+	NumFetchers int   // fetchers per leader (--num-replica-fetchers); default 1
+
+	MaxWait  time.Duration // max_wait_ms: how long the leader may hold a fetch; default 500ms
+	MaxBytes int32         // max_bytes of a fetch; default 10 MiB
+
+	// PartitionBackoff delays a partition after a retriable error (leader not
+	// ready for its epoch yet, corrupt batch) before it is fetched again.
+	PartitionBackoff time.Duration // default 1s (replica.fetch.backoff.ms)
+	// ReconnectBackoff and MaxReconnectBackoff bound the exponential delay
+	// between attempts to reopen a broken stream; ReconnectJitter in [0, 1]
+	// is the share of each delay randomised.
+	ReconnectBackoff    time.Duration // default 100ms
+	MaxReconnectBackoff time.Duration // default 5s
+	ReconnectJitter     float64       // default 0.2; negative means none
+
+	Client   LeaderClient   // required
+	Replicas Replicas       // required
+	Clock    clock.Clock    // default clock.Real
+	Rand     func() float64 // jitter source in [0, 1); default math/rand/v2
+	Logger   zerolog.Logger
+}
+
+func (c Config) withDefaults() (Config, error) {
+	if c.Client == nil || c.Replicas == nil {
+		return c, errors.New("fetcher: config needs a Client and Replicas")
+	}
+	if c.NumFetchers <= 0 {
+		c.NumFetchers = 1
+	}
+	if c.MaxWait <= 0 {
+		c.MaxWait = 500 * time.Millisecond
+	}
+	if c.MaxBytes <= 0 {
+		c.MaxBytes = 10 << 20
+	}
+	if c.PartitionBackoff <= 0 {
+		c.PartitionBackoff = time.Second
+	}
+	if c.ReconnectBackoff <= 0 {
+		c.ReconnectBackoff = 100 * time.Millisecond
+	}
+	if c.MaxReconnectBackoff <= 0 {
+		c.MaxReconnectBackoff = 5 * time.Second
+	}
+	c.MaxReconnectBackoff = max(c.MaxReconnectBackoff, c.ReconnectBackoff)
+	switch {
+	case c.ReconnectJitter == 0:
+		c.ReconnectJitter = 0.2
+	case c.ReconnectJitter < 0:
+		c.ReconnectJitter = 0
+	case c.ReconnectJitter > 1:
+		c.ReconnectJitter = 1
+	}
+	if c.Clock == nil {
+		c.Clock = clock.Real{}
+	}
+	if c.Rand == nil {
+		c.Rand = defaultRand
+	}
+	return c, nil
+}

@@ -1,0 +1,185 @@
+package fetcher
+
+import (
+	"errors"
+
+	"github.com/rs/zerolog"
+
+	"github.com/replicad/replicad/core/epoch"
+	"github.com/replicad/replicad/core/record"
+	"github.com/replicad/replicad/core/tp"
+	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
+)
+
+// processFetchResponse applies each partition's answer, under mu, to the
+// partitions whose state is still the one it was requested for.
+func (f *fetcher) processFetchResponse(requested map[tp.TopicPartition]*partitionState, resp *replicadv1.FetchResponse) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, res := range resp.GetPartitions() {
+		t := tp.TopicPartition{Topic: res.GetTopic(), Partition: res.GetPartition()}
+		st, ok := f.partitions[t]
+		if !ok || st != requested[t] {
+			continue // removed, or re-added with a new epoch, while the fetch was out
+		}
+		f.processPartition(t, st, res)
+	}
+}
+
+// processPartition is Kafka's AbstractFetcherThread.processFetchRequest for
+// one partition.
+func (f *fetcher) processPartition(t tp.TopicPartition, st *partitionState, res *replicadv1.FetchPartitionResult) {
+	lg := f.logger.With().Str("topic", t.Topic).Int32("partition", t.Partition).
+		Int32("leader_epoch", st.leaderEpoch).Int64("fetch_offset", st.fetchOffset).Logger()
+	switch code := res.GetErrorCode(); code {
+	case replicadv1.ErrorCode_ERROR_CODE_NONE:
+		if de := res.GetDivergingEpoch(); de != nil {
+			// KIP-279: truncate, and do not apply records of this same answer:
+			// they follow the leader's log, not ours.
+			f.truncateOnDivergence(t, st, de, lg)
+			return
+		}
+		f.appendRecords(t, st, res, lg)
+	case replicadv1.ErrorCode_ERROR_CODE_OFFSET_OUT_OF_RANGE:
+		f.handleOutOfRange(t, st, res, lg)
+	case replicadv1.ErrorCode_ERROR_CODE_FENCED_LEADER_EPOCH:
+		// Our epoch is older than the leader's: only a new LeaderAndIsr
+		// (with the new epoch) can resume this partition.
+		f.markFailed(t, lg, "fenced leader epoch: awaiting the new LeaderAndIsr")
+	default:
+		// UNKNOWN_LEADER_EPOCH and NOT_LEADER_OR_FOLLOWER mean the leader has
+		// not yet applied the LeaderAndIsr we already have; it will, so these
+		// and other leader-side errors are retried after a delay, as Kafka
+		// does. Setting them aside until the next LeaderAndIsr would stop the
+		// partition for good when that request comes to us first.
+		lg.Info().Str("error", code.String()).Msg("fetch error, retrying partition after backoff")
+		f.delay(st)
+	}
+}
+
+// truncateOnDivergence truncates to the offset the diverging epoch gives
+// (Kafka's getOffsetTruncationState). When the follower does not know the
+// leader's epoch it truncates to its own end of the largest epoch below, and
+// the next fetch, with an older lastFetchedEpoch, finds the exact point.
+func (f *fetcher) truncateOnDivergence(t tp.TopicPartition, st *partitionState, de *replicadv1.EpochEndOffset, lg zerolog.Logger) {
+	r := st.replica
+	leo := r.LogEndOffset()
+	var offset int64
+	switch {
+	case de.GetEndOffset() < 0:
+		// The leader knows no end for any epoch we hold: fall back to the HW,
+		// which is committed and so on the leader too.
+		offset = min(r.HighWatermark(), leo)
+	case de.GetEpoch() < 0:
+		offset = min(de.GetEndOffset(), leo)
+	default:
+		followerEpoch, followerEnd := r.EndOffsetForEpoch(de.GetEpoch())
+		switch {
+		case followerEpoch == epoch.Undefined:
+			offset = min(de.GetEndOffset(), leo)
+		case followerEpoch != de.GetEpoch():
+			offset = min(followerEnd, leo)
+		default:
+			offset = min(de.GetEndOffset(), followerEnd, leo)
+		}
+	}
+	lg.Info().Int32("diverging_epoch", de.GetEpoch()).Int64("diverging_end_offset", de.GetEndOffset()).
+		Int64("truncate_to", offset).Msg("truncating on diverging epoch")
+	if err := r.TruncateTo(offset); err != nil {
+		f.markFailedErr(t, lg, err, "truncate on diverging epoch")
+		return
+	}
+	st.fetchOffset = r.LogEndOffset()
+}
+
+// appendRecords appends the answer's batches and moves the follower HW.
+func (f *fetcher) appendRecords(t tp.TopicPartition, st *partitionState, res *replicadv1.FetchPartitionResult, lg zerolog.Logger) {
+	r := st.replica
+	if data := completeBatches(res.GetRecords()); len(data) > 0 {
+		if leo := r.LogEndOffset(); leo != st.fetchOffset {
+			// Someone else wrote to the replica: a broken contract, not a
+			// fetch problem (Kafka raises IllegalStateException here).
+			lg.Error().Int64("log_end_offset", leo).Msg("fetch offset does not match the log end offset")
+			f.markFailed(t, lg, "offset mismatch")
+			return
+		}
+		if _, err := r.AppendAsFollower(data); err != nil {
+			if errors.Is(err, record.ErrCorrupt) || errors.Is(err, record.ErrTruncated) {
+				// Nothing was appended; fetch the same offset again later.
+				lg.Warn().Err(err).Msg("corrupt batch from leader, retrying partition after backoff")
+				f.delay(st)
+				return
+			}
+			f.markFailedErr(t, lg, err, "append as follower")
+			return
+		}
+	}
+	st.fetchOffset = r.LogEndOffset()
+	r.UpdateFollowerHighWatermark(res.GetHighWatermark())
+	st.lag = max(0, max(res.GetLogEndOffset(), res.GetHighWatermark())-st.fetchOffset)
+}
+
+// handleOutOfRange brings the log back into the leader's range: the leader's
+// log ends before our fetch offset (an unclean leader, or we hold records it
+// never had) -> truncate to its end; our fetch offset is below the leader's
+// log start (it deleted what we need) -> start over at its log start.
+func (f *fetcher) handleOutOfRange(t tp.TopicPartition, st *partitionState, res *replicadv1.FetchPartitionResult, lg zerolog.Logger) {
+	r := st.replica
+	leaderEnd, leaderStart := res.GetLogEndOffset(), res.GetLogStartOffset()
+	var err error
+	switch {
+	case leaderEnd < st.fetchOffset:
+		lg.Warn().Int64("leader_log_end_offset", leaderEnd).Msg("fetch offset beyond the leader's log end, truncating to it")
+		err = r.TruncateTo(leaderEnd)
+	case st.fetchOffset < leaderStart:
+		lg.Warn().Int64("leader_log_start_offset", leaderStart).Msg("fetch offset below the leader's log start, restarting the log there")
+		err = r.TruncateFullyAndStartAt(leaderStart)
+	default:
+		// The leader's log moved between its answer and now: ask again.
+		f.delay(st)
+		return
+	}
+	if err != nil {
+		f.markFailedErr(t, lg, err, "truncate on offset out of range")
+		return
+	}
+	st.fetchOffset = r.LogEndOffset()
+}
+
+// delay keeps the partition out of fetches for PartitionBackoff.
+func (f *fetcher) delay(st *partitionState) {
+	st.delayedUntil = f.cfg.Clock.Now().Add(f.cfg.PartitionBackoff)
+}
+
+func (f *fetcher) markFailedErr(t tp.TopicPartition, lg zerolog.Logger, err error, what string) {
+	lg.Error().Err(err).Msg(what)
+	f.markFailed(t, lg, what+" failed")
+}
+
+// markFailed sets the partition aside until the next AddFetcherForPartitions
+// for it; the fetcher goes on with its other partitions. Runs under mu.
+func (f *fetcher) markFailed(t tp.TopicPartition, lg zerolog.Logger, why string) {
+	delete(f.partitions, t)
+	f.failed.add(t)
+	lg.Warn().Str("reason", why).Msg("partition marked failed")
+}
+
+// completeBatches cuts a trailing partial batch off data: a leader may stop
+// at max_bytes inside a batch, and the rest comes with the next fetch.
+func completeBatches(data []byte) []byte {
+	n := 0
+	for n < len(data) {
+		size, err := record.Size(data[n:])
+		if err != nil {
+			if errors.Is(err, record.ErrTruncated) {
+				break
+			}
+			return data // corrupt: let AppendAsFollower say so
+		}
+		if n+size > len(data) {
+			break
+		}
+		n += size
+	}
+	return data[:n]
+}
