@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/replicad/replicad/core/checkpoint"
 	"github.com/replicad/replicad/core/record"
 )
 
@@ -187,12 +186,12 @@ func (l *Log) rollLocked(baseOffset int64) (*segment, error) {
 	if err != nil {
 		return nil, storageError(err, "roll")
 	}
-	// Always, whatever SyncMetadata: data fsynced into a file whose directory
-	// entry is lost would be lost too.
-	if err := checkpoint.SyncDir(l.dir); err != nil {
-		_ = seg.remove()
-		return nil, storageError(err, "roll")
-	}
+	// The new file's directory entry must be durable before data fsynced into
+	// it counts as durable. That fsync of the directory is left to the next
+	// flush (syncOnce), outside mu: on ext4 it commits the journal, which in
+	// ordered mode waits for every dirty page of the log, and appends must not
+	// wait for that.
+	l.dirDirty.Store(true)
 	l.setSegments(append(segs[:len(segs):len(segs)], seg))
 	l.logger.Debug().Str("dir", l.dir).Int64("base_offset", baseOffset).Msg("rolled segment")
 	go l.sealInBackground(old)

@@ -1,5 +1,7 @@
 package log
 
+import "github.com/replicad/replicad/core/checkpoint"
+
 // Flush fsyncs up to the LEO and moves the recovery point there.
 func (l *Log) Flush() error {
 	if l.closed.Load() {
@@ -54,10 +56,16 @@ func (l *Log) syncOnce(target int64) (int64, error) {
 	l.mu.Unlock()
 
 	var syncErr error
+	if l.dirDirty.Swap(false) {
+		if syncErr = checkpoint.SyncDir(l.dir); syncErr != nil {
+			l.dirDirty.Store(true)
+		}
+	}
 	for _, s := range segs {
-		if syncErr = s.sync(); syncErr != nil {
+		if syncErr != nil {
 			break
 		}
+		syncErr = s.sync()
 	}
 
 	l.mu.Lock()

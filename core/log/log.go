@@ -85,6 +85,10 @@ type Log struct {
 	// HW updates wait for appends' writes on mu.
 	hwMu sync.Mutex
 
+	// dirDirty: a segment file was created since the partition directory
+	// was last fsynced; the next flush fsyncs the directory first.
+	dirDirty atomic.Bool
+
 	// truncations is odd while a truncation rewrites segments and grows by
 	// two with each: a reader that sees it odd or moved retries (a seqlock).
 	truncations atomic.Uint64

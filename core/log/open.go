@@ -152,6 +152,13 @@ func (l *Log) shutdown(flush bool) error {
 		if err := l.epochs.Persist(); err != nil {
 			errs = append(errs, err)
 		}
+		if l.dirDirty.Load() {
+			if err := checkpoint.SyncDir(l.dir); err != nil {
+				errs = append(errs, err)
+			} else {
+				l.dirDirty.Store(false)
+			}
+		}
 		// Segments before the recovery point's are durable, but recovery
 		// may have rebuilt an index anywhere.
 		unsynced := len(segs)
