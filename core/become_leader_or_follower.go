@@ -22,7 +22,8 @@ import (
 //     partition's leader epoch.
 //  2. makeLeaders for the partitions this broker now leads, makeFollowers for
 //     the rest; take offline the partitions whose log could not be created.
-//  3. Start the HW checkpoint loop, shut down idle fetchers, run the
+//  3. Start the HW checkpoint loop, start the alter-log-dirs fetchers of
+//     replicas being moved, shut down idle fetchers, run the
 //     leadership-change callback, and answer every partition's error code.
 func (rm *ReplicaManager) BecomeLeaderOrFollower(ctx context.Context, req LeaderAndIsrRequest) LeaderAndIsrResponse {
 	ctx, span := rm.tracer.Start(ctx, "ReplicaManager.becomeLeaderOrFollower", trace.WithAttributes(
@@ -117,7 +118,17 @@ func (rm *ReplicaManager) BecomeLeaderOrFollower(ctx context.Context, req Leader
 	// Phase 3. The HW checkpoint loop starts only now, so it never writes a
 	// file before the partitions are populated (the seed's comment).
 	rm.startHighWatermarkCheckpointLoop()
+	// Replicas being moved between log dirs get their alter-log-dirs
+	// fetchers (the seed's future-replica step), from the future log's end.
+	var updated []*Partition
+	for _, tr := range slices.Concat(toLeader, toFollower) {
+		if responses[tr.state.TopicPartition] == ErrNone {
+			updated = append(updated, tr.partition)
+		}
+	}
+	rm.addFutureReplicaFetchersLocked(ctx, updated)
 	rm.cfg.Fetchers.ShutdownIdleFetchers()
+	rm.cfg.AlterLogDirsFetchers.ShutdownIdleFetchers()
 	if rm.cfg.OnLeadershipChange != nil {
 		rm.cfg.OnLeadershipChange(becameLeader, becameFollower)
 	}

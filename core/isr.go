@@ -18,6 +18,12 @@ type IsrChange struct {
 	// (INVALID_UPDATE_VERSION).
 	PartitionEpoch int32
 	NewIsr         []int32 // sorted
+	// BrokerEpochs holds the broker epoch of each follower in NewIsr that
+	// the leader learned from its fetches (Kafka's newIsrWithEpochs), so a
+	// controller can refuse a joining replica from a broker's previous life
+	// (STALE_BROKER_EPOCH). A member missing from it is unknown; the leader
+	// itself is never in it.
+	BrokerEpochs map[int32]int64
 }
 
 // IsrChangeResult is the outcome of an IsrChange. On success Isr and
@@ -138,8 +144,21 @@ func (p *Partition) proposeIsrLocked(newIsr []int32, expand bool) *pendingIsrCha
 		LeaderEpoch:    p.leaderEpoch,
 		PartitionEpoch: p.partitionEpoch,
 		NewIsr:         newIsr,
+		BrokerEpochs:   p.knownBrokerEpochsLocked(newIsr),
 	}}
 	return p.pendingIsr
+}
+
+// knownBrokerEpochsLocked is the broker epoch of each follower in isr that
+// has sent one in a fetch.
+func (p *Partition) knownBrokerEpochsLocked(isr []int32) map[int32]int64 {
+	out := make(map[int32]int64, len(isr))
+	for _, id := range isr {
+		if r, ok := p.remoteReplicas[id]; ok && r.brokerEpoch >= 0 {
+			out[id] = r.brokerEpoch
+		}
+	}
+	return out
 }
 
 // submitIsrChange hands a proposed change to the IsrChanger. p.mu must not be

@@ -1,6 +1,8 @@
 package core
 
 import (
+	"context"
+	"maps"
 	"slices"
 	"sync"
 	"testing"
@@ -81,5 +83,18 @@ func TestIsrShrinkAppliesOnlyOnceAccepted(t *testing.T) {
 	changer.answer(0, IsrChangeResult{Isr: []int32{1}, PartitionEpoch: 7})
 	if p, _ := h.describe(tp0); !slices.Equal(p.ISR, []int32{1}) || p.PartitionEpoch != 7 || p.HighWatermark != 1 {
 		t.Fatalf("accepted shrink: ISR %v partition epoch %d HW %d, want [1], 7, 1", p.ISR, p.PartitionEpoch, p.HighWatermark)
+	}
+}
+
+// A proposed ISR carries the broker epoch each follower sent in its fetches,
+// and none for a follower that never sent one.
+func TestIsrChangeCarriesFollowerBrokerEpochs(t *testing.T) {
+	changer := &heldIsrChanger{}
+	h := newHarness(t, 1, func(c *Config) { c.IsrChanger = changer })
+	h.leaderAndIsr(1, state("orders", 0, 1, 1, []int32{1, 2, 3}, []int32{1, 3}))
+	h.rm.FetchMessages(context.Background(), FetchRequest{ReplicaID: 2, BrokerEpoch: 5, Partitions: []FetchPartition{fetchAt(0, 1)}})
+	got := changer.submitted()
+	if len(got) != 1 || !slices.Equal(got[0].NewIsr, []int32{1, 2, 3}) || !maps.Equal(got[0].BrokerEpochs, map[int32]int64{2: 5}) {
+		t.Fatalf("submitted %+v, want an expansion to [1 2 3] with broker epochs {2: 5}", got)
 	}
 }

@@ -47,7 +47,7 @@ type replicaState struct {
 	lastCaughtUpTime            time.Time
 	lastFetchTime               time.Time
 	lastFetchLeaderLogEndOffset int64
-	brokerEpoch                 int64
+	brokerEpoch                 int64 // newest the follower sent; -1 until it sends one
 }
 
 // resetForNewEpoch forgets what the follower told a previous leader epoch.
@@ -140,7 +140,7 @@ func (p *Partition) updateAssignmentAndIsrLocked(replicas, isr []int32) {
 		}
 		keep[id] = true
 		if _, ok := p.remoteReplicas[id]; !ok {
-			p.remoteReplicas[id] = &replicaState{brokerID: id, logEndOffset: unknownOffset, lastFetchLeaderLogEndOffset: unknownOffset}
+			p.remoteReplicas[id] = &replicaState{brokerID: id, logEndOffset: unknownOffset, lastFetchLeaderLogEndOffset: unknownOffset, brokerEpoch: -1}
 		}
 	}
 	for id := range p.remoteReplicas {
@@ -335,6 +335,7 @@ func (p *Partition) info() PartitionInfo {
 		in.LogEndOffset = p.log.LogEndOffset()
 		in.LogStartOffset = p.log.LogStartOffset()
 		in.LogDir, _ = p.env.logs.DirOf(p.topicPartition)
+		in.FutureLogDir, _ = p.env.logs.FutureDirOf(p.topicPartition)
 	}
 	return in
 }

@@ -36,6 +36,12 @@ type Config struct {
 	// Fetchers receives the partitions this broker follows. Nil: followers do
 	// not fetch (no replication configured).
 	Fetchers FetcherManager
+	// AlterLogDirsFetchers fills the future logs of replicas being moved
+	// between log dirs, from this broker's own current logs (Kafka's
+	// ReplicaAlterLogDirsManager): a second fetcher manager whose source is
+	// FetchFromCurrentLog and whose replicas are FutureReplicaLog. Nil: a
+	// move creates its future log but never progresses.
+	AlterLogDirsFetchers FetcherManager
 	// IsrChanger commits ISR changes; nil means StandaloneIsrChanger (no
 	// controller: the leader applies them itself).
 	IsrChanger IsrChanger
@@ -65,6 +71,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.Fetchers == nil {
 		c.Fetchers = noFetchers{}
+	}
+	if c.AlterLogDirsFetchers == nil {
+		c.AlterLogDirsFetchers = noFetchers{}
 	}
 	if c.IsrChanger == nil {
 		c.IsrChanger = StandaloneIsrChanger{}
@@ -112,6 +121,12 @@ type ReplicaManager struct {
 	brokerEpochsMu sync.Mutex
 	brokerEpochs   map[int32]int64
 
+	// moveChecks are the partitions whose future log was seen caught up,
+	// waiting for moveCheckLoop to try the swap.
+	moveChecksMu  sync.Mutex
+	moveChecks    map[tp.TopicPartition]struct{}
+	moveCheckWake chan struct{}
+
 	shuttingDown atomic.Bool
 	stopCh       chan struct{}
 	wg           sync.WaitGroup
@@ -146,6 +161,8 @@ func NewReplicaManager(cfg Config) (*ReplicaManager, error) {
 		fatal:       make(chan error, 1),
 		dirFailures: make(chan dirFailure, 64),
 		loopTimers:  make(map[clock.Timer]struct{}),
+
+		moveCheckWake: make(chan struct{}, 1),
 	}
 	rm.controllerEpoch.Store(-1)
 	rm.env = &partitionEnv{
@@ -162,8 +179,9 @@ func NewReplicaManager(cfg Config) (*ReplicaManager, error) {
 		_ = logs.Shutdown()
 		return nil, fmt.Errorf("open replica manager: %w", logmgr.ErrNoOnlineDir)
 	}
-	rm.wg.Add(1)
+	rm.wg.Add(2)
 	go rm.dirFailureLoop()
+	go rm.moveCheckLoop()
 	return rm, nil
 }
 
@@ -193,6 +211,12 @@ func (rm *ReplicaManager) loadHighWatermarks() {
 		for _, t := range byDir[d.Path] {
 			if l, ok := rm.logs.GetLog(t); ok {
 				l.UpdateHighWatermark(hws[t])
+			}
+		}
+		// A future log's HW is in its own dir's file (SPEC: "and future replica").
+		for t, fut := range rm.logs.FutureLogs() {
+			if dir, ok := rm.logs.FutureDirOf(t); ok && dir == d.Path {
+				fut.UpdateHighWatermark(hws[t])
 			}
 		}
 	}
@@ -300,6 +324,7 @@ func (rm *ReplicaManager) Shutdown(ctx context.Context) error {
 		return nil
 	}
 	rm.cfg.Fetchers.Shutdown()
+	rm.cfg.AlterLogDirsFetchers.Shutdown()
 	rm.stopLoops()
 	close(rm.stopCh)
 	rm.wg.Wait()
@@ -351,9 +376,17 @@ func (rm *ReplicaManager) dirFailureLoop() {
 func (rm *ReplicaManager) handleLogDirFailure(dir string, cause error) {
 	rm.stateChangeMu.Lock()
 	defer rm.stateChangeMu.Unlock()
+	// Moves into the dir end with it; moves out of it end with their partition.
+	var moves []tp.TopicPartition
+	for t := range rm.logs.FutureLogs() {
+		if d, ok := rm.logs.FutureDirOf(t); ok && d == dir {
+			moves = append(moves, t)
+		}
+	}
 	lost := rm.logs.MarkDirOffline(dir, cause)
 	rm.logger.Error().Err(cause).Str("log_dir", dir).Int("partitions", len(lost)).Msg("log dir failed; its partitions are offline")
 	rm.cfg.Fetchers.RemoveFetcherForPartitions(lost)
+	rm.cfg.AlterLogDirsFetchers.RemoveFetcherForPartitions(append(moves, lost...))
 	for _, t := range lost {
 		rm.markPartitionOffline(t)
 	}

@@ -70,10 +70,12 @@ func (rm *ReplicaManager) StopReplicas(ctx context.Context, req StopReplicaReque
 	}
 	// Fetchers read the partition's state, so they stop before it goes.
 	rm.cfg.Fetchers.RemoveFetcherForPartitions(parts)
+	rm.cfg.AlterLogDirsFetchers.RemoveFetcherForPartitions(parts)
 	for _, sp := range toStop {
 		stopped[sp.TopicPartition] = rm.stopPartition(sp)
 	}
 	rm.cfg.Fetchers.ShutdownIdleFetchers()
+	rm.cfg.AlterLogDirsFetchers.ShutdownIdleFetchers()
 	for i, sp := range req.Partitions {
 		if code, ok := stopped[sp.TopicPartition]; ok {
 			codes[i] = code
@@ -96,7 +98,16 @@ func (rm *ReplicaManager) stopPartition(sp StopReplicaPartition) ErrorCode {
 	}
 	rm.stateLog.Info().Str("topic", t.Topic).Int32("partition", t.Partition).Bool("delete", sp.Delete).Msg("stopped replica")
 	if !sp.Delete {
+		// A move in progress keeps its future log; the next LeaderAndIsr
+		// resumes it.
 		return ErrNone
+	}
+	if futDir, ok := rm.logs.FutureDirOf(t); ok {
+		if err := rm.logs.DeleteFutureLog(t); err != nil {
+			rm.logger.Error().Err(err).Str("topic", t.Topic).Int32("partition", t.Partition).Msg("delete future log")
+			rm.reportDirFailure(futDir, err)
+			return ErrStorageError
+		}
 	}
 	if _, ok := rm.logs.GetLog(t); !ok {
 		return ErrNone

@@ -342,3 +342,11 @@ func offsetsForLeaderEpochToProto(resp core.OffsetsForLeaderEpochResponse) *repl
 	}
 	return out
 }
+
+func alterReplicaLogDirsFromProto(req *replicadv1.AlterReplicaLogDirsRequest) []core.AlterReplicaLogDir {
+	out := make([]core.AlterReplicaLogDir, len(req.GetPartitions()))
+	for i, p := range req.GetPartitions() {
+		out[i] = core.AlterReplicaLogDir{TopicPartition: topicPartition(p.GetTopic(), p.GetPartition()), LogDir: p.GetLogDir()}
+	}
+	return out
+}

@@ -32,6 +32,7 @@ type fakeRM struct {
 	consume      core.ConsumeResult
 	fetch        func(core.FetchRequest) core.FetchResponse
 	offsets      core.OffsetsForLeaderEpochResponse
+	alterDirs    []core.PartitionError
 	maxBatch     int
 	panicWith    any // when set, every call panics with it
 }
@@ -65,6 +66,13 @@ func (f *fakeRM) UpdateMetadata(_ context.Context, req core.UpdateMetadataReques
 func (f *fakeRM) StopReplicas(_ context.Context, req core.StopReplicaRequest) core.StopReplicaResponse {
 	f.record(req)
 	return f.stopReplica
+}
+
+type alterReplicaLogDirsCall []core.AlterReplicaLogDir
+
+func (f *fakeRM) AlterReplicaLogDirs(_ context.Context, reqs []core.AlterReplicaLogDir) []core.PartitionError {
+	f.record(alterReplicaLogDirsCall(reqs))
+	return f.alterDirs
 }
 
 type checkpointCall struct{}

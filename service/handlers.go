@@ -4,9 +4,6 @@ import (
 	"context"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
 	"github.com/replicad/replicad/core"
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
 )
@@ -23,6 +20,7 @@ type ReplicaManager interface {
 	Consume(ctx context.Context, req core.ConsumeRequest) core.ConsumeResult
 	FetchMessages(ctx context.Context, req core.FetchRequest) core.FetchResponse
 	OffsetsForLeaderEpoch(ctx context.Context, req core.OffsetsForLeaderEpochRequest) core.OffsetsForLeaderEpochResponse
+	AlterReplicaLogDirs(ctx context.Context, reqs []core.AlterReplicaLogDir) []core.PartitionError
 	MaxBatchBytes() int
 }
 
@@ -82,8 +80,15 @@ func (s *replicaManagerService) DescribePartitions(_ context.Context, req *repli
 	return describeToProto(s.rm.Describe(req.GetTopic(), partition)), nil
 }
 
-func (s *replicaManagerService) AlterReplicaLogDirs(context.Context, *replicadv1.AlterReplicaLogDirsRequest) (*replicadv1.AlterReplicaLogDirsResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "AlterReplicaLogDirs arrives with replication (alter-log-dirs fetchers)")
+// AlterReplicaLogDirs starts moving replicas between this broker's log dirs;
+// the answer carries one error code per partition, in request order, and the
+// move goes on after it (DescribePartitions shows future_log_dir until done).
+func (s *replicaManagerService) AlterReplicaLogDirs(ctx context.Context, req *replicadv1.AlterReplicaLogDirsRequest) (*replicadv1.AlterReplicaLogDirsResponse, error) {
+	if err := validateAlterReplicaLogDirs(req); err != nil {
+		return nil, err
+	}
+	errs := s.rm.AlterReplicaLogDirs(ctx, alterReplicaLogDirsFromProto(req))
+	return &replicadv1.AlterReplicaLogDirsResponse{PartitionErrors: partitionErrorsToProto(errs)}, nil
 }
 
 // logService serves LogService.

@@ -187,19 +187,60 @@ func TestProduceAndConsumeTranslate(t *testing.T) {
 		MaxBytes: DefaultConsumeMaxBytes, MinBytes: 1, MaxWait: 250 * time.Millisecond})
 }
 
-// TestUnimplementedServices ensures AlterReplicaLogDirs and the controller's
-// RPCs answer Unimplemented rather than pretending to work.
+// TestUnimplementedServices ensures the controller's RPCs answer
+// Unimplemented rather than pretending to work.
 func TestUnimplementedServices(t *testing.T) {
 	_, conn := startServer(t, &fakeRM{})
 	ctx := context.Background()
-
-	_, err := replicadv1.NewReplicaManagerServiceClient(conn).AlterReplicaLogDirs(ctx, &replicadv1.AlterReplicaLogDirsRequest{})
-	if st := status.Convert(err); st.Code() != codes.Unimplemented || !strings.Contains(st.Message(), "replication") {
-		t.Fatalf("AlterReplicaLogDirs: %v", err)
-	}
-	_, err = replicadv1.NewControllerServiceClient(conn).DescribeCluster(ctx, &replicadv1.DescribeClusterRequest{})
+	_, err := replicadv1.NewControllerServiceClient(conn).DescribeCluster(ctx, &replicadv1.DescribeClusterRequest{})
 	if status.Code(err) != codes.Unimplemented {
 		t.Fatalf("DescribeCluster: %v", err)
+	}
+}
+
+// TestAlterReplicaLogDirs ensures the handler passes the moves to the replica
+// manager and answers its per-partition codes, and rejects a malformed
+// request with InvalidArgument naming the field, before the replica manager.
+func TestAlterReplicaLogDirs(t *testing.T) {
+	rm := &fakeRM{alterDirs: []core.PartitionError{
+		{TopicPartition: tp.TopicPartition{Topic: "t", Partition: 0}, Error: core.ErrNone},
+		{TopicPartition: tp.TopicPartition{Topic: "t", Partition: 1}, Error: core.ErrLogDirNotFound},
+	}}
+	_, conn := startServer(t, rm)
+	c := replicadv1.NewReplicaManagerServiceClient(conn)
+	ctx := context.Background()
+	resp, err := c.AlterReplicaLogDirs(ctx, &replicadv1.AlterReplicaLogDirsRequest{Partitions: []*replicadv1.AlterReplicaLogDir{
+		{Topic: "t", Partition: 0, LogDir: "/data/b"}, {Topic: "t", Partition: 1, LogDir: "/nope"},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	codesGot := []replicadv1.ErrorCode{resp.GetPartitionErrors()[0].GetErrorCode(), resp.GetPartitionErrors()[1].GetErrorCode()}
+	mustEqual(t, "codes", codesGot, []replicadv1.ErrorCode{replicadv1.ErrorCode_ERROR_CODE_NONE, replicadv1.ErrorCode_ERROR_CODE_LOG_DIR_NOT_FOUND})
+	mustEqual(t, "call", rm.Calls(), []any{alterReplicaLogDirsCall{
+		{TopicPartition: tp.TopicPartition{Topic: "t", Partition: 0}, LogDir: "/data/b"},
+		{TopicPartition: tp.TopicPartition{Topic: "t", Partition: 1}, LogDir: "/nope"},
+	}})
+
+	for _, tc := range []struct {
+		name  string
+		parts []*replicadv1.AlterReplicaLogDir
+		field string
+	}{
+		{"empty", nil, "partitions"},
+		{"bad topic", []*replicadv1.AlterReplicaLogDir{{Topic: "a/b", LogDir: "/d"}}, "partitions[0].topic"},
+		{"negative partition", []*replicadv1.AlterReplicaLogDir{{Topic: "t", Partition: -1, LogDir: "/d"}}, "partitions[0].partition"},
+		{"relative dir", []*replicadv1.AlterReplicaLogDir{{Topic: "t", LogDir: "data/b"}}, "partitions[0].log_dir"},
+		{"empty dir", []*replicadv1.AlterReplicaLogDir{{Topic: "t"}}, "partitions[0].log_dir"},
+		{"duplicate", []*replicadv1.AlterReplicaLogDir{{Topic: "t", LogDir: "/a"}, {Topic: "t", LogDir: "/b"}}, "partitions[1]"},
+	} {
+		_, err := c.AlterReplicaLogDirs(ctx, &replicadv1.AlterReplicaLogDirsRequest{Partitions: tc.parts})
+		if st := status.Convert(err); st.Code() != codes.InvalidArgument || !strings.Contains(st.Message(), tc.field) {
+			t.Errorf("%s: got %v, want InvalidArgument naming %s", tc.name, err, tc.field)
+		}
+	}
+	if n := len(rm.Calls()); n != 1 {
+		t.Fatalf("rejected requests reached the replica manager: %d calls", n)
 	}
 }
 

@@ -2,6 +2,7 @@ package service
 
 import (
 	"fmt"
+	"path/filepath"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -194,6 +195,18 @@ func validateStopReplica(req *replicadv1.StopReplicaRequest) error {
 		// -1 is the "any epoch" sentinel (core.NoEpoch); below it is nonsense.
 		if p.GetLeaderEpoch() < -1 {
 			return invalid(path+".leader_epoch", "must be -1 (any) or non-negative (got %d)", p.GetLeaderEpoch())
+		}
+		return nil
+	})
+}
+
+func validateAlterReplicaLogDirs(req *replicadv1.AlterReplicaLogDirsRequest) error {
+	if len(req.GetPartitions()) == 0 {
+		return invalid("partitions", "must name at least one partition")
+	}
+	return validatePartitionList("partitions", req.GetPartitions(), func(path string, p *replicadv1.AlterReplicaLogDir) error {
+		if !filepath.IsAbs(p.GetLogDir()) {
+			return invalid(path+".log_dir", "must be an absolute path (got %q)", p.GetLogDir())
 		}
 		return nil
 	})

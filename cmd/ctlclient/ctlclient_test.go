@@ -229,6 +229,31 @@ func TestOtherAdminCommands(t *testing.T) {
 	wantCode(t, ctl(t, addr, "", "update-metadata", "--controller-id", "0", "--controller-epoch", "1", "--live-broker", "nonsense"), 2)
 }
 
+// TestAlterLogDir ensures alter-log-dir sends the move, exits 0 on NONE and
+// 1 on an error code, refuses a relative dir as a usage error, and with
+// --wait reports the move done once describe shows the new dir.
+func TestAlterLogDir(t *testing.T) {
+	b := newMemBroker()
+	addr := startBroker(t, b)
+	wantCode(t, ctl(t, addr, "", "produce", "--topic", "orders", "--partition", "0", "--value", "a"), 0)
+	r := ctl(t, addr, "", "alter-log-dir", "--topic", "orders", "--partition", "0", "--dir", "/data/b", "--wait")
+	wantCode(t, r, 0)
+	if !strings.Contains(r.stdout, "NONE") || !strings.Contains(r.stdout, "moved orders-0 to /data/b") {
+		t.Fatalf("stdout:\n%s", r.stdout)
+	}
+	if d := b.Describe("orders", nil).Partitions[0].LogDir; d != "/data/b" {
+		t.Fatalf("log dir %s", d)
+	}
+	r = ctl(t, addr, "", "alter-log-dir", "--topic", "orders", "--partition", "0", "--dir", "/data/zz")
+	wantCode(t, r, 1)
+	if !strings.Contains(r.stdout, "LOG_DIR_NOT_FOUND") {
+		t.Fatalf("stdout:\n%s", r.stdout)
+	}
+	wantCode(t, ctl(t, addr, "", "alter-log-dir", "--topic", "nope", "--partition", "0", "--dir", "/data/b"), 1)
+	wantCode(t, ctl(t, addr, "", "alter-log-dir", "--topic", "orders", "--partition", "0", "--dir", "data/b"), 2)
+	wantCode(t, ctl(t, addr, "", "alter-log-dir", "--topic", "orders", "--partition", "0"), 2)
+}
+
 // TestPerfProduceReports ensures perf produce sends every record across the
 // partitions and reports a summary.
 func TestPerfProduceReports(t *testing.T) {

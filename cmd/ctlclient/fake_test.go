@@ -30,6 +30,9 @@ type memBroker struct {
 	lastLAI   core.LeaderAndIsrRequest
 	laiResult core.LeaderAndIsrResponse // nil PartitionErrors: all NONE
 	produces  []int                     // records per produce request
+	// dirs is where each partition's log lives (default /data/a);
+	// AlterReplicaLogDirs moves it at once to /data/b.
+	dirs map[tp.TopicPartition]string
 }
 
 func newMemBroker() *memBroker { return &memBroker{logs: map[tp.TopicPartition][]record.Record{}} }
@@ -74,9 +77,38 @@ func (b *memBroker) Describe(topic string, partition *int32) core.Description {
 		}
 		n := int64(len(recs))
 		d.Partitions = append(d.Partitions, core.PartitionInfo{TopicPartition: t, Role: core.RoleLeader, Leader: 1, LeaderEpoch: 1,
-			Replicas: []int32{1}, ISR: []int32{1}, HighWatermark: n, LogEndOffset: n, LogDir: "/data/a"})
+			Replicas: []int32{1}, ISR: []int32{1}, HighWatermark: n, LogEndOffset: n, LogDir: b.dirOfLocked(t)})
 	}
 	return d
+}
+
+func (b *memBroker) dirOfLocked(t tp.TopicPartition) string {
+	if d, ok := b.dirs[t]; ok {
+		return d
+	}
+	return "/data/a"
+}
+
+func (b *memBroker) AlterReplicaLogDirs(_ context.Context, reqs []core.AlterReplicaLogDir) []core.PartitionError {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []core.PartitionError
+	for _, r := range reqs {
+		code := core.ErrNone
+		switch _, hosted := b.logs[r.TopicPartition]; {
+		case r.LogDir != "/data/a" && r.LogDir != "/data/b":
+			code = core.ErrLogDirNotFound
+		case !hosted:
+			code = core.ErrUnknownTopicOrPartition
+		default:
+			if b.dirs == nil {
+				b.dirs = make(map[tp.TopicPartition]string)
+			}
+			b.dirs[r.TopicPartition] = r.LogDir
+		}
+		out = append(out, core.PartitionError{TopicPartition: r.TopicPartition, Error: code})
+	}
+	return out
 }
 
 func (b *memBroker) Produce(_ context.Context, req core.ProduceRequest) core.ProduceResult {

@@ -21,6 +21,7 @@ type config struct {
 	brokerID             int32
 	listen               string
 	logDirs              []string // absolute, cleaned, distinct
+	controller           string   // host:port; empty: standalone
 	hwCheckpointInterval time.Duration
 	replicaLagTimeMax    time.Duration
 	numReplicaFetchers   int
@@ -64,7 +65,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	id := fs.Int("id", 1, "broker id (>= 0); a log dir remembers its broker in meta.properties and refuses another")
 	listen := fs.String("listen", "127.0.0.1:9091", "host:port of the gRPC server; port 0 picks a free port (the stderr line\n'replicad listening on HOST:PORT' tells which)")
 	logDirs := fs.String("log-dirs", "", "comma-separated log dirs holding the partitions (default ./data/broker-<id>)")
-	controller := fs.String("controller", "", "controller address; empty runs the broker standalone (controller mode is not supported yet)")
+	controller := fs.String("controller", "", "controller host:port: ISR changes go to it as AlterPartition; empty runs the broker standalone\n(it applies its ISR changes itself). Broker registration and controller-driven LeaderAndIsr\narrive with the controller")
 	hwInterval := fs.Duration("hw-checkpoint-interval", 5*time.Second, "how often each log dir's replication-offset-checkpoint (the high watermarks) is written")
 	lagMax := fs.Duration("replica-lag-time-max", 30*time.Second, "a follower not caught up for this long leaves the ISR")
 	fetchers := fs.Int("num-replica-fetchers", 1, "fetcher streams per source broker (>= 1)")
@@ -110,7 +111,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	var err error
 	cfg.logDirs, err = absoluteDirs(dirs)
 	check(err == nil, "log-dirs", "%v", err)
-	check(*controller == "", "controller", "not supported yet: controller mode arrives with the controller; leave it empty to run standalone")
+	check(*controller == "" || validHostPort(*controller), "controller", "want HOST:PORT or empty (got %q)", *controller)
+	cfg.controller = *controller
 	check(*hwInterval > 0, "hw-checkpoint-interval", "must be positive (got %v)", *hwInterval)
 	check(*lagMax > 0, "replica-lag-time-max", "must be positive (got %v)", *lagMax)
 	check(*fetchers >= 1, "num-replica-fetchers", "must be at least 1 (got %d)", *fetchers)

@@ -43,6 +43,7 @@ func TestFlagsReachConfig(t *testing.T) {
 		"--replica-lag-time-max", "2s", "--num-replica-fetchers", "4", "--min-insync-replicas", "2",
 		"--log-level", "debug", "--log-format", "json", "--metrics-listen", "127.0.0.1:0", "--log-flush", "interval",
 		"--log-flush-interval", "250ms", "--segment-bytes", "4096", "--max-batch-bytes", "2048",
+		"--controller", "127.0.0.1:9090",
 	}, &bytes.Buffer{})
 	if err != nil {
 		t.Fatal(err)
@@ -52,7 +53,7 @@ func TestFlagsReachConfig(t *testing.T) {
 	want := config{
 		brokerID: 0, listen: "0.0.0.0:0", logDirs: []string{"/a", "/c"}, hwCheckpointInterval: time.Second,
 		replicaLagTimeMax: 2 * time.Second, numReplicaFetchers: 4, minInsyncReplicas: 2, logLevel: zerolog.DebugLevel,
-		logFormat: "json", metricsListen: "127.0.0.1:0", logConfig: lc,
+		logFormat: "json", metricsListen: "127.0.0.1:0", logConfig: lc, controller: "127.0.0.1:9090",
 	}
 	if !reflect.DeepEqual(cfg, want) {
 		t.Fatalf("got  %+v\nwant %+v", cfg, want)
@@ -71,7 +72,7 @@ func TestBadFlagsNameTheFlag(t *testing.T) {
 		{[]string{"--listen", "h:70000"}, "--listen:"},
 		{[]string{"--log-dirs", "/a,,/b"}, "--log-dirs: empty entry"},
 		{[]string{"--log-dirs", "/a,/a/"}, "--log-dirs: /a named twice"},
-		{[]string{"--controller", "127.0.0.1:9090"}, "--controller: not supported yet"},
+		{[]string{"--controller", "nohost"}, "--controller:"},
 		{[]string{"--hw-checkpoint-interval", "0s"}, "--hw-checkpoint-interval:"},
 		{[]string{"--replica-lag-time-max", "-1s"}, "--replica-lag-time-max:"},
 		{[]string{"--num-replica-fetchers", "0"}, "--num-replica-fetchers:"},

@@ -83,6 +83,18 @@ func run(args []string, stderr io.Writer) int {
 		return 1
 	}
 	defer fetchClient.Close()
+	alterLogDirs, err := newAlterLogDirsManager(cfg, logger, &rm)
+	if err != nil {
+		logger.Error().Err(err).Msg("alter-log-dirs fetcher setup failed")
+		return 1
+	}
+	isrChanger, closeIsrChanger, err := newIsrChanger(cfg, logger)
+	if err != nil {
+		logger.Error().Err(err).Str("controller", cfg.controller).Msg("controller client setup failed")
+		return 1
+	}
+	// Deferred, so it runs after the replica manager's shutdown: nothing then acts on the ISR.
+	defer closeIsrChanger()
 	rm, err = core.NewReplicaManager(core.Config{
 		BrokerID:             cfg.brokerID,
 		LogDirs:              cfg.logDirs,
@@ -94,6 +106,8 @@ func run(args []string, stderr io.Writer) int {
 		Logger:               logger,
 		Tracer:               tel.Tracer("github.com/replicad/replicad/core"),
 		Fetchers:             fetchers,
+		AlterLogDirsFetchers: alterLogDirs,
+		IsrChanger:           isrChanger,
 	})
 	if err != nil {
 		if errors.Is(err, logmgr.ErrOtherBroker) {

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+
 	"github.com/rs/zerolog"
 
 	"github.com/replicad/replicad/core"
@@ -33,4 +35,25 @@ func newFetcherManager(cfg config, logger zerolog.Logger, rm **core.ReplicaManag
 		return nil, nil, err
 	}
 	return m, client, nil
+}
+
+// newAlterLogDirsManager builds the alter-log-dirs side (Kafka's
+// ReplicaAlterLogDirsManager): a second fetcher manager whose source is this
+// broker's own current logs, read in process (no network), and whose
+// replicas are the future logs of replicas being moved between log dirs.
+func newAlterLogDirsManager(cfg config, logger zerolog.Logger, rm **core.ReplicaManager) (*fetcher.Manager, error) {
+	return fetcher.NewManager(fetcher.Config{
+		BrokerID: cfg.brokerID,
+		Client: fetcher.NewLocalClient(cfg.brokerID, func(ctx context.Context, req core.FetchRequest) core.FetchResponse {
+			return (*rm).FetchFromCurrentLog(ctx, req)
+		}),
+		Replicas: fetcher.ReplicasFunc(func(t tp.TopicPartition) (fetcher.Replica, bool) {
+			l, leaderEpoch, ok := (*rm).FutureReplicaLog(t)
+			if !ok {
+				return nil, false
+			}
+			return fetcher.NewLogReplica(l, leaderEpoch), true
+		}),
+		Logger: logger.With().Str("component", "alter-log-dirs").Logger(),
+	})
 }

@@ -6,8 +6,9 @@ import (
 	"github.com/replicad/replicad/core/checkpoint"
 )
 
-// TruncateTo drops everything at or after offset (no-op when offset >= LEO),
-// trimming the epoch cache and clamping HW and recovery point.
+// TruncateTo drops everything at or after offset, trimming the epoch cache
+// and clamping HW and recovery point. When offset >= LEO no record goes, but
+// epoch entries starting at or after the LEO still do (see below).
 //
 // Batches are kept or dropped whole: when offset falls inside a batch, that
 // batch goes too and the LEO becomes its base offset, so the LEO always
@@ -30,7 +31,15 @@ func (l *Log) TruncateTo(offset int64) error {
 	if l.closed.Load() {
 		return ErrClosed
 	}
-	if offset >= l.logEndOffset.Load() {
+	if leo := l.logEndOffset.Load(); offset >= leo {
+		// Always trim the epoch cache, as Kafka's UnifiedLog.truncateTo
+		// does: a broker that led an epoch and appended nothing in it holds
+		// an entry starting at its LEO. As a follower that entry would be its
+		// last fetched epoch, the leader would answer the same diverging
+		// epoch forever, and the truncation it asks for would change nothing.
+		if err := l.epochs.TruncateFromEnd(leo); err != nil {
+			return storageError(err, "truncate epoch cache to %d", leo)
+		}
 		return nil
 	}
 	if offset < l.logStartOffset.Load() {

@@ -36,6 +36,13 @@ func (m *Manager) MarkDirOffline(dir string, cause error) []tp.TopicPartition {
 			delete(m.logs, t)
 		}
 	}
+	// A move into the dir is lost with it (the current log stays).
+	for t, h := range m.futures {
+		if h.dir == d {
+			logs = append(logs, h.log)
+			delete(m.futures, t)
+		}
+	}
 	m.mu.Unlock()
 	m.logger.Error().Err(cause).Str("log_dir", d.path).Int("partitions", len(lost)).Msg("log dir offline")
 	// The disk is failing: closing may fail, but must not keep file handles.

@@ -86,10 +86,13 @@ type Manager struct {
 	// share their tmp files.
 	checkpointMu sync.Mutex
 
-	mu     sync.RWMutex // guards the fields below and every logDir
-	dirs   []*logDir    // in config order, which breaks ties between dirs
-	logs   map[tp.TopicPartition]hostedLog
-	closed bool
+	mu   sync.RWMutex // guards the fields below and every logDir
+	dirs []*logDir    // in config order, which breaks ties between dirs
+	logs map[tp.TopicPartition]hostedLog
+	// futures are the future logs of partitions being moved to another
+	// dir (at most one per partition, never in the dir of its current log).
+	futures map[tp.TopicPartition]hostedLog
+	closed  bool
 
 	// removals are background removals of deleted logs; Shutdown waits.
 	removals    sync.WaitGroup
@@ -146,7 +149,9 @@ func (m *Manager) Logs() map[tp.TopicPartition]*log.Log {
 }
 
 // LogsByDir returns every online log grouped by its log dir, in one pass
-// under the lock (the HW checkpoint walks every log each interval).
+// under the lock (the HW checkpoint walks every log each interval). Future
+// logs are listed in their dir too: a dir never holds both logs of one
+// partition.
 func (m *Manager) LogsByDir() map[string]map[tp.TopicPartition]*log.Log {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
@@ -156,9 +161,11 @@ func (m *Manager) LogsByDir() map[string]map[tp.TopicPartition]*log.Log {
 			out[d.path] = make(map[tp.TopicPartition]*log.Log, d.partitions)
 		}
 	}
-	for t, h := range m.logs {
-		if byTP, ok := out[h.dir.path]; ok {
-			byTP[t] = h.log
+	for _, hosted := range []map[tp.TopicPartition]hostedLog{m.logs, m.futures} {
+		for t, h := range hosted {
+			if byTP, ok := out[h.dir.path]; ok {
+				byTP[t] = h.log
+			}
 		}
 	}
 	return out
@@ -204,8 +211,8 @@ func (m *Manager) findDirLocked(path string) *logDir {
 	return nil
 }
 
-// snapshot returns the online dirs and their logs, so that IO on them runs
-// without the lock.
+// snapshot returns the online dirs and their logs (future logs included), so
+// that IO on them runs without the lock.
 func (m *Manager) snapshot() (dirs []*logDir, logs map[*logDir][]hostedLogEntry) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
@@ -216,8 +223,10 @@ func (m *Manager) snapshot() (dirs []*logDir, logs map[*logDir][]hostedLogEntry)
 			logs[d] = nil
 		}
 	}
-	for t, h := range m.logs {
-		logs[h.dir] = append(logs[h.dir], hostedLogEntry{t: t, log: h.log})
+	for _, hosted := range []map[tp.TopicPartition]hostedLog{m.logs, m.futures} {
+		for t, h := range hosted {
+			logs[h.dir] = append(logs[h.dir], hostedLogEntry{t: t, log: h.log})
+		}
 	}
 	return dirs, logs
 }

@@ -186,12 +186,12 @@ func TestDeleteLog(t *testing.T) {
 	}
 }
 
-// Ensures Open loads only <topic>-<partition> dirs: it removes deleted logs and leaves future replicas, .tmp dirs and foreign dirs alone.
+// Ensures Open loads only <topic>-<partition> dirs: it removes deleted logs and leaves .tmp dirs and foreign dirs alone
+// (future replicas are loaded: see future_test.go).
 func TestOpenSkipsNonLogDirs(t *testing.T) {
 	dirs := tempDirs(t, 1)
 	d := dirs[0]
 	writeFile(t, filepath.Join(d, "t-0.0123abcd-delete", "00000000000000000000.log"), "x")
-	writeFile(t, filepath.Join(d, "t-1.0123abcd-future", "keep"), "x")
 	writeFile(t, filepath.Join(d, "t-2.tmp", "keep"), "x")
 	writeFile(t, filepath.Join(d, "lost+found", "keep"), "x")
 	writeFile(t, filepath.Join(d, "u-3"), "a file, not a dir")
@@ -208,7 +208,7 @@ func TestOpenSkipsNonLogDirs(t *testing.T) {
 	if exists(t, filepath.Join(d, "t-0.0123abcd-delete")) {
 		t.Error("deleted log not removed")
 	}
-	for _, keep := range []string{"t-1.0123abcd-future/keep", "t-2.tmp/keep", "lost+found/keep", "u-3"} {
+	for _, keep := range []string{"t-2.tmp/keep", "lost+found/keep", "u-3"} {
 		if !exists(t, filepath.Join(d, keep)) {
 			t.Errorf("%s removed", keep)
 		}

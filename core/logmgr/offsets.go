@@ -119,6 +119,10 @@ func (m *Manager) Shutdown() error {
 		logs = append(logs, h.log)
 		delete(m.logs, t)
 	}
+	for t, h := range m.futures {
+		logs = append(logs, h.log)
+		delete(m.futures, t)
+	}
 	for _, d := range m.dirs {
 		d.partitions = 0
 	}

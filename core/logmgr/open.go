@@ -24,9 +24,11 @@ import (
 //
 // The checkpoints are read here only: from then on the logs carry their
 // recovery points and log start offsets, and the files are only written.
-// Partition dirs ending in "-delete" are removed in the background; those
-// ending in ".tmp", future replicas ("-future") and names that are not
-// "<topic>-<partition>" are left alone.
+// Partition dirs ending in "-delete" are removed in the background; future
+// replicas ("<topic>-<partition>.<id>-future") are loaded as future logs, and
+// one whose partition has no current log in any dir (a crash between the two
+// renames of a swap) becomes the current log; those ending in ".tmp" and
+// names that are not "<topic>-<partition>" are left alone.
 func Open(cfg Config) (*Manager, error) {
 	if cfg.RecoveryThreadsPerDir <= 0 {
 		cfg.RecoveryThreadsPerDir = DefaultRecoveryThreadsPerDir
@@ -41,6 +43,7 @@ func Open(cfg Config) (*Manager, error) {
 		failures:    make(chan DirFailure, len(paths)),
 		removeSlots: make(chan struct{}, 2),
 		logs:        make(map[tp.TopicPartition]hostedLog),
+		futures:     make(map[tp.TopicPartition]hostedLog),
 	}
 	for _, p := range paths {
 		d := &logDir{path: p, online: true}
@@ -105,12 +108,13 @@ func (m *Manager) setOffline(d *logDir, err error) {
 // dirs fails the load, since either copy could be the stale one.
 func (m *Manager) loadLogs() error {
 	loaded := make([]map[tp.TopicPartition]*log.Log, len(m.dirs))
+	loadedFutures := make([]map[tp.TopicPartition]*log.Log, len(m.dirs))
 	stale := make([][]string, len(m.dirs))
 	errs := make([]error, len(m.dirs))
 	var wg sync.WaitGroup
 	for i, d := range m.dirs {
 		if d.online {
-			wg.Go(func() { loaded[i], stale[i], errs[i] = m.loadDir(d.path) })
+			wg.Go(func() { loaded[i], loadedFutures[i], stale[i], errs[i] = m.loadDir(d.path) })
 		}
 	}
 	wg.Wait()
@@ -119,53 +123,81 @@ func (m *Manager) loadLogs() error {
 			m.setOffline(d, errs[i])
 		}
 	}
+	closeLoaded := func() {
+		for i := range loaded {
+			m.closeAll(slices.Collect(maps.Values(loaded[i])))
+			m.closeAll(slices.Collect(maps.Values(loadedFutures[i])))
+		}
+	}
 	owner := make(map[tp.TopicPartition]*logDir)
-	for i, logs := range loaded {
-		for t := range logs {
+	futureOwner := make(map[tp.TopicPartition]*logDir)
+	for i := range loaded {
+		for t := range loaded[i] {
 			if other, dup := owner[t]; dup {
-				for _, logs := range loaded {
-					m.closeAll(slices.Collect(maps.Values(logs)))
-				}
+				closeLoaded()
 				return fmt.Errorf("%w: %s in %s and %s", ErrDuplicateLog, t, other.path, m.dirs[i].path)
 			}
 			owner[t] = m.dirs[i]
 		}
+		for t := range loadedFutures[i] {
+			if other, dup := futureOwner[t]; dup {
+				closeLoaded()
+				return fmt.Errorf("%w: future log of %s in %s and %s", ErrDuplicateLog, t, other.path, m.dirs[i].path)
+			}
+			futureOwner[t] = m.dirs[i]
+		}
 	}
+	futures := make(map[tp.TopicPartition]hostedLog)
 	for i, logs := range loaded {
 		for t, l := range logs {
 			m.logs[t] = hostedLog{log: l, dir: m.dirs[i]}
 		}
+		for t, l := range loadedFutures[i] {
+			futures[t] = hostedLog{log: l, dir: m.dirs[i]}
+		}
 		m.dirs[i].partitions = len(logs)
 		m.removeInBackground(stale[i])
 	}
+	futures, err := m.promoteOrphanFutures(futures)
+	if err != nil {
+		m.closeAll(slices.Collect(maps.Values(m.Logs())))
+		for _, h := range futures {
+			_ = h.log.Close()
+		}
+		return err
+	}
+	maps.Copy(m.futures, futures)
 	return nil
 }
 
-// loadDir reads dir's checkpoints and opens its partition logs, a few at a
-// time. It returns the logs and the deleted-log dirs still to be removed.
-func (m *Manager) loadDir(dir string) (map[tp.TopicPartition]*log.Log, []string, error) {
+// loadDir reads dir's checkpoints and opens its partition logs and future
+// logs, a few at a time. It returns the logs, the future logs and the
+// deleted-log dirs still to be removed.
+func (m *Manager) loadDir(dir string) (logs, futures map[tp.TopicPartition]*log.Log, stale []string, err error) {
 	start := time.Now()
 	recoveryPoints, err := checkpoint.ReadOffsets(filepath.Join(dir, RecoveryPointCheckpoint))
 	if err != nil {
-		return nil, nil, fmt.Errorf("logmgr: load %s: %w", RecoveryPointCheckpoint, err)
+		return nil, nil, nil, fmt.Errorf("logmgr: load %s: %w", RecoveryPointCheckpoint, err)
 	}
 	logStarts, err := checkpoint.ReadOffsets(filepath.Join(dir, LogStartOffsetCheckpoint))
 	if err != nil {
-		return nil, nil, fmt.Errorf("logmgr: load %s: %w", LogStartOffsetCheckpoint, err)
+		return nil, nil, nil, fmt.Errorf("logmgr: load %s: %w", LogStartOffsetCheckpoint, err)
 	}
 	parts, stale, err := m.scanDir(dir)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	opened := make([]*log.Log, len(parts))
 	var mu sync.Mutex
 	var firstErr error
 	runParallel(len(parts), m.cfg.RecoveryThreadsPerDir, func(i int) bool {
-		t := parts[i]
+		t := parts[i].t
 		// A partition missing from the checkpoints has recovery point 0:
-		// every segment is recovered.
+		// every segment is recovered. A dir holds at most one of a
+		// partition's current and future logs, so the checkpoint entry is
+		// that one's.
 		l, err := log.Open(log.Options{
-			Dir:            filepath.Join(dir, t.String()),
+			Dir:            filepath.Join(dir, parts[i].name),
 			TopicPartition: t,
 			Config:         m.cfg.LogConfig,
 			RecoveryPoint:  recoveryPoints[t],
@@ -186,18 +218,31 @@ func (m *Manager) loadDir(dir string) (map[tp.TopicPartition]*log.Log, []string,
 	})
 	if firstErr != nil {
 		m.closeAll(opened)
-		return nil, nil, firstErr
+		return nil, nil, nil, firstErr
 	}
-	logs := make(map[tp.TopicPartition]*log.Log, len(parts))
-	for i, t := range parts {
-		logs[t] = opened[i]
+	logs = make(map[tp.TopicPartition]*log.Log, len(parts))
+	futures = make(map[tp.TopicPartition]*log.Log)
+	for i, pd := range parts {
+		if pd.future {
+			futures[pd.t] = opened[i]
+		} else {
+			logs[pd.t] = opened[i]
+		}
 	}
-	m.logger.Info().Str("log_dir", dir).Int("logs", len(logs)).Dur("took", time.Since(start)).Msg("loaded log dir")
-	return logs, stale, nil
+	m.logger.Info().Str("log_dir", dir).Int("logs", len(logs)).Int("future_logs", len(futures)).
+		Dur("took", time.Since(start)).Msg("loaded log dir")
+	return logs, futures, stale, nil
 }
 
-// scanDir lists dir's partition logs and its deleted-log dirs.
-func (m *Manager) scanDir(dir string) (parts []tp.TopicPartition, stale []string, err error) {
+// partitionDir is a partition log dir found by scanDir.
+type partitionDir struct {
+	t      tp.TopicPartition
+	name   string
+	future bool
+}
+
+// scanDir lists dir's partition logs (current and future) and its deleted-log dirs.
+func (m *Manager) scanDir(dir string) (parts []partitionDir, stale []string, err error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, nil, ioError("list log dir", err)
@@ -210,7 +255,15 @@ func (m *Manager) scanDir(dir string) (parts []tp.TopicPartition, stale []string
 		case strings.HasSuffix(name, DeleteDirSuffix):
 			stale = append(stale, filepath.Join(dir, name))
 			continue
-		case strings.HasSuffix(name, ".tmp"), strings.HasSuffix(name, FutureDirSuffix):
+		case strings.HasSuffix(name, ".tmp"):
+			continue
+		case strings.HasSuffix(name, FutureDirSuffix):
+			t, err := parseFutureDirName(name)
+			if err != nil {
+				m.logger.Warn().Err(err).Str("log_dir", dir).Msg("skipping a future dir that does not name a partition")
+				continue
+			}
+			parts = append(parts, partitionDir{t: t, name: name, future: true})
 			continue
 		}
 		t, err := tp.ParseDirName(name)
@@ -219,7 +272,7 @@ func (m *Manager) scanDir(dir string) (parts []tp.TopicPartition, stale []string
 			m.logger.Warn().Err(err).Str("log_dir", dir).Msg("skipping a dir that is not a partition log")
 			continue
 		}
-		parts = append(parts, t)
+		parts = append(parts, partitionDir{t: t, name: name})
 	}
 	return parts, stale, nil
 }

@@ -1,0 +1,395 @@
+package alterpartition
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/replicad/replicad/core"
+	"github.com/replicad/replicad/core/clock"
+	"github.com/replicad/replicad/core/tp"
+	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
+	"github.com/replicad/replicad/internal/grpcx"
+)
+
+// Defaults of Config.
+const (
+	DefaultRequestTimeout = 10 * time.Second
+	// DefaultMinBackoff is Kafka's retry delay after a failed AlterPartition.
+	DefaultMinBackoff = 50 * time.Millisecond
+	DefaultMaxBackoff = 2 * time.Second
+)
+
+// ErrNoController is returned by New without a controller address.
+var ErrNoController = errors.New("alterpartition: no controller address")
+
+// Config configures a Manager.
+type Config struct {
+	// Controller is the controller's host:port.
+	Controller string
+	// BrokerID is this broker's id, the request's broker_id.
+	BrokerID int32
+	// BrokerEpoch returns this broker's current epoch, read at every send
+	// (the request's broker_epoch and the leader's own entry in new_isr).
+	// Nil means 0: a broker that has not registered with a controller.
+	BrokerEpoch func() int64
+	// RequestTimeout bounds one AlterPartition call; a call that times out
+	// is retried.
+	RequestTimeout time.Duration
+	// MinBackoff and MaxBackoff bound the wait before a retry: it doubles
+	// from MinBackoff with each consecutive failure up to MaxBackoff, and a
+	// random half of it is taken off (jitter).
+	MinBackoff, MaxBackoff time.Duration
+	// Clock times the backoff; nil means the wall clock.
+	Clock clock.Clock
+	// Rand draws the jitter; nil means a randomly seeded source. Only the
+	// sending goroutine uses it.
+	Rand   *rand.Rand
+	Logger zerolog.Logger
+}
+
+func (c *Config) setDefaults() {
+	if c.BrokerEpoch == nil {
+		c.BrokerEpoch = func() int64 { return 0 }
+	}
+	if c.RequestTimeout <= 0 {
+		c.RequestTimeout = DefaultRequestTimeout
+	}
+	if c.MinBackoff <= 0 {
+		c.MinBackoff = DefaultMinBackoff
+	}
+	if c.MaxBackoff < c.MinBackoff {
+		c.MaxBackoff = max(DefaultMaxBackoff, c.MinBackoff)
+	}
+	if c.Clock == nil {
+		c.Clock = clock.Real{}
+	}
+	if c.Rand == nil {
+		c.Rand = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+	}
+}
+
+// item is a submitted change and its completion.
+type item struct {
+	change core.IsrChange
+	done   func(core.IsrChangeResult)
+}
+
+// Manager is a core.IsrChanger that commits ISR changes through the
+// controller's AlterPartition. Its methods are safe for concurrent use.
+type Manager struct {
+	cfg    Config
+	conn   *grpc.ClientConn
+	client replicadv1.ControllerServiceClient
+	logger zerolog.Logger
+
+	// ctx is cancelled by Close: it aborts the call in flight and the
+	// backoff wait.
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu     sync.Mutex
+	queued []item // submitted, not yet taken into a request
+	closed bool
+	// wake has room for one signal: Submit never blocks on it.
+	wake chan struct{}
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+var _ core.IsrChanger = (*Manager)(nil)
+
+// New returns a Manager sending to cfg.Controller and starts its sending
+// goroutine. It does not wait for the controller: the connection is made at
+// the first request and remade as needed.
+func New(cfg Config) (*Manager, error) {
+	if cfg.Controller == "" {
+		return nil, ErrNoController
+	}
+	cfg.setDefaults()
+	opts := append(grpcx.DialOptions(),
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithStatsHandler(otelgrpc.NewClientHandler()),
+	)
+	conn, err := grpc.NewClient(cfg.Controller, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("dial controller %s: %w", cfg.Controller, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	m := &Manager{
+		cfg:    cfg,
+		conn:   conn,
+		client: replicadv1.NewControllerServiceClient(conn),
+		logger: cfg.Logger.With().Str("component", "alter_partition").Str("controller", cfg.Controller).Logger(),
+		ctx:    ctx,
+		cancel: cancel,
+		wake:   make(chan struct{}, 1),
+	}
+	m.wg.Add(1)
+	go m.run()
+	return m, nil
+}
+
+// Submit queues change for the next AlterPartition request. After Close it
+// fails the change at once with BROKER_NOT_AVAILABLE.
+func (m *Manager) Submit(change core.IsrChange, done func(core.IsrChangeResult)) {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		done(core.IsrChangeResult{Error: core.ErrBrokerNotAvailable})
+		return
+	}
+	m.queued = append(m.queued, item{change: change, done: done})
+	m.mu.Unlock()
+	select {
+	case m.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Close stops sending: the request in flight is cancelled, and every change
+// not answered yet fails with BROKER_NOT_AVAILABLE before Close returns.
+func (m *Manager) Close() error {
+	m.closeOnce.Do(func() {
+		m.mu.Lock()
+		m.closed = true
+		m.mu.Unlock()
+		m.cancel()
+		m.wg.Wait()
+		m.closeErr = m.conn.Close()
+	})
+	return m.closeErr
+}
+
+// run is the sending goroutine. inflight is the batch being sent (or
+// retried); it holds one change per partition.
+func (m *Manager) run() {
+	defer m.wg.Done()
+	var inflight []item
+	failures := 0 // consecutive failed or rejected requests
+	for m.waitForWork(len(inflight) > 0) {
+		if failures > 0 && !m.sleep(m.backoff(failures)) {
+			break
+		}
+		inflight = m.takeQueued(inflight)
+		resp, err := m.send(inflight)
+		switch {
+		case err != nil && m.ctx.Err() != nil:
+			// Closing: the deferred failAll below answers the batch.
+		case err != nil && retriable(err):
+			failures++
+			m.logger.Warn().Err(err).Int("partitions", len(inflight)).Int("attempt", failures).Msg("AlterPartition failed, retrying")
+			continue
+		case err != nil:
+			failures++
+			m.logger.Error().Err(err).Int("partitions", len(inflight)).Msg("AlterPartition refused, rejecting its ISR changes")
+			complete(inflight, func(item) core.IsrChangeResult { return core.IsrChangeResult{Error: core.ErrUnknownServerError} })
+			inflight = nil
+			continue
+		default:
+			if resp.GetErrorCode() != replicadv1.ErrorCode_ERROR_CODE_NONE {
+				failures++
+			} else {
+				failures = 0
+			}
+			complete(inflight, m.resultsOf(resp))
+			inflight = nil
+			continue
+		}
+		break
+	}
+	m.failAll(inflight)
+}
+
+// waitForWork blocks until there is something to send (have, or a queued
+// change) and reports false once the Manager is closing.
+func (m *Manager) waitForWork(have bool) bool {
+	for {
+		if m.ctx.Err() != nil {
+			return false
+		}
+		m.mu.Lock()
+		n := len(m.queued)
+		m.mu.Unlock()
+		if have || n > 0 {
+			return true
+		}
+		select {
+		case <-m.wake:
+		case <-m.ctx.Done():
+		}
+	}
+}
+
+// takeQueued moves the queued changes into batch. A change for a partition
+// already in batch replaces the older one, which is answered
+// INVALID_UPDATE_VERSION: a LeaderAndIsr has replaced the state it was based
+// on, and its Partition ignores the answer anyway.
+func (m *Manager) takeQueued(batch []item) []item {
+	m.mu.Lock()
+	queued := m.queued
+	m.queued = nil
+	m.mu.Unlock()
+	var superseded []item
+	for _, it := range queued {
+		i := indexOf(batch, it.change.TopicPartition)
+		if i < 0 {
+			batch = append(batch, it)
+			continue
+		}
+		superseded = append(superseded, batch[i])
+		batch[i] = it
+	}
+	complete(superseded, func(item) core.IsrChangeResult { return core.IsrChangeResult{Error: core.ErrInvalidUpdateVersion} })
+	return batch
+}
+
+func indexOf(batch []item, t tp.TopicPartition) int {
+	for i, it := range batch {
+		if it.change.TopicPartition == t {
+			return i
+		}
+	}
+	return -1
+}
+
+// send makes one AlterPartition call for batch under RequestTimeout.
+func (m *Manager) send(batch []item) (*replicadv1.AlterPartitionResponse, error) {
+	brokerEpoch := m.cfg.BrokerEpoch()
+	req := &replicadv1.AlterPartitionRequest{BrokerId: m.cfg.BrokerID, BrokerEpoch: brokerEpoch}
+	for _, it := range batch {
+		req.Partitions = append(req.Partitions, alterPartitionItem(it.change, m.cfg.BrokerID, brokerEpoch))
+	}
+	ctx, cancel := context.WithTimeout(m.ctx, m.cfg.RequestTimeout)
+	defer cancel()
+	m.logger.Debug().Int("partitions", len(batch)).Int64("broker_epoch", brokerEpoch).Msg("sending AlterPartition")
+	return m.client.AlterPartition(ctx, req)
+}
+
+// alterPartitionItem is change on the wire. new_isr carries each member's
+// broker epoch: this broker's own, a follower's as its fetches told the
+// leader, -1 when unknown.
+func alterPartitionItem(change core.IsrChange, brokerID int32, brokerEpoch int64) *replicadv1.AlterPartitionItem {
+	out := &replicadv1.AlterPartitionItem{
+		Topic:          change.TopicPartition.Topic,
+		Partition:      change.TopicPartition.Partition,
+		LeaderEpoch:    change.LeaderEpoch,
+		PartitionEpoch: change.PartitionEpoch,
+	}
+	for _, id := range change.NewIsr {
+		epoch := int64(-1)
+		if id == brokerID {
+			epoch = brokerEpoch
+		} else if e, ok := change.BrokerEpochs[id]; ok {
+			epoch = e
+		}
+		out.NewIsr = append(out.NewIsr, &replicadv1.BrokerEpoch{BrokerId: id, BrokerEpoch: epoch})
+	}
+	return out
+}
+
+// resultsOf maps resp onto the changes sent: a top-level error applies to
+// every change; otherwise each change takes its partition's item.
+func (m *Manager) resultsOf(resp *replicadv1.AlterPartitionResponse) func(item) core.IsrChangeResult {
+	if top := resp.GetErrorCode(); top != replicadv1.ErrorCode_ERROR_CODE_NONE {
+		m.logger.Warn().Str("error_code", top.String()).Int("partitions", len(resp.GetPartitions())).Msg("AlterPartition rejected as a whole")
+		return func(item) core.IsrChangeResult { return core.IsrChangeResult{Error: core.ErrorCode(top)} }
+	}
+	byPartition := make(map[tp.TopicPartition]*replicadv1.AlterPartitionResult, len(resp.GetPartitions()))
+	for _, r := range resp.GetPartitions() {
+		byPartition[tp.TopicPartition{Topic: r.GetTopic(), Partition: r.GetPartition()}] = r
+	}
+	return func(it item) core.IsrChangeResult {
+		c := it.change
+		r, ok := byPartition[c.TopicPartition]
+		res := core.IsrChangeResult{Error: core.ErrorCode(r.GetErrorCode())}
+		switch {
+		case !ok:
+			// Kafka re-sends such a change; answering it keeps every
+			// change tied to one request, and the Partition proposes again.
+			res.Error = core.ErrUnknownServerError
+		case res.Error != core.ErrNone:
+		case r.GetLeaderEpoch() != c.LeaderEpoch || r.GetLeader() != c.LeaderID:
+			// Committed state of another leadership: not an answer to this
+			// change. The LeaderAndIsr that carries it is on its way.
+			res.Error = core.ErrFencedLeaderEpoch
+		default:
+			res.Isr = r.GetIsr()
+			res.PartitionEpoch = r.GetPartitionEpoch()
+		}
+		if res.Error != core.ErrNone {
+			m.logger.Debug().Str("topic", c.TopicPartition.Topic).Int32("partition", c.TopicPartition.Partition).
+				Int32("leader_epoch", c.LeaderEpoch).Int32("partition_epoch", c.PartitionEpoch).
+				Bool("answered", ok).Str("error_code", res.Error.String()).Msg("ISR change rejected")
+		}
+		return res
+	}
+}
+
+// complete answers every change in batch with result's verdict. It runs
+// without m.mu: done takes the partition's lock.
+func complete(batch []item, result func(item) core.IsrChangeResult) {
+	for _, it := range batch {
+		it.done(result(it))
+	}
+}
+
+// failAll answers inflight and every queued change with BROKER_NOT_AVAILABLE.
+// Submit no longer queues once closed is set, so nothing is left behind.
+func (m *Manager) failAll(inflight []item) {
+	m.mu.Lock()
+	queued := m.queued
+	m.queued = nil
+	m.mu.Unlock()
+	fail := func(item) core.IsrChangeResult { return core.IsrChangeResult{Error: core.ErrBrokerNotAvailable} }
+	complete(inflight, fail)
+	complete(queued, fail)
+}
+
+// retriable tells a failure the controller may get over (it is unreachable,
+// overloaded or slow) from one a retry cannot fix.
+func retriable(err error) bool {
+	switch status.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.ResourceExhausted, codes.Aborted,
+		codes.Canceled, codes.Internal, codes.Unknown:
+		return true
+	}
+	return false
+}
+
+// backoff is the wait before the next request after failures consecutive
+// failures: MinBackoff doubled per failure, capped at MaxBackoff, less a
+// random part of up to half (so brokers retrying together spread out).
+func (m *Manager) backoff(failures int) time.Duration {
+	d := m.cfg.MinBackoff
+	for i := 1; i < failures && d < m.cfg.MaxBackoff; i++ {
+		d *= 2
+	}
+	d = min(d, m.cfg.MaxBackoff)
+	return d - time.Duration(m.cfg.Rand.Int64N(int64(d/2)+1))
+}
+
+// sleep waits d on the clock and reports false if the Manager closes first.
+func (m *Manager) sleep(d time.Duration) bool {
+	fired := make(chan struct{})
+	t := m.cfg.Clock.AfterFunc(d, func() { close(fired) })
+	select {
+	case <-fired:
+		return true
+	case <-m.ctx.Done():
+		t.Stop()
+		return false
+	}
+}

@@ -1,0 +1,354 @@
+package core_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/replicad/replicad/core"
+	"github.com/replicad/replicad/core/clock"
+	"github.com/replicad/replicad/core/record"
+	"github.com/replicad/replicad/core/tp"
+	"github.com/replicad/replicad/fetcher"
+)
+
+var moved = tp.TopicPartition{Topic: "moved", Partition: 0}
+
+// alterFetchers is the alter-log-dirs fetcher manager as cmd/replicad wires
+// it; the replica manager is read through rm, set once it exists.
+func alterFetchers(t *testing.T, rm **core.ReplicaManager) *fetcher.Manager {
+	t.Helper()
+	m, err := fetcher.NewManager(fetcher.Config{
+		BrokerID: 1,
+		MaxWait:  20 * time.Millisecond,
+		Client: fetcher.NewLocalClient(1, func(ctx context.Context, req core.FetchRequest) core.FetchResponse {
+			return (*rm).FetchFromCurrentLog(ctx, req)
+		}),
+		Replicas: fetcher.ReplicasFunc(func(t tp.TopicPartition) (fetcher.Replica, bool) {
+			l, epoch, ok := (*rm).FutureReplicaLog(t)
+			if !ok {
+				return nil, false
+			}
+			return fetcher.NewLogReplica(l, epoch), true
+		}),
+		PartitionBackoff: 10 * time.Millisecond,
+		Clock:            clock.Real{},
+		Logger:           zerolog.Nop(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// noMoves is an alter-log-dirs fetcher manager that never fetches, to hold a
+// move in progress.
+type noMoves struct{}
+
+func (noMoves) AddFetcherForPartitions(context.Context, map[tp.TopicPartition]core.InitialFetchState) {
+}
+func (noMoves) RemoveFetcherForPartitions([]tp.TopicPartition) {}
+func (noMoves) ShutdownIdleFetchers()                          {}
+func (noMoves) Shutdown()                                      {}
+
+func openRM(t *testing.T, dirs []string, alter core.FetcherManager, rmp **core.ReplicaManager) *core.ReplicaManager {
+	t.Helper()
+	rm, err := core.NewReplicaManager(core.Config{
+		BrokerID: 1, LogDirs: dirs, Clock: clock.Real{}, Logger: zerolog.Nop(),
+		HWCheckpointInterval: time.Hour, AlterLogDirsFetchers: alter,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rmp != nil {
+		*rmp = rm
+	}
+	return rm
+}
+
+func lead(t *testing.T, rm *core.ReplicaManager, epoch int32) {
+	t.Helper()
+	resp := rm.BecomeLeaderOrFollower(context.Background(), core.LeaderAndIsrRequest{
+		ControllerID: 0, ControllerEpoch: 1,
+		PartitionStates: []core.PartitionState{{TopicPartition: moved, ControllerEpoch: 1, Leader: 1,
+			LeaderEpoch: epoch, ISR: []int32{1}, Replicas: []int32{1}, IsNew: true}},
+	})
+	if c := resp.PartitionErrors[0].Error; c != core.ErrNone {
+		t.Fatalf("LeaderAndIsr: %s", c)
+	}
+}
+
+func produce(t *testing.T, rm *core.ReplicaManager, values ...string) {
+	t.Helper()
+	if err := tryProduce(rm, values...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// tryProduce is produce for goroutines other than the test's, which must not call t.Fatal.
+func tryProduce(rm *core.ReplicaManager, values ...string) error {
+	recs := make([]record.Record, len(values))
+	for i, v := range values {
+		recs[i] = record.Record{Value: []byte(v)}
+	}
+	if res := rm.Produce(context.Background(), core.ProduceRequest{TopicPartition: moved, Acks: core.AcksAll, Records: recs}); res.Error != core.ErrNone {
+		return fmt.Errorf("produce: %s %s", res.Error, res.Message)
+	}
+	return nil
+}
+
+func consumeAll(t *testing.T, rm *core.ReplicaManager) []string {
+	t.Helper()
+	var out []string
+	for off := int64(0); ; {
+		res := rm.Consume(context.Background(), core.ConsumeRequest{TopicPartition: moved, Offset: off, MaxBytes: 1 << 20})
+		if res.Error != core.ErrNone {
+			t.Fatalf("consume at %d: %s", off, res.Error)
+		}
+		if len(res.Records) == 0 {
+			return out
+		}
+		for _, r := range res.Records {
+			out = append(out, string(r.Value))
+		}
+		off = res.NextOffset
+	}
+}
+
+func info(t *testing.T, rm *core.ReplicaManager) core.PartitionInfo {
+	t.Helper()
+	p := moved.Partition
+	d := rm.Describe(moved.Topic, &p)
+	if len(d.Partitions) != 1 {
+		t.Fatalf("describe: %+v", d)
+	}
+	return d.Partitions[0]
+}
+
+func waitMoved(t *testing.T, rm *core.ReplicaManager, dest string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		in := info(t, rm)
+		if in.FutureLogDir == "" && in.LogDir == dest {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("move did not finish: %+v", in)
+		}
+		time.Sleep(5 * time.Millisecond) // polling a condition, with a deadline
+	}
+}
+
+func wantValues(t *testing.T, got []string, n int) {
+	t.Helper()
+	if len(got) != n {
+		t.Fatalf("got %d records, want %d", len(got), n)
+	}
+	for i, v := range got {
+		if v != fmt.Sprint(i) {
+			t.Fatalf("record %d is %q, want %q", i, v, fmt.Sprint(i))
+		}
+	}
+}
+
+func noDirLeft(t *testing.T, dir string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ents, _ := os.ReadDir(dir)
+		var left []string
+		for _, e := range ents {
+			if strings.HasPrefix(e.Name(), moved.String()) {
+				left = append(left, e.Name())
+			}
+		}
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s still holds %v", dir, left)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestAlterReplicaLogDirMovesLeaderUnderLoad ensures a leader partition moved
+// to another dir while producers append keeps every acknowledged record and
+// its HW, ends up in the new dir only, and leaves nothing in the old one.
+func TestAlterReplicaLogDirMovesLeaderUnderLoad(t *testing.T) {
+	dirs := []string{t.TempDir(), t.TempDir()}
+	var rm *core.ReplicaManager
+	alter := alterFetchers(t, &rm)
+	openRM(t, dirs, alter, &rm)
+	defer rm.Shutdown(context.Background())
+	lead(t, rm, 1)
+	src := info(t, rm).LogDir
+	dest := dirs[0]
+	if src == dest {
+		dest = dirs[1]
+	}
+	next := 0
+	for ; next < 500; next += 10 {
+		vals := make([]string, 10)
+		for i := range vals {
+			vals[i] = fmt.Sprint(next + i)
+		}
+		produce(t, rm, vals...)
+	}
+
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	var mu sync.Mutex
+	var produceErr error
+	wg.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			mu.Lock()
+			produceErr = tryProduce(rm, fmt.Sprint(next))
+			if produceErr == nil {
+				next++
+			}
+			mu.Unlock()
+			if produceErr != nil {
+				return
+			}
+		}
+	})
+	errs := rm.AlterReplicaLogDirs(context.Background(), []core.AlterReplicaLogDir{{TopicPartition: moved, LogDir: dest}})
+	if errs[0].Error != core.ErrNone {
+		t.Fatalf("alter: %s", errs[0].Error)
+	}
+	if in := info(t, rm); in.FutureLogDir != dest && in.LogDir != dest {
+		t.Fatalf("describe during the move: %+v", in)
+	}
+	waitMoved(t, rm, dest)
+	close(stop)
+	wg.Wait()
+	if produceErr != nil {
+		t.Fatalf("producing during the move: %v", produceErr)
+	}
+	produce(t, rm, fmt.Sprint(next))
+	next++
+
+	wantValues(t, consumeAll(t, rm), next)
+	in := info(t, rm)
+	if in.HighWatermark != int64(next) || in.LogEndOffset != int64(next) {
+		t.Fatalf("HW %d LEO %d, want %d", in.HighWatermark, in.LogEndOffset, next)
+	}
+	noDirLeft(t, src)
+	if _, err := os.Stat(filepath.Join(dest, moved.String())); err != nil {
+		t.Fatalf("moved log: %v", err)
+	}
+	if len(alter.Fetchers()) != 0 {
+		t.Fatalf("alter-log-dirs fetchers left: %+v", alter.Fetchers())
+	}
+}
+
+// TestAlterReplicaLogDirErrors ensures the per-partition codes: unknown dir,
+// unknown partition, already there; none of them creates a future log.
+func TestAlterReplicaLogDirErrors(t *testing.T) {
+	dirs := []string{t.TempDir(), t.TempDir()}
+	rm := openRM(t, dirs, noMoves{}, nil)
+	defer rm.Shutdown(context.Background())
+	lead(t, rm, 1)
+	cur := info(t, rm).LogDir
+	errs := rm.AlterReplicaLogDirs(context.Background(), []core.AlterReplicaLogDir{
+		{TopicPartition: moved, LogDir: t.TempDir()},
+		{TopicPartition: tp.TopicPartition{Topic: "other", Partition: 0}, LogDir: dirs[0]},
+		{TopicPartition: moved, LogDir: cur},
+	})
+	want := []core.ErrorCode{core.ErrLogDirNotFound, core.ErrUnknownTopicOrPartition, core.ErrNone}
+	for i, e := range errs {
+		if e.Error != want[i] {
+			t.Errorf("entry %d: %s, want %s", i, e.Error, want[i])
+		}
+	}
+	if in := info(t, rm); in.FutureLogDir != "" || in.LogDir != cur {
+		t.Fatalf("describe: %+v", in)
+	}
+}
+
+// TestAlterReplicaLogDirResumesAfterRestart ensures a move interrupted by a
+// restart while the future log lags resumes with the next LeaderAndIsr from
+// the future log's end and completes with nothing lost.
+func TestAlterReplicaLogDirResumesAfterRestart(t *testing.T) {
+	dirs := []string{t.TempDir(), t.TempDir()}
+	rm1 := openRM(t, dirs, noMoves{}, nil)
+	lead(t, rm1, 1)
+	for i := 0; i < 100; i += 10 {
+		vals := make([]string, 10)
+		for j := range vals {
+			vals[j] = fmt.Sprint(i + j)
+		}
+		produce(t, rm1, vals...)
+	}
+	src := info(t, rm1).LogDir
+	dest := dirs[0]
+	if src == dest {
+		dest = dirs[1]
+	}
+	if errs := rm1.AlterReplicaLogDirs(context.Background(), []core.AlterReplicaLogDir{{TopicPartition: moved, LogDir: dest}}); errs[0].Error != core.ErrNone {
+		t.Fatalf("alter: %s", errs[0].Error)
+	}
+	// Copy the first half into the future log by hand: a move half done.
+	fut, _, ok := rm1.FutureReplicaLog(moved)
+	if !ok {
+		t.Fatal("no future log")
+	}
+	resp := rm1.FetchFromCurrentLog(context.Background(), core.FetchRequest{ReplicaID: 1, BrokerEpoch: -1,
+		Partitions: []core.FetchPartition{{TopicPartition: moved, CurrentLeaderEpoch: -1, LastFetchedEpoch: -1}}})
+	if res := resp.Partitions[0]; res.Error != core.ErrNone || res.LogEndOffset != 100 {
+		t.Fatalf("local fetch: %+v", res)
+	}
+	if _, err := fut.AppendAsFollower(batchesBelow(t, resp.Partitions[0].Records, 50)); err != nil {
+		t.Fatal(err)
+	}
+	if fut.LogEndOffset() != 50 {
+		t.Fatalf("future LEO %d", fut.LogEndOffset())
+	}
+	if in := info(t, rm1); in.FutureLogDir != dest {
+		t.Fatalf("describe: %+v", in)
+	}
+	if err := rm1.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+
+	var rm2 *core.ReplicaManager
+	alter := alterFetchers(t, &rm2)
+	openRM(t, dirs, alter, &rm2)
+	defer rm2.Shutdown(context.Background())
+	lead(t, rm2, 2)
+	waitMoved(t, rm2, dest)
+	wantValues(t, consumeAll(t, rm2), 100)
+	if in := info(t, rm2); in.HighWatermark != 100 {
+		t.Fatalf("HW %d, want 100", in.HighWatermark)
+	}
+	noDirLeft(t, src)
+}
+
+// batchesBelow returns the leading batches of data that end at or before offset.
+func batchesBelow(t *testing.T, data []byte, offset int64) []byte {
+	t.Helper()
+	n := 0
+	for rest := data; len(rest) > 0; {
+		b, next, err := record.Next(rest)
+		if err != nil || b.NextOffset() > offset {
+			break
+		}
+		n += len(rest) - len(next)
+		rest = next
+	}
+	return data[:n]
+}
