@@ -273,7 +273,9 @@ func cloneInt32s(s []int32) []int32 {
 	return append([]int32(nil), s...)
 }
 
-func fetchFromProto(req *replicadv1.FetchRequest) core.FetchRequest {
+// FetchRequestFromProto translates a follower's fetch for the replica
+// manager; the alter-log-dirs fetchers' local source uses it too.
+func FetchRequestFromProto(req *replicadv1.FetchRequest) core.FetchRequest {
 	out := core.FetchRequest{
 		ReplicaID:   req.GetReplicaId(),
 		BrokerEpoch: req.GetBrokerEpoch(),
@@ -294,9 +296,9 @@ func fetchFromProto(req *replicadv1.FetchRequest) core.FetchRequest {
 	return out
 }
 
-// fetchToProto passes the records through as read: they are the stored
+// FetchResponseToProto passes the records through as read: they are the stored
 // batches, which the follower appends without re-encoding.
-func fetchToProto(correlationID int64, resp core.FetchResponse) *replicadv1.FetchResponse {
+func FetchResponseToProto(correlationID int64, resp core.FetchResponse) *replicadv1.FetchResponse {
 	out := &replicadv1.FetchResponse{CorrelationId: correlationID, Partitions: make([]*replicadv1.FetchPartitionResult, len(resp.Partitions))}
 	for i, r := range resp.Partitions {
 		pr := &replicadv1.FetchPartitionResult{

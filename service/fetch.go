@@ -40,7 +40,7 @@ func (s *fetchService) Fetch(stream replicadv1.FetchService_FetchServer) error {
 			if err := validateFetch(req); err != nil {
 				return err
 			}
-			resp := fetchToProto(req.GetCorrelationId(), s.rm.FetchMessages(ctx, fetchFromProto(req)))
+			resp := FetchResponseToProto(req.GetCorrelationId(), s.rm.FetchMessages(ctx, FetchRequestFromProto(req)))
 			if err := stream.Send(resp); err != nil {
 				return err
 			}
