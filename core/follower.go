@@ -21,3 +21,10 @@ func (rm *ReplicaManager) FollowerLog(t tp.TopicPartition) (*log.Log, func() int
 	}
 	return p.log, p.LeaderEpoch, true
 }
+
+// CheckpointAfterTruncation writes the recovery-point checkpoint of the log
+// dir holding t, after a follower truncated t's log: see
+// logmgr.Manager.CheckpointLogOffsetsOf. A failure takes the dir offline.
+func (rm *ReplicaManager) CheckpointAfterTruncation(t tp.TopicPartition) error {
+	return rm.logs.CheckpointLogOffsetsOf(t)
+}

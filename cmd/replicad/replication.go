@@ -26,7 +26,8 @@ func newFetcherManager(cfg config, logger zerolog.Logger, rm **core.ReplicaManag
 			if !ok {
 				return nil, false
 			}
-			return fetcher.NewLogReplica(l, leaderEpoch), true
+			return checkpointingReplica{Replica: fetcher.NewLogReplica(l, leaderEpoch),
+				checkpoint: func() error { return (*rm).CheckpointAfterTruncation(t) }}, true
 		}),
 		Logger: logger.With().Str("component", "fetcher").Logger(),
 	})
@@ -56,4 +57,28 @@ func newAlterLogDirsManager(cfg config, logger zerolog.Logger, rm **core.Replica
 		}),
 		Logger: logger.With().Str("component", "alter-log-dirs").Logger(),
 	})
+}
+
+// checkpointingReplica writes the log dir's recovery-point checkpoint after
+// every truncation of a follower's log, as Kafka's LogManager.truncateTo does:
+// a truncation lowers the recovery point in memory only, and a crash before
+// the next periodic checkpoint would otherwise make recovery trust bytes
+// appended after the truncation that never reached the disk.
+type checkpointingReplica struct {
+	fetcher.Replica
+	checkpoint func() error
+}
+
+func (r checkpointingReplica) TruncateTo(offset int64) error {
+	if err := r.Replica.TruncateTo(offset); err != nil {
+		return err
+	}
+	return r.checkpoint()
+}
+
+func (r checkpointingReplica) TruncateFullyAndStartAt(offset int64) error {
+	if err := r.Replica.TruncateFullyAndStartAt(offset); err != nil {
+		return err
+	}
+	return r.checkpoint()
 }

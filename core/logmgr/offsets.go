@@ -63,6 +63,25 @@ func (m *Manager) CheckpointLogOffsets() map[string]error {
 	return failed
 }
 
+// CheckpointLogOffsetsOf rewrites the recovery-point and log-start checkpoints
+// of the dir holding t's log. Called right after a truncation (Kafka's
+// LogManager.truncateTo does the same): the truncation lowered the log's
+// recovery point in memory, and until the file says so too, a crash would make
+// recovery trust whatever unflushed bytes were appended after the truncation.
+func (m *Manager) CheckpointLogOffsetsOf(t tp.TopicPartition) error {
+	m.mu.RLock()
+	h, ok := m.logs[t]
+	m.mu.RUnlock()
+	if !ok {
+		return nil
+	}
+	if err := m.checkpointDir(h.dir); err != nil {
+		m.reportFailure(h.dir, err)
+		return fmt.Errorf("logmgr: checkpoint offsets of %s: %w", h.dir.path, err)
+	}
+	return nil
+}
+
 // checkpointDir rewrites one dir's checkpoints from its current logs.
 func (m *Manager) checkpointDir(d *logDir) error {
 	m.checkpointMu.Lock()
