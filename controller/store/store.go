@@ -1,0 +1,195 @@
+package store
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+)
+
+// Sentinel errors. Implementations wrap them with context; test with errors.Is.
+var (
+	ErrNotFound = errors.New("store: not found")
+	ErrExists   = errors.New("store: already exists")
+	// ErrConflict: a compare-and-set found another epoch than expected;
+	// nothing was written. Re-read and decide again.
+	ErrConflict = errors.New("store: compare-and-set conflict")
+	// ErrInvalid: the request itself is wrong (a caller bug); nothing was written.
+	ErrInvalid = errors.New("store: invalid argument")
+	ErrClosed  = errors.New("store: closed")
+)
+
+// Broker is a registered broker.
+type Broker struct {
+	ID   int32  `json:"id"`
+	Host string `json:"host"`
+	Port int32  `json:"port"`
+	// Epoch is assigned by RegisterBroker. Invariant: larger than the epoch
+	// of every earlier registration of any broker, across store restarts.
+	Epoch int64 `json:"epoch"`
+	// Fenced: the broker's session expired; it leads nothing and may not
+	// join an ISR until it registers again.
+	Fenced bool `json:"fenced"`
+}
+
+// Partition is the controller's state of one partition.
+type Partition struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	// Leader is a broker id, or -1 (NoLeader) when no replica may lead.
+	Leader      int32 `json:"leader"`
+	LeaderEpoch int32 `json:"leader_epoch"`
+	// PartitionEpoch (Kafka's zkVersion) rises by exactly one at every
+	// write through UpdatePartitions.
+	PartitionEpoch int32   `json:"partition_epoch"`
+	ISR            []int32 `json:"isr"`
+	Replicas       []int32 `json:"replicas"`
+}
+
+// NoLeader is Partition.Leader of a leaderless partition.
+const NoLeader int32 = -1
+
+// Clone returns a copy of p that shares no slice with it.
+func (p Partition) Clone() Partition {
+	p.ISR = slices.Clone(p.ISR)
+	p.Replicas = slices.Clone(p.Replicas)
+	return p
+}
+
+// Topic is a topic with all its partitions, sorted by partition.
+type Topic struct {
+	Name       string      `json:"name"`
+	Partitions []Partition `json:"partitions"`
+}
+
+// PartitionUpdate is one compare-and-set in UpdatePartitions: write New if
+// the stored partition epoch of (New.Topic, New.Partition) is Expected.
+// Invariant: New.PartitionEpoch == Expected+1.
+type PartitionUpdate struct {
+	Expected int32
+	New      Partition
+}
+
+// Store holds the cluster metadata. Implementations are safe for concurrent
+// use. See the package documentation for the rules they share.
+type Store interface {
+	// BumpControllerEpoch raises the controller epoch by one, persists it
+	// and returns it. The first call returns 1.
+	BumpControllerEpoch(ctx context.Context) (int32, error)
+	// ControllerEpoch returns the current controller epoch, 0 before the
+	// first BumpControllerEpoch.
+	ControllerEpoch(ctx context.Context) (int32, error)
+
+	// RegisterBroker stores b (replacing an earlier registration of b.ID)
+	// with a new broker epoch and Fenced false, and returns what it stored.
+	// b.Epoch and b.Fenced are ignored.
+	RegisterBroker(ctx context.Context, b Broker) (Broker, error)
+	// Brokers returns every registered broker, fenced ones included, by id.
+	Brokers(ctx context.Context) ([]Broker, error)
+	// UpdateBroker replaces the host, port and fenced flag of broker b.ID.
+	// b.Epoch must be the stored epoch (ErrConflict otherwise: the broker
+	// registered again since it was read); ErrNotFound if b.ID never
+	// registered.
+	UpdateBroker(ctx context.Context, b Broker) error
+
+	// CreateTopic stores a new topic. parts must be numbered 0..len-1 (in
+	// any order), each with Topic equal to name or empty (then set to name).
+	// ErrExists if the topic exists.
+	CreateTopic(ctx context.Context, name string, parts []Partition) error
+	// DeleteTopic removes a topic and all its partitions; ErrNotFound if
+	// there is none.
+	DeleteTopic(ctx context.Context, name string) error
+	// Topic returns one topic; ErrNotFound if there is none.
+	Topic(ctx context.Context, name string) (Topic, error)
+	// Partitions returns every partition of every topic, sorted by topic
+	// then partition.
+	Partitions(ctx context.Context) ([]Partition, error)
+	// Partition returns one partition; ErrNotFound if there is none.
+	Partition(ctx context.Context, topic string, partition int32) (Partition, error)
+	// UpdatePartitions applies every update or none, in one transaction.
+	// ErrInvalid if an update's new epoch is not Expected+1 or a partition
+	// appears twice; ErrNotFound if a partition does not exist; ErrConflict
+	// if a stored partition epoch is not the Expected one. An empty list is
+	// a no-op.
+	UpdatePartitions(ctx context.Context, updates []PartitionUpdate) error
+
+	// Close releases the store. Later calls fail with ErrClosed. Close is
+	// idempotent.
+	Close() error
+}
+
+// checkBroker validates a RegisterBroker or UpdateBroker argument.
+func checkBroker(b Broker) error {
+	if b.ID < 0 {
+		return fmt.Errorf("broker id %d is negative: %w", b.ID, ErrInvalid)
+	}
+	return nil
+}
+
+// newTopic validates CreateTopic's arguments and returns the topic to store,
+// its partitions cloned, named and sorted.
+func newTopic(name string, parts []Partition) (Topic, error) {
+	if name == "" {
+		return Topic{}, fmt.Errorf("create topic: empty name: %w", ErrInvalid)
+	}
+	if len(parts) == 0 {
+		return Topic{}, fmt.Errorf("create topic %s: no partitions: %w", name, ErrInvalid)
+	}
+	t := Topic{Name: name, Partitions: make([]Partition, len(parts))}
+	for i, p := range parts {
+		if p.Topic == "" {
+			p.Topic = name
+		}
+		if p.Topic != name {
+			return Topic{}, fmt.Errorf("create topic %s: partition %d names topic %q: %w", name, p.Partition, p.Topic, ErrInvalid)
+		}
+		t.Partitions[i] = p.Clone()
+	}
+	slices.SortFunc(t.Partitions, func(a, b Partition) int { return cmp.Compare(a.Partition, b.Partition) })
+	for i, p := range t.Partitions {
+		if p.Partition != int32(i) {
+			return Topic{}, fmt.Errorf("create topic %s: partitions must be numbered 0..%d, found %d: %w", name, len(parts)-1, p.Partition, ErrInvalid)
+		}
+	}
+	return t, nil
+}
+
+// partitionKey identifies a partition.
+type partitionKey struct {
+	topic     string
+	partition int32
+}
+
+// checkUpdates validates UpdatePartitions' argument without looking at the
+// stored state.
+func checkUpdates(updates []PartitionUpdate) error {
+	seen := make(map[partitionKey]bool, len(updates))
+	for _, u := range updates {
+		k := partitionKey{u.New.Topic, u.New.Partition}
+		if seen[k] {
+			return fmt.Errorf("update %s-%d: partition appears twice: %w", k.topic, k.partition, ErrInvalid)
+		}
+		seen[k] = true
+		if u.Expected < 0 || u.Expected == math.MaxInt32 || u.New.PartitionEpoch != u.Expected+1 {
+			return fmt.Errorf("update %s-%d: new partition epoch %d is not expected %d + 1: %w",
+				k.topic, k.partition, u.New.PartitionEpoch, u.Expected, ErrInvalid)
+		}
+	}
+	return nil
+}
+
+// conflict is the error of a lost compare-and-set on a partition epoch.
+func conflict(p Partition, expected, stored int32) error {
+	return fmt.Errorf("update %s-%d: expected partition epoch %d, stored %d: %w",
+		p.Topic, p.Partition, expected, stored, ErrConflict)
+}
+
+func partitionNotFound(topic string, partition int32) error {
+	return fmt.Errorf("partition %s-%d: %w", topic, partition, ErrNotFound)
+}
+
+func comparePartitions(a, b Partition) int {
+	return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
+}
