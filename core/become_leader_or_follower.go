@@ -169,7 +169,7 @@ func (rm *ReplicaManager) getOrCreateHostedPartition(t tp.TopicPartition) (p *Pa
 		h = &hostedPartition{partition: newPartition(t, rm.env)}
 		rm.partitions[t] = h
 	}
-	if h.offline {
+	if h.offline.Load() {
 		return nil, false
 	}
 	return h.partition, !ok

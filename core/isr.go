@@ -205,7 +205,7 @@ func (rm *ReplicaManager) maybeShrinkIsr() {
 	rm.partitionsMu.RLock()
 	ps := make([]*Partition, 0, len(rm.partitions))
 	for _, h := range rm.partitions {
-		if !h.offline {
+		if !h.offline.Load() {
 			ps = append(ps, h.partition)
 		}
 	}

@@ -85,7 +85,9 @@ func (c *Config) setDefaults() {
 // that is not in the map is Kafka's HostedPartition.None.
 type hostedPartition struct {
 	partition *Partition
-	offline   bool
+	// offline is set under partitionsMu, and read without it by request
+	// paths that looked the entry up first: hence atomic.
+	offline atomic.Bool
 }
 
 // ReplicaManager is a broker's replica state machine (Kafka's ReplicaManager).
@@ -268,7 +270,7 @@ func (rm *ReplicaManager) onlinePartition(t tp.TopicPartition) (*Partition, Erro
 	switch {
 	case h == nil:
 		return nil, ErrUnknownTopicOrPartition
-	case h.offline:
+	case h.offline.Load():
 		return nil, ErrStorageError
 	}
 	return h.partition, ErrNone
@@ -301,7 +303,7 @@ func (rm *ReplicaManager) Describe(topic string, partition *int32) Description {
 	d := Description{BrokerID: rm.cfg.BrokerID, ControllerEpoch: rm.controllerEpoch.Load()}
 	for _, h := range hosted {
 		in := h.partition.info()
-		if h.offline {
+		if h.offline.Load() {
 			in.Role = RoleOffline
 			in.HighWatermark, in.LogEndOffset, in.LogStartOffset, in.LogDir = -1, -1, -1, ""
 		}
@@ -408,7 +410,7 @@ func (rm *ReplicaManager) markPartitionOffline(t tp.TopicPartition) {
 		h = &hostedPartition{partition: newPartition(t, rm.env)}
 		rm.partitions[t] = h
 	}
-	h.offline = true
+	h.offline.Store(true)
 	rm.partitionsMu.Unlock()
 	h.partition.mu.Lock()
 	h.partition.log = nil

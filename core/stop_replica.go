@@ -49,7 +49,7 @@ func (rm *ReplicaManager) StopReplicas(ctx context.Context, req StopReplicaReque
 			if sp.Delete {
 				toStop = append(toStop, sp)
 			}
-		case h.offline:
+		case h.offline.Load():
 			codes[i] = ErrStorageError
 		default:
 			current := h.partition.LeaderEpoch()
