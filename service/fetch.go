@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
@@ -14,6 +15,8 @@ import (
 type fetchService struct {
 	replicadv1.UnimplementedFetchServiceServer
 	rm ReplicaManager
+	// draining ends every stream when the server shuts down (nil: never).
+	draining context.Context
 }
 
 // Fetch serves one follower fetcher's stream. A fetcher keeps one request in
@@ -23,13 +26,22 @@ type fetchService struct {
 // request ends the stream with InvalidArgument: it is a bug in the follower,
 // and a stream carries a status only at its end.
 func (s *fetchService) Fetch(stream replicadv1.FetchService_FetchServer) error {
-	ctx := stream.Context()
+	ctx, cancel := context.WithCancel(stream.Context())
+	defer cancel()
+	if s.draining != nil {
+		// A long-polling fetch returns at once too: the follower reconnects
+		// to whichever broker leads next.
+		defer context.AfterFunc(s.draining, cancel)()
+	}
 	reqs := make(chan *replicadv1.FetchRequest)
 	recvErr := make(chan error, 1)
 	go receiveFetches(ctx, stream, reqs, recvErr)
 	for {
 		select {
 		case <-ctx.Done():
+			if s.draining != nil && s.draining.Err() != nil {
+				return status.Error(codes.Unavailable, "broker is shutting down")
+			}
 			return status.FromContextError(ctx.Err()).Err()
 		case err := <-recvErr:
 			if errors.Is(err, io.EOF) {

@@ -33,6 +33,11 @@ type Options struct {
 type Server struct {
 	grpc   *grpc.Server
 	health *health.Server
+	// draining is cancelled when Shutdown starts: follower Fetch streams
+	// never end on their own, so they end then, letting the graceful stop
+	// finish the calls that do.
+	draining     context.Context
+	stopDraining context.CancelFunc
 }
 
 // servedServices are the names the health service reports on, besides "" (the whole server).
@@ -76,9 +81,10 @@ func NewServer(opts Options) *Server {
 	serverOpts = append(serverOpts, opts.ServerOptions...)
 
 	s := &Server{grpc: grpc.NewServer(serverOpts...), health: health.NewServer()}
+	s.draining, s.stopDraining = context.WithCancel(context.Background())
 	replicadv1.RegisterReplicaManagerServiceServer(s.grpc, &replicaManagerService{rm: opts.ReplicaManager})
 	replicadv1.RegisterLogServiceServer(s.grpc, &logService{rm: opts.ReplicaManager, now: now})
-	replicadv1.RegisterFetchServiceServer(s.grpc, &fetchService{rm: opts.ReplicaManager})
+	replicadv1.RegisterFetchServiceServer(s.grpc, &fetchService{rm: opts.ReplicaManager, draining: s.draining})
 	replicadv1.RegisterControllerServiceServer(s.grpc, &controllerService{})
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	reflection.Register(s.grpc)
@@ -117,6 +123,7 @@ func (s *Server) Serve(lis net.Listener) error {
 func (s *Server) Shutdown(ctx context.Context) (graceful bool) {
 	// health.Server.Shutdown sets every service NOT_SERVING and ignores later updates.
 	s.health.Shutdown()
+	s.stopDraining()
 	done := make(chan struct{})
 	go func() {
 		s.grpc.GracefulStop()

@@ -101,3 +101,28 @@ func TestReplicationAcksAllAndFailover(t *testing.T) {
 		}
 	}
 }
+
+// TestLeaderWithFollowersStopsPromptly ensures SIGTERM on a leader whose
+// followers hold open Fetch streams ends those streams and exits 0 well
+// within the 10 s graceful-stop bound, rather than waiting it out.
+func TestLeaderWithFollowersStopsPromptly(t *testing.T) {
+	leader, lc := startBroker(t, 1, t.TempDir())
+	follower, fc := startBroker(t, 2, t.TempDir())
+	live := []*replicadv1.Broker{endpoint(t, 1, leader), endpoint(t, 2, follower)}
+	st := func() *replicadv1.PartitionState {
+		return &replicadv1.PartitionState{Topic: "orders", Partition: 0, Leader: 1, LeaderEpoch: 1,
+			Isr: []int32{1, 2}, Replicas: []int32{1, 2}, IsNew: true}
+	}
+	lc.sendLeaderAndIsr(1, st(), live)
+	fc.sendLeaderAndIsr(1, st(), live)
+	// acks=-1 with ISR {1,2} completes only once the follower's stream is fetching.
+	lc.produce("orders", 0, -1, "a")
+
+	start := time.Now()
+	if code := leader.Terminate(8 * time.Second); code != 0 {
+		t.Fatalf("exit status %d, want 0; stderr:\n%s", code, leader.Stderr())
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("SIGTERM took %v with a follower streaming", took)
+	}
+}
