@@ -26,6 +26,14 @@ func (n *notifier) wait() <-chan struct{} {
 	return n.ch
 }
 
+// waiting reports whether a waiter took a channel that no notify has closed
+// yet (tests use it to know a long poll is parked).
+func (n *notifier) waiting() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.ch != nil
+}
+
 // watch makes every later notify send to w without blocking; w should have a
 // buffer of one, so a wake-up between two checks is kept, not lost.
 func (n *notifier) watch(w chan<- struct{}) {

@@ -583,8 +583,22 @@ func TestConsumeLongPollWokenByAppend(t *testing.T) {
 	go func() {
 		done <- h.rm.Consume(context.Background(), ConsumeRequest{TopicPartition: tp0, MinBytes: 1, MaxWait: time.Hour})
 	}()
+	// Produce only once the consumer waits on the partition's notifier, so
+	// the record must reach it by the wake-up, not by its first read.
+	p, _ := h.rm.onlinePartition(tp0)
+	waitFor(t, p.changed.waiting)
+	select {
+	case r := <-done:
+		t.Fatalf("consume returned before any record: %+v", r)
+	default:
+	}
 	h.produce(tp0, AcksLeader, "late")
-	r := <-done
+	var r ConsumeResult
+	select {
+	case r = <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the append did not wake the long poll")
+	}
 	if len(r.Records) != 1 || string(r.Records[0].Value) != "late" {
 		t.Fatalf("long poll: %+v", r)
 	}
