@@ -355,8 +355,13 @@ func (p *Partition) appendRecordsToLeader(batch record.Batch, acks int) (log.App
 	}
 	epoch := p.leaderEpoch
 	l := p.log
-	info, err := l.AppendAsLeader(batch, epoch)
+	info, err := l.AppendAsLeaderUnflushed(batch, epoch)
 	p.mu.RUnlock()
+	if err == nil {
+		// Outside p.mu: a follower fetch or a LeaderAndIsr waiting to write
+		// the partition state must not wait for this fsync.
+		err = l.WaitFlushed(info)
+	}
 	if err != nil {
 		return info, epoch, storageErrorCode(err), err
 	}

@@ -12,6 +12,15 @@ import (
 // policy says. The batch must pass record.Batch.Verify (else an error
 // wrapping record.ErrCorrupt); its bytes are stamped in place.
 func (l *Log) AppendAsLeader(b record.Batch, leaderEpoch int32) (AppendInfo, error) {
+	info, err := l.AppendAsLeaderUnflushed(b, leaderEpoch)
+	return l.finishAppend(info, err)
+}
+
+// AppendAsLeaderUnflushed is AppendAsLeader without waiting for the flush
+// policy: the caller calls WaitFlushed once it has released its own locks, so
+// that no partition lock is held across an fsync (where it would stall
+// everyone queued behind a writer of that lock, and defeat group commit).
+func (l *Log) AppendAsLeaderUnflushed(b record.Batch, leaderEpoch int32) (AppendInfo, error) {
 	if len(b) > l.cfg.MaxBatchBytes {
 		return AppendInfo{}, fmt.Errorf("%w: %d bytes, limit %d", ErrBatchTooLarge, len(b), l.cfg.MaxBatchBytes)
 	}
@@ -40,7 +49,14 @@ func (l *Log) AppendAsLeader(b record.Batch, leaderEpoch int32) (AppendInfo, err
 	b.SetLeaderEpoch(leaderEpoch)
 	info, err := l.appendLocked(b, []record.Batch{b})
 	l.mu.Unlock()
-	return l.finishAppend(info, err)
+	return info, err
+}
+
+// WaitFlushed returns once an append made with AppendAsLeaderUnflushed is as
+// durable as the flush policy promises (at once unless FlushEveryBatch).
+func (l *Log) WaitFlushed(info AppendInfo) error {
+	_, err := l.finishAppend(info, nil)
+	return err
 }
 
 // AppendAsFollower appends raw batches fetched from the leader. Each batch is
