@@ -9,6 +9,8 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/replicad/replicad/core/checkpoint"
+	"github.com/replicad/replicad/core/epoch"
 	"github.com/replicad/replicad/core/log"
 	"github.com/replicad/replicad/core/logmgr"
 	"github.com/replicad/replicad/core/record"
@@ -24,7 +26,10 @@ import (
 // of this same broker into the future log. When a fetch shows the future log
 // caught up, the move check (maybeReplaceCurrentWithFutureReplica) swaps it in
 // under the partition's write lock, which appends take for reading, so no
-// append falls between the catch-up check and the swap.
+// append falls between the catch-up check and the swap. On a follower the
+// replica fetcher may still truncate and refill the current log between the
+// fetch that found the future log caught up and the swap, so the swap checks
+// that both logs hold the same epochs, not just the same LEO.
 
 // AlterReplicaLogDir asks for one partition to be moved to LogDir.
 type AlterReplicaLogDir struct {
@@ -388,9 +393,11 @@ func (rm *ReplicaManager) maybeReplaceCurrentWithFutureReplica(t tp.TopicPartiti
 var errFutureCopy = errors.New("copy to future log")
 
 // replaceCurrentWithFutureLog swaps the future log in, under the write lock,
-// when it holds everything the current log does, copying a short tail itself
-// first. Nothing but this broker's leader appends (kept out by the lock) may
-// write to the logs meanwhile.
+// when it holds the same records as the current log (same LEO and the same
+// epoch at every offset), copying a short tail itself first. A future log that
+// diverges from the current one is truncated where it does instead, and the
+// copy goes on. Nothing but this broker's leader appends (kept out by the
+// lock) may write to the logs meanwhile.
 func (p *Partition) replaceCurrentWithFutureLog() (bool, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -405,6 +412,13 @@ func (p *Partition) replaceCurrentWithFutureLog() (bool, error) {
 	}
 	if fut.LogEndOffset() != cur.LogEndOffset() || fut.LogStartOffset() > cur.LogStartOffset() {
 		return false, nil
+	}
+	// Equal LEOs are not enough: since the fetch that found the future log
+	// caught up, the replica fetcher may have truncated the current log on a
+	// diverging epoch and appended the new leader's records up to the same
+	// LEO. The future log would then still hold the old epoch's records.
+	if d, diverged := epochDivergence(cur, fut); diverged {
+		return false, p.truncateDivergedFutureLocked(fut, d)
 	}
 	hw := cur.HighWatermark()
 	moved, err := p.env.logs.ReplaceCurrentWithFutureLog(t, hw)
@@ -421,6 +435,69 @@ func (p *Partition) replaceCurrentWithFutureLog() (bool, error) {
 		}
 	}
 	return true, nil
+}
+
+// truncateDivergedFutureLocked cuts the future log at d, the first offset at
+// which its records' epochs differ from the current log's, and checkpoints its
+// lowered recovery point; the alter-log-dirs fetcher, added back by the
+// caller, copies the current log's records from there.
+func (p *Partition) truncateDivergedFutureLocked(fut *log.Log, d int64) error {
+	t := p.topicPartition
+	p.env.logger.Warn().Str("topic", t.Topic).Int32("partition", t.Partition).Int64("offset", d).
+		Int64("log_end_offset", fut.LogEndOffset()).
+		Msg("future log diverges from the current log at an equal log end offset: truncating it instead of swapping it in")
+	if err := fut.TruncateTo(d); err != nil {
+		return fmt.Errorf("%w: truncate diverged future log to %d: %w", errFutureCopy, d, err)
+	}
+	if err := p.env.logs.CheckpointLogOffsetsOfFuture(t); err != nil {
+		return fmt.Errorf("%w: %w", errFutureCopy, err)
+	}
+	return nil
+}
+
+// epochDivergence compares the leader epochs of the records cur and fut hold,
+// which have the same log end offset, over the offsets both hold (from the
+// higher log start offset up to the LEO). Epoch cache entries starting at or
+// after the LEO cover no record and are left out: a leader's freshly assigned
+// epoch is one. Two logs agreeing on the epoch of every offset hold the same
+// records. It returns the first offset whose epoch differs.
+func epochDivergence(cur, fut *log.Log) (int64, bool) {
+	lo, hi := max(cur.LogStartOffset(), fut.LogStartOffset()), cur.LogEndOffset()
+	if lo >= hi {
+		return 0, false
+	}
+	a := epochRuns(cur.EpochCache().Entries(), lo, hi)
+	b := epochRuns(fut.EpochCache().Entries(), lo, hi)
+	for i := 0; i < min(len(a), len(b)); i++ {
+		if a[i] != b[i] {
+			// They agree up to the earlier of the two starts (the first
+			// runs both start at lo).
+			return min(a[i].StartOffset, b[i].StartOffset), true
+		}
+	}
+	switch {
+	case len(a) > len(b):
+		return a[len(b)].StartOffset, true
+	case len(b) > len(a):
+		return b[len(a)].StartOffset, true
+	}
+	return 0, false
+}
+
+// epochRuns restricts epoch cache entries to [lo, hi): the epoch at lo
+// (epoch.Undefined when none covers it) starting at lo, then the entries
+// starting inside the range.
+func epochRuns(entries []checkpoint.EpochEntry, lo, hi int64) []checkpoint.EpochEntry {
+	runs := []checkpoint.EpochEntry{{Epoch: epoch.Undefined, StartOffset: lo}}
+	for _, e := range entries {
+		switch {
+		case e.StartOffset <= lo:
+			runs[0].Epoch = e.Epoch
+		case e.StartOffset < hi:
+			runs = append(runs, e)
+		}
+	}
+	return runs
 }
 
 // copyTailLocked appends to fut the batches of cur it lacks, when they are

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -13,7 +14,9 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/replicad/replicad/core"
+	"github.com/replicad/replicad/core/checkpoint"
 	"github.com/replicad/replicad/core/clock"
+	"github.com/replicad/replicad/core/log"
 	"github.com/replicad/replicad/core/record"
 	"github.com/replicad/replicad/core/tp"
 	"github.com/replicad/replicad/fetcher"
@@ -351,4 +354,202 @@ func batchesBelow(t *testing.T, data []byte, offset int64) []byte {
 		rest = next
 	}
 	return data[:n]
+}
+
+// replicaFetcherHook is the replica fetcher manager of a follower whose
+// fetcher does nothing but run onRemove, once armed, when the swap check
+// removes the partition from it: the last response of a real fetcher is
+// processed there, between the fetch that found the future log caught up and
+// the swap.
+type replicaFetcherHook struct {
+	mu       sync.Mutex
+	onRemove func()
+}
+
+func (h *replicaFetcherHook) AddFetcherForPartitions(context.Context, map[tp.TopicPartition]core.InitialFetchState) {
+}
+
+func (h *replicaFetcherHook) RemoveFetcherForPartitions([]tp.TopicPartition) {
+	h.mu.Lock()
+	f := h.onRemove
+	h.onRemove = nil
+	h.mu.Unlock()
+	if f != nil {
+		f()
+	}
+}
+func (h *replicaFetcherHook) ShutdownIdleFetchers() {}
+func (h *replicaFetcherHook) Shutdown()             {}
+
+func (h *replicaFetcherHook) arm(f func()) {
+	h.mu.Lock()
+	h.onRemove = f
+	h.mu.Unlock()
+}
+
+// followerBatch is one batch of values as a leader stamped it: at base, in leaderEpoch.
+func followerBatch(base int64, leaderEpoch int32, values ...string) []byte {
+	recs := make([]record.Record, len(values))
+	for i, v := range values {
+		recs[i] = record.Record{Value: []byte(v)}
+	}
+	b := record.Build(recs, 1)
+	b.SetBaseOffset(base)
+	b.SetLeaderEpoch(leaderEpoch)
+	return b
+}
+
+// logRecords reads every record of l as "epoch:value".
+func logRecords(t *testing.T, l *log.Log) []string {
+	t.Helper()
+	ri, err := l.Read(l.LogStartOffset(), 1<<20, l.LogEndOffset())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for rest := ri.Data; len(rest) > 0; {
+		b, next, err := record.Next(rest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs, err := b.Records()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range recs {
+			out = append(out, fmt.Sprintf("%d:%s", r.LeaderEpoch, r.Value))
+		}
+		rest = next
+	}
+	return out
+}
+
+// copyToFuture fetches the current log from the future log's end, as the
+// alter-log-dirs fetcher does, and appends what it read to the future log.
+// It returns the fetch's result (a fetch at the current LEO queues the swap).
+func copyToFuture(t *testing.T, rm *core.ReplicaManager, fut *log.Log) core.FetchPartitionResult {
+	t.Helper()
+	resp := rm.FetchFromCurrentLog(context.Background(), core.FetchRequest{ReplicaID: 1, BrokerEpoch: -1,
+		Partitions: []core.FetchPartition{{TopicPartition: moved, FetchOffset: fut.LogEndOffset(),
+			CurrentLeaderEpoch: -1, LastFetchedEpoch: fut.LatestEpoch()}}})
+	res := resp.Partitions[0]
+	if res.Error != core.ErrNone || res.DivergingEpoch != nil {
+		t.Fatalf("local fetch at %d: %+v", fut.LogEndOffset(), res)
+	}
+	if len(res.Records) > 0 {
+		if _, err := fut.AppendAsFollower(res.Records); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return res
+}
+
+// TestAlterReplicaLogDirFollowerTruncatedBeforeSwap ensures that when a follower's current log is truncated and refilled with another epoch's records up to the same LEO between the fetch that found the future log caught up and the swap, the swap does not install the stale future log: it truncates the future log, the copy resumes, and the moved log holds the current log's records and epochs.
+func TestAlterReplicaLogDirFollowerTruncatedBeforeSwap(t *testing.T) {
+	dirs := []string{t.TempDir(), t.TempDir()}
+	replicaFetchers := &replicaFetcherHook{}
+	rm, err := core.NewReplicaManager(core.Config{
+		BrokerID: 1, LogDirs: dirs, Clock: clock.Real{}, Logger: zerolog.Nop(),
+		HWCheckpointInterval: time.Hour, Fetchers: replicaFetchers, AlterLogDirsFetchers: noMoves{},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rm.Shutdown(context.Background())
+	resp := rm.BecomeLeaderOrFollower(context.Background(), core.LeaderAndIsrRequest{
+		ControllerID: 0, ControllerEpoch: 1,
+		PartitionStates: []core.PartitionState{{TopicPartition: moved, ControllerEpoch: 1, Leader: 2,
+			LeaderEpoch: 1, ISR: []int32{2, 1}, Replicas: []int32{2, 1}, IsNew: true}},
+		LiveLeaders: []core.Broker{{ID: 2, Host: "localhost", Port: 9}},
+	})
+	if c := resp.PartitionErrors[0].Error; c != core.ErrNone {
+		t.Fatalf("LeaderAndIsr: %s", c)
+	}
+	cur, _, ok := rm.FollowerLog(moved)
+	if !ok {
+		t.Fatal("not a follower")
+	}
+	// Epoch 1's leader wrote 0-9; 5-9 never reached its ISR.
+	for _, b := range [][]byte{followerBatch(0, 1, "a0", "a1", "a2", "a3", "a4"), followerBatch(5, 1, "stale5", "stale6", "stale7", "stale8", "stale9")} {
+		if _, err := cur.AppendAsFollower(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	src := info(t, rm).LogDir
+	dest := dirs[0]
+	if src == dest {
+		dest = dirs[1]
+	}
+	if errs := rm.AlterReplicaLogDirs(context.Background(), []core.AlterReplicaLogDir{{TopicPartition: moved, LogDir: dest}}); errs[0].Error != core.ErrNone {
+		t.Fatalf("alter: %s", errs[0].Error)
+	}
+	fut, _, ok := rm.FutureReplicaLog(moved)
+	if !ok {
+		t.Fatal("no future log")
+	}
+	copyToFuture(t, rm, fut)
+	if fut.LogEndOffset() != 10 {
+		t.Fatalf("future LEO %d, want 10", fut.LogEndOffset())
+	}
+
+	// Epoch 2's leader kept 0-4 and acknowledged its own 5-9: the replica
+	// fetcher truncates the current log and appends them, after the fetch
+	// below found the future log caught up and before the swap.
+	hooked := make(chan error, 1)
+	replicaFetchers.arm(func() {
+		err := cur.TruncateTo(5)
+		if err == nil {
+			_, err = cur.AppendAsFollower(followerBatch(5, 2, "new5", "new6", "new7", "new8", "new9"))
+		}
+		hooked <- err
+	})
+	if res := copyToFuture(t, rm, fut); res.LogEndOffset != 10 || len(res.Records) != 0 {
+		t.Fatalf("caught-up fetch: %+v", res)
+	}
+	select {
+	case err := <-hooked:
+		if err != nil {
+			t.Fatalf("truncating and refilling the current log: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the swap check never removed the replica fetcher")
+	}
+	want := []string{"1:a0", "1:a1", "1:a2", "1:a3", "1:a4", "2:new5", "2:new6", "2:new7", "2:new8", "2:new9"}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		in := info(t, rm)
+		if in.FutureLogDir == "" {
+			l, _, _ := rm.FollowerLog(moved)
+			t.Fatalf("the swap installed the future log from before the truncation: %q, want %q", logRecords(t, l), want)
+		}
+		if fut.LogEndOffset() < 10 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the swap check neither swapped nor truncated the future log: %+v", in)
+		}
+		time.Sleep(5 * time.Millisecond) // polling a condition, with a deadline
+	}
+	if fut.LogEndOffset() != 5 {
+		t.Fatalf("future log truncated to %d, want 5 (where the epochs diverge)", fut.LogEndOffset())
+	}
+
+	// The copy resumes from the divergence and the move completes.
+	copyToFuture(t, rm, fut)
+	if res := copyToFuture(t, rm, fut); res.LogEndOffset != 10 || len(res.Records) != 0 {
+		t.Fatalf("caught-up fetch: %+v", res)
+	}
+	waitMoved(t, rm, dest)
+	l, _, ok := rm.FollowerLog(moved)
+	if !ok {
+		t.Fatal("not a follower after the move")
+	}
+	if got := logRecords(t, l); !slices.Equal(got, want) {
+		t.Fatalf("moved log holds %q, want %q", got, want)
+	}
+	wantEpochs := []checkpoint.EpochEntry{{Epoch: 1, StartOffset: 0}, {Epoch: 2, StartOffset: 5}}
+	if got := l.EpochCache().Entries(); !slices.Equal(got, wantEpochs) {
+		t.Fatalf("moved log's epochs %+v, want %+v", got, wantEpochs)
+	}
+	noDirLeft(t, src)
 }

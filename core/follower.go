@@ -28,3 +28,12 @@ func (rm *ReplicaManager) FollowerLog(t tp.TopicPartition) (*log.Log, func() int
 func (rm *ReplicaManager) CheckpointAfterTruncation(t tp.TopicPartition) error {
 	return rm.logs.CheckpointLogOffsetsOf(t)
 }
+
+// CheckpointFutureAfterTruncation is CheckpointAfterTruncation for t's future
+// log (a replica being moved between log dirs), after the alter-log-dirs
+// fetcher truncated it: it writes the recovery-point checkpoint of the dir the
+// future log is in (logmgr.Manager.CheckpointLogOffsetsOfFuture). A failure
+// takes that dir offline.
+func (rm *ReplicaManager) CheckpointFutureAfterTruncation(t tp.TopicPartition) error {
+	return rm.logs.CheckpointLogOffsetsOfFuture(t)
+}

@@ -1,10 +1,13 @@
 package fetcher
 
 import (
+	"context"
 	"testing"
 	"time"
 
+	"github.com/replicad/replicad/core"
 	"github.com/replicad/replicad/core/clock"
+	"github.com/replicad/replicad/core/record"
 	"github.com/replicad/replicad/core/tp"
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
 )
@@ -15,23 +18,39 @@ var (
 )
 
 // A follower replicates the leader's batches and epochs byte for byte, keeps
-// fetching as new data comes, and sets its HW to min(leader HW, own LEO).
+// fetching as new data comes, and sets its HW to min(leader HW, own LEO):
+// neither the leader's HW when its own LEO is below it, nor its own LEO when
+// the leader's HW is below that.
 func TestFetchReplicatesAndSetsHighWatermark(t *testing.T) {
 	forEachTransport(t, func(t *testing.T, e *env) {
 		fl := newFakeLeader(t)
 		ll := fl.addPartition(p0, 3, 0)
 		appendBatches(t, ll, 1, 2)
 		appendBatches(t, ll, 3, 3)
+		// Leader HW 5 = its LEO, but it serves only [0,3): follower LEO 3 < 5.
+		fl.with(func(fl *fakeLeader) { fl.readLimit[p0] = 3 })
 		leader := e.serve(1, fl)
 		r := e.follow(p0, 3, 0)
 		e.manager()
 		e.add(p0, leader, 3)
-		waitCaughtUp(t, r, ll)
+		// A fetch at offset n is sent after the answer that brought the LEO to
+		// n was applied, HW included.
+		waitFor(t, "fetch at offset 3", func() bool { return fl.lastFetchAt(p0, 3) }, nil)
+		if leo, hw := r.LogEndOffset(), r.HighWatermark(); leo != 3 || hw != 3 {
+			t.Fatalf("follower LEO %d HW %d with leader HW 5, want 3 and 3 (min(leader HW, own LEO))", leo, hw)
+		}
+		// Now the leader serves everything, but its HW (7) is below its LEO (9).
+		fl.with(func(fl *fakeLeader) {
+			delete(fl.readLimit, p0)
+			fl.hw[p0] = 7
+		})
 		fl.append(p0, 4)
 		waitCaughtUp(t, r, ll)
 		sameLog(t, r.log, ll)
-		waitFor(t, "follower HW = leader HW", func() bool { return r.HighWatermark() == ll.LogEndOffset() }, nil)
-		waitFor(t, "fetch at offset 9", func() bool { reqs := fl.requestsFor(p0); return reqs[len(reqs)-1].GetFetchOffset() == 9 }, nil)
+		waitFor(t, "fetch at offset 9", func() bool { return fl.lastFetchAt(p0, 9) }, nil)
+		if hw := r.HighWatermark(); hw != 7 {
+			t.Fatalf("follower HW %d with leader HW 7 and own LEO 9, want 7", hw)
+		}
 		reqs := fl.requestsFor(p0)
 		last := reqs[len(reqs)-1]
 		if last.GetCurrentLeaderEpoch() != 3 || last.GetLastFetchedEpoch() != 3 || last.GetFetchOffset() != 9 {
@@ -317,6 +336,121 @@ func TestStalePartitionIsDropped(t *testing.T) {
 		waitFor(t, "stale partition dropped", func() bool { _, ok := m.FetchState(p0); return !ok }, nil)
 		if m.IsFailed(p0) {
 			t.Fatal("stale partition marked failed")
+		}
+	})
+}
+
+// A diverging epoch older than every epoch the follower holds makes it drop
+// everything from its first epoch, so the next fetch carries another last
+// fetched epoch and progresses, instead of truncating to the leader's end
+// offset, keeping its epoch and livelocking.
+func TestDivergingEpochOlderThanFollowerEpochs(t *testing.T) {
+	forEachTransport(t, func(t *testing.T, e *env) {
+		fl := newFakeLeader(t)
+		ll := fl.addPartition(p0, 6, 10)
+		appendBatches(t, ll, 3, 10) // [10,20)
+		appendBatches(t, ll, 6, 3)  // [20,23)
+		leader := e.serve(1, fl)
+		r := e.follow(p0, 6, 10)
+		appendBatch(t, r.log, 5, 7) // [10,17)
+		appendBatch(t, r.log, 5, 8) // [17,25)
+		e.manager()
+		e.add(p0, leader, 6)
+		waitCaughtUp(t, r, ll)
+		sameLog(t, r.log, ll)
+		reqs := fl.requestsFor(p0)
+		if len(reqs) < 2 {
+			t.Fatalf("%d fetches, want at least 2", len(reqs))
+		}
+		if first := reqs[0]; first.GetFetchOffset() != 25 || first.GetLastFetchedEpoch() != 5 {
+			t.Fatalf("first fetch at offset %d epoch %d, want 25 and 5", first.GetFetchOffset(), first.GetLastFetchedEpoch())
+		}
+		if second := reqs[1]; second.GetFetchOffset() != 10 || second.GetLastFetchedEpoch() != -1 {
+			t.Fatalf("second fetch at offset %d epoch %d, want 10 and -1 (all of epoch 5 dropped)",
+				second.GetFetchOffset(), second.GetLastFetchedEpoch())
+		}
+	})
+}
+
+// A diverging answer whose truncation changes nothing delays the partition
+// by PartitionBackoff instead of fetching it again at once.
+func TestNoOpDivergenceIsDelayed(t *testing.T) {
+	forEachTransport(t, func(t *testing.T, e *env) {
+		clk := clock.NewManual(time.Unix(0, 0))
+		e.cfg.Clock = clk
+		e.cfg.PartitionBackoff = time.Second
+		fl := newFakeLeader(t)
+		fl.addPartition(p0, 1, 0)
+		// Always "epoch 1 ends at 3", which is where the follower's epoch 1
+		// ends too: the truncation it asks for is a no-op.
+		fl.script = func(n int, fp *replicadv1.FetchPartition) *replicadv1.FetchPartitionResult {
+			return &replicadv1.FetchPartitionResult{
+				DivergingEpoch: &replicadv1.EpochEndOffset{Epoch: 1, EndOffset: 3}, HighWatermark: 3, LogEndOffset: 3,
+			}
+		}
+		leader := e.serve(1, fl)
+		r := e.follow(p0, 1, 0)
+		appendBatches(t, r.log, 1, 3)
+		m := e.manager()
+		e.add(p0, leader, 1)
+		waitFor(t, "partition delayed", func() bool { s, ok := m.FetchState(p0); return ok && s.Delayed }, nil)
+		time.Sleep(50 * time.Millisecond)
+		if n := len(fl.requestsFor(p0)); n != 1 {
+			t.Fatalf("%d fetches while the partition should wait out its backoff, want 1", n)
+		}
+		if r.LogEndOffset() != 3 {
+			t.Fatalf("follower LEO %d, want 3", r.LogEndOffset())
+		}
+		clk.Advance(time.Second)
+		waitFor(t, "fetch after the backoff", func() bool { return len(fl.requestsFor(p0)) >= 2 }, nil)
+	})
+}
+
+// Partitions that got records go last in the next fetch, so that with the
+// leader sharing max_bytes in request order a far-behind partition does not
+// starve the others: each of two partitions behind by more than max_bytes
+// makes progress within the first two fetches.
+func TestFetchOrderRotatesSoNoPartitionStarves(t *testing.T) {
+	forEachTransport(t, func(t *testing.T, e *env) {
+		batchSize := len(record.Build([]record.Record{{Value: []byte("v")}}, 1))
+		e.cfg.MaxBytes = int32(3 * batchSize)
+		fl := newFakeLeader(t)
+		fl.shareMaxBytes = true
+		l0, l1 := fl.addPartition(p0, 1, 0), fl.addPartition(p1, 1, 0)
+		appendBatches(t, l0, 1, 12)
+		appendBatches(t, l1, 1, 12)
+		leader := e.serve(1, fl)
+		r0, r1 := e.follow(p0, 1, 0), e.follow(p1, 1, 0)
+		m := e.manager()
+		m.AddFetcherForPartitions(context.Background(), map[tp.TopicPartition]core.InitialFetchState{
+			p0: {Leader: leader, LeaderEpoch: 1, InitOffset: 0},
+			p1: {Leader: leader, LeaderEpoch: 1, InitOffset: 0},
+		})
+		waitCaughtUp(t, r0, l0)
+		waitCaughtUp(t, r1, l1)
+		// progressAt is the index of the first fetch sent after p had records.
+		progressAt := func(p tp.TopicPartition) int {
+			for i, fp := range fl.requestsFor(p) {
+				if fp.GetFetchOffset() > 0 {
+					return i
+				}
+			}
+			return -1
+		}
+		for _, p := range []tp.TopicPartition{p0, p1} {
+			if i := progressAt(p); i < 0 || i > 2 {
+				var order [][]int32
+				fl.with(func(fl *fakeLeader) {
+					for _, req := range fl.requests {
+						var o []int32
+						for _, fp := range req.GetPartitions() {
+							o = append(o, fp.GetPartition())
+						}
+						order = append(order, o)
+					}
+				})
+				t.Fatalf("%v first progressed before fetch %d, want within the first 2 fetches (request orders %v)", p, i, order)
+			}
 		}
 	})
 }

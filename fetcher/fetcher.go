@@ -40,6 +40,13 @@ type fetcher struct {
 
 	mu         sync.Mutex
 	partitions map[tp.TopicPartition]*partitionState
+	// order is the order partitions go into a fetch (Kafka's
+	// PartitionStates): new ones join at the end, sorted among themselves,
+	// and a partition that got records moves to the end after each answer.
+	// The leader shares max_bytes across the partitions in request order, so
+	// a fixed order would let a far-behind first partition starve the rest.
+	// It may hold removed partitions until the next syncOrderLocked.
+	order []tp.TopicPartition
 
 	wake   chan struct{} // capacity 1: partitions were added or a delay ended
 	cancel context.CancelFunc
@@ -158,7 +165,8 @@ func (f *fetcher) idle(ctx context.Context, wait time.Duration) {
 // replica moved to a newer leader epoch are dropped: the replica manager will
 // add them back with that epoch if this broker still follows them. requested
 // holds the state each partition was requested for; wait is how long until
-// the first delayed partition is due (0 when none is).
+// the first delayed partition is due (0 when none is). Partitions go in the
+// fetcher's order (see order): deterministic, and rotated by the answers.
 func (f *fetcher) buildFetchRequest() (req *replicadv1.FetchRequest, requested map[tp.TopicPartition]*partitionState, wait time.Duration) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -171,7 +179,9 @@ func (f *fetcher) buildFetchRequest() (req *replicadv1.FetchRequest, requested m
 		MaxBytes:    f.cfg.MaxBytes,
 	}
 	requested = make(map[tp.TopicPartition]*partitionState, len(f.partitions))
-	for t, st := range f.partitions {
+	f.syncOrderLocked()
+	for _, t := range f.order {
+		st := f.partitions[t]
 		if e := st.replica.LeaderEpoch(); e > st.leaderEpoch {
 			f.logger.Info().Str("topic", t.Topic).Int32("partition", t.Partition).
 				Int32("leader_epoch", st.leaderEpoch).Int32("current_leader_epoch", e).
@@ -198,11 +208,49 @@ func (f *fetcher) buildFetchRequest() (req *replicadv1.FetchRequest, requested m
 			LogStartOffset:     st.replica.LogStartOffset(),
 		})
 	}
-	// A stable order makes requests comparable in logs and tests.
-	slices.SortFunc(req.Partitions, func(a, b *replicadv1.FetchPartition) int {
-		return compareTP(tp.TopicPartition{Topic: a.Topic, Partition: a.Partition}, tp.TopicPartition{Topic: b.Topic, Partition: b.Partition})
-	})
 	return req, requested, wait
+}
+
+// syncOrderLocked drops removed partitions from order and appends the new
+// ones, sorted, so that the order is deterministic. Runs under mu.
+func (f *fetcher) syncOrderLocked() {
+	kept := f.order[:0]
+	seen := make(map[tp.TopicPartition]struct{}, len(f.partitions))
+	for _, t := range f.order {
+		if _, ok := f.partitions[t]; ok {
+			if _, dup := seen[t]; !dup {
+				kept = append(kept, t)
+				seen[t] = struct{}{}
+			}
+		}
+	}
+	var added []tp.TopicPartition
+	for t := range f.partitions {
+		if _, ok := seen[t]; !ok {
+			added = append(added, t)
+		}
+	}
+	slices.SortFunc(added, compareTP)
+	f.order = append(kept, added...)
+}
+
+// moveToEndLocked moves the given partitions to the end of order, keeping
+// the relative order of both the moved and the others (Kafka's
+// PartitionStates.updateAndMoveToEnd). Runs under mu.
+func (f *fetcher) moveToEndLocked(moved map[tp.TopicPartition]bool) {
+	if len(moved) == 0 {
+		return
+	}
+	rest := make([]tp.TopicPartition, 0, len(f.order))
+	var tail []tp.TopicPartition
+	for _, t := range f.order {
+		if moved[t] {
+			tail = append(tail, t)
+		} else {
+			rest = append(rest, t)
+		}
+	}
+	f.order = append(rest, tail...)
 }
 
 // addPartitions adds or updates partitions. A partition already fetched with

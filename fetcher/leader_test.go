@@ -31,6 +31,14 @@ type fakeLeader struct {
 	errs         map[tp.TopicPartition]replicadv1.ErrorCode // forced answers
 	corrupt      map[tp.TopicPartition]int                  // corrupt the next n answers with records
 	breakNext    int                                        // fail the next n fetches: the stream breaks
+	// hw sets a partition's answered HW (clamped to its LEO); default LEO.
+	hw map[tp.TopicPartition]int64
+	// readLimit serves a partition's records only below this offset.
+	readLimit map[tp.TopicPartition]int64
+	// shareMaxBytes shares the request's max_bytes across its partitions in
+	// request order, as core's leader does: once it is spent, the partitions
+	// after get no records. Otherwise each partition reads up to 1 MiB.
+	shareMaxBytes bool
 	// script, when it returns non-nil, answers the partition instead.
 	script   func(n int, p *replicadv1.FetchPartition) *replicadv1.FetchPartitionResult
 	requests []*replicadv1.FetchRequest
@@ -44,11 +52,13 @@ type leaderPartition struct {
 
 func newFakeLeader(t testing.TB) *fakeLeader {
 	return &fakeLeader{
-		t:        t,
-		parts:    make(map[tp.TopicPartition]*leaderPartition),
-		errs:     make(map[tp.TopicPartition]replicadv1.ErrorCode),
-		corrupt:  make(map[tp.TopicPartition]int),
-		appended: make(chan struct{}),
+		t:         t,
+		parts:     make(map[tp.TopicPartition]*leaderPartition),
+		errs:      make(map[tp.TopicPartition]replicadv1.ErrorCode),
+		hw:        make(map[tp.TopicPartition]int64),
+		readLimit: make(map[tp.TopicPartition]int64),
+		corrupt:   make(map[tp.TopicPartition]int),
+		appended:  make(chan struct{}),
 	}
 }
 
@@ -74,6 +84,18 @@ func appendBatches(t testing.TB, l *log.Log, ep int32, n int) {
 		if _, err := l.AppendAsLeader(b, ep); err != nil {
 			t.Fatalf("append: %v", err)
 		}
+	}
+}
+
+// appendBatch appends one batch of n records at epoch, as a leader would.
+func appendBatch(t testing.TB, l *log.Log, ep int32, n int) {
+	t.Helper()
+	recs := make([]record.Record, n)
+	for i := range recs {
+		recs[i] = record.Record{Value: []byte("v")}
+	}
+	if _, err := l.AppendAsLeader(record.Build(recs, 1), ep); err != nil {
+		t.Fatalf("append: %v", err)
 	}
 }
 
@@ -125,6 +147,12 @@ func (fl *fakeLeader) requestsFor(p tp.TopicPartition) []*replicadv1.FetchPartit
 	return out
 }
 
+// lastFetchAt reports whether the last fetch of p was at offset.
+func (fl *fakeLeader) lastFetchAt(p tp.TopicPartition, offset int64) bool {
+	reqs := fl.requestsFor(p)
+	return len(reqs) > 0 && reqs[len(reqs)-1].GetFetchOffset() == offset
+}
+
 var errBroken = errors.New("fake leader: stream broken")
 
 // Fetch implements FetchHandler.
@@ -161,8 +189,15 @@ func (fl *fakeLeader) Fetch(ctx context.Context, req *replicadv1.FetchRequest) (
 // holds no records and no error, so the fetch may wait for data.
 func (fl *fakeLeader) answerLocked(req *replicadv1.FetchRequest) (resp *replicadv1.FetchResponse, ready bool) {
 	resp = &replicadv1.FetchResponse{CorrelationId: req.GetCorrelationId()}
+	budget := 1 << 20
+	if fl.shareMaxBytes {
+		budget = int(req.GetMaxBytes())
+	}
 	for _, fp := range req.GetPartitions() {
-		res := fl.answerPartitionLocked(len(fl.requests), fp)
+		res := fl.answerPartitionLocked(len(fl.requests), fp, budget)
+		if fl.shareMaxBytes {
+			budget = max(0, budget-len(res.GetRecords()))
+		}
 		if res.GetErrorCode() != replicadv1.ErrorCode_ERROR_CODE_NONE || len(res.GetRecords()) > 0 || res.GetDivergingEpoch() != nil {
 			ready = true
 		}
@@ -171,7 +206,7 @@ func (fl *fakeLeader) answerLocked(req *replicadv1.FetchRequest) (resp *replicad
 	return resp, ready
 }
 
-func (fl *fakeLeader) answerPartitionLocked(n int, fp *replicadv1.FetchPartition) *replicadv1.FetchPartitionResult {
+func (fl *fakeLeader) answerPartitionLocked(n int, fp *replicadv1.FetchPartition, maxBytes int) *replicadv1.FetchPartitionResult {
 	p := tp.TopicPartition{Topic: fp.GetTopic(), Partition: fp.GetPartition()}
 	res := &replicadv1.FetchPartitionResult{Topic: p.Topic, Partition: p.Partition}
 	if fl.script != nil {
@@ -200,6 +235,9 @@ func (fl *fakeLeader) answerPartitionLocked(n int, fp *replicadv1.FetchPartition
 	l := lp.log
 	leo := l.LogEndOffset()
 	res.HighWatermark, res.LogStartOffset, res.LogEndOffset = leo, l.LogStartOffset(), leo
+	if hw, ok := fl.hw[p]; ok {
+		res.HighWatermark = min(hw, leo)
+	}
 	if last := fp.GetLastFetchedEpoch(); !fl.noDivergence && last >= 0 {
 		e, end := l.EpochCache().EndOffsetFor(last, leo)
 		if e == epoch.Undefined || e < last || end < fp.GetFetchOffset() {
@@ -211,10 +249,14 @@ func (fl *fakeLeader) answerPartitionLocked(n int, fp *replicadv1.FetchPartition
 		res.ErrorCode = replicadv1.ErrorCode_ERROR_CODE_OFFSET_OUT_OF_RANGE
 		return res
 	}
-	if fp.GetFetchOffset() == leo {
+	readEnd := leo
+	if limit, ok := fl.readLimit[p]; ok {
+		readEnd = min(limit, leo)
+	}
+	if fp.GetFetchOffset() >= readEnd || maxBytes <= 0 {
 		return res
 	}
-	info, err := l.Read(fp.GetFetchOffset(), 1<<20, leo)
+	info, err := l.Read(fp.GetFetchOffset(), maxBytes, readEnd)
 	if err != nil {
 		res.ErrorCode = replicadv1.ErrorCode_ERROR_CODE_UNKNOWN_SERVER_ERROR
 		return res

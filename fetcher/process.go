@@ -16,19 +16,25 @@ import (
 func (f *fetcher) processFetchResponse(requested map[tp.TopicPartition]*partitionState, resp *replicadv1.FetchResponse) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	gotData := make(map[tp.TopicPartition]bool)
 	for _, res := range resp.GetPartitions() {
 		t := tp.TopicPartition{Topic: res.GetTopic(), Partition: res.GetPartition()}
 		st, ok := f.partitions[t]
 		if !ok || st != requested[t] {
 			continue // removed, or re-added with a new epoch, while the fetch was out
 		}
-		f.processPartition(t, st, res)
+		if f.processPartition(t, st, res) {
+			gotData[t] = true
+		}
 	}
+	// The leader shares max_bytes in request order: those served this time
+	// go last next time, so that every partition gets its turn.
+	f.moveToEndLocked(gotData)
 }
 
 // processPartition is Kafka's AbstractFetcherThread.processFetchRequest for
-// one partition.
-func (f *fetcher) processPartition(t tp.TopicPartition, st *partitionState, res *replicadv1.FetchPartitionResult) {
+// one partition; it reports whether records were appended.
+func (f *fetcher) processPartition(t tp.TopicPartition, st *partitionState, res *replicadv1.FetchPartitionResult) (appended bool) {
 	lg := f.logger.With().Str("topic", t.Topic).Int32("partition", t.Partition).
 		Int32("leader_epoch", st.leaderEpoch).Int64("fetch_offset", st.fetchOffset).Logger()
 	switch code := res.GetErrorCode(); code {
@@ -37,9 +43,9 @@ func (f *fetcher) processPartition(t tp.TopicPartition, st *partitionState, res 
 			// KIP-279: truncate, and do not apply records of this same answer:
 			// they follow the leader's log, not ours.
 			f.truncateOnDivergence(t, st, de, lg)
-			return
+			return false
 		}
-		f.appendRecords(t, st, res, lg)
+		return f.appendRecords(t, st, res, lg)
 	case replicadv1.ErrorCode_ERROR_CODE_OFFSET_OUT_OF_RANGE:
 		f.handleOutOfRange(t, st, res, lg)
 	case replicadv1.ErrorCode_ERROR_CODE_FENCED_LEADER_EPOCH:
@@ -55,15 +61,22 @@ func (f *fetcher) processPartition(t tp.TopicPartition, st *partitionState, res 
 		lg.Info().Str("error", code.String()).Msg("fetch error, retrying partition after backoff")
 		f.delay(st)
 	}
+	return false
 }
 
 // truncateOnDivergence truncates to the offset the diverging epoch gives
 // (Kafka's getOffsetTruncationState). When the follower does not know the
 // leader's epoch it truncates to its own end of the largest epoch below, and
-// the next fetch, with an older lastFetchedEpoch, finds the exact point.
+// the next fetch, with an older lastFetchedEpoch, finds the exact point. When
+// it holds no epoch at or below the leader's (all its epochs are newer), it
+// drops everything from its first epoch, which the leader does not know.
+//
+// A truncation that changes nothing (same LEO, same last epoch) would make the
+// next fetch ask the same question and get the same answer: the partition is
+// then delayed instead of fetched again at once.
 func (f *fetcher) truncateOnDivergence(t tp.TopicPartition, st *partitionState, de *replicadv1.EpochEndOffset, lg zerolog.Logger) {
 	r := st.replica
-	leo := r.LogEndOffset()
+	leo, lastEpoch := r.LogEndOffset(), r.LatestEpoch()
 	var offset int64
 	switch {
 	case de.GetEndOffset() < 0:
@@ -76,7 +89,7 @@ func (f *fetcher) truncateOnDivergence(t tp.TopicPartition, st *partitionState, 
 		followerEpoch, followerEnd := r.EndOffsetForEpoch(de.GetEpoch())
 		switch {
 		case followerEpoch == epoch.Undefined:
-			offset = min(de.GetEndOffset(), leo)
+			offset = f.truncationBelowEpochs(r, de, leo)
 		case followerEpoch != de.GetEpoch():
 			offset = min(followerEnd, leo)
 		default:
@@ -90,33 +103,66 @@ func (f *fetcher) truncateOnDivergence(t tp.TopicPartition, st *partitionState, 
 		return
 	}
 	st.fetchOffset = r.LogEndOffset()
+	if st.fetchOffset == leo && r.LatestEpoch() == lastEpoch {
+		// The next fetch would carry the same offset and last fetched epoch,
+		// and get the same answer: do not spin on it.
+		lg.Warn().Int32("last_fetched_epoch", lastEpoch).
+			Msg("truncation on diverging epoch changed nothing, retrying partition after backoff")
+		f.delay(st)
+	}
 }
 
-// appendRecords appends the answer's batches and moves the follower HW.
-func (f *fetcher) appendRecords(t tp.TopicPartition, st *partitionState, res *replicadv1.FetchPartitionResult, lg zerolog.Logger) {
+// truncationBelowEpochs is the truncation offset when the follower holds no
+// epoch <= the leader's diverging epoch. Kafka's follower then truncates to
+// the start of its earliest epoch (its cache answers an epoch older than
+// every entry with that start): everything from the first epoch the leader
+// does not know goes, so the next fetch carries another last fetched epoch.
+// Truncating to the leader's end offset alone could keep records of that
+// epoch, and with them the same last fetched epoch, forever.
+func (f *fetcher) truncationBelowEpochs(r Replica, de *replicadv1.EpochEndOffset, leo int64) int64 {
+	earliestEpoch, earliestStart := r.EarliestEpoch()
+	switch {
+	case earliestEpoch == epoch.Undefined:
+		// No epoch at all: nothing held is known to match the leader's log.
+		return min(r.LogStartOffset(), de.GetEndOffset(), leo)
+	case de.GetEpoch() < earliestEpoch:
+		return min(earliestStart, de.GetEndOffset(), leo)
+	default:
+		// An epoch newer than every one held: a leader answers at most the
+		// epoch it was sent, so this is not expected; the leader's end
+		// offset is the best bound (and a no-op is delayed, not spun on).
+		return min(de.GetEndOffset(), leo)
+	}
+}
+
+// appendRecords appends the answer's batches and moves the follower HW; it
+// reports whether records were appended.
+func (f *fetcher) appendRecords(t tp.TopicPartition, st *partitionState, res *replicadv1.FetchPartitionResult, lg zerolog.Logger) (appended bool) {
 	r := st.replica
-	if data := completeBatches(res.GetRecords()); len(data) > 0 {
+	data := completeBatches(res.GetRecords())
+	if len(data) > 0 {
 		if leo := r.LogEndOffset(); leo != st.fetchOffset {
 			// Someone else wrote to the replica: a broken contract, not a
 			// fetch problem (Kafka raises IllegalStateException here).
 			lg.Error().Int64("log_end_offset", leo).Msg("fetch offset does not match the log end offset")
 			f.markFailed(t, lg, "offset mismatch")
-			return
+			return false
 		}
 		if _, err := r.AppendAsFollower(data); err != nil {
 			if errors.Is(err, record.ErrCorrupt) || errors.Is(err, record.ErrTruncated) {
 				// Nothing was appended; fetch the same offset again later.
 				lg.Warn().Err(err).Msg("corrupt batch from leader, retrying partition after backoff")
 				f.delay(st)
-				return
+				return false
 			}
 			f.markFailedErr(t, lg, err, "append as follower")
-			return
+			return false
 		}
 	}
 	st.fetchOffset = r.LogEndOffset()
 	r.UpdateFollowerHighWatermark(res.GetHighWatermark())
 	st.lag = max(0, max(res.GetLogEndOffset(), res.GetHighWatermark())-st.fetchOffset)
+	return len(data) > 0
 }
 
 // handleOutOfRange brings the log back into the leader's range: the leader's

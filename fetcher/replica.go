@@ -23,6 +23,9 @@ type Replica interface {
 	// EndOffsetForEpoch is the largest epoch <= requested held locally and
 	// its end offset, or (-1, -1).
 	EndOffsetForEpoch(requested int32) (epoch int32, endOffset int64)
+	// EarliestEpoch is the oldest epoch held and the offset it starts at, or
+	// (-1, -1) when the replica holds no epoch.
+	EarliestEpoch() (epoch int32, startOffset int64)
 	// AppendAsFollower appends raw batches fetched from the leader, all or
 	// nothing, CRC-checked (errors wrap record.ErrCorrupt on a bad batch).
 	AppendAsFollower(records []byte) (log.AppendInfo, error)
@@ -69,6 +72,14 @@ func (r *logReplica) EndOffsetForEpoch(requested int32) (int32, int64) {
 		return epoch.Undefined, epoch.Undefined
 	}
 	return e, end
+}
+
+func (r *logReplica) EarliestEpoch() (int32, int64) {
+	e, ok := r.log.EpochCache().EarliestEntry()
+	if !ok {
+		return epoch.Undefined, epoch.Undefined
+	}
+	return e.Epoch, e.StartOffset
 }
 
 func (r *logReplica) AppendAsFollower(records []byte) (log.AppendInfo, error) {

@@ -53,14 +53,19 @@ func newAlterLogDirsManager(cfg config, logger zerolog.Logger, rm **core.Replica
 			if !ok {
 				return nil, false
 			}
-			return fetcher.NewLogReplica(l, leaderEpoch), true
+			// A future log truncated (its current log was) must have its
+			// lowered recovery point checkpointed too: Open recovers future
+			// logs from their dir's checkpoint like current ones.
+			return checkpointingReplica{Replica: fetcher.NewLogReplica(l, leaderEpoch),
+				checkpoint: func() error { return (*rm).CheckpointFutureAfterTruncation(t) }}, true
 		}),
 		Logger: logger.With().Str("component", "alter-log-dirs").Logger(),
 	})
 }
 
 // checkpointingReplica writes the log dir's recovery-point checkpoint after
-// every truncation of a follower's log, as Kafka's LogManager.truncateTo does:
+// every truncation of a follower's log, or of a future log being filled by the
+// alter-log-dirs fetcher, as Kafka's LogManager.truncateTo does:
 // a truncation lowers the recovery point in memory only, and a crash before
 // the next periodic checkpoint would otherwise make recovery trust bytes
 // appended after the truncation that never reached the disk.
