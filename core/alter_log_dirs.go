@@ -332,6 +332,12 @@ func (rm *ReplicaManager) moveCheckLoop() {
 // lock keeps out while the logs are compared and swapped. If the future log
 // is still behind, the fetchers are added back and the move goes on.
 func (rm *ReplicaManager) maybeReplaceCurrentWithFutureReplica(t tp.TopicPartition) {
+	// No HW checkpoint runs during the swap: the partition is briefly in
+	// neither of the log manager's maps, and a checkpoint then would drop
+	// its HW from both dirs' files. (Order: checkpointMu, then stateChangeMu,
+	// as a failed checkpoint write takes them.)
+	rm.checkpointMu.Lock()
+	defer rm.checkpointMu.Unlock()
 	rm.stateChangeMu.Lock()
 	defer rm.stateChangeMu.Unlock()
 	if rm.shuttingDown.Load() {

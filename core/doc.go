@@ -20,7 +20,8 @@
 // dirs (through core/logmgr), a FetcherManager that the fetcher package
 // implements, and a logger.
 //
-// Locks, always taken in this order: ReplicaManager.stateChangeMu (one
+// Locks, always taken in this order: ReplicaManager.checkpointMu (one HW
+// checkpoint write, or one log dir swap, at a time) -> ReplicaManager.stateChangeMu (one
 // LeaderAndIsr / StopReplica at a time) -> ReplicaManager.partitionsMu (the map
 // of hosted partitions) -> Partition.mu (a partition's leader and ISR state).
 // No lock is held across a network call, nor across IsrChanger.Submit, whose
