@@ -46,33 +46,10 @@ func (m *Manager) GetOrCreateLog(t tp.TopicPartition, syncMetadata bool) (*log.L
 
 	// With syncMetadata, log.Open also fsyncs the log dir, making the new
 	// partition dir's entry durable.
-	l, err := log.Open(log.Options{
-		Dir:            filepath.Join(d.path, t.String()),
-		TopicPartition: t,
-		Config:         m.cfg.LogConfig,
-		SyncMetadata:   syncMetadata,
-		Logger:         m.cfg.Logger,
-	})
+	l, err := m.openNewLog(d, t, t.String(), "log", syncMetadata, m.logs, true)
 	if err != nil {
-		err = fmt.Errorf("logmgr: create log %s in %s: %w", t, d.path, err)
-		if errors.Is(err, log.ErrStorage) {
-			m.reportFailure(d, err)
-		}
 		return nil, err
 	}
-
-	m.mu.Lock()
-	if !d.online {
-		// The dir failed while the log was being created: MarkDirOffline
-		// has already given up the dir's logs, so this one must not be
-		// handed out.
-		m.mu.Unlock()
-		_ = l.Close()
-		return nil, fmt.Errorf("logmgr: create log %s in %s: %w", t, d.path, ErrDirOffline)
-	}
-	m.logs[t] = hostedLog{log: l, dir: d}
-	d.partitions++
-	m.mu.Unlock()
 	m.logger.Info().Str("partition", t.String()).Str("log_dir", d.path).Msg("created log")
 	return l, nil
 }
@@ -167,4 +144,37 @@ func (m *Manager) closeAll(logs []*log.Log) {
 		}
 		return true
 	})
+}
+
+// openNewLog opens (creating) the log of t in d/name and registers it in
+// into, counting it in d's partitions when countPartition. The dir is checked
+// online again once the log is open: a dir that failed meanwhile has already
+// given up its logs (MarkDirOffline), so this one must not be handed out.
+// what names the log in errors ("log", "future log").
+func (m *Manager) openNewLog(d *logDir, t tp.TopicPartition, name, what string, syncMetadata bool, into map[tp.TopicPartition]hostedLog, countPartition bool) (*log.Log, error) {
+	l, err := log.Open(log.Options{
+		Dir:            filepath.Join(d.path, name),
+		TopicPartition: t,
+		Config:         m.cfg.LogConfig,
+		SyncMetadata:   syncMetadata,
+		Logger:         m.cfg.Logger,
+	})
+	if err != nil {
+		err = fmt.Errorf("logmgr: create %s %s in %s: %w", what, t, d.path, err)
+		if errors.Is(err, log.ErrStorage) {
+			m.reportFailure(d, err)
+		}
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !d.online {
+		_ = l.Close()
+		return nil, fmt.Errorf("logmgr: create %s %s in %s: %w", what, t, d.path, ErrDirOffline)
+	}
+	into[t] = hostedLog{log: l, dir: d}
+	if countPartition {
+		d.partitions++
+	}
+	return l, nil
 }

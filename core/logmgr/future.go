@@ -95,28 +95,10 @@ func (m *Manager) GetOrCreateFutureLog(t tp.TopicPartition, dir string) (*log.Lo
 	case hasFut:
 		return nil, fmt.Errorf("logmgr: create future log %s in %s: a future log is in %s", t, d.path, fut.dir.path)
 	}
-	l, err := log.Open(log.Options{
-		Dir:            filepath.Join(d.path, futureDirName(t)),
-		TopicPartition: t,
-		Config:         m.cfg.LogConfig,
-		SyncMetadata:   true,
-		Logger:         m.cfg.Logger,
-	})
+	l, err := m.openNewLog(d, t, futureDirName(t), "future log", true, m.futures, false)
 	if err != nil {
-		err = fmt.Errorf("logmgr: create future log %s in %s: %w", t, d.path, err)
-		if errors.Is(err, log.ErrStorage) {
-			m.reportFailure(d, err)
-		}
 		return nil, err
 	}
-	m.mu.Lock()
-	if !d.online {
-		m.mu.Unlock()
-		_ = l.Close()
-		return nil, fmt.Errorf("logmgr: create future log %s in %s: %w", t, d.path, ErrDirOffline)
-	}
-	m.futures[t] = hostedLog{log: l, dir: d}
-	m.mu.Unlock()
 	m.logger.Info().Str("partition", t.String()).Str("log_dir", d.path).Msg("created future log")
 	return l, nil
 }
@@ -299,15 +281,5 @@ func (m *Manager) promoteOrphanFutures(futures map[tp.TopicPartition]hostedLog) 
 // truncation. A partition with no future log does nothing; a failure takes
 // the dir offline.
 func (m *Manager) CheckpointLogOffsetsOfFuture(t tp.TopicPartition) error {
-	m.mu.RLock()
-	h, ok := m.futures[t]
-	m.mu.RUnlock()
-	if !ok {
-		return nil
-	}
-	if err := m.checkpointDir(h.dir); err != nil {
-		m.reportFailure(h.dir, err)
-		return fmt.Errorf("logmgr: checkpoint offsets of %s: %w", h.dir.path, err)
-	}
-	return nil
+	return m.checkpointDirOf(m.futures, t)
 }

@@ -69,8 +69,15 @@ func (m *Manager) CheckpointLogOffsets() map[string]error {
 // recovery point in memory, and until the file says so too, a crash would make
 // recovery trust whatever unflushed bytes were appended after the truncation.
 func (m *Manager) CheckpointLogOffsetsOf(t tp.TopicPartition) error {
+	return m.checkpointDirOf(m.logs, t)
+}
+
+// checkpointDirOf rewrites the checkpoints of the dir holding t's log in
+// logs (the current or the future logs); no log there does nothing, and a
+// failure takes the dir offline.
+func (m *Manager) checkpointDirOf(logs map[tp.TopicPartition]hostedLog, t tp.TopicPartition) error {
 	m.mu.RLock()
-	h, ok := m.logs[t]
+	h, ok := logs[t]
 	m.mu.RUnlock()
 	if !ok {
 		return nil
