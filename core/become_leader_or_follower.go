@@ -42,14 +42,10 @@ func (rm *ReplicaManager) BecomeLeaderOrFollower(ctx context.Context, req Leader
 	defer rm.stateChangeMu.Unlock()
 
 	// Phase 1.
-	if req.ControllerEpoch < rm.controllerEpoch.Load() {
-		rm.stateLog.Warn().Int32("controller_id", req.ControllerID).Int32("controller_epoch", req.ControllerEpoch).
-			Int32("current_controller_epoch", rm.controllerEpoch.Load()).
-			Msg("ignoring LeaderAndIsr from a controller with an old epoch")
+	if !rm.acceptControllerEpochLocked("LeaderAndIsr", req.ControllerID, req.ControllerEpoch) {
 		span.SetAttributes(attribute.String("replicad.error_code", ErrStaleControllerEpoch.String()))
 		return staleControllerResponse(req)
 	}
-	rm.controllerEpoch.Store(req.ControllerEpoch)
 	rm.metadata.addLive(req.LiveLeaders)
 
 	responses := make(map[tp.TopicPartition]ErrorCode, len(req.PartitionStates))

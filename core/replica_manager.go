@@ -244,16 +244,26 @@ func (rm *ReplicaManager) LiveBrokers() []Broker { return rm.metadata.aliveBroke
 func (rm *ReplicaManager) UpdateMetadata(ctx context.Context, req UpdateMetadataRequest) ErrorCode {
 	rm.stateChangeMu.Lock()
 	defer rm.stateChangeMu.Unlock()
-	if req.ControllerEpoch < rm.controllerEpoch.Load() {
-		rm.stateLog.Warn().Int32("controller_id", req.ControllerID).Int32("controller_epoch", req.ControllerEpoch).
-			Int32("current_controller_epoch", rm.controllerEpoch.Load()).Msg("ignoring UpdateMetadata from a stale controller")
+	if !rm.acceptControllerEpochLocked("UpdateMetadata", req.ControllerID, req.ControllerEpoch) {
 		return ErrStaleControllerEpoch
 	}
-	rm.controllerEpoch.Store(req.ControllerEpoch)
 	rm.metadata.replace(req.LiveBrokers)
 	rm.stateLog.Info().Int32("controller_id", req.ControllerID).Int32("controller_epoch", req.ControllerEpoch).
 		Int("live_brokers", len(req.LiveBrokers)).Msg("updated metadata")
 	return ErrNone
+}
+
+// acceptControllerEpochLocked fences a request from a controller older than
+// the newest this broker has heard from (the seed's first check), and
+// otherwise records the request's controller epoch. Runs under stateChangeMu.
+func (rm *ReplicaManager) acceptControllerEpochLocked(request string, controllerID, controllerEpoch int32) bool {
+	if current := rm.controllerEpoch.Load(); controllerEpoch < current {
+		rm.stateLog.Warn().Str("request", request).Int32("controller_id", controllerID).Int32("controller_epoch", controllerEpoch).
+			Int32("current_controller_epoch", current).Msg("ignoring a request from a controller with an old epoch")
+		return false
+	}
+	rm.controllerEpoch.Store(controllerEpoch)
+	return true
 }
 
 // getPartition returns the hosted entry for t, or nil (HostedPartition.None).

@@ -25,9 +25,7 @@ func (rm *ReplicaManager) StopReplicas(ctx context.Context, req StopReplicaReque
 	defer rm.stateChangeMu.Unlock()
 
 	resp := StopReplicaResponse{Error: ErrNone}
-	if req.ControllerEpoch < rm.controllerEpoch.Load() {
-		rm.stateLog.Warn().Int32("controller_id", req.ControllerID).Int32("controller_epoch", req.ControllerEpoch).
-			Int32("current_controller_epoch", rm.controllerEpoch.Load()).Msg("ignoring StopReplica from a controller with an old epoch")
+	if !rm.acceptControllerEpochLocked("StopReplica", req.ControllerID, req.ControllerEpoch) {
 		resp.Error = ErrStaleControllerEpoch
 		for _, sp := range req.Partitions {
 			resp.PartitionErrors = append(resp.PartitionErrors, PartitionError{TopicPartition: sp.TopicPartition, Error: ErrStaleControllerEpoch})
@@ -35,7 +33,6 @@ func (rm *ReplicaManager) StopReplicas(ctx context.Context, req StopReplicaReque
 		span.SetAttributes(attribute.String("replicad.error_code", ErrStaleControllerEpoch.String()))
 		return resp
 	}
-	rm.controllerEpoch.Store(req.ControllerEpoch)
 
 	codes := make([]ErrorCode, len(req.Partitions))
 	var toStop []StopReplicaPartition
