@@ -181,25 +181,24 @@ func (p *Partition) createLogIfNotExistsLocked(isNew, syncMetadata bool) error {
 // Partition.makeLeader). It reports whether the broker was not the leader
 // before. A storage error leaves the partition for the caller to take offline.
 func (p *Partition) makeLeader(st PartitionState, syncMetadata bool) (isNewLeader bool, err error) {
-	hwIncremented, isNewLeader, err := p.makeLeaderLocked(st, syncMetadata)
+	isNewLeader, err = p.makeLeaderLocked(st, syncMetadata)
 	if err != nil {
 		return false, err
 	}
 	// The seed completes delayed requests only when the HW moved; waking on any
 	// leadership change is a superset that costs one channel close.
-	_ = hwIncremented
 	p.changed.notify()
 	return isNewLeader, nil
 }
 
-func (p *Partition) makeLeaderLocked(st PartitionState, syncMetadata bool) (hwIncremented, isNewLeader bool, err error) {
+func (p *Partition) makeLeaderLocked(st PartitionState, syncMetadata bool) (isNewLeader bool, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	// Record the epoch of the controller that made the decision.
 	p.controllerEpoch = st.ControllerEpoch
 	p.updateAssignmentAndIsrLocked(st.Replicas, st.ISR)
 	if err := p.createLogIfNotExistsLocked(st.IsNew, syncMetadata); err != nil {
-		return false, false, err
+		return false, err
 	}
 	leaderEpochStartOffset := p.log.LogEndOffset()
 	isNewLeaderEpoch := st.LeaderEpoch > p.leaderEpoch
@@ -214,7 +213,7 @@ func (p *Partition) makeLeaderLocked(st PartitionState, syncMetadata bool) (hwIn
 	// with entries from a later epoch than any in this log must still be able
 	// to find where to truncate (KIP-101).
 	if err := p.log.MaybeAssignEpochStartOffset(p.leaderEpoch, leaderEpochStartOffset); err != nil {
-		return false, false, fmt.Errorf("assign epoch %d start %d: %w", p.leaderEpoch, leaderEpochStartOffset, err)
+		return false, fmt.Errorf("assign epoch %d start %d: %w", p.leaderEpoch, leaderEpochStartOffset, err)
 	}
 	isNewLeader = !p.isLeaderLocked()
 	// What followers told an older epoch's leader (possibly this broker) says
@@ -228,7 +227,8 @@ func (p *Partition) makeLeaderLocked(st PartitionState, syncMetadata bool) (hwIn
 	}
 	p.leader = p.env.brokerID
 	// The ISR may be down to this broker alone, so the HW may move now.
-	return p.maybeIncrementLeaderHWLocked(), isNewLeader, nil
+	p.maybeIncrementLeaderHWLocked()
+	return isNewLeader, nil
 }
 
 // makeFollower makes this broker a follower (Kafka's Partition.makeFollower).
