@@ -19,7 +19,28 @@ var (
 	// ErrInvalid: the request itself is wrong (a caller bug); nothing was written.
 	ErrInvalid = errors.New("store: invalid argument")
 	ErrClosed  = errors.New("store: closed")
+	// ErrNotLeader: this controller lost its election (etcd); nothing was
+	// written, and the controller must stop acting at once.
+	ErrNotLeader = errors.New("store: not the elected controller")
 )
+
+// Elector is implemented by stores that several controllers share (etcd):
+// only the controller holding the Leadership may write.
+type Elector interface {
+	// Campaign blocks until this controller is elected or ctx is done. From
+	// then on the store's writes succeed only while the returned Leadership
+	// holds; after it is lost they fail with ErrNotLeader.
+	Campaign(ctx context.Context) (Leadership, error)
+}
+
+// Leadership is one won election.
+type Leadership interface {
+	// Done is closed when the leadership is lost (session expired, resigned,
+	// or the store closed).
+	Done() <-chan struct{}
+	// Resign gives the leadership up so another controller takes over at once.
+	Resign(ctx context.Context) error
+}
 
 // Broker is a registered broker.
 type Broker struct {
@@ -46,6 +67,12 @@ type Partition struct {
 	PartitionEpoch int32   `json:"partition_epoch"`
 	ISR            []int32 `json:"isr"`
 	Replicas       []int32 `json:"replicas"`
+	// AddingReplicas and RemovingReplicas are set while a reassignment runs
+	// (Kafka's KIP-455): Replicas is then the union of the old and the target
+	// assignment, AddingReplicas the target replicas not in the old one, and
+	// RemovingReplicas the old ones not in the target. Both empty otherwise.
+	AddingReplicas   []int32 `json:"adding_replicas,omitempty"`
+	RemovingReplicas []int32 `json:"removing_replicas,omitempty"`
 }
 
 // NoLeader is Partition.Leader of a leaderless partition.
@@ -55,6 +82,8 @@ const NoLeader int32 = -1
 func (p Partition) Clone() Partition {
 	p.ISR = slices.Clone(p.ISR)
 	p.Replicas = slices.Clone(p.Replicas)
+	p.AddingReplicas = slices.Clone(p.AddingReplicas)
+	p.RemovingReplicas = slices.Clone(p.RemovingReplicas)
 	return p
 }
 

@@ -29,11 +29,13 @@ type ErrorCode int32
 
 const (
 	// NONE is Kafka's 0; it is deliberately not called UNSPECIFIED (see buf.yaml).
-	ErrorCode_ERROR_CODE_NONE                             ErrorCode = 0
-	ErrorCode_ERROR_CODE_UNKNOWN_SERVER_ERROR             ErrorCode = -1
-	ErrorCode_ERROR_CODE_OFFSET_OUT_OF_RANGE              ErrorCode = 1
-	ErrorCode_ERROR_CODE_CORRUPT_MESSAGE                  ErrorCode = 2
-	ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_OR_PARTITION       ErrorCode = 3
+	ErrorCode_ERROR_CODE_NONE                       ErrorCode = 0
+	ErrorCode_ERROR_CODE_UNKNOWN_SERVER_ERROR       ErrorCode = -1
+	ErrorCode_ERROR_CODE_OFFSET_OUT_OF_RANGE        ErrorCode = 1
+	ErrorCode_ERROR_CODE_CORRUPT_MESSAGE            ErrorCode = 2
+	ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_OR_PARTITION ErrorCode = 3
+	// No leader for the partition right now (leaderless, or an election is under way).
+	ErrorCode_ERROR_CODE_LEADER_NOT_AVAILABLE             ErrorCode = 5
 	ErrorCode_ERROR_CODE_NOT_LEADER_OR_FOLLOWER           ErrorCode = 6
 	ErrorCode_ERROR_CODE_REQUEST_TIMED_OUT                ErrorCode = 7
 	ErrorCode_ERROR_CODE_BROKER_NOT_AVAILABLE             ErrorCode = 8
@@ -46,17 +48,22 @@ const (
 	ErrorCode_ERROR_CODE_INVALID_PARTITIONS               ErrorCode = 37
 	ErrorCode_ERROR_CODE_INVALID_REPLICATION_FACTOR       ErrorCode = 38
 	ErrorCode_ERROR_CODE_INVALID_REPLICA_ASSIGNMENT       ErrorCode = 39
-	ErrorCode_ERROR_CODE_NOT_CONTROLLER                   ErrorCode = 41
-	ErrorCode_ERROR_CODE_INVALID_REQUEST                  ErrorCode = 42
-	ErrorCode_ERROR_CODE_STORAGE_ERROR                    ErrorCode = 56
-	ErrorCode_ERROR_CODE_LOG_DIR_NOT_FOUND                ErrorCode = 57
-	ErrorCode_ERROR_CODE_FENCED_LEADER_EPOCH              ErrorCode = 74
-	ErrorCode_ERROR_CODE_UNKNOWN_LEADER_EPOCH             ErrorCode = 75
-	ErrorCode_ERROR_CODE_STALE_BROKER_EPOCH               ErrorCode = 77
-	ErrorCode_ERROR_CODE_PREFERRED_LEADER_NOT_AVAILABLE   ErrorCode = 80
-	ErrorCode_ERROR_CODE_ELIGIBLE_LEADERS_NOT_AVAILABLE   ErrorCode = 83
-	ErrorCode_ERROR_CODE_INVALID_UPDATE_VERSION           ErrorCode = 96
-	ErrorCode_ERROR_CODE_INELIGIBLE_REPLICA               ErrorCode = 107
+	// This controller is not the active one (standby or deposed); ask another.
+	ErrorCode_ERROR_CODE_NOT_CONTROLLER  ErrorCode = 41
+	ErrorCode_ERROR_CODE_INVALID_REQUEST ErrorCode = 42
+	// A reassignment of this partition is already running.
+	ErrorCode_ERROR_CODE_REASSIGNMENT_IN_PROGRESS       ErrorCode = 60
+	ErrorCode_ERROR_CODE_STORAGE_ERROR                  ErrorCode = 56
+	ErrorCode_ERROR_CODE_LOG_DIR_NOT_FOUND              ErrorCode = 57
+	ErrorCode_ERROR_CODE_FENCED_LEADER_EPOCH            ErrorCode = 74
+	ErrorCode_ERROR_CODE_UNKNOWN_LEADER_EPOCH           ErrorCode = 75
+	ErrorCode_ERROR_CODE_STALE_BROKER_EPOCH             ErrorCode = 77
+	ErrorCode_ERROR_CODE_PREFERRED_LEADER_NOT_AVAILABLE ErrorCode = 80
+	ErrorCode_ERROR_CODE_ELIGIBLE_LEADERS_NOT_AVAILABLE ErrorCode = 83
+	// The requested leader already leads.
+	ErrorCode_ERROR_CODE_ELECTION_NOT_NEEDED    ErrorCode = 84
+	ErrorCode_ERROR_CODE_INVALID_UPDATE_VERSION ErrorCode = 96
+	ErrorCode_ERROR_CODE_INELIGIBLE_REPLICA     ErrorCode = 107
 )
 
 // Enum value maps for ErrorCode.
@@ -67,6 +74,7 @@ var (
 		1:   "ERROR_CODE_OFFSET_OUT_OF_RANGE",
 		2:   "ERROR_CODE_CORRUPT_MESSAGE",
 		3:   "ERROR_CODE_UNKNOWN_TOPIC_OR_PARTITION",
+		5:   "ERROR_CODE_LEADER_NOT_AVAILABLE",
 		6:   "ERROR_CODE_NOT_LEADER_OR_FOLLOWER",
 		7:   "ERROR_CODE_REQUEST_TIMED_OUT",
 		8:   "ERROR_CODE_BROKER_NOT_AVAILABLE",
@@ -81,6 +89,7 @@ var (
 		39:  "ERROR_CODE_INVALID_REPLICA_ASSIGNMENT",
 		41:  "ERROR_CODE_NOT_CONTROLLER",
 		42:  "ERROR_CODE_INVALID_REQUEST",
+		60:  "ERROR_CODE_REASSIGNMENT_IN_PROGRESS",
 		56:  "ERROR_CODE_STORAGE_ERROR",
 		57:  "ERROR_CODE_LOG_DIR_NOT_FOUND",
 		74:  "ERROR_CODE_FENCED_LEADER_EPOCH",
@@ -88,6 +97,7 @@ var (
 		77:  "ERROR_CODE_STALE_BROKER_EPOCH",
 		80:  "ERROR_CODE_PREFERRED_LEADER_NOT_AVAILABLE",
 		83:  "ERROR_CODE_ELIGIBLE_LEADERS_NOT_AVAILABLE",
+		84:  "ERROR_CODE_ELECTION_NOT_NEEDED",
 		96:  "ERROR_CODE_INVALID_UPDATE_VERSION",
 		107: "ERROR_CODE_INELIGIBLE_REPLICA",
 	}
@@ -97,6 +107,7 @@ var (
 		"ERROR_CODE_OFFSET_OUT_OF_RANGE":              1,
 		"ERROR_CODE_CORRUPT_MESSAGE":                  2,
 		"ERROR_CODE_UNKNOWN_TOPIC_OR_PARTITION":       3,
+		"ERROR_CODE_LEADER_NOT_AVAILABLE":             5,
 		"ERROR_CODE_NOT_LEADER_OR_FOLLOWER":           6,
 		"ERROR_CODE_REQUEST_TIMED_OUT":                7,
 		"ERROR_CODE_BROKER_NOT_AVAILABLE":             8,
@@ -111,6 +122,7 @@ var (
 		"ERROR_CODE_INVALID_REPLICA_ASSIGNMENT":       39,
 		"ERROR_CODE_NOT_CONTROLLER":                   41,
 		"ERROR_CODE_INVALID_REQUEST":                  42,
+		"ERROR_CODE_REASSIGNMENT_IN_PROGRESS":         60,
 		"ERROR_CODE_STORAGE_ERROR":                    56,
 		"ERROR_CODE_LOG_DIR_NOT_FOUND":                57,
 		"ERROR_CODE_FENCED_LEADER_EPOCH":              74,
@@ -118,6 +130,7 @@ var (
 		"ERROR_CODE_STALE_BROKER_EPOCH":               77,
 		"ERROR_CODE_PREFERRED_LEADER_NOT_AVAILABLE":   80,
 		"ERROR_CODE_ELIGIBLE_LEADERS_NOT_AVAILABLE":   83,
+		"ERROR_CODE_ELECTION_NOT_NEEDED":              84,
 		"ERROR_CODE_INVALID_UPDATE_VERSION":           96,
 		"ERROR_CODE_INELIGIBLE_REPLICA":               107,
 	}
@@ -517,13 +530,14 @@ const file_replicad_v1_common_proto_rawDesc = "" +
 	"error_code\x18\x03 \x01(\x0e2\x16.replicad.v1.ErrorCodeR\terrorCode\"0\n" +
 	"\x06Header\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value*\xa0\b\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value*\x92\t\n" +
 	"\tErrorCode\x12\x13\n" +
 	"\x0fERROR_CODE_NONE\x10\x00\x12,\n" +
 	"\x1fERROR_CODE_UNKNOWN_SERVER_ERROR\x10\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01\x12\"\n" +
 	"\x1eERROR_CODE_OFFSET_OUT_OF_RANGE\x10\x01\x12\x1e\n" +
 	"\x1aERROR_CODE_CORRUPT_MESSAGE\x10\x02\x12)\n" +
-	"%ERROR_CODE_UNKNOWN_TOPIC_OR_PARTITION\x10\x03\x12%\n" +
+	"%ERROR_CODE_UNKNOWN_TOPIC_OR_PARTITION\x10\x03\x12#\n" +
+	"\x1fERROR_CODE_LEADER_NOT_AVAILABLE\x10\x05\x12%\n" +
 	"!ERROR_CODE_NOT_LEADER_OR_FOLLOWER\x10\x06\x12 \n" +
 	"\x1cERROR_CODE_REQUEST_TIMED_OUT\x10\a\x12#\n" +
 	"\x1fERROR_CODE_BROKER_NOT_AVAILABLE\x10\b\x12$\n" +
@@ -538,14 +552,16 @@ const file_replicad_v1_common_proto_rawDesc = "" +
 	"%ERROR_CODE_INVALID_REPLICATION_FACTOR\x10&\x12)\n" +
 	"%ERROR_CODE_INVALID_REPLICA_ASSIGNMENT\x10'\x12\x1d\n" +
 	"\x19ERROR_CODE_NOT_CONTROLLER\x10)\x12\x1e\n" +
-	"\x1aERROR_CODE_INVALID_REQUEST\x10*\x12\x1c\n" +
+	"\x1aERROR_CODE_INVALID_REQUEST\x10*\x12'\n" +
+	"#ERROR_CODE_REASSIGNMENT_IN_PROGRESS\x10<\x12\x1c\n" +
 	"\x18ERROR_CODE_STORAGE_ERROR\x108\x12 \n" +
 	"\x1cERROR_CODE_LOG_DIR_NOT_FOUND\x109\x12\"\n" +
 	"\x1eERROR_CODE_FENCED_LEADER_EPOCH\x10J\x12#\n" +
 	"\x1fERROR_CODE_UNKNOWN_LEADER_EPOCH\x10K\x12!\n" +
 	"\x1dERROR_CODE_STALE_BROKER_EPOCH\x10M\x12-\n" +
 	")ERROR_CODE_PREFERRED_LEADER_NOT_AVAILABLE\x10P\x12-\n" +
-	")ERROR_CODE_ELIGIBLE_LEADERS_NOT_AVAILABLE\x10S\x12%\n" +
+	")ERROR_CODE_ELIGIBLE_LEADERS_NOT_AVAILABLE\x10S\x12\"\n" +
+	"\x1eERROR_CODE_ELECTION_NOT_NEEDED\x10T\x12%\n" +
 	"!ERROR_CODE_INVALID_UPDATE_VERSION\x10`\x12!\n" +
 	"\x1dERROR_CODE_INELIGIBLE_REPLICA\x10k*y\n" +
 	"\vReplicaRole\x12\x1c\n" +

@@ -103,8 +103,11 @@ type RegisterBrokerResponse struct {
 	ErrorCode       ErrorCode              `protobuf:"varint,1,opt,name=error_code,json=errorCode,proto3,enum=replicad.v1.ErrorCode" json:"error_code,omitempty"`
 	BrokerEpoch     int64                  `protobuf:"varint,2,opt,name=broker_epoch,json=brokerEpoch,proto3" json:"broker_epoch,omitempty"`
 	ControllerEpoch int32                  `protobuf:"varint,3,opt,name=controller_epoch,json=controllerEpoch,proto3" json:"controller_epoch,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The controller's session timeout: a broker silent this long is fenced.
+	// Brokers heartbeat several times per session timeout.
+	SessionTimeoutMs int32 `protobuf:"varint,4,opt,name=session_timeout_ms,json=sessionTimeoutMs,proto3" json:"session_timeout_ms,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *RegisterBrokerResponse) Reset() {
@@ -154,6 +157,13 @@ func (x *RegisterBrokerResponse) GetBrokerEpoch() int64 {
 func (x *RegisterBrokerResponse) GetControllerEpoch() int32 {
 	if x != nil {
 		return x.ControllerEpoch
+	}
+	return 0
+}
+
+func (x *RegisterBrokerResponse) GetSessionTimeoutMs() int32 {
+	if x != nil {
+		return x.SessionTimeoutMs
 	}
 	return 0
 }
@@ -1188,8 +1198,12 @@ type ClusterPartition struct {
 	PartitionEpoch int32                  `protobuf:"varint,5,opt,name=partition_epoch,json=partitionEpoch,proto3" json:"partition_epoch,omitempty"`
 	Isr            []int32                `protobuf:"varint,6,rep,packed,name=isr,proto3" json:"isr,omitempty"`
 	Replicas       []int32                `protobuf:"varint,7,rep,packed,name=replicas,proto3" json:"replicas,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// During a reassignment: replicas being added (still catching up) and
+	// replicas to remove once the added ones are in the ISR.
+	AddingReplicas   []int32 `protobuf:"varint,8,rep,packed,name=adding_replicas,json=addingReplicas,proto3" json:"adding_replicas,omitempty"`
+	RemovingReplicas []int32 `protobuf:"varint,9,rep,packed,name=removing_replicas,json=removingReplicas,proto3" json:"removing_replicas,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *ClusterPartition) Reset() {
@@ -1271,13 +1285,32 @@ func (x *ClusterPartition) GetReplicas() []int32 {
 	return nil
 }
 
+func (x *ClusterPartition) GetAddingReplicas() []int32 {
+	if x != nil {
+		return x.AddingReplicas
+	}
+	return nil
+}
+
+func (x *ClusterPartition) GetRemovingReplicas() []int32 {
+	if x != nil {
+		return x.RemovingReplicas
+	}
+	return nil
+}
+
 type DescribeClusterResponse struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	ControllerEpoch int32                  `protobuf:"varint,1,opt,name=controller_epoch,json=controllerEpoch,proto3" json:"controller_epoch,omitempty"`
 	Brokers         []*BrokerDescription   `protobuf:"bytes,2,rep,name=brokers,proto3" json:"brokers,omitempty"`
 	Partitions      []*ClusterPartition    `protobuf:"bytes,3,rep,name=partitions,proto3" json:"partitions,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// NOT_CONTROLLER from a standby controller (then nothing else is set).
+	ErrorCode ErrorCode `protobuf:"varint,4,opt,name=error_code,json=errorCode,proto3,enum=replicad.v1.ErrorCode" json:"error_code,omitempty"`
+	// The session timeout and unclean-election setting the controller runs with.
+	SessionTimeoutMs      int32 `protobuf:"varint,5,opt,name=session_timeout_ms,json=sessionTimeoutMs,proto3" json:"session_timeout_ms,omitempty"`
+	UncleanLeaderElection bool  `protobuf:"varint,6,opt,name=unclean_leader_election,json=uncleanLeaderElection,proto3" json:"unclean_leader_election,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
 }
 
 func (x *DescribeClusterResponse) Reset() {
@@ -1329,6 +1362,27 @@ func (x *DescribeClusterResponse) GetPartitions() []*ClusterPartition {
 		return x.Partitions
 	}
 	return nil
+}
+
+func (x *DescribeClusterResponse) GetErrorCode() ErrorCode {
+	if x != nil {
+		return x.ErrorCode
+	}
+	return ErrorCode_ERROR_CODE_NONE
+}
+
+func (x *DescribeClusterResponse) GetSessionTimeoutMs() int32 {
+	if x != nil {
+		return x.SessionTimeoutMs
+	}
+	return 0
+}
+
+func (x *DescribeClusterResponse) GetUncleanLeaderElection() bool {
+	if x != nil {
+		return x.UncleanLeaderElection
+	}
+	return false
 }
 
 type ControlledShutdownRequest struct {
@@ -1446,12 +1500,13 @@ const file_replicad_v1_controller_proto_rawDesc = "" +
 	"\x04host\x18\x02 \x01(\tR\x04host\x12\x12\n" +
 	"\x04port\x18\x03 \x01(\x05R\x04port\x12%\n" +
 	"\x0eincarnation_id\x18\x04 \x01(\tR\rincarnationId\x12\x19\n" +
-	"\blog_dirs\x18\x05 \x03(\tR\alogDirs\"\x9d\x01\n" +
+	"\blog_dirs\x18\x05 \x03(\tR\alogDirs\"\xcb\x01\n" +
 	"\x16RegisterBrokerResponse\x125\n" +
 	"\n" +
 	"error_code\x18\x01 \x01(\x0e2\x16.replicad.v1.ErrorCodeR\terrorCode\x12!\n" +
 	"\fbroker_epoch\x18\x02 \x01(\x03R\vbrokerEpoch\x12)\n" +
-	"\x10controller_epoch\x18\x03 \x01(\x05R\x0fcontrollerEpoch\"}\n" +
+	"\x10controller_epoch\x18\x03 \x01(\x05R\x0fcontrollerEpoch\x12,\n" +
+	"\x12session_timeout_ms\x18\x04 \x01(\x05R\x10sessionTimeoutMs\"}\n" +
 	"\x16BrokerHeartbeatRequest\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12!\n" +
 	"\fbroker_epoch\x18\x02 \x01(\x03R\vbrokerEpoch\x12#\n" +
@@ -1535,7 +1590,7 @@ const file_replicad_v1_controller_proto_rawDesc = "" +
 	"\x04host\x18\x02 \x01(\tR\x04host\x12\x12\n" +
 	"\x04port\x18\x03 \x01(\x05R\x04port\x12!\n" +
 	"\fbroker_epoch\x18\x04 \x01(\x03R\vbrokerEpoch\x12\x14\n" +
-	"\x05alive\x18\x05 \x01(\bR\x05alive\"\xd8\x01\n" +
+	"\x05alive\x18\x05 \x01(\bR\x05alive\"\xae\x02\n" +
 	"\x10ClusterPartition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
@@ -1543,13 +1598,19 @@ const file_replicad_v1_controller_proto_rawDesc = "" +
 	"\fleader_epoch\x18\x04 \x01(\x05R\vleaderEpoch\x12'\n" +
 	"\x0fpartition_epoch\x18\x05 \x01(\x05R\x0epartitionEpoch\x12\x10\n" +
 	"\x03isr\x18\x06 \x03(\x05R\x03isr\x12\x1a\n" +
-	"\breplicas\x18\a \x03(\x05R\breplicas\"\xbd\x01\n" +
+	"\breplicas\x18\a \x03(\x05R\breplicas\x12'\n" +
+	"\x0fadding_replicas\x18\b \x03(\x05R\x0eaddingReplicas\x12+\n" +
+	"\x11removing_replicas\x18\t \x03(\x05R\x10removingReplicas\"\xda\x02\n" +
 	"\x17DescribeClusterResponse\x12)\n" +
 	"\x10controller_epoch\x18\x01 \x01(\x05R\x0fcontrollerEpoch\x128\n" +
 	"\abrokers\x18\x02 \x03(\v2\x1e.replicad.v1.BrokerDescriptionR\abrokers\x12=\n" +
 	"\n" +
 	"partitions\x18\x03 \x03(\v2\x1d.replicad.v1.ClusterPartitionR\n" +
-	"partitions\"[\n" +
+	"partitions\x125\n" +
+	"\n" +
+	"error_code\x18\x04 \x01(\x0e2\x16.replicad.v1.ErrorCodeR\terrorCode\x12,\n" +
+	"\x12session_timeout_ms\x18\x05 \x01(\x05R\x10sessionTimeoutMs\x126\n" +
+	"\x17unclean_leader_election\x18\x06 \x01(\bR\x15uncleanLeaderElection\"[\n" +
 	"\x19ControlledShutdownRequest\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12!\n" +
 	"\fbroker_epoch\x18\x02 \x01(\x03R\vbrokerEpoch\"\xa3\x01\n" +
@@ -1626,31 +1687,32 @@ var file_replicad_v1_controller_proto_depIdxs = []int32{
 	19, // 13: replicad.v1.ReassignPartitionResponse.partition:type_name -> replicad.v1.ClusterPartition
 	18, // 14: replicad.v1.DescribeClusterResponse.brokers:type_name -> replicad.v1.BrokerDescription
 	19, // 15: replicad.v1.DescribeClusterResponse.partitions:type_name -> replicad.v1.ClusterPartition
-	23, // 16: replicad.v1.ControlledShutdownResponse.error_code:type_name -> replicad.v1.ErrorCode
-	24, // 17: replicad.v1.ControlledShutdownResponse.remaining_partitions:type_name -> replicad.v1.PartitionError
-	0,  // 18: replicad.v1.ControllerService.RegisterBroker:input_type -> replicad.v1.RegisterBrokerRequest
-	2,  // 19: replicad.v1.ControllerService.BrokerHeartbeat:input_type -> replicad.v1.BrokerHeartbeatRequest
-	6,  // 20: replicad.v1.ControllerService.AlterPartition:input_type -> replicad.v1.AlterPartitionRequest
-	9,  // 21: replicad.v1.ControllerService.CreateTopic:input_type -> replicad.v1.CreateTopicRequest
-	11, // 22: replicad.v1.ControllerService.DeleteTopic:input_type -> replicad.v1.DeleteTopicRequest
-	13, // 23: replicad.v1.ControllerService.ElectLeader:input_type -> replicad.v1.ElectLeaderRequest
-	15, // 24: replicad.v1.ControllerService.ReassignPartition:input_type -> replicad.v1.ReassignPartitionRequest
-	17, // 25: replicad.v1.ControllerService.DescribeCluster:input_type -> replicad.v1.DescribeClusterRequest
-	21, // 26: replicad.v1.ControllerService.ControlledShutdown:input_type -> replicad.v1.ControlledShutdownRequest
-	1,  // 27: replicad.v1.ControllerService.RegisterBroker:output_type -> replicad.v1.RegisterBrokerResponse
-	3,  // 28: replicad.v1.ControllerService.BrokerHeartbeat:output_type -> replicad.v1.BrokerHeartbeatResponse
-	8,  // 29: replicad.v1.ControllerService.AlterPartition:output_type -> replicad.v1.AlterPartitionResponse
-	10, // 30: replicad.v1.ControllerService.CreateTopic:output_type -> replicad.v1.CreateTopicResponse
-	12, // 31: replicad.v1.ControllerService.DeleteTopic:output_type -> replicad.v1.DeleteTopicResponse
-	14, // 32: replicad.v1.ControllerService.ElectLeader:output_type -> replicad.v1.ElectLeaderResponse
-	16, // 33: replicad.v1.ControllerService.ReassignPartition:output_type -> replicad.v1.ReassignPartitionResponse
-	20, // 34: replicad.v1.ControllerService.DescribeCluster:output_type -> replicad.v1.DescribeClusterResponse
-	22, // 35: replicad.v1.ControllerService.ControlledShutdown:output_type -> replicad.v1.ControlledShutdownResponse
-	27, // [27:36] is the sub-list for method output_type
-	18, // [18:27] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	23, // 16: replicad.v1.DescribeClusterResponse.error_code:type_name -> replicad.v1.ErrorCode
+	23, // 17: replicad.v1.ControlledShutdownResponse.error_code:type_name -> replicad.v1.ErrorCode
+	24, // 18: replicad.v1.ControlledShutdownResponse.remaining_partitions:type_name -> replicad.v1.PartitionError
+	0,  // 19: replicad.v1.ControllerService.RegisterBroker:input_type -> replicad.v1.RegisterBrokerRequest
+	2,  // 20: replicad.v1.ControllerService.BrokerHeartbeat:input_type -> replicad.v1.BrokerHeartbeatRequest
+	6,  // 21: replicad.v1.ControllerService.AlterPartition:input_type -> replicad.v1.AlterPartitionRequest
+	9,  // 22: replicad.v1.ControllerService.CreateTopic:input_type -> replicad.v1.CreateTopicRequest
+	11, // 23: replicad.v1.ControllerService.DeleteTopic:input_type -> replicad.v1.DeleteTopicRequest
+	13, // 24: replicad.v1.ControllerService.ElectLeader:input_type -> replicad.v1.ElectLeaderRequest
+	15, // 25: replicad.v1.ControllerService.ReassignPartition:input_type -> replicad.v1.ReassignPartitionRequest
+	17, // 26: replicad.v1.ControllerService.DescribeCluster:input_type -> replicad.v1.DescribeClusterRequest
+	21, // 27: replicad.v1.ControllerService.ControlledShutdown:input_type -> replicad.v1.ControlledShutdownRequest
+	1,  // 28: replicad.v1.ControllerService.RegisterBroker:output_type -> replicad.v1.RegisterBrokerResponse
+	3,  // 29: replicad.v1.ControllerService.BrokerHeartbeat:output_type -> replicad.v1.BrokerHeartbeatResponse
+	8,  // 30: replicad.v1.ControllerService.AlterPartition:output_type -> replicad.v1.AlterPartitionResponse
+	10, // 31: replicad.v1.ControllerService.CreateTopic:output_type -> replicad.v1.CreateTopicResponse
+	12, // 32: replicad.v1.ControllerService.DeleteTopic:output_type -> replicad.v1.DeleteTopicResponse
+	14, // 33: replicad.v1.ControllerService.ElectLeader:output_type -> replicad.v1.ElectLeaderResponse
+	16, // 34: replicad.v1.ControllerService.ReassignPartition:output_type -> replicad.v1.ReassignPartitionResponse
+	20, // 35: replicad.v1.ControllerService.DescribeCluster:output_type -> replicad.v1.DescribeClusterResponse
+	22, // 36: replicad.v1.ControllerService.ControlledShutdown:output_type -> replicad.v1.ControlledShutdownResponse
+	28, // [28:37] is the sub-list for method output_type
+	19, // [19:28] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_replicad_v1_controller_proto_init() }
