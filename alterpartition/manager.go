@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"time"
 
@@ -35,7 +36,9 @@ var ErrNoController = errors.New("alterpartition: no controller address")
 
 // Config configures a Manager.
 type Config struct {
-	// Controller is the controller's host:port.
+	// Controller is the controller's host:port, or a comma-separated list
+	// of them (several controllers sharing etcd): requests go to one until
+	// it fails or answers NOT_CONTROLLER, then to the next.
 	Controller string
 	// BrokerID is this broker's id, the request's broker_id.
 	BrokerID int32
@@ -88,10 +91,12 @@ type item struct {
 // Manager is a core.IsrChanger that commits ISR changes through the
 // controller's AlterPartition. Its methods are safe for concurrent use.
 type Manager struct {
-	cfg    Config
-	conn   *grpc.ClientConn
-	client replicadv1.ControllerServiceClient
-	logger zerolog.Logger
+	cfg     Config
+	conns   []*grpc.ClientConn
+	clients []replicadv1.ControllerServiceClient
+	addrs   []string
+	cur     int // index of the controller in use; only run touches it
+	logger  zerolog.Logger
 
 	// ctx is cancelled by Close: it aborts the call in flight and the
 	// backoff wait.
@@ -123,20 +128,30 @@ func New(cfg Config) (*Manager, error) {
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithStatsHandler(otelgrpc.NewClientHandler()),
 	)
-	conn, err := grpc.NewClient(cfg.Controller, opts...)
-	if err != nil {
-		return nil, fmt.Errorf("dial controller %s: %w", cfg.Controller, err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
 	m := &Manager{
 		cfg:    cfg,
-		conn:   conn,
-		client: replicadv1.NewControllerServiceClient(conn),
 		logger: cfg.Logger.With().Str("component", "alter_partition").Str("controller", cfg.Controller).Logger(),
-		ctx:    ctx,
-		cancel: cancel,
 		wake:   make(chan struct{}, 1),
 	}
+	for _, addr := range strings.Split(cfg.Controller, ",") {
+		if addr = strings.TrimSpace(addr); addr == "" {
+			continue
+		}
+		conn, err := grpc.NewClient(addr, opts...)
+		if err != nil {
+			for _, c := range m.conns {
+				_ = c.Close()
+			}
+			return nil, fmt.Errorf("dial controller %s: %w", addr, err)
+		}
+		m.addrs = append(m.addrs, addr)
+		m.conns = append(m.conns, conn)
+		m.clients = append(m.clients, replicadv1.NewControllerServiceClient(conn))
+	}
+	if len(m.conns) == 0 {
+		return nil, ErrNoController
+	}
+	m.ctx, m.cancel = context.WithCancel(context.Background())
 	m.wg.Add(1)
 	go m.run()
 	return m, nil
@@ -168,7 +183,9 @@ func (m *Manager) Close() error {
 		m.mu.Unlock()
 		m.cancel()
 		m.wg.Wait()
-		m.closeErr = m.conn.Close()
+		for _, c := range m.conns {
+			m.closeErr = errors.Join(m.closeErr, c.Close())
+		}
 	})
 	return m.closeErr
 }
@@ -190,7 +207,14 @@ func (m *Manager) run() {
 			// Closing: the deferred failAll below answers the batch.
 		case err != nil && retriable(err):
 			failures++
-			m.logger.Warn().Err(err).Int("partitions", len(inflight)).Int("attempt", failures).Msg("AlterPartition failed, retrying")
+			m.logger.Warn().Err(err).Str("to", m.addrs[m.cur]).Int("partitions", len(inflight)).Int("attempt", failures).Msg("AlterPartition failed, retrying")
+			m.nextController()
+			continue
+		case err == nil && resp.GetErrorCode() == replicadv1.ErrorCode_ERROR_CODE_NOT_CONTROLLER:
+			// A standby controller: the same batch goes to the next one.
+			failures++
+			m.logger.Debug().Str("to", m.addrs[m.cur]).Msg("AlterPartition reached a standby controller, trying the next")
+			m.nextController()
 			continue
 		case err != nil:
 			failures++
@@ -275,8 +299,11 @@ func (m *Manager) send(batch []item) (*replicadv1.AlterPartitionResponse, error)
 	ctx, cancel := context.WithTimeout(m.ctx, m.cfg.RequestTimeout)
 	defer cancel()
 	m.logger.Debug().Int("partitions", len(batch)).Int64("broker_epoch", brokerEpoch).Msg("sending AlterPartition")
-	return m.client.AlterPartition(ctx, req)
+	return m.clients[m.cur].AlterPartition(ctx, req)
 }
+
+// nextController moves to the next controller address (a no-op with one).
+func (m *Manager) nextController() { m.cur = (m.cur + 1) % len(m.clients) }
 
 // alterPartitionItem is change on the wire. new_isr carries each member's
 // broker epoch: this broker's own, a follower's as its fetches told the

@@ -203,11 +203,6 @@ func TestRejectionsMapToTheirChanges(t *testing.T) {
 			wantA: core.ErrStaleBrokerEpoch, wantB: core.ErrStaleBrokerEpoch,
 		},
 		{
-			name:  "top-level NOT_CONTROLLER",
-			resp:  &replicadv1.AlterPartitionResponse{ErrorCode: replicadv1.ErrorCode_ERROR_CODE_NOT_CONTROLLER},
-			wantA: core.ErrorCode(replicadv1.ErrorCode_ERROR_CODE_NOT_CONTROLLER), wantB: core.ErrorCode(replicadv1.ErrorCode_ERROR_CODE_NOT_CONTROLLER),
-		},
-		{
 			name: "partition missing from the answer",
 			resp: &replicadv1.AlterPartitionResponse{Partitions: []*replicadv1.AlterPartitionResult{
 				{Topic: "b", Partition: 0, ErrorCode: replicadv1.ErrorCode_ERROR_CODE_FENCED_LEADER_EPOCH},
@@ -383,5 +378,25 @@ func TestUnreachableControllerIsRetried(t *testing.T) {
 	t.Cleanup(srv.Stop)
 	if res := await(t, results, "result"); res.Error != core.ErrNone || res.PartitionEpoch != 7 {
 		t.Fatalf("result %+v, want NONE with partition epoch 7", res)
+	}
+}
+
+// A standby controller answers NOT_CONTROLLER: the same change goes to the
+// next address and completes with the active controller's answer.
+func TestStandbyControllerSendsToTheNext(t *testing.T) {
+	standby := startController(t, func(context.Context, int, *replicadv1.AlterPartitionRequest) (*replicadv1.AlterPartitionResponse, error) {
+		return &replicadv1.AlterPartitionResponse{ErrorCode: replicadv1.ErrorCode_ERROR_CODE_NOT_CONTROLLER}, nil
+	})
+	active := startController(t, func(_ context.Context, _ int, req *replicadv1.AlterPartitionRequest) (*replicadv1.AlterPartitionResponse, error) {
+		return accept(req), nil
+	})
+	m := newManager(t, standby.addr+","+active.addr)
+	results, _ := submit(m, expansion("orders", 0, 1, 2))
+	res := await(t, results, "result")
+	if res.Error != core.ErrNone || res.PartitionEpoch != 7 {
+		t.Fatalf("result %+v, want NONE at partition epoch 7 from the active controller", res)
+	}
+	if len(standby.calls()) == 0 || len(active.calls()) != 1 {
+		t.Fatalf("standby got %d calls, active %d; want >= 1 and 1", len(standby.calls()), len(active.calls()))
 	}
 }

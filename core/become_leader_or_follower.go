@@ -18,8 +18,9 @@ import (
 // ReplicaManager.becomeLeaderOrFollower), in the seed's three phases under the
 // state-change lock:
 //
-//  1. Fence a stale controller; create missing partitions; check each
-//     partition's leader epoch.
+//  1. Fence a request meant for an earlier incarnation of this broker (stale
+//     broker epoch) and a stale controller; create missing partitions; check
+//     each partition's leader epoch.
 //  2. makeLeaders for the partitions this broker now leads, makeFollowers for
 //     the rest; take offline the partitions whose log could not be created.
 //  3. Start the HW checkpoint loop, start the alter-log-dirs fetchers of
@@ -42,9 +43,13 @@ func (rm *ReplicaManager) BecomeLeaderOrFollower(ctx context.Context, req Leader
 	defer rm.stateChangeMu.Unlock()
 
 	// Phase 1.
+	if rm.isBrokerEpochStale("LeaderAndIsr", req.ControllerID, req.BrokerEpoch) {
+		span.SetAttributes(attribute.String("replicad.error_code", ErrStaleBrokerEpoch.String()))
+		return wholeRequestError(req, ErrStaleBrokerEpoch)
+	}
 	if !rm.acceptControllerEpochLocked("LeaderAndIsr", req.ControllerID, req.ControllerEpoch) {
 		span.SetAttributes(attribute.String("replicad.error_code", ErrStaleControllerEpoch.String()))
-		return staleControllerResponse(req)
+		return wholeRequestError(req, ErrStaleControllerEpoch)
 	}
 	rm.metadata.addLive(req.LiveLeaders)
 
@@ -147,10 +152,12 @@ type partitionTransition struct {
 	state     PartitionState
 }
 
-func staleControllerResponse(req LeaderAndIsrRequest) LeaderAndIsrResponse {
-	resp := LeaderAndIsrResponse{Error: ErrStaleControllerEpoch}
+// wholeRequestError answers a request rejected as a whole: code at the top
+// and for every partition.
+func wholeRequestError(req LeaderAndIsrRequest, code ErrorCode) LeaderAndIsrResponse {
+	resp := LeaderAndIsrResponse{Error: code}
 	for _, st := range req.PartitionStates {
-		resp.PartitionErrors = append(resp.PartitionErrors, PartitionError{TopicPartition: st.TopicPartition, Error: ErrStaleControllerEpoch})
+		resp.PartitionErrors = append(resp.PartitionErrors, PartitionError{TopicPartition: st.TopicPartition, Error: code})
 	}
 	return resp
 }
@@ -232,7 +239,9 @@ func (rm *ReplicaManager) makeLeaders(ctx context.Context, req LeaderAndIsrReque
 
 // makeFollowers makes this broker a follower of the given partitions (Kafka's
 // ReplicaManager.makeFollowers) and returns those whose leader or leader epoch
-// changed; only they get their fetchers restarted.
+// changed; only they get their fetchers restarted. A partition whose leader is
+// NoLeader (-1) becomes a follower of nobody: its state is taken and its
+// fetcher removed, and none is added.
 func (rm *ReplicaManager) makeFollowers(ctx context.Context, req LeaderAndIsrRequest, transitions []partitionTransition, responses map[tp.TopicPartition]ErrorCode) []tp.TopicPartition {
 	ctx, span := rm.tracer.Start(ctx, "ReplicaManager.makeFollowers", trace.WithAttributes(attribute.Int("replicad.partitions", len(transitions))))
 	defer span.End()
@@ -246,10 +255,22 @@ func (rm *ReplicaManager) makeFollowers(ctx context.Context, req LeaderAndIsrReq
 		t := tr.state.TopicPartition
 		_, pspan := rm.tracer.Start(ctx, "Partition.makeFollower", trace.WithAttributes(transitionAttrs(tr.partition, tr.state)...))
 		defer pspan.End()
-		if _, alive := rm.metadata.aliveBroker(tr.state.Leader); alive {
+		_, alive := rm.metadata.aliveBroker(tr.state.Leader)
+		switch {
+		case alive:
 			didChange[i], errs[i] = tr.partition.makeFollower(tr.state, false /* syncMetadata */)
 			pspan.SetAttributes(attribute.Bool("replicad.changed", didChange[i]))
-		} else {
+		case tr.state.Leader == noLeader:
+			// The controller left the partition without a leader (no ISR
+			// member alive). Unlike an unknown leader, this is a decision:
+			// take its epoch and assignment and stop fetching (from the old
+			// leader) until a LeaderAndIsr names a new one, as Kafka's KRaft
+			// brokers do for a follower without a leader endpoint.
+			rm.stateLog.Info().Str("topic", t.Topic).Int32("partition", t.Partition).Int32("leader_epoch", tr.state.LeaderEpoch).
+				Msg("becoming a follower without a leader: no fetcher until a leader is elected")
+			didChange[i], errs[i] = tr.partition.makeFollower(tr.state, false /* syncMetadata */)
+			pspan.SetAttributes(attribute.Bool("replicad.changed", didChange[i]), attribute.Bool("replicad.no_leader", true))
+		default:
 			// Create the log even though the leader is unavailable, so the
 			// partition's HW stays in the checkpoint file (KAFKA-1647).
 			rm.stateLog.Error().Str("topic", t.Topic).Int32("partition", t.Partition).Int32("leader", tr.state.Leader).
@@ -296,8 +317,12 @@ func (rm *ReplicaManager) makeFollowers(ctx context.Context, req LeaderAndIsrReq
 		p.mu.RLock()
 		leader, epoch, l := p.leader, p.leaderEpoch, p.log
 		p.mu.RUnlock()
+		if leader == noLeader || l == nil {
+			// Nobody to fetch from: the fetcher was removed above.
+			continue
+		}
 		b, ok := rm.metadata.aliveBroker(leader)
-		if !ok || l == nil {
+		if !ok {
 			continue
 		}
 		// Start from the log end offset: truncation by leader epoch (KIP-101,

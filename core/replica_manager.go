@@ -48,6 +48,13 @@ type Config struct {
 	// OnLeadershipChange runs after each LeaderAndIsr with the partitions that
 	// became leader and follower (Kafka's onLeadershipChange callback).
 	OnLeadershipChange func(leaders, followers []tp.TopicPartition)
+	// BrokerEpoch returns this broker's current epoch, given by the
+	// controller at registration (it changes when the broker re-registers).
+	// LeaderAndIsr, StopReplica and UpdateMetadata requests carrying an
+	// older, positive broker epoch were meant for an earlier incarnation of
+	// this broker and are rejected with STALE_BROKER_EPOCH (Kafka's
+	// isBrokerEpochStale). Nil: no check (no controller).
+	BrokerEpoch func() int64
 }
 
 func (c *Config) setDefaults() {
@@ -244,6 +251,9 @@ func (rm *ReplicaManager) LiveBrokers() []Broker { return rm.metadata.aliveBroke
 func (rm *ReplicaManager) UpdateMetadata(ctx context.Context, req UpdateMetadataRequest) ErrorCode {
 	rm.stateChangeMu.Lock()
 	defer rm.stateChangeMu.Unlock()
+	if rm.isBrokerEpochStale("UpdateMetadata", req.ControllerID, req.BrokerEpoch) {
+		return ErrStaleBrokerEpoch
+	}
 	if !rm.acceptControllerEpochLocked("UpdateMetadata", req.ControllerID, req.ControllerEpoch) {
 		return ErrStaleControllerEpoch
 	}
@@ -251,6 +261,25 @@ func (rm *ReplicaManager) UpdateMetadata(ctx context.Context, req UpdateMetadata
 	rm.stateLog.Info().Int32("controller_id", req.ControllerID).Int32("controller_epoch", req.ControllerEpoch).
 		Int("live_brokers", len(req.LiveBrokers)).Msg("updated metadata")
 	return ErrNone
+}
+
+// isBrokerEpochStale reports whether a controller request was meant for an
+// earlier incarnation of this broker (Kafka's isBrokerEpochStale): its broker
+// epoch is positive and older than the current one. Epoch 0 (or -1, Kafka's
+// UNKNOWN_BROKER_EPOCH) comes from no controller, a hand-driven ctlclient,
+// and passes. A newer epoch passes too: the controller may send it before
+// the broker's registration answer arrives.
+func (rm *ReplicaManager) isBrokerEpochStale(request string, controllerID int32, brokerEpoch int64) bool {
+	if rm.cfg.BrokerEpoch == nil || brokerEpoch <= 0 {
+		return false
+	}
+	current := rm.cfg.BrokerEpoch()
+	if brokerEpoch >= current {
+		return false
+	}
+	rm.stateLog.Warn().Str("request", request).Int32("controller_id", controllerID).Int64("broker_epoch", brokerEpoch).
+		Int64("current_broker_epoch", current).Msg("ignoring a request meant for an earlier incarnation of this broker")
+	return true
 }
 
 // acceptControllerEpochLocked fences a request from a controller older than

@@ -10,7 +10,8 @@ import (
 )
 
 // StopReplicas handles a StopReplica request (Kafka's
-// ReplicaManager.stopReplicas): a stale controller is fenced; a partition
+// ReplicaManager.stopReplicas): a request for an earlier incarnation of this
+// broker (stale broker epoch) and a stale controller are fenced; a partition
 // whose leader epoch is newer than the request's answers
 // FENCED_LEADER_EPOCH; the others have their fetchers removed first, then are
 // no longer hosted, then (with Delete) lose their log.
@@ -25,13 +26,19 @@ func (rm *ReplicaManager) StopReplicas(ctx context.Context, req StopReplicaReque
 	defer rm.stateChangeMu.Unlock()
 
 	resp := StopReplicaResponse{Error: ErrNone}
-	if !rm.acceptControllerEpochLocked("StopReplica", req.ControllerID, req.ControllerEpoch) {
-		resp.Error = ErrStaleControllerEpoch
+	fenced := func(code ErrorCode) StopReplicaResponse {
+		resp.Error = code
 		for _, sp := range req.Partitions {
-			resp.PartitionErrors = append(resp.PartitionErrors, PartitionError{TopicPartition: sp.TopicPartition, Error: ErrStaleControllerEpoch})
+			resp.PartitionErrors = append(resp.PartitionErrors, PartitionError{TopicPartition: sp.TopicPartition, Error: code})
 		}
-		span.SetAttributes(attribute.String("replicad.error_code", ErrStaleControllerEpoch.String()))
+		span.SetAttributes(attribute.String("replicad.error_code", code.String()))
 		return resp
+	}
+	if rm.isBrokerEpochStale("StopReplica", req.ControllerID, req.BrokerEpoch) {
+		return fenced(ErrStaleBrokerEpoch)
+	}
+	if !rm.acceptControllerEpochLocked("StopReplica", req.ControllerID, req.ControllerEpoch) {
+		return fenced(ErrStaleControllerEpoch)
 	}
 
 	codes := make([]ErrorCode, len(req.Partitions))

@@ -12,9 +12,13 @@ import (
 // Config configures a Manager and its fetchers. Zero durations and sizes take
 // the defaults below (Kafka's replica.fetch.* defaults where they exist).
 type Config struct {
-	BrokerID    int32 // replica_id of every fetch
-	BrokerEpoch int64 // broker_epoch of every fetch (STALE_BROKER_EPOCH fencing)
-	NumFetchers int   // fetchers per leader (--num-replica-fetchers); default 1
+	BrokerID int32 // replica_id of every fetch
+	// BrokerEpoch returns this broker's current epoch, read at every fetch
+	// request (its broker_epoch, for STALE_BROKER_EPOCH fencing): a broker
+	// that re-registers with the controller gets a new one. Nil means 0 (no
+	// controller).
+	BrokerEpoch func() int64
+	NumFetchers int // fetchers per leader (--num-replica-fetchers); default 1
 
 	MaxWait  time.Duration // max_wait_ms: how long the leader may hold a fetch; default 500ms
 	MaxBytes int32         // max_bytes of a fetch; default 10 MiB
@@ -39,6 +43,9 @@ type Config struct {
 func (c Config) withDefaults() (Config, error) {
 	if c.Client == nil || c.Replicas == nil {
 		return c, errors.New("fetcher: config needs a Client and Replicas")
+	}
+	if c.BrokerEpoch == nil {
+		c.BrokerEpoch = func() int64 { return 0 }
 	}
 	if c.NumFetchers <= 0 {
 		c.NumFetchers = 1

@@ -2,6 +2,7 @@ package fetcher
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -62,6 +63,36 @@ func TestFetchReplicatesAndSetsHighWatermark(t *testing.T) {
 				t.Errorf("request header = %v", req)
 			}
 		})
+	})
+}
+
+// Every fetch request carries the broker epoch current when it is built: a
+// broker that re-registers with the controller fetches with its new epoch
+// without restarting its fetchers.
+func TestFetchCarriesLiveBrokerEpoch(t *testing.T) {
+	forEachTransport(t, func(t *testing.T, e *env) {
+		var epoch atomic.Int64
+		epoch.Store(7)
+		e.cfg.BrokerEpoch = epoch.Load
+		fl := newFakeLeader(t)
+		ll := fl.addPartition(p0, 3, 0)
+		appendBatches(t, ll, 3, 2)
+		leader := e.serve(1, fl)
+		r := e.follow(p0, 3, 0)
+		e.manager()
+		e.add(p0, leader, 3)
+		waitCaughtUp(t, r, ll)
+		lastEpoch := func() int64 {
+			var got int64
+			fl.with(func(fl *fakeLeader) { got = fl.requests[len(fl.requests)-1].GetBrokerEpoch() })
+			return got
+		}
+		if got := lastEpoch(); got != 7 {
+			t.Fatalf("broker_epoch %d, want 7", got)
+		}
+		epoch.Store(12)
+		fl.append(p0, 1)
+		waitFor(t, "a fetch with broker epoch 12", func() bool { return lastEpoch() == 12 }, nil)
 	})
 }
 

@@ -173,7 +173,7 @@ func (f *fetcher) buildFetchRequest() (req *replicadv1.FetchRequest, requested m
 	now := f.cfg.Clock.Now()
 	req = &replicadv1.FetchRequest{
 		ReplicaId:   f.cfg.BrokerID,
-		BrokerEpoch: f.cfg.BrokerEpoch,
+		BrokerEpoch: f.cfg.BrokerEpoch(),
 		MaxWaitMs:   int32(f.cfg.MaxWait / time.Millisecond),
 		MinBytes:    1,
 		MaxBytes:    f.cfg.MaxBytes,

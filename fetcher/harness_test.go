@@ -72,7 +72,7 @@ func newEnv(t *testing.T, transport string) *env {
 	}
 	e.client = &countingClient{LeaderClient: lc}
 	e.cfg = Config{
-		BrokerID: 100, BrokerEpoch: 7, NumFetchers: 1,
+		BrokerID: 100, BrokerEpoch: func() int64 { return 7 }, NumFetchers: 1,
 		MaxWait: 200 * time.Millisecond, PartitionBackoff: 5 * time.Millisecond,
 		ReconnectBackoff: time.Millisecond, MaxReconnectBackoff: 10 * time.Millisecond,
 		Client: e.client, Replicas: ReplicasFunc(e.replica), Logger: testLogger(t),

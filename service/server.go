@@ -38,6 +38,8 @@ type Server struct {
 	// finish the calls that do.
 	draining     context.Context
 	stopDraining context.CancelFunc
+	// services are the names health reports on besides "".
+	services []string
 }
 
 // servedServices are the names the health service reports on, besides "" (the whole server).
@@ -57,14 +59,33 @@ func NewServer(opts Options) *Server {
 	if now == nil {
 		now = time.Now
 	}
+	serverOpts := append(commonServerOptions(opts.Logger), grpc.MaxRecvMsgSize(maxRecvMsgSize(opts.ReplicaManager.MaxBatchBytes())))
+	serverOpts = append(serverOpts, grpcx.ServerOptions()...)
+	serverOpts = append(serverOpts, opts.ServerOptions...)
+
+	s := &Server{grpc: grpc.NewServer(serverOpts...), health: health.NewServer(), services: servedServices}
+	s.draining, s.stopDraining = context.WithCancel(context.Background())
+	replicadv1.RegisterReplicaManagerServiceServer(s.grpc, &replicaManagerService{rm: opts.ReplicaManager})
+	replicadv1.RegisterLogServiceServer(s.grpc, &logService{rm: opts.ReplicaManager, now: now})
+	replicadv1.RegisterFetchServiceServer(s.grpc, &fetchService{rm: opts.ReplicaManager, draining: s.draining})
+	replicadv1.RegisterControllerServiceServer(s.grpc, &controllerService{})
+	healthpb.RegisterHealthServer(s.grpc, s.health)
+	reflection.Register(s.grpc)
+	s.setServing(healthpb.HealthCheckResponse_NOT_SERVING)
+	return s
+}
+
+// commonServerOptions are the options of every replicad gRPC server: the
+// OpenTelemetry stats handler, and logging around panic recovery.
+func commonServerOptions(l zerolog.Logger) []grpc.ServerOption {
 	logOpts := []logging.Option{
 		logging.WithLogOnEvents(logging.FinishCall),
 		logging.WithLevels(serverCodeToLevel),
 		logging.WithFieldsFromContext(traceFields),
 	}
-	logger := InterceptorLogger(opts.Logger)
-	recoveryOpt := recovery.WithRecoveryHandlerContext(recoveryHandler(opts.Logger))
-	serverOpts := []grpc.ServerOption{
+	logger := InterceptorLogger(l)
+	recoveryOpt := recovery.WithRecoveryHandlerContext(recoveryHandler(l))
+	return []grpc.ServerOption{
 		grpc.StatsHandler(otelgrpc.NewServerHandler()),
 		// Logging wraps recovery so a recovered panic is logged as the Internal it became.
 		grpc.ChainUnaryInterceptor(
@@ -75,21 +96,7 @@ func NewServer(opts Options) *Server {
 			logging.StreamServerInterceptor(logger, logOpts...),
 			recovery.StreamServerInterceptor(recoveryOpt),
 		),
-		grpc.MaxRecvMsgSize(maxRecvMsgSize(opts.ReplicaManager.MaxBatchBytes())),
 	}
-	serverOpts = append(serverOpts, grpcx.ServerOptions()...)
-	serverOpts = append(serverOpts, opts.ServerOptions...)
-
-	s := &Server{grpc: grpc.NewServer(serverOpts...), health: health.NewServer()}
-	s.draining, s.stopDraining = context.WithCancel(context.Background())
-	replicadv1.RegisterReplicaManagerServiceServer(s.grpc, &replicaManagerService{rm: opts.ReplicaManager})
-	replicadv1.RegisterLogServiceServer(s.grpc, &logService{rm: opts.ReplicaManager, now: now})
-	replicadv1.RegisterFetchServiceServer(s.grpc, &fetchService{rm: opts.ReplicaManager, draining: s.draining})
-	replicadv1.RegisterControllerServiceServer(s.grpc, &controllerService{})
-	healthpb.RegisterHealthServer(s.grpc, s.health)
-	reflection.Register(s.grpc)
-	s.setServing(healthpb.HealthCheckResponse_NOT_SERVING)
-	return s
 }
 
 // maxRecvMsgSize lets a produce request carrying a full batch through: the
@@ -102,7 +109,7 @@ func maxRecvMsgSize(maxBatchBytes int) int {
 
 func (s *Server) setServing(st healthpb.HealthCheckResponse_ServingStatus) {
 	s.health.SetServingStatus("", st)
-	for _, name := range servedServices {
+	for _, name := range s.services {
 		s.health.SetServingStatus(name, st)
 	}
 }

@@ -86,10 +86,10 @@ func validatePartitionList[E partitionEntry](field string, entries []E, check fu
 }
 
 // validatePartitionState checks the fields of one controller decision past
-// its topic and partition. allowNoLeader
-// admits leader -1, which UpdateMetadata carries for leaderless partitions;
-// a LeaderAndIsr always names a leader among the replicas.
-func validatePartitionState(path string, p *replicadv1.PartitionState, allowNoLeader bool) error {
+// its topic and partition. The leader is one of the replicas, or -1
+// (NoLeader), which both UpdateMetadata and LeaderAndIsr carry for a
+// partition the controller left without a leader (no ISR member alive).
+func validatePartitionState(path string, p *replicadv1.PartitionState) error {
 	if err := validateNonNegative(path+".controller_epoch", int64(p.GetControllerEpoch())); err != nil {
 		return err
 	}
@@ -113,7 +113,7 @@ func validatePartitionState(path string, p *replicadv1.PartitionState, allowNoLe
 		}
 		inReplicas[r] = true
 	}
-	if !(allowNoLeader && p.GetLeader() == noLeader) && !inReplicas[p.GetLeader()] {
+	if p.GetLeader() != noLeader && !inReplicas[p.GetLeader()] {
 		return invalid(path+".leader", "broker %d is not in replicas %v", p.GetLeader(), replicas)
 	}
 	inISR := make(map[int32]bool, len(p.GetIsr()))
@@ -130,9 +130,9 @@ func validatePartitionState(path string, p *replicadv1.PartitionState, allowNoLe
 }
 
 // validatePartitionStates checks a list of controller decisions.
-func validatePartitionStates(field string, ps []*replicadv1.PartitionState, allowNoLeader bool) error {
+func validatePartitionStates(field string, ps []*replicadv1.PartitionState) error {
 	return validatePartitionList(field, ps, func(path string, p *replicadv1.PartitionState) error {
-		return validatePartitionState(path, p, allowNoLeader)
+		return validatePartitionState(path, p)
 	})
 }
 
@@ -171,7 +171,7 @@ func validateLeaderAndIsr(req *replicadv1.LeaderAndIsrRequest) error {
 	if err := validateController(req.GetControllerId(), req.GetControllerEpoch()); err != nil {
 		return err
 	}
-	if err := validatePartitionStates("partition_states", req.GetPartitionStates(), false /* allowNoLeader */); err != nil {
+	if err := validatePartitionStates("partition_states", req.GetPartitionStates()); err != nil {
 		return err
 	}
 	return validateBrokers("live_leaders", req.GetLiveLeaders())
@@ -184,7 +184,7 @@ func validateUpdateMetadata(req *replicadv1.UpdateMetadataRequest) error {
 	if err := validateBrokers("live_brokers", req.GetLiveBrokers()); err != nil {
 		return err
 	}
-	return validatePartitionStates("partition_states", req.GetPartitionStates(), true /* allowNoLeader */)
+	return validatePartitionStates("partition_states", req.GetPartitionStates())
 }
 
 func validateStopReplica(req *replicadv1.StopReplicaRequest) error {

@@ -99,7 +99,7 @@ func TestMalformedRequestsAreRejected(t *testing.T) {
 		{"lai duplicate replicas", lai(stateWith(func(p *replicadv1.PartitionState) { p.Replicas = []int32{1, 2, 1} })), "partition_states[0].replicas: broker 1 appears twice"},
 		{"lai negative replica", lai(stateWith(func(p *replicadv1.PartitionState) { p.Replicas = []int32{1, -3} })), "partition_states[0].replicas: broker id -3"},
 		{"lai leader outside replicas", lai(stateWith(func(p *replicadv1.PartitionState) { p.Leader = 9 })), "partition_states[0].leader: broker 9 is not in replicas"},
-		{"lai no leader", lai(stateWith(func(p *replicadv1.PartitionState) { p.Leader = -1 })), "partition_states[0].leader: broker -1 is not in replicas"},
+		{"lai leader below no leader", lai(stateWith(func(p *replicadv1.PartitionState) { p.Leader = -2 })), "partition_states[0].leader: broker -2 is not in replicas"},
 		{"lai isr outside replicas", lai(stateWith(func(p *replicadv1.PartitionState) { p.Isr = []int32{1, 4} })), "partition_states[0].isr: broker 4 is not in replicas"},
 		{"lai duplicate isr", lai(stateWith(func(p *replicadv1.PartitionState) { p.Isr = []int32{1, 1} })), "partition_states[0].isr: broker 1 appears twice"},
 		{"lai negative leader epoch", lai(stateWith(func(p *replicadv1.PartitionState) { p.LeaderEpoch = -1 })), "partition_states[0].leader_epoch: must not be negative"},
@@ -195,6 +195,10 @@ func TestWellFormedRequestsPassValidation(t *testing.T) {
 			s := validState()
 			s.Topic = "payments"
 			r.PartitionStates = append(r.PartitionStates, s)
+		}))},
+		{"leader and isr leaderless partition", validateLeaderAndIsr(stateWith(func(p *replicadv1.PartitionState) {
+			p.Leader = -1
+			p.Isr = nil
 		}))},
 		{"update metadata leaderless partition", validateUpdateMetadata(&replicadv1.UpdateMetadataRequest{
 			LiveBrokers:     []*replicadv1.Broker{{Id: 1, Host: "h", Port: 65535}},

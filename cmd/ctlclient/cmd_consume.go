@@ -21,8 +21,15 @@ func consumeCommand() *command {
 		details: `Prints "offset<TAB>value" a line (-o json: each ConsumeResponse that carried
 records). Stops at the high watermark, or after --max-records; with --follow
 it keeps long-polling for new records until interrupted (Ctrl-C, exit 0).
-Exits 1 on an error code (OFFSET_OUT_OF_RANGE, NOT_LEADER_OR_FOLLOWER, ...).`,
-		example: "ctlclient consume --topic orders --partition 0\nctlclient consume --topic orders --partition 0 --offset 100 --follow",
+Exits 1 on an error code (OFFSET_OUT_OF_RANGE, NOT_LEADER_OR_FOLLOWER, ...).
+
+With --controller the partition's leader is found from the controller
+rather than --broker, and a poll answered NOT_LEADER_OR_FOLLOWER,
+LEADER_NOT_AVAILABLE, FENCED_LEADER_EPOCH or UNKNOWN_TOPIC_OR_PARTITION, or
+whose leader cannot be reached, is repeated at the same offset on the leader
+a fresh lookup names (backoff 100ms doubling to 1s, for up to --timeout):
+a --follow survives leader changes.`,
+		example: "ctlclient consume --topic orders --partition 0\nctlclient consume --topic orders --partition 0 --offset 100 --follow\nctlclient --controller 127.0.0.1:9090 consume --topic orders --partition 2 --follow",
 		flags: func(fs *flag.FlagSet) func(context.Context, *env) error {
 			topic := fs.String("topic", "", "topic")
 			partition := int32Var(fs, "partition", 0, "partition")
@@ -35,18 +42,15 @@ Exits 1 on an error code (OFFSET_OUT_OF_RANGE, NOT_LEADER_OR_FOLLOWER, ...).`,
 				if err := requireFlags(fs, "topic", "partition"); err != nil {
 					return err
 				}
-				if e.g.controller != "" {
-					return notYet("consume --controller", "controller")
-				}
 				if *offset < 0 || *maxRecords < 0 || *maxWaitMs < 0 || *maxBytes < 0 {
 					return usagef("--offset, --max-records, --max-wait-ms and --max-bytes must not be negative")
 				}
-				conn, err := e.dial()
+				router, err := e.newLeaderRouter()
 				if err != nil {
 					return err
 				}
-				defer conn.Close()
-				c := &consumer{e: e, client: replicadv1.NewLogServiceClient(conn), topic: *topic, partition: *partition,
+				defer router.close()
+				c := &consumer{e: e, router: router, topic: *topic, partition: *partition,
 					follow: *follow, maxRecords: *maxRecords, maxBytes: *maxBytes}
 				if *follow {
 					c.maxWaitMs = *maxWaitMs
@@ -63,7 +67,7 @@ Exits 1 on an error code (OFFSET_OUT_OF_RANGE, NOT_LEADER_OR_FOLLOWER, ...).`,
 
 type consumer struct {
 	e          *env
-	client     replicadv1.LogServiceClient
+	router     *leaderRouter
 	topic      string
 	partition  int32
 	follow     bool
@@ -125,15 +129,26 @@ func (c *consumer) run(ctx context.Context, offset int64) error {
 	return nil
 }
 
+// poll reads from offset on the partition's leader; with --controller a
+// leader change is followed (leaderRouter.do), continuing at offset.
 func (c *consumer) poll(ctx context.Context, offset int64) (*replicadv1.ConsumeResponse, error) {
 	wait := time.Duration(c.maxWaitMs) * time.Millisecond
-	rctx, cancel := c.e.rpcContextWithWait(ctx, wait)
-	defer cancel()
 	req := &replicadv1.ConsumeRequest{Topic: c.topic, Partition: c.partition, Offset: offset, MaxBytes: c.maxBytes, MaxWaitMs: c.maxWaitMs}
 	if c.follow {
 		req.MinBytes = 1 // hold the poll until something arrives (or max wait)
 	}
-	return c.client.Consume(rctx, req)
+	var resp *replicadv1.ConsumeResponse
+	err := c.router.do(ctx, partitionKey{c.topic, c.partition}, func(ctx context.Context, lc replicadv1.LogServiceClient) (replicadv1.ErrorCode, error) {
+		rctx, cancel := c.e.rpcContextWithWait(ctx, wait)
+		defer cancel()
+		r, err := lc.Consume(rctx, req)
+		if err != nil {
+			return 0, err
+		}
+		resp = r
+		return r.GetErrorCode(), nil
+	})
+	return resp, err
 }
 
 func (c *consumer) print(resp *replicadv1.ConsumeResponse) error {

@@ -21,8 +21,10 @@ func perfProduceCommand() *command {
 		summary: "produce load and report throughput and latency (like kafka-producer-perf-test)",
 		usage:   "--topic T [--partitions N] [--records N] [--record-size B] [--batch N] [--acks all|1|0] [--concurrency N]",
 		details: `Sends --records records of --record-size bytes in requests of --batch records
-to partitions 0..N-1 of --topic on one broker (each must be led by it), from
---concurrency workers that each keep one request in flight. Prints a progress
+to partitions 0..N-1 of --topic on one broker (each must be led by it), or
+with --controller each to its leader as the controller names it (retrying
+through leader changes as produce does; latency then includes the retries),
+from --concurrency workers that each keep one request in flight. Prints a progress
 line every second, then records/s, MB/s and request latency avg, p50, p99,
 p99.9 and max (-o json: the same as one JSON object). Exits 1 if any request
 failed.`,
@@ -47,13 +49,13 @@ failed.`,
 				if *partitions < 1 || *records < 1 || *recordSize < 0 || *batchSize < 1 || *concurrency < 1 {
 					return usagef("--partitions, --records, --batch and --concurrency must be >= 1, --record-size >= 0")
 				}
-				conn, err := e.dial()
+				router, err := e.newLeaderRouter()
 				if err != nil {
 					return err
 				}
-				defer conn.Close()
+				defer router.close()
 				pt := &perfTest{
-					e: e, client: replicadv1.NewLogServiceClient(conn), topic: *topic, partitions: *partitions,
+					e: e, router: router, topic: *topic, partitions: *partitions,
 					records: *records, batch: *batchSize, acks: acks, timeoutMs: *timeoutMs,
 					payload: randomPayload(*recordSize),
 				}
@@ -75,7 +77,7 @@ func randomPayload(n int) []byte {
 
 type perfTest struct {
 	e          *env
-	client     replicadv1.LogServiceClient
+	router     *leaderRouter
 	topic      string
 	partitions int32
 	records    int64
@@ -153,9 +155,17 @@ func (pt *perfTest) worker(ctx context.Context, stop context.CancelFunc) {
 		}
 		req := &replicadv1.ProduceRequest{Topic: pt.topic, Partition: int32(b % int64(pt.partitions)), Acks: pt.acks, TimeoutMs: pt.timeoutMs, Records: recs}
 		t0 := time.Now()
-		rctx, cancel := pt.e.rpcContextWithWait(ctx, time.Duration(pt.timeoutMs)*time.Millisecond)
-		resp, err := pt.client.Produce(rctx, req)
-		cancel()
+		var resp *replicadv1.ProduceResponse
+		err := pt.router.do(ctx, partitionKey{req.Topic, req.Partition}, func(ctx context.Context, c replicadv1.LogServiceClient) (replicadv1.ErrorCode, error) {
+			rctx, cancel := pt.e.rpcContextWithWait(ctx, time.Duration(pt.timeoutMs)*time.Millisecond)
+			defer cancel()
+			r, err := c.Produce(rctx, req)
+			if err != nil {
+				return 0, err
+			}
+			resp = r
+			return r.GetErrorCode(), nil
+		})
 		lat := time.Since(t0)
 		if err == nil && resp.GetErrorCode() != replicadv1.ErrorCode_ERROR_CODE_NONE {
 			err = answerError{fmt.Sprintf("partition %d: %s %s", req.Partition, codeName(resp.GetErrorCode()), resp.GetErrorMessage())}

@@ -29,13 +29,22 @@ const (
 func produceCommand() *command {
 	return &command{
 		name:    "produce",
-		summary: "append records to a partition the broker leads",
+		summary: "append records to a partition's leader (--broker, or found via --controller)",
 		usage:   "--topic T --partition P [--acks all|1|0] [--timeout-ms N] [--key K] [--value V ...]",
 		details: `Each --value is one record. Without --value, each stdin line is one record,
 sent in batches (up to --batch-records records and --batch-bytes bytes, or
 what arrived within --linger-ms). Prints the base offset of each batch. Exits 1 at
-the first batch answered with an error code (NOT_LEADER_OR_FOLLOWER, ...).`,
-		example: "ctlclient produce --topic orders --partition 0 --value hello --value world\nseq 1 1000 | ctlclient produce --topic orders --partition 0 --acks 1",
+the first batch answered with an error code (NOT_LEADER_OR_FOLLOWER, ...).
+
+With --controller the partition's leader is found from the controller
+(describe-cluster) rather than --broker, and a batch answered
+NOT_LEADER_OR_FOLLOWER, LEADER_NOT_AVAILABLE, FENCED_LEADER_EPOCH or
+UNKNOWN_TOPIC_OR_PARTITION (a topic just created), or whose leader cannot be
+reached, is sent again to the leader a fresh lookup names, with a backoff of
+100ms doubling to 1s, for up to --timeout. Only the answer that ends the
+retries is printed. A batch is sent at least once: one whose answer was lost
+with its leader may be appended twice.`,
+		example: "ctlclient produce --topic orders --partition 0 --value hello --value world\nseq 1 1000 | ctlclient produce --topic orders --partition 0 --acks 1\nseq 1 1000 | ctlclient --controller 127.0.0.1:9090,127.0.0.1:9190 produce --topic orders --partition 2",
 		flags: func(fs *flag.FlagSet) func(context.Context, *env) error {
 			topic := fs.String("topic", "", "topic")
 			partition := int32Var(fs, "partition", 0, "partition")
@@ -51,9 +60,6 @@ the first batch answered with an error code (NOT_LEADER_OR_FOLLOWER, ...).`,
 				if err := requireFlags(fs, "topic", "partition"); err != nil {
 					return err
 				}
-				if e.g.controller != "" {
-					return notYet("produce --controller", "controller")
-				}
 				acks, err := parseAcks(*acksFlag)
 				if err != nil {
 					return err
@@ -64,13 +70,13 @@ the first batch answered with an error code (NOT_LEADER_OR_FOLLOWER, ...).`,
 				if *batchRecords < 1 || *batchBytes < record.HeaderSize+recordOverhead {
 					return usagef("--batch-records must be >= 1 and --batch-bytes >= %d", record.HeaderSize+recordOverhead)
 				}
-				conn, err := e.dial()
+				router, err := e.newLeaderRouter()
 				if err != nil {
 					return err
 				}
-				defer conn.Close()
+				defer router.close()
 				p := &producer{
-					e: e, client: replicadv1.NewLogServiceClient(conn),
+					e: e, router: router,
 					template: &replicadv1.ProduceRequest{Topic: *topic, Partition: *partition, Acks: acks, TimeoutMs: *timeoutMs},
 					batch:    batch{maxRecords: *batchRecords, maxBytes: *batchBytes},
 					linger:   time.Duration(*lingerMs) * time.Millisecond,
@@ -90,11 +96,6 @@ the first batch answered with an error code (NOT_LEADER_OR_FOLLOWER, ...).`,
 			}
 		},
 	}
-}
-
-// notYet is the error of a feature that arrives with later work.
-func notYet(what, with string) error {
-	return fmt.Errorf("%s: not implemented yet: arrives with %s", what, with)
 }
 
 // batch accumulates records up to its limits.
@@ -131,7 +132,7 @@ func (b *batch) take() []*replicadv1.Record {
 
 type producer struct {
 	e        *env
-	client   replicadv1.LogServiceClient
+	router   *leaderRouter
 	template *replicadv1.ProduceRequest
 	key      []byte
 	batch    batch
@@ -162,9 +163,17 @@ func (p *producer) flush(ctx context.Context) error {
 		Topic: p.template.Topic, Partition: p.template.Partition, Acks: p.template.Acks,
 		TimeoutMs: p.template.TimeoutMs, Records: records,
 	}
-	rctx, cancel := p.e.rpcContextWithWait(ctx, time.Duration(req.TimeoutMs)*time.Millisecond)
-	defer cancel()
-	resp, err := p.client.Produce(rctx, req)
+	var resp *replicadv1.ProduceResponse
+	err := p.router.do(ctx, partitionKey{req.Topic, req.Partition}, func(ctx context.Context, c replicadv1.LogServiceClient) (replicadv1.ErrorCode, error) {
+		rctx, cancel := p.e.rpcContextWithWait(ctx, time.Duration(req.TimeoutMs)*time.Millisecond)
+		defer cancel()
+		r, err := c.Produce(rctx, req)
+		if err != nil {
+			return 0, err
+		}
+		resp = r
+		return r.GetErrorCode(), nil
+	})
 	if err != nil {
 		return err
 	}

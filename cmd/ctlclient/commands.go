@@ -18,6 +18,9 @@ type command struct {
 	// later names the work a not-yet-implemented command arrives with
 	// (replication, controller, observability); empty when implemented.
 	later string
+	// daemon commands run for long and set up their own telemetry (the
+	// controller), instead of running under one root span.
+	daemon bool
 	// flags registers the command's flags and returns the function running it.
 	flags func(fs *flag.FlagSet) func(ctx context.Context, e *env) error
 }
@@ -34,19 +37,12 @@ func commands() []*command {
 		consumeCommand(),
 		perfProduceCommand(),
 		alterLogDirCommand(),
-		{name: "controller run", later: "controller", summary: "run the controller daemon",
-			usage:   "[--listen 127.0.0.1:9090] [--store DIR | etcd://HOST:PORT[,HOST:PORT]] [--session-timeout 6s] [--unclean-leader-election]",
-			example: "ctlclient controller run --listen 127.0.0.1:9090 --store ./data/controller"},
-		{name: "create-topic", later: "controller", summary: "create a topic through the controller",
-			usage: "--topic T --partitions N --replication-factor R", example: "ctlclient --controller 127.0.0.1:9090 create-topic --topic orders --partitions 3 --replication-factor 3"},
-		{name: "delete-topic", later: "controller", summary: "delete a topic through the controller",
-			usage: "--topic T", example: "ctlclient --controller 127.0.0.1:9090 delete-topic --topic orders"},
-		{name: "elect", later: "controller", summary: "elect a partition's leader",
-			usage: "--topic T --partition P [--leader B]", example: "ctlclient --controller 127.0.0.1:9090 elect --topic orders --partition 0 --leader 2"},
-		{name: "reassign", later: "controller", summary: "change a partition's replicas",
-			usage: "--topic T --partition P --replicas 1,2,3", example: "ctlclient --controller 127.0.0.1:9090 reassign --topic orders --partition 0 --replicas 2,3,4"},
-		{name: "describe-cluster", later: "controller", summary: "show brokers and partitions as the controller sees them",
-			usage: "", example: "ctlclient --controller 127.0.0.1:9090 describe-cluster -o json"},
+		controllerRunCommand(),
+		createTopicCommand(),
+		deleteTopicCommand(),
+		electCommand(),
+		reassignCommand(),
+		describeClusterCommand(),
 		{name: "trace", later: "observability", summary: "print a trace from Jaeger as an indented timeline",
 			usage: "last|TRACE_ID --jaeger URL", example: "ctlclient trace last --jaeger http://127.0.0.1:16686"},
 	}
@@ -58,10 +54,16 @@ Usage: ctlclient [global flags] COMMAND [flags]
 
 Global flags (also accepted after COMMAND):
   --broker ADDR      broker to talk to (env CTLCLIENT_BROKER, default 127.0.0.1:9091)
-  --controller ADDR  controller to talk to (commands that need it arrive with the controller)
+  --controller ADDR[,ADDR...]
+                     controllers (env CTLCLIENT_CONTROLLER): create-topic,
+                     delete-topic, elect, reassign and describe-cluster ask
+                     the active one; with it produce, consume and perf
+                     produce find each partition's leader themselves
   -o table|json      output: aligned table (default), or each RPC response as
                      protojson, as grpcurl prints it
-  --timeout D        deadline of each RPC (default 10s)
+  --timeout D        deadline of each RPC (default 10s); with --controller also
+                     how long one call keeps retrying through a controller
+                     failover or a leader change
 
 Commands:
 `

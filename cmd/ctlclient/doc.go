@@ -1,7 +1,11 @@
 // Command ctlclient drives replicad brokers: it sends the controller's
 // requests (leader-and-isr, update-metadata, stop-replica) by hand, inspects
 // brokers (describe, checkpoint), produces and consumes records, and
-// generates load (perf produce).
+// generates load (perf produce). With --controller (one address or a
+// comma-separated list, of which the active controller is found) it
+// administers the cluster (create-topic, delete-topic, elect, reassign,
+// describe-cluster), and produce, consume and perf produce find each
+// partition's leader from the controller and follow leader changes.
 //
 //	ctlclient [global flags] COMMAND [flags]
 //

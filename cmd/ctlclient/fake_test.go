@@ -162,8 +162,9 @@ func (b *memBroker) OffsetsForLeaderEpoch(context.Context, core.OffsetsForLeader
 	return core.OffsetsForLeaderEpochResponse{}
 }
 
-// startBroker serves b on a loopback port and returns its address.
-func startBroker(t *testing.T, b *memBroker, opts ...grpc.ServerOption) string {
+// startBroker serves b (a memBroker, or one wrapping it) on a loopback port
+// and returns its address.
+func startBroker(t *testing.T, b service.ReplicaManager, opts ...grpc.ServerOption) string {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
@@ -30,6 +31,7 @@ func newGlobals(getenv func(string) string) *globals {
 	if b := getenv("CTLCLIENT_BROKER"); b != "" {
 		g.broker = b
 	}
+	g.controller = getenv("CTLCLIENT_CONTROLLER")
 	return g
 }
 
@@ -37,9 +39,9 @@ func newGlobals(getenv func(string) string) *globals {
 // defaults, so flags given before the command survive the command's own parse.
 func (g *globals) register(fs *flag.FlagSet) {
 	fs.StringVar(&g.broker, "broker", g.broker, "broker `ADDR` (host:port); env CTLCLIENT_BROKER")
-	fs.StringVar(&g.controller, "controller", g.controller, "controller `ADDR`; commands that need the controller arrive with it")
+	fs.StringVar(&g.controller, "controller", g.controller, "controller `ADDR[,ADDR...]`: the active one is found among them; env CTLCLIENT_CONTROLLER")
 	fs.StringVar(&g.output, "o", g.output, "output `format`: table or json (each RPC response as protojson, as grpcurl prints it)")
-	fs.DurationVar(&g.timeout, "timeout", g.timeout, "deadline of each RPC")
+	fs.DurationVar(&g.timeout, "timeout", g.timeout, "deadline of each RPC; with --controller also how long one call keeps retrying")
 }
 
 func (g *globals) validate() error {
@@ -52,7 +54,21 @@ func (g *globals) validate() error {
 	if g.broker == "" {
 		return fmt.Errorf("--broker: must not be empty")
 	}
+	if g.controller != "" && len(g.controllers()) == 0 {
+		return fmt.Errorf("--controller: want ADDR[,ADDR...] (got %q)", g.controller)
+	}
 	return nil
+}
+
+// controllers is --controller split at its commas, empty entries left out.
+func (g *globals) controllers() []string {
+	var addrs []string
+	for _, a := range strings.Split(g.controller, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			addrs = append(addrs, a)
+		}
+	}
+	return addrs
 }
 
 // maxRecvMsgSize admits consume answers far above gRPC's 4 MiB default.
@@ -60,14 +76,19 @@ const maxRecvMsgSize = 256 << 20
 
 // dial connects to the broker lazily; otelgrpc carries the command's trace context.
 func (e *env) dial() (*grpc.ClientConn, error) {
+	return dialAddr(e.g.broker)
+}
+
+// dialAddr connects to addr (a broker or a controller) lazily.
+func dialAddr(addr string) (*grpc.ClientConn, error) {
 	opts := append(grpcx.DialOptions(),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithStatsHandler(otelgrpc.NewClientHandler()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxRecvMsgSize), grpc.MaxCallSendMsgSize(maxRecvMsgSize)),
 	)
-	conn, err := grpc.NewClient(e.g.broker, opts...)
+	conn, err := grpc.NewClient(addr, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("dial %s: %w", e.g.broker, err)
+		return nil, fmt.Errorf("dial %s: %w", addr, err)
 	}
 	return conn, nil
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -42,6 +43,9 @@ type env struct {
 	stdout io.Writer
 	stderr io.Writer
 	tracer trace.Tracer
+
+	ctlOnce sync.Once
+	ctl     *controllerClient // the --controller addresses; nil until first needed
 }
 
 // run parses the command line, runs one command under its root span and
@@ -103,6 +107,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return usageFailure(stderr, cmd, err)
 	}
 	e := &env{g: g, stdin: stdin, stdout: stdout, stderr: stderr}
+	if cmd.daemon {
+		return e.report(cmd, runCmd(ctx, e))
+	}
 	return e.runTraced(ctx, cmd, runCmd)
 }
 
@@ -120,10 +127,13 @@ func (e *env) runTraced(ctx context.Context, cmd *command, runCmd func(context.C
 		_ = tel.Shutdown(sctx)
 	}()
 	e.tracer = tel.Tracer("github.com/replicad/replicad/cmd/ctlclient")
-	ctx, span := e.tracer.Start(ctx, "ctlclient "+cmd.name, trace.WithAttributes(
-		attribute.String("replicad.broker", e.g.broker),
-	))
+	attrs := []attribute.KeyValue{attribute.String("replicad.broker", e.g.broker)}
+	if e.g.controller != "" {
+		attrs = append(attrs, attribute.String("replicad.controller", e.g.controller))
+	}
+	ctx, span := e.tracer.Start(ctx, "ctlclient "+cmd.name, trace.WithAttributes(attrs...))
 	defer span.End()
+	defer e.closeController()
 
 	err = runCmd(ctx, e)
 	if err != nil {

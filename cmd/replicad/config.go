@@ -21,7 +21,7 @@ type config struct {
 	brokerID             int32
 	listen               string
 	logDirs              []string // absolute, cleaned, distinct
-	controller           string   // host:port; empty: standalone
+	controller           string   // comma list of host:port (see controllers); empty: standalone
 	hwCheckpointInterval time.Duration
 	replicaLagTimeMax    time.Duration
 	numReplicaFetchers   int
@@ -30,6 +30,12 @@ type config struct {
 	logFormat            string
 	metricsListen        string
 	logConfig            log.Config
+	// advertisedAddress is the host:port the broker registers with the
+	// controller; empty: the address it listens on (see advertisedEndpoint).
+	advertisedAddress string
+	// controlledShutdownTimeout bounds the controlled shutdown on SIGTERM;
+	// 0 means defaultControlledShutdownTimeout (see shutdownTimeout).
+	controlledShutdownTimeout time.Duration
 }
 
 const usageHeader = `replicad: a broker hosting replicas of partitioned append-only logs.
@@ -40,8 +46,17 @@ It serves ReplicaManagerService, LogService and FetchService over gRPC on
 --listen (with server reflection and grpc.health.v1). Drive it with ctlclient
 or grpcurl. SIGTERM or SIGINT stops it cleanly: in-flight calls finish, the
 high watermarks are checkpointed, logs are flushed, exit status 0.
+
 OpenTelemetry spans are exported over OTLP/gRPC when OTEL_EXPORTER_OTLP_ENDPOINT
 (or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) is set.
+
+With --controller the broker registers with the controller (advertising
+--advertised-address) once its gRPC server is up, heartbeats to keep its
+session and broker epoch, and sends its ISR changes as AlterPartition. It
+rejects controller requests meant for an earlier registration
+(STALE_BROKER_EPOCH). On SIGTERM it first asks the controller to move its
+leaderships away (controlled shutdown, at most --controlled-shutdown-timeout),
+then stops as above.
 
 Flags:
 `
@@ -65,7 +80,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	id := fs.Int("id", 1, "broker id (>= 0); a log dir remembers its broker in meta.properties and refuses another")
 	listen := fs.String("listen", "127.0.0.1:9091", "host:port of the gRPC server; port 0 picks a free port (the stderr line\n'replicad listening on HOST:PORT' tells which)")
 	logDirs := fs.String("log-dirs", "", "comma-separated log dirs holding the partitions (default ./data/broker-<id>)")
-	controller := fs.String("controller", "", "controller host:port: ISR changes go to it as AlterPartition; empty runs the broker standalone\n(it applies its ISR changes itself). Broker registration and controller-driven LeaderAndIsr\narrive with the controller")
+	controller := fs.String("controller", "", "comma-separated controller addresses (host:port,...): the broker registers with the active one\n(a standby answers NOT_CONTROLLER and the next address is tried), heartbeats to it, and sends it\nits ISR changes as AlterPartition. Empty runs the broker standalone (it applies its ISR changes\nitself, and LeaderAndIsr comes from ctlclient)")
+	advertised := fs.String("advertised-address", "", "host:port the broker registers with the controller, which other brokers and clients dial\n(default: --listen, with the port actually bound; a wildcard host becomes the hostname)")
+	shutdownTimeout := fs.Duration("controlled-shutdown-timeout", 0, fmt.Sprintf("with --controller, how long SIGTERM waits for the controller to move this broker's leaderships\naway before stopping anyway (default %v)", defaultControlledShutdownTimeout))
 	hwInterval := fs.Duration("hw-checkpoint-interval", 5*time.Second, "how often each log dir's replication-offset-checkpoint (the high watermarks) is written")
 	lagMax := fs.Duration("replica-lag-time-max", 30*time.Second, "a follower not caught up for this long leaves the ISR")
 	fetchers := fs.Int("num-replica-fetchers", 1, "fetcher streams per source broker (>= 1)")
@@ -111,8 +128,13 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	var err error
 	cfg.logDirs, err = absoluteDirs(dirs)
 	check(err == nil, "log-dirs", "%v", err)
-	check(*controller == "" || validHostPort(*controller), "controller", "want HOST:PORT or empty (got %q)", *controller)
+	_, err = splitControllers(*controller)
+	check(err == nil, "controller", "%v", err)
 	cfg.controller = *controller
+	check(*advertised == "" || validAdvertisedAddress(*advertised), "advertised-address", "want HOST:PORT with a host and PORT in 1..65535 (got %q)", *advertised)
+	cfg.advertisedAddress = *advertised
+	check(*shutdownTimeout > 0 || !flagSet(fs, "controlled-shutdown-timeout"), "controlled-shutdown-timeout", "must be positive (got %v)", *shutdownTimeout)
+	cfg.controlledShutdownTimeout = *shutdownTimeout
 	check(*hwInterval > 0, "hw-checkpoint-interval", "must be positive (got %v)", *hwInterval)
 	check(*lagMax > 0, "replica-lag-time-max", "must be positive (got %v)", *lagMax)
 	check(*fetchers >= 1, "num-replica-fetchers", "must be at least 1 (got %d)", *fetchers)
@@ -133,6 +155,63 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		"must be in 1024..--segment-bytes (%d) (got %d)", *segmentBytes, *maxBatchBytes)
 	cfg.logConfig.MaxBatchBytes = *maxBatchBytes
 	return cfg, errors.Join(errs...)
+}
+
+// defaultControlledShutdownTimeout is --controlled-shutdown-timeout's default.
+const defaultControlledShutdownTimeout = 30 * time.Second
+
+// shutdownTimeout is the bound on the controlled shutdown.
+func (c config) shutdownTimeout() time.Duration {
+	if c.controlledShutdownTimeout > 0 {
+		return c.controlledShutdownTimeout
+	}
+	return defaultControlledShutdownTimeout
+}
+
+// controllers are the --controller addresses (none: standalone).
+func (c config) controllers() []string {
+	addrs, _ := splitControllers(c.controller)
+	return addrs
+}
+
+// splitControllers parses --controller: empty, or a comma list of distinct
+// HOST:PORT addresses.
+func splitControllers(list string) ([]string, error) {
+	if list == "" {
+		return nil, nil
+	}
+	var addrs []string
+	seen := map[string]bool{}
+	for _, a := range strings.Split(list, ",") {
+		a = strings.TrimSpace(a)
+		if !validHostPort(a) {
+			return nil, fmt.Errorf("want HOST:PORT[,HOST:PORT...] or empty (got %q in %q)", a, list)
+		}
+		if seen[a] {
+			return nil, fmt.Errorf("%s named twice", a)
+		}
+		seen[a] = true
+		addrs = append(addrs, a)
+	}
+	return addrs, nil
+}
+
+// flagSet reports whether the command line set flag name.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+// validAdvertisedAddress is a HOST:PORT others can dial: a host, and a port
+// that is not 0.
+func validAdvertisedAddress(s string) bool {
+	host, port, err := net.SplitHostPort(s)
+	if err != nil || host == "" {
+		return false
+	}
+	p, err := strconv.Atoi(port)
+	return err == nil && p >= 1 && p <= 65535
 }
 
 func validHostPort(s string) bool {

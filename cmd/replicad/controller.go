@@ -1,31 +1,200 @@
 package main
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
 	"github.com/rs/zerolog"
 
 	"github.com/replicad/replicad/alterpartition"
+	"github.com/replicad/replicad/brokersession"
 	"github.com/replicad/replicad/core"
 )
 
+// controllerLink is the broker's side of the controller protocol with
+// --controller: the registration (made in the background once the gRPC
+// server is up, since the controller sends LeaderAndIsr right after it), the
+// session it yields, and the broker epoch everything else reads from it.
+// Standalone, it is nil and all its methods do nothing.
+type controllerLink struct {
+	cfg    config
+	logger zerolog.Logger
+
+	session atomic.Pointer[brokersession.Session] // set once registered
+	cancel  context.CancelFunc                    // stops a registration in progress
+	done    chan struct{}                         // closed when the registration goroutine ends
+	// registered yields the registration's outcome once: nil, or why the
+	// broker could not register.
+	registered chan error
+	closeOnce  sync.Once
+}
+
+func newControllerLink(cfg config, logger zerolog.Logger) *controllerLink {
+	if cfg.controller == "" {
+		return nil
+	}
+	return &controllerLink{cfg: cfg, logger: logger}
+}
+
+// brokerEpoch is the current broker epoch: 0 until registered (and
+// standalone). Safe from any goroutine.
+func (l *controllerLink) brokerEpoch() int64 {
+	if l == nil {
+		return 0
+	}
+	if s := l.session.Load(); s != nil {
+		return s.BrokerEpoch()
+	}
+	return 0
+}
+
+// brokerEpochFunc is what core, the fetchers and AlterPartition read the
+// broker epoch through; nil standalone (core then checks no broker epoch).
+func (l *controllerLink) brokerEpochFunc() func() int64 {
+	if l == nil {
+		return nil
+	}
+	return l.brokerEpoch
+}
+
+// start registers the broker in the background, advertising the endpoint
+// derived from listenAddr (the address actually bound), until it succeeds or
+// ctx is done. The outcome arrives on the returned channel (nil channel
+// standalone). The session itself logs "registered broker_epoch=N".
+func (l *controllerLink) start(ctx context.Context, listenAddr net.Addr) <-chan error {
+	if l == nil {
+		return nil
+	}
+	host, port, err := advertisedEndpoint(l.cfg, listenAddr, l.logger)
+	l.registered = make(chan error, 1)
+	l.done = make(chan struct{})
+	if err != nil {
+		close(l.done)
+		l.registered <- fmt.Errorf("--advertised-address: %w", err)
+		return l.registered
+	}
+	l.logger.Info().Strs("controllers", l.cfg.controllers()).Str("advertised_address", net.JoinHostPort(host, strconv.Itoa(int(port)))).
+		Msg("registering with the controller")
+	ctx, l.cancel = context.WithCancel(ctx)
+	go func() {
+		defer close(l.done)
+		s, err := brokersession.Start(ctx, brokersession.Config{
+			Controllers: l.cfg.controllers(),
+			BrokerID:    l.cfg.brokerID,
+			Host:        host,
+			Port:        port,
+			LogDirs:     l.cfg.logDirs,
+			Logger:      l.logger,
+		})
+		if err == nil {
+			l.session.Store(s)
+		}
+		l.registered <- err
+	}()
+	return l.registered
+}
+
+// controlledShutdown asks the controller to move this broker's leaderships
+// away, for at most --controlled-shutdown-timeout, and logs the outcome. A
+// registration still in progress is abandoned (its context is the signal's,
+// already done); there is nothing to move then.
+func (l *controllerLink) controlledShutdown() {
+	if l == nil || l.done == nil {
+		return
+	}
+	if l.cancel != nil {
+		l.cancel()
+	}
+	<-l.done
+	s := l.session.Load()
+	if s == nil {
+		l.logger.Warn().Msg("not registered with the controller: no controlled shutdown")
+		return
+	}
+	timeout := l.cfg.shutdownTimeout()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	began := time.Now()
+	l.logger.Info().Dur("timeout", timeout).Int64("broker_epoch", s.BrokerEpoch()).Msg("controlled shutdown: asking the controller to move leaderships away")
+	if err := s.ControlledShutdown(ctx); err != nil {
+		l.logger.Warn().Err(err).Dur("timeout", timeout).Msg("controlled shutdown did not complete in time; shutting down anyway")
+		return
+	}
+	l.logger.Info().Dur("took", time.Since(began)).Msg("controlled shutdown complete: this broker leads no partition")
+}
+
+// close ends the registration or the session (the controller then fences
+// the broker once its session times out). Idempotent.
+func (l *controllerLink) close() {
+	if l == nil || l.done == nil {
+		return
+	}
+	l.closeOnce.Do(func() {
+		if l.cancel != nil {
+			l.cancel()
+		}
+		<-l.done
+		if s := l.session.Load(); s != nil {
+			s.Close()
+		}
+	})
+}
+
+// advertisedEndpoint is the host and port the broker registers:
+// --advertised-address, or else the listener's address, where a wildcard
+// host (0.0.0.0, ::, empty) becomes this machine's hostname.
+func advertisedEndpoint(cfg config, listenAddr net.Addr, logger zerolog.Logger) (string, int32, error) {
+	addr := cfg.advertisedAddress
+	if addr == "" {
+		addr = listenAddr.String()
+	}
+	host, portStr, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, err
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil || port < 1 || port > 65535 {
+		return "", 0, fmt.Errorf("port of %q: want 1..65535", addr)
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		name, err := os.Hostname()
+		if err != nil || name == "" {
+			return "", 0, errors.Join(fmt.Errorf("listening on a wildcard address %s and the hostname is unknown: set --advertised-address", addr), err)
+		}
+		logger.Warn().Str("listen", addr).Str("advertised_host", name).
+			Msg("listening on a wildcard address: advertising the hostname; set --advertised-address to choose")
+		host = name
+	}
+	return host, int32(port), nil
+}
+
 // newIsrChanger is the broker's core.IsrChanger: nil (core's standalone
 // changer, which applies ISR changes itself) without --controller, and
-// otherwise an AlterPartition client of the controller. closeChanger stops the
-// client; it belongs after the replica manager's shutdown.
-func newIsrChanger(cfg config, logger zerolog.Logger) (changer core.IsrChanger, closeChanger func(), err error) {
-	if cfg.controller == "" {
+// otherwise an AlterPartition client of the controllers (it moves on to the
+// next address when one fails or answers NOT_CONTROLLER), which sends
+// brokerEpoch. closeChanger stops the client; it belongs after the replica
+// manager's shutdown.
+func newIsrChanger(cfg config, logger zerolog.Logger, brokerEpoch func() int64) (changer core.IsrChanger, closeChanger func(), err error) {
+	controllers := cfg.controllers()
+	if len(controllers) == 0 {
 		return nil, func() {}, nil
 	}
 	m, err := alterpartition.New(alterpartition.Config{
-		Controller: cfg.controller,
-		BrokerID:   cfg.brokerID,
-		// Broker epoch 0 until the broker registers with the controller.
-		BrokerEpoch: func() int64 { return 0 },
+		Controller:  strings.Join(controllers, ","),
+		BrokerID:    cfg.brokerID,
+		BrokerEpoch: brokerEpoch,
 		Logger:      logger,
 	})
 	if err != nil {
 		return nil, nil, err
 	}
-	logger.Warn().Str("controller", cfg.controller).
-		Msg("ISR changes go to the controller as AlterPartition; broker registration and controller-driven LeaderAndIsr arrive with the controller")
 	return m, func() { _ = m.Close() }, nil
 }

@@ -76,8 +76,13 @@ func run(args []string, stderr io.Writer) int {
 	}
 	defer shutdownTelemetry(tel, logger)
 
+	// With --controller: the registration and session, made once the gRPC
+	// server is up; until then the broker epoch is 0.
+	link := newControllerLink(cfg, logger)
+	defer link.close()
+
 	var rm *core.ReplicaManager
-	fetchers, fetchClient, err := newFetcherManager(cfg, logger, &rm)
+	fetchers, fetchClient, err := newFetcherManager(cfg, logger, &rm, link.brokerEpochFunc())
 	if err != nil {
 		logger.Error().Err(err).Msg("fetcher setup failed")
 		return 1
@@ -88,7 +93,7 @@ func run(args []string, stderr io.Writer) int {
 		logger.Error().Err(err).Msg("alter-log-dirs fetcher setup failed")
 		return 1
 	}
-	isrChanger, closeIsrChanger, err := newIsrChanger(cfg, logger)
+	isrChanger, closeIsrChanger, err := newIsrChanger(cfg, logger, link.brokerEpochFunc())
 	if err != nil {
 		logger.Error().Err(err).Str("controller", cfg.controller).Msg("controller client setup failed")
 		return 1
@@ -108,6 +113,7 @@ func run(args []string, stderr io.Writer) int {
 		Fetchers:             fetchers,
 		AlterLogDirsFetchers: alterLogDirs,
 		IsrChanger:           isrChanger,
+		BrokerEpoch:          link.brokerEpochFunc(),
 	})
 	if err != nil {
 		if errors.Is(err, logmgr.ErrOtherBroker) {
@@ -142,27 +148,46 @@ func run(args []string, stderr io.Writer) int {
 	go func() { served <- srv.Serve(lis) }()
 	// broker_id is already on every line (newLogger).
 	logger.Info().Str("listen", lis.Addr().String()).Strs("log_dirs", cfg.logDirs).Msg("replicad started")
+	// Register only now: the controller sends LeaderAndIsr right after.
+	registered := link.start(ctx, lis.Addr())
 
-	select {
-	case <-ctx.Done():
-		// A second signal now kills the process the default way.
-		stopSignals()
-		logger.Info().Msg("signal received, shutting down")
-		stopServing(srv, logger)
-		if err := shutdownReplicaManager(rm, logger); err != nil {
+	for {
+		select {
+		case <-ctx.Done():
+			// A second signal now kills the process the default way.
+			stopSignals()
+			logger.Info().Msg("signal received, shutting down")
+			// While the broker still serves: the controller moves its
+			// leaderships away, and the new leaders' followers catch up
+			// from it.
+			link.controlledShutdown()
+			stopServing(srv, logger)
+			err := shutdownReplicaManager(rm, logger)
+			link.close()
+			if err != nil {
+				return 1
+			}
+			logger.Info().Msg("replicad stopped")
+			return 0
+		case err := <-registered:
+			registered = nil
+			if err == nil || ctx.Err() != nil {
+				continue
+			}
+			logger.Error().Err(err).Msg("cannot register with the controller, exiting")
+			stopServing(srv, logger)
+			shutdownReplicaManager(rm, logger)
+			return 1
+		case err := <-rm.Fatal():
+			logger.Error().Err(err).Msg("no log dir left online, exiting")
+			stopServing(srv, logger)
+			shutdownReplicaManager(rm, logger)
+			return 1
+		case err := <-served:
+			logger.Error().Err(err).Msg("gRPC server failed")
+			shutdownReplicaManager(rm, logger)
 			return 1
 		}
-		logger.Info().Msg("replicad stopped")
-		return 0
-	case err := <-rm.Fatal():
-		logger.Error().Err(err).Msg("no log dir left online, exiting")
-		stopServing(srv, logger)
-		shutdownReplicaManager(rm, logger)
-		return 1
-	case err := <-served:
-		logger.Error().Err(err).Msg("gRPC server failed")
-		shutdownReplicaManager(rm, logger)
-		return 1
 	}
 }
 

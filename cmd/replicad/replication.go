@@ -14,11 +14,13 @@ import (
 // from leaders over gRPC and append into the logs this broker follows. The
 // replica manager is created after it (it takes the manager in its config),
 // so the lookup reads it through rm, set before any fetcher starts: fetchers
-// start only when the replica manager adds partitions.
-func newFetcherManager(cfg config, logger zerolog.Logger, rm **core.ReplicaManager) (*fetcher.Manager, *fetcher.GRPCClient, error) {
+// start only when the replica manager adds partitions. Every fetch carries
+// brokerEpoch's current value (nil: 0, standalone).
+func newFetcherManager(cfg config, logger zerolog.Logger, rm **core.ReplicaManager, brokerEpoch func() int64) (*fetcher.Manager, *fetcher.GRPCClient, error) {
 	client := fetcher.NewGRPCClient()
 	m, err := fetcher.NewManager(fetcher.Config{
 		BrokerID:    cfg.brokerID,
+		BrokerEpoch: brokerEpoch,
 		NumFetchers: cfg.numReplicaFetchers,
 		Client:      client,
 		Replicas: fetcher.ReplicasFunc(func(t tp.TopicPartition) (fetcher.Replica, bool) {

@@ -110,5 +110,9 @@ func TestCtlclientEndToEnd(t *testing.T) {
 	ctlclient(t, addr, "", "checkpoint").want(t, 0)
 	ctlclient(t, addr, "", "produce", "--topic", "nowhere", "--partition", "0", "--value", "x").want(t, 1)
 	ctlclient(t, addr, "", "produce", "--topic", "orders").want(t, 2)
-	ctlclient(t, addr, "", "create-topic", "--topic", "x").want(t, 1)
+	// Controller commands need --controller.
+	r = ctlclient(t, addr, "", "create-topic", "--topic", "x", "--partitions", "1", "--replication-factor", "1").want(t, 2)
+	if !strings.Contains(r.stderr, "--controller") {
+		t.Fatalf("create-topic without a controller: stderr %q, want it to name --controller", r.stderr)
+	}
 }

@@ -21,7 +21,11 @@ import (
 // StartTimeout bounds a broker's start (log recovery included) under -race on a slow machine.
 const StartTimeout = 60 * time.Second
 
-const listeningPrefix = "replicad listening on "
+// The stderr lines that announce the address a process serves on.
+const (
+	listeningPrefix           = "replicad listening on "
+	controllerListeningPrefix = "replicad controller listening on "
+)
 
 // BrokerOptions configure a broker process.
 type BrokerOptions struct {
@@ -37,6 +41,7 @@ type Broker struct {
 	cmd  *exec.Cmd
 
 	stderr   *syncBuffer
+	prefix   string // of the stderr line announcing Addr
 	listenC  chan string
 	exited   chan struct{}
 	exitCode int
@@ -53,7 +58,20 @@ func brokerArgs(opts BrokerOptions) []string {
 // the test left it running.
 func StartBroker(t testing.TB, bin string, opts BrokerOptions) *Broker {
 	t.Helper()
-	b, err := startProcess(t, bin, brokerArgs(opts))
+	return startListening(t, bin, brokerArgs(opts), listeningPrefix)
+}
+
+// StartController starts `ctlclient controller run` with args (the test
+// picks --listen, --store and the rest) and waits for its listening line.
+// The process is killed at cleanup if the test left it running.
+func StartController(t testing.TB, ctlclientBin string, args ...string) *Broker {
+	t.Helper()
+	return startListening(t, ctlclientBin, append([]string{"controller", "run"}, args...), controllerListeningPrefix)
+}
+
+func startListening(t testing.TB, bin string, args []string, prefix string) *Broker {
+	t.Helper()
+	b, err := startProcess(t, bin, args, prefix)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,10 +79,10 @@ func StartBroker(t testing.TB, bin string, opts BrokerOptions) *Broker {
 	case b.Addr = <-b.listenC:
 		return b
 	case <-b.exited:
-		t.Fatalf("replicad exited with status %d before listening; stderr:\n%s", b.exitCode, b.Stderr())
+		t.Fatalf("%s %v exited with status %d before listening; stderr:\n%s", bin, args, b.exitCode, b.Stderr())
 	case <-time.After(StartTimeout):
 		b.Kill()
-		t.Fatalf("replicad did not listen within %v; stderr:\n%s", StartTimeout, b.Stderr())
+		t.Fatalf("%s %v did not listen within %v; stderr:\n%s", bin, args, StartTimeout, b.Stderr())
 	}
 	return nil
 }
@@ -73,7 +91,7 @@ func StartBroker(t testing.TB, bin string, opts BrokerOptions) *Broker {
 // on its own (a refused start), returning its status and stderr.
 func RunBrokerExpectingExit(t testing.TB, bin string, opts BrokerOptions) (int, string) {
 	t.Helper()
-	b, err := startProcess(t, bin, brokerArgs(opts))
+	b, err := startProcess(t, bin, brokerArgs(opts), listeningPrefix)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,8 +103,8 @@ func RunBrokerExpectingExit(t testing.TB, bin string, opts BrokerOptions) (int, 
 	return code, b.Stderr()
 }
 
-func startProcess(t testing.TB, bin string, args []string) (*Broker, error) {
-	b := &Broker{t: t, stderr: &syncBuffer{}, listenC: make(chan string, 1), exited: make(chan struct{})}
+func startProcess(t testing.TB, bin string, args []string, prefix string) (*Broker, error) {
+	b := &Broker{t: t, stderr: &syncBuffer{}, prefix: prefix, listenC: make(chan string, 1), exited: make(chan struct{})}
 	b.cmd = exec.Command(bin, args...)
 	pipe, err := b.cmd.StderrPipe()
 	if err != nil {
@@ -112,7 +130,7 @@ func startProcess(t testing.TB, bin string, args []string) (*Broker, error) {
 			b.Kill()
 		}
 		if testing.Verbose() || t.Failed() {
-			t.Logf("replicad %v stderr:\n%s", args, b.Stderr())
+			t.Logf("%s %v stderr:\n%s", bin, args, b.Stderr())
 		}
 	})
 	return b, nil
@@ -125,7 +143,7 @@ func (b *Broker) scanStderr(r io.Reader) {
 	for sc.Scan() {
 		line := sc.Text()
 		b.stderr.WriteLine(line)
-		if addr, ok := strings.CutPrefix(line, listeningPrefix); ok && !announced {
+		if addr, ok := strings.CutPrefix(line, b.prefix); ok && !announced {
 			announced = true
 			b.listenC <- strings.TrimSpace(addr)
 		}
@@ -168,6 +186,14 @@ func (b *Broker) Wait(d time.Duration) (code int, exited bool) {
 		return b.exitCode, true
 	case <-time.After(d):
 		return 0, false
+	}
+}
+
+// Signal sends sig to the process (SIGSTOP and SIGCONT pause and resume it).
+func (b *Broker) Signal(sig syscall.Signal) {
+	b.t.Helper()
+	if err := b.cmd.Process.Signal(sig); err != nil {
+		b.t.Fatalf("signal %v: %v", sig, err)
 	}
 }
 

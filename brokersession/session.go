@@ -1,0 +1,503 @@
+package brokersession
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	mrand "math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/replicad/replicad/core/clock"
+	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
+	"github.com/replicad/replicad/internal/grpcx"
+)
+
+// Defaults of Config, and the heartbeat bounds.
+const (
+	DefaultRetryBackoff              = 100 * time.Millisecond
+	DefaultMaxRetryBackoff           = 5 * time.Second
+	DefaultRequestTimeout            = 5 * time.Second
+	DefaultControlledShutdownBackoff = 200 * time.Millisecond
+	// DefaultSessionTimeout is assumed when a registration answer carries
+	// no session timeout (the controller's own default).
+	DefaultSessionTimeout = 6 * time.Second
+	// MinHeartbeatInterval bounds the heartbeat period from below, however
+	// short the controller's session timeout.
+	MinHeartbeatInterval = 50 * time.Millisecond
+)
+
+// ErrNoController is returned by Start without a controller address.
+var ErrNoController = errors.New("brokersession: no controller address")
+
+// errNotController is a controller's NOT_CONTROLLER answer: it is a standby.
+var errNotController = errors.New("not the active controller (NOT_CONTROLLER)")
+
+// errClosed is returned for calls made after Close.
+var errClosed = errors.New("brokersession: session closed")
+
+// Config configures a Session.
+type Config struct {
+	// Controllers are the addresses (host:port) of every controller that may
+	// be the active one; at least one.
+	Controllers []string
+	// BrokerID, Host, Port and LogDirs are what the broker registers: Host
+	// and Port are the endpoint other brokers and clients dial.
+	BrokerID int32
+	Host     string
+	Port     int32
+	LogDirs  []string
+	// Dial makes a client of the controller at addr; the Session calls it
+	// once per address, at the first call there, and closes the Closer on
+	// Close. Nil: an insecure gRPC client with replicad's transport options
+	// and OpenTelemetry propagation.
+	Dial func(addr string) (replicadv1.ControllerServiceClient, io.Closer, error)
+	// RequestTimeout bounds one RegisterBroker or ControlledShutdown call
+	// (and a heartbeat, which is also bounded by the session timeout, at
+	// least a second). Default DefaultRequestTimeout.
+	RequestTimeout time.Duration
+	// RetryBackoff and MaxRetryBackoff bound the wait between registration
+	// attempts (and between failed controlled-shutdown calls): it doubles
+	// from RetryBackoff with each failure up to MaxRetryBackoff, less a
+	// random part of up to half (jitter, so brokers restarted together
+	// spread out).
+	RetryBackoff, MaxRetryBackoff time.Duration
+	// ControlledShutdownBackoff is the wait before asking again while the
+	// controller still has partitions to move. Default 200ms.
+	ControlledShutdownBackoff time.Duration
+	// Clock times the heartbeats and backoffs; nil means the wall clock.
+	Clock clock.Clock
+	// OnControllerChange, when set, is called with the address of the
+	// controller that answered, each time it is another one than the last
+	// (so first at registration). Calls are serialized and the last one
+	// names the current controller. It must not call the Session.
+	OnControllerChange func(addr string)
+	Logger             zerolog.Logger
+}
+
+func (c *Config) validate() error {
+	if len(c.Controllers) == 0 {
+		return ErrNoController
+	}
+	for i, a := range c.Controllers {
+		if a == "" {
+			return fmt.Errorf("brokersession: controller address %d is empty", i)
+		}
+	}
+	if c.BrokerID < 0 {
+		return fmt.Errorf("brokersession: negative broker id %d", c.BrokerID)
+	}
+	if c.Host == "" || c.Port < 1 || c.Port > 65535 {
+		return fmt.Errorf("brokersession: broker endpoint %q port %d: want a host and a port in 1..65535", c.Host, c.Port)
+	}
+	return nil
+}
+
+func (c *Config) setDefaults() {
+	if c.RequestTimeout <= 0 {
+		c.RequestTimeout = DefaultRequestTimeout
+	}
+	if c.RetryBackoff <= 0 {
+		c.RetryBackoff = DefaultRetryBackoff
+	}
+	if c.MaxRetryBackoff < c.RetryBackoff {
+		c.MaxRetryBackoff = max(DefaultMaxRetryBackoff, c.RetryBackoff)
+	}
+	if c.ControlledShutdownBackoff <= 0 {
+		c.ControlledShutdownBackoff = DefaultControlledShutdownBackoff
+	}
+	if c.Clock == nil {
+		c.Clock = clock.Real{}
+	}
+	if c.Dial == nil {
+		c.Dial = grpcDialer(c.RetryBackoff, c.MaxRetryBackoff, c.RequestTimeout)
+	}
+}
+
+// grpcDialer is the default Config.Dial. The channel reconnects with the
+// session's own backoff bounds rather than gRPC's (up to two minutes), so a
+// broker waiting for its controller notices it soon after it comes up.
+func grpcDialer(base, maxDelay, connectTimeout time.Duration) func(addr string) (replicadv1.ControllerServiceClient, io.Closer, error) {
+	return func(addr string) (replicadv1.ControllerServiceClient, io.Closer, error) {
+		bc := backoff.DefaultConfig
+		bc.BaseDelay, bc.MaxDelay = base, maxDelay
+		opts := append(grpcx.DialOptions(),
+			grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithStatsHandler(otelgrpc.NewClientHandler()),
+			grpc.WithConnectParams(grpc.ConnectParams{Backoff: bc, MinConnectTimeout: connectTimeout}),
+		)
+		conn, err := grpc.NewClient(addr, opts...)
+		if err != nil {
+			return nil, nil, fmt.Errorf("dial controller %s: %w", addr, err)
+		}
+		return replicadv1.NewControllerServiceClient(conn), conn, nil
+	}
+}
+
+// Session is a registered broker's session with the controller. Its methods
+// are safe for concurrent use.
+type Session struct {
+	cfg    Config
+	logger zerolog.Logger
+	// incarnationID is drawn once per Session (per broker process) and sent
+	// with every registration of it.
+	incarnationID string
+
+	// brokerEpoch is the epoch of the last successful registration.
+	// Invariant: it only changes on a successful registration.
+	brokerEpoch    atomic.Int64
+	sessionTimeout atomic.Int64 // nanoseconds, from the last registration
+	wantShutdown   atomic.Bool  // set by ControlledShutdown, sent in heartbeats
+
+	mu sync.Mutex
+	// current is the index in cfg.Controllers of the controller that last
+	// answered; -1 before any did.
+	current int
+	clients map[string]controllerClient
+	closed  bool
+	// notifyMu serializes OnControllerChange calls.
+	notifyMu sync.Mutex
+
+	// ctx is cancelled by Close: it stops the heartbeat goroutine, a
+	// re-registration and a ControlledShutdown in progress.
+	ctx       context.Context
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+}
+
+type controllerClient struct {
+	client replicadv1.ControllerServiceClient
+	closer io.Closer
+}
+
+// Start registers the broker with the controller, retrying until one accepts
+// the registration or ctx is done (then it returns ctx's error), and starts
+// heartbeating. ctx bounds the registration only; the Session runs until
+// Close.
+func Start(ctx context.Context, cfg Config) (*Session, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	cfg.Controllers = append([]string(nil), cfg.Controllers...)
+	cfg.setDefaults()
+	sctx, cancel := context.WithCancel(context.Background())
+	s := &Session{
+		cfg:           cfg,
+		logger:        cfg.Logger.With().Str("component", "broker_session").Logger(),
+		incarnationID: rand.Text(),
+		current:       -1,
+		clients:       make(map[string]controllerClient),
+		ctx:           sctx,
+		cancel:        cancel,
+	}
+	if err := s.register(ctx); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("register broker %d: %w", cfg.BrokerID, err)
+	}
+	s.wg.Add(1)
+	go s.heartbeatLoop()
+	return s, nil
+}
+
+// BrokerEpoch is the broker epoch of the current registration. It is safe to
+// call from any goroutine, and cheap enough for every request.
+func (s *Session) BrokerEpoch() int64 { return s.brokerEpoch.Load() }
+
+// IncarnationID is the incarnation id this Session registers with.
+func (s *Session) IncarnationID() string { return s.incarnationID }
+
+// Close stops heartbeating (and a re-registration or ControlledShutdown in
+// progress) and closes the controller clients. The controller fences the
+// broker once its session times out. Close is idempotent.
+func (s *Session) Close() {
+	s.closeOnce.Do(func() {
+		s.cancel()
+		s.wg.Wait()
+		s.mu.Lock()
+		s.closed = true
+		clients := s.clients
+		s.clients = nil
+		s.mu.Unlock()
+		for _, c := range clients {
+			_ = c.closer.Close()
+		}
+	})
+}
+
+// ControlledShutdown asks the controller to move this broker's leaderships
+// to other replicas (Kafka's controlled shutdown), and asks again every
+// Config.ControlledShutdownBackoff until the controller answers that the
+// broker leads no partition any more. It returns nil then, and ctx's error
+// (wrapped) if ctx is done first or the Session is closed. Heartbeats go on
+// meanwhile, flagged want_shutdown.
+func (s *Session) ControlledShutdown(ctx context.Context) error {
+	if s.ctx.Err() != nil {
+		return fmt.Errorf("controlled shutdown: %w: %w", errClosed, s.ctx.Err())
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(s.ctx, cancel)
+	defer stop()
+	s.wantShutdown.Store(true)
+
+	remaining := -1 // unknown until the controller answers
+	failures := 0
+	for attempt := 1; ; attempt++ {
+		epoch := s.brokerEpoch.Load()
+		req := &replicadv1.ControlledShutdownRequest{BrokerId: s.cfg.BrokerID, BrokerEpoch: epoch}
+		resp, err := call(ctx, s, s.cfg.RequestTimeout, func(ctx context.Context, c replicadv1.ControllerServiceClient) (*replicadv1.ControlledShutdownResponse, error) {
+			return c.ControlledShutdown(ctx, req)
+		})
+		wait := s.cfg.ControlledShutdownBackoff
+		switch {
+		case err != nil && ctx.Err() != nil:
+		case err != nil:
+			failures++
+			wait = max(wait, s.backoff(failures))
+			s.logger.Warn().Err(err).Int("attempt", attempt).Dur("backoff", wait).Msg("controlled shutdown request failed, retrying")
+		case resp.GetErrorCode() != replicadv1.ErrorCode_ERROR_CODE_NONE:
+			// STALE_BROKER_EPOCH: the broker was fenced; the heartbeat
+			// goroutine registers it again, and the next request carries
+			// the new epoch.
+			failures++
+			wait = max(wait, s.backoff(failures))
+			s.logger.Warn().Str("error_code", resp.GetErrorCode().String()).Int64("broker_epoch", epoch).Int("attempt", attempt).
+				Dur("backoff", wait).Msg("controlled shutdown refused, retrying")
+		case len(resp.GetRemainingPartitions()) == 0:
+			s.logger.Debug().Int("attempts", attempt).Msg("controlled shutdown complete: this broker leads no partition")
+			return nil
+		default:
+			failures = 0
+			n := len(resp.GetRemainingPartitions())
+			// Info when the count moves, so a stuck shutdown logs once.
+			ev := s.logger.Debug()
+			if n != remaining {
+				ev = s.logger.Info()
+			}
+			remaining = n
+			first := resp.GetRemainingPartitions()[0]
+			ev.Int("remaining_partitions", n).Str("topic", first.GetTopic()).Int32("partition", first.GetPartition()).
+				Int("attempt", attempt).Msg("controlled shutdown in progress: partitions still led by this broker")
+		}
+		if ctx.Err() != nil || !s.sleep(ctx, wait) {
+			break
+		}
+	}
+	if remaining < 0 {
+		return fmt.Errorf("controlled shutdown: no answer from the controller: %w", ctx.Err())
+	}
+	return fmt.Errorf("controlled shutdown: %d partitions still led by this broker: %w", remaining, ctx.Err())
+}
+
+// register sends RegisterBroker until a controller accepts it or ctx is done,
+// waiting a backoff after each failed attempt (one attempt tries every
+// controller address once).
+func (s *Session) register(ctx context.Context) error {
+	req := &replicadv1.RegisterBrokerRequest{
+		BrokerId:      s.cfg.BrokerID,
+		Host:          s.cfg.Host,
+		Port:          s.cfg.Port,
+		IncarnationId: s.incarnationID,
+		LogDirs:       s.cfg.LogDirs,
+	}
+	for attempt := 1; ; attempt++ {
+		resp, err := call(ctx, s, s.cfg.RequestTimeout, func(ctx context.Context, c replicadv1.ControllerServiceClient) (*replicadv1.RegisterBrokerResponse, error) {
+			return c.RegisterBroker(ctx, req)
+		})
+		if err == nil && resp.GetErrorCode() == replicadv1.ErrorCode_ERROR_CODE_NONE {
+			s.registered(resp)
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err == nil {
+			err = fmt.Errorf("controller answered %s", resp.GetErrorCode())
+		}
+		wait := s.backoff(attempt)
+		s.logger.Warn().Err(err).Int("attempt", attempt).Dur("backoff", wait).Msg("broker registration failed, retrying")
+		if !s.sleep(ctx, wait) {
+			return ctx.Err()
+		}
+	}
+}
+
+// registered installs a registration's broker epoch and session timeout.
+func (s *Session) registered(resp *replicadv1.RegisterBrokerResponse) {
+	timeout := time.Duration(resp.GetSessionTimeoutMs()) * time.Millisecond
+	if timeout <= 0 {
+		timeout = DefaultSessionTimeout
+	}
+	s.sessionTimeout.Store(int64(timeout))
+	previous := s.brokerEpoch.Swap(resp.GetBrokerEpoch())
+	ev := s.logger.Info().Int64("broker_epoch", resp.GetBrokerEpoch()).Int32("controller_epoch", resp.GetControllerEpoch()).
+		Str("controller", s.controller()).Dur("session_timeout", timeout).Str("incarnation_id", s.incarnationID)
+	if previous != 0 {
+		ev = ev.Int64("previous_broker_epoch", previous)
+	}
+	// One message for first and later registrations, so that
+	// "registered broker_epoch=N" is what to look for.
+	ev.Msg("registered")
+}
+
+// heartbeatInterval is a third of the session timeout, at least
+// MinHeartbeatInterval.
+func (s *Session) heartbeatInterval() time.Duration {
+	return max(time.Duration(s.sessionTimeout.Load())/3, MinHeartbeatInterval)
+}
+
+// heartbeatLoop is the heartbeat goroutine: it runs until Close.
+func (s *Session) heartbeatLoop() {
+	defer s.wg.Done()
+	for s.sleep(s.ctx, s.heartbeatInterval()) {
+		s.heartbeat()
+	}
+}
+
+// heartbeat sends one BrokerHeartbeat and, when the controller no longer
+// knows this broker epoch, registers again.
+func (s *Session) heartbeat() {
+	epoch := s.brokerEpoch.Load()
+	req := &replicadv1.BrokerHeartbeatRequest{BrokerId: s.cfg.BrokerID, BrokerEpoch: epoch, WantShutdown: s.wantShutdown.Load()}
+	timeout := min(s.cfg.RequestTimeout, max(time.Duration(s.sessionTimeout.Load()), time.Second))
+	resp, err := call(s.ctx, s, timeout, func(ctx context.Context, c replicadv1.ControllerServiceClient) (*replicadv1.BrokerHeartbeatResponse, error) {
+		return c.BrokerHeartbeat(ctx, req)
+	})
+	switch {
+	case err != nil:
+		if s.ctx.Err() == nil {
+			s.logger.Warn().Err(err).Int64("broker_epoch", epoch).Msg("heartbeat failed")
+		}
+	case resp.GetIsFenced() || resp.GetErrorCode() == replicadv1.ErrorCode_ERROR_CODE_STALE_BROKER_EPOCH:
+		s.logger.Warn().Int64("broker_epoch", epoch).Bool("is_fenced", resp.GetIsFenced()).Str("error_code", resp.GetErrorCode().String()).
+			Str("controller", s.controller()).Msg("the controller fenced this broker epoch; registering again")
+		if err := s.register(s.ctx); err != nil {
+			return // closed
+		}
+	case resp.GetErrorCode() != replicadv1.ErrorCode_ERROR_CODE_NONE:
+		s.logger.Warn().Str("error_code", resp.GetErrorCode().String()).Int64("broker_epoch", epoch).Msg("heartbeat rejected")
+	default:
+		s.logger.Trace().Int64("broker_epoch", epoch).Bool("should_shutdown", resp.GetShouldShutdown()).Msg("heartbeat")
+	}
+}
+
+// call sends one request, first to the controller that last answered, and
+// on a transport error or NOT_CONTROLLER to the next address, once around
+// the list. It returns the first other answer, or every address's failure.
+// Each address gets timeout.
+func call[R interface{ GetErrorCode() replicadv1.ErrorCode }](ctx context.Context, s *Session, timeout time.Duration,
+	rpc func(context.Context, replicadv1.ControllerServiceClient) (R, error)) (R, error) {
+	var zero R
+	s.mu.Lock()
+	start := max(s.current, 0)
+	s.mu.Unlock()
+	n := len(s.cfg.Controllers)
+	var errs []error
+	for i := 0; i < n && ctx.Err() == nil; i++ {
+		idx := (start + i) % n
+		addr := s.cfg.Controllers[idx]
+		c, err := s.client(addr)
+		if err == nil {
+			cctx, cancel := context.WithTimeout(ctx, timeout)
+			var resp R
+			resp, err = rpc(cctx, c)
+			cancel()
+			if err == nil && resp.GetErrorCode() != replicadv1.ErrorCode_ERROR_CODE_NOT_CONTROLLER {
+				s.answeredBy(idx)
+				return resp, nil
+			}
+			if err == nil {
+				err = errNotController
+			}
+		}
+		errs = append(errs, fmt.Errorf("controller %s: %w", addr, err))
+	}
+	if ctx.Err() != nil {
+		errs = append(errs, ctx.Err())
+	}
+	return zero, errors.Join(errs...)
+}
+
+// client returns the client of the controller at addr, dialing it at first use.
+func (s *Session) client(addr string) (replicadv1.ControllerServiceClient, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, errClosed
+	}
+	if c, ok := s.clients[addr]; ok {
+		return c.client, nil
+	}
+	client, closer, err := s.cfg.Dial(addr)
+	if err != nil {
+		return nil, err
+	}
+	s.clients[addr] = controllerClient{client: client, closer: closer}
+	return client, nil
+}
+
+// answeredBy makes Controllers[idx] the current controller, and tells
+// OnControllerChange when it is a new one.
+func (s *Session) answeredBy(idx int) {
+	s.mu.Lock()
+	changed := s.current != idx
+	s.current = idx
+	s.mu.Unlock()
+	if !changed {
+		return
+	}
+	s.notifyMu.Lock()
+	defer s.notifyMu.Unlock()
+	// Read again under notifyMu: a later change may have overtaken this
+	// one, and the last call must name the current controller.
+	addr := s.controller()
+	s.logger.Info().Str("controller", addr).Msg("talking to the active controller")
+	if s.cfg.OnControllerChange != nil {
+		s.cfg.OnControllerChange(addr)
+	}
+}
+
+// controller is the address of the controller that last answered ("" before any).
+func (s *Session) controller() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.current < 0 {
+		return ""
+	}
+	return s.cfg.Controllers[s.current]
+}
+
+// backoff is the wait after failures consecutive failed attempts:
+// RetryBackoff doubled per failure, capped at MaxRetryBackoff, less a random
+// part of up to half.
+func (s *Session) backoff(failures int) time.Duration {
+	d := s.cfg.RetryBackoff
+	for i := 1; i < failures && d < s.cfg.MaxRetryBackoff; i++ {
+		d *= 2
+	}
+	d = min(d, s.cfg.MaxRetryBackoff)
+	return d - time.Duration(mrand.Int64N(int64(d/2)+1))
+}
+
+// sleep waits d on the clock and reports false if ctx is done first.
+func (s *Session) sleep(ctx context.Context, d time.Duration) bool {
+	fired := make(chan struct{})
+	t := s.cfg.Clock.AfterFunc(d, func() { close(fired) })
+	select {
+	case <-fired:
+		return true
+	case <-ctx.Done():
+		t.Stop()
+		return false
+	}
+}

@@ -1,0 +1,186 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
+)
+
+// Backoff between rounds of retries: controller rounds in which no address
+// answered as the active controller, and leader lookups (leader.go).
+const (
+	retryBackoffMin = 100 * time.Millisecond
+	retryBackoffMax = time.Second
+)
+
+// controllerClient makes ControllerService calls against a list of
+// controller addresses (--controller a,b,c). A call goes first to the
+// address that answered last and moves on to the next one when an address
+// answers NOT_CONTROLLER (a standby) or cannot be reached (gRPC
+// Unavailable, or no answer within its share of the budget while other
+// addresses are left to try); when a whole round finds no active controller
+// (an election under way) it starts another after a backoff, until the
+// call's budget runs out. It is safe for concurrent use.
+type controllerClient struct {
+	addrs  []string
+	budget time.Duration // bounds one call, every attempt and round included
+
+	mu     sync.Mutex
+	active int // index in addrs of the address that answered last
+	conns  map[string]*grpc.ClientConn
+}
+
+// newControllerClient calls the controllers at addrs, each call bounded by budget.
+func newControllerClient(addrs []string, budget time.Duration) *controllerClient {
+	return &controllerClient{addrs: addrs, budget: budget, conns: map[string]*grpc.ClientConn{}}
+}
+
+// controller is the client of the --controller addresses; without
+// --controller it is a usage error naming the flag.
+func (e *env) controller() (*controllerClient, error) {
+	addrs := e.g.controllers()
+	if len(addrs) == 0 {
+		return nil, usagef("--controller is required: the controller's ADDR, or several as ADDR,ADDR,... (env CTLCLIENT_CONTROLLER)")
+	}
+	e.ctlOnce.Do(func() { e.ctl = newControllerClient(addrs, e.g.timeout) })
+	return e.ctl, nil
+}
+
+// closeController closes the controller connections, if any were opened.
+func (e *env) closeController() {
+	if e.ctl != nil {
+		e.ctl.close()
+	}
+}
+
+// activeAddr is the address that answered last (the first one before any answer).
+func (c *controllerClient) activeAddr() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.addrs[c.active]
+}
+
+func (c *controllerClient) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for addr, conn := range c.conns {
+		_ = conn.Close()
+		delete(c.conns, addr)
+	}
+}
+
+func (c *controllerClient) client(addr string) (replicadv1.ControllerServiceClient, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	conn, ok := c.conns[addr]
+	if !ok {
+		var err error
+		if conn, err = dialAddr(addr); err != nil {
+			return nil, err
+		}
+		c.conns[addr] = conn
+	}
+	return replicadv1.NewControllerServiceClient(conn), nil
+}
+
+// errorCoded is what every ControllerService response is.
+type errorCoded interface {
+	GetErrorCode() replicadv1.ErrorCode
+}
+
+// callController makes one ControllerService call on the active controller
+// among c's addresses (see controllerClient). call gets a context bounded by
+// c's budget and must return the RPC's answer as is. The first answer other
+// than NOT_CONTROLLER is returned, whatever its error code, as is any gRPC
+// error other than Unavailable. When the budget runs out first, the error
+// names each address's last outcome.
+func callController[R errorCoded](ctx context.Context, c *controllerClient, call func(context.Context, replicadv1.ControllerServiceClient) (R, error)) (R, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.budget)
+	defer cancel()
+	var zero R
+	outcomes := make([]string, len(c.addrs)) // per address, why it was passed over
+	backoff := retryBackoffMin
+	for {
+		c.mu.Lock()
+		start := c.active
+		c.mu.Unlock()
+		for i := range c.addrs {
+			idx := (start + i) % len(c.addrs)
+			addr := c.addrs[idx]
+			client, err := c.client(addr)
+			if err != nil {
+				outcomes[idx] = err.Error()
+				continue
+			}
+			// An address that hangs (a host gone without a reset) must not
+			// take the whole budget from the others: with untried addresses
+			// left in the round, an attempt gets its share of what remains.
+			actx, acancel := ctx, context.CancelFunc(func() {})
+			if deadline, ok := ctx.Deadline(); ok && len(c.addrs)-i > 1 {
+				actx, acancel = context.WithTimeout(ctx, time.Until(deadline)/time.Duration(len(c.addrs)-i))
+			}
+			resp, err := call(actx, client)
+			acancel()
+			switch {
+			case err != nil && ctx.Err() == nil && (status.Code(err) == codes.Unavailable || status.Code(err) == codes.DeadlineExceeded):
+				outcomes[idx] = status.Code(err).String() + ": " + status.Convert(err).Message()
+				continue
+			case err != nil:
+				return zero, err
+			case resp.GetErrorCode() == replicadv1.ErrorCode_ERROR_CODE_NOT_CONTROLLER:
+				outcomes[idx] = codeName(resp.GetErrorCode())
+				continue
+			}
+			c.mu.Lock()
+			c.active = idx
+			c.mu.Unlock()
+			return resp, nil
+		}
+		trace.SpanFromContext(ctx).AddEvent("no active controller", trace.WithAttributes(
+			attribute.StringSlice("replicad.controllers", c.addrs), attribute.String("replicad.backoff", backoff.String())))
+		if err := sleepCtx(ctx, backoff); err != nil {
+			if errors.Is(err, context.Canceled) {
+				return zero, err
+			}
+			return zero, noControllerError{addrs: c.addrs, outcomes: outcomes, budget: c.budget}
+		}
+		backoff = min(2*backoff, retryBackoffMax)
+	}
+}
+
+// noControllerError: no address answered as the active controller in time.
+type noControllerError struct {
+	addrs, outcomes []string
+	budget          time.Duration
+}
+
+func (n noControllerError) Error() string {
+	parts := make([]string, len(n.addrs))
+	for i, a := range n.addrs {
+		parts[i] = a + ": " + n.outcomes[i]
+	}
+	return fmt.Sprintf("no active controller within %s (%s)", n.budget, strings.Join(parts, "; "))
+}
+
+// sleepCtx waits d, or returns ctx's error when ctx ends first.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,311 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/replicad/replicad/controller/store"
+	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
+)
+
+// adminError is an admin call's refusal: an error code and what to tell the
+// user.
+type adminError struct {
+	code replicadv1.ErrorCode
+	msg  string
+}
+
+func (e *adminError) Error() string { return e.msg }
+
+func refuse(code replicadv1.ErrorCode, format string, args ...any) error {
+	return &adminError{code: code, msg: fmt.Sprintf(format, args...)}
+}
+
+// createTopic assigns the partitions round-robin over the live brokers, so
+// leaders spread evenly, persists the topic, and tells the replicas.
+func (c *Controller) createTopic(ctx context.Context, topic string, partitions, rf int) ([]store.Partition, error) {
+	ctx, span := c.tracer.Start(ctx, "Controller.createTopic", trace.WithAttributes(
+		attribute.String("replicad.topic", topic), attribute.Int("replicad.partitions", partitions),
+		attribute.Int("replicad.replication_factor", rf)))
+	defer span.End()
+	c.mu.Lock()
+	if !c.active {
+		c.mu.Unlock()
+		return nil, errNotController
+	}
+	var live []int32
+	for _, id := range c.sortedBrokerIDsLocked() {
+		if c.eligibleLocked(id) {
+			live = append(live, id)
+		}
+	}
+	if rf > len(live) {
+		c.mu.Unlock()
+		return nil, refuse(replicadv1.ErrorCode_ERROR_CODE_INVALID_REPLICATION_FACTOR,
+			"replication factor %d is larger than the %d live brokers %v", rf, len(live), live)
+	}
+	assignment := assignReplicas(live, partitions, rf, c.topicsCreated)
+	parts := make([]store.Partition, partitions)
+	for i, rs := range assignment {
+		parts[i] = store.Partition{Topic: topic, Partition: int32(i), Leader: rs[0], ISR: slices.Clone(rs), Replicas: rs}
+	}
+	if err := c.cfg.Store.CreateTopic(ctx, topic, parts); err != nil {
+		c.mu.Unlock()
+		if errors.Is(err, store.ErrExists) {
+			return nil, refuse(replicadv1.ErrorCode_ERROR_CODE_TOPIC_ALREADY_EXISTS, "topic %q already exists", topic)
+		}
+		return nil, c.storeErr(err)
+	}
+	c.topicsCreated++
+	newReplicas := make(map[partitionKey][]int32, len(parts))
+	for _, p := range parts {
+		c.parts[keyOf(p)] = p.Clone()
+		newReplicas[keyOf(p)] = p.Replicas
+	}
+	touched := c.announceLocked(parts, newReplicas)
+	c.mu.Unlock()
+	c.log.Info().Str("topic", topic).Int("partitions", partitions).Int("replication_factor", rf).Msg("topic created")
+	c.waitDelivered(ctx, touched)
+	return parts, nil
+}
+
+// deleteTopic removes the topic from the metadata, then has every replica
+// stop and delete its log.
+func (c *Controller) deleteTopic(ctx context.Context, topic string) error {
+	ctx, span := c.tracer.Start(ctx, "Controller.deleteTopic", trace.WithAttributes(attribute.String("replicad.topic", topic)))
+	defer span.End()
+	c.mu.Lock()
+	if !c.active {
+		c.mu.Unlock()
+		return errNotController
+	}
+	if err := c.cfg.Store.DeleteTopic(ctx, topic); err != nil {
+		c.mu.Unlock()
+		if errors.Is(err, store.ErrNotFound) {
+			return refuse(replicadv1.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_OR_PARTITION, "topic %q does not exist", topic)
+		}
+		return c.storeErr(err)
+	}
+	stops := make(map[int32][]*replicadv1.StopReplicaPartition)
+	for k, p := range c.parts {
+		if k.topic != topic {
+			continue
+		}
+		delete(c.parts, k)
+		for _, r := range p.Replicas {
+			stops[r] = append(stops[r], &replicadv1.StopReplicaPartition{Topic: p.Topic, Partition: p.Partition,
+				LeaderEpoch: -1, DeletePartition: true})
+		}
+	}
+	var touched []int32
+	for id, ps := range stops {
+		if bs := c.brokers[id]; bs.reachable() {
+			bs.queue.StopReplica(ps)
+			touched = append(touched, id)
+		}
+	}
+	c.mu.Unlock()
+	c.log.Info().Str("topic", topic).Msg("topic deleted")
+	c.waitDelivered(ctx, touched)
+	return nil
+}
+
+// electLeader moves a partition's leadership to leader (or, when leader is
+// nil, to the preferred replica: the first live ISR member in assignment
+// order). Only a live ISR member may lead.
+func (c *Controller) electLeader(ctx context.Context, topic string, partition int32, leader *int32) (store.Partition, error) {
+	ctx, span := c.tracer.Start(ctx, "Controller.electLeader", trace.WithAttributes(
+		attribute.String("replicad.topic", topic), attribute.Int("replicad.partition", int(partition))))
+	defer span.End()
+	c.mu.Lock()
+	if !c.active {
+		c.mu.Unlock()
+		return store.Partition{}, errNotController
+	}
+	p, ok := c.parts[partitionKey{topic, partition}]
+	if !ok {
+		c.mu.Unlock()
+		return store.Partition{}, refuse(replicadv1.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_OR_PARTITION, "partition %s-%d does not exist", topic, partition)
+	}
+	target := cleanLeader(p, c.eligibleLocked)
+	if leader != nil {
+		target = *leader
+		switch {
+		case !slices.Contains(p.Replicas, target):
+			c.mu.Unlock()
+			return p, refuse(replicadv1.ErrorCode_ERROR_CODE_INELIGIBLE_REPLICA, "broker %d is not a replica of %s-%d (replicas %v)", target, topic, partition, p.Replicas)
+		case !slices.Contains(p.ISR, target) || !c.eligibleLocked(target):
+			c.mu.Unlock()
+			return p, refuse(replicadv1.ErrorCode_ERROR_CODE_INELIGIBLE_REPLICA, "broker %d is not a live ISR member of %s-%d (ISR %v)", target, topic, partition, p.ISR)
+		}
+	}
+	if target == store.NoLeader {
+		c.mu.Unlock()
+		return p, refuse(replicadv1.ErrorCode_ERROR_CODE_ELIGIBLE_LEADERS_NOT_AVAILABLE, "no live ISR member of %s-%d (ISR %v)", topic, partition, p.ISR)
+	}
+	if target == p.Leader {
+		c.mu.Unlock()
+		return p, refuse(replicadv1.ErrorCode_ERROR_CODE_ELECTION_NOT_NEEDED, "broker %d already leads %s-%d", target, topic, partition)
+	}
+	next := p.Clone()
+	next.Leader = target
+	next.LeaderEpoch++
+	next.PartitionEpoch++
+	touched, err := c.commitLocked(ctx, []store.PartitionUpdate{update(p, next)}, nil)
+	c.mu.Unlock()
+	if err != nil {
+		return p, err
+	}
+	span.SetAttributes(attribute.Int("replicad.leader", int(target)), attribute.Int("replicad.leader_epoch", int(next.LeaderEpoch)))
+	c.log.Info().Str("topic", topic).Int32("partition", partition).Int32("old_leader", p.Leader).Int32("leader", target).
+		Int32("leader_epoch", next.LeaderEpoch).Msg("leader elected")
+	c.waitDelivered(ctx, touched)
+	return next, nil
+}
+
+// reassignPartition starts moving a partition to the target replicas (KIP-455):
+// the replicas become target ∪ current, the added ones start as followers,
+// and once they are all in the ISR maybeCompleteReassignmentLocked switches to
+// the target and stops the removed ones.
+func (c *Controller) reassignPartition(ctx context.Context, topic string, partition int32, target []int32) (store.Partition, error) {
+	ctx, span := c.tracer.Start(ctx, "Controller.reassignPartition", trace.WithAttributes(
+		attribute.String("replicad.topic", topic), attribute.Int("replicad.partition", int(partition))))
+	defer span.End()
+	c.mu.Lock()
+	if !c.active {
+		c.mu.Unlock()
+		return store.Partition{}, errNotController
+	}
+	p, ok := c.parts[partitionKey{topic, partition}]
+	if !ok {
+		c.mu.Unlock()
+		return store.Partition{}, refuse(replicadv1.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_OR_PARTITION, "partition %s-%d does not exist", topic, partition)
+	}
+	if len(p.AddingReplicas) > 0 || len(p.RemovingReplicas) > 0 {
+		c.mu.Unlock()
+		return p, refuse(replicadv1.ErrorCode_ERROR_CODE_REASSIGNMENT_IN_PROGRESS, "%s-%d is already being reassigned to %v", topic, partition, targetOf(p))
+	}
+	for _, id := range target {
+		if _, ok := c.brokers[id]; !ok {
+			c.mu.Unlock()
+			return p, refuse(replicadv1.ErrorCode_ERROR_CODE_INVALID_REPLICA_ASSIGNMENT, "broker %d has never registered", id)
+		}
+	}
+	if slices.Equal(target, p.Replicas) {
+		c.mu.Unlock()
+		return p, nil
+	}
+	next := p.Clone()
+	next.Replicas = slices.Clone(target)
+	for _, r := range p.Replicas {
+		if !slices.Contains(target, r) {
+			next.Replicas = append(next.Replicas, r)
+			next.RemovingReplicas = append(next.RemovingReplicas, r)
+		}
+	}
+	for _, r := range target {
+		if !slices.Contains(p.Replicas, r) {
+			next.AddingReplicas = append(next.AddingReplicas, r)
+		}
+	}
+	// The leader epoch rises so every replica, old and new, takes the new
+	// replica list (a broker ignores a LeaderAndIsr at its current epoch).
+	next.LeaderEpoch++
+	next.PartitionEpoch++
+	// Only the added replicas may create the log empty (is_new); the
+	// others have it, and one whose log dir is offline must not start over.
+	newReplicas := map[partitionKey][]int32{keyOf(next): next.AddingReplicas}
+	touched, err := c.commitLocked(ctx, []store.PartitionUpdate{update(p, next)}, newReplicas)
+	if err == nil {
+		c.log.Info().Str("topic", topic).Int32("partition", partition).Ints32("from", p.Replicas).Ints32("to", target).
+			Msg("reassignment started")
+		err = c.maybeCompleteReassignmentLocked(ctx, keyOf(next))
+	}
+	current := c.parts[keyOf(next)]
+	c.mu.Unlock()
+	if err != nil {
+		return p, err
+	}
+	c.waitDelivered(ctx, touched)
+	return current, nil
+}
+
+// targetOf is the target assignment of a partition being reassigned.
+func targetOf(p store.Partition) []int32 {
+	return slices.DeleteFunc(slices.Clone(p.Replicas), func(r int32) bool { return slices.Contains(p.RemovingReplicas, r) })
+}
+
+// maybeCompleteReassignmentLocked finishes a reassignment whose added
+// replicas are all in the ISR: replicas become the target, the ISR drops the
+// removed ones, a removed leader hands over to a target ISR member, and the
+// removed replicas stop and delete their logs.
+func (c *Controller) maybeCompleteReassignmentLocked(ctx context.Context, k partitionKey) error {
+	p, ok := c.parts[k]
+	if !ok || (len(p.AddingReplicas) == 0 && len(p.RemovingReplicas) == 0) {
+		return nil
+	}
+	for _, r := range p.AddingReplicas {
+		if !slices.Contains(p.ISR, r) {
+			return nil // still catching up
+		}
+	}
+	target := targetOf(p)
+	next := p.Clone()
+	next.Replicas = target
+	next.ISR = slices.DeleteFunc(slices.Clone(p.ISR), func(r int32) bool { return !slices.Contains(target, r) })
+	next.AddingReplicas, next.RemovingReplicas = nil, nil
+	if !slices.Contains(target, p.Leader) || !c.eligibleLocked(p.Leader) {
+		next.Leader = cleanLeader(next, c.eligibleLocked)
+		if next.Leader == store.NoLeader {
+			return nil // no target ISR member is live yet; try again at the next ISR change
+		}
+	}
+	next.LeaderEpoch++
+	next.PartitionEpoch++
+	if _, err := c.commitLocked(ctx, []store.PartitionUpdate{update(p, next)}, nil); err != nil {
+		return err
+	}
+	for _, r := range p.RemovingReplicas {
+		if bs := c.brokers[r]; bs.reachable() {
+			bs.queue.StopReplica([]*replicadv1.StopReplicaPartition{{Topic: p.Topic, Partition: p.Partition,
+				LeaderEpoch: next.LeaderEpoch, DeletePartition: true}})
+		}
+	}
+	c.log.Info().Str("topic", p.Topic).Int32("partition", p.Partition).Ints32("replicas", target).Int32("leader", next.Leader).
+		Msg("reassignment completed")
+	return nil
+}
+
+// clusterView is DescribeCluster's answer.
+type clusterView struct {
+	epoch      int32
+	brokers    []brokerView
+	partitions []store.Partition
+}
+
+type brokerView struct {
+	info  store.Broker
+	alive bool
+}
+
+func (c *Controller) describe() (clusterView, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.active {
+		return clusterView{}, errNotController
+	}
+	v := clusterView{epoch: c.epoch, partitions: c.sortedPartitionsLocked()}
+	for _, id := range c.sortedBrokerIDsLocked() {
+		bs := c.brokers[id]
+		v.brokers = append(v.brokers, brokerView{info: bs.info, alive: !bs.info.Fenced})
+	}
+	for i := range v.partitions {
+		v.partitions[i] = v.partitions[i].Clone()
+	}
+	return v, nil
+}

@@ -1,0 +1,175 @@
+package controller
+
+import (
+	"context"
+	"slices"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/replicad/replicad/controller/store"
+	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
+)
+
+// alterPartition commits ISR changes proposed by a leader. Each item is
+// checked on its own (the matrix in checkAlterPartition); the accepted ones
+// are persisted in one transaction and every item is answered with the
+// committed state or its error.
+func (c *Controller) alterPartition(ctx context.Context, req *replicadv1.AlterPartitionRequest) (*replicadv1.AlterPartitionResponse, error) {
+	ctx, span := c.tracer.Start(ctx, "Controller.alterPartition", trace.WithAttributes(
+		attribute.Int("replicad.broker", int(req.GetBrokerId())), attribute.Int("replicad.partitions", len(req.GetPartitions()))))
+	defer span.End()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.active {
+		return nil, errNotController
+	}
+	resp := &replicadv1.AlterPartitionResponse{}
+	if bs, ok := c.brokers[req.GetBrokerId()]; !ok || bs.info.Epoch != req.GetBrokerEpoch() || bs.info.Fenced {
+		// The leader is a fenced or earlier incarnation: its view of the
+		// ISR is not to be trusted.
+		resp.ErrorCode = replicadv1.ErrorCode_ERROR_CODE_STALE_BROKER_EPOCH
+		return resp, nil
+	}
+	results := make([]*replicadv1.AlterPartitionResult, len(req.GetPartitions()))
+	var updates []store.PartitionUpdate
+	for i, item := range req.GetPartitions() {
+		p, ok := c.parts[partitionKey{item.GetTopic(), item.GetPartition()}]
+		if !ok {
+			results[i] = &replicadv1.AlterPartitionResult{Topic: item.GetTopic(), Partition: item.GetPartition(),
+				ErrorCode: replicadv1.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_OR_PARTITION}
+			continue
+		}
+		code, next := c.checkAlterPartitionLocked(req.GetBrokerId(), p, item)
+		if code != replicadv1.ErrorCode_ERROR_CODE_NONE {
+			c.log.Info().Str("topic", p.Topic).Int32("partition", p.Partition).Int32("leader", req.GetBrokerId()).
+				Str("error_code", code.String()).Ints32("proposed_isr", isrOf(item)).Ints32("isr", p.ISR).
+				Int32("partition_epoch", item.GetPartitionEpoch()).Int32("committed_partition_epoch", p.PartitionEpoch).
+				Msg("AlterPartition rejected")
+			results[i] = &replicadv1.AlterPartitionResult{Topic: p.Topic, Partition: p.Partition, ErrorCode: code}
+			continue
+		}
+		if next.PartitionEpoch != p.PartitionEpoch {
+			updates = append(updates, update(p, next))
+		}
+		results[i] = nil // filled from the committed state below
+	}
+	if _, err := c.commitISRLocked(ctx, updates); err != nil {
+		return nil, err
+	}
+	for i, item := range req.GetPartitions() {
+		if results[i] == nil {
+			p := c.parts[partitionKey{item.GetTopic(), item.GetPartition()}]
+			results[i] = &replicadv1.AlterPartitionResult{Topic: p.Topic, Partition: p.Partition,
+				Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, Isr: slices.Clone(p.ISR), PartitionEpoch: p.PartitionEpoch}
+		}
+	}
+	resp.Partitions = results
+	// A reassignment completes once every added replica is in the ISR.
+	for _, u := range updates {
+		if err := c.maybeCompleteReassignmentLocked(ctx, keyOf(u.New)); err != nil {
+			c.log.Error().Err(err).Str("topic", u.New.Topic).Int32("partition", u.New.Partition).Msg("complete reassignment")
+		}
+	}
+	return resp, nil
+}
+
+// checkAlterPartitionLocked is the AlterPartition matrix for one partition.
+// It returns the state to commit (p itself when the proposal is already the
+// committed state) or the error code.
+func (c *Controller) checkAlterPartitionLocked(leader int32, p store.Partition, item *replicadv1.AlterPartitionItem) (replicadv1.ErrorCode, store.Partition) {
+	newISR := isrOf(item)
+	switch {
+	case p.Leader != leader:
+		return replicadv1.ErrorCode_ERROR_CODE_NOT_LEADER_OR_FOLLOWER, p
+	case item.GetLeaderEpoch() < p.LeaderEpoch:
+		return replicadv1.ErrorCode_ERROR_CODE_FENCED_LEADER_EPOCH, p
+	case item.GetLeaderEpoch() > p.LeaderEpoch:
+		return replicadv1.ErrorCode_ERROR_CODE_UNKNOWN_LEADER_EPOCH, p
+	case item.GetPartitionEpoch() != p.PartitionEpoch:
+		// A retry of a change that was committed while its answer was
+		// lost: same ISR, older partition epoch. Answer it with the
+		// committed state rather than reject it, or the leader would undo
+		// an expansion the controller made (Kafka's
+		// equalsAllowStalePartitionEpoch).
+		if item.GetPartitionEpoch() < p.PartitionEpoch && sameMembers(newISR, p.ISR) {
+			return replicadv1.ErrorCode_ERROR_CODE_NONE, p
+		}
+		return replicadv1.ErrorCode_ERROR_CODE_INVALID_UPDATE_VERSION, p
+	}
+	if len(newISR) == 0 || !slices.Contains(newISR, leader) {
+		return replicadv1.ErrorCode_ERROR_CODE_INVALID_REQUEST, p
+	}
+	seen := make(map[int32]bool, len(newISR))
+	for _, be := range item.GetNewIsr() {
+		id := be.GetBrokerId()
+		if seen[id] || !slices.Contains(p.Replicas, id) {
+			return replicadv1.ErrorCode_ERROR_CODE_INVALID_REQUEST, p
+		}
+		seen[id] = true
+		if slices.Contains(p.ISR, id) {
+			continue // not joining: already a member
+		}
+		bs, ok := c.brokers[id]
+		if !ok || bs.info.Fenced || bs.shuttingDown {
+			// KIP-841: a fenced or stopping broker may not join the ISR.
+			return replicadv1.ErrorCode_ERROR_CODE_INELIGIBLE_REPLICA, p
+		}
+		if e := be.GetBrokerEpoch(); e >= 0 && e != bs.info.Epoch {
+			// The leader saw an earlier incarnation catch up, not this one.
+			return replicadv1.ErrorCode_ERROR_CODE_STALE_BROKER_EPOCH, p
+		}
+	}
+	if sameMembers(newISR, p.ISR) {
+		return replicadv1.ErrorCode_ERROR_CODE_NONE, p
+	}
+	next := p.Clone()
+	next.ISR = newISR
+	next.PartitionEpoch++
+	return replicadv1.ErrorCode_ERROR_CODE_NONE, next
+}
+
+// commitISRLocked persists ISR-only changes. Unlike leadership changes they
+// need no LeaderAndIsr: the leader proposed them and learns the outcome from
+// the answer; the other brokers get an UpdateMetadata.
+func (c *Controller) commitISRLocked(ctx context.Context, updates []store.PartitionUpdate) ([]int32, error) {
+	if len(updates) == 0 {
+		return nil, nil
+	}
+	if err := c.cfg.Store.UpdatePartitions(ctx, updates); err != nil {
+		return nil, c.storeErr(err)
+	}
+	states := make([]*replicadv1.PartitionState, len(updates))
+	for i, u := range updates {
+		c.parts[keyOf(u.New)] = u.New.Clone()
+		states[i] = c.stateProto(u.New, false)
+		c.log.Info().Str("topic", u.New.Topic).Int32("partition", u.New.Partition).Ints32("isr", u.New.ISR).
+			Int32("partition_epoch", u.New.PartitionEpoch).Msg("ISR change committed")
+	}
+	live := c.liveBrokersLocked()
+	for _, bs := range c.brokers {
+		if bs.reachable() {
+			bs.queue.UpdateMetadata(live, states)
+		}
+	}
+	return nil, nil
+}
+
+func isrOf(item *replicadv1.AlterPartitionItem) []int32 {
+	out := make([]int32, 0, len(item.GetNewIsr()))
+	for _, be := range item.GetNewIsr() {
+		out = append(out, be.GetBrokerId())
+	}
+	return out
+}
+
+// sameMembers reports whether a and b hold the same ids, in any order.
+func sameMembers(a, b []int32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	sa, sb := slices.Clone(a), slices.Clone(b)
+	slices.Sort(sa)
+	slices.Sort(sb)
+	return slices.Equal(sa, sb)
+}

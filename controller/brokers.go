@@ -1,0 +1,291 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/replicad/replicad/controller/store"
+	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
+)
+
+// errNotController answers calls while this controller is not acting.
+var errNotController = errors.New("not the active controller")
+
+// eligibleLocked reports whether broker id may lead or join an ISR: it is
+// registered, not fenced, and not shutting down.
+func (c *Controller) eligibleLocked(id int32) bool {
+	bs, ok := c.brokers[id]
+	return ok && !bs.info.Fenced && !bs.shuttingDown
+}
+
+// registerBroker gives a (re)starting broker a new broker epoch. A broker
+// that registers while its previous incarnation is still unfenced is fenced
+// first: the new process may have lost what the old one had not flushed, so
+// it may not keep leading on the old one's word. It then gets the full state
+// of its partitions, and leads again where it is the last ISR member of a
+// leaderless partition.
+func (c *Controller) registerBroker(ctx context.Context, b store.Broker) (store.Broker, int32, error) {
+	ctx, span := c.tracer.Start(ctx, "Controller.registerBroker", trace.WithAttributes(attribute.Int("replicad.broker", int(b.ID))))
+	defer span.End()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.active {
+		return store.Broker{}, 0, errNotController
+	}
+	if old, ok := c.brokers[b.ID]; ok && !old.info.Fenced {
+		if err := c.fenceLocked(ctx, old, "registered again (new incarnation)"); err != nil {
+			return store.Broker{}, 0, err
+		}
+	}
+	info, err := c.cfg.Store.RegisterBroker(ctx, b)
+	if err != nil {
+		return store.Broker{}, 0, c.storeErr(fmt.Errorf("register broker %d: %w", b.ID, err))
+	}
+	bs := c.brokers[b.ID]
+	if bs == nil {
+		bs = &brokerState{}
+		c.brokers[b.ID] = bs
+	}
+	bs.info, bs.lastSeen, bs.shuttingDown = info, c.cfg.Clock.Now(), false
+	c.openQueueLocked(bs)
+	c.log.Info().Int32("broker", info.ID).Int64("broker_epoch", info.Epoch).Str("host", info.Host).Int32("port", info.Port).
+		Msg("broker registered")
+	span.SetAttributes(attribute.Int64("replicad.broker_epoch", info.Epoch))
+
+	// Partitions left leaderless that this broker can now lead.
+	var updates []store.PartitionUpdate
+	for _, p := range c.sortedPartitionsLocked() {
+		if p.Leader != store.NoLeader || !slices.Contains(p.Replicas, info.ID) {
+			continue
+		}
+		if next, ok := c.electLeaderlessLocked(ctx, p); ok {
+			updates = append(updates, update(p, next))
+		}
+	}
+	if _, err := c.commitLocked(ctx, updates, nil); err != nil {
+		return store.Broker{}, 0, err
+	}
+	c.sendFullStateLocked(bs)
+	// Everyone else learns the new endpoint.
+	live := c.liveBrokersLocked()
+	for id, other := range c.brokers {
+		if id != info.ID && other.reachable() {
+			other.queue.UpdateMetadata(live, nil)
+		}
+	}
+	return info, c.epoch, nil
+}
+
+// electLeaderlessLocked elects a leader for a leaderless partition: clean if
+// an ISR member is eligible, else unclean when allowed.
+func (c *Controller) electLeaderlessLocked(ctx context.Context, p store.Partition) (store.Partition, bool) {
+	next := p.Clone()
+	next.Leader = cleanLeader(p, c.eligibleLocked)
+	if next.Leader == store.NoLeader {
+		if !c.cfg.UncleanLeaderElection {
+			return p, false
+		}
+		next.Leader = c.uncleanLeaderLocked(ctx, p)
+		if next.Leader == store.NoLeader {
+			return p, false
+		}
+		next.ISR = []int32{next.Leader}
+	}
+	next.LeaderEpoch++
+	next.PartitionEpoch++
+	return next, true
+}
+
+// uncleanLeaderLocked asks the eligible replicas of p for their log end
+// offsets and returns the most caught-up one. Records only the old ISR had
+// are lost, which is why this is off by default and logged at error.
+func (c *Controller) uncleanLeaderLocked(ctx context.Context, p store.Partition) int32 {
+	candidates := uncleanCandidates(p, c.eligibleLocked)
+	if len(candidates) == 0 {
+		return store.NoLeader
+	}
+	leo := make(map[int32]int64, len(candidates))
+	for _, id := range candidates {
+		if o, ok := c.logEndOffsetLocked(ctx, id, p); ok {
+			leo[id] = o
+		}
+	}
+	leader := mostCaughtUp(candidates, leo)
+	c.log.Error().Str("topic", p.Topic).Int32("partition", p.Partition).Int32("leader", leader).
+		Ints32("old_isr", p.ISR).Interface("log_end_offsets", leo).
+		Msg("UNCLEAN leader election: no ISR member is alive; records only the old ISR had are lost")
+	trace.SpanFromContext(ctx).AddEvent("unclean leader election", trace.WithAttributes(
+		attribute.String("replicad.topic", p.Topic), attribute.Int("replicad.partition", int(p.Partition)),
+		attribute.Int("replicad.leader", int(leader))))
+	return leader
+}
+
+// logEndOffsetLocked asks broker id for its log end offset of p (bounded to
+// one second: an unclean election must not hang on a sick broker).
+func (c *Controller) logEndOffsetLocked(ctx context.Context, id int32, p store.Partition) (int64, bool) {
+	bs := c.brokers[id]
+	if bs == nil || bs.client == nil {
+		return 0, false
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	part := p.Partition
+	resp, err := bs.client.DescribePartitions(ctx, &replicadv1.DescribePartitionsRequest{Topic: p.Topic, Partition: &part})
+	if err != nil {
+		c.log.Warn().Err(err).Int32("broker", id).Msg("log end offset for unclean election")
+		return 0, false
+	}
+	for _, d := range resp.GetPartitions() {
+		if d.GetTopic() == p.Topic && d.GetPartition() == p.Partition {
+			return d.GetLogEndOffset(), true
+		}
+	}
+	return 0, false
+}
+
+// heartbeat keeps a broker's session alive. A broker that is unknown or
+// shows another epoch gets STALE_BROKER_EPOCH, a fenced one is told so: both
+// register again.
+func (c *Controller) heartbeat(id int32, epoch int64) (replicadv1.ErrorCode, bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.active {
+		return 0, false, errNotController
+	}
+	bs, ok := c.brokers[id]
+	if !ok || bs.info.Epoch != epoch {
+		return replicadv1.ErrorCode_ERROR_CODE_STALE_BROKER_EPOCH, false, nil
+	}
+	if bs.info.Fenced {
+		return replicadv1.ErrorCode_ERROR_CODE_NONE, true, nil
+	}
+	bs.lastSeen = c.cfg.Clock.Now()
+	return replicadv1.ErrorCode_ERROR_CODE_NONE, false, nil
+}
+
+// expireSessions fences every broker silent for longer than the session
+// timeout.
+func (c *Controller) expireSessions(ctx context.Context) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.active {
+		return
+	}
+	now := c.cfg.Clock.Now()
+	for _, id := range c.sortedBrokerIDsLocked() {
+		bs := c.brokers[id]
+		if bs.info.Fenced || now.Sub(bs.lastSeen) <= c.cfg.SessionTimeout {
+			continue
+		}
+		reason := fmt.Sprintf("session expired: silent for %v", now.Sub(bs.lastSeen).Round(time.Millisecond))
+		if err := c.fenceLocked(ctx, bs, reason); err != nil {
+			c.log.Error().Err(err).Int32("broker", id).Msg("fence broker")
+		}
+	}
+}
+
+// fenceLocked fences one broker incarnation and moves its partitions away.
+func (c *Controller) fenceLocked(ctx context.Context, bs *brokerState, reason string) error {
+	ctx, span := c.tracer.Start(ctx, "Controller.fenceBroker", trace.WithAttributes(
+		attribute.Int("replicad.broker", int(bs.info.ID)), attribute.Int64("replicad.broker_epoch", bs.info.Epoch),
+		attribute.String("replicad.reason", reason)))
+	defer span.End()
+	fenced := bs.info
+	fenced.Fenced = true
+	if err := c.cfg.Store.UpdateBroker(ctx, fenced); err != nil {
+		return c.storeErr(fmt.Errorf("fence broker %d: %w", fenced.ID, err))
+	}
+	bs.info = fenced
+	bs.shuttingDown = false
+	c.closeQueueLocked(bs)
+	c.log.Warn().Int32("broker", fenced.ID).Int64("broker_epoch", fenced.Epoch).Str("reason", reason).Msg("broker fenced")
+	return c.moveAwayFromLocked(ctx, fenced.ID, reason)
+}
+
+// moveAwayFromLocked elects new leaders for the partitions broker id led and
+// drops it from the ISRs it was in, all in one transaction, then tells the
+// brokers.
+func (c *Controller) moveAwayFromLocked(ctx context.Context, id int32, reason string) error {
+	var updates []store.PartitionUpdate
+	leaderless := 0
+	for _, p := range c.sortedPartitionsLocked() {
+		next, changed := moveAway(p, id, c.eligibleLocked)
+		if !changed {
+			continue
+		}
+		if p.Leader == id && next.Leader == store.NoLeader && c.cfg.UncleanLeaderElection {
+			if l := c.uncleanLeaderLocked(ctx, p); l != store.NoLeader {
+				next.Leader, next.ISR = l, []int32{l}
+			}
+		}
+		if next.Leader == store.NoLeader {
+			leaderless++
+			c.log.Warn().Str("topic", p.Topic).Int32("partition", p.Partition).Ints32("isr", next.ISR).
+				Msg("partition is leaderless: no live ISR member (unclean leader election is off)")
+		}
+		updates = append(updates, update(p, next))
+	}
+	if _, err := c.commitLocked(ctx, updates, nil); err != nil {
+		return err
+	}
+	trace.SpanFromContext(ctx).SetAttributes(attribute.Int("replicad.partitions_changed", len(updates)),
+		attribute.Int("replicad.partitions_leaderless", leaderless))
+	if len(updates) > 0 {
+		c.log.Info().Int32("broker", id).Int("partitions", len(updates)).Int("leaderless", leaderless).Str("reason", reason).
+			Msg("moved leadership and ISR membership away from broker")
+	}
+	return nil
+}
+
+// controlledShutdown moves a stopping broker's leaderships to other ISR
+// members and drops it from the ISRs it follows in (Kafka's controlled
+// shutdown), waits until the brokers were told, and returns the partitions
+// it still leads (those with no other eligible ISR member).
+func (c *Controller) controlledShutdown(ctx context.Context, id int32, epoch int64) (replicadv1.ErrorCode, []store.Partition, error) {
+	ctx, span := c.tracer.Start(ctx, "Controller.controlledShutdown", trace.WithAttributes(attribute.Int("replicad.broker", int(id))))
+	defer span.End()
+	c.mu.Lock()
+	if !c.active {
+		c.mu.Unlock()
+		return 0, nil, errNotController
+	}
+	bs, ok := c.brokers[id]
+	if !ok || bs.info.Epoch != epoch || bs.info.Fenced {
+		c.mu.Unlock()
+		return replicadv1.ErrorCode_ERROR_CODE_STALE_BROKER_EPOCH, nil, nil
+	}
+	if !bs.shuttingDown {
+		c.log.Info().Int32("broker", id).Msg("controlled shutdown requested")
+	}
+	bs.shuttingDown = true
+	var updates []store.PartitionUpdate
+	for _, p := range c.sortedPartitionsLocked() {
+		next, changed := moveAway(p, id, c.eligibleLocked)
+		// A leadership nobody else can take stays: the broker keeps
+		// serving it until it stops, rather than leaving it leaderless now.
+		if !changed || (p.Leader == id && next.Leader == store.NoLeader) {
+			continue
+		}
+		updates = append(updates, update(p, next))
+	}
+	touched, err := c.commitLocked(ctx, updates, nil)
+	var remaining []store.Partition
+	for _, p := range c.sortedPartitionsLocked() {
+		if p.Leader == id {
+			remaining = append(remaining, p)
+		}
+	}
+	c.mu.Unlock()
+	if err != nil {
+		return 0, nil, err
+	}
+	c.waitDelivered(ctx, touched)
+	span.SetAttributes(attribute.Int("replicad.partitions_moved", len(updates)), attribute.Int("replicad.partitions_remaining", len(remaining)))
+	return replicadv1.ErrorCode_ERROR_CODE_NONE, remaining, nil
+}

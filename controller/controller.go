@@ -1,0 +1,311 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/replicad/replicad/controller/brokerqueue"
+	"github.com/replicad/replicad/controller/store"
+	"github.com/replicad/replicad/core/clock"
+	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
+)
+
+// DefaultSessionTimeout is how long a broker may stay silent before it is
+// fenced (Kafka's broker.session.timeout.ms is 9s; SPEC's default is 6s).
+const DefaultSessionTimeout = 6 * time.Second
+
+// BrokerDialer opens a client of a broker's ReplicaManagerService. The
+// controller closes the Closer when the broker registers again or is fenced.
+type BrokerDialer func(addr string) (replicadv1.ReplicaManagerServiceClient, io.Closer, error)
+
+// Config configures a Controller.
+type Config struct {
+	// Store holds the metadata. Required.
+	Store store.Store
+	// Elector, when set, must be won before this controller acts (etcd).
+	// Nil: the controller acts as soon as Run starts (the embedded store,
+	// whose file lock already keeps a second controller out).
+	Elector store.Elector
+	// ID is the controller_id stamped on requests to brokers.
+	ID int32
+	// SessionTimeout: a broker silent this long is fenced. Default
+	// DefaultSessionTimeout.
+	SessionTimeout time.Duration
+	// UncleanLeaderElection lets a partition with no live ISR member be led
+	// by the most caught-up live replica, losing what only the ISR had.
+	UncleanLeaderElection bool
+	// DialBroker connects to a broker. Required.
+	DialBroker BrokerDialer
+	// QueueBackoff and QueueMaxBackoff tune the per-broker queues' retries
+	// (zero: the queue's defaults).
+	QueueBackoff, QueueMaxBackoff time.Duration
+	// SendTimeout bounds how long an admin call or a controlled shutdown waits
+	// for its requests to reach the brokers before answering. Default 10s.
+	SendTimeout time.Duration
+	Clock       clock.Clock
+	Logger      zerolog.Logger
+}
+
+// Controller is the controller. Create it with New, drive it with Run, and
+// serve it over gRPC (it implements replicadv1.ControllerServiceServer).
+type Controller struct {
+	replicadv1.UnimplementedControllerServiceServer
+
+	cfg    Config
+	log    zerolog.Logger
+	tracer trace.Tracer
+
+	// lost receives when this controller must stop acting: a store write
+	// found it deposed, or a broker knows a newer controller epoch.
+	lost chan struct{}
+
+	// mu serialises every decision, as Kafka's controller event thread does.
+	mu     sync.Mutex
+	active bool
+	epoch  int32
+	// brokers and parts mirror the store while active.
+	brokers map[int32]*brokerState
+	parts   map[partitionKey]store.Partition
+	// topics counts the topics created, to rotate where assignments start.
+	topicsCreated int
+}
+
+// brokerState is what the controller knows of one registered broker.
+type brokerState struct {
+	info store.Broker
+	// lastSeen is the time of its last heartbeat (or registration, or this
+	// controller's activation).
+	lastSeen time.Time
+	// shuttingDown: the broker asked for a controlled shutdown; it may not
+	// lead or join an ISR until it registers again.
+	shuttingDown bool
+	client       replicadv1.ReplicaManagerServiceClient
+	conn         io.Closer
+	queue        *brokerqueue.Queue
+}
+
+type partitionKey struct {
+	topic     string
+	partition int32
+}
+
+func keyOf(p store.Partition) partitionKey { return partitionKey{p.Topic, p.Partition} }
+
+// New checks cfg and returns a controller that is not yet acting.
+func New(cfg Config) (*Controller, error) {
+	if cfg.Store == nil || cfg.DialBroker == nil {
+		return nil, errors.New("controller: Store and DialBroker are required")
+	}
+	if cfg.SessionTimeout <= 0 {
+		cfg.SessionTimeout = DefaultSessionTimeout
+	}
+	if cfg.SendTimeout <= 0 {
+		cfg.SendTimeout = 10 * time.Second
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real{}
+	}
+	return &Controller{
+		cfg:    cfg,
+		log:    cfg.Logger.With().Str("logger", "controller").Logger(),
+		tracer: otel.Tracer("github.com/replicad/replicad/controller"),
+		lost:   make(chan struct{}, 1),
+	}, nil
+}
+
+// Run campaigns (when there is an Elector), acts while elected, and returns
+// when ctx is done. Losing an election, or learning of a newer controller,
+// makes it stop acting and campaign again.
+func (c *Controller) Run(ctx context.Context) error {
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		var lead store.Leadership
+		if c.cfg.Elector != nil {
+			c.log.Info().Msg("campaigning to become the active controller")
+			l, err := c.cfg.Elector.Campaign(ctx)
+			if err != nil {
+				if ctx.Err() != nil {
+					break
+				}
+				c.log.Warn().Err(err).Msg("campaign failed; retrying")
+				sleepCtx(ctx, backoff)
+				continue
+			}
+			lead = l
+		}
+		if err := c.activate(ctx); err != nil {
+			c.deactivate("activation failed")
+			if ctx.Err() != nil {
+				break
+			}
+			c.log.Error().Err(err).Msg("could not become the active controller; retrying")
+			if lead != nil {
+				resign(lead, c.log)
+			}
+			sleepCtx(ctx, backoff)
+			continue
+		}
+		reason := c.serve(ctx, lead)
+		c.deactivate(reason)
+		if lead != nil && ctx.Err() != nil {
+			resign(lead, c.log)
+		}
+	}
+	return nil
+}
+
+// serve runs the session checks while this controller acts, and returns why
+// it stopped.
+func (c *Controller) serve(ctx context.Context, lead store.Leadership) string {
+	var leadDone <-chan struct{}
+	if lead != nil {
+		leadDone = lead.Done()
+	}
+	tick := time.NewTicker(c.sessionCheckInterval())
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return "stopping"
+		case <-leadDone:
+			return "lost the election"
+		case <-c.lost:
+			return "deposed: a newer controller exists"
+		case <-tick.C:
+			c.expireSessions(ctx)
+		}
+	}
+}
+
+// sessionCheckInterval is how often sessions are checked: a tenth of the
+// timeout, so a silent broker is fenced at most 10% late.
+func (c *Controller) sessionCheckInterval() time.Duration {
+	return min(max(c.cfg.SessionTimeout/10, 10*time.Millisecond), 500*time.Millisecond)
+}
+
+// activate makes this controller the acting one: a new controller epoch,
+// the metadata loaded, every live broker sent its full state.
+func (c *Controller) activate(ctx context.Context) error {
+	ctx, span := c.tracer.Start(ctx, "Controller.activate")
+	defer span.End()
+	// Drop a stale "lost" signal from the previous term.
+	select {
+	case <-c.lost:
+	default:
+	}
+	epoch, err := c.cfg.Store.BumpControllerEpoch(ctx)
+	if err != nil {
+		return fmt.Errorf("bump controller epoch: %w", err)
+	}
+	brokers, err := c.cfg.Store.Brokers(ctx)
+	if err != nil {
+		return fmt.Errorf("load brokers: %w", err)
+	}
+	parts, err := c.cfg.Store.Partitions(ctx)
+	if err != nil {
+		return fmt.Errorf("load partitions: %w", err)
+	}
+	topics := make(map[string]bool)
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.epoch = epoch
+	c.active = true
+	c.brokers = make(map[int32]*brokerState, len(brokers))
+	c.parts = make(map[partitionKey]store.Partition, len(parts))
+	for _, p := range parts {
+		c.parts[keyOf(p)] = p
+		topics[p.Topic] = true
+	}
+	c.topicsCreated = len(topics)
+	now := c.cfg.Clock.Now()
+	for _, b := range brokers {
+		// Unfenced brokers get a whole session from now: this controller has
+		// not heard from them yet, and they heartbeat to whoever is active.
+		bs := &brokerState{info: b, lastSeen: now}
+		c.brokers[b.ID] = bs
+		if !b.Fenced {
+			c.openQueueLocked(bs)
+		}
+	}
+	c.log.Info().Int32("controller_epoch", epoch).Int("brokers", len(brokers)).Int("partitions", len(parts)).
+		Msg("active controller")
+	// A crash between fencing a broker and moving its partitions leaves a
+	// fenced broker leading; finish that work now.
+	for _, b := range brokers {
+		if b.Fenced {
+			if err := c.moveAwayFromLocked(ctx, b.ID, "fenced before this controller started"); err != nil {
+				return err
+			}
+		}
+	}
+	for _, bs := range c.brokers {
+		if !bs.info.Fenced {
+			c.sendFullStateLocked(bs)
+		}
+	}
+	return nil
+}
+
+// deactivate stops acting: queues closed, requests answered NOT_CONTROLLER.
+func (c *Controller) deactivate(reason string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.active {
+		c.log.Warn().Str("reason", reason).Int32("controller_epoch", c.epoch).Msg("no longer the active controller")
+	}
+	c.active = false
+	for _, bs := range c.brokers {
+		c.closeQueueLocked(bs)
+	}
+	c.brokers = nil
+	c.parts = nil
+}
+
+// signalLost asks Run to stop acting; it never blocks.
+func (c *Controller) signalLost() {
+	select {
+	case c.lost <- struct{}{}:
+	default:
+	}
+}
+
+// storeErr notes a deposed controller and passes err on.
+func (c *Controller) storeErr(err error) error {
+	if errors.Is(err, store.ErrNotLeader) {
+		c.signalLost()
+	}
+	return err
+}
+
+// Active reports whether this controller is acting, and its epoch.
+func (c *Controller) Active() (bool, int32) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.active, c.epoch
+}
+
+func resign(lead store.Leadership, log zerolog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := lead.Resign(ctx); err != nil {
+		log.Warn().Err(err).Msg("resign from the controller election")
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}

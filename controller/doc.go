@@ -1,0 +1,42 @@
+// Package controller is replicad's controller: it decides, persists and
+// pushes leadership, as Kafka's controller does for its brokers.
+//
+// One Controller serves ControllerService (server.go). It keeps the cluster
+// metadata in a store.Store and a copy in memory; every decision is made under
+// one lock (Kafka's single controller event thread), persisted with one
+// compare-and-set transaction, and only then sent to the brokers through
+// per-broker queues (package brokerqueue) that batch and retry, so a slow or
+// dead broker never holds up the others.
+//
+// What it decides:
+//
+//   - Liveness. A broker registers (RegisterBroker gives it a broker epoch that
+//     only grows) and heartbeats. A broker silent for the session timeout is
+//     fenced: every partition it led gets a new leader from the rest of its
+//     ISR (clean election, election.go), the ISRs it was in are shrunk to drop
+//     it, and leader epoch and partition epoch rise. With no live ISR member
+//     the partition stays leaderless, unless unclean election is switched on:
+//     then the most caught-up live replica leads, and the controller says so
+//     loudly. A broker that registers again is first fenced as its old
+//     incarnation, then gets the full state of every partition it hosts.
+//   - ISR changes. AlterPartition from a leader is checked against the leader
+//     epoch, the partition epoch (INVALID_UPDATE_VERSION) and the broker epochs
+//     of joining replicas (STALE_BROKER_EPOCH; fenced or stopping brokers may
+//     not join), persisted, and answered with the committed state.
+//   - Admin: topic creation (round-robin assignment, leaders spread evenly)
+//     and deletion, preferred or chosen leader election, reassignment (Kafka's
+//     KIP-455 steps: add the target replicas, wait until they are in the ISR,
+//     switch, remove the old ones) and controlled shutdown.
+//
+// # Who acts
+//
+// With the embedded store one controller runs and acts from the start. With
+// etcd, several controllers campaign (store.Elector) and only the elected one
+// acts; the others answer NOT_CONTROLLER. Each time a controller starts acting
+// it bumps the persisted controller epoch, stamps it on every request, and
+// sends every live broker its full state, so brokers follow the new
+// controller and reject the old one (STALE_CONTROLLER_EPOCH). A controller
+// that loses its election, or hears from a broker that a newer controller
+// exists, stops acting at once: its queues close and its store writes are
+// fenced by the store itself.
+package controller

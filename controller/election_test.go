@@ -1,0 +1,229 @@
+package controller
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/replicad/replicad/controller/store"
+)
+
+func only(ids ...int32) func(int32) bool {
+	return func(id int32) bool { return slices.Contains(ids, id) }
+}
+
+func all(int32) bool { return true }
+
+func TestCleanLeader(t *testing.T) {
+	tests := []struct {
+		name     string
+		replicas []int32
+		isr      []int32
+		eligible func(int32) bool
+		want     int32
+	}{
+		{"first replica in ISR", []int32{1, 2, 3}, []int32{1, 2, 3}, all, 1},
+		{"assignment order, not ISR order", []int32{3, 1, 2}, []int32{1, 2, 3}, all, 3},
+		{"replica not in ISR skipped", []int32{1, 2, 3}, []int32{3, 2}, all, 2},
+		{"ineligible ISR member skipped", []int32{1, 2, 3}, []int32{1, 2, 3}, only(3), 3},
+		{"eligible but out of ISR never leads", []int32{1, 2, 3}, []int32{1}, only(2, 3), store.NoLeader},
+		{"empty ISR", []int32{1, 2, 3}, nil, all, store.NoLeader},
+		{"ISR member that is not a replica ignored", []int32{1, 2}, []int32{5}, all, store.NoLeader},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := store.Partition{Topic: "t", Replicas: tt.replicas, ISR: tt.isr, Leader: store.NoLeader}
+			if got := cleanLeader(p, tt.eligible); got != tt.want {
+				t.Errorf("cleanLeader(replicas %v, isr %v) = %d, want %d", tt.replicas, tt.isr, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestMoveAway(t *testing.T) {
+	base := store.Partition{Topic: "t", Partition: 0, Leader: 1, LeaderEpoch: 4, PartitionEpoch: 7,
+		ISR: []int32{1, 2, 3}, Replicas: []int32{1, 2, 3}}
+	with := func(f func(p *store.Partition)) store.Partition {
+		p := base.Clone()
+		f(&p)
+		return p
+	}
+	tests := []struct {
+		name        string
+		p           store.Partition
+		id          int32
+		eligible    func(int32) bool
+		want        store.Partition
+		wantChanged bool
+	}{
+		{
+			name: "fenced leader: next ISR member leads, ISR shrinks, epochs rise",
+			p:    base, id: 1, eligible: only(2, 3),
+			want: with(func(p *store.Partition) {
+				p.Leader, p.ISR, p.LeaderEpoch, p.PartitionEpoch = 2, []int32{2, 3}, 5, 8
+			}),
+			wantChanged: true,
+		},
+		{
+			name: "fenced leader: ineligible next member skipped",
+			p:    base, id: 1, eligible: only(3),
+			want: with(func(p *store.Partition) {
+				p.Leader, p.ISR, p.LeaderEpoch, p.PartitionEpoch = 3, []int32{2, 3}, 5, 8
+			}),
+			wantChanged: true,
+		},
+		{
+			name: "eligible() saying yes for the fenced broker does not keep it leading",
+			p:    base, id: 1, eligible: all,
+			want: with(func(p *store.Partition) {
+				p.Leader, p.ISR, p.LeaderEpoch, p.PartitionEpoch = 2, []int32{2, 3}, 5, 8
+			}),
+			wantChanged: true,
+		},
+		{
+			name: "follower in ISR dropped, leader kept",
+			p:    base, id: 2, eligible: only(1, 3),
+			want: with(func(p *store.Partition) {
+				p.ISR, p.LeaderEpoch, p.PartitionEpoch = []int32{1, 3}, 5, 8
+			}),
+			wantChanged: true,
+		},
+		{
+			name: "last ISR member kept, leader -1",
+			p:    with(func(p *store.Partition) { p.ISR = []int32{1} }), id: 1, eligible: only(2, 3),
+			want: with(func(p *store.Partition) {
+				p.Leader, p.ISR, p.LeaderEpoch, p.PartitionEpoch = store.NoLeader, []int32{1}, 5, 8
+			}),
+			wantChanged: true,
+		},
+		{
+			name: "leader fenced and no other ISR member eligible: leaderless, ISR shrinks",
+			p:    with(func(p *store.Partition) { p.ISR = []int32{1, 2} }), id: 1, eligible: only(3),
+			want: with(func(p *store.Partition) {
+				p.Leader, p.ISR, p.LeaderEpoch, p.PartitionEpoch = store.NoLeader, []int32{2}, 5, 8
+			}),
+			wantChanged: true,
+		},
+		{
+			name: "replica outside the ISR: untouched",
+			p:    with(func(p *store.Partition) { p.ISR = []int32{1, 2} }), id: 3, eligible: only(1, 2),
+			want: with(func(p *store.Partition) { p.ISR = []int32{1, 2} }),
+		},
+		{
+			name: "not a replica: untouched",
+			p:    base, id: 9, eligible: all,
+			want: base,
+		},
+		{
+			name: "last ISR member of a leaderless partition: untouched",
+			p: with(func(p *store.Partition) {
+				p.Leader, p.ISR = store.NoLeader, []int32{2}
+			}),
+			id: 2, eligible: only(1, 3),
+			want: with(func(p *store.Partition) { p.Leader, p.ISR = store.NoLeader, []int32{2} }),
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			orig := tt.p.Clone()
+			got, changed := moveAway(tt.p, tt.id, tt.eligible)
+			if changed != tt.wantChanged {
+				t.Errorf("changed = %v, want %v", changed, tt.wantChanged)
+			}
+			if !equalPartition(got, tt.want) {
+				t.Errorf("moveAway(%d) =\n %+v\nwant\n %+v", tt.id, got, tt.want)
+			}
+			if !equalPartition(tt.p, orig) {
+				t.Errorf("moveAway modified its argument: %+v, was %+v", tt.p, orig)
+			}
+		})
+	}
+}
+
+func equalPartition(a, b store.Partition) bool {
+	return a.Topic == b.Topic && a.Partition == b.Partition && a.Leader == b.Leader && a.LeaderEpoch == b.LeaderEpoch &&
+		a.PartitionEpoch == b.PartitionEpoch && slices.Equal(a.ISR, b.ISR) && slices.Equal(a.Replicas, b.Replicas) &&
+		slices.Equal(a.AddingReplicas, b.AddingReplicas) && slices.Equal(a.RemovingReplicas, b.RemovingReplicas)
+}
+
+func TestMostCaughtUp(t *testing.T) {
+	tests := []struct {
+		name       string
+		candidates []int32
+		leo        map[int32]int64
+		want       int32
+	}{
+		{"largest log end offset", []int32{1, 2, 3}, map[int32]int64{1: 5, 2: 9, 3: 7}, 2},
+		{"tie goes to the earlier candidate", []int32{3, 1, 2}, map[int32]int64{1: 9, 2: 9, 3: 9}, 3},
+		{"unknown ranks below known", []int32{1, 2}, map[int32]int64{2: 0}, 2},
+		{"all unknown: first candidate", []int32{4, 2}, nil, 4},
+		{"no candidates", nil, map[int32]int64{1: 3}, store.NoLeader},
+		{"offset of a non-candidate ignored", []int32{1, 2}, map[int32]int64{1: 1, 2: 2, 3: 100}, 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := mostCaughtUp(tt.candidates, tt.leo); got != tt.want {
+				t.Errorf("mostCaughtUp(%v, %v) = %d, want %d", tt.candidates, tt.leo, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestUncleanCandidates(t *testing.T) {
+	p := store.Partition{Replicas: []int32{3, 1, 2}, ISR: []int32{3}}
+	if got := uncleanCandidates(p, only(1, 2)); !slices.Equal(got, []int32{1, 2}) {
+		t.Errorf("uncleanCandidates = %v, want [1 2] (eligible replicas in assignment order)", got)
+	}
+}
+
+func TestAssignReplicas(t *testing.T) {
+	tests := []struct {
+		brokers               []int32
+		partitions, rf, start int
+	}{
+		{[]int32{1, 2, 3}, 3, 3, 0},
+		{[]int32{1, 2, 3}, 6, 2, 0},
+		{[]int32{1, 2, 3, 4}, 8, 3, 1},
+		{[]int32{2, 5, 7, 9, 11}, 10, 1, 3},
+		{[]int32{1, 2, 3, 4, 5}, 7, 3, 2}, // not a multiple: leaders differ by at most one
+	}
+	for _, tt := range tests {
+		got := assignReplicas(tt.brokers, tt.partitions, tt.rf, tt.start)
+		if len(got) != tt.partitions {
+			t.Fatalf("%+v: %d partitions, want %d", tt, len(got), tt.partitions)
+		}
+		leaders := make(map[int32]int)
+		replicas := make(map[int32]int)
+		for p, rs := range got {
+			if len(rs) != tt.rf {
+				t.Errorf("%+v: partition %d has replicas %v, want %d of them", tt, p, rs, tt.rf)
+			}
+			seen := make(map[int32]bool)
+			for _, r := range rs {
+				if seen[r] || !slices.Contains(tt.brokers, r) {
+					t.Errorf("%+v: partition %d has replicas %v: duplicate or unknown broker", tt, p, rs)
+				}
+				seen[r] = true
+				replicas[r]++
+			}
+			leaders[rs[0]]++
+		}
+		lo, hi := tt.partitions, 0
+		rlo, rhi := tt.partitions*tt.rf, 0
+		for _, b := range tt.brokers {
+			lo, hi = min(lo, leaders[b]), max(hi, leaders[b])
+			rlo, rhi = min(rlo, replicas[b]), max(rhi, replicas[b])
+		}
+		if hi-lo > 1 {
+			t.Errorf("%+v: leaders per broker %v are not spread evenly (%v)", tt, leaders, got)
+		}
+		if rhi-rlo > tt.rf {
+			t.Errorf("%+v: replicas per broker %v are not spread evenly", tt, replicas)
+		}
+	}
+	// The start rotates where the first leader goes.
+	a := assignReplicas([]int32{1, 2, 3}, 1, 2, 0)
+	b := assignReplicas([]int32{1, 2, 3}, 1, 2, 1)
+	if !slices.Equal(a[0], []int32{1, 2}) || !slices.Equal(b[0], []int32{2, 3}) {
+		t.Errorf("assignReplicas with start 0 and 1 = %v and %v, want [[1 2]] and [[2 3]]", a, b)
+	}
+}

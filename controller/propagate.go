@@ -1,0 +1,244 @@
+package controller
+
+import (
+	"context"
+	"net"
+	"slices"
+	"strconv"
+
+	"github.com/replicad/replicad/controller/brokerqueue"
+	"github.com/replicad/replicad/controller/store"
+	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
+)
+
+// openQueueLocked connects to a broker incarnation and starts its queue. A
+// dial failure (a malformed address) leaves the broker without a queue: it
+// cannot be told anything, which the log says.
+func (c *Controller) openQueueLocked(bs *brokerState) {
+	c.closeQueueLocked(bs)
+	addr := net.JoinHostPort(bs.info.Host, strconv.Itoa(int(bs.info.Port)))
+	client, conn, err := c.cfg.DialBroker(addr)
+	if err != nil {
+		c.log.Error().Err(err).Int32("broker", bs.info.ID).Str("addr", addr).Msg("cannot dial broker")
+		return
+	}
+	id := bs.info.ID
+	bs.client, bs.conn = client, conn
+	bs.queue = brokerqueue.New(brokerqueue.Config{
+		BrokerID:        id,
+		BrokerEpoch:     bs.info.Epoch,
+		ControllerID:    c.cfg.ID,
+		ControllerEpoch: c.epoch,
+		Client:          client,
+		Backoff:         c.cfg.QueueBackoff,
+		MaxBackoff:      c.cfg.QueueMaxBackoff,
+		OnStaleControllerEpoch: func() {
+			c.log.Warn().Int32("broker", id).Msg("broker knows a newer controller epoch")
+			c.signalLost()
+		},
+		Logger: c.log,
+	})
+}
+
+func (c *Controller) closeQueueLocked(bs *brokerState) {
+	if bs.queue != nil {
+		bs.queue.Close()
+		bs.queue = nil
+	}
+	if bs.conn != nil {
+		_ = bs.conn.Close()
+		bs.conn = nil
+	}
+	bs.client = nil
+}
+
+// stateProto is p as a LeaderAndIsr / UpdateMetadata partition state.
+func (c *Controller) stateProto(p store.Partition, isNew bool) *replicadv1.PartitionState {
+	return &replicadv1.PartitionState{
+		Topic:           p.Topic,
+		Partition:       p.Partition,
+		ControllerEpoch: c.epoch,
+		Leader:          p.Leader,
+		LeaderEpoch:     p.LeaderEpoch,
+		Isr:             slices.Clone(p.ISR),
+		PartitionEpoch:  p.PartitionEpoch,
+		Replicas:        slices.Clone(p.Replicas),
+		IsNew:           isNew,
+	}
+}
+
+func (c *Controller) brokerProto(b store.Broker) *replicadv1.Broker {
+	return &replicadv1.Broker{Id: b.ID, Host: b.Host, Port: b.Port}
+}
+
+// liveBrokersLocked are the endpoints of every unfenced broker, by id.
+func (c *Controller) liveBrokersLocked() []*replicadv1.Broker {
+	out := make([]*replicadv1.Broker, 0, len(c.brokers))
+	for _, id := range c.sortedBrokerIDsLocked() {
+		if bs := c.brokers[id]; !bs.info.Fenced {
+			out = append(out, c.brokerProto(bs.info))
+		}
+	}
+	return out
+}
+
+func (c *Controller) sortedBrokerIDsLocked() []int32 {
+	ids := make([]int32, 0, len(c.brokers))
+	for id := range c.brokers {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// leadersOfLocked are the endpoints of the leaders named by states.
+func (c *Controller) leadersOfLocked(states []*replicadv1.PartitionState) []*replicadv1.Broker {
+	seen := make(map[int32]bool)
+	var out []*replicadv1.Broker
+	for _, s := range states {
+		if s.Leader < 0 || seen[s.Leader] {
+			continue
+		}
+		seen[s.Leader] = true
+		if bs, ok := c.brokers[s.Leader]; ok {
+			out = append(out, c.brokerProto(bs.info))
+		}
+	}
+	return out
+}
+
+// reachable reports whether requests can be queued for the broker: it is
+// registered, not fenced, and has a queue. A stopping broker still hears
+// about its partitions, so it stops leading the ones that moved.
+func (bs *brokerState) reachable() bool {
+	return bs != nil && !bs.info.Fenced && bs.queue != nil
+}
+
+// commitLocked persists updates in one transaction and then, only then,
+// queues a LeaderAndIsr for every reachable replica of every changed
+// partition and an UpdateMetadata for every live broker. newReplicas names,
+// per partition, the replicas whose logs may be created empty (is_new): only
+// replicas that never had the log, never one that may hold records. It
+// returns the brokers that were sent something, for callers that wait for
+// delivery.
+func (c *Controller) commitLocked(ctx context.Context, updates []store.PartitionUpdate, newReplicas map[partitionKey][]int32) ([]int32, error) {
+	if len(updates) == 0 {
+		return nil, nil
+	}
+	if err := c.cfg.Store.UpdatePartitions(ctx, updates); err != nil {
+		return nil, c.storeErr(err)
+	}
+	changed := make([]store.Partition, len(updates))
+	for i, u := range updates {
+		c.parts[keyOf(u.New)] = u.New.Clone()
+		changed[i] = u.New
+	}
+	return c.announceLocked(changed, newReplicas), nil
+}
+
+// announceLocked queues the LeaderAndIsr and UpdateMetadata requests that
+// tell the brokers about changed partitions.
+func (c *Controller) announceLocked(changed []store.Partition, newReplicas map[partitionKey][]int32) []int32 {
+	byBroker := make(map[int32][]*replicadv1.PartitionState)
+	all := make([]*replicadv1.PartitionState, 0, len(changed))
+	for _, p := range changed {
+		st := c.stateProto(p, false)
+		all = append(all, st)
+		var stNew *replicadv1.PartitionState // st with is_new, for the new replicas
+		for _, r := range p.Replicas {
+			if !c.brokers[r].reachable() {
+				continue
+			}
+			s := st
+			if slices.Contains(newReplicas[keyOf(p)], r) {
+				if stNew == nil {
+					stNew = c.stateProto(p, true)
+				}
+				s = stNew
+			}
+			byBroker[r] = append(byBroker[r], s)
+		}
+	}
+	var touched []int32
+	for id, states := range byBroker {
+		c.brokers[id].queue.LeaderAndIsr(states, c.leadersOfLocked(states))
+		touched = append(touched, id)
+	}
+	live := c.liveBrokersLocked()
+	for _, bs := range c.brokers {
+		if bs.reachable() {
+			bs.queue.UpdateMetadata(live, all)
+		}
+	}
+	return touched
+}
+
+// sendFullStateLocked tells one broker everything: the live brokers and
+// every partition's state, and a LeaderAndIsr for each partition it hosts.
+// That is how a broker that returns, or a new controller, catches up.
+func (c *Controller) sendFullStateLocked(bs *brokerState) {
+	if !bs.reachable() {
+		return
+	}
+	all := make([]*replicadv1.PartitionState, 0, len(c.parts))
+	var mine []*replicadv1.PartitionState
+	for _, p := range c.sortedPartitionsLocked() {
+		st := c.stateProto(p, false)
+		all = append(all, st)
+		if slices.Contains(p.Replicas, bs.info.ID) {
+			mine = append(mine, st)
+		}
+	}
+	bs.queue.UpdateMetadata(c.liveBrokersLocked(), all)
+	if len(mine) > 0 {
+		bs.queue.LeaderAndIsr(mine, c.leadersOfLocked(mine))
+	}
+}
+
+func (c *Controller) sortedPartitionsLocked() []store.Partition {
+	out := make([]store.Partition, 0, len(c.parts))
+	for _, p := range c.parts {
+		out = append(out, p)
+	}
+	slices.SortFunc(out, func(a, b store.Partition) int {
+		if a.Topic != b.Topic {
+			if a.Topic < b.Topic {
+				return -1
+			}
+			return 1
+		}
+		return int(a.Partition - b.Partition)
+	})
+	return out
+}
+
+// waitDelivered waits, without the lock, until everything queued so far for
+// brokers has been delivered, or SendTimeout passes, or ctx is done. Admin
+// calls use it so that "elect" returning means the brokers know.
+func (c *Controller) waitDelivered(ctx context.Context, brokers []int32) {
+	c.mu.Lock()
+	queues := make([]*brokerqueue.Queue, 0, len(brokers))
+	for _, id := range brokers {
+		if bs := c.brokers[id]; bs.reachable() {
+			queues = append(queues, bs.queue)
+		}
+	}
+	c.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.SendTimeout)
+	defer cancel()
+	done := make(chan struct{}, len(queues))
+	for _, q := range queues {
+		go func() {
+			_ = q.Flush(ctx)
+			done <- struct{}{}
+		}()
+	}
+	for range queues {
+		<-done
+	}
+}
+
+// update is the compare-and-set that turns p into next.
+func update(p, next store.Partition) store.PartitionUpdate {
+	return store.PartitionUpdate{Expected: p.PartitionEpoch, New: next}
+}

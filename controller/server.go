@@ -1,0 +1,282 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/replicad/replicad/controller/store"
+	"github.com/replicad/replicad/core/tp"
+	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
+)
+
+// The gRPC face of the controller: validate (InvalidArgument naming the
+// field; nothing changes), call the logic, map the outcome. A controller that
+// is not acting answers NOT_CONTROLLER in the error_code, so clients and
+// brokers move on to the next controller address.
+
+const (
+	codeNone          = replicadv1.ErrorCode_ERROR_CODE_NONE
+	codeNotController = replicadv1.ErrorCode_ERROR_CODE_NOT_CONTROLLER
+)
+
+func invalid(field, format string, args ...any) error {
+	return status.Error(codes.InvalidArgument, field+": "+fmt.Sprintf(format, args...))
+}
+
+// internalErr maps a failure of the logic (a store error) to a gRPC status;
+// the caller retries.
+func internalErr(err error) error {
+	if errors.Is(err, store.ErrNotLeader) {
+		return status.Error(codes.Unavailable, err.Error())
+	}
+	return status.Error(codes.Unavailable, "controller: "+err.Error())
+}
+
+func validateBrokerID(field string, id int32) error {
+	if id < 0 {
+		return invalid(field, "must not be negative (got %d)", id)
+	}
+	return nil
+}
+
+func validateTopic(field, topic string) error {
+	if err := tp.ValidateTopic(topic); err != nil {
+		return invalid(field, "%v", err)
+	}
+	return nil
+}
+
+// RegisterBroker implements ControllerService.
+func (c *Controller) RegisterBroker(ctx context.Context, req *replicadv1.RegisterBrokerRequest) (*replicadv1.RegisterBrokerResponse, error) {
+	if err := validateBrokerID("broker_id", req.GetBrokerId()); err != nil {
+		return nil, err
+	}
+	if req.GetHost() == "" {
+		return nil, invalid("host", "must not be empty")
+	}
+	if p := req.GetPort(); p <= 0 || p > 65535 {
+		return nil, invalid("port", "must be in 1..65535 (got %d)", p)
+	}
+	info, epoch, err := c.registerBroker(ctx, store.Broker{ID: req.GetBrokerId(), Host: req.GetHost(), Port: req.GetPort()})
+	if errors.Is(err, errNotController) {
+		return &replicadv1.RegisterBrokerResponse{ErrorCode: codeNotController}, nil
+	}
+	if err != nil {
+		return nil, internalErr(err)
+	}
+	return &replicadv1.RegisterBrokerResponse{BrokerEpoch: info.Epoch, ControllerEpoch: epoch,
+		SessionTimeoutMs: int32(c.cfg.SessionTimeout.Milliseconds())}, nil
+}
+
+// BrokerHeartbeat implements ControllerService.
+func (c *Controller) BrokerHeartbeat(_ context.Context, req *replicadv1.BrokerHeartbeatRequest) (*replicadv1.BrokerHeartbeatResponse, error) {
+	if err := validateBrokerID("broker_id", req.GetBrokerId()); err != nil {
+		return nil, err
+	}
+	code, fenced, err := c.heartbeat(req.GetBrokerId(), req.GetBrokerEpoch())
+	if errors.Is(err, errNotController) {
+		return &replicadv1.BrokerHeartbeatResponse{ErrorCode: codeNotController}, nil
+	}
+	if err != nil {
+		return nil, internalErr(err)
+	}
+	return &replicadv1.BrokerHeartbeatResponse{ErrorCode: code, IsFenced: fenced}, nil
+}
+
+// AlterPartition implements ControllerService.
+func (c *Controller) AlterPartition(ctx context.Context, req *replicadv1.AlterPartitionRequest) (*replicadv1.AlterPartitionResponse, error) {
+	if err := validateBrokerID("broker_id", req.GetBrokerId()); err != nil {
+		return nil, err
+	}
+	seen := make(map[partitionKey]bool, len(req.GetPartitions()))
+	for i, item := range req.GetPartitions() {
+		path := fmt.Sprintf("partitions[%d]", i)
+		if err := validateTopic(path+".topic", item.GetTopic()); err != nil {
+			return nil, err
+		}
+		if item.GetPartition() < 0 {
+			return nil, invalid(path+".partition", "must not be negative (got %d)", item.GetPartition())
+		}
+		k := partitionKey{item.GetTopic(), item.GetPartition()}
+		if seen[k] {
+			return nil, invalid(path, "partition %s-%d appears twice", k.topic, k.partition)
+		}
+		seen[k] = true
+		if len(item.GetNewIsr()) == 0 {
+			return nil, invalid(path+".new_isr", "must not be empty")
+		}
+	}
+	resp, err := c.alterPartition(ctx, req)
+	if errors.Is(err, errNotController) {
+		return &replicadv1.AlterPartitionResponse{ErrorCode: codeNotController}, nil
+	}
+	if err != nil {
+		return nil, internalErr(err)
+	}
+	return resp, nil
+}
+
+// maxPartitionsPerTopic bounds CreateTopic (Kafka has no hard limit; this
+// keeps one request's store transaction and LeaderAndIsr batches sane).
+const maxPartitionsPerTopic = 100_000
+
+// CreateTopic implements ControllerService.
+func (c *Controller) CreateTopic(ctx context.Context, req *replicadv1.CreateTopicRequest) (*replicadv1.CreateTopicResponse, error) {
+	if err := validateTopic("topic", req.GetTopic()); err != nil {
+		return nil, err
+	}
+	if n := req.GetPartitions(); n <= 0 || n > maxPartitionsPerTopic {
+		return nil, invalid("partitions", "must be in 1..%d (got %d)", maxPartitionsPerTopic, n)
+	}
+	if rf := req.GetReplicationFactor(); rf <= 0 {
+		return nil, invalid("replication_factor", "must be positive (got %d)", rf)
+	}
+	parts, err := c.createTopic(ctx, req.GetTopic(), int(req.GetPartitions()), int(req.GetReplicationFactor()))
+	code, msg, err := outcome(err)
+	if err != nil {
+		return nil, err
+	}
+	resp := &replicadv1.CreateTopicResponse{ErrorCode: code, ErrorMessage: msg}
+	for _, p := range parts {
+		resp.Partitions = append(resp.Partitions, clusterPartition(p))
+	}
+	return resp, nil
+}
+
+// DeleteTopic implements ControllerService.
+func (c *Controller) DeleteTopic(ctx context.Context, req *replicadv1.DeleteTopicRequest) (*replicadv1.DeleteTopicResponse, error) {
+	if err := validateTopic("topic", req.GetTopic()); err != nil {
+		return nil, err
+	}
+	code, msg, err := outcome(c.deleteTopic(ctx, req.GetTopic()))
+	if err != nil {
+		return nil, err
+	}
+	return &replicadv1.DeleteTopicResponse{ErrorCode: code, ErrorMessage: msg}, nil
+}
+
+// ElectLeader implements ControllerService.
+func (c *Controller) ElectLeader(ctx context.Context, req *replicadv1.ElectLeaderRequest) (*replicadv1.ElectLeaderResponse, error) {
+	if err := validateTopic("topic", req.GetTopic()); err != nil {
+		return nil, err
+	}
+	if req.GetPartition() < 0 {
+		return nil, invalid("partition", "must not be negative (got %d)", req.GetPartition())
+	}
+	if req.Leader != nil {
+		if err := validateBrokerID("leader", req.GetLeader()); err != nil {
+			return nil, err
+		}
+	}
+	p, err := c.electLeader(ctx, req.GetTopic(), req.GetPartition(), req.Leader)
+	code, msg, err := outcome(err)
+	if err != nil {
+		return nil, err
+	}
+	resp := &replicadv1.ElectLeaderResponse{ErrorCode: code, ErrorMessage: msg}
+	if p.Topic != "" {
+		resp.Partition = clusterPartition(p)
+	}
+	return resp, nil
+}
+
+// ReassignPartition implements ControllerService.
+func (c *Controller) ReassignPartition(ctx context.Context, req *replicadv1.ReassignPartitionRequest) (*replicadv1.ReassignPartitionResponse, error) {
+	if err := validateTopic("topic", req.GetTopic()); err != nil {
+		return nil, err
+	}
+	if req.GetPartition() < 0 {
+		return nil, invalid("partition", "must not be negative (got %d)", req.GetPartition())
+	}
+	if len(req.GetReplicas()) == 0 {
+		return nil, invalid("replicas", "must not be empty")
+	}
+	for i, r := range req.GetReplicas() {
+		if err := validateBrokerID(fmt.Sprintf("replicas[%d]", i), r); err != nil {
+			return nil, err
+		}
+		if slices.Index(req.GetReplicas(), r) != i {
+			return nil, invalid(fmt.Sprintf("replicas[%d]", i), "broker %d appears twice", r)
+		}
+	}
+	p, err := c.reassignPartition(ctx, req.GetTopic(), req.GetPartition(), req.GetReplicas())
+	code, msg, err := outcome(err)
+	if err != nil {
+		return nil, err
+	}
+	resp := &replicadv1.ReassignPartitionResponse{ErrorCode: code, ErrorMessage: msg}
+	if p.Topic != "" {
+		resp.Partition = clusterPartition(p)
+	}
+	return resp, nil
+}
+
+// DescribeCluster implements ControllerService.
+func (c *Controller) DescribeCluster(context.Context, *replicadv1.DescribeClusterRequest) (*replicadv1.DescribeClusterResponse, error) {
+	v, err := c.describe()
+	if errors.Is(err, errNotController) {
+		return &replicadv1.DescribeClusterResponse{ErrorCode: codeNotController}, nil
+	}
+	if err != nil {
+		return nil, internalErr(err)
+	}
+	resp := &replicadv1.DescribeClusterResponse{ControllerEpoch: v.epoch,
+		SessionTimeoutMs:      int32(c.cfg.SessionTimeout.Milliseconds()),
+		UncleanLeaderElection: c.cfg.UncleanLeaderElection}
+	for _, b := range v.brokers {
+		resp.Brokers = append(resp.Brokers, &replicadv1.BrokerDescription{Id: b.info.ID, Host: b.info.Host, Port: b.info.Port,
+			BrokerEpoch: b.info.Epoch, Alive: b.alive})
+	}
+	for _, p := range v.partitions {
+		resp.Partitions = append(resp.Partitions, clusterPartition(p))
+	}
+	return resp, nil
+}
+
+// ControlledShutdown implements ControllerService.
+func (c *Controller) ControlledShutdown(ctx context.Context, req *replicadv1.ControlledShutdownRequest) (*replicadv1.ControlledShutdownResponse, error) {
+	if err := validateBrokerID("broker_id", req.GetBrokerId()); err != nil {
+		return nil, err
+	}
+	code, remaining, err := c.controlledShutdown(ctx, req.GetBrokerId(), req.GetBrokerEpoch())
+	if errors.Is(err, errNotController) {
+		return &replicadv1.ControlledShutdownResponse{ErrorCode: codeNotController}, nil
+	}
+	if err != nil {
+		return nil, internalErr(err)
+	}
+	resp := &replicadv1.ControlledShutdownResponse{ErrorCode: code}
+	for _, p := range remaining {
+		resp.RemainingPartitions = append(resp.RemainingPartitions, &replicadv1.PartitionError{Topic: p.Topic, Partition: p.Partition})
+	}
+	return resp, nil
+}
+
+// outcome splits an admin call's error into the answer's error code and
+// message, or a gRPC error for failures the caller should retry.
+func outcome(err error) (replicadv1.ErrorCode, string, error) {
+	var ae *adminError
+	switch {
+	case err == nil:
+		return codeNone, "", nil
+	case errors.Is(err, errNotController):
+		return codeNotController, "not the active controller", nil
+	case errors.As(err, &ae):
+		return ae.code, ae.msg, nil
+	default:
+		return 0, "", internalErr(err)
+	}
+}
+
+func clusterPartition(p store.Partition) *replicadv1.ClusterPartition {
+	return &replicadv1.ClusterPartition{Topic: p.Topic, Partition: p.Partition, Leader: p.Leader, LeaderEpoch: p.LeaderEpoch,
+		PartitionEpoch: p.PartitionEpoch, Isr: slices.Clone(p.ISR), Replicas: slices.Clone(p.Replicas),
+		AddingReplicas: slices.Clone(p.AddingReplicas), RemovingReplicas: slices.Clone(p.RemovingReplicas)}
+}
+
+var _ replicadv1.ControllerServiceServer = (*Controller)(nil)

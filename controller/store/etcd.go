@@ -1,0 +1,749 @@
+package store
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// EtcdConfig configures OpenEtcd.
+type EtcdConfig struct {
+	// Endpoints are the etcd client URLs, such as "http://10.0.0.1:2379".
+	Endpoints []string
+	// Prefix is put before every key of the store (default "/replicad/"), so
+	// that several clusters can share one etcd. A "/" is added if missing.
+	Prefix string
+	// DialTimeout bounds OpenEtcd's first round trip (default 5s).
+	DialTimeout time.Duration
+	// SessionTTL is the TTL of the election lease (default 5s): how long a
+	// crashed or partitioned controller keeps the leadership before another
+	// one takes over. etcd counts in whole seconds (rounded up here) and
+	// raises a TTL below its minimum (1.5 election timeouts, 2s by default).
+	SessionTTL time.Duration
+	Logger     zerolog.Logger
+}
+
+// Defaults of EtcdConfig.
+const (
+	DefaultEtcdPrefix      = "/replicad/"
+	DefaultEtcdDialTimeout = 5 * time.Second
+	DefaultEtcdSessionTTL  = 5 * time.Second
+)
+
+// etcd's default server limits (etcd --max-txn-ops, --max-request-bytes).
+// A transaction above either is refused whole; see txnErr.
+const (
+	etcdDefaultMaxTxnOps       = 128
+	etcdDefaultMaxRequestBytes = 1.5 * 1024 * 1024
+)
+
+// etcdSchemaVersion is the key layout described below. OpenEtcd refuses a
+// prefix holding another version rather than misread it.
+const etcdSchemaVersion = "1"
+
+// The key layout (schema version 1), every key under EtcdConfig.Prefix.
+// Counters are decimal text and records JSON (the struct tags of Broker and
+// Topic), so `etcdctl get --prefix /replicad/` is readable.
+//
+//	schema_version      "1"
+//	controller_epoch    int32: last epoch returned by BumpControllerEpoch (absent: 0)
+//	broker_epoch        int64: last epoch assigned by RegisterBroker, one counter
+//	                    shared by all brokers (absent: 0)
+//	brokers/<id>        JSON Broker, id in decimal
+//	topics/<name>       JSON Topic: the topic with ALL its partitions
+//	election/<lease>    one key per candidate controller (concurrency.Election,
+//	                    bound to its session lease); the oldest one leads
+//
+// A topic is one key, not one key per partition, because etcd caps the
+// operations of a transaction (--max-txn-ops, default 128): a failover that
+// moves the leadership of every partition of a topic is then one compare and
+// one put, whatever the partition count. The price is that a topic's JSON
+// must fit in one request (--max-request-bytes, default 1.5 MiB: roughly ten
+// thousand partitions), and a batch may touch at most 127 topics (one compare
+// is the election fence).
+const (
+	etcdKeySchemaVersion   = "schema_version"
+	etcdKeyControllerEpoch = "controller_epoch"
+	etcdKeyBrokerEpoch     = "broker_epoch"
+	etcdDirBrokers         = "brokers/"
+	etcdDirTopics          = "topics/"
+	etcdElection           = "election" // concurrency.NewElection adds the "/"
+)
+
+// EtcdStore is the Store that several controllers share through etcd, one
+// of them elected (Campaign). Every write is one etcd transaction: its
+// compare-and-sets are etcd Compares on the mod revisions of the keys it
+// read, retried from a fresh read when another writer got in between, so
+// concurrent writers are safe. Once this store has won an election, every
+// write also compares the creation revision of its election key, so a
+// deposed controller cannot write anything (ErrNotLeader), even before it
+// notices it was deposed.
+type EtcdStore struct {
+	client    *clientv3.Client
+	prefix    string
+	ttl       int64 // election lease TTL, seconds
+	log       zerolog.Logger
+	candidate string // the election key's value: who leads, for operators
+
+	// campaigning holds one token while a Campaign runs: two campaigns of
+	// one store would stand against each other.
+	campaigning chan struct{}
+
+	mu     sync.Mutex
+	closed bool
+	// lead is the last election won, nil before any: from the first win on,
+	// writes are fenced by it, and fail once it is lost.
+	lead *etcdLeadership
+}
+
+var (
+	_ Store   = (*EtcdStore)(nil)
+	_ Elector = (*EtcdStore)(nil)
+)
+
+// OpenEtcd connects to etcd and checks the schema under cfg.Prefix (writing
+// it if the prefix is new). It fails if etcd does not answer within ctx and
+// cfg.DialTimeout.
+func OpenEtcd(ctx context.Context, cfg EtcdConfig) (*EtcdStore, error) {
+	if len(cfg.Endpoints) == 0 {
+		return nil, fmt.Errorf("open etcd store: no endpoints: %w", ErrInvalid)
+	}
+	cfg = etcdDefaults(cfg)
+	client, err := clientv3.New(clientv3.Config{
+		Endpoints:   cfg.Endpoints,
+		DialTimeout: cfg.DialTimeout,
+		// The client's own zap logs would bypass the service's zerolog
+		// output; its failures reach us as errors anyway.
+		Logger: zap.NewNop(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("open etcd store %v: %w", cfg.Endpoints, err)
+	}
+	s := &EtcdStore{
+		client:      client,
+		prefix:      cfg.Prefix,
+		ttl:         int64(math.Ceil(cfg.SessionTTL.Seconds())),
+		log:         cfg.Logger,
+		candidate:   candidateName(),
+		campaigning: make(chan struct{}, 1),
+	}
+	// clientv3.New does not dial: this first round trip is the one that
+	// tells whether etcd is there.
+	initCtx, cancel := context.WithTimeout(ctx, cfg.DialTimeout)
+	defer cancel()
+	if err := s.initSchema(initCtx); err != nil {
+		client.Close()
+		return nil, fmt.Errorf("open etcd store %v prefix %s: %w", cfg.Endpoints, cfg.Prefix, err)
+	}
+	return s, nil
+}
+
+func etcdDefaults(cfg EtcdConfig) EtcdConfig {
+	if cfg.Prefix == "" {
+		cfg.Prefix = DefaultEtcdPrefix
+	}
+	if !strings.HasSuffix(cfg.Prefix, "/") {
+		cfg.Prefix += "/"
+	}
+	if cfg.DialTimeout <= 0 {
+		cfg.DialTimeout = DefaultEtcdDialTimeout
+	}
+	if cfg.SessionTTL <= 0 {
+		cfg.SessionTTL = DefaultEtcdSessionTTL
+	}
+	return cfg
+}
+
+// candidateName identifies this process in its election key.
+func candidateName() string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s pid %d", host, os.Getpid())
+}
+
+// initSchema writes the schema version under a new prefix, or checks it.
+func (s *EtcdStore) initSchema(ctx context.Context) error {
+	key := s.key(etcdKeySchemaVersion)
+	resp, err := s.client.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+		Then(clientv3.OpPut(key, etcdSchemaVersion)).
+		Else(clientv3.OpGet(key)).
+		Commit()
+	if err != nil {
+		return err
+	}
+	if resp.Succeeded {
+		return nil
+	}
+	kvs := resp.Responses[0].GetResponseRange().GetKvs()
+	if len(kvs) != 1 || string(kvs[0].Value) != etcdSchemaVersion {
+		return fmt.Errorf("schema version %q, want %s", firstValue(kvs), etcdSchemaVersion)
+	}
+	return nil
+}
+
+func firstValue(kvs []*mvccpb.KeyValue) string {
+	if len(kvs) == 0 {
+		return ""
+	}
+	return string(kvs[0].Value)
+}
+
+// Prefix returns the key prefix the store was opened with, "/" included.
+func (s *EtcdStore) Prefix() string { return s.prefix }
+
+func (s *EtcdStore) key(name string) string { return s.prefix + name }
+
+func (s *EtcdStore) brokerKey(id int32) string {
+	return s.prefix + etcdDirBrokers + strconv.FormatInt(int64(id), 10)
+}
+
+func (s *EtcdStore) topicKey(name string) string { return s.prefix + etcdDirTopics + name }
+
+// ---- plumbing ----
+
+// begin checks, before a call starts, that ctx is live and s is open.
+func (s *EtcdStore) begin(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if s.isClosed() {
+		return ErrClosed
+	}
+	return nil
+}
+
+func (s *EtcdStore) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+// clientErr turns the error of a call cut short by Close into ErrClosed.
+func (s *EtcdStore) clientErr(err error) error {
+	if s.isClosed() {
+		return ErrClosed
+	}
+	return err
+}
+
+// get reads one key; a nil KeyValue means it is absent.
+func (s *EtcdStore) get(ctx context.Context, key string) (*mvccpb.KeyValue, error) {
+	if err := s.begin(ctx); err != nil {
+		return nil, err
+	}
+	resp, err := s.client.Get(ctx, key)
+	if err != nil {
+		return nil, s.clientErr(err)
+	}
+	if len(resp.Kvs) == 0 {
+		return nil, nil
+	}
+	return resp.Kvs[0], nil
+}
+
+// list reads every key under dir.
+func (s *EtcdStore) list(ctx context.Context, dir string) ([]*mvccpb.KeyValue, error) {
+	if err := s.begin(ctx); err != nil {
+		return nil, err
+	}
+	resp, err := s.client.Get(ctx, s.prefix+dir, clientv3.WithPrefix())
+	if err != nil {
+		return nil, s.clientErr(err)
+	}
+	return resp.Kvs, nil
+}
+
+// beginWrite is begin for a write: a deposed store fails at once with
+// ErrNotLeader, before reading anything (etcd may be out of reach, which
+// may be why it was deposed). commit checks the fence again, in etcd.
+func (s *EtcdStore) beginWrite(ctx context.Context) error {
+	if err := s.begin(ctx); err != nil {
+		return err
+	}
+	_, err := s.fence()
+	return err
+}
+
+// fence returns the leadership every write must be guarded by, nil before
+// this store has won an election, or ErrNotLeader once it is lost.
+func (s *EtcdStore) fence() (*etcdLeadership, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.closed:
+		return nil, ErrClosed
+	case s.lead == nil:
+		return nil, nil
+	case s.lead.lost():
+		return nil, s.lead.notLeader()
+	}
+	return s.lead, nil
+}
+
+// commit runs one write as one etcd transaction: if cmps (the write's own
+// compare-and-sets on what it read) hold, ops are applied. Once this store
+// has won an election, the creation revision of its election key is
+// compared too. That compare is the fencing: etcd evaluates it atomically
+// with the write, so a controller that was deposed, even one that has not
+// noticed yet (a GC pause, a partition), cannot write. commit returns
+// (false, nil) when cmps failed, and ErrNotLeader when the fence did.
+func (s *EtcdStore) commit(ctx context.Context, cmps []clientv3.Cmp, ops []clientv3.Op) (bool, error) {
+	if err := s.begin(ctx); err != nil {
+		return false, err
+	}
+	lead, err := s.fence()
+	if err != nil {
+		return false, err
+	}
+	var orElse []clientv3.Op
+	if lead != nil {
+		cmps = append(slices.Clip(cmps), lead.cmp())
+		// On failure, read the election key to tell a lost election from
+		// a lost compare-and-set.
+		orElse = []clientv3.Op{clientv3.OpGet(lead.key)}
+	}
+	resp, err := s.client.Txn(ctx).If(cmps...).Then(ops...).Else(orElse...).Commit()
+	if err != nil {
+		return false, s.txnErr(err, len(cmps), ops)
+	}
+	if resp.Succeeded {
+		return true, nil
+	}
+	if lead != nil && !lead.heldIn(resp.Responses[0].GetResponseRange()) {
+		lead.lose("the election key is gone or replaced: another controller was elected")
+		return false, lead.notLeader()
+	}
+	return false, nil
+}
+
+// txnErr explains a transaction etcd refused for its size: it is refused
+// whole, and retrying cannot help.
+func (s *EtcdStore) txnErr(err error, cmps int, ops []clientv3.Op) error {
+	if !errors.Is(err, rpctypes.ErrTooManyOps) && !errors.Is(err, rpctypes.ErrRequestTooLarge) &&
+		status.Code(err) != codes.ResourceExhausted {
+		return s.clientErr(err)
+	}
+	size := 0
+	for _, op := range ops {
+		size += len(op.KeyBytes()) + len(op.ValueBytes())
+	}
+	return fmt.Errorf("etcd refused the transaction (%d compares, %d operations, %d bytes of keys and values): "+
+		"more than etcd's --max-txn-ops (default %d) or --max-request-bytes (default %.1f MiB) allow; "+
+		"split the change or raise those limits on every etcd member: %w",
+		cmps, len(ops), size, etcdDefaultMaxTxnOps, etcdDefaultMaxRequestBytes/(1024*1024), err)
+}
+
+// modRevIs compares key's mod revision with the one read (kv nil: absent).
+func modRevIs(key string, kv *mvccpb.KeyValue) clientv3.Cmp {
+	var rev int64
+	if kv != nil {
+		rev = kv.ModRevision
+	}
+	return clientv3.Compare(clientv3.ModRevision(key), "=", rev)
+}
+
+// parseCounter reads a decimal counter; absent is 0.
+func parseCounter(kv *mvccpb.KeyValue, bits int) (int64, error) {
+	if kv == nil {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(string(kv.Value), 10, bits)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("key %s holds %q, not a counter", kv.Key, kv.Value)
+	}
+	return n, nil
+}
+
+// ---- controller epoch ----
+
+func (s *EtcdStore) BumpControllerEpoch(ctx context.Context) (int32, error) {
+	if err := s.beginWrite(ctx); err != nil {
+		return 0, fmt.Errorf("bump controller epoch: %w", err)
+	}
+	key := s.key(etcdKeyControllerEpoch)
+	for {
+		kv, err := s.get(ctx, key)
+		if err != nil {
+			return 0, fmt.Errorf("bump controller epoch: %w", err)
+		}
+		old, err := parseCounter(kv, 32)
+		if err != nil {
+			return 0, fmt.Errorf("bump controller epoch: %w", err)
+		}
+		if old == math.MaxInt32 {
+			return 0, fmt.Errorf("bump controller epoch: epoch %d is the largest", old)
+		}
+		epoch := int32(old) + 1
+		ok, err := s.commit(ctx, []clientv3.Cmp{modRevIs(key, kv)},
+			[]clientv3.Op{clientv3.OpPut(key, strconv.Itoa(int(epoch)))})
+		if err != nil {
+			return 0, fmt.Errorf("bump controller epoch: %w", err)
+		}
+		if ok {
+			return epoch, nil
+		}
+		// Another bump got in between: read its epoch and go past it.
+	}
+}
+
+func (s *EtcdStore) ControllerEpoch(ctx context.Context) (int32, error) {
+	kv, err := s.get(ctx, s.key(etcdKeyControllerEpoch))
+	if err != nil {
+		return 0, fmt.Errorf("controller epoch: %w", err)
+	}
+	epoch, err := parseCounter(kv, 32)
+	if err != nil {
+		return 0, fmt.Errorf("controller epoch: %w", err)
+	}
+	return int32(epoch), nil
+}
+
+// ---- brokers ----
+
+func (s *EtcdStore) RegisterBroker(ctx context.Context, b Broker) (Broker, error) {
+	if err := checkBroker(b); err != nil {
+		return Broker{}, err
+	}
+	if err := s.beginWrite(ctx); err != nil {
+		return Broker{}, fmt.Errorf("register broker %d: %w", b.ID, err)
+	}
+	b.Fenced = false
+	counter := s.key(etcdKeyBrokerEpoch)
+	for {
+		kv, err := s.get(ctx, counter)
+		if err != nil {
+			return Broker{}, fmt.Errorf("register broker %d: %w", b.ID, err)
+		}
+		last, err := parseCounter(kv, 64)
+		if err != nil {
+			return Broker{}, fmt.Errorf("register broker %d: %w", b.ID, err)
+		}
+		b.Epoch = last + 1
+		data, err := json.Marshal(b)
+		if err != nil {
+			return Broker{}, fmt.Errorf("register broker %d: %w", b.ID, err)
+		}
+		// The counter's compare makes the epoch unique: a concurrent
+		// registration that took it fails this one, which reads again.
+		ok, err := s.commit(ctx, []clientv3.Cmp{modRevIs(counter, kv)}, []clientv3.Op{
+			clientv3.OpPut(counter, strconv.FormatInt(b.Epoch, 10)),
+			clientv3.OpPut(s.brokerKey(b.ID), string(data)),
+		})
+		if err != nil {
+			return Broker{}, fmt.Errorf("register broker %d: %w", b.ID, err)
+		}
+		if ok {
+			return b, nil
+		}
+	}
+}
+
+func (s *EtcdStore) Brokers(ctx context.Context) ([]Broker, error) {
+	kvs, err := s.list(ctx, etcdDirBrokers)
+	if err != nil {
+		return nil, fmt.Errorf("brokers: %w", err)
+	}
+	out := make([]Broker, 0, len(kvs))
+	for _, kv := range kvs {
+		b, err := decodeBroker(kv)
+		if err != nil {
+			return nil, fmt.Errorf("brokers: %w", err)
+		}
+		out = append(out, b)
+	}
+	// etcd sorts keys as strings ("10" before "9").
+	slices.SortFunc(out, func(a, b Broker) int { return cmp.Compare(a.ID, b.ID) })
+	return out, nil
+}
+
+func (s *EtcdStore) UpdateBroker(ctx context.Context, b Broker) error {
+	if err := checkBroker(b); err != nil {
+		return err
+	}
+	if err := s.beginWrite(ctx); err != nil {
+		return fmt.Errorf("update broker %d: %w", b.ID, err)
+	}
+	key := s.brokerKey(b.ID)
+	data, err := json.Marshal(b)
+	if err != nil {
+		return fmt.Errorf("update broker %d: %w", b.ID, err)
+	}
+	for {
+		kv, err := s.get(ctx, key)
+		if err != nil {
+			return fmt.Errorf("update broker %d: %w", b.ID, err)
+		}
+		if kv == nil {
+			return fmt.Errorf("update broker %d: %w", b.ID, ErrNotFound)
+		}
+		old, err := decodeBroker(kv)
+		if err != nil {
+			return fmt.Errorf("update broker %d: %w", b.ID, err)
+		}
+		if old.Epoch != b.Epoch {
+			return fmt.Errorf("update broker %d: expected broker epoch %d, stored %d: %w", b.ID, b.Epoch, old.Epoch, ErrConflict)
+		}
+		ok, err := s.commit(ctx, []clientv3.Cmp{modRevIs(key, kv)}, []clientv3.Op{clientv3.OpPut(key, string(data))})
+		if err != nil {
+			return fmt.Errorf("update broker %d: %w", b.ID, err)
+		}
+		if ok {
+			return nil
+		}
+		// The record changed since the read: check its epoch again.
+	}
+}
+
+func decodeBroker(kv *mvccpb.KeyValue) (Broker, error) {
+	var b Broker
+	if err := json.Unmarshal(kv.Value, &b); err != nil {
+		return Broker{}, fmt.Errorf("decode %s: %w", kv.Key, err)
+	}
+	return b, nil
+}
+
+// ---- topics ----
+
+func (s *EtcdStore) CreateTopic(ctx context.Context, name string, parts []Partition) error {
+	t, err := newTopic(name, parts)
+	if err != nil {
+		return err
+	}
+	data, err := json.Marshal(t)
+	if err != nil {
+		return fmt.Errorf("create topic %s: %w", name, err)
+	}
+	key := s.topicKey(name)
+	ok, err := s.commit(ctx, []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", 0)},
+		[]clientv3.Op{clientv3.OpPut(key, string(data))})
+	if err != nil {
+		return fmt.Errorf("create topic %s (%d partitions): %w", name, len(t.Partitions), err)
+	}
+	if !ok {
+		return fmt.Errorf("create topic %s: %w", name, ErrExists)
+	}
+	return nil
+}
+
+func (s *EtcdStore) DeleteTopic(ctx context.Context, name string) error {
+	key := s.topicKey(name)
+	ok, err := s.commit(ctx, []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), ">", 0)},
+		[]clientv3.Op{clientv3.OpDelete(key)})
+	if err != nil {
+		return fmt.Errorf("delete topic %s: %w", name, err)
+	}
+	if !ok {
+		return fmt.Errorf("delete topic %s: %w", name, ErrNotFound)
+	}
+	return nil
+}
+
+func (s *EtcdStore) Topic(ctx context.Context, name string) (Topic, error) {
+	kv, err := s.get(ctx, s.topicKey(name))
+	if err != nil {
+		return Topic{}, fmt.Errorf("topic %s: %w", name, err)
+	}
+	if kv == nil {
+		return Topic{}, fmt.Errorf("topic %s: %w", name, ErrNotFound)
+	}
+	return decodeTopic(kv, name)
+}
+
+func (s *EtcdStore) Partitions(ctx context.Context) ([]Partition, error) {
+	kvs, err := s.list(ctx, etcdDirTopics)
+	if err != nil {
+		return nil, fmt.Errorf("partitions: %w", err)
+	}
+	var out []Partition
+	for _, kv := range kvs {
+		t, err := decodeTopic(kv, strings.TrimPrefix(string(kv.Key), s.prefix+etcdDirTopics))
+		if err != nil {
+			return nil, fmt.Errorf("partitions: %w", err)
+		}
+		out = append(out, t.Partitions...)
+	}
+	slices.SortFunc(out, comparePartitions)
+	return out, nil
+}
+
+func (s *EtcdStore) Partition(ctx context.Context, topic string, partition int32) (Partition, error) {
+	t, err := s.Topic(ctx, topic)
+	if errors.Is(err, ErrNotFound) {
+		return Partition{}, partitionNotFound(topic, partition)
+	}
+	if err != nil {
+		return Partition{}, err
+	}
+	if partition < 0 || int(partition) >= len(t.Partitions) {
+		return Partition{}, partitionNotFound(topic, partition)
+	}
+	return t.Partitions[partition], nil
+}
+
+// decodeTopic decodes the topic stored under kv and checks it is the one
+// named and numbered 0..n-1, as every lookup by index relies on.
+func decodeTopic(kv *mvccpb.KeyValue, name string) (Topic, error) {
+	var t Topic
+	if err := json.Unmarshal(kv.Value, &t); err != nil {
+		return Topic{}, fmt.Errorf("decode topic %s: %w", name, err)
+	}
+	if t.Name != name {
+		return Topic{}, fmt.Errorf("decode topic %s: key holds topic %q", name, t.Name)
+	}
+	for i, p := range t.Partitions {
+		if p.Topic != name || p.Partition != int32(i) {
+			return Topic{}, fmt.Errorf("decode topic %s: partition %d is stored as %s-%d", name, i, p.Topic, p.Partition)
+		}
+	}
+	return t, nil
+}
+
+// ---- partition updates ----
+
+// topicRead is a topic as read for an update, with the mod revision its
+// write compares.
+type topicRead struct {
+	key    string
+	modRev int64
+	topic  Topic
+}
+
+func (s *EtcdStore) UpdatePartitions(ctx context.Context, updates []PartitionUpdate) error {
+	if err := checkUpdates(updates); err != nil {
+		return err
+	}
+	if err := s.beginWrite(ctx); err != nil {
+		return fmt.Errorf("update partitions: %w", err)
+	}
+	if len(updates) == 0 {
+		return nil
+	}
+	for {
+		read, err := s.readTopics(ctx, touchedTopics(updates))
+		if err != nil {
+			return fmt.Errorf("update partitions: %w", err)
+		}
+		cmps, ops, err := planUpdates(read, updates)
+		if err != nil {
+			return err
+		}
+		ok, err := s.commit(ctx, cmps, ops)
+		if err != nil {
+			return fmt.Errorf("update %d partitions of topics %s: %w", len(updates), strings.Join(touchedTopics(updates), ","), err)
+		}
+		if ok {
+			return nil
+		}
+		// A touched topic changed since the read (maybe another of its
+		// partitions): read again and check every expected epoch again.
+	}
+}
+
+// touchedTopics returns the topics updates name, sorted, each once.
+func touchedTopics(updates []PartitionUpdate) []string {
+	names := make([]string, 0, len(updates))
+	for _, u := range updates {
+		names = append(names, u.New.Topic)
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
+}
+
+// readTopics reads the named topics at one revision (one read-only
+// transaction). An absent topic is missing from the map.
+func (s *EtcdStore) readTopics(ctx context.Context, names []string) (map[string]*topicRead, error) {
+	if err := s.begin(ctx); err != nil {
+		return nil, err
+	}
+	gets := make([]clientv3.Op, len(names))
+	for i, name := range names {
+		gets[i] = clientv3.OpGet(s.topicKey(name))
+	}
+	resp, err := s.client.Txn(ctx).Then(gets...).Commit()
+	if err != nil {
+		return nil, s.txnErr(err, 0, gets)
+	}
+	read := make(map[string]*topicRead, len(names))
+	for i, name := range names {
+		kvs := resp.Responses[i].GetResponseRange().GetKvs()
+		if len(kvs) == 0 {
+			continue
+		}
+		t, err := decodeTopic(kvs[0], name)
+		if err != nil {
+			return nil, err
+		}
+		read[name] = &topicRead{key: s.topicKey(name), modRev: kvs[0].ModRevision, topic: t}
+	}
+	return read, nil
+}
+
+// planUpdates checks every update against the topics read, in order, and
+// returns the transaction writing them: all touched topics, each guarded by
+// its mod revision. read is modified.
+func planUpdates(read map[string]*topicRead, updates []PartitionUpdate) ([]clientv3.Cmp, []clientv3.Op, error) {
+	for _, u := range updates {
+		r := read[u.New.Topic]
+		if r == nil || u.New.Partition < 0 || int(u.New.Partition) >= len(r.topic.Partitions) {
+			return nil, nil, partitionNotFound(u.New.Topic, u.New.Partition)
+		}
+		if stored := r.topic.Partitions[u.New.Partition].PartitionEpoch; stored != u.Expected {
+			return nil, nil, conflict(u.New, u.Expected, stored)
+		}
+		r.topic.Partitions[u.New.Partition] = u.New.Clone()
+	}
+	names := touchedTopics(updates)
+	cmps := make([]clientv3.Cmp, 0, len(names))
+	ops := make([]clientv3.Op, 0, len(names))
+	for _, name := range names {
+		r := read[name]
+		data, err := json.Marshal(r.topic)
+		if err != nil {
+			return nil, nil, fmt.Errorf("update topic %s: %w", name, err)
+		}
+		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(r.key), "=", r.modRev))
+		ops = append(ops, clientv3.OpPut(r.key, string(data)))
+	}
+	return cmps, ops, nil
+}
+
+// ---- close ----
+
+// Close ends the leadership, if any, revoking its lease so that another
+// controller is elected at once rather than after the TTL, and closes the
+// client. Later calls fail with ErrClosed.
+func (s *EtcdStore) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	lead := s.lead
+	s.mu.Unlock()
+	if lead != nil {
+		lead.lose("store closed")
+		lead.end()
+	}
+	if err := s.client.Close(); err != nil && !errors.Is(err, context.Canceled) {
+		return fmt.Errorf("close etcd store: %w", err)
+	}
+	return nil
+}
