@@ -30,7 +30,11 @@ func (c *Controller) eligibleLocked(id int32) bool {
 // it may not keep leading on the old one's word. It then gets the full state
 // of its partitions, and leads again where it is the last ISR member of a
 // leaderless partition.
-func (c *Controller) registerBroker(ctx context.Context, b store.Broker) (store.Broker, int32, error) {
+//
+// A registration that repeats the incarnation id of the live registration
+// is a retry whose answer was lost: it gets the same epoch, and nothing is
+// fenced (Kafka treats a repeated incarnation id the same way).
+func (c *Controller) registerBroker(ctx context.Context, b store.Broker, incarnation string) (store.Broker, int32, error) {
 	ctx, span := c.tracer.Start(ctx, "Controller.registerBroker", trace.WithAttributes(attribute.Int("replicad.broker", int(b.ID))))
 	defer span.End()
 	c.mu.Lock()
@@ -38,8 +42,14 @@ func (c *Controller) registerBroker(ctx context.Context, b store.Broker) (store.
 	if !c.active {
 		return store.Broker{}, 0, errNotController
 	}
+	if old, ok := c.brokers[b.ID]; ok && !old.info.Fenced && incarnation != "" && old.incarnation == incarnation &&
+		old.info.Host == b.Host && old.info.Port == b.Port {
+		old.lastSeen = c.cfg.Clock.Now()
+		c.log.Info().Int32("broker", b.ID).Int64("broker_epoch", old.info.Epoch).Msg("broker registration retried; same incarnation")
+		return old.info, c.epoch, nil
+	}
 	if old, ok := c.brokers[b.ID]; ok && !old.info.Fenced {
-		if err := c.fenceLocked(ctx, old, "registered again (new incarnation)"); err != nil {
+		if err := c.fenceLocked(ctx, []*brokerState{old}, "registered again (new incarnation)"); err != nil {
 			return store.Broker{}, 0, err
 		}
 	}
@@ -52,7 +62,7 @@ func (c *Controller) registerBroker(ctx context.Context, b store.Broker) (store.
 		bs = &brokerState{}
 		c.brokers[b.ID] = bs
 	}
-	bs.info, bs.lastSeen, bs.shuttingDown = info, c.cfg.Clock.Now(), false
+	bs.info, bs.lastSeen, bs.shuttingDown, bs.incarnation, bs.movePending = info, c.cfg.Clock.Now(), false, incarnation, false
 	c.openQueueLocked(bs)
 	c.log.Info().Int32("broker", info.ID).Int64("broker_epoch", info.Epoch).Str("host", info.Host).Int32("port", info.Port).
 		Msg("broker registered")
@@ -110,12 +120,7 @@ func (c *Controller) uncleanLeaderLocked(ctx context.Context, p store.Partition)
 	if len(candidates) == 0 {
 		return store.NoLeader
 	}
-	leo := make(map[int32]int64, len(candidates))
-	for _, id := range candidates {
-		if o, ok := c.logEndOffsetLocked(ctx, id, p); ok {
-			leo[id] = o
-		}
-	}
+	leo := c.logEndOffsetsLocked(ctx, candidates, p)
 	leader := mostCaughtUp(candidates, leo)
 	c.log.Error().Str("topic", p.Topic).Int32("partition", p.Partition).Int32("leader", leader).
 		Ints32("old_isr", p.ISR).Interface("log_end_offsets", leo).
@@ -126,27 +131,52 @@ func (c *Controller) uncleanLeaderLocked(ctx context.Context, p store.Partition)
 	return leader
 }
 
-// logEndOffsetLocked asks broker id for its log end offset of p (bounded to
-// one second: an unclean election must not hang on a sick broker).
-func (c *Controller) logEndOffsetLocked(ctx context.Context, id int32, p store.Partition) (int64, bool) {
-	bs := c.brokers[id]
-	if bs == nil || bs.client == nil {
-		return 0, false
-	}
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
+// leoQueryTimeout bounds the log end offset queries of an unclean election:
+// they run under the controller lock, so a sick broker must not hold up
+// heartbeats for long.
+const leoQueryTimeout = 500 * time.Millisecond
+
+// logEndOffsetsLocked asks the candidates, in parallel, for their log end
+// offset of p; a candidate that does not answer in time is left out.
+func (c *Controller) logEndOffsetsLocked(ctx context.Context, candidates []int32, p store.Partition) map[int32]int64 {
+	ctx, cancel := context.WithTimeout(ctx, leoQueryTimeout)
 	defer cancel()
-	part := p.Partition
-	resp, err := bs.client.DescribePartitions(ctx, &replicadv1.DescribePartitionsRequest{Topic: p.Topic, Partition: &part})
-	if err != nil {
-		c.log.Warn().Err(err).Int32("broker", id).Msg("log end offset for unclean election")
-		return 0, false
+	type answer struct {
+		id  int32
+		leo int64
+		ok  bool
 	}
-	for _, d := range resp.GetPartitions() {
-		if d.GetTopic() == p.Topic && d.GetPartition() == p.Partition {
-			return d.GetLogEndOffset(), true
+	answers := make(chan answer, len(candidates))
+	for _, id := range candidates {
+		bs := c.brokers[id]
+		if bs == nil || bs.client == nil {
+			answers <- answer{id: id}
+			continue
+		}
+		go func(client replicadv1.ReplicaManagerServiceClient) {
+			part := p.Partition
+			resp, err := client.DescribePartitions(ctx, &replicadv1.DescribePartitionsRequest{Topic: p.Topic, Partition: &part})
+			if err != nil {
+				c.log.Warn().Err(err).Int32("broker", id).Msg("log end offset for unclean election")
+				answers <- answer{id: id}
+				return
+			}
+			for _, d := range resp.GetPartitions() {
+				if d.GetTopic() == p.Topic && d.GetPartition() == p.Partition {
+					answers <- answer{id: id, leo: d.GetLogEndOffset(), ok: true}
+					return
+				}
+			}
+			answers <- answer{id: id}
+		}(bs.client)
+	}
+	leo := make(map[int32]int64, len(candidates))
+	for range candidates {
+		if a := <-answers; a.ok {
+			leo[a.id] = a.leo
 		}
 	}
-	return 0, false
+	return leo
 }
 
 // heartbeat keeps a broker's session alive. A broker that is unknown or
@@ -170,7 +200,9 @@ func (c *Controller) heartbeat(id int32, epoch int64) (replicadv1.ErrorCode, boo
 }
 
 // expireSessions fences every broker silent for longer than the session
-// timeout.
+// timeout. Brokers that went silent together are fenced together, so none
+// of them is elected only to be fenced a moment later. It also retries the
+// partition moves of brokers fenced earlier whose move failed.
 func (c *Controller) expireSessions(ctx context.Context) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -178,48 +210,99 @@ func (c *Controller) expireSessions(ctx context.Context) {
 		return
 	}
 	now := c.cfg.Clock.Now()
+	var expired []*brokerState
+	var silentFor []time.Duration
 	for _, id := range c.sortedBrokerIDsLocked() {
 		bs := c.brokers[id]
-		if bs.info.Fenced || now.Sub(bs.lastSeen) <= c.cfg.SessionTimeout {
-			continue
+		if !bs.info.Fenced && now.Sub(bs.lastSeen) > c.cfg.SessionTimeout {
+			expired = append(expired, bs)
+			silentFor = append(silentFor, now.Sub(bs.lastSeen).Round(time.Millisecond))
 		}
-		reason := fmt.Sprintf("session expired: silent for %v", now.Sub(bs.lastSeen).Round(time.Millisecond))
-		if err := c.fenceLocked(ctx, bs, reason); err != nil {
-			c.log.Error().Err(err).Int32("broker", id).Msg("fence broker")
+	}
+	if len(expired) > 0 {
+		reason := fmt.Sprintf("session expired: silent for %v", silentFor)
+		if err := c.fenceLocked(ctx, expired, reason); err != nil {
+			c.log.Error().Err(err).Msg("fence brokers")
+		}
+	}
+	var pending []int32
+	for _, id := range c.sortedBrokerIDsLocked() {
+		if bs := c.brokers[id]; bs.info.Fenced && bs.movePending {
+			pending = append(pending, id)
+		}
+	}
+	if len(pending) > 0 {
+		if err := c.moveAwayFromLocked(ctx, pending, "retrying the move away from fenced brokers"); err != nil {
+			c.log.Error().Err(err).Ints32("brokers", pending).Msg("move partitions away from fenced brokers")
 		}
 	}
 }
 
-// fenceLocked fences one broker incarnation and moves its partitions away.
-func (c *Controller) fenceLocked(ctx context.Context, bs *brokerState, reason string) error {
-	ctx, span := c.tracer.Start(ctx, "Controller.fenceBroker", trace.WithAttributes(
-		attribute.Int("replicad.broker", int(bs.info.ID)), attribute.Int64("replicad.broker_epoch", bs.info.Epoch),
-		attribute.String("replicad.reason", reason)))
+// extendSessions gives every live broker a fresh session. The controller
+// calls it when it finds it was itself paused (a stopped process, a stalled
+// VM): the brokers' silence was its own, and fencing them all would be wrong.
+func (c *Controller) extendSessions(pause time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.active {
+		return
+	}
+	now := c.cfg.Clock.Now()
+	for _, bs := range c.brokers {
+		if !bs.info.Fenced {
+			bs.lastSeen = now
+		}
+	}
+	c.log.Warn().Dur("pause", pause).Msg("the controller was paused; broker sessions restart from now")
+}
+
+// fenceLocked fences broker incarnations and moves their partitions away.
+// Each broker is marked fenced in the store first (so it is neither elected
+// nor let back into an ISR), then every partition move is one transaction.
+// A failed move is retried at the next session check.
+func (c *Controller) fenceLocked(ctx context.Context, brokers []*brokerState, reason string) error {
+	ids := make([]int32, len(brokers))
+	for i, bs := range brokers {
+		ids[i] = bs.info.ID
+	}
+	ctx, span := c.tracer.Start(ctx, "Controller.fenceBrokers", trace.WithAttributes(
+		attribute.IntSlice("replicad.brokers", toInts(ids)), attribute.String("replicad.reason", reason)))
 	defer span.End()
-	fenced := bs.info
-	fenced.Fenced = true
-	if err := c.cfg.Store.UpdateBroker(ctx, fenced); err != nil {
-		return c.storeErr(fmt.Errorf("fence broker %d: %w", fenced.ID, err))
+	for _, bs := range brokers {
+		fenced := bs.info
+		fenced.Fenced = true
+		if err := c.cfg.Store.UpdateBroker(ctx, fenced); err != nil {
+			return c.storeErr(fmt.Errorf("fence broker %d: %w", fenced.ID, err))
+		}
+		bs.info = fenced
+		bs.shuttingDown = false
+		bs.movePending = true
+		c.closeQueueLocked(bs)
+		c.log.Warn().Int32("broker", fenced.ID).Int64("broker_epoch", fenced.Epoch).Str("reason", reason).Msg("broker fenced")
 	}
-	bs.info = fenced
-	bs.shuttingDown = false
-	c.closeQueueLocked(bs)
-	c.log.Warn().Int32("broker", fenced.ID).Int64("broker_epoch", fenced.Epoch).Str("reason", reason).Msg("broker fenced")
-	return c.moveAwayFromLocked(ctx, fenced.ID, reason)
+	return c.moveAwayFromLocked(ctx, ids, reason)
 }
 
-// moveAwayFromLocked elects new leaders for the partitions broker id led and
-// drops it from the ISRs it was in, all in one transaction, then tells the
-// brokers.
-func (c *Controller) moveAwayFromLocked(ctx context.Context, id int32, reason string) error {
+// moveAwayFromLocked elects new leaders for the partitions the brokers led
+// and drops them from the ISRs they were in, all in one transaction, then
+// tells the brokers. Leader epoch and partition epoch rise once per
+// partition, however many of the brokers it loses.
+func (c *Controller) moveAwayFromLocked(ctx context.Context, ids []int32, reason string) error {
 	var updates []store.PartitionUpdate
 	leaderless := 0
 	for _, p := range c.sortedPartitionsLocked() {
-		next, changed := moveAway(p, id, c.eligibleLocked)
+		next, changed := p, false
+		for _, id := range ids {
+			n, ch := moveAway(next, id, c.eligibleLocked)
+			if ch {
+				next, changed = n, true
+			}
+		}
 		if !changed {
 			continue
 		}
-		if p.Leader == id && next.Leader == store.NoLeader && c.cfg.UncleanLeaderElection {
+		next.LeaderEpoch, next.PartitionEpoch = p.LeaderEpoch+1, p.PartitionEpoch+1
+		if slices.Contains(ids, p.Leader) && next.Leader == store.NoLeader && c.cfg.UncleanLeaderElection {
 			if l := c.uncleanLeaderLocked(ctx, p); l != store.NoLeader {
 				next.Leader, next.ISR = l, []int32{l}
 			}
@@ -234,13 +317,26 @@ func (c *Controller) moveAwayFromLocked(ctx context.Context, id int32, reason st
 	if _, err := c.commitLocked(ctx, updates, nil); err != nil {
 		return err
 	}
+	for _, id := range ids {
+		if bs := c.brokers[id]; bs != nil {
+			bs.movePending = false
+		}
+	}
 	trace.SpanFromContext(ctx).SetAttributes(attribute.Int("replicad.partitions_changed", len(updates)),
 		attribute.Int("replicad.partitions_leaderless", leaderless))
 	if len(updates) > 0 {
-		c.log.Info().Int32("broker", id).Int("partitions", len(updates)).Int("leaderless", leaderless).Str("reason", reason).
-			Msg("moved leadership and ISR membership away from broker")
+		c.log.Info().Ints32("brokers", ids).Int("partitions", len(updates)).Int("leaderless", leaderless).Str("reason", reason).
+			Msg("moved leadership and ISR membership away from brokers")
 	}
 	return nil
+}
+
+func toInts(ids []int32) []int {
+	out := make([]int, len(ids))
+	for i, id := range ids {
+		out[i] = int(id)
+	}
+	return out
 }
 
 // controlledShutdown moves a stopping broker's leaderships to other ISR

@@ -18,6 +18,13 @@ import (
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
 )
 
+// deposedReason is serve's answer when a broker knows a newer controller;
+// Run then waits deposedBackoff before acting again.
+const (
+	deposedReason  = "deposed: a newer controller exists"
+	deposedBackoff = time.Second
+)
+
 // DefaultSessionTimeout is how long a broker may stay silent before it is
 // fenced (Kafka's broker.session.timeout.ms is 9s; SPEC's default is 6s).
 const DefaultSessionTimeout = 6 * time.Second
@@ -87,9 +94,15 @@ type brokerState struct {
 	// shuttingDown: the broker asked for a controlled shutdown; it may not
 	// lead or join an ISR until it registers again.
 	shuttingDown bool
-	client       replicadv1.ReplicaManagerServiceClient
-	conn         io.Closer
-	queue        *brokerqueue.Queue
+	// incarnation is the id the broker process registered with: a repeat
+	// is a retried registration, not a restart.
+	incarnation string
+	// movePending: fenced, but its partitions have not all been moved away
+	// yet (the move failed); the session check retries it.
+	movePending bool
+	client      replicadv1.ReplicaManagerServiceClient
+	conn        io.Closer
+	queue       *brokerqueue.Queue
 }
 
 type partitionKey struct {
@@ -155,6 +168,12 @@ func (c *Controller) Run(ctx context.Context) error {
 		}
 		reason := c.serve(ctx, lead)
 		c.deactivate(reason)
+		if reason == deposedReason {
+			// Another controller acts with a higher epoch (a misconfigured
+			// second controller, or an election this one has not noticed it
+			// lost): back off rather than leapfrog its epoch in a tight loop.
+			sleepCtx(ctx, deposedBackoff)
+		}
 		if lead != nil && ctx.Err() != nil {
 			resign(lead, c.log)
 		}
@@ -169,8 +188,12 @@ func (c *Controller) serve(ctx context.Context, lead store.Leadership) string {
 	if lead != nil {
 		leadDone = lead.Done()
 	}
-	tick := time.NewTicker(c.sessionCheckInterval())
+	interval := c.sessionCheckInterval()
+	tick := time.NewTicker(interval)
 	defer tick.Stop()
+	// lastTick is wall time, not Config.Clock: it detects that this process
+	// itself stood still (SIGSTOP, a stalled VM), which no clock can fake.
+	lastTick := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
@@ -178,8 +201,12 @@ func (c *Controller) serve(ctx context.Context, lead store.Leadership) string {
 		case <-leadDone:
 			return "lost the election"
 		case <-c.lost:
-			return "deposed: a newer controller exists"
-		case <-tick.C:
+			return deposedReason
+		case now := <-tick.C:
+			if gap := now.Sub(lastTick); gap > max(c.cfg.SessionTimeout/2, 5*interval) {
+				c.extendSessions(gap)
+			}
+			lastTick = now
 			c.expireSessions(ctx)
 		}
 	}
@@ -240,11 +267,15 @@ func (c *Controller) activate(ctx context.Context) error {
 		Msg("active controller")
 	// A crash between fencing a broker and moving its partitions leaves a
 	// fenced broker leading; finish that work now.
+	var fenced []int32
 	for _, b := range brokers {
 		if b.Fenced {
-			if err := c.moveAwayFromLocked(ctx, b.ID, "fenced before this controller started"); err != nil {
-				return err
-			}
+			fenced = append(fenced, b.ID)
+		}
+	}
+	if len(fenced) > 0 {
+		if err := c.moveAwayFromLocked(ctx, fenced, "fenced before this controller started"); err != nil {
+			return err
 		}
 	}
 	for _, bs := range c.brokers {

@@ -62,7 +62,7 @@ func (c *Controller) RegisterBroker(ctx context.Context, req *replicadv1.Registe
 	if p := req.GetPort(); p <= 0 || p > 65535 {
 		return nil, invalid("port", "must be in 1..65535 (got %d)", p)
 	}
-	info, epoch, err := c.registerBroker(ctx, store.Broker{ID: req.GetBrokerId(), Host: req.GetHost(), Port: req.GetPort()})
+	info, epoch, err := c.registerBroker(ctx, store.Broker{ID: req.GetBrokerId(), Host: req.GetHost(), Port: req.GetPort()}, req.GetIncarnationId())
 	if errors.Is(err, errNotController) {
 		return &replicadv1.RegisterBrokerResponse{ErrorCode: codeNotController}, nil
 	}

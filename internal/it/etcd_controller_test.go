@@ -1,6 +1,7 @@
 package it
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"syscall"
@@ -32,7 +33,10 @@ func (h *haController) active(t *testing.T) (bool, int32) {
 	if !h.proc.Running() {
 		return false, 0
 	}
-	resp, err := h.api.DescribeCluster(ctx(t), &replicadv1.DescribeClusterRequest{})
+	// A paused controller accepts connections but never answers: ask briefly.
+	c, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	resp, err := h.api.DescribeCluster(c, &replicadv1.DescribeClusterRequest{})
 	if err != nil || resp.GetErrorCode() != replicadv1.ErrorCode_ERROR_CODE_NONE {
 		return false, 0
 	}
