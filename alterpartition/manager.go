@@ -11,6 +11,7 @@ import (
 
 	"github.com/rs/zerolog"
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -296,7 +297,17 @@ func (m *Manager) send(batch []item) (*replicadv1.AlterPartitionResponse, error)
 	for _, it := range batch {
 		req.Partitions = append(req.Partitions, alterPartitionItem(it.change, m.cfg.BrokerID, brokerEpoch))
 	}
-	ctx, cancel := context.WithTimeout(m.ctx, m.cfg.RequestTimeout)
+	// The request goes in the trace of its first traced change (a
+	// Partition.shrinkIsr or expandIsr span), so the controller's
+	// Controller.alterPartition joins it.
+	ctx := m.ctx
+	for _, it := range batch {
+		if sc := it.change.SpanContext; sc.IsValid() {
+			ctx = trace.ContextWithSpanContext(ctx, sc)
+			break
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.RequestTimeout)
 	defer cancel()
 	m.logger.Debug().Int("partitions", len(batch)).Int64("broker_epoch", brokerEpoch).Msg("sending AlterPartition")
 	return m.clients[m.cur].AlterPartition(ctx, req)

@@ -162,6 +162,9 @@ type Session struct {
 	// current is the index in cfg.Controllers of the controller that last
 	// answered; -1 before any did.
 	current int
+	// next is where the next call starts: current, or past an address that
+	// did not answer at all.
+	next    int
 	clients map[string]controllerClient
 	closed  bool
 	// notifyMu serializes OnControllerChange calls.
@@ -369,7 +372,9 @@ func (s *Session) heartbeatLoop() {
 func (s *Session) heartbeat() {
 	epoch := s.brokerEpoch.Load()
 	req := &replicadv1.BrokerHeartbeatRequest{BrokerId: s.cfg.BrokerID, BrokerEpoch: epoch, WantShutdown: s.wantShutdown.Load()}
-	timeout := min(s.cfg.RequestTimeout, max(time.Duration(s.sessionTimeout.Load()), time.Second))
+	// One heartbeat interval per address at most: a hung controller (paused,
+	// black-holed) must not eat the session while a standby takes over.
+	timeout := min(s.cfg.RequestTimeout, max(s.heartbeatInterval(), MinHeartbeatInterval))
 	resp, err := call(s.ctx, s, timeout, func(ctx context.Context, c replicadv1.ControllerServiceClient) (*replicadv1.BrokerHeartbeatResponse, error) {
 		return c.BrokerHeartbeat(ctx, req)
 	})
@@ -399,7 +404,7 @@ func call[R interface{ GetErrorCode() replicadv1.ErrorCode }](ctx context.Contex
 	rpc func(context.Context, replicadv1.ControllerServiceClient) (R, error)) (R, error) {
 	var zero R
 	s.mu.Lock()
-	start := max(s.current, 0)
+	start := max(s.next, 0)
 	s.mu.Unlock()
 	n := len(s.cfg.Controllers)
 	var errs []error
@@ -418,6 +423,10 @@ func call[R interface{ GetErrorCode() replicadv1.ErrorCode }](ctx context.Contex
 			}
 			if err == nil {
 				err = errNotController
+			} else {
+				// No answer at all: start the next call at the next
+				// address rather than wait on this one again.
+				s.skip(idx)
 			}
 		}
 		errs = append(errs, fmt.Errorf("controller %s: %w", addr, err))
@@ -448,10 +457,19 @@ func (s *Session) client(addr string) (replicadv1.ControllerServiceClient, error
 
 // answeredBy makes Controllers[idx] the current controller, and tells
 // OnControllerChange when it is a new one.
+// skip moves the starting address past idx if the calls start there.
+func (s *Session) skip(idx int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if max(s.next, 0) == idx {
+		s.next = (idx + 1) % len(s.cfg.Controllers)
+	}
+}
+
 func (s *Session) answeredBy(idx int) {
 	s.mu.Lock()
 	changed := s.current != idx
-	s.current = idx
+	s.current, s.next = idx, idx
 	s.mu.Unlock()
 	if !changed {
 		return

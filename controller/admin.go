@@ -63,11 +63,14 @@ func (c *Controller) createTopic(ctx context.Context, topic string, partitions, 
 	}
 	c.topicsCreated++
 	newReplicas := make(map[partitionKey][]int32, len(parts))
-	for _, p := range parts {
+	changes := make([]partitionChange, len(parts))
+	for i, p := range parts {
 		c.parts[keyOf(p)] = p.Clone()
 		newReplicas[keyOf(p)] = p.Replicas
+		changes[i] = partitionChange{new: p}
 	}
-	touched := c.announceLocked(parts, newReplicas)
+	tracePartitionChanges(ctx, "partition created", changes)
+	touched := c.announceLocked(ctx, parts, newReplicas)
 	c.mu.Unlock()
 	c.log.Info().Str("topic", topic).Int("partitions", partitions).Int("replication_factor", rf).Msg("topic created")
 	c.waitDelivered(ctx, touched)
@@ -105,7 +108,7 @@ func (c *Controller) deleteTopic(ctx context.Context, topic string) error {
 	var touched []int32
 	for id, ps := range stops {
 		if bs := c.brokers[id]; bs.reachable() {
-			bs.queue.StopReplica(ps)
+			bs.queue.StopReplicaContext(ctx, ps)
 			touched = append(touched, id)
 		}
 	}
@@ -272,7 +275,7 @@ func (c *Controller) maybeCompleteReassignmentLocked(ctx context.Context, k part
 	}
 	for _, r := range p.RemovingReplicas {
 		if bs := c.brokers[r]; bs.reachable() {
-			bs.queue.StopReplica([]*replicadv1.StopReplicaPartition{{Topic: p.Topic, Partition: p.Partition,
+			bs.queue.StopReplicaContext(ctx, []*replicadv1.StopReplicaPartition{{Topic: p.Topic, Partition: p.Partition,
 				LeaderEpoch: next.LeaderEpoch, DeletePartition: true}})
 		}
 	}

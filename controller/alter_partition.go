@@ -17,7 +17,8 @@ import (
 // committed state or its error.
 func (c *Controller) alterPartition(ctx context.Context, req *replicadv1.AlterPartitionRequest) (*replicadv1.AlterPartitionResponse, error) {
 	ctx, span := c.tracer.Start(ctx, "Controller.alterPartition", trace.WithAttributes(
-		attribute.Int("replicad.broker", int(req.GetBrokerId())), attribute.Int("replicad.partitions", len(req.GetPartitions()))))
+		attribute.Int("replicad.broker", int(req.GetBrokerId())), attribute.Int64("replicad.broker_epoch", req.GetBrokerEpoch()),
+		attribute.Int("replicad.partitions", len(req.GetPartitions()))))
 	defer span.End()
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -29,10 +30,21 @@ func (c *Controller) alterPartition(ctx context.Context, req *replicadv1.AlterPa
 		// The leader is a fenced or earlier incarnation: its view of the
 		// ISR is not to be trusted.
 		resp.ErrorCode = replicadv1.ErrorCode_ERROR_CODE_STALE_BROKER_EPOCH
+		span.SetAttributes(attribute.String("replicad.error_code", resp.ErrorCode.String()))
 		return resp, nil
 	}
 	results := make([]*replicadv1.AlterPartitionResult, len(req.GetPartitions()))
 	var updates []store.PartitionUpdate
+	// The ISR changes are traced: one event per item, accepted or not.
+	events := newEventBudget(ctx)
+	if events != nil {
+		defer events.done()
+		if n := len(req.GetPartitions()); n == 1 {
+			item := req.GetPartitions()[0]
+			span.SetAttributes(attribute.String("replicad.topic", item.GetTopic()), attribute.Int("replicad.partition", int(item.GetPartition())),
+				attribute.Int("replicad.leader_epoch", int(item.GetLeaderEpoch())), attribute.IntSlice("replicad.proposed_isr", toInts(isrOf(item))))
+		}
+	}
 	for i, item := range req.GetPartitions() {
 		p, ok := c.parts[partitionKey{item.GetTopic(), item.GetPartition()}]
 		if !ok {
@@ -47,7 +59,21 @@ func (c *Controller) alterPartition(ctx context.Context, req *replicadv1.AlterPa
 				Int32("partition_epoch", item.GetPartitionEpoch()).Int32("committed_partition_epoch", p.PartitionEpoch).
 				Msg("AlterPartition rejected")
 			results[i] = &replicadv1.AlterPartitionResult{Topic: p.Topic, Partition: p.Partition, ErrorCode: code}
+			if events != nil {
+				events.add("isr change rejected", attribute.String("replicad.topic", p.Topic), attribute.Int("replicad.partition", int(p.Partition)),
+					attribute.String("replicad.error_code", code.String()), attribute.IntSlice("replicad.proposed_isr", toInts(isrOf(item))),
+					attribute.IntSlice("replicad.isr", toInts(p.ISR)), attribute.Int("replicad.leader_epoch", int(item.GetLeaderEpoch())),
+					attribute.Int("replicad.partition_epoch", int(item.GetPartitionEpoch())),
+					attribute.Int("replicad.committed_partition_epoch", int(p.PartitionEpoch)))
+			}
 			continue
+		}
+		if events != nil {
+			events.add("isr change", attribute.String("replicad.topic", p.Topic), attribute.Int("replicad.partition", int(p.Partition)),
+				attribute.IntSlice("replicad.old_isr", toInts(p.ISR)), attribute.IntSlice("replicad.isr", toInts(next.ISR)),
+				attribute.Int("replicad.leader", int(p.Leader)), attribute.Int("replicad.leader_epoch", int(p.LeaderEpoch)),
+				attribute.Int("replicad.partition_epoch", int(next.PartitionEpoch)),
+				attribute.Bool("replicad.changed", next.PartitionEpoch != p.PartitionEpoch))
 		}
 		if next.PartitionEpoch != p.PartitionEpoch {
 			updates = append(updates, update(p, next))
@@ -57,6 +83,7 @@ func (c *Controller) alterPartition(ctx context.Context, req *replicadv1.AlterPa
 	if _, err := c.commitISRLocked(ctx, updates); err != nil {
 		return nil, err
 	}
+	span.SetAttributes(attribute.Int("replicad.partitions_changed", len(updates)))
 	for i, item := range req.GetPartitions() {
 		if results[i] == nil {
 			p := c.parts[partitionKey{item.GetTopic(), item.GetPartition()}]
@@ -149,7 +176,7 @@ func (c *Controller) commitISRLocked(ctx context.Context, updates []store.Partit
 	live := c.liveBrokersLocked()
 	for _, bs := range c.brokers {
 		if bs.reachable() {
-			bs.queue.UpdateMetadata(live, states)
+			bs.queue.UpdateMetadataContext(ctx, live, states)
 		}
 	}
 	return nil, nil

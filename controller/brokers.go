@@ -81,12 +81,12 @@ func (c *Controller) registerBroker(ctx context.Context, b store.Broker, incarna
 	if _, err := c.commitLocked(ctx, updates, nil); err != nil {
 		return store.Broker{}, 0, err
 	}
-	c.sendFullStateLocked(bs)
+	c.sendFullStateLocked(ctx, bs)
 	// Everyone else learns the new endpoint.
 	live := c.liveBrokersLocked()
 	for id, other := range c.brokers {
 		if id != info.ID && other.reachable() {
-			other.queue.UpdateMetadata(live, nil)
+			other.queue.UpdateMetadataContext(ctx, live, nil)
 		}
 	}
 	return info, c.epoch, nil
@@ -182,7 +182,10 @@ func (c *Controller) logEndOffsetsLocked(ctx context.Context, candidates []int32
 // heartbeat keeps a broker's session alive. A broker that is unknown or
 // shows another epoch gets STALE_BROKER_EPOCH, a fenced one is told so: both
 // register again.
-func (c *Controller) heartbeat(id int32, epoch int64) (replicadv1.ErrorCode, bool, error) {
+//
+// A heartbeat with wantShutdown marks the broker as stopping (as a
+// ControlledShutdown does), so it is not elected while it goes.
+func (c *Controller) heartbeat(id int32, epoch int64, wantShutdown bool) (replicadv1.ErrorCode, bool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.active {
@@ -196,6 +199,7 @@ func (c *Controller) heartbeat(id int32, epoch int64) (replicadv1.ErrorCode, boo
 		return replicadv1.ErrorCode_ERROR_CODE_NONE, true, nil
 	}
 	bs.lastSeen = c.cfg.Clock.Now()
+	bs.shuttingDown = bs.shuttingDown || wantShutdown
 	return replicadv1.ErrorCode_ERROR_CODE_NONE, false, nil
 }
 
@@ -371,9 +375,15 @@ func (c *Controller) controlledShutdown(ctx context.Context, id int32, epoch int
 		updates = append(updates, update(p, next))
 	}
 	touched, err := c.commitLocked(ctx, updates, nil)
+	// Remaining: what it still leads although another live ISR member could
+	// take over (the move failed; the broker asks again). A partition with
+	// no other live ISR member cannot move at all, and waiting for it would
+	// only hold the shutdown to its timeout, so it is not reported (as
+	// KRaft lets such a shutdown finish).
 	var remaining []store.Partition
+	others := func(r int32) bool { return r != id && c.eligibleLocked(r) }
 	for _, p := range c.sortedPartitionsLocked() {
-		if p.Leader == id {
+		if p.Leader == id && cleanLeader(p, others) != store.NoLeader {
 			remaining = append(remaining, p)
 		}
 	}

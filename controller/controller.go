@@ -10,6 +10,7 @@ import (
 
 	"github.com/rs/zerolog"
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/replicad/replicad/controller/brokerqueue"
@@ -59,6 +60,9 @@ type Config struct {
 	SendTimeout time.Duration
 	Clock       clock.Clock
 	Logger      zerolog.Logger
+	// TracerProvider makes the controller's spans (Controller.*, and the
+	// broker queues' ControllerChannel.send). Nil: the global provider.
+	TracerProvider trace.TracerProvider
 }
 
 // Controller is the controller. Create it with New, drive it with Run, and
@@ -69,6 +73,8 @@ type Controller struct {
 	cfg    Config
 	log    zerolog.Logger
 	tracer trace.Tracer
+	// queueTracer traces the broker queues' sends.
+	queueTracer trace.Tracer
 
 	// lost receives when this controller must stop acting: a store write
 	// found it deposed, or a broker knows a newer controller epoch.
@@ -126,11 +132,15 @@ func New(cfg Config) (*Controller, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Real{}
 	}
+	if cfg.TracerProvider == nil {
+		cfg.TracerProvider = otel.GetTracerProvider()
+	}
 	return &Controller{
-		cfg:    cfg,
-		log:    cfg.Logger.With().Str("logger", "controller").Logger(),
-		tracer: otel.Tracer("github.com/replicad/replicad/controller"),
-		lost:   make(chan struct{}, 1),
+		cfg:         cfg,
+		log:         cfg.Logger.With().Str("logger", "controller").Logger(),
+		tracer:      cfg.TracerProvider.Tracer("github.com/replicad/replicad/controller"),
+		queueTracer: cfg.TracerProvider.Tracer("github.com/replicad/replicad/controller/brokerqueue"),
+		lost:        make(chan struct{}, 1),
 	}, nil
 }
 
@@ -221,7 +231,7 @@ func (c *Controller) sessionCheckInterval() time.Duration {
 // activate makes this controller the acting one: a new controller epoch,
 // the metadata loaded, every live broker sent its full state.
 func (c *Controller) activate(ctx context.Context) error {
-	ctx, span := c.tracer.Start(ctx, "Controller.activate")
+	ctx, span := c.tracer.Start(ctx, "Controller.activate", trace.WithAttributes(attribute.Int("replicad.controller_id", int(c.cfg.ID))))
 	defer span.End()
 	// Drop a stale "lost" signal from the previous term.
 	select {
@@ -265,6 +275,8 @@ func (c *Controller) activate(ctx context.Context) error {
 	}
 	c.log.Info().Int32("controller_epoch", epoch).Int("brokers", len(brokers)).Int("partitions", len(parts)).
 		Msg("active controller")
+	span.SetAttributes(attribute.Int("replicad.controller_epoch", int(epoch)), attribute.Int("replicad.brokers", len(brokers)),
+		attribute.Int("replicad.partitions", len(parts)))
 	// A crash between fencing a broker and moving its partitions leaves a
 	// fenced broker leading; finish that work now.
 	var fenced []int32
@@ -278,9 +290,24 @@ func (c *Controller) activate(ctx context.Context) error {
 			return err
 		}
 	}
+	// Leaderless partitions get an election now (Kafka's offline-partition
+	// election on failover): an ISR member may be back, or unclean
+	// election may have been switched on since.
+	var elections []store.PartitionUpdate
+	for _, p := range c.sortedPartitionsLocked() {
+		if p.Leader != store.NoLeader {
+			continue
+		}
+		if next, ok := c.electLeaderlessLocked(ctx, p); ok {
+			elections = append(elections, update(p, next))
+		}
+	}
+	if _, err := c.commitLocked(ctx, elections, nil); err != nil {
+		return err
+	}
 	for _, bs := range c.brokers {
 		if !bs.info.Fenced {
-			c.sendFullStateLocked(bs)
+			c.sendFullStateLocked(ctx, bs)
 		}
 	}
 	return nil

@@ -39,4 +39,18 @@
 // that loses its election, or hears from a broker that a newer controller
 // exists, stops acting at once: its queues close and its store writes are
 // fenced by the store itself.
+//
+// # Tracing
+//
+// Every decision is a span (Controller.electLeader, Controller.fenceBrokers,
+// Controller.alterPartition, Controller.createTopic, ...), a child of the
+// caller's span when the call came over gRPC (ctlclient elect), a root when
+// the controller decided on its own (a session expiry). Its events name each
+// partition changed, with the old and new leader, leader epoch and ISR (at
+// most MaxPartitionEvents, then a summary); AlterPartition records each ISR
+// change accepted or rejected. The requests the decision queues for the
+// brokers carry its span context (brokerqueue's ...Context methods): each
+// is sent in a ControllerChannel.send span under the decision, and the
+// gRPC client propagates it, so one election is one trace from ctlclient
+// through the controller into every broker it touched.
 package controller

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -53,7 +54,11 @@ type fakeBroker struct {
 	lai []*replicadv1.LeaderAndIsrRequest
 	um  []*replicadv1.UpdateMetadataRequest
 	sr  []*replicadv1.StopReplicaRequest
-	leo map[partitionKey]int64
+	// laiSpans and srSpans are the span contexts each LeaderAndIsr and
+	// StopReplica of lai and sr arrived with, in the same order.
+	laiSpans []trace.SpanContext
+	srSpans  []trace.SpanContext
+	leo      map[partitionKey]int64
 	// minControllerEpoch: a LeaderAndIsr of an older controller epoch is
 	// answered STALE_CONTROLLER_EPOCH (the broker heard of a newer one).
 	minControllerEpoch int32
@@ -90,7 +95,7 @@ func (f *fakeBroker) checkPersisted(kind string, states []*replicadv1.PartitionS
 	}
 }
 
-func (f *fakeBroker) LeaderAndIsr(_ context.Context, in *replicadv1.LeaderAndIsrRequest, _ ...grpc.CallOption) (*replicadv1.LeaderAndIsrResponse, error) {
+func (f *fakeBroker) LeaderAndIsr(ctx context.Context, in *replicadv1.LeaderAndIsrRequest, _ ...grpc.CallOption) (*replicadv1.LeaderAndIsrResponse, error) {
 	f.checkPersisted("LeaderAndIsr", in.GetPartitionStates())
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -98,6 +103,7 @@ func (f *fakeBroker) LeaderAndIsr(_ context.Context, in *replicadv1.LeaderAndIsr
 		return &replicadv1.LeaderAndIsrResponse{ErrorCode: replicadv1.ErrorCode_ERROR_CODE_STALE_CONTROLLER_EPOCH}, nil
 	}
 	f.lai = append(f.lai, in)
+	f.laiSpans = append(f.laiSpans, trace.SpanContextFromContext(ctx))
 	return &replicadv1.LeaderAndIsrResponse{}, nil
 }
 
@@ -109,10 +115,11 @@ func (f *fakeBroker) UpdateMetadata(_ context.Context, in *replicadv1.UpdateMeta
 	return &replicadv1.UpdateMetadataResponse{}, nil
 }
 
-func (f *fakeBroker) StopReplica(_ context.Context, in *replicadv1.StopReplicaRequest, _ ...grpc.CallOption) (*replicadv1.StopReplicaResponse, error) {
+func (f *fakeBroker) StopReplica(ctx context.Context, in *replicadv1.StopReplicaRequest, _ ...grpc.CallOption) (*replicadv1.StopReplicaResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.sr = append(f.sr, in)
+	f.srSpans = append(f.srSpans, trace.SpanContextFromContext(ctx))
 	return &replicadv1.StopReplicaResponse{}, nil
 }
 
@@ -151,6 +158,7 @@ func (f *fakeBroker) reset() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.lai, f.um, f.sr = nil, nil, nil
+	f.laiSpans, f.srSpans = nil, nil
 }
 
 func (f *fakeBroker) leaderAndIsrs() []*replicadv1.LeaderAndIsrRequest {
@@ -230,6 +238,10 @@ func withUnclean() harnessOption { return func(c *Config) { c.UncleanLeaderElect
 func withStore(s store.Store) harnessOption { return func(c *Config) { c.Store = s } }
 
 func withElector(e store.Elector) harnessOption { return func(c *Config) { c.Elector = e } }
+
+func withTracerProvider(tp trace.TracerProvider) harnessOption {
+	return func(c *Config) { c.TracerProvider = tp }
+}
 
 // newHarness builds a controller; it does not start it.
 func newHarness(t *testing.T, opts ...harnessOption) *harness {

@@ -37,6 +37,7 @@ func (c *Controller) openQueueLocked(bs *brokerState) {
 			c.signalLost()
 		},
 		Logger: c.log,
+		Tracer: c.queueTracer,
 	})
 }
 
@@ -129,16 +130,21 @@ func (c *Controller) commitLocked(ctx context.Context, updates []store.Partition
 		return nil, c.storeErr(err)
 	}
 	changed := make([]store.Partition, len(updates))
+	changes := make([]partitionChange, len(updates))
 	for i, u := range updates {
+		old, hadOld := c.parts[keyOf(u.New)]
+		changes[i] = partitionChange{old: old, hadOld: hadOld, new: u.New}
 		c.parts[keyOf(u.New)] = u.New.Clone()
 		changed[i] = u.New
 	}
-	return c.announceLocked(changed, newReplicas), nil
+	tracePartitionChanges(ctx, "partition state change", changes)
+	return c.announceLocked(ctx, changed, newReplicas), nil
 }
 
 // announceLocked queues the LeaderAndIsr and UpdateMetadata requests that
-// tell the brokers about changed partitions.
-func (c *Controller) announceLocked(changed []store.Partition, newReplicas map[partitionKey][]int32) []int32 {
+// tell the brokers about changed partitions, in ctx's trace: the requests
+// carry the span of the decision to the brokers (see brokerqueue).
+func (c *Controller) announceLocked(ctx context.Context, changed []store.Partition, newReplicas map[partitionKey][]int32) []int32 {
 	byBroker := make(map[int32][]*replicadv1.PartitionState)
 	all := make([]*replicadv1.PartitionState, 0, len(changed))
 	for _, p := range changed {
@@ -161,13 +167,13 @@ func (c *Controller) announceLocked(changed []store.Partition, newReplicas map[p
 	}
 	var touched []int32
 	for id, states := range byBroker {
-		c.brokers[id].queue.LeaderAndIsr(states, c.leadersOfLocked(states))
+		c.brokers[id].queue.LeaderAndIsrContext(ctx, states, c.leadersOfLocked(states))
 		touched = append(touched, id)
 	}
 	live := c.liveBrokersLocked()
 	for _, bs := range c.brokers {
 		if bs.reachable() {
-			bs.queue.UpdateMetadata(live, all)
+			bs.queue.UpdateMetadataContext(ctx, live, all)
 		}
 	}
 	return touched
@@ -175,8 +181,9 @@ func (c *Controller) announceLocked(changed []store.Partition, newReplicas map[p
 
 // sendFullStateLocked tells one broker everything: the live brokers and
 // every partition's state, and a LeaderAndIsr for each partition it hosts.
-// That is how a broker that returns, or a new controller, catches up.
-func (c *Controller) sendFullStateLocked(bs *brokerState) {
+// That is how a broker that returns, or a new controller, catches up. The
+// requests go in ctx's trace.
+func (c *Controller) sendFullStateLocked(ctx context.Context, bs *brokerState) {
 	if !bs.reachable() {
 		return
 	}
@@ -189,9 +196,9 @@ func (c *Controller) sendFullStateLocked(bs *brokerState) {
 			mine = append(mine, st)
 		}
 	}
-	bs.queue.UpdateMetadata(c.liveBrokersLocked(), all)
+	bs.queue.UpdateMetadataContext(ctx, c.liveBrokersLocked(), all)
 	if len(mine) > 0 {
-		bs.queue.LeaderAndIsr(mine, c.leadersOfLocked(mine))
+		bs.queue.LeaderAndIsrContext(ctx, mine, c.leadersOfLocked(mine))
 	}
 }
 
@@ -219,7 +226,9 @@ func (c *Controller) waitDelivered(ctx context.Context, brokers []int32) {
 	c.mu.Lock()
 	queues := make([]*brokerqueue.Queue, 0, len(brokers))
 	for _, id := range brokers {
-		if bs := c.brokers[id]; bs.reachable() {
+		// A stopping broker may already be gone: waiting on it would hold
+		// up the caller (another broker's controlled shutdown) for nothing.
+		if bs := c.brokers[id]; bs.reachable() && !bs.shuttingDown {
 			queues = append(queues, bs.queue)
 		}
 	}

@@ -78,7 +78,7 @@ func (c *Controller) BrokerHeartbeat(_ context.Context, req *replicadv1.BrokerHe
 	if err := validateBrokerID("broker_id", req.GetBrokerId()); err != nil {
 		return nil, err
 	}
-	code, fenced, err := c.heartbeat(req.GetBrokerId(), req.GetBrokerEpoch())
+	code, fenced, err := c.heartbeat(req.GetBrokerId(), req.GetBrokerEpoch(), req.GetWantShutdown())
 	if errors.Is(err, errNotController) {
 		return &replicadv1.BrokerHeartbeatResponse{ErrorCode: codeNotController}, nil
 	}

@@ -369,7 +369,7 @@ func (rm *ReplicaManager) maybeReplaceCurrentWithFutureReplica(t tp.TopicPartiti
 	case err != nil:
 		// The swap failed half way: the partition may have no log left.
 		rm.logger.Error().Err(err).Str("topic", t.Topic).Int32("partition", t.Partition).Msg("swap in the moved log")
-		rm.markPartitionOffline(t)
+		rm.markPartitionOffline(context.Background(), t)
 		return
 	case !swapped:
 		if fut, ok := rm.logs.FutureLog(t); ok {

@@ -7,7 +7,9 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/rs/zerolog"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/replicad/replicad/core/log"
@@ -30,13 +32,16 @@ func (rm *ReplicaManager) BecomeLeaderOrFollower(ctx context.Context, req Leader
 	ctx, span := rm.tracer.Start(ctx, "ReplicaManager.becomeLeaderOrFollower", trace.WithAttributes(
 		attribute.Int("replicad.controller_id", int(req.ControllerID)),
 		attribute.Int("replicad.controller_epoch", int(req.ControllerEpoch)),
+		attribute.Int64("replicad.broker_epoch", req.BrokerEpoch),
 		attribute.Int("replicad.partitions", len(req.PartitionStates)),
 	))
 	defer span.End()
+	slog := rm.requestStateLog(ctx, req.ControllerID, req.ControllerEpoch)
+	slog.Info().Int("partitions", len(req.PartitionStates)).Int64("broker_epoch", req.BrokerEpoch).Msg("Handling LeaderAndIsr request")
 	for _, st := range req.PartitionStates {
-		rm.stateLog.Trace().Str("topic", st.TopicPartition.Topic).Int32("partition", st.TopicPartition.Partition).
-			Int32("leader", st.Leader).Int32("leader_epoch", st.LeaderEpoch).Int32("controller_id", req.ControllerID).
-			Int32("controller_epoch", req.ControllerEpoch).Msg("received LeaderAndIsr")
+		// A disabled level makes Trace() nil, and every call on it a no-op.
+		stateFields(slog.Trace(), st).Ints32("replicas", st.Replicas).Bool("is_new", st.IsNew).
+			Int32("state_controller_epoch", st.ControllerEpoch).Msg("Received LeaderAndIsr request")
 	}
 
 	rm.stateChangeMu.Lock()
@@ -44,37 +49,46 @@ func (rm *ReplicaManager) BecomeLeaderOrFollower(ctx context.Context, req Leader
 
 	// Phase 1.
 	if rm.isBrokerEpochStale("LeaderAndIsr", req.ControllerID, req.BrokerEpoch) {
-		span.SetAttributes(attribute.String("replicad.error_code", ErrStaleBrokerEpoch.String()))
+		setErrorCode(span, ErrStaleBrokerEpoch)
 		return wholeRequestError(req, ErrStaleBrokerEpoch)
 	}
 	if !rm.acceptControllerEpochLocked("LeaderAndIsr", req.ControllerID, req.ControllerEpoch) {
-		span.SetAttributes(attribute.String("replicad.error_code", ErrStaleControllerEpoch.String()))
+		setErrorCode(span, ErrStaleControllerEpoch)
 		return wholeRequestError(req, ErrStaleControllerEpoch)
 	}
 	rm.metadata.addLive(req.LiveLeaders)
 
 	responses := make(map[tp.TopicPartition]ErrorCode, len(req.PartitionStates))
 	var toLeader, toFollower []partitionTransition
+	// The partitions ignored are events of this span (within the budget).
+	ignored := newPartitionEvents(span)
+	ignore := func(st PartitionState, code ErrorCode, reason string, current int32) {
+		responses[st.TopicPartition] = code
+		if ignored.want() {
+			ignored.add("LeaderAndIsr partition ignored", append(partitionAttrs(st.TopicPartition),
+				attribute.String("replicad.reason", reason), attribute.String("replicad.error_code", code.String()),
+				attribute.Int("replicad.leader_epoch", int(st.LeaderEpoch)), attribute.Int("replicad.current_leader_epoch", int(current)))...)
+		}
+	}
 	for _, st := range req.PartitionStates {
 		t := st.TopicPartition
 		p, created := rm.getOrCreateHostedPartition(t)
 		if p == nil {
-			rm.stateLog.Warn().Str("topic", t.Topic).Int32("partition", t.Partition).Int32("controller_epoch", req.ControllerEpoch).
-				Msg("ignoring LeaderAndIsr: the local replica is in an offline log dir")
-			responses[t] = ErrStorageError
+			stateFields(slog.Warn(), st).Msg("Ignoring LeaderAndIsr request: the local replica is in an offline log dir")
+			ignore(st, ErrStorageError, "offline log dir", -1)
 			continue
 		}
-		current := p.LeaderEpoch()
+		oldLeader, current := p.leaderAndEpoch()
 		switch {
 		case st.LeaderEpoch > current:
 			if !slices.Contains(st.Replicas, rm.cfg.BrokerID) {
-				rm.stateLog.Warn().Str("topic", t.Topic).Int32("partition", t.Partition).Ints32("replicas", st.Replicas).
-					Msg("ignoring LeaderAndIsr: this broker is not in the assigned replicas")
-				responses[t] = ErrUnknownTopicOrPartition
+				stateFields(slog.Warn(), st).Ints32("replicas", st.Replicas).
+					Msg("Ignoring LeaderAndIsr request: this broker is not in the assigned replica list")
+				ignore(st, ErrUnknownTopicOrPartition, "not an assigned replica", current)
 				rm.forgetIfCreated(t, p, created)
 				continue
 			}
-			tr := partitionTransition{partition: p, state: st}
+			tr := partitionTransition{partition: p, state: st, oldLeader: oldLeader, oldLeaderEpoch: current}
 			if st.Leader == rm.cfg.BrokerID {
 				toLeader = append(toLeader, tr)
 			} else {
@@ -82,26 +96,30 @@ func (rm *ReplicaManager) BecomeLeaderOrFollower(ctx context.Context, req Leader
 			}
 		default:
 			// An older epoch, or the same one again: the seed answers
-			// STALE_CONTROLLER_EPOCH for both and changes nothing.
-			ev := rm.stateLog.Warn()
+			// STALE_CONTROLLER_EPOCH for both and changes nothing, and warns
+			// only about an older one.
 			if st.LeaderEpoch == current {
-				ev = rm.stateLog.Debug()
+				stateFields(slog.Debug(), st).Int32("current_leader_epoch", current).
+					Msg("Ignoring LeaderAndIsr request: its leader epoch matches the current leader epoch")
+				ignore(st, ErrStaleControllerEpoch, "same leader epoch", current)
+			} else {
+				stateFields(slog.Warn(), st).Int32("current_leader_epoch", current).
+					Msg("Ignoring LeaderAndIsr request: its leader epoch is smaller than the current leader epoch")
+				ignore(st, ErrStaleControllerEpoch, "stale leader epoch", current)
 			}
-			ev.Str("topic", t.Topic).Int32("partition", t.Partition).Int32("leader_epoch", st.LeaderEpoch).
-				Int32("current_leader_epoch", current).Msg("ignoring LeaderAndIsr: leader epoch is not newer")
-			responses[t] = ErrStaleControllerEpoch
 			rm.forgetIfCreated(t, p, created)
 		}
 	}
+	ignored.done()
 
 	// Phase 2. Logs created here are not fsynced one by one: one sync per log
 	// dir below makes them durable before the controller hears back.
 	var becameLeader, becameFollower []tp.TopicPartition
 	if len(toLeader) > 0 {
-		becameLeader = rm.makeLeaders(ctx, req, toLeader, responses)
+		becameLeader = rm.makeLeaders(ctx, slog, req, toLeader, responses)
 	}
 	if len(toFollower) > 0 {
-		becameFollower = rm.makeFollowers(ctx, req, toFollower, responses)
+		becameFollower = rm.makeFollowers(ctx, slog, req, toFollower, responses)
 	}
 	if len(toLeader)+len(toFollower) > 0 {
 		if err := rm.logs.SyncDirs(); err != nil {
@@ -111,7 +129,7 @@ func (rm *ReplicaManager) BecomeLeaderOrFollower(ctx context.Context, req Leader
 	// A partition whose log could not be created is offline.
 	for _, tr := range slices.Concat(toLeader, toFollower) {
 		if tr.partition.Log() == nil {
-			rm.markPartitionOffline(tr.state.TopicPartition)
+			rm.markPartitionOffline(ctx, tr.state.TopicPartition)
 			responses[tr.state.TopicPartition] = ErrStorageError
 		}
 	}
@@ -143,13 +161,18 @@ func (rm *ReplicaManager) BecomeLeaderOrFollower(ctx context.Context, req Leader
 		resp.PartitionErrors = append(resp.PartitionErrors, PartitionError{TopicPartition: st.TopicPartition, Error: code})
 	}
 	span.SetAttributes(attribute.Int("replicad.became_leader", len(becameLeader)),
-		attribute.Int("replicad.became_follower", len(becameFollower)), attribute.Int("replicad.partition_errors", failed))
+		attribute.Int("replicad.became_follower", len(becameFollower)), attribute.Int("replicad.partition_errors", failed),
+		attribute.String("replicad.error_code", ErrNone.String()))
+	slog.Info().Int("partitions", len(req.PartitionStates)).Int("became_leader", len(becameLeader)).
+		Int("became_follower", len(becameFollower)).Int("partition_errors", failed).Msg("Completed LeaderAndIsr request")
 	return resp
 }
 
 type partitionTransition struct {
 	partition *Partition
 	state     PartitionState
+	// oldLeader and oldLeaderEpoch are the partition's before the request.
+	oldLeader, oldLeaderEpoch int32
 }
 
 // wholeRequestError answers a request rejected as a whole: code at the top
@@ -192,48 +215,66 @@ func (rm *ReplicaManager) forgetIfCreated(t tp.TopicPartition, p *Partition, cre
 }
 
 // makeLeaders makes this broker the leader of the given partitions (Kafka's
-// ReplicaManager.makeLeaders) and returns those it newly leads.
-func (rm *ReplicaManager) makeLeaders(ctx context.Context, req LeaderAndIsrRequest, transitions []partitionTransition, responses map[tp.TopicPartition]ErrorCode) []tp.TopicPartition {
-	ctx, span := rm.tracer.Start(ctx, "ReplicaManager.makeLeaders", trace.WithAttributes(attribute.Int("replicad.partitions", len(transitions))))
+// ReplicaManager.makeLeaders) and returns those it newly leads. Each
+// transition is a Partition.makeLeader child span, or an event above
+// MaxPartitionSpans partitions (see trace.go).
+func (rm *ReplicaManager) makeLeaders(ctx context.Context, slog zerolog.Logger, req LeaderAndIsrRequest, transitions []partitionTransition, responses map[tp.TopicPartition]ErrorCode) []tp.TopicPartition {
+	ctx, span := rm.tracer.Start(ctx, "ReplicaManager.makeLeaders", trace.WithAttributes(attribute.Int("replicad.partitions", len(transitions)),
+		attribute.Int("replicad.controller_epoch", int(req.ControllerEpoch))))
 	defer span.End()
 	parts := make([]tp.TopicPartition, len(transitions))
 	for i, tr := range transitions {
 		parts[i] = tr.state.TopicPartition
 		responses[parts[i]] = ErrNone
+		stateFields(slog.Trace(), tr.state).Msg("Handling LeaderAndIsr request: starting the become-leader transition")
 	}
 	// First stop fetching: a leader must not append what an old leader sends.
 	rm.cfg.Fetchers.RemoveFetcherForPartitions(parts)
 	// Partitions are independent, and creating their logs is file system
 	// metadata work that overlaps well, so large requests fan out.
+	childSpans := len(transitions) <= MaxPartitionSpans
 	isNewLeader := make([]bool, len(transitions))
 	errs := make([]error, len(transitions))
 	forEachParallel(len(transitions), func(i int) {
 		tr := transitions[i]
-		_, pspan := rm.tracer.Start(ctx, "Partition.makeLeader", trace.WithAttributes(transitionAttrs(tr.partition, tr.state)...))
-		defer pspan.End()
+		var pspan trace.Span
+		if childSpans {
+			_, pspan = rm.tracer.Start(ctx, "Partition.makeLeader", trace.WithAttributes(transitionAttrs(tr)...))
+		}
 		isNewLeader[i], errs[i] = tr.partition.makeLeader(tr.state, false /* syncMetadata: SyncDirs after the batch */)
-		if errs[i] != nil {
-			pspan.SetAttributes(attribute.String("replicad.error_code", storageErrorCode(errs[i]).String()))
-		} else {
-			pspan.SetAttributes(attribute.Bool("replicad.is_new_leader", isNewLeader[i]))
+		if pspan != nil {
+			endTransitionSpan(pspan, tr.partition, errs[i], attribute.Bool("replicad.is_new_leader", isNewLeader[i]))
 		}
 	})
+	var events *partitionEvents
+	if !childSpans {
+		events = newPartitionEvents(span)
+	}
 	var became []tp.TopicPartition
 	for i, tr := range transitions {
 		t := tr.state.TopicPartition
 		switch {
 		case errs[i] != nil:
-			rm.stateChangeFailed(t, "become-leader", req, errs[i])
+			rm.stateChangeFailed(slog, tr.state, "become-leader", errs[i])
 			responses[t] = storageErrorCode(errs[i])
 		case isNewLeader[i]:
 			became = append(became, t)
-			rm.stateLog.Trace().Str("topic", t.Topic).Int32("partition", t.Partition).Int32("leader_epoch", tr.state.LeaderEpoch).
-				Msg("completed become-leader transition")
+			stateFields(slog.Trace(), tr.state).Msg("Stopped fetchers as part of become-leader request")
 		default:
-			rm.stateLog.Info().Str("topic", t.Topic).Int32("partition", t.Partition).Int32("leader_epoch", tr.state.LeaderEpoch).
-				Msg("skipped the become-leader state change: already the leader")
+			stateFields(slog.Info(), tr.state).
+				Msg("Skipped the become-leader state change after marking its partition as leader: already the leader")
+		}
+		if events.want() {
+			events.add("Partition.makeLeader", transitionEventAttrs(tr, errs[i], attribute.Bool("replicad.is_new_leader", isNewLeader[i]))...)
 		}
 	}
+	events.done()
+	for i, tr := range transitions {
+		if errs[i] == nil {
+			stateFields(slog.Trace(), tr.state).Msg("Completed LeaderAndIsr request for the become-leader transition")
+		}
+	}
+	span.SetAttributes(attribute.Int("replicad.became_leader", len(became)))
 	return became
 }
 
@@ -241,79 +282,103 @@ func (rm *ReplicaManager) makeLeaders(ctx context.Context, req LeaderAndIsrReque
 // ReplicaManager.makeFollowers) and returns those whose leader or leader epoch
 // changed; only they get their fetchers restarted. A partition whose leader is
 // NoLeader (-1) becomes a follower of nobody: its state is taken and its
-// fetcher removed, and none is added.
-func (rm *ReplicaManager) makeFollowers(ctx context.Context, req LeaderAndIsrRequest, transitions []partitionTransition, responses map[tp.TopicPartition]ErrorCode) []tp.TopicPartition {
-	ctx, span := rm.tracer.Start(ctx, "ReplicaManager.makeFollowers", trace.WithAttributes(attribute.Int("replicad.partitions", len(transitions))))
+// fetcher removed, and none is added. Each transition is a
+// Partition.makeFollower child span, or an event above MaxPartitionSpans
+// partitions.
+func (rm *ReplicaManager) makeFollowers(ctx context.Context, slog zerolog.Logger, req LeaderAndIsrRequest, transitions []partitionTransition, responses map[tp.TopicPartition]ErrorCode) []tp.TopicPartition {
+	ctx, span := rm.tracer.Start(ctx, "ReplicaManager.makeFollowers", trace.WithAttributes(attribute.Int("replicad.partitions", len(transitions)),
+		attribute.Int("replicad.controller_epoch", int(req.ControllerEpoch))))
 	defer span.End()
 	for _, tr := range transitions {
 		responses[tr.state.TopicPartition] = ErrNone
+		stateFields(slog.Trace(), tr.state).Msg("Handling LeaderAndIsr request: starting the become-follower transition")
 	}
+	childSpans := len(transitions) <= MaxPartitionSpans
 	didChange := make([]bool, len(transitions))
 	errs := make([]error, len(transitions))
+	outcome := make([]string, len(transitions))
 	forEachParallel(len(transitions), func(i int) {
 		tr := transitions[i]
-		t := tr.state.TopicPartition
-		_, pspan := rm.tracer.Start(ctx, "Partition.makeFollower", trace.WithAttributes(transitionAttrs(tr.partition, tr.state)...))
-		defer pspan.End()
+		var pspan trace.Span
+		if childSpans {
+			_, pspan = rm.tracer.Start(ctx, "Partition.makeFollower", trace.WithAttributes(transitionAttrs(tr)...))
+		}
 		_, alive := rm.metadata.aliveBroker(tr.state.Leader)
 		switch {
 		case alive:
 			didChange[i], errs[i] = tr.partition.makeFollower(tr.state, false /* syncMetadata */)
-			pspan.SetAttributes(attribute.Bool("replicad.changed", didChange[i]))
 		case tr.state.Leader == noLeader:
 			// The controller left the partition without a leader (no ISR
 			// member alive). Unlike an unknown leader, this is a decision:
 			// take its epoch and assignment and stop fetching (from the old
 			// leader) until a LeaderAndIsr names a new one, as Kafka's KRaft
 			// brokers do for a follower without a leader endpoint.
-			rm.stateLog.Info().Str("topic", t.Topic).Int32("partition", t.Partition).Int32("leader_epoch", tr.state.LeaderEpoch).
-				Msg("becoming a follower without a leader: no fetcher until a leader is elected")
+			stateFields(slog.Info(), tr.state).Msg("Becoming a follower without a leader: no fetcher until a leader is elected")
 			didChange[i], errs[i] = tr.partition.makeFollower(tr.state, false /* syncMetadata */)
-			pspan.SetAttributes(attribute.Bool("replicad.changed", didChange[i]), attribute.Bool("replicad.no_leader", true))
+			outcome[i] = "no leader"
 		default:
 			// Create the log even though the leader is unavailable, so the
 			// partition's HW stays in the checkpoint file (KAFKA-1647).
-			rm.stateLog.Error().Str("topic", t.Topic).Int32("partition", t.Partition).Int32("leader", tr.state.Leader).
-				Msg("cannot become follower: the new leader is not among the live brokers")
+			stateFields(slog.Error(), tr.state).
+				Msg("Received LeaderAndIsr request but cannot become follower since the new leader is unavailable")
 			errs[i] = tr.partition.createLogOnly(tr.state.IsNew, false)
-			pspan.SetAttributes(attribute.Bool("replicad.leader_unavailable", true))
+			outcome[i] = "leader unavailable"
 		}
-		if errs[i] != nil {
-			pspan.SetAttributes(attribute.String("replicad.error_code", storageErrorCode(errs[i]).String()))
+		if pspan != nil {
+			endTransitionSpan(pspan, tr.partition, errs[i], followerAttrs(didChange[i], outcome[i])...)
 		}
 	})
-	var changed []*Partition
+	var events *partitionEvents
+	if !childSpans {
+		events = newPartitionEvents(span)
+	}
+	var changed []partitionTransition
 	for i, tr := range transitions {
-		t := tr.state.TopicPartition
 		switch {
 		case errs[i] != nil:
-			rm.stateChangeFailed(t, "become-follower", req, errs[i])
-			responses[t] = storageErrorCode(errs[i])
+			rm.stateChangeFailed(slog, tr.state, "become-follower", errs[i])
+			responses[tr.state.TopicPartition] = storageErrorCode(errs[i])
 		case didChange[i]:
-			changed = append(changed, tr.partition)
-		default:
-			rm.stateLog.Info().Str("topic", t.Topic).Int32("partition", t.Partition).Int32("leader", tr.state.Leader).
-				Msg("skipped the become-follower state change: the leader and epoch are unchanged")
+			changed = append(changed, tr)
+		case outcome[i] == "":
+			stateFields(slog.Info(), tr.state).Int32("old_leader", tr.oldLeader).
+				Msg("Skipped the become-follower state change: the new leader is the same as the old leader")
+		}
+		if events.want() {
+			events.add("Partition.makeFollower", transitionEventAttrs(tr, errs[i], followerAttrs(didChange[i], outcome[i])...)...)
 		}
 	}
+	events.done()
 
 	parts := make([]tp.TopicPartition, len(changed))
-	for i, p := range changed {
-		parts[i] = p.topicPartition
+	for i, tr := range changed {
+		parts[i] = tr.state.TopicPartition
 	}
 	rm.cfg.Fetchers.RemoveFetcherForPartitions(parts)
 	// makeFollower woke the waiters of each changed partition; they now see a
 	// follower and complete with NOT_LEADER_OR_FOLLOWER.
+	for _, tr := range changed {
+		stateFields(slog.Trace(), tr.state).Msg("Stopped fetchers as part of become-follower request")
+	}
+	// Truncation is by leader epoch (KIP-101, KIP-279), which the fetcher
+	// does against the new leader (Log.truncate spans): nothing is
+	// truncated here, unlike the seed's older makeFollowers.
+	for _, tr := range changed {
+		stateFields(slog.Trace(), tr.state).
+			Msg("Truncated logs and checkpointed recovery boundaries as part of become-follower request: deferred to the fetcher")
+	}
 
 	if rm.shuttingDown.Load() {
-		for _, t := range parts {
-			rm.stateLog.Trace().Str("topic", t.Topic).Int32("partition", t.Partition).
-				Msg("skipped adding a fetcher: the broker is shutting down")
+		for _, tr := range changed {
+			stateFields(slog.Trace(), tr.state).Msg("Skipped the adding-fetcher step of the become-follower state change since the broker is shutting down")
 		}
+		span.SetAttributes(attribute.Int("replicad.became_follower", len(parts)))
 		return parts
 	}
 	initial := make(map[tp.TopicPartition]InitialFetchState, len(changed))
-	for _, p := range changed {
+	var leaders []int
+	for _, tr := range changed {
+		p := tr.partition
 		p.mu.RLock()
 		leader, epoch, l := p.leader, p.leaderEpoch, p.log
 		p.mu.RUnlock()
@@ -328,40 +393,95 @@ func (rm *ReplicaManager) makeFollowers(ctx context.Context, req LeaderAndIsrReq
 		// Start from the log end offset: truncation by leader epoch (KIP-101,
 		// KIP-279) decides what to keep, not the HW.
 		initial[p.topicPartition] = InitialFetchState{Leader: b, LeaderEpoch: epoch, InitOffset: l.LogEndOffset()}
+		if !slices.Contains(leaders, int(leader)) {
+			leaders = append(leaders, int(leader))
+		}
 	}
 	if len(initial) > 0 {
-		_, fspan := rm.tracer.Start(ctx, "FetcherManager.addFetcherForPartitions", trace.WithAttributes(attribute.Int("replicad.partitions", len(initial))))
-		rm.cfg.Fetchers.AddFetcherForPartitions(ctx, initial)
+		attrs := []attribute.KeyValue{attribute.Int("replicad.partitions", len(initial)), attribute.IntSlice("replicad.leaders", leaders),
+			attribute.Int("replicad.controller_epoch", int(req.ControllerEpoch))}
+		if len(initial) == 1 {
+			for t, init := range initial {
+				attrs = append(attrs, partitionAttrs(t)...)
+				attrs = append(attrs, attribute.Int("replicad.leader", int(init.Leader.ID)),
+					attribute.Int("replicad.leader_epoch", int(init.LeaderEpoch)), attribute.Int64("replicad.fetch_offset", init.InitOffset))
+			}
+		}
+		// The fetcher manager keeps this span's context with each partition's
+		// fetch state: its restarts and truncations link back to it.
+		fctx, fspan := rm.tracer.Start(ctx, "FetcherManager.addFetcherForPartitions", trace.WithAttributes(attrs...))
+		rm.cfg.Fetchers.AddFetcherForPartitions(fctx, initial)
 		fspan.End()
+		for _, tr := range changed {
+			if init, ok := initial[tr.state.TopicPartition]; ok {
+				stateFields(slog.Trace(), tr.state).Int64("fetch_offset", init.InitOffset).Str("leader_addr", init.Leader.Addr()).
+					Msg("Started fetcher to new leader as part of become-follower request")
+			}
+		}
 	}
+	for _, tr := range changed {
+		stateFields(slog.Trace(), tr.state).Msg("Completed LeaderAndIsr request for the become-follower transition")
+	}
+	span.SetAttributes(attribute.Int("replicad.became_follower", len(parts)))
 	return parts
+}
+
+// followerAttrs are the outcome of a become-follower transition.
+func followerAttrs(changed bool, outcome string) []attribute.KeyValue {
+	attrs := []attribute.KeyValue{attribute.Bool("replicad.changed", changed)}
+	if outcome != "" {
+		attrs = append(attrs, attribute.String("replicad.outcome", outcome))
+	}
+	return attrs
+}
+
+// endTransitionSpan ends a Partition.makeLeader / makeFollower span with its
+// outcome: the error code, and on success extra and the HW and LEO.
+func endTransitionSpan(span trace.Span, p *Partition, err error, extra ...attribute.KeyValue) {
+	defer span.End()
+	if !span.IsRecording() {
+		return
+	}
+	span.SetAttributes(extra...)
+	if err != nil {
+		setErrorCode(span, storageErrorCode(err))
+		span.RecordError(err)
+		return
+	}
+	span.SetAttributes(offsetAttrs(p)...)
+	span.SetAttributes(attribute.String("replicad.error_code", ErrNone.String()))
+}
+
+// transitionEventAttrs are the attributes of a transition's event (above
+// MaxPartitionSpans): the request's state, the outcome, the HW and LEO.
+func transitionEventAttrs(tr partitionTransition, err error, extra ...attribute.KeyValue) []attribute.KeyValue {
+	attrs := append(transitionAttrs(tr), extra...)
+	attrs = append(attrs, attribute.String("replicad.error_code", storageErrorCode(err).String()))
+	if err == nil {
+		attrs = append(attrs, offsetAttrs(tr.partition)...)
+	}
+	return attrs
+}
+
+// setErrorCode records a non-NONE error code on span and marks it failed.
+func setErrorCode(span trace.Span, code ErrorCode) {
+	span.SetAttributes(attribute.String("replicad.error_code", code.String()))
+	if code != ErrNone {
+		span.SetStatus(codes.Error, code.String())
+	}
 }
 
 // stateChangeFailed logs a failed transition and reports a storage failure so
 // the log dir is taken offline.
-func (rm *ReplicaManager) stateChangeFailed(t tp.TopicPartition, transition string, req LeaderAndIsrRequest, err error) {
-	rm.stateLog.Error().Err(err).Str("topic", t.Topic).Int32("partition", t.Partition).Str("transition", transition).
-		Int32("controller_id", req.ControllerID).Int32("controller_epoch", req.ControllerEpoch).
-		Msg("skipped the state change: the replica is offline due to a disk error")
+func (rm *ReplicaManager) stateChangeFailed(slog zerolog.Logger, st PartitionState, transition string, err error) {
+	stateFields(slog.Error(), st).Err(err).Str("transition", transition).
+		Msg("Skipped the state change since the replica for the partition is offline due to disk error")
+	t := st.TopicPartition
 	if errors.Is(err, log.ErrStorage) {
 		if dir, ok := rm.logs.DirOf(t); ok {
 			rm.reportDirFailure(dir, err)
 		}
 	}
-}
-
-func partitionAttrs(t tp.TopicPartition) []attribute.KeyValue {
-	return []attribute.KeyValue{attribute.String("replicad.topic", t.Topic), attribute.Int("replicad.partition", int(t.Partition))}
-}
-
-func transitionAttrs(p *Partition, st PartitionState) []attribute.KeyValue {
-	return append(partitionAttrs(st.TopicPartition),
-		attribute.Int("replicad.leader", int(st.Leader)),
-		attribute.Int("replicad.leader_epoch", int(st.LeaderEpoch)),
-		attribute.Int("replicad.old_leader_epoch", int(p.LeaderEpoch())),
-		attribute.Int("replicad.controller_epoch", int(st.ControllerEpoch)),
-		attribute.Int("replicad.partition_epoch", int(st.PartitionEpoch)),
-	)
 }
 
 // forEachParallel runs fn(0..n-1), fanning out over a few goroutines when n is

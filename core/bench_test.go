@@ -9,20 +9,26 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/replicad/replicad/core/clock"
 	"github.com/replicad/replicad/core/record"
 	"github.com/replicad/replicad/core/tp"
 )
 
-func benchRM(b *testing.B, dirs int) *ReplicaManager {
+func benchRM(b *testing.B, dirs int, mutate ...func(*Config)) *ReplicaManager {
 	b.Helper()
 	base := b.TempDir()
 	var ds []string
 	for i := 0; i < dirs; i++ {
 		ds = append(ds, filepath.Join(base, fmt.Sprintf("d%d", i)))
 	}
-	rm, err := NewReplicaManager(Config{BrokerID: 1, LogDirs: ds, Clock: clock.Real{}, Logger: zerolog.Nop(), HWCheckpointInterval: time.Hour})
+	cfg := Config{BrokerID: 1, LogDirs: ds, Clock: clock.Real{}, Logger: zerolog.Nop(), HWCheckpointInterval: time.Hour}
+	for _, m := range mutate {
+		m(&cfg)
+	}
+	rm, err := NewReplicaManager(cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -43,12 +49,28 @@ func leaderStates(n int, epoch int32) []PartitionState {
 // leader of 10,000 new partitions, log creation (and durability) included.
 // Target <= 1 s. The stale sub-benchmark sends the same request again: every
 // partition is stale; target <= 50 ms.
-func BenchmarkLeaderAndIsr10000(b *testing.B) {
+func BenchmarkLeaderAndIsr10000(b *testing.B) { benchLeaderAndIsr10000(b) }
+
+// BenchmarkLeaderAndIsr10000Traced is BenchmarkLeaderAndIsr10000 with tracing
+// on: an SDK tracer provider sampling every span, which a batch span
+// processor hands to an exporter that discards them (the cost of recording
+// spans, not of shipping them). Target: <= 1.2x the untraced time; above
+// MaxPartitionSpans partitions a request records events, not a span per
+// partition.
+func BenchmarkLeaderAndIsr10000Traced(b *testing.B) {
+	provider := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()),
+		sdktrace.WithBatcher(tracetest.NewNoopExporter()))
+	b.Cleanup(func() { _ = provider.Shutdown(context.Background()) })
+	tracer := provider.Tracer("bench")
+	benchLeaderAndIsr10000(b, func(c *Config) { c.Tracer = tracer })
+}
+
+func benchLeaderAndIsr10000(b *testing.B, mutate ...func(*Config)) {
 	const n = 10_000
 	b.Run("new", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
 			b.StopTimer()
-			rm := benchRM(b, 1)
+			rm := benchRM(b, 1, mutate...)
 			req := LeaderAndIsrRequest{ControllerID: 100, ControllerEpoch: 1, PartitionStates: leaderStates(n, 1)}
 			b.StartTimer()
 			resp := rm.BecomeLeaderOrFollower(context.Background(), req)
@@ -60,7 +82,7 @@ func BenchmarkLeaderAndIsr10000(b *testing.B) {
 		}
 	})
 	b.Run("stale", func(b *testing.B) {
-		rm := benchRM(b, 1)
+		rm := benchRM(b, 1, mutate...)
 		req := LeaderAndIsrRequest{ControllerID: 100, ControllerEpoch: 1, PartitionStates: leaderStates(n, 1)}
 		rm.BecomeLeaderOrFollower(context.Background(), req)
 		b.ResetTimer()
@@ -72,7 +94,7 @@ func BenchmarkLeaderAndIsr10000(b *testing.B) {
 		}
 	})
 	b.Run("bumped-epoch", func(b *testing.B) {
-		rm := benchRM(b, 1)
+		rm := benchRM(b, 1, mutate...)
 		rm.BecomeLeaderOrFollower(context.Background(), LeaderAndIsrRequest{ControllerEpoch: 1, PartitionStates: leaderStates(n, 1)})
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {

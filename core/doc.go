@@ -27,4 +27,12 @@
 // No lock is held across a network call, nor across IsrChanger.Submit, whose
 // answer takes Partition.mu. ReplicaManager.brokerEpochsMu and each
 // notifier's mutex are leaves: nothing is taken while they are held.
+//
+// Every state change is traced (Config.Tracer; see trace.go for the span
+// names, the replicad.* attributes and the per-partition span cap) and
+// logged by a dedicated logger=state.change logger (Kafka's
+// stateChangeLogger) at the seed's points and levels: a request's summary
+// at info, each partition's steps at trace, what is ignored at warn (debug
+// for a repeated leader epoch), failures at error; every line carries
+// controller_id, controller_epoch and, when traced, trace_id.
 package core

@@ -26,6 +26,9 @@ const (
 	ErrUnknownLeaderEpoch           ErrorCode = 75
 	ErrStaleBrokerEpoch             ErrorCode = 77
 	ErrInvalidUpdateVersion         ErrorCode = 96
+	// Answers of the controller to AlterPartition, named so logs read well.
+	ErrNotController     ErrorCode = 41
+	ErrIneligibleReplica ErrorCode = 107
 )
 
 var errorNames = map[ErrorCode]string{
@@ -49,6 +52,8 @@ var errorNames = map[ErrorCode]string{
 	ErrUnknownLeaderEpoch:           "UNKNOWN_LEADER_EPOCH",
 	ErrStaleBrokerEpoch:             "STALE_BROKER_EPOCH",
 	ErrInvalidUpdateVersion:         "INVALID_UPDATE_VERSION",
+	ErrNotController:                "NOT_CONTROLLER",
+	ErrIneligibleReplica:            "INELIGIBLE_REPLICA",
 }
 
 // String returns Kafka's name for the code.

@@ -27,6 +27,7 @@ func (rm *ReplicaManager) CheckpointHighWatermarks(ctx context.Context) []DirChe
 	start := time.Now()
 
 	out := rm.writeHighWatermarkCheckpoints(rm.collectHighWatermarks())
+	rm.cfg.Metrics.HighWatermarkCheckpointed(time.Since(start))
 	span.SetAttributes(attribute.Int("replicad.log_dirs", len(out)))
 	rm.logger.Debug().Dur("took", time.Since(start)).Int("log_dirs", len(out)).Msg("checkpointed high watermarks")
 	return out

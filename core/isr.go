@@ -1,8 +1,12 @@
 package core
 
 import (
+	"context"
 	"slices"
 	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/replicad/replicad/core/tp"
 )
@@ -24,6 +28,9 @@ type IsrChange struct {
 	// (STALE_BROKER_EPOCH). A member missing from it is unknown; the leader
 	// itself is never in it.
 	BrokerEpochs map[int32]int64
+	// SpanContext is the change's Partition.shrinkIsr / Partition.expandIsr
+	// span: an IsrChanger that sends it on sends it in that trace.
+	SpanContext trace.SpanContext
 }
 
 // IsrChangeResult is the outcome of an IsrChange. On success Isr and
@@ -65,6 +72,9 @@ func (StandaloneIsrChanger) Submit(change IsrChange, done func(IsrChangeResult))
 type pendingIsrChange struct {
 	change IsrChange
 	expand bool
+	// span is the change's Partition.shrinkIsr / expandIsr span, ended
+	// when the change completes.
+	span trace.Span
 }
 
 // maximalIsrLocked is the ISR the HW is computed over: the committed ISR
@@ -96,7 +106,9 @@ func (p *Partition) maybeExpandIsrLocked(r *replicaState) *pendingIsrChange {
 	if !p.isLeaderLocked() || p.pendingIsr != nil || slices.Contains(p.isr, r.brokerID) || !p.isFollowerInSyncLocked(r) {
 		return nil
 	}
-	return p.proposeIsrLocked(sortedSet(append(slices.Clone(p.isr), r.brokerID)), true /* expand */)
+	pending := p.proposeIsrLocked(sortedSet(append(slices.Clone(p.isr), r.brokerID)), true /* expand */)
+	pending.span.SetAttributes(attribute.Int("replicad.replica", int(r.brokerID)), attribute.Int64("replicad.replica_log_end_offset", r.logEndOffset))
+	return pending
 }
 
 // outOfSyncReplicasLocked lists the ISR followers that are behind the
@@ -130,15 +142,27 @@ func (p *Partition) maybeShrinkIsr(maxLag time.Duration) {
 				Int32("leader_epoch", p.leaderEpoch).Ints32("out_of_sync", out).Ints32("isr", p.isr).
 				Int64("log_end_offset", p.log.LogEndOffset()).Msg("shrinking ISR")
 			pending = p.proposeIsrLocked(newIsr, false /* expand */)
+			pending.span.SetAttributes(attribute.IntSlice("replicad.out_of_sync_replicas", ints(out)))
 		}
 	}
 	p.mu.Unlock()
 	p.submitIsrChange(pending)
 }
 
-// proposeIsrLocked records newIsr as the change in flight.
+// proposeIsrLocked records newIsr as the change in flight, and starts its
+// span (a root: the leader decides on its own), ended by completeIsrChange.
 func (p *Partition) proposeIsrLocked(newIsr []int32, expand bool) *pendingIsrChange {
-	p.pendingIsr = &pendingIsrChange{expand: expand, change: IsrChange{
+	name := "Partition.shrinkIsr"
+	if expand {
+		name = "Partition.expandIsr"
+	}
+	_, span := p.env.tracer.Start(context.Background(), name, trace.WithAttributes(append(partitionAttrs(p.topicPartition),
+		attribute.Int("replicad.leader", int(p.env.brokerID)), attribute.Int("replicad.leader_epoch", int(p.leaderEpoch)),
+		attribute.Int("replicad.old_partition_epoch", int(p.partitionEpoch)), attribute.IntSlice("replicad.old_isr", ints(p.isr)),
+		attribute.IntSlice("replicad.proposed_isr", ints(newIsr)), attribute.Int64("replicad.high_watermark", p.log.HighWatermark()),
+		attribute.Int64("replicad.log_end_offset", p.log.LogEndOffset()))...))
+	p.pendingIsr = &pendingIsrChange{expand: expand, span: span, change: IsrChange{
+		SpanContext:    span.SpanContext(),
 		TopicPartition: p.topicPartition,
 		LeaderID:       p.env.brokerID,
 		LeaderEpoch:    p.leaderEpoch,
@@ -175,6 +199,7 @@ func (p *Partition) submitIsrChange(pending *pendingIsrChange) {
 // controller's word is newer.
 func (p *Partition) completeIsrChange(pending *pendingIsrChange, res IsrChangeResult) {
 	p.mu.Lock()
+	defer endIsrChangeSpan(pending.span, res, p.pendingIsr != pending)
 	if p.pendingIsr != pending {
 		p.mu.Unlock()
 		return
@@ -184,6 +209,7 @@ func (p *Partition) completeIsrChange(pending *pendingIsrChange, res IsrChangeRe
 	if res.Error == ErrNone {
 		p.isr = sortedSet(res.Isr)
 		p.partitionEpoch = res.PartitionEpoch
+		p.env.recordIsrChange(p.topicPartition, pending.expand)
 	} else {
 		// A rejected expansion's follower no longer counts for the HW; the HW
 		// itself never moves back. The next LeaderAndIsr brings the truth.
@@ -197,6 +223,19 @@ func (p *Partition) completeIsrChange(pending *pendingIsrChange, res IsrChangeRe
 	// Waiters re-check: the HW may have moved, and an acks=-1 produce's
 	// min.insync.replicas check depends on the ISR.
 	p.changed.notify()
+}
+
+// endIsrChangeSpan ends an ISR change's span with its outcome; superseded:
+// a LeaderAndIsr replaced the change before it completed.
+func endIsrChangeSpan(span trace.Span, res IsrChangeResult, superseded bool) {
+	if span.IsRecording() {
+		span.SetAttributes(attribute.Bool("replicad.superseded", superseded))
+		setErrorCode(span, res.Error)
+		if res.Error == ErrNone {
+			span.SetAttributes(attribute.IntSlice("replicad.isr", ints(res.Isr)), attribute.Int("replicad.partition_epoch", int(res.PartitionEpoch)))
+		}
+	}
+	span.End()
 }
 
 // maybeShrinkIsr runs the ISR shrink check on every partition this broker

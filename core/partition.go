@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/replicad/replicad/core/clock"
 	"github.com/replicad/replicad/core/log"
@@ -35,6 +36,12 @@ type partitionEnv struct {
 	onStorageError func(dir string, err error)
 	// isrChanger commits the ISR changes a leader proposes.
 	isrChanger IsrChanger
+	// metrics counts committed ISR changes; never nil in a replica
+	// manager's env (noMetrics when off).
+	metrics MetricsRecorder
+	// tracer records the leader's ISR changes (Partition.shrinkIsr,
+	// Partition.expandIsr); never nil in a replica manager's env.
+	tracer trace.Tracer
 }
 
 // replicaState is the leader's view of a follower (Kafka's Replica, kept in
@@ -113,6 +120,13 @@ func (p *Partition) LeaderEpoch() int32 {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	return p.leaderEpoch
+}
+
+// leaderAndEpoch returns the partition's leader and leader epoch.
+func (p *Partition) leaderAndEpoch() (leader, epoch int32) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.leader, p.leaderEpoch
 }
 
 // Log returns the local log, nil before it is created.

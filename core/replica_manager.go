@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
@@ -55,6 +57,9 @@ type Config struct {
 	// this broker and are rejected with STALE_BROKER_EPOCH (Kafka's
 	// isBrokerEpochStale). Nil: no check (no controller).
 	BrokerEpoch func() int64
+	// Metrics counts ISR changes and times HW checkpoints (see
+	// MetricsRecorder); nil records nothing.
+	Metrics MetricsRecorder
 }
 
 func (c *Config) setDefaults() {
@@ -84,6 +89,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.IsrChanger == nil {
 		c.IsrChanger = StandaloneIsrChanger{}
+	}
+	if c.Metrics == nil {
+		c.Metrics = noMetrics{}
 	}
 }
 
@@ -182,6 +190,8 @@ func NewReplicaManager(cfg Config) (*ReplicaManager, error) {
 		logger:            cfg.Logger,
 		onStorageError:    rm.reportDirFailure,
 		isrChanger:        cfg.IsrChanger,
+		metrics:           cfg.Metrics,
+		tracer:            cfg.Tracer,
 	}
 	rm.loadHighWatermarks()
 	if len(rm.onlineDirs()) == 0 {
@@ -258,8 +268,8 @@ func (rm *ReplicaManager) UpdateMetadata(ctx context.Context, req UpdateMetadata
 		return ErrStaleControllerEpoch
 	}
 	rm.metadata.replace(req.LiveBrokers)
-	rm.stateLog.Info().Int32("controller_id", req.ControllerID).Int32("controller_epoch", req.ControllerEpoch).
-		Int("live_brokers", len(req.LiveBrokers)).Msg("updated metadata")
+	slog := rm.requestStateLog(ctx, req.ControllerID, req.ControllerEpoch)
+	slog.Info().Int("live_brokers", len(req.LiveBrokers)).Int("partitions", len(req.PartitionStates)).Msg("Updated metadata")
 	return ErrNone
 }
 
@@ -278,7 +288,7 @@ func (rm *ReplicaManager) isBrokerEpochStale(request string, controllerID int32,
 		return false
 	}
 	rm.stateLog.Warn().Str("request", request).Int32("controller_id", controllerID).Int64("broker_epoch", brokerEpoch).
-		Int64("current_broker_epoch", current).Msg("ignoring a request meant for an earlier incarnation of this broker")
+		Int64("current_broker_epoch", current).Msg("Ignoring " + request + " request meant for an earlier incarnation of this broker")
 	return true
 }
 
@@ -288,7 +298,7 @@ func (rm *ReplicaManager) isBrokerEpochStale(request string, controllerID int32,
 func (rm *ReplicaManager) acceptControllerEpochLocked(request string, controllerID, controllerEpoch int32) bool {
 	if current := rm.controllerEpoch.Load(); controllerEpoch < current {
 		rm.stateLog.Warn().Str("request", request).Int32("controller_id", controllerID).Int32("controller_epoch", controllerEpoch).
-			Int32("current_controller_epoch", current).Msg("ignoring a request from a controller with an old epoch")
+			Int32("current_controller_epoch", current).Msg("Ignoring " + request + " request since its controller epoch is old")
 		return false
 	}
 	rm.controllerEpoch.Store(controllerEpoch)
@@ -426,11 +436,27 @@ func (rm *ReplicaManager) handleLogDirFailure(dir string, cause error) {
 	}
 	lost := rm.logs.MarkDirOffline(dir, cause)
 	rm.logger.Error().Err(cause).Str("log_dir", dir).Int("partitions", len(lost)).Msg("log dir failed; its partitions are offline")
+	// A root span: the failure comes from the broker's own I/O.
+	ctx, span := rm.tracer.Start(context.Background(), "ReplicaManager.handleLogDirFailure", trace.WithAttributes(
+		attribute.String("replicad.log_dir", dir), attribute.Int("replicad.partitions", len(lost))))
+	defer span.End()
+	span.RecordError(cause)
+	span.SetStatus(codes.Error, "log dir failed")
 	rm.cfg.Fetchers.RemoveFetcherForPartitions(lost)
 	rm.cfg.AlterLogDirsFetchers.RemoveFetcherForPartitions(append(moves, lost...))
+	// A span per partition while they are few, events otherwise.
+	events := newPartitionEvents(span)
 	for _, t := range lost {
-		rm.markPartitionOffline(t)
+		if len(lost) <= MaxPartitionSpans {
+			rm.markPartitionOffline(ctx, t)
+			continue
+		}
+		if events.want() {
+			events.add("ReplicaManager.markPartitionOffline", partitionAttrs(t)...)
+		}
+		rm.setPartitionOffline(t)
 	}
+	events.done()
 	if len(rm.onlineDirs()) == 0 {
 		rm.fatalOnce.Do(func() {
 			rm.fatal <- fmt.Errorf("every log dir is offline (last: %s: %v)", dir, cause)
@@ -438,11 +464,16 @@ func (rm *ReplicaManager) handleLogDirFailure(dir string, cause error) {
 	}
 }
 
-// markPartitionOffline sets a hosted partition Offline and fails its waiters.
-func (rm *ReplicaManager) markPartitionOffline(t tp.TopicPartition) {
-	_, span := rm.tracer.Start(context.Background(), "ReplicaManager.markPartitionOffline",
-		trace.WithAttributes(partitionAttrs(t)...))
+// markPartitionOffline sets a hosted partition Offline and fails its
+// waiters, in a ReplicaManager.markPartitionOffline span under ctx's.
+func (rm *ReplicaManager) markPartitionOffline(ctx context.Context, t tp.TopicPartition) {
+	_, span := rm.tracer.Start(ctx, "ReplicaManager.markPartitionOffline", trace.WithAttributes(partitionAttrs(t)...))
 	defer span.End()
+	rm.setPartitionOffline(t)
+}
+
+// setPartitionOffline is markPartitionOffline without its span.
+func (rm *ReplicaManager) setPartitionOffline(t tp.TopicPartition) {
 	rm.partitionsMu.Lock()
 	h, ok := rm.partitions[t]
 	if !ok {
@@ -455,7 +486,7 @@ func (rm *ReplicaManager) markPartitionOffline(t tp.TopicPartition) {
 	h.partition.log = nil
 	h.partition.mu.Unlock()
 	h.partition.stop()
-	rm.stateLog.Warn().Str("topic", t.Topic).Int32("partition", t.Partition).Msg("partition is offline")
+	rm.stateLog.Warn().Str("topic", t.Topic).Int32("partition", t.Partition).Msg("Marked the partition offline: its log dir is offline")
 }
 
 // noFetchers is the FetcherManager of a broker without replication.

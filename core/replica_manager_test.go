@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/replicad/replicad/core/checkpoint"
 	"github.com/replicad/replicad/core/clock"
@@ -25,16 +26,19 @@ type fakeFetchers struct {
 	addCalls int
 	removed  []tp.TopicPartition
 	idle     int
+	// addSpans are the span contexts AddFetcherForPartitions was called in.
+	addSpans []trace.SpanContext
 }
 
 func newFakeFetchers() *fakeFetchers {
 	return &fakeFetchers{added: make(map[tp.TopicPartition]InitialFetchState)}
 }
 
-func (f *fakeFetchers) AddFetcherForPartitions(_ context.Context, m map[tp.TopicPartition]InitialFetchState) {
+func (f *fakeFetchers) AddFetcherForPartitions(ctx context.Context, m map[tp.TopicPartition]InitialFetchState) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.addCalls++
+	f.addSpans = append(f.addSpans, trace.SpanContextFromContext(ctx))
 	for t, s := range m {
 		f.added[t] = s
 	}

@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 
+	"github.com/rs/zerolog"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
@@ -16,12 +17,15 @@ import (
 // FENCED_LEADER_EPOCH; the others have their fetchers removed first, then are
 // no longer hosted, then (with Delete) lose their log.
 func (rm *ReplicaManager) StopReplicas(ctx context.Context, req StopReplicaRequest) StopReplicaResponse {
-	_, span := rm.tracer.Start(ctx, "ReplicaManager.stopReplicas", trace.WithAttributes(
+	ctx, span := rm.tracer.Start(ctx, "ReplicaManager.stopReplicas", trace.WithAttributes(
 		attribute.Int("replicad.controller_id", int(req.ControllerID)),
 		attribute.Int("replicad.controller_epoch", int(req.ControllerEpoch)),
+		attribute.Int64("replicad.broker_epoch", req.BrokerEpoch),
 		attribute.Int("replicad.partitions", len(req.Partitions)),
 	))
 	defer span.End()
+	slog := rm.requestStateLog(ctx, req.ControllerID, req.ControllerEpoch)
+	slog.Info().Int("partitions", len(req.Partitions)).Int64("broker_epoch", req.BrokerEpoch).Msg("Handling StopReplica request")
 	rm.stateChangeMu.Lock()
 	defer rm.stateChangeMu.Unlock()
 
@@ -31,7 +35,7 @@ func (rm *ReplicaManager) StopReplicas(ctx context.Context, req StopReplicaReque
 		for _, sp := range req.Partitions {
 			resp.PartitionErrors = append(resp.PartitionErrors, PartitionError{TopicPartition: sp.TopicPartition, Error: code})
 		}
-		span.SetAttributes(attribute.String("replicad.error_code", code.String()))
+		setErrorCode(span, code)
 		return resp
 	}
 	if rm.isBrokerEpochStale("StopReplica", req.ControllerID, req.BrokerEpoch) {
@@ -60,8 +64,8 @@ func (rm *ReplicaManager) StopReplicas(ctx context.Context, req StopReplicaReque
 			if sp.LeaderEpoch < 0 || sp.LeaderEpoch >= current {
 				toStop = append(toStop, sp)
 			} else {
-				rm.stateLog.Warn().Str("topic", t.Topic).Int32("partition", t.Partition).Int32("leader_epoch", sp.LeaderEpoch).
-					Int32("current_leader_epoch", current).Msg("ignoring StopReplica: leader epoch is older than the partition's")
+				slog.Warn().Str("topic", t.Topic).Int32("partition", t.Partition).Int32("leader_epoch", sp.LeaderEpoch).
+					Int32("current_leader_epoch", current).Msg("Ignoring StopReplica request: its leader epoch is older than the partition's")
 				codes[i] = ErrFencedLeaderEpoch
 			}
 		}
@@ -76,22 +80,34 @@ func (rm *ReplicaManager) StopReplicas(ctx context.Context, req StopReplicaReque
 	rm.cfg.Fetchers.RemoveFetcherForPartitions(parts)
 	rm.cfg.AlterLogDirsFetchers.RemoveFetcherForPartitions(parts)
 	for _, sp := range toStop {
-		stopped[sp.TopicPartition] = rm.stopPartition(sp)
+		stopped[sp.TopicPartition] = rm.stopPartition(slog, sp)
 	}
 	rm.cfg.Fetchers.ShutdownIdleFetchers()
 	rm.cfg.AlterLogDirsFetchers.ShutdownIdleFetchers()
+	events := newPartitionEvents(span)
+	failed := 0
 	for i, sp := range req.Partitions {
 		if code, ok := stopped[sp.TopicPartition]; ok {
 			codes[i] = code
 		}
+		if codes[i] != ErrNone {
+			failed++
+		}
 		resp.PartitionErrors = append(resp.PartitionErrors, PartitionError{TopicPartition: sp.TopicPartition, Error: codes[i]})
+		if events.want() {
+			events.add("StopReplica partition", append(partitionAttrs(sp.TopicPartition), attribute.Int("replicad.leader_epoch", int(sp.LeaderEpoch)),
+				attribute.Bool("replicad.delete", sp.Delete), attribute.String("replicad.error_code", codes[i].String()))...)
+		}
 	}
+	events.done()
+	span.SetAttributes(attribute.Int("replicad.partition_errors", failed), attribute.String("replicad.error_code", ErrNone.String()))
+	slog.Info().Int("partitions", len(req.Partitions)).Int("stopped", len(toStop)).Int("partition_errors", failed).Msg("Completed StopReplica request")
 	return resp
 }
 
 // stopPartition un-hosts one partition, completes its waiting requests and,
 // with Delete, removes its log.
-func (rm *ReplicaManager) stopPartition(sp StopReplicaPartition) ErrorCode {
+func (rm *ReplicaManager) stopPartition(slog zerolog.Logger, sp StopReplicaPartition) ErrorCode {
 	t := sp.TopicPartition
 	rm.partitionsMu.Lock()
 	h := rm.partitions[t]
@@ -100,7 +116,8 @@ func (rm *ReplicaManager) stopPartition(sp StopReplicaPartition) ErrorCode {
 	if h != nil {
 		h.partition.stop()
 	}
-	rm.stateLog.Info().Str("topic", t.Topic).Int32("partition", t.Partition).Bool("delete", sp.Delete).Msg("stopped replica")
+	slog.Info().Str("topic", t.Topic).Int32("partition", t.Partition).Int32("leader_epoch", sp.LeaderEpoch).Bool("delete", sp.Delete).
+		Msg("Stopped replica")
 	if !sp.Delete {
 		// A move in progress keeps its future log; the next LeaderAndIsr
 		// resumes it.

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/replicad/replicad/core/clock"
 )
@@ -38,6 +40,9 @@ type Config struct {
 	Clock    clock.Clock    // default clock.Real
 	Rand     func() float64 // jitter source in [0, 1); default math/rand/v2
 	Logger   zerolog.Logger
+	// Tracer makes the fetchers' spans (Log.truncate,
+	// ReplicaFetcher.openStream); default: none recorded.
+	Tracer trace.Tracer
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -79,6 +84,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Rand == nil {
 		c.Rand = defaultRand
+	}
+	if c.Tracer == nil {
+		c.Tracer = noop.NewTracerProvider().Tracer("")
 	}
 	return c, nil
 }

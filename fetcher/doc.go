@@ -18,4 +18,8 @@
 // GRPCClient and InmemClient implement it, and the tests run on both) and
 // Replica (the local log a fetcher writes to; NewLogReplica adapts a
 // *log.Log, core may implement its own). Time comes from Config.Clock.
+//
+// Spans (Config.Tracer, see trace.go): Log.truncate for each truncation and
+// ReplicaFetcher.openStream for each stream (re)opened, roots linked to the
+// LeaderAndIsr that added the partition.
 package fetcher

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/codes"
 
 	"github.com/replicad/replicad/core"
 	"github.com/replicad/replicad/core/tp"
@@ -98,6 +99,7 @@ func (f *fetcher) run(ctx context.Context) {
 	}()
 	bo := backoff{initial: f.cfg.ReconnectBackoff, max: f.cfg.MaxReconnectBackoff, jitter: f.cfg.ReconnectJitter, rand: f.cfg.Rand}
 	var correlationID int64
+	opens, broken := 0, false // attempts to open the stream since the last success; whether it broke
 	for ctx.Err() == nil {
 		req, requested, wait := f.buildFetchRequest()
 		if len(requested) == 0 {
@@ -105,7 +107,16 @@ func (f *fetcher) run(ctx context.Context) {
 			continue
 		}
 		if stream == nil {
-			s, err := f.cfg.Client.Open(ctx, f.sourceBroker)
+			opens++
+			// The span links to the LeaderAndIsrs that gave the fetcher its
+			// partitions; the stream carries its context to the leader.
+			sctx, span := f.startOpenStream(ctx, requested, opens, broken)
+			s, err := f.cfg.Client.Open(sctx, f.sourceBroker)
+			if err != nil {
+				span.RecordError(err)
+				span.SetStatus(codes.Error, "open fetch stream")
+			}
+			span.End()
 			if err != nil {
 				d := bo.next()
 				f.logger.Warn().Err(err).Dur("backoff", d).Msg("open fetch stream")
@@ -113,6 +124,7 @@ func (f *fetcher) run(ctx context.Context) {
 				continue
 			}
 			stream = s
+			opens, broken = 0, false
 		}
 		correlationID++
 		req.CorrelationId = correlationID
@@ -120,6 +132,7 @@ func (f *fetcher) run(ctx context.Context) {
 		if err != nil {
 			stream.Close()
 			stream = nil
+			broken = true
 			if ctx.Err() != nil {
 				return
 			}

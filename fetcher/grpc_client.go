@@ -31,11 +31,20 @@ type GRPCClient struct {
 }
 
 // NewGRPCClient returns a client dialing with replicad's transport options,
-// insecure credentials and otelgrpc tracing; extra options come last.
+// insecure credentials and otelgrpc tracing; extra options come last. Fetch
+// streams, the data plane, create no client spans (see NewGRPCClientTracing).
 func NewGRPCClient(extra ...grpc.DialOption) *GRPCClient {
+	return NewGRPCClientTracing(false, extra...)
+}
+
+// NewGRPCClientTracing is NewGRPCClient whose Fetch streams create client
+// spans when traceFetches is set (replicad --trace-data-plane). Either way
+// the stream carries the trace context it was opened in (the fetcher's
+// ReplicaFetcher.openStream span) to the leader.
+func NewGRPCClientTracing(traceFetches bool, extra ...grpc.DialOption) *GRPCClient {
 	opts := append(grpcx.DialOptions(),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithStatsHandler(otelgrpc.NewClientHandler()),
+		grpc.WithStatsHandler(otelgrpc.NewClientHandler(grpcx.OtelOptions(traceFetches)...)),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMsgSize), grpc.MaxCallSendMsgSize(maxMsgSize)),
 	)
 	return &GRPCClient{opts: append(opts, extra...), conns: make(map[string]*grpc.ClientConn)}

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"sync"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/replicad/replicad/core"
 	"github.com/replicad/replicad/core/tp"
 )
@@ -48,8 +50,9 @@ func NewManager(cfg Config) (*Manager, error) {
 // partition already fetched from the same leader with the same leader epoch
 // keeps its fetch state; a partition previously failed is given another
 // chance. A fetcher whose leader moved to a new endpoint is replaced, and its
-// partitions move to the new one.
-func (m *Manager) AddFetcherForPartitions(_ context.Context, partitions map[tp.TopicPartition]core.InitialFetchState) {
+// partitions move to the new one. The span in ctx is the cause each
+// partition's fetch state remembers (see trace.go).
+func (m *Manager) AddFetcherForPartitions(ctx context.Context, partitions map[tp.TopicPartition]core.InitialFetchState) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
@@ -60,6 +63,8 @@ func (m *Manager) AddFetcherForPartitions(_ context.Context, partitions map[tp.T
 		states map[tp.TopicPartition]*partitionState
 	}
 	groups := make(map[fetcherKey]*group)
+	cause, added := trace.SpanContextFromContext(ctx), newTraceAdded(ctx)
+	defer added.done()
 	for t, init := range partitions {
 		key := fetcherKey{LeaderID: init.Leader.ID, FetcherID: FetcherID(t, m.numFetchers)}
 		// A partition changing leader leaves its old fetcher first.
@@ -84,7 +89,8 @@ func (m *Manager) AddFetcherForPartitions(_ context.Context, partitions map[tp.T
 		if offset < 0 {
 			offset = r.LogEndOffset()
 		}
-		g.states[t] = &partitionState{replica: r, fetchOffset: offset, leaderEpoch: init.LeaderEpoch}
+		g.states[t] = &partitionState{replica: r, fetchOffset: offset, leaderEpoch: init.LeaderEpoch, cause: cause}
+		added.add(t, key, init, offset, len(partitions) == 1)
 	}
 	for key, g := range groups {
 		m.fetcherForLocked(key, g.source).addPartitions(g.states)

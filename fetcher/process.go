@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/replicad/replicad/core/epoch"
 	"github.com/replicad/replicad/core/record"
@@ -98,7 +99,11 @@ func (f *fetcher) truncateOnDivergence(t tp.TopicPartition, st *partitionState, 
 	}
 	lg.Info().Int32("diverging_epoch", de.GetEpoch()).Int64("diverging_end_offset", de.GetEndOffset()).
 		Int64("truncate_to", offset).Msg("truncating on diverging epoch")
-	if err := r.TruncateTo(offset); err != nil {
+	span := f.startTruncate(t, st, "diverging epoch", offset, attribute.Int("replicad.diverging_epoch", int(de.GetEpoch())),
+		attribute.Int64("replicad.diverging_end_offset", de.GetEndOffset()))
+	err := r.TruncateTo(offset)
+	endTruncate(span, r, err)
+	if err != nil {
 		f.markFailedErr(t, lg, err, "truncate on diverging epoch")
 		return
 	}
@@ -173,13 +178,20 @@ func (f *fetcher) handleOutOfRange(t tp.TopicPartition, st *partitionState, res 
 	r := st.replica
 	leaderEnd, leaderStart := res.GetLogEndOffset(), res.GetLogStartOffset()
 	var err error
+	leaderAttrs := []attribute.KeyValue{attribute.Int64("replicad.leader_log_end_offset", leaderEnd),
+		attribute.Int64("replicad.leader_log_start_offset", leaderStart)}
 	switch {
 	case leaderEnd < st.fetchOffset:
 		lg.Warn().Int64("leader_log_end_offset", leaderEnd).Msg("fetch offset beyond the leader's log end, truncating to it")
+		span := f.startTruncate(t, st, "fetch offset beyond the leader's log end", leaderEnd, leaderAttrs...)
 		err = r.TruncateTo(leaderEnd)
+		endTruncate(span, r, err)
 	case st.fetchOffset < leaderStart:
 		lg.Warn().Int64("leader_log_start_offset", leaderStart).Msg("fetch offset below the leader's log start, restarting the log there")
+		span := f.startTruncate(t, st, "fetch offset below the leader's log start", leaderStart,
+			append(leaderAttrs, attribute.Bool("replicad.truncate_fully", true))...)
 		err = r.TruncateFullyAndStartAt(leaderStart)
+		endTruncate(span, r, err)
 	default:
 		// The leader's log moved between its answer and now: ask again.
 		f.delay(st)

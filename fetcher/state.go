@@ -5,6 +5,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/replicad/replicad/core/tp"
 )
 
@@ -25,6 +27,10 @@ type partitionState struct {
 	// delayedUntil, when set, keeps the partition out of fetches until then
 	// (after a retriable error).
 	delayedUntil time.Time
+	// cause is the span context of the FetcherManager.addFetcherForPartitions
+	// span (in the trace of the LeaderAndIsr) that added the partition: the
+	// fetcher's spans about it link there.
+	cause trace.SpanContext
 }
 
 // PartitionFetchState is a snapshot of one partition's fetch state, for

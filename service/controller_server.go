@@ -17,7 +17,7 @@ import (
 // ControllerService with the same interceptors, reflection and health
 // service as a broker's server. Serve and Shutdown work as for a broker.
 func NewControllerServer(ctl replicadv1.ControllerServiceServer, logger zerolog.Logger, extra ...grpc.ServerOption) *Server {
-	opts := append(commonServerOptions(logger), grpcx.ServerOptions()...)
+	opts := append(commonServerOptions(logger, false /* it serves no data plane */), grpcx.ServerOptions()...)
 	opts = append(opts, extra...)
 	s := &Server{grpc: grpc.NewServer(opts...), health: health.NewServer(),
 		services: []string{replicadv1.ControllerService_ServiceDesc.ServiceName}}

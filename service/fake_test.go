@@ -126,8 +126,15 @@ func (f *fakeRM) MaxBatchBytes() int {
 // connection; both are torn down with the test.
 func startServer(t *testing.T, rm ReplicaManager) (*Server, *grpc.ClientConn) {
 	t.Helper()
+	return startServerWith(t, Options{ReplicaManager: rm})
+}
+
+// startServerWith is startServer with more options (the logger is set here).
+func startServerWith(t *testing.T, opts Options) (*Server, *grpc.ClientConn) {
+	t.Helper()
 	lis := bufconn.Listen(1 << 20)
-	srv := NewServer(Options{ReplicaManager: rm, Logger: zerolog.New(zerolog.NewTestWriter(t))})
+	opts.Logger = zerolog.New(zerolog.NewTestWriter(t))
+	srv := NewServer(opts)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(lis) }()
 	conn, err := grpc.NewClient("passthrough:///bufnet",

@@ -4,6 +4,9 @@ import (
 	"context"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/replicad/replicad/core"
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
 )
@@ -40,10 +43,28 @@ const (
 type replicaManagerService struct {
 	replicadv1.UnimplementedReplicaManagerServiceServer
 	rm ReplicaManager
+	// brokerEpoch is the broker's current epoch from its controller
+	// registration (0 until registered); nil without a controller.
+	brokerEpoch func() int64
+}
+
+// checkRegistered refuses, as Unavailable (retried by the controller's
+// queue), a controller request that names a broker epoch while this broker
+// has not registered yet: until the registration answer arrives the broker
+// cannot tell a request for this incarnation from one queued for its
+// previous life, which must not make it leader again.
+func (s *replicaManagerService) checkRegistered(requestEpoch int64) error {
+	if s.brokerEpoch == nil || requestEpoch <= 0 || s.brokerEpoch() > 0 {
+		return nil
+	}
+	return status.Errorf(codes.Unavailable, "broker_epoch %d: this broker has not registered with the controller yet; retry", requestEpoch)
 }
 
 func (s *replicaManagerService) LeaderAndIsr(ctx context.Context, req *replicadv1.LeaderAndIsrRequest) (*replicadv1.LeaderAndIsrResponse, error) {
 	if err := validateLeaderAndIsr(req); err != nil {
+		return nil, err
+	}
+	if err := s.checkRegistered(req.GetBrokerEpoch()); err != nil {
 		return nil, err
 	}
 	return leaderAndIsrToProto(s.rm.BecomeLeaderOrFollower(ctx, leaderAndIsrFromProto(req))), nil
@@ -53,12 +74,18 @@ func (s *replicaManagerService) UpdateMetadata(ctx context.Context, req *replica
 	if err := validateUpdateMetadata(req); err != nil {
 		return nil, err
 	}
+	if err := s.checkRegistered(req.GetBrokerEpoch()); err != nil {
+		return nil, err
+	}
 	code := s.rm.UpdateMetadata(ctx, updateMetadataFromProto(req))
 	return &replicadv1.UpdateMetadataResponse{ErrorCode: errorCodeToProto(code)}, nil
 }
 
 func (s *replicaManagerService) StopReplica(ctx context.Context, req *replicadv1.StopReplicaRequest) (*replicadv1.StopReplicaResponse, error) {
 	if err := validateStopReplica(req); err != nil {
+		return nil, err
+	}
+	if err := s.checkRegistered(req.GetBrokerEpoch()); err != nil {
 		return nil, err
 	}
 	return stopReplicaToProto(s.rm.StopReplicas(ctx, stopReplicaFromProto(req))), nil

@@ -22,11 +22,18 @@ import (
 // Options configure a Server.
 type Options struct {
 	ReplicaManager ReplicaManager
-	Logger         zerolog.Logger
+	// BrokerEpoch is the broker's controller registration epoch (0 until
+	// registered); nil when the broker runs without a controller.
+	BrokerEpoch func() int64
+	Logger      zerolog.Logger
 	// Now is the clock used to stamp records when measuring a batch; nil is time.Now.
 	Now func() time.Time
 	// ServerOptions are appended to the ones NewServer sets (tests add their own).
 	ServerOptions []grpc.ServerOption
+	// TraceDataPlane makes Produce, Consume and Fetch create server spans
+	// (replicad --trace-data-plane). Off, only the control plane is traced:
+	// those RPCs are the hot path.
+	TraceDataPlane bool
 }
 
 // Server is a broker's gRPC server.
@@ -59,13 +66,13 @@ func NewServer(opts Options) *Server {
 	if now == nil {
 		now = time.Now
 	}
-	serverOpts := append(commonServerOptions(opts.Logger), grpc.MaxRecvMsgSize(maxRecvMsgSize(opts.ReplicaManager.MaxBatchBytes())))
+	serverOpts := append(commonServerOptions(opts.Logger, opts.TraceDataPlane), grpc.MaxRecvMsgSize(maxRecvMsgSize(opts.ReplicaManager.MaxBatchBytes())))
 	serverOpts = append(serverOpts, grpcx.ServerOptions()...)
 	serverOpts = append(serverOpts, opts.ServerOptions...)
 
 	s := &Server{grpc: grpc.NewServer(serverOpts...), health: health.NewServer(), services: servedServices}
 	s.draining, s.stopDraining = context.WithCancel(context.Background())
-	replicadv1.RegisterReplicaManagerServiceServer(s.grpc, &replicaManagerService{rm: opts.ReplicaManager})
+	replicadv1.RegisterReplicaManagerServiceServer(s.grpc, &replicaManagerService{rm: opts.ReplicaManager, brokerEpoch: opts.BrokerEpoch})
 	replicadv1.RegisterLogServiceServer(s.grpc, &logService{rm: opts.ReplicaManager, now: now})
 	replicadv1.RegisterFetchServiceServer(s.grpc, &fetchService{rm: opts.ReplicaManager, draining: s.draining})
 	replicadv1.RegisterControllerServiceServer(s.grpc, &controllerService{})
@@ -76,8 +83,9 @@ func NewServer(opts Options) *Server {
 }
 
 // commonServerOptions are the options of every replicad gRPC server: the
-// OpenTelemetry stats handler, and logging around panic recovery.
-func commonServerOptions(l zerolog.Logger) []grpc.ServerOption {
+// OpenTelemetry stats handler (spans for the data-plane RPCs only with
+// traceDataPlane, see grpcx.TraceFilter), and logging around panic recovery.
+func commonServerOptions(l zerolog.Logger, traceDataPlane bool) []grpc.ServerOption {
 	logOpts := []logging.Option{
 		logging.WithLogOnEvents(logging.FinishCall),
 		logging.WithLevels(serverCodeToLevel),
@@ -86,7 +94,7 @@ func commonServerOptions(l zerolog.Logger) []grpc.ServerOption {
 	logger := InterceptorLogger(l)
 	recoveryOpt := recovery.WithRecoveryHandlerContext(recoveryHandler(l))
 	return []grpc.ServerOption{
-		grpc.StatsHandler(otelgrpc.NewServerHandler()),
+		grpc.StatsHandler(otelgrpc.NewServerHandler(grpcx.OtelOptions(traceDataPlane)...)),
 		// Logging wraps recovery so a recovered panic is logged as the Internal it became.
 		grpc.ChainUnaryInterceptor(
 			logging.UnaryServerInterceptor(logger, logOpts...),

@@ -21,6 +21,9 @@ type command struct {
 	// daemon commands run for long and set up their own telemetry (the
 	// controller), instead of running under one root span.
 	daemon bool
+	// args commands take positional arguments, which they read from their
+	// FlagSet (fs.Args()) themselves; the others refuse any.
+	args bool
 	// flags registers the command's flags and returns the function running it.
 	flags func(fs *flag.FlagSet) func(ctx context.Context, e *env) error
 }
@@ -43,8 +46,7 @@ func commands() []*command {
 		electCommand(),
 		reassignCommand(),
 		describeClusterCommand(),
-		{name: "trace", later: "observability", summary: "print a trace from Jaeger as an indented timeline",
-			usage: "last|TRACE_ID --jaeger URL", example: "ctlclient trace last --jaeger http://127.0.0.1:16686"},
+		traceCommand(),
 	}
 }
 

@@ -100,7 +100,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		}
 		return usageFailure(stderr, cmd, err)
 	}
-	if fs.NArg() > 0 {
+	if fs.NArg() > 0 && !cmd.args {
 		return usageFailure(stderr, cmd, fmt.Errorf("unexpected argument %q", fs.Arg(0)))
 	}
 	if err := g.validate(); err != nil {

@@ -30,6 +30,8 @@ type config struct {
 	logFormat            string
 	metricsListen        string
 	logConfig            log.Config
+	// traceDataPlane: Produce, Consume and Fetch create spans too.
+	traceDataPlane bool
 	// advertisedAddress is the host:port the broker registers with the
 	// controller; empty: the address it listens on (see advertisedEndpoint).
 	advertisedAddress string
@@ -48,7 +50,10 @@ or grpcurl. SIGTERM or SIGINT stops it cleanly: in-flight calls finish, the
 high watermarks are checkpointed, logs are flushed, exit status 0.
 
 OpenTelemetry spans are exported over OTLP/gRPC when OTEL_EXPORTER_OTLP_ENDPOINT
-(or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) is set.
+(or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) is set. Every state change (the
+control plane) is traced and sampled; Produce, Consume and follower fetches
+are traced only with --trace-data-plane. State changes are also logged by the
+logger=state.change logger, per partition at trace level.
 
 With --controller the broker registers with the controller (advertising
 --advertised-address) once its gRPC server is up, heartbeats to keep its
@@ -90,6 +95,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	level := fs.String("log-level", "info", "log level: trace, debug, info, warn or error")
 	format := fs.String("log-format", "console", "log format: console (human) or json")
 	metrics := fs.String("metrics-listen", "", "host:port serving Prometheus text at /metrics; empty: off")
+	traceDataPlane := fs.Bool("trace-data-plane", false, "also trace the data plane: a span for every Produce, Consume and follower Fetch\n(off by default: those paths are hot; the control plane is always traced)")
 	flush := fs.String("log-flush", "every-batch", "when appends are fsynced: every-batch (before a produce is acknowledged),\ninterval (every --log-flush-interval) or os (left to the OS, as Kafka does)")
 	flushInterval := fs.Duration("log-flush-interval", def.FlushInterval, "fsync period with --log-flush=interval")
 	segmentBytes := fs.Int64("segment-bytes", def.SegmentBytes, "a log segment rolls beyond this size (>= 1024)")
@@ -109,6 +115,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		logFormat:            *format,
 		metricsListen:        *metrics,
 		logConfig:            def,
+		traceDataPlane:       *traceDataPlane,
 	}
 	var errs []error
 	check := func(ok bool, flagName, format string, args ...any) {

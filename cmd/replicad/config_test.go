@@ -43,7 +43,7 @@ func TestFlagsReachConfig(t *testing.T) {
 		"--replica-lag-time-max", "2s", "--num-replica-fetchers", "4", "--min-insync-replicas", "2",
 		"--log-level", "debug", "--log-format", "json", "--metrics-listen", "127.0.0.1:0", "--log-flush", "interval",
 		"--log-flush-interval", "250ms", "--segment-bytes", "4096", "--max-batch-bytes", "2048",
-		"--controller", "127.0.0.1:9090",
+		"--controller", "127.0.0.1:9090", "--trace-data-plane",
 	}, &bytes.Buffer{})
 	if err != nil {
 		t.Fatal(err)
@@ -54,6 +54,7 @@ func TestFlagsReachConfig(t *testing.T) {
 		brokerID: 0, listen: "0.0.0.0:0", logDirs: []string{"/a", "/c"}, hwCheckpointInterval: time.Second,
 		replicaLagTimeMax: 2 * time.Second, numReplicaFetchers: 4, minInsyncReplicas: 2, logLevel: zerolog.DebugLevel,
 		logFormat: "json", metricsListen: "127.0.0.1:0", logConfig: lc, controller: "127.0.0.1:9090",
+		traceDataPlane: true,
 	}
 	if !reflect.DeepEqual(cfg, want) {
 		t.Fatalf("got  %+v\nwant %+v", cfg, want)

@@ -19,6 +19,7 @@ import (
 	"github.com/replicad/replicad/core"
 	"github.com/replicad/replicad/core/clock"
 	"github.com/replicad/replicad/core/logmgr"
+	"github.com/replicad/replicad/internal/metrics"
 	"github.com/replicad/replicad/internal/telemetry"
 	"github.com/replicad/replicad/service"
 )
@@ -100,6 +101,12 @@ func run(args []string, stderr io.Writer) int {
 	}
 	// Deferred, so it runs after the replica manager's shutdown: nothing then acts on the ISR.
 	defer closeIsrChanger()
+	// Nil without --metrics-listen: nothing is measured.
+	brokerMetrics, err := newMetrics(cfg)
+	if err != nil {
+		logger.Error().Err(err).Msg("metrics setup failed")
+		return 1
+	}
 	rm, err = core.NewReplicaManager(core.Config{
 		BrokerID:             cfg.brokerID,
 		LogDirs:              cfg.logDirs,
@@ -114,6 +121,7 @@ func run(args []string, stderr io.Writer) int {
 		AlterLogDirsFetchers: alterLogDirs,
 		IsrChanger:           isrChanger,
 		BrokerEpoch:          link.brokerEpochFunc(),
+		Metrics:              metricsRecorder(brokerMetrics),
 	})
 	if err != nil {
 		if errors.Is(err, logmgr.ErrOtherBroker) {
@@ -134,16 +142,26 @@ func run(args []string, stderr io.Writer) int {
 	// A fixed line (whatever the log format) so scripts and tests using port 0 learn the port.
 	fmt.Fprintf(stderr, "replicad listening on %s\n", lis.Addr())
 
-	metrics, err := startMetrics(cfg.metricsListen, logger)
+	if err := brokerMetrics.Observe(metrics.Sources{Replicas: rm.MetricsSnapshot, FetcherMaxLag: fetchers.MaxLag}); err != nil {
+		logger.Error().Err(err).Msg("metrics setup failed")
+		lis.Close()
+		shutdownReplicaManager(rm, logger)
+		return 1
+	}
+	metricsSrv, err := startMetrics(cfg.metricsListen, brokerMetrics, logger)
 	if err != nil {
 		logger.Error().Err(err).Str("metrics_listen", cfg.metricsListen).Msg("cannot serve metrics")
 		lis.Close()
 		shutdownReplicaManager(rm, logger)
 		return 1
 	}
-	defer metrics.close()
+	defer metricsSrv.close()
+	if a := metricsSrv.addr(); a != "" {
+		fmt.Fprintf(stderr, "%s%s\n", metricsListeningPrefix, a)
+	}
 
-	srv := service.NewServer(service.Options{ReplicaManager: rm, Logger: logger})
+	srv := service.NewServer(service.Options{ReplicaManager: rm, BrokerEpoch: link.brokerEpochFunc(), Logger: logger, ServerOptions: metricsServerOptions(brokerMetrics),
+		TraceDataPlane: cfg.traceDataPlane})
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(lis) }()
 	// broker_id is already on every line (newLogger).

@@ -9,15 +9,47 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"google.golang.org/grpc"
+
+	"github.com/replicad/replicad/core"
+	"github.com/replicad/replicad/internal/metrics"
 )
 
-// metricsPlaceholder is served until the observability work fills /metrics:
-// the flag is part of the documented contract, so it answers rather than fails.
-const metricsPlaceholder = "# replicad metrics arrive with the observability issue\n"
+// metricsListeningPrefix starts the fixed stderr line naming the metrics
+// address, so scripts and tests using port 0 learn it (as with the gRPC one).
+const metricsListeningPrefix = "replicad metrics listening on "
+
+// newMetrics builds the broker's metrics when --metrics-listen is set, and
+// returns nil otherwise: nothing is then measured at all (core records to a
+// no-op, and no interceptor is installed).
+func newMetrics(cfg config) (*metrics.Metrics, error) {
+	if cfg.metricsListen == "" {
+		return nil, nil
+	}
+	return metrics.New()
+}
+
+// metricsRecorder is m as core's recorder: a nil interface when m is nil,
+// never an interface holding a nil pointer.
+func metricsRecorder(m *metrics.Metrics) core.MetricsRecorder {
+	if m == nil {
+		return nil
+	}
+	return m
+}
+
+// metricsServerOptions times the gRPC calls served when metrics are on.
+func metricsServerOptions(m *metrics.Metrics) []grpc.ServerOption {
+	if m == nil {
+		return nil
+	}
+	return []grpc.ServerOption{grpc.ChainUnaryInterceptor(m.UnaryServerInterceptor())}
+}
 
 type metricsServer struct {
-	srv *http.Server
-	lis net.Listener
+	srv     *http.Server
+	lis     net.Listener
+	metrics *metrics.Metrics
 }
 
 // addr is the address served, "" when off.
@@ -28,20 +60,21 @@ func (m *metricsServer) addr() string {
 	return m.lis.Addr().String()
 }
 
-// startMetrics serves /metrics and /debug/pprof on addr; an empty addr serves nothing.
-func startMetrics(addr string, logger zerolog.Logger) (*metricsServer, error) {
+// startMetrics serves m at /metrics, and /debug/pprof, on addr; an empty addr
+// serves nothing.
+func startMetrics(addr string, m *metrics.Metrics, logger zerolog.Logger) (*metricsServer, error) {
 	if addr == "" {
-		return &metricsServer{}, nil
+		return &metricsServer{metrics: m}, nil
+	}
+	if m == nil {
+		return nil, errors.New("metrics server without metrics")
 	}
 	lis, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-		_, _ = w.Write([]byte(metricsPlaceholder))
-	})
+	mux.Handle("GET /metrics", m.Handler())
 	// Profiles share the operator-facing listener: a hot path is diagnosed on
 	// the running broker, not on a rebuilt one.
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
@@ -55,14 +88,15 @@ func startMetrics(addr string, logger zerolog.Logger) (*metricsServer, error) {
 		}
 	}()
 	logger.Info().Str("metrics_listen", lis.Addr().String()).Msg("serving /metrics")
-	return &metricsServer{srv: srv, lis: lis}, nil
+	return &metricsServer{srv: srv, lis: lis, metrics: m}, nil
 }
 
+// close stops serving, then stops the meter provider.
 func (m *metricsServer) close() {
-	if m.srv == nil {
-		return
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	_ = m.srv.Shutdown(ctx)
+	if m.srv != nil {
+		_ = m.srv.Shutdown(ctx)
+	}
+	_ = m.metrics.Shutdown(ctx)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel"
 
 	"github.com/replicad/replicad/core"
 	"github.com/replicad/replicad/core/tp"
@@ -17,7 +18,7 @@ import (
 // start only when the replica manager adds partitions. Every fetch carries
 // brokerEpoch's current value (nil: 0, standalone).
 func newFetcherManager(cfg config, logger zerolog.Logger, rm **core.ReplicaManager, brokerEpoch func() int64) (*fetcher.Manager, *fetcher.GRPCClient, error) {
-	client := fetcher.NewGRPCClient()
+	client := fetcher.NewGRPCClientTracing(cfg.traceDataPlane)
 	m, err := fetcher.NewManager(fetcher.Config{
 		BrokerID:    cfg.brokerID,
 		BrokerEpoch: brokerEpoch,
@@ -32,6 +33,8 @@ func newFetcherManager(cfg config, logger zerolog.Logger, rm **core.ReplicaManag
 				checkpoint: func() error { return (*rm).CheckpointAfterTruncation(t) }}, true
 		}),
 		Logger: logger.With().Str("component", "fetcher").Logger(),
+		// The provider telemetry.Setup installed (run sets it up first).
+		Tracer: otel.Tracer("github.com/replicad/replicad/fetcher"),
 	})
 	if err != nil {
 		_ = client.Close()
@@ -62,6 +65,7 @@ func newAlterLogDirsManager(cfg config, logger zerolog.Logger, rm **core.Replica
 				checkpoint: func() error { return (*rm).CheckpointFutureAfterTruncation(t) }}, true
 		}),
 		Logger: logger.With().Str("component", "alter-log-dirs").Logger(),
+		Tracer: otel.Tracer("github.com/replicad/replicad/fetcher/alter-log-dirs"),
 	})
 }
 

@@ -13,7 +13,7 @@
 //		OnStaleControllerEpoch: func() { go controller.resign() },
 //		Logger:          logger,
 //	})
-//	q.LeaderAndIsr(states, liveLeaders)
+//	q.LeaderAndIsrContext(ctx, states, liveLeaders) // ctx: the decision's span
 //	...
 //	q.Close()
 //
@@ -73,4 +73,18 @@
 // Flush waits until every call made before it was answered successfully and
 // reports the calls dropped (ErrDropped); Close stops the goroutine and drops
 // what was not sent.
+//
+// # Tracing
+//
+// LeaderAndIsrContext, UpdateMetadataContext and StopReplicaContext keep the
+// span context of their ctx (not ctx itself: a call outlives the caller's
+// deadline). Each attempt to send a request runs in a client span
+// SendSpanName ("ControllerChannel.send", attributes replicad.broker_id,
+// replicad.request_kind, replicad.partitions, replicad.merged_calls,
+// replicad.attempt, the epochs, and replicad.error_code once answered) whose
+// parent is the span of the first traced call merged into the request, so
+// the request, and the broker's handling of it (the gRPC client propagates
+// the context), land in the trace of the decision that queued it. The
+// other calls merged into it are span links (at most MaxLinks). The methods
+// without Context queue outside any trace.
 package brokerqueue

@@ -5,10 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	otelcodes "go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -27,6 +32,21 @@ const (
 	// DefaultMaxPartitionsPerRequest caps the partitions of one request.
 	DefaultMaxPartitionsPerRequest = 10000
 )
+
+// SendSpanName is the client span the Queue starts around each attempt to
+// send a request; the gRPC call (and through otelgrpc the broker's
+// handling of it) is its child.
+const SendSpanName = "ControllerChannel.send"
+
+// MaxLinks caps the span links of one request: a request merged from more
+// calls than this links only the first MaxLinks of the others (OpenTelemetry
+// SDKs keep 128 links per span by default).
+const MaxLinks = 64
+
+// maxNamedPartitions caps the topic-partitions a send span names in its
+// replicad.topic_partitions attribute; a larger request gives only its
+// partition count.
+const maxNamedPartitions = 100
 
 // warnInterval is the least time between two warnings about the failures of
 // one broker: the first failure is always logged at warn, the next ones
@@ -85,6 +105,9 @@ type Config struct {
 	// this Queue and of others (Close then does not wait for it to return).
 	OnStaleControllerEpoch func()
 	Logger                 zerolog.Logger
+	// Tracer starts the SendSpanName span of each attempt. Nil: the global
+	// tracer provider's.
+	Tracer trace.Tracer
 }
 
 func (c *Config) setDefaults() {
@@ -100,6 +123,9 @@ func (c *Config) setDefaults() {
 	c.MaxBackoff = max(c.MaxBackoff, c.Backoff)
 	if c.MaxPartitionsPerRequest <= 0 {
 		c.MaxPartitionsPerRequest = DefaultMaxPartitionsPerRequest
+	}
+	if c.Tracer == nil {
+		c.Tracer = otel.Tracer("github.com/replicad/replicad/controller/brokerqueue")
 	}
 }
 
@@ -165,25 +191,44 @@ func New(cfg Config) *Queue {
 	return q
 }
 
-// LeaderAndIsr queues a LeaderAndIsr request for states; liveLeaders are the
-// endpoints of the leaders they name. A call without states is ignored.
+// LeaderAndIsr is LeaderAndIsrContext outside any trace: the request starts
+// a trace of its own unless it merges into one queued under a trace.
 func (q *Queue) LeaderAndIsr(states []*replicadv1.PartitionState, liveLeaders []*replicadv1.Broker) {
+	q.LeaderAndIsrContext(context.Background(), states, liveLeaders)
+}
+
+// LeaderAndIsrContext queues a LeaderAndIsr request for states; liveLeaders
+// are the endpoints of the leaders they name. A call without states is
+// ignored. Only ctx's span context is kept (see "Tracing" in the package
+// documentation): its cancellation does not withdraw the call.
+func (q *Queue) LeaderAndIsrContext(ctx context.Context, states []*replicadv1.PartitionState, liveLeaders []*replicadv1.Broker) {
 	if len(states) == 0 {
 		return
 	}
-	q.enqueue(q.chunkStates(kindLeaderAndIsr, states, liveLeaders))
+	q.enqueue(ctx, q.chunkStates(kindLeaderAndIsr, states, liveLeaders))
 }
 
-// UpdateMetadata queues an UpdateMetadata request: liveBrokers replaces the
-// broker's list of live brokers, states update its partition metadata (there
-// may be none).
+// UpdateMetadata is UpdateMetadataContext outside any trace.
 func (q *Queue) UpdateMetadata(liveBrokers []*replicadv1.Broker, states []*replicadv1.PartitionState) {
-	q.enqueue(q.chunkStates(kindUpdateMetadata, states, liveBrokers))
+	q.UpdateMetadataContext(context.Background(), liveBrokers, states)
 }
 
-// StopReplica queues a StopReplica request for partitions (each with its own
-// leader_epoch and delete_partition). A call without partitions is ignored.
+// UpdateMetadataContext queues an UpdateMetadata request: liveBrokers
+// replaces the broker's list of live brokers, states update its partition
+// metadata (there may be none). Only ctx's span context is kept.
+func (q *Queue) UpdateMetadataContext(ctx context.Context, liveBrokers []*replicadv1.Broker, states []*replicadv1.PartitionState) {
+	q.enqueue(ctx, q.chunkStates(kindUpdateMetadata, states, liveBrokers))
+}
+
+// StopReplica is StopReplicaContext outside any trace.
 func (q *Queue) StopReplica(partitions []*replicadv1.StopReplicaPartition) {
+	q.StopReplicaContext(context.Background(), partitions)
+}
+
+// StopReplicaContext queues a StopReplica request for partitions (each with
+// its own leader_epoch and delete_partition). A call without partitions is
+// ignored. Only ctx's span context is kept.
+func (q *Queue) StopReplicaContext(ctx context.Context, partitions []*replicadv1.StopReplicaPartition) {
 	if len(partitions) == 0 {
 		return
 	}
@@ -196,7 +241,7 @@ func (q *Queue) StopReplica(partitions []*replicadv1.StopReplicaPartition) {
 		}
 		e.addStop(p)
 	}
-	q.enqueue(append(chunks, e))
+	q.enqueue(ctx, append(chunks, e))
 }
 
 // Pending is the number of partitions waiting to be delivered, those of the
@@ -291,9 +336,14 @@ func (q *Queue) chunkStates(k kind, states []*replicadv1.PartitionState, brokers
 	return chunks
 }
 
-// enqueue appends the entries of one call, merging the first into the last
-// waiting entry when it can.
-func (q *Queue) enqueue(chunks []*entry) {
+// enqueue appends the entries of one call, made under ctx's span, merging
+// the first into the last waiting entry when it can.
+func (q *Queue) enqueue(ctx context.Context, chunks []*entry) {
+	sc := trace.SpanContextFromContext(ctx)
+	for _, c := range chunks {
+		c.parent = sc
+		c.calls = 1
+	}
 	q.mu.Lock()
 	if q.closed || q.stale {
 		q.mu.Unlock()
@@ -342,7 +392,7 @@ func (q *Queue) loop() (stale bool) {
 			return false
 		}
 		start := time.Now()
-		code, err := q.send(r)
+		code, err := q.send(r, failures+1)
 		took := time.Since(start)
 		if q.ctx.Err() != nil {
 			return false // closing: what is unsent is dropped
@@ -399,9 +449,14 @@ func (q *Queue) loop() (stale bool) {
 type request struct {
 	kind kind
 	size int // partitions
-	lai  *replicadv1.LeaderAndIsrRequest
-	um   *replicadv1.UpdateMetadataRequest
-	sr   *replicadv1.StopReplicaRequest
+	// parent is the span context of the request's first traced call, links
+	// those of the others (see entry).
+	parent trace.SpanContext
+	links  []trace.Link
+	calls  int // calls merged into the request
+	lai    *replicadv1.LeaderAndIsrRequest
+	um     *replicadv1.UpdateMetadataRequest
+	sr     *replicadv1.StopReplicaRequest
 }
 
 // next waits for work and returns the head entry, marked in flight, and its
@@ -438,7 +493,7 @@ func (q *Queue) next() (*entry, *request) {
 // build makes e's request. The slices are copied: e may change once it is no
 // longer in flight.
 func (q *Queue) build(e *entry) *request {
-	r := &request{kind: e.kind, size: e.size()}
+	r := &request{kind: e.kind, size: e.size(), parent: e.parent, links: slices.Clone(e.links), calls: e.calls}
 	switch e.kind {
 	case kindLeaderAndIsr:
 		r.lai = &replicadv1.LeaderAndIsrRequest{
@@ -469,10 +524,82 @@ func (q *Queue) build(e *entry) *request {
 
 // send makes one call under RequestTimeout and returns the answer's
 // top-level error code. It hands a LeaderAndIsr answer to
-// OnLeaderAndIsrResponse and logs partition errors.
-func (q *Queue) send(r *request) (replicadv1.ErrorCode, error) {
-	ctx, cancel := context.WithTimeout(q.ctx, q.cfg.RequestTimeout)
+// OnLeaderAndIsrResponse and logs partition errors. The call runs in a
+// SendSpanName client span, the child of r's parent span and linked to the
+// other calls merged into r.
+func (q *Queue) send(r *request, attempt int) (code replicadv1.ErrorCode, err error) {
+	ctx, span := q.startSendSpan(r, attempt)
+	defer func() {
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(otelcodes.Error, status.Code(err).String())
+		} else {
+			span.SetAttributes(attribute.String("replicad.error_code", code.String()))
+			if code != replicadv1.ErrorCode_ERROR_CODE_NONE {
+				span.SetStatus(otelcodes.Error, code.String())
+			}
+		}
+		span.End()
+	}()
+	ctx, cancel := context.WithTimeout(ctx, q.cfg.RequestTimeout)
 	defer cancel()
+	return q.call(ctx, r, span)
+}
+
+// startSendSpan starts the span of one attempt to send r, under r's parent
+// span context (the Queue's own context otherwise: cancellation comes from
+// Close, never from the caller that queued the call).
+func (q *Queue) startSendSpan(r *request, attempt int) (context.Context, trace.Span) {
+	ctx := q.ctx
+	if r.parent.IsValid() {
+		ctx = trace.ContextWithSpanContext(ctx, r.parent)
+	}
+	attrs := []attribute.KeyValue{
+		attribute.Int("replicad.broker_id", int(q.cfg.BrokerID)),
+		attribute.Int64("replicad.broker_epoch", q.cfg.BrokerEpoch),
+		attribute.Int("replicad.controller_id", int(q.cfg.ControllerID)),
+		attribute.Int("replicad.controller_epoch", int(q.cfg.ControllerEpoch)),
+		attribute.String("replicad.request_kind", r.kind.String()),
+		attribute.Int("replicad.partitions", r.size),
+		attribute.Int("replicad.merged_calls", r.calls),
+		attribute.Int("replicad.attempt", attempt),
+	}
+	ctx, span := q.cfg.Tracer.Start(ctx, SendSpanName, trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithLinks(r.links...), trace.WithAttributes(attrs...))
+	if span.IsRecording() {
+		if names := r.partitionNames(); names != nil {
+			span.SetAttributes(attribute.StringSlice("replicad.topic_partitions", names))
+		}
+	}
+	return ctx, span
+}
+
+// partitionNames are r's partitions as topic-partition names, nil when r has
+// more than maxNamedPartitions.
+func (r *request) partitionNames() []string {
+	if r.size == 0 || r.size > maxNamedPartitions {
+		return nil
+	}
+	names := make([]string, 0, r.size)
+	var states []*replicadv1.PartitionState
+	switch {
+	case r.lai != nil:
+		states = r.lai.GetPartitionStates()
+	case r.um != nil:
+		states = r.um.GetPartitionStates()
+	case r.sr != nil:
+		for _, p := range r.sr.GetPartitions() {
+			names = append(names, fmt.Sprintf("%s-%d", p.GetTopic(), p.GetPartition()))
+		}
+	}
+	for _, s := range states {
+		names = append(names, fmt.Sprintf("%s-%d", s.GetTopic(), s.GetPartition()))
+	}
+	return names
+}
+
+// call makes r's gRPC call under ctx.
+func (q *Queue) call(ctx context.Context, r *request, span trace.Span) (replicadv1.ErrorCode, error) {
 	switch r.kind {
 	case kindLeaderAndIsr:
 		resp, err := q.cfg.Client.LeaderAndIsr(ctx, r.lai)
@@ -483,6 +610,7 @@ func (q *Queue) send(r *request) (replicadv1.ErrorCode, error) {
 		if code == replicadv1.ErrorCode_ERROR_CODE_STALE_CONTROLLER_EPOCH || q.ctx.Err() != nil {
 			return code, nil
 		}
+		setPartitionErrors(span, resp.GetPartitionErrors())
 		q.logPartitionErrors(r.kind, resp.GetPartitionErrors())
 		if q.cfg.OnLeaderAndIsrResponse != nil {
 			q.cfg.OnLeaderAndIsrResponse(q.cfg.BrokerID, resp)
@@ -499,9 +627,25 @@ func (q *Queue) send(r *request) (replicadv1.ErrorCode, error) {
 		if err != nil {
 			return 0, err
 		}
+		setPartitionErrors(span, resp.GetPartitionErrors())
 		q.logPartitionErrors(r.kind, resp.GetPartitionErrors())
 		return resp.GetErrorCode(), nil
 	}
+}
+
+// setPartitionErrors counts the partitions of an answer with an error on
+// the send span.
+func setPartitionErrors(span trace.Span, errs []*replicadv1.PartitionError) {
+	if !span.IsRecording() {
+		return
+	}
+	n := 0
+	for _, pe := range errs {
+		if pe.GetErrorCode() != replicadv1.ErrorCode_ERROR_CODE_NONE {
+			n++
+		}
+	}
+	span.SetAttributes(attribute.Int("replicad.partition_errors", n))
 }
 
 // logPartitionErrors logs the partitions the broker did not apply at debug:
@@ -627,6 +771,13 @@ type entry struct {
 	brokers []*replicadv1.Broker
 	// firstSeq numbers the first call in the entry.
 	firstSeq uint64
+	// parent is the span context of the first call in the entry made under
+	// a span; the request is sent in that trace. links are the distinct
+	// span contexts of the entry's other traced calls, at most MaxLinks.
+	parent trace.SpanContext
+	links  []trace.Link
+	// calls is the number of calls merged into the entry.
+	calls int
 	// sending is set while the entry's request is in flight: it must not
 	// change then.
 	sending bool
@@ -706,6 +857,11 @@ func (e *entry) unionSize(src *entry) int {
 // merge adds src, an entry of e's kind queued after it, to e: src's items
 // win.
 func (e *entry) merge(src *entry) {
+	e.calls += src.calls
+	e.addTrace(src.parent)
+	for _, l := range src.links {
+		e.addTrace(l.SpanContext)
+	}
 	for _, s := range src.states {
 		e.addState(s)
 	}
@@ -714,5 +870,17 @@ func (e *entry) merge(src *entry) {
 	}
 	if e.kind != kindStopReplica {
 		e.setBrokers(src.brokers)
+	}
+}
+
+// addTrace records the span context of a call merged into e: the parent if
+// e has none yet, else a link (once per span, at most MaxLinks).
+func (e *entry) addTrace(sc trace.SpanContext) {
+	switch {
+	case !sc.IsValid() || sc.Equal(e.parent):
+	case !e.parent.IsValid():
+		e.parent = sc
+	case len(e.links) < MaxLinks && !slices.ContainsFunc(e.links, func(l trace.Link) bool { return l.SpanContext.Equal(sc) }):
+		e.links = append(e.links, trace.Link{SpanContext: sc})
 	}
 }

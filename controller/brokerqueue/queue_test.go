@@ -937,6 +937,9 @@ func TestFlush(t *testing.T) {
 	if err := q.waitFor(ctx2, target); err != nil {
 		t.Fatalf("waiting for the calls before the StopReplica: %v", err)
 	}
+	// The StopReplica goes out once the LeaderAndIsr before it is answered,
+	// which may be just after waitFor returns.
+	waitCalls(t, f, 3)
 	wantCalls(t, f, []string{"LAI p/0@1 | ", "LAI q/0@1 | ", "SR p/0@1"})
 	if got := q.Pending(); got != 1 {
 		t.Errorf("Pending = %d, want 1 (the StopReplica)", got)

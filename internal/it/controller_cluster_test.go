@@ -30,6 +30,7 @@ type ctlCluster struct {
 	ctlConn  *grpc.ClientConn
 	ctlAPI   replicadv1.ControllerServiceClient
 	args     []string // extra flags of every broker
+	env      []string // extra environment (KEY=VALUE) of the controller and every broker
 	dirs     map[int32]string
 	sessionT time.Duration
 
@@ -42,7 +43,14 @@ type ctlCluster struct {
 // 1..3 with args, and waits until all three registered.
 func newCtlCluster(t *testing.T, session time.Duration, args ...string) *ctlCluster {
 	t.Helper()
-	c := &ctlCluster{t: t, ctlAddr: freeAddr(t), ctlDir: t.TempDir(), args: args, sessionT: session,
+	return newCtlClusterEnv(t, session, nil, args...)
+}
+
+// newCtlClusterEnv is newCtlCluster with env (KEY=VALUE, such as
+// OTEL_EXPORTER_OTLP_ENDPOINT) added to every process's environment.
+func newCtlClusterEnv(t *testing.T, session time.Duration, env []string, args ...string) *ctlCluster {
+	t.Helper()
+	c := &ctlCluster{t: t, ctlAddr: freeAddr(t), ctlDir: t.TempDir(), args: args, env: env, sessionT: session,
 		dirs: map[int32]string{}, brokers: map[int32]*testutil.Broker{}, clients: map[int32]*client{}}
 	c.ctlArgs = []string{"--listen", c.ctlAddr, "--store", c.ctlDir, "--session-timeout", session.String()}
 	c.startController()
@@ -74,13 +82,13 @@ func freeAddr(t *testing.T) string {
 
 func (c *ctlCluster) startController() {
 	c.t.Helper()
-	c.ctl = testutil.StartController(c.t, bins.Ctlclient, c.ctlArgs...)
+	c.ctl = testutil.StartControllerEnv(c.t, bins.Ctlclient, c.env, c.ctlArgs...)
 }
 
 func (c *ctlCluster) startBroker(id int32) {
 	c.t.Helper()
 	args := append([]string{"--controller", c.ctlAddr}, c.args...)
-	b := testutil.StartBroker(c.t, bins.Replicad, testutil.BrokerOptions{ID: id, LogDirs: []string{c.dirs[id]}, Args: args})
+	b := testutil.StartBroker(c.t, bins.Replicad, testutil.BrokerOptions{ID: id, LogDirs: []string{c.dirs[id]}, Args: args, Env: c.env})
 	cl := newClient(c.t, b.Dial(c.t))
 	c.mu.Lock()
 	c.brokers[id], c.clients[id] = b, cl

@@ -76,8 +76,16 @@ func Setup(ctx context.Context, cfg Config) (*Telemetry, error) {
 		if err != nil {
 			return nil, fmt.Errorf("telemetry otlp exporter: %w", err)
 		}
-		// No WithSampler: the SDK then honours OTEL_TRACES_SAMPLER (default parentbased_always_on).
 		opts = append(opts, sdktrace.WithBatcher(exp))
+		if os.Getenv("OTEL_TRACES_SAMPLER") == "" {
+			// Control-plane spans are always sampled: the broker's own
+			// roots (a log dir failure, an ISR shrink, a truncation) and
+			// requests from a caller that did not sample. Otherwise, as
+			// OTEL_TRACES_SAMPLER's default parentbased_always_on does, a
+			// sampled caller's decision is kept.
+			opts = append(opts, sdktrace.WithSampler(ControlPlaneSampler()))
+		}
+		// With OTEL_TRACES_SAMPLER set the SDK honours it.
 	case cfg.AlwaysSample:
 		opts = append(opts, sdktrace.WithSampler(sdktrace.AlwaysSample()))
 	default:
@@ -94,4 +102,12 @@ func Setup(ctx context.Context, cfg Config) (*Telemetry, error) {
 		logger.Warn().Err(err).Msg("opentelemetry")
 	}))
 	return t, nil
+}
+
+// ControlPlaneSampler samples every span: ParentBased(AlwaysSample) that
+// also samples under a remote parent that was not sampled. Data-plane RPCs
+// are kept out by not creating their spans at all (grpcx.TraceFilter), not
+// by sampling.
+func ControlPlaneSampler() sdktrace.Sampler {
+	return sdktrace.ParentBased(sdktrace.AlwaysSample(), sdktrace.WithRemoteParentNotSampled(sdktrace.AlwaysSample()))
 }

@@ -79,3 +79,31 @@ func TestExporterWhenEndpointSet(t *testing.T) {
 	defer cancel()
 	_ = tel.Shutdown(ctx) // an unreachable collector may fail the flush; it must not hang
 }
+
+// TestControlPlaneAlwaysSampled ensures a broker exporting spans records its
+// own root spans and the spans of a request whose caller did not sample.
+func TestControlPlaneAlwaysSampled(t *testing.T) {
+	unsetExportEnv(t)
+	t.Setenv("OTEL_TRACES_SAMPLER", "")
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:1")
+	tel, err := Setup(context.Background(), Config{ServiceName: "replicad", InstanceID: "1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 0)
+		defer cancel()
+		_ = tel.Shutdown(ctx)
+	}()
+	_, root := otel.Tracer("test").Start(context.Background(), "ReplicaManager.markPartitionOffline")
+	defer root.End()
+	if !root.IsRecording() {
+		t.Error("a root span of the broker's own is not sampled")
+	}
+	remote := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{1}, SpanID: trace.SpanID{1}, Remote: true})
+	_, child := otel.Tracer("test").Start(trace.ContextWithRemoteSpanContext(context.Background(), remote), "ReplicaManager.becomeLeaderOrFollower")
+	defer child.End()
+	if !child.IsRecording() || child.SpanContext().TraceID() != remote.TraceID() {
+		t.Error("a request from a caller that did not sample is not sampled in the caller's trace")
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -32,6 +33,7 @@ type BrokerOptions struct {
 	ID      int32
 	LogDirs []string
 	Args    []string // extra flags
+	Env     []string // extra environment (KEY=VALUE), on top of the test's own
 }
 
 // Broker is a running replicad process.
@@ -58,7 +60,7 @@ func brokerArgs(opts BrokerOptions) []string {
 // the test left it running.
 func StartBroker(t testing.TB, bin string, opts BrokerOptions) *Broker {
 	t.Helper()
-	return startListening(t, bin, brokerArgs(opts), listeningPrefix)
+	return startListening(t, bin, brokerArgs(opts), opts.Env, listeningPrefix)
 }
 
 // StartController starts `ctlclient controller run` with args (the test
@@ -66,12 +68,19 @@ func StartBroker(t testing.TB, bin string, opts BrokerOptions) *Broker {
 // The process is killed at cleanup if the test left it running.
 func StartController(t testing.TB, ctlclientBin string, args ...string) *Broker {
 	t.Helper()
-	return startListening(t, ctlclientBin, append([]string{"controller", "run"}, args...), controllerListeningPrefix)
+	return StartControllerEnv(t, ctlclientBin, nil, args...)
 }
 
-func startListening(t testing.TB, bin string, args []string, prefix string) *Broker {
+// StartControllerEnv is StartController with env (KEY=VALUE) added to the
+// test's environment.
+func StartControllerEnv(t testing.TB, ctlclientBin string, env []string, args ...string) *Broker {
 	t.Helper()
-	b, err := startProcess(t, bin, args, prefix)
+	return startListening(t, ctlclientBin, append([]string{"controller", "run"}, args...), env, controllerListeningPrefix)
+}
+
+func startListening(t testing.TB, bin string, args, env []string, prefix string) *Broker {
+	t.Helper()
+	b, err := startProcess(t, bin, args, env, prefix)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +100,7 @@ func startListening(t testing.TB, bin string, args []string, prefix string) *Bro
 // on its own (a refused start), returning its status and stderr.
 func RunBrokerExpectingExit(t testing.TB, bin string, opts BrokerOptions) (int, string) {
 	t.Helper()
-	b, err := startProcess(t, bin, brokerArgs(opts), listeningPrefix)
+	b, err := startProcess(t, bin, brokerArgs(opts), opts.Env, listeningPrefix)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,9 +112,12 @@ func RunBrokerExpectingExit(t testing.TB, bin string, opts BrokerOptions) (int, 
 	return code, b.Stderr()
 }
 
-func startProcess(t testing.TB, bin string, args []string, prefix string) (*Broker, error) {
+func startProcess(t testing.TB, bin string, args, env []string, prefix string) (*Broker, error) {
 	b := &Broker{t: t, stderr: &syncBuffer{}, prefix: prefix, listenC: make(chan string, 1), exited: make(chan struct{})}
 	b.cmd = exec.Command(bin, args...)
+	if len(env) > 0 {
+		b.cmd.Env = append(os.Environ(), env...)
+	}
 	pipe, err := b.cmd.StderrPipe()
 	if err != nil {
 		return nil, err

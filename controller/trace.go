@@ -1,0 +1,98 @@
+package controller
+
+import (
+	"context"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/replicad/replicad/controller/store"
+)
+
+// MaxPartitionEvents caps the per-partition events on one span: a decision
+// that changes more partitions (fencing a broker that led thousands) gets
+// MaxPartitionEvents events and then one "partitions not itemised" event
+// with the count, so that a large failover stays cheap to trace.
+const MaxPartitionEvents = 100
+
+// partitionChange is one partition's state before and after a decision.
+// old is the zero Partition (Leader 0, LeaderEpoch 0) for a new partition,
+// with hadOld false.
+type partitionChange struct {
+	old    store.Partition
+	hadOld bool
+	new    store.Partition
+}
+
+// tracePartitionChanges records the changes on ctx's span: one event per
+// partition (at most MaxPartitionEvents, then a summary), and, when there is
+// one partition, its state as the span's attributes too.
+func tracePartitionChanges(ctx context.Context, event string, changes []partitionChange) {
+	b := newEventBudget(ctx)
+	if b == nil || len(changes) == 0 {
+		return
+	}
+	for _, ch := range changes {
+		b.add(event, changeAttrs(ch)...)
+	}
+	b.done()
+	if len(changes) == 1 {
+		b.span.SetAttributes(changeAttrs(changes[0])...)
+	}
+	b.span.SetAttributes(attribute.Int("replicad.partitions_changed", len(changes)))
+}
+
+// eventBudget adds per-partition events to a span, at most
+// MaxPartitionEvents; done adds the summary of those left out.
+type eventBudget struct {
+	span    trace.Span
+	added   int
+	omitted int
+}
+
+// newEventBudget is nil when ctx's span is not recording: then nothing need
+// be built.
+func newEventBudget(ctx context.Context) *eventBudget {
+	span := trace.SpanFromContext(ctx)
+	if !span.IsRecording() {
+		return nil
+	}
+	return &eventBudget{span: span}
+}
+
+func (b *eventBudget) add(name string, attrs ...attribute.KeyValue) {
+	if b.added >= MaxPartitionEvents {
+		b.omitted++
+		return
+	}
+	b.added++
+	b.span.AddEvent(name, trace.WithAttributes(attrs...))
+}
+
+func (b *eventBudget) done() {
+	if b.omitted > 0 {
+		b.span.AddEvent("partitions not itemised", trace.WithAttributes(attribute.Int("replicad.partitions", b.omitted)))
+		b.omitted = 0
+	}
+}
+
+func changeAttrs(ch partitionChange) []attribute.KeyValue {
+	p := ch.new
+	attrs := []attribute.KeyValue{
+		attribute.String("replicad.topic", p.Topic),
+		attribute.Int("replicad.partition", int(p.Partition)),
+		attribute.Int("replicad.leader", int(p.Leader)),
+		attribute.Int("replicad.leader_epoch", int(p.LeaderEpoch)),
+		attribute.Int("replicad.partition_epoch", int(p.PartitionEpoch)),
+		attribute.IntSlice("replicad.isr", toInts(p.ISR)),
+		attribute.IntSlice("replicad.replicas", toInts(p.Replicas)),
+	}
+	if ch.hadOld {
+		attrs = append(attrs,
+			attribute.Int("replicad.old_leader", int(ch.old.Leader)),
+			attribute.Int("replicad.old_leader_epoch", int(ch.old.LeaderEpoch)),
+			attribute.IntSlice("replicad.old_isr", toInts(ch.old.ISR)),
+		)
+	}
+	return attrs
+}

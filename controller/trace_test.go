@@ -1,0 +1,198 @@
+package controller
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	"go.opentelemetry.io/otel/attribute"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/replicad/replicad/controller/brokerqueue"
+	"github.com/replicad/replicad/controller/store"
+	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
+)
+
+// tracedCluster is startCluster with every span recorded.
+func tracedCluster(t *testing.T, n int32) (*harness, *tracetest.SpanRecorder, trace.Tracer) {
+	t.Helper()
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()), sdktrace.WithSpanProcessor(rec))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	return startCluster(t, n, withTracerProvider(tp)), rec, tp.Tracer("client")
+}
+
+func spanByID(rec *tracetest.SpanRecorder, id trace.SpanID) sdktrace.ReadOnlySpan {
+	for _, s := range rec.Ended() {
+		if s.SpanContext().SpanID() == id {
+			return s
+		}
+	}
+	return nil
+}
+
+func spansNamed(rec *tracetest.SpanRecorder, name string) []sdktrace.ReadOnlySpan {
+	var out []sdktrace.ReadOnlySpan
+	for _, s := range rec.Ended() {
+		if s.Name() == name {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func attrs(kvs []attribute.KeyValue) map[string]attribute.Value {
+	m := make(map[string]attribute.Value, len(kvs))
+	for _, kv := range kvs {
+		m[string(kv.Key)] = kv.Value
+	}
+	return m
+}
+
+// laiSpanFor is the span context of the LeaderAndIsr broker id received with
+// p's stored state, and whether it received one.
+func laiSpanFor(h *harness, id int32, p store.Partition) (trace.SpanContext, bool) {
+	f := h.fake(id)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i, r := range f.lai {
+		for _, s := range r.GetPartitionStates() {
+			if s.GetTopic() == p.Topic && s.GetPartition() == p.Partition && s.GetLeaderEpoch() == p.LeaderEpoch {
+				return f.laiSpans[i], true
+			}
+		}
+	}
+	return trace.SpanContext{}, false
+}
+
+// wantSentUnder checks that broker id got p's LeaderAndIsr in a
+// ControllerChannel.send span whose parent is decision.
+func wantSentUnder(t *testing.T, h *harness, rec *tracetest.SpanRecorder, id int32, p store.Partition, decision sdktrace.ReadOnlySpan) {
+	t.Helper()
+	waitLAI(t, h, id, p)
+	sc, _ := laiSpanFor(h, id, p)
+	if sc.TraceID() != decision.SpanContext().TraceID() {
+		t.Errorf("broker %d got the LeaderAndIsr in trace %s, want the decision's %s", id, sc.TraceID(), decision.SpanContext().TraceID())
+		return
+	}
+	var send sdktrace.ReadOnlySpan
+	waitFor(t, "the send span to end", func() bool { send = spanByID(rec, sc.SpanID()); return send != nil })
+	if send.Name() != brokerqueue.SendSpanName || send.Parent().SpanID() != decision.SpanContext().SpanID() {
+		t.Errorf("broker %d got the LeaderAndIsr in span %q with parent %s, want %q under %s %s",
+			id, send.Name(), send.Parent().SpanID(), brokerqueue.SendSpanName, decision.Name(), decision.SpanContext().SpanID())
+	}
+	if got := attrs(send.Attributes())["replicad.broker_id"]; got.AsInt64() != int64(id) {
+		t.Errorf("send span to broker %d has replicad.broker_id %d", id, got.AsInt64())
+	}
+}
+
+// TestElectionIsOneTrace checks that an election made under a client's span
+// reaches every replica in that trace: client -> Controller.electLeader ->
+// ControllerChannel.send -> the broker, and that the decision span records
+// the partition's old and new leadership.
+func TestElectionIsOneTrace(t *testing.T) {
+	h, rec, client := tracedCluster(t, 3)
+	h.createTopic("t", 1, 3) // [1 2 3], leader 1
+	ctx, span := client.Start(context.Background(), "ctlclient elect")
+	leader := int32(2)
+	resp, err := h.c.ElectLeader(ctx, &replicadv1.ElectLeaderRequest{Topic: "t", Partition: 0, Leader: &leader})
+	span.End()
+	if err != nil || resp.GetErrorCode() != codeNone {
+		t.Fatalf("ElectLeader: %v %v", resp, err)
+	}
+	p := wantPartition(t, h, "t", 0, 2, 1, 1, 1, 2, 3)
+	elects := spansNamed(rec, "Controller.electLeader")
+	if len(elects) != 1 {
+		t.Fatalf("%d Controller.electLeader spans, want 1", len(elects))
+	}
+	elect := elects[0]
+	if elect.Parent().SpanID() != span.SpanContext().SpanID() {
+		t.Errorf("Controller.electLeader parent %s, want the client's %s", elect.Parent().SpanID(), span.SpanContext().SpanID())
+	}
+	for _, id := range p.Replicas {
+		wantSentUnder(t, h, rec, id, p, elect)
+	}
+	a := attrs(elect.Attributes())
+	for key, want := range map[string]int64{"replicad.leader": 2, "replicad.old_leader": 1, "replicad.leader_epoch": 1, "replicad.old_leader_epoch": 0} {
+		if got, ok := a[key]; !ok || got.AsInt64() != want {
+			t.Errorf("Controller.electLeader %s = %v (present %v), want %d", key, got.Emit(), ok, want)
+		}
+	}
+	if got := a["replicad.isr"].AsInt64Slice(); !slices.Equal(got, []int64{1, 2, 3}) {
+		t.Errorf("Controller.electLeader replicad.isr = %v", got)
+	}
+	if evs := elect.Events(); len(evs) != 1 || evs[0].Name != "partition state change" {
+		t.Errorf("Controller.electLeader events %v, want one partition state change", evs)
+	}
+}
+
+// TestFailoverIsOneTrace checks that fencing a silent broker is one trace
+// (a root Controller.fenceBrokers span, the session check has no caller)
+// that reaches the brokers taking over.
+func TestFailoverIsOneTrace(t *testing.T) {
+	h, rec, _ := tracedCluster(t, 3)
+	h.createTopic("t", 1, 3) // [1 2 3], leader 1
+	h.expire(2, 3)
+	p := wantPartition(t, h, "t", 0, 2, 1, 1, 2, 3)
+	fences := spansNamed(rec, "Controller.fenceBrokers")
+	if len(fences) != 1 {
+		t.Fatalf("%d Controller.fenceBrokers spans, want 1", len(fences))
+	}
+	if fences[0].Parent().IsValid() {
+		t.Errorf("Controller.fenceBrokers has parent %s, want a root", fences[0].Parent().SpanID())
+	}
+	for _, id := range []int32{2, 3} {
+		wantSentUnder(t, h, rec, id, p, fences[0])
+	}
+}
+
+// TestAlterPartitionTraced checks that ISR changes show on the controller's
+// Controller.alterPartition span: an accepted one as an "isr change" event
+// with the old and new ISR, a rejected one with its error code.
+func TestAlterPartitionTraced(t *testing.T) {
+	h, rec, _ := tracedCluster(t, 3)
+	h.createTopic("t", 1, 3)
+	p := h.part("t", 0)
+	h.mustAlter(1, p, 1, 2)
+	h.alter(1, p, 1, 3) // stale partition epoch
+	spans := spansNamed(rec, "Controller.alterPartition")
+	if len(spans) != 2 {
+		t.Fatalf("%d Controller.alterPartition spans, want 2", len(spans))
+	}
+	ok, rejected := spans[0], spans[1]
+	if evs := ok.Events(); len(evs) != 1 || evs[0].Name != "isr change" {
+		t.Fatalf("accepted AlterPartition events %v, want one isr change", evs)
+	}
+	ev := attrs(ok.Events()[0].Attributes)
+	if !slices.Equal(ev["replicad.old_isr"].AsInt64Slice(), []int64{1, 2, 3}) || !slices.Equal(ev["replicad.isr"].AsInt64Slice(), []int64{1, 2}) ||
+		ev["replicad.topic"].AsString() != "t" || ev["replicad.partition_epoch"].AsInt64() != 1 {
+		t.Errorf("isr change event attributes %v", ok.Events()[0].Attributes)
+	}
+	if evs := rejected.Events(); len(evs) != 1 || evs[0].Name != "isr change rejected" ||
+		attrs(evs[0].Attributes)["replicad.error_code"].AsString() != replicadv1.ErrorCode_ERROR_CODE_INVALID_UPDATE_VERSION.String() {
+		t.Errorf("rejected AlterPartition events %v, want one isr change rejected with INVALID_UPDATE_VERSION", evs)
+	}
+}
+
+// TestPartitionEventsCapped checks that a decision changing more than
+// MaxPartitionEvents partitions itemises MaxPartitionEvents and summarises
+// the rest.
+func TestPartitionEventsCapped(t *testing.T) {
+	h, rec, _ := tracedCluster(t, 1)
+	const n = MaxPartitionEvents + 50
+	h.createTopic("big", n, 1)
+	spans := spansNamed(rec, "Controller.createTopic")
+	if len(spans) != 1 {
+		t.Fatalf("%d Controller.createTopic spans, want 1", len(spans))
+	}
+	evs := spans[0].Events()
+	if len(evs) != MaxPartitionEvents+1 {
+		t.Fatalf("%d events, want %d itemised + 1 summary", len(evs), MaxPartitionEvents)
+	}
+	last := evs[len(evs)-1]
+	if last.Name != "partitions not itemised" || attrs(last.Attributes)["replicad.partitions"].AsInt64() != n-MaxPartitionEvents {
+		t.Errorf("last event %q %v, want the summary of %d partitions", last.Name, last.Attributes, n-MaxPartitionEvents)
+	}
+}

@@ -1,0 +1,170 @@
+package core
+
+import (
+	"context"
+
+	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/replicad/replicad/core/tp"
+)
+
+// Tracing of state changes (SPEC "Tracing"). Every controller request and
+// every transition it causes is a span; its attributes are under replicad.*:
+//
+//   - ReplicaManager.becomeLeaderOrFollower: controller_id, controller_epoch,
+//     broker_epoch, partitions, became_leader, became_follower,
+//     partition_errors, error_code; an event "LeaderAndIsr partition ignored"
+//     per partition not applied (reason, leader_epoch, current_leader_epoch,
+//     error_code).
+//   - ReplicaManager.makeLeaders / makeFollowers (partitions,
+//     controller_epoch, became_*), with a child Partition.makeLeader /
+//     Partition.makeFollower per partition: topic, partition, leader,
+//     old_leader, leader_epoch, old_leader_epoch, controller_epoch,
+//     partition_epoch, isr, replicas, is_new_replica, then is_new_leader
+//     (leader) or changed and outcome (follower), error_code, high_watermark,
+//     log_end_offset.
+//   - FetcherManager.addFetcherForPartitions (partitions, leaders; for one
+//     partition its topic, partition, leader, leader_epoch, fetch_offset and
+//     fetcher_id; the fetcher package adds an event per partition).
+//   - ReplicaManager.stopReplicas: controller_id, controller_epoch,
+//     broker_epoch, partitions, partition_errors, error_code; an event
+//     "StopReplica partition" per partition.
+//   - Partition.shrinkIsr / Partition.expandIsr on the leader, roots from
+//     proposal to outcome: old_isr, proposed_isr, out_of_sync_replicas or
+//     replica, leader_epoch, old_partition_epoch, high_watermark,
+//     log_end_offset, then isr, partition_epoch, error_code, superseded. The
+//     IsrChanger gets the span context (IsrChange.SpanContext), so the
+//     controller's AlterPartition joins the trace.
+//   - ReplicaManager.handleLogDirFailure (a root: log_dir, partitions) and
+//     ReplicaManager.markPartitionOffline (topic, partition), under it or
+//     under the LeaderAndIsr whose log could not be created.
+//   - ReplicaManager.checkpointHighWatermarks, ReplicaManager.alterReplicaLogDirs.
+//
+// A request touching many partitions must stay cheap to trace: a
+// LeaderAndIsr of n partitions has one child span per partition transition
+// (Partition.makeLeader, Partition.makeFollower) only while n <=
+// MaxPartitionSpans. Above that, the makeLeaders / makeFollowers span gets
+// one event per partition instead, for at most MaxPartitionEvents
+// partitions, and one "partitions not itemised" event counting the rest.
+// The same budget applies to the other per-partition events (stale epochs,
+// StopReplica outcomes, partitions taken offline). Nothing per partition is
+// built when the span is not recording (tracing off, or not sampled).
+const (
+	// MaxPartitionSpans is the largest number of partitions of one request
+	// that get a child span each.
+	MaxPartitionSpans = 100
+	// MaxPartitionEvents caps the per-partition events of one span. The
+	// OpenTelemetry SDK keeps 128 events per span by default: this leaves
+	// room for the summary and the span's other events.
+	MaxPartitionEvents = 100
+)
+
+// partitionEvents adds per-partition events to a span within the budget of
+// MaxPartitionEvents. A nil *partitionEvents (the span is not recording)
+// takes nothing.
+type partitionEvents struct {
+	span    trace.Span
+	added   int
+	omitted int
+}
+
+// newPartitionEvents returns nil when span is not recording.
+func newPartitionEvents(span trace.Span) *partitionEvents {
+	if !span.IsRecording() {
+		return nil
+	}
+	return &partitionEvents{span: span}
+}
+
+// want reports whether one more event fits; a partition that does not is
+// counted for the summary. Check it before building the attributes.
+func (e *partitionEvents) want() bool {
+	if e == nil {
+		return false
+	}
+	if e.added >= MaxPartitionEvents {
+		e.omitted++
+		return false
+	}
+	return true
+}
+
+// add adds an event (after want said yes).
+func (e *partitionEvents) add(name string, attrs ...attribute.KeyValue) {
+	e.added++
+	e.span.AddEvent(name, trace.WithAttributes(attrs...))
+}
+
+// done adds the summary of the partitions left out, if any.
+func (e *partitionEvents) done() {
+	if e == nil || e.omitted == 0 {
+		return
+	}
+	e.span.AddEvent("partitions not itemised", trace.WithAttributes(attribute.Int("replicad.partitions", e.omitted)))
+	e.omitted = 0
+}
+
+func partitionAttrs(t tp.TopicPartition) []attribute.KeyValue {
+	return []attribute.KeyValue{attribute.String("replicad.topic", t.Topic), attribute.Int("replicad.partition", int(t.Partition))}
+}
+
+// transitionAttrs describe a LeaderAndIsr partition state and the
+// partition's leadership before it.
+func transitionAttrs(tr partitionTransition) []attribute.KeyValue {
+	st := tr.state
+	return append(partitionAttrs(st.TopicPartition),
+		attribute.Int("replicad.leader", int(st.Leader)),
+		attribute.Int("replicad.old_leader", int(tr.oldLeader)),
+		attribute.Int("replicad.leader_epoch", int(st.LeaderEpoch)),
+		attribute.Int("replicad.old_leader_epoch", int(tr.oldLeaderEpoch)),
+		attribute.Int("replicad.controller_epoch", int(st.ControllerEpoch)),
+		attribute.Int("replicad.partition_epoch", int(st.PartitionEpoch)),
+		attribute.IntSlice("replicad.isr", ints(st.ISR)),
+		attribute.IntSlice("replicad.replicas", ints(st.Replicas)),
+		attribute.Bool("replicad.is_new_replica", st.IsNew),
+	)
+}
+
+// offsetAttrs are the partition's HW and LEO (nothing before its log exists).
+func offsetAttrs(p *Partition) []attribute.KeyValue {
+	p.mu.RLock()
+	l := p.log
+	p.mu.RUnlock()
+	if l == nil {
+		return nil
+	}
+	return []attribute.KeyValue{
+		attribute.Int64("replicad.high_watermark", l.HighWatermark()),
+		attribute.Int64("replicad.log_end_offset", l.LogEndOffset()),
+	}
+}
+
+func ints(ids []int32) []int {
+	out := make([]int, len(ids))
+	for i, id := range ids {
+		out[i] = int(id)
+	}
+	return out
+}
+
+// requestStateLog is the state-change logger of one controller request:
+// controller_id, controller_epoch and, when the request is traced, trace_id
+// on every line (Kafka puts the correlation id there; the trace id finds
+// the request in Jaeger).
+func (rm *ReplicaManager) requestStateLog(ctx context.Context, controllerID, controllerEpoch int32) zerolog.Logger {
+	c := rm.stateLog.With().Int32("controller_id", controllerID).Int32("controller_epoch", controllerEpoch)
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+		c = c.Str("trace_id", sc.TraceID().String())
+	}
+	return c.Logger()
+}
+
+// stateFields adds a LeaderAndIsr partition state's fields to a log line
+// (nil-safe, like every zerolog event method).
+func stateFields(e *zerolog.Event, st PartitionState) *zerolog.Event {
+	return e.Str("topic", st.TopicPartition.Topic).Int32("partition", st.TopicPartition.Partition).
+		Int32("leader", st.Leader).Int32("leader_epoch", st.LeaderEpoch).Ints32("isr", st.ISR).
+		Int32("partition_epoch", st.PartitionEpoch)
+}

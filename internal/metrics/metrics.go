@@ -1,0 +1,260 @@
+package metrics
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/otlptranslator"
+	"go.opentelemetry.io/otel/attribute"
+	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
+	"go.opentelemetry.io/otel/metric"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/resource"
+
+	"github.com/replicad/replicad/core"
+	"github.com/replicad/replicad/core/tp"
+)
+
+// meterName is the instrumentation scope of every instrument (not exported
+// as a label: see WithoutScopeInfo).
+const meterName = "github.com/replicad/replicad"
+
+// Bucket boundaries in seconds. The SDK's defaults are for milliseconds.
+var (
+	requestBuckets    = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}
+	checkpointBuckets = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
+)
+
+// Metrics is a broker's metrics: the instruments, the provider and exporter
+// behind them, and the registry the HTTP handler reads. Its methods are safe
+// for concurrent use, and for a nil *Metrics (they then do nothing).
+type Metrics struct {
+	registry *prometheus.Registry
+	provider *sdkmetric.MeterProvider
+	meter    metric.Meter
+
+	isrShrinks   metric.Int64Counter
+	isrExpands   metric.Int64Counter
+	hwCheckpoint metric.Float64Histogram
+	requests     metric.Float64Histogram
+
+	// requestAttrs caches the attribute option of each (method, code), so a
+	// call records without allocating.
+	requestMu    sync.RWMutex
+	requestAttrs map[requestKey]metric.RecordOption
+
+	observeMu    sync.Mutex
+	registration metric.Registration
+}
+
+// Sources are what the gauges read at scrape time.
+type Sources struct {
+	// Replicas is the replica manager's snapshot (core.ReplicaManager.MetricsSnapshot).
+	Replicas func() core.MetricsSnapshot
+	// FetcherMaxLag is the follower fetchers' largest lag
+	// (fetcher.Manager.MaxLag); nil reports 0.
+	FetcherMaxLag func() int64
+}
+
+// New builds the provider, the exporter and the counters and histograms.
+// The gauges come with Observe.
+func New() (*Metrics, error) {
+	m := &Metrics{registry: prometheus.NewRegistry(), requestAttrs: make(map[requestKey]metric.RecordOption)}
+	if err := m.registry.Register(collectors.NewGoCollector()); err != nil {
+		return nil, fmt.Errorf("metrics: register go collector: %w", err)
+	}
+	if err := m.registry.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
+		return nil, fmt.Errorf("metrics: register process collector: %w", err)
+	}
+	exporter, err := otelprom.New(
+		otelprom.WithRegisterer(m.registry),
+		// Names as given: they already carry their unit and _total.
+		otelprom.WithTranslationStrategy(otlptranslator.UnderscoreEscapingWithoutSuffixes),
+		otelprom.WithoutScopeInfo(),
+		otelprom.WithoutTargetInfo(),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("metrics: prometheus exporter: %w", err)
+	}
+	m.provider = sdkmetric.NewMeterProvider(
+		sdkmetric.WithReader(exporter),
+		sdkmetric.WithResource(resource.Empty()),
+		// The SDK's default of 2000 series per instrument would fold a
+		// broker's 2001st topic into an overflow series. The series are
+		// bounded anyway: by the topics hosted, and by methods x codes.
+		sdkmetric.WithCardinalityLimit(0),
+	)
+	m.meter = m.provider.Meter(meterName)
+	if err := m.createInstruments(); err != nil {
+		_ = m.provider.Shutdown(context.Background())
+		return nil, err
+	}
+	return m, nil
+}
+
+func (m *Metrics) createInstruments() error {
+	var errs [4]error
+	m.isrShrinks, errs[0] = m.meter.Int64Counter("replicad_isr_shrinks_total",
+		metric.WithDescription("ISR shrinks this broker proposed as leader and saw committed."))
+	m.isrExpands, errs[1] = m.meter.Int64Counter("replicad_isr_expands_total",
+		metric.WithDescription("ISR expansions this broker proposed as leader and saw committed."))
+	m.hwCheckpoint, errs[2] = m.meter.Float64Histogram("replicad_hw_checkpoint_duration_seconds",
+		metric.WithDescription("Time to write the high-watermark checkpoint of every online log dir."),
+		metric.WithUnit("s"), metric.WithExplicitBucketBoundaries(checkpointBuckets...))
+	m.requests, errs[3] = m.meter.Float64Histogram("replicad_request_duration_seconds",
+		metric.WithDescription("Time to serve a unary gRPC call, by full method and status code."),
+		metric.WithUnit("s"), metric.WithExplicitBucketBoundaries(requestBuckets...))
+	if err := errors.Join(errs[:]...); err != nil {
+		return fmt.Errorf("metrics: create instruments: %w", err)
+	}
+	// Exported at 0 from the start: rate() and increase() need the
+	// series before the first shrink, and "no shrink yet" reads as 0.
+	m.isrShrinks.Add(context.Background(), 0)
+	m.isrExpands.Add(context.Background(), 0)
+	return nil
+}
+
+// gauges are the instruments observed at scrape time.
+type gauges struct {
+	partitions, leaders, underReplicated, offline, fetcherMaxLag metric.Int64ObservableGauge
+
+	topicMu    sync.Mutex
+	topicAttrs map[string]metric.MeasurementOption // by topic, of the last scrape
+
+	topicLeaderPartitions, topicUnderReplicated, topicLeaderLEO, topicLeaderBytes metric.Int64ObservableGauge
+	topicFollowerPartitions                                                       metric.Int64ObservableGauge
+}
+
+// Observe registers the gauges, read from src at each scrape. A second call
+// replaces the first one's sources.
+func (m *Metrics) Observe(src Sources) error {
+	if m == nil {
+		return nil
+	}
+	if src.Replicas == nil {
+		return errors.New("metrics: Observe without a replica snapshot")
+	}
+	g := &gauges{}
+	var errs []error
+	gauge := func(dst *metric.Int64ObservableGauge, name, desc string) {
+		var err error
+		*dst, err = m.meter.Int64ObservableGauge(name, metric.WithDescription(desc))
+		errs = append(errs, err)
+	}
+	gauge(&g.partitions, "replicad_partition_count", "Partitions hosted by this broker, offline ones included.")
+	gauge(&g.leaders, "replicad_leader_count", "Partitions this broker leads.")
+	gauge(&g.underReplicated, "replicad_under_replicated_partitions", "Partitions this broker leads whose ISR is smaller than their replica set.")
+	gauge(&g.offline, "replicad_offline_partitions", "Hosted partitions that cannot be served: in an offline log dir, or left without a leader.")
+	gauge(&g.fetcherMaxLag, "replicad_fetcher_max_lag", "Largest lag, in messages, of a partition this broker follows.")
+	gauge(&g.topicLeaderPartitions, "replicad_topic_leader_partitions", "Partitions of the topic this broker leads.")
+	gauge(&g.topicUnderReplicated, "replicad_topic_under_replicated_partitions", "Partitions of the topic this broker leads whose ISR is smaller than their replica set.")
+	gauge(&g.topicLeaderLEO, "replicad_topic_leader_log_end_offset", "Sum of the log end offsets of the topic's partitions this broker leads.")
+	gauge(&g.topicLeaderBytes, "replicad_topic_leader_log_size_bytes", "Bytes of the logs of the topic's partitions this broker leads.")
+	gauge(&g.topicFollowerPartitions, "replicad_topic_follower_partitions", "Partitions of the topic this broker follows.")
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("metrics: create gauges: %w", err)
+	}
+	reg, err := m.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		g.observe(o, src)
+		return nil
+	}, g.partitions, g.leaders, g.underReplicated, g.offline, g.fetcherMaxLag,
+		g.topicLeaderPartitions, g.topicUnderReplicated, g.topicLeaderLEO, g.topicLeaderBytes,
+		g.topicFollowerPartitions)
+	if err != nil {
+		return fmt.Errorf("metrics: register gauge callback: %w", err)
+	}
+	m.observeMu.Lock()
+	old := m.registration
+	m.registration = reg
+	m.observeMu.Unlock()
+	if old != nil {
+		return old.Unregister()
+	}
+	return nil
+}
+
+// observe takes one snapshot and reports every gauge from it. A role's
+// per-topic series are observed only for the topics with a partition in that
+// role: the SDK exports only what the last callback observed.
+func (g *gauges) observe(o metric.Observer, src Sources) {
+	s := src.Replicas()
+	o.ObserveInt64(g.partitions, int64(s.Partitions))
+	o.ObserveInt64(g.leaders, int64(s.Leaders))
+	o.ObserveInt64(g.underReplicated, int64(s.UnderReplicated))
+	o.ObserveInt64(g.offline, int64(s.Offline))
+	var lag int64
+	if src.FetcherMaxLag != nil {
+		lag = src.FetcherMaxLag()
+	}
+	o.ObserveInt64(g.fetcherMaxLag, lag)
+	g.topicMu.Lock()
+	defer g.topicMu.Unlock()
+	// The attribute set of each topic is kept from one scrape to the next
+	// (a topic gone from the snapshot leaves the cache with it).
+	prev := g.topicAttrs
+	g.topicAttrs = make(map[string]metric.MeasurementOption, len(s.Topics))
+	for i := range s.Topics {
+		t := &s.Topics[i]
+		attrs, ok := prev[t.Topic]
+		if !ok {
+			attrs = metric.WithAttributeSet(attribute.NewSet(attribute.String("topic", t.Topic)))
+		}
+		g.topicAttrs[t.Topic] = attrs
+		if t.LeaderPartitions > 0 {
+			o.ObserveInt64(g.topicLeaderPartitions, int64(t.LeaderPartitions), attrs)
+			o.ObserveInt64(g.topicUnderReplicated, int64(t.UnderReplicated), attrs)
+			o.ObserveInt64(g.topicLeaderLEO, t.LeaderLogEndOffset, attrs)
+			o.ObserveInt64(g.topicLeaderBytes, t.LeaderLogBytes, attrs)
+		}
+		if t.FollowerPartitions > 0 {
+			o.ObserveInt64(g.topicFollowerPartitions, int64(t.FollowerPartitions), attrs)
+		}
+	}
+}
+
+// Handler serves the registry in the Prometheus text format (gzipped when
+// the scraper accepts it). A collection error still serves what was gathered.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+}
+
+// Shutdown stops the provider; later scrapes are empty of replicad metrics.
+func (m *Metrics) Shutdown(ctx context.Context) error {
+	if m == nil {
+		return nil
+	}
+	if err := m.provider.Shutdown(ctx); err != nil {
+		return fmt.Errorf("metrics shutdown: %w", err)
+	}
+	return nil
+}
+
+var _ core.MetricsRecorder = (*Metrics)(nil)
+
+// IsrShrunk implements core.MetricsRecorder.
+func (m *Metrics) IsrShrunk(tp.TopicPartition) {
+	if m != nil {
+		m.isrShrinks.Add(context.Background(), 1)
+	}
+}
+
+// IsrExpanded implements core.MetricsRecorder.
+func (m *Metrics) IsrExpanded(tp.TopicPartition) {
+	if m != nil {
+		m.isrExpands.Add(context.Background(), 1)
+	}
+}
+
+// HighWatermarkCheckpointed implements core.MetricsRecorder.
+func (m *Metrics) HighWatermarkCheckpointed(took time.Duration) {
+	if m != nil {
+		m.hwCheckpoint.Record(context.Background(), took.Seconds())
+	}
+}

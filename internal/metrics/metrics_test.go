@@ -1,0 +1,403 @@
+package metrics
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/replicad/replicad/core"
+	"github.com/replicad/replicad/core/clock"
+	"github.com/replicad/replicad/core/tp"
+)
+
+// scrape is one /metrics answer: the raw text, and each sample's value by
+// its series ("name" or `name{label="v",...}` as exported).
+type scrape struct {
+	text    string
+	samples map[string]float64
+}
+
+func (s scrape) value(t *testing.T, series string) float64 {
+	t.Helper()
+	v, ok := s.samples[series]
+	if !ok {
+		t.Fatalf("no series %s in the scrape:\n%s", series, s.text)
+	}
+	return v
+}
+
+func (s scrape) has(series string) bool {
+	_, ok := s.samples[series]
+	return ok
+}
+
+func parseScrape(t testing.TB, text string) scrape {
+	t.Helper()
+	s := scrape{text: text, samples: map[string]float64{}}
+	for line := range strings.Lines(text) {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			t.Fatalf("bad sample line %q: %v", line, err)
+		}
+		s.samples[line[:i]] = v
+	}
+	return s
+}
+
+// get scrapes url/metrics over HTTP and checks it is Prometheus text.
+func get(t testing.TB, url string) scrape {
+	t.Helper()
+	resp, err := http.Get(url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/plain") {
+		t.Fatalf("status %d, content type %q:\n%s", resp.StatusCode, resp.Header.Get("Content-Type"), body)
+	}
+	return parseScrape(t, string(body))
+}
+
+func serve(t *testing.T, m *Metrics) string {
+	t.Helper()
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", m.Handler())
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+func newMetrics(t testing.TB) *Metrics {
+	t.Helper()
+	m, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Shutdown(context.Background()) })
+	return m
+}
+
+// A scrape over HTTP carries SPEC's names exactly (no unit or _total suffix
+// added, no otel_scope labels, no target_info), with the gauges read from the
+// sources at scrape time, the counters and both histograms.
+func TestScrapeExportsSpecNames(t *testing.T) {
+	m := newMetrics(t)
+	snap := core.MetricsSnapshot{Partitions: 7, Leaders: 4, UnderReplicated: 2, Offline: 1, Topics: []core.TopicMetrics{
+		{Topic: "orders", LeaderPartitions: 4, UnderReplicated: 2, LeaderLogEndOffset: 100, LeaderLogBytes: 4096, FollowerPartitions: 1},
+		{Topic: "events", FollowerPartitions: 2},
+	}}
+	if err := m.Observe(Sources{Replicas: func() core.MetricsSnapshot { return snap }, FetcherMaxLag: func() int64 { return 42 }}); err != nil {
+		t.Fatal(err)
+	}
+	m.IsrShrunk(tp.TopicPartition{Topic: "orders"})
+	m.IsrShrunk(tp.TopicPartition{Topic: "orders"})
+	m.IsrExpanded(tp.TopicPartition{Topic: "orders"})
+	m.HighWatermarkCheckpointed(3 * time.Millisecond)
+	intercept := m.UnaryServerInterceptor()
+	ok := func(context.Context, any) (any, error) { return "ok", nil }
+	fail := func(context.Context, any) (any, error) { return nil, status.Error(codes.NotFound, "no") }
+	info := &grpc.UnaryServerInfo{FullMethod: "/replicad.v1.LogService/Produce"}
+	for _, h := range []grpc.UnaryHandler{ok, ok, fail} {
+		_, _ = intercept(context.Background(), nil, info, h)
+	}
+
+	s := get(t, serve(t, m))
+	for series, want := range map[string]float64{
+		"replicad_partition_count":                                    7,
+		"replicad_leader_count":                                       4,
+		"replicad_under_replicated_partitions":                        2,
+		"replicad_offline_partitions":                                 1,
+		"replicad_fetcher_max_lag":                                    42,
+		"replicad_isr_shrinks_total":                                  2,
+		"replicad_isr_expands_total":                                  1,
+		"replicad_hw_checkpoint_duration_seconds_count":               1,
+		`replicad_hw_checkpoint_duration_seconds_bucket{le="0.0025"}`: 0,
+		`replicad_hw_checkpoint_duration_seconds_bucket{le="0.005"}`:  1,
+		`replicad_request_duration_seconds_count{code="OK",method="/replicad.v1.LogService/Produce"}`:       2,
+		`replicad_request_duration_seconds_count{code="NotFound",method="/replicad.v1.LogService/Produce"}`: 1,
+		`replicad_topic_leader_partitions{topic="orders"}`:                                                  4,
+		`replicad_topic_under_replicated_partitions{topic="orders"}`:                                        2,
+		`replicad_topic_leader_log_end_offset{topic="orders"}`:                                              100,
+		`replicad_topic_leader_log_size_bytes{topic="orders"}`:                                              4096,
+		`replicad_topic_follower_partitions{topic="orders"}`:                                                1,
+		`replicad_topic_follower_partitions{topic="events"}`:                                                2,
+	} {
+		if got := s.value(t, series); got != want {
+			t.Errorf("%s = %v, want %v", series, got, want)
+		}
+	}
+	// events is led nowhere here: no leader-role series for it.
+	for _, series := range []string{`replicad_topic_leader_partitions{topic="events"}`, `replicad_topic_under_replicated_partitions{topic="events"}`} {
+		if s.has(series) {
+			t.Errorf("%s exported for a topic this broker does not lead", series)
+		}
+	}
+	for _, unwanted := range []string{"otel_scope", "target_info", "replicad_isr_shrinks_total_total", "_seconds_seconds"} {
+		if strings.Contains(s.text, unwanted) {
+			t.Errorf("scrape contains %q:\n%s", unwanted, s.text)
+		}
+	}
+	for _, typ := range []string{"# TYPE replicad_isr_shrinks_total counter", "# TYPE replicad_under_replicated_partitions gauge",
+		"# TYPE replicad_request_duration_seconds histogram", "# TYPE replicad_hw_checkpoint_duration_seconds histogram"} {
+		if !strings.Contains(s.text, typ) {
+			t.Errorf("scrape lacks %q", typ)
+		}
+	}
+	if !s.has("go_goroutines") {
+		t.Error("no Go runtime metrics")
+	}
+}
+
+// A nil *Metrics (metrics off) is a working no-op recorder and interceptor.
+func TestNilMetricsIsNoOp(t *testing.T) {
+	var m *Metrics
+	m.IsrShrunk(tp.TopicPartition{})
+	m.IsrExpanded(tp.TopicPartition{})
+	m.HighWatermarkCheckpointed(time.Second)
+	if err := m.Observe(Sources{}); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := m.UnaryServerInterceptor()(context.Background(), "req", &grpc.UnaryServerInfo{FullMethod: "/x/Y"},
+		func(_ context.Context, req any) (any, error) { return req, nil })
+	if resp != "req" || err != nil {
+		t.Fatalf("interceptor: %v %v", resp, err)
+	}
+	if err := m.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// rmHarness is a real replica manager (broker 1, brokers 2 and 3 alive)
+// whose metrics are served over HTTP.
+type rmHarness struct {
+	t   testing.TB
+	rm  *core.ReplicaManager
+	url string
+}
+
+func newRMHarness(t testing.TB, m *Metrics) *rmHarness {
+	t.Helper()
+	rm, err := core.NewReplicaManager(core.Config{BrokerID: 1, LogDirs: []string{t.TempDir()}, Clock: clock.Real{},
+		Logger: zerolog.Nop(), HWCheckpointInterval: time.Hour, Metrics: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rm.Shutdown(context.Background()) })
+	if err := m.Observe(Sources{Replicas: rm.MetricsSnapshot}); err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", m.Handler())
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return &rmHarness{t: t, rm: rm, url: srv.URL}
+}
+
+func (h *rmHarness) leaderAndIsr(states ...core.PartitionState) {
+	h.t.Helper()
+	resp := h.rm.BecomeLeaderOrFollower(context.Background(), core.LeaderAndIsrRequest{ControllerID: 100, ControllerEpoch: 1,
+		PartitionStates: states, LiveLeaders: []core.Broker{{ID: 2, Host: "127.0.0.1", Port: 9092}, {ID: 3, Host: "127.0.0.1", Port: 9093}}})
+	for _, pe := range resp.PartitionErrors {
+		if pe.Error != core.ErrNone {
+			h.t.Fatalf("LeaderAndIsr %v: %v", pe.TopicPartition, pe.Error)
+		}
+	}
+}
+
+func partitionState(topic string, partition, leader, epoch int32, isr ...int32) core.PartitionState {
+	return core.PartitionState{TopicPartition: tp.TopicPartition{Topic: topic, Partition: partition}, ControllerEpoch: 1,
+		Leader: leader, LeaderEpoch: epoch, Replicas: []int32{1, 2, 3}, ISR: isr, IsNew: epoch == 1}
+}
+
+var (
+	leaderSeries = []string{"replicad_topic_leader_partitions", "replicad_topic_under_replicated_partitions",
+		"replicad_topic_leader_log_end_offset", "replicad_topic_leader_log_size_bytes"}
+	followerSeries = []string{"replicad_topic_follower_partitions"}
+)
+
+// checkRole fails unless every per-topic series of a role is exported for
+// topic (present) or none is (absent).
+func checkRole(t *testing.T, s scrape, names []string, topic string, present bool) {
+	t.Helper()
+	for _, name := range names {
+		series := fmt.Sprintf("%s{topic=%q}", name, topic)
+		if s.has(series) != present {
+			t.Errorf("%s exported: %v, want %v", series, s.has(series), present)
+		}
+	}
+}
+
+// Once LeaderAndIsr moves a topic's last partition out of a role, the
+// topic's series for that role are gone from the scrape (the seed's
+// KAFKA-8392 step), while its other role's series stay; a StopReplica of a
+// topic's last partition removes them all. Broker-wide gauges follow.
+func TestTopicSeriesRemovedWhenRoleEnds(t *testing.T) {
+	h := newRMHarness(t, newMetrics(t))
+	h.leaderAndIsr(
+		partitionState("orders", 0, 1, 1, 1, 2, 3),
+		partitionState("orders", 1, 1, 1, 1, 2), // under-replicated
+		partitionState("events", 0, 2, 1, 1, 2, 3),
+	)
+	s := get(t, h.url)
+	if s.value(t, "replicad_leader_count") != 2 || s.value(t, "replicad_partition_count") != 3 ||
+		s.value(t, "replicad_under_replicated_partitions") != 1 {
+		t.Fatalf("broker gauges wrong:\n%s", s.text)
+	}
+	if s.value(t, `replicad_topic_leader_partitions{topic="orders"}`) != 2 ||
+		s.value(t, `replicad_topic_under_replicated_partitions{topic="orders"}`) != 1 ||
+		s.value(t, `replicad_topic_follower_partitions{topic="events"}`) != 1 {
+		t.Fatalf("per-topic gauges wrong:\n%s", s.text)
+	}
+	checkRole(t, s, followerSeries, "orders", false)
+	checkRole(t, s, leaderSeries, "events", false)
+
+	// One of orders' two led partitions moves: the role remains.
+	h.leaderAndIsr(partitionState("orders", 0, 2, 2, 1, 2, 3))
+	s = get(t, h.url)
+	if s.value(t, `replicad_topic_leader_partitions{topic="orders"}`) != 1 || s.value(t, `replicad_topic_follower_partitions{topic="orders"}`) != 1 {
+		t.Fatalf("orders after one partition moved:\n%s", s.text)
+	}
+	// The last one moves: orders' leader series go, its follower ones stay.
+	h.leaderAndIsr(partitionState("orders", 1, 2, 2, 1, 2, 3))
+	s = get(t, h.url)
+	checkRole(t, s, leaderSeries, "orders", false)
+	checkRole(t, s, followerSeries, "orders", true)
+	if s.value(t, "replicad_leader_count") != 0 || s.value(t, "replicad_under_replicated_partitions") != 0 {
+		t.Fatalf("broker gauges after losing every leadership:\n%s", s.text)
+	}
+	// events' only partition becomes led: its follower series go.
+	h.leaderAndIsr(partitionState("events", 0, 1, 2, 1, 2, 3))
+	s = get(t, h.url)
+	checkRole(t, s, followerSeries, "events", false)
+	checkRole(t, s, leaderSeries, "events", true)
+	// StopReplica of orders' partitions: nothing of orders is left.
+	h.rm.StopReplicas(context.Background(), core.StopReplicaRequest{ControllerID: 100, ControllerEpoch: 1, Partitions: []core.StopReplicaPartition{
+		{TopicPartition: tp.TopicPartition{Topic: "orders", Partition: 0}, LeaderEpoch: core.NoEpoch},
+		{TopicPartition: tp.TopicPartition{Topic: "orders", Partition: 1}, LeaderEpoch: core.NoEpoch},
+	}})
+	s = get(t, h.url)
+	checkRole(t, s, followerSeries, "orders", false)
+	checkRole(t, s, leaderSeries, "orders", false)
+	if strings.Contains(s.text, `topic="orders"`) {
+		t.Fatalf("orders still exported after StopReplica:\n%s", s.text)
+	}
+	if s.value(t, "replicad_partition_count") != 1 || s.value(t, "replicad_leader_count") != 1 {
+		t.Fatalf("broker gauges after StopReplica:\n%s", s.text)
+	}
+}
+
+// The counters and the checkpoint histogram are fed by a real replica
+// manager configured with Metrics.
+func TestReplicaManagerFeedsCountersAndCheckpointHistogram(t *testing.T) {
+	h := newRMHarness(t, newMetrics(t))
+	h.leaderAndIsr(partitionState("orders", 0, 1, 1, 1)) // ISR [1] of [1 2 3]
+	// Follower 2 fetches at the leader's LEO (0): in sync, so the ISR expands.
+	h.rm.FetchMessages(context.Background(), core.FetchRequest{ReplicaID: 2, BrokerEpoch: -1, Partitions: []core.FetchPartition{
+		{TopicPartition: tp.TopicPartition{Topic: "orders"}, FetchOffset: 0, CurrentLeaderEpoch: 1, LastFetchedEpoch: -1}}})
+	h.rm.CheckpointHighWatermarks(context.Background())
+	s := get(t, h.url)
+	if s.value(t, "replicad_isr_expands_total") != 1 || s.value(t, "replicad_isr_shrinks_total") != 0 {
+		t.Fatalf("ISR counters after one expansion:\n%s", s.text)
+	}
+	if s.value(t, "replicad_hw_checkpoint_duration_seconds_count") != 1 || s.value(t, "replicad_under_replicated_partitions") != 1 {
+		t.Fatalf("checkpoint histogram or under-replication wrong:\n%s", s.text)
+	}
+}
+
+// BenchmarkScrape10000 is one /metrics scrape (snapshot, OTel collection,
+// Prometheus text encoding) of a broker hosting 10,000 partitions, leading
+// half and following half: in 100 topics of 100 partitions, and in 10,000
+// single-partition topics (the worst case for per-topic series).
+func BenchmarkScrape10000(b *testing.B) {
+	const n = 10_000
+	for _, shape := range []struct {
+		name     string
+		perTopic int
+	}{{"100-topics", 100}, {"10000-topics", 1}} {
+		b.Run(shape.name, func(b *testing.B) {
+			m := newMetrics(b)
+			h := newRMHarness(b, m)
+			states := make([]core.PartitionState, n)
+			for i := range states {
+				leader := int32(1)
+				if i%2 == 1 {
+					leader = 2
+				}
+				states[i] = partitionState(fmt.Sprintf("t%05d", i/shape.perTopic), int32(i%shape.perTopic), leader, 1, 1, 2, 3)
+			}
+			h.leaderAndIsr(states...)
+			handler := m.Handler()
+			req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+			var size int
+			b.ReportAllocs()
+			cpu := startCPUTimer(b)
+			for b.Loop() {
+				rec := httptest.NewRecorder()
+				handler.ServeHTTP(rec, req)
+				if rec.Code != http.StatusOK {
+					b.Fatal(rec.Code)
+				}
+				size = rec.Body.Len()
+			}
+			cpu.report()
+			b.ReportMetric(float64(size), "bytes/scrape")
+		})
+	}
+	b.Run("snapshot-only", func(b *testing.B) {
+		h := newRMHarness(b, newMetrics(b))
+		states := make([]core.PartitionState, n)
+		for i := range states {
+			states[i] = partitionState(fmt.Sprintf("t%03d", i/100), int32(i%100), 1, 1, 1, 2, 3)
+		}
+		h.leaderAndIsr(states...)
+		b.ReportAllocs()
+		cpu := startCPUTimer(b)
+		for b.Loop() {
+			_ = h.rm.MetricsSnapshot()
+		}
+		cpu.report()
+	})
+}
+
+// cpuTimer reports the process's CPU time per iteration ("cpu-ns/op")
+// besides the wall time: on a shared, loaded machine the wall time of a
+// benchmark says more about the neighbours than about the code.
+type cpuTimer struct {
+	b     *testing.B
+	start time.Duration
+}
+
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func startCPUTimer(b *testing.B) *cpuTimer { return &cpuTimer{b: b, start: processCPU(b)} }
+
+func (c *cpuTimer) report() {
+	c.b.ReportMetric(float64(processCPU(c.b)-c.start)/float64(c.b.N), "cpu-ns/op")
+}

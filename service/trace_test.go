@@ -1,0 +1,91 @@
+package service
+
+import (
+	"context"
+	"net"
+	"slices"
+	"testing"
+
+	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/test/bufconn"
+
+	"github.com/replicad/replicad/core"
+	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
+)
+
+// serverSpans serves a fake broker with traceDataPlane, makes one
+// LeaderAndIsr, Produce, Consume and Fetch call, and returns the names of
+// the server spans recorded.
+func serverSpans(t *testing.T, traceDataPlane bool) []string {
+	t.Helper()
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()), sdktrace.WithSpanProcessor(rec))
+	prev := otel.GetTracerProvider()
+	otel.SetTracerProvider(tp)
+	t.Cleanup(func() { otel.SetTracerProvider(prev) })
+
+	rm := &fakeRM{fetch: echoFetch, leaderAndIsr: core.LeaderAndIsrResponse{}}
+	lis := bufconn.Listen(1 << 20)
+	srv := NewServer(Options{ReplicaManager: rm, Logger: zerolog.Nop(), TraceDataPlane: traceDataPlane})
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(lis) }()
+	conn, err := grpc.NewClient("passthrough:///bufnet",
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
+		grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := replicadv1.NewReplicaManagerServiceClient(conn).LeaderAndIsr(ctx, validLeaderAndIsr()); err != nil {
+		t.Fatalf("LeaderAndIsr: %v", err)
+	}
+	logc := replicadv1.NewLogServiceClient(conn)
+	if _, err := logc.Produce(ctx, &replicadv1.ProduceRequest{Topic: "t", Partition: 1, Acks: 1,
+		Records: []*replicadv1.Record{{Value: []byte("v")}}}); err != nil {
+		t.Fatalf("Produce: %v", err)
+	}
+	if _, err := logc.Consume(ctx, &replicadv1.ConsumeRequest{Topic: "t", Partition: 1}); err != nil {
+		t.Fatalf("Consume: %v", err)
+	}
+	stream, err := replicadv1.NewFetchServiceClient(conn).Fetch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(fetchReq(1, 12, 5)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.Recv(); err != nil {
+		t.Fatalf("Fetch: %v", err)
+	}
+	_ = stream.CloseSend()
+	conn.Close()
+	srv.Shutdown(ctx)
+	if err := <-served; err != nil {
+		t.Errorf("serve: %v", err)
+	}
+	var names []string
+	for _, s := range rec.Ended() {
+		names = append(names, s.Name())
+	}
+	slices.Sort(names)
+	return names
+}
+
+// TestDataPlaneSpansOffByDefault checks that Produce, Consume and Fetch
+// create no server span unless TraceDataPlane is set, while the control
+// plane always does.
+func TestDataPlaneSpansOffByDefault(t *testing.T) {
+	const lai = "replicad.v1.ReplicaManagerService/LeaderAndIsr"
+	if got := serverSpans(t, false); !slices.Equal(got, []string{lai}) {
+		t.Errorf("server spans without TraceDataPlane: %v, want only %s", got, lai)
+	}
+	want := []string{"replicad.v1.FetchService/Fetch", "replicad.v1.LogService/Consume", "replicad.v1.LogService/Produce", lai}
+	if got := serverSpans(t, true); !slices.Equal(got, want) {
+		t.Errorf("server spans with TraceDataPlane: %v, want %v", got, want)
+	}
+}
