@@ -186,6 +186,10 @@ func (c *Controller) logEndOffsetsLocked(ctx context.Context, candidates []int32
 // A heartbeat with wantShutdown marks the broker as stopping (as a
 // ControlledShutdown does), so it is not elected while it goes.
 func (c *Controller) heartbeat(id int32, epoch int64, wantShutdown bool) (replicadv1.ErrorCode, bool, error) {
+	// The arrival time, read before the lock: a heartbeat that waited behind
+	// a long decision (a 10,000-partition failover) still proves the broker
+	// alive when it arrived.
+	arrived := c.cfg.Clock.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.active {
@@ -198,7 +202,9 @@ func (c *Controller) heartbeat(id int32, epoch int64, wantShutdown bool) (replic
 	if bs.info.Fenced {
 		return replicadv1.ErrorCode_ERROR_CODE_NONE, true, nil
 	}
-	bs.lastSeen = c.cfg.Clock.Now()
+	if arrived.After(bs.lastSeen) {
+		bs.lastSeen = arrived
+	}
 	bs.shuttingDown = bs.shuttingDown || wantShutdown
 	return replicadv1.ErrorCode_ERROR_CODE_NONE, false, nil
 }
@@ -208,9 +214,17 @@ func (c *Controller) heartbeat(id int32, epoch int64, wantShutdown bool) (replic
 // of them is elected only to be fenced a moment later. It also retries the
 // partition moves of brokers fenced earlier whose move failed.
 func (c *Controller) expireSessions(ctx context.Context) {
+	waitStart := time.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.active {
+		return
+	}
+	if waited := time.Since(waitStart); waited > c.sessionCheckInterval() {
+		// A long decision held the lock: heartbeats are queued behind it
+		// too, and judging sessions before they land would fence live
+		// brokers. The next check sees them.
+		c.log.Debug().Dur("waited", waited).Msg("session check deferred: the controller was busy")
 		return
 	}
 	now := c.cfg.Clock.Now()

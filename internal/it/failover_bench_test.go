@@ -30,10 +30,11 @@ import (
 // within 1 s of the fencing. Kafka 1.1's anchor: 3 s for a controlled
 // shutdown of 10,000 partitions.
 //
-// Each iteration starts a controller and brokers 1..3
-// (--log-flush os, so no fsync per produce), creates 3×N partitions RF 3,
-// which round-robin spreads so that broker 1 leads N of them, waits until
-// every broker hosts every partition in its role, and then, timed:
+// Each iteration starts a controller and brokers 1..3 (--log-flush os, so
+// no fsync per produce), creates 3×N partitions RF 3, which round-robin
+// spreads so that broker 1 leads N of them, waits until every broker hosts
+// every partition in its role, and then, timed (ns/op is this span, from
+// the kill or the signal to the last partition accepted):
 //
 //   - BenchmarkFailoverFenced: kill -9 broker 1. The fencing moment is when
 //     the controller's "broker fenced" line for broker 1 arrives (read from
@@ -55,7 +56,9 @@ import (
 // debug log, timestamped on arrival: "moved leadership" (the partition
 // moves committed to the store and queued), and each "request sent"
 // (LeaderAndIsr, UpdateMetadata; arrival minus its duration is when it
-// left, arrival when the broker answered).
+// left, arrival when the broker answered). loadavg-1m is the machine's
+// load when the iteration ended: on a shared machine, how much of the
+// figures other work may account for.
 //
 // Run them alone, without -race and not with -v (the harness then prints
 // every process's stderr at cleanup), with the temp dirs on the project's
@@ -207,11 +210,12 @@ func fbFencedOnce(b *testing.B, led int) map[string]float64 {
 		"fence-to-described-ms":        fbMs(described.Sub(fenced.at)),
 		"resweep-ms":                   fbMs(re.last.Sub(re.start)),
 		"produce-attempts":             float64(sw.attempts),
+		"loadavg-1m":                   fbLoad(),
 	}
 	maps.Copy(m, bd.metrics)
-	b.Logf("fenced, %d leaderships: kill -9 -> fenced %v (%s); from the fence: leaders described %v, first produce accepted %v, "+
+	b.Logf("load average %.1f; fenced, %d leaderships: kill -9 -> fenced %v (%s); from the fence: leaders described %v, first produce accepted %v, "+
 		"all %v (%s; %d attempts %s); second sweep %v; controller: %s",
-		len(mine), fenced.at.Sub(killed).Round(time.Millisecond), fbField(fenced.text, "reason"),
+		m["loadavg-1m"], len(mine), fenced.at.Sub(killed).Round(time.Millisecond), fbField(fenced.text, "reason"),
 		described.Sub(fenced.at).Round(time.Millisecond), sw.first.Sub(fenced.at).Round(time.Millisecond),
 		sw.last.Sub(fenced.at).Round(time.Millisecond), sw.lastByLeader(fenced.at), sw.attempts, sw.codes(),
 		re.last.Sub(re.start).Round(time.Millisecond), bd.text)
@@ -276,11 +280,12 @@ func fbControlledShutdownOnce(b *testing.B, led int) map[string]float64 {
 		"sigterm-to-exit-ms":             fbMs(exitAt.Sub(signalled)),
 		"resweep-ms":                     fbMs(re.last.Sub(re.start)),
 		"produce-attempts":               float64(sw.attempts),
+		"loadavg-1m":                     fbLoad(),
 	}
 	maps.Copy(m, bd.metrics)
-	b.Logf("controlled shutdown, %d leaderships: from SIGTERM: controller asked %v, leaders described %v, first produce accepted %v, "+
+	b.Logf("load average %.1f; controlled shutdown, %d leaderships: from SIGTERM: controller asked %v, leaders described %v, first produce accepted %v, "+
 		"all %v (%s; %d attempts %s), broker 1 exited by %v (its controlled shutdown took %s); second sweep %v; controller: %s",
-		len(mine), req.at.Sub(signalled).Round(time.Millisecond), described.Sub(signalled).Round(time.Millisecond),
+		m["loadavg-1m"], len(mine), req.at.Sub(signalled).Round(time.Millisecond), described.Sub(signalled).Round(time.Millisecond),
 		sw.first.Sub(signalled).Round(time.Millisecond), sw.last.Sub(signalled).Round(time.Millisecond),
 		sw.lastByLeader(signalled), sw.attempts, sw.codes(), exitAt.Sub(signalled).Round(time.Millisecond), took,
 		re.last.Sub(re.start).Round(time.Millisecond), bd.text)
@@ -867,3 +872,21 @@ func fbTail(s string, n int) string {
 }
 
 func fbMs(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// fbLoad is the 1-minute load average (-1 if unknown): on a shared machine
+// it says how much the figures of a run owe to other work.
+func fbLoad() float64 {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return -1
+	}
+	f := strings.Fields(string(data))
+	if len(f) == 0 {
+		return -1
+	}
+	v, err := strconv.ParseFloat(f[0], 64)
+	if err != nil {
+		return -1
+	}
+	return v
+}
