@@ -126,14 +126,10 @@ func (c *Controller) electLeader(ctx context.Context, topic string, partition in
 		attribute.String("replicad.topic", topic), attribute.Int("replicad.partition", int(partition))))
 	defer span.End()
 	c.mu.Lock()
-	if !c.active {
+	p, err := c.partitionLocked(topic, partition)
+	if err != nil {
 		c.mu.Unlock()
-		return store.Partition{}, errNotController
-	}
-	p, ok := c.parts[partitionKey{topic, partition}]
-	if !ok {
-		c.mu.Unlock()
-		return store.Partition{}, refuse(replicadv1.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_OR_PARTITION, "partition %s-%d does not exist", topic, partition)
+		return p, err
 	}
 	target := cleanLeader(p, c.eligibleLocked)
 	if leader != nil {
@@ -180,14 +176,10 @@ func (c *Controller) reassignPartition(ctx context.Context, topic string, partit
 		attribute.String("replicad.topic", topic), attribute.Int("replicad.partition", int(partition))))
 	defer span.End()
 	c.mu.Lock()
-	if !c.active {
+	p, err := c.partitionLocked(topic, partition)
+	if err != nil {
 		c.mu.Unlock()
-		return store.Partition{}, errNotController
-	}
-	p, ok := c.parts[partitionKey{topic, partition}]
-	if !ok {
-		c.mu.Unlock()
-		return store.Partition{}, refuse(replicadv1.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_OR_PARTITION, "partition %s-%d does not exist", topic, partition)
+		return p, err
 	}
 	if len(p.AddingReplicas) > 0 || len(p.RemovingReplicas) > 0 {
 		c.mu.Unlock()
@@ -236,6 +228,19 @@ func (c *Controller) reassignPartition(ctx context.Context, topic string, partit
 	}
 	c.waitDelivered(ctx, touched)
 	return current, nil
+}
+
+// partitionLocked is the partition an admin call names, or why it cannot
+// be acted on: this controller is not active, or the partition is unknown.
+func (c *Controller) partitionLocked(topic string, partition int32) (store.Partition, error) {
+	if !c.active {
+		return store.Partition{}, errNotController
+	}
+	p, ok := c.parts[partitionKey{topic, partition}]
+	if !ok {
+		return store.Partition{}, refuse(replicadv1.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_OR_PARTITION, "partition %s-%d does not exist", topic, partition)
+	}
+	return p, nil
 }
 
 // targetOf is the target assignment of a partition being reassigned.
