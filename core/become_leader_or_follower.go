@@ -62,6 +62,9 @@ func (rm *ReplicaManager) BecomeLeaderOrFollower(ctx context.Context, req Leader
 	var toLeader, toFollower []partitionTransition
 	// The partitions ignored are events of this span (within the budget).
 	ignored := newPartitionEvents(span)
+	if len(req.PartitionStates) > MaxPartitionSpans {
+		ignored = newPartitionEventsUpTo(span, MaxIgnoredEvents)
+	}
 	ignore := func(st PartitionState, code ErrorCode, reason string, current int32) {
 		responses[st.TopicPartition] = code
 		if ignored.want() {

@@ -17,7 +17,8 @@ import (
 //     broker_epoch, partitions, became_leader, became_follower,
 //     partition_errors, error_code; an event "LeaderAndIsr partition ignored"
 //     per partition not applied (reason, leader_epoch, current_leader_epoch,
-//     error_code).
+//     error_code), at most MaxIgnoredEvents in a request above
+//     MaxPartitionSpans partitions.
 //   - ReplicaManager.makeLeaders / makeFollowers (partitions,
 //     controller_epoch, became_*), with a child Partition.makeLeader /
 //     Partition.makeFollower per partition: topic, partition, leader,
@@ -59,6 +60,10 @@ const (
 	// OpenTelemetry SDK keeps 128 events per span by default: this leaves
 	// room for the summary and the span's other events.
 	MaxPartitionEvents = 100
+	// MaxIgnoredEvents caps the "LeaderAndIsr partition ignored" events of a
+	// request above MaxPartitionSpans partitions: a large request the broker
+	// mostly ignores (a repeated one) is itself cheap, and must stay so.
+	MaxIgnoredEvents = 10
 )
 
 // partitionEvents adds per-partition events to a span within the budget of
@@ -66,16 +71,22 @@ const (
 // takes nothing.
 type partitionEvents struct {
 	span    trace.Span
+	limit   int
 	added   int
 	omitted int
 }
 
 // newPartitionEvents returns nil when span is not recording.
 func newPartitionEvents(span trace.Span) *partitionEvents {
+	return newPartitionEventsUpTo(span, MaxPartitionEvents)
+}
+
+// newPartitionEventsUpTo is newPartitionEvents with a smaller budget.
+func newPartitionEventsUpTo(span trace.Span, limit int) *partitionEvents {
 	if !span.IsRecording() {
 		return nil
 	}
-	return &partitionEvents{span: span}
+	return &partitionEvents{span: span, limit: min(limit, MaxPartitionEvents)}
 }
 
 // want reports whether one more event fits; a partition that does not is
@@ -84,7 +95,7 @@ func (e *partitionEvents) want() bool {
 	if e == nil {
 		return false
 	}
-	if e.added >= MaxPartitionEvents {
+	if e.added >= e.limit {
 		e.omitted++
 		return false
 	}

@@ -226,6 +226,16 @@ func TestLeaderAndIsrSpanCap(t *testing.T) {
 	if summary.Name != "partitions not itemised" || attrsOf(summary.Attributes)["replicad.partitions"].AsInt64() != big-MaxPartitionEvents {
 		t.Errorf("last event %q %v, want the summary of %d partitions", summary.Name, summary.Attributes, big-MaxPartitionEvents)
 	}
+
+	// The same large request again: every partition is ignored, and only
+	// MaxIgnoredEvents of them are itemised.
+	h.leaderAndIsr(1, states("big", big)...)
+	bls := spansNamed(rec, "ReplicaManager.becomeLeaderOrFollower")
+	evs = bls[len(bls)-1].Events()
+	if len(evs) != MaxIgnoredEvents+1 || evs[0].Name != "LeaderAndIsr partition ignored" ||
+		attrsOf(evs[MaxIgnoredEvents].Attributes)["replicad.partitions"].AsInt64() != big-MaxIgnoredEvents {
+		t.Errorf("repeated large request: %d events (first %q), want %d ignored + a summary of %d", len(evs), evs[0].Name, MaxIgnoredEvents, big-MaxIgnoredEvents)
+	}
 }
 
 // TestIsrChangeSpans checks Partition.expandIsr and Partition.shrinkIsr on
