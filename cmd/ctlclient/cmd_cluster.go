@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
 )
 
@@ -40,6 +42,28 @@ func controllerAnswerError(what string, code replicadv1.ErrorCode, msg string) e
 		s += ": " + msg
 	}
 	return answerError{s}
+}
+
+// adminAnswer is the answer of a controller admin call.
+type adminAnswer interface {
+	proto.Message
+	GetErrorCode() replicadv1.ErrorCode
+	GetErrorMessage() string
+}
+
+// printAdminAnswer prints resp as protojson (-o json) or with table, then
+// turns a non-NONE error code into the command's failure, named by what.
+func (e *env) printAdminAnswer(resp adminAnswer, table func() error, what string) error {
+	var err error
+	if e.jsonOutput() {
+		err = e.printJSON(resp)
+	} else {
+		err = table()
+	}
+	if err != nil {
+		return err
+	}
+	return controllerAnswerError(what, resp.GetErrorCode(), resp.GetErrorMessage())
 }
 
 const controllerExitDetails = `--controller may list several controllers (ADDR,ADDR,...): the call goes to
@@ -84,15 +108,9 @@ brokers, ...).
 				if err != nil {
 					return err
 				}
-				if e.jsonOutput() {
-					err = e.printJSON(resp)
-				} else {
-					err = printTopicResult(e.stdout, *topic, resp.GetErrorCode(), resp.GetPartitions())
-				}
-				if err != nil {
-					return err
-				}
-				return controllerAnswerError("create-topic "+*topic, resp.GetErrorCode(), resp.GetErrorMessage())
+				return e.printAdminAnswer(resp, func() error {
+					return printTopicResult(e.stdout, *topic, resp.GetErrorCode(), resp.GetPartitions())
+				}, "create-topic "+*topic)
 			}
 		},
 	}
@@ -128,15 +146,9 @@ no such topic).
 				if err != nil {
 					return err
 				}
-				if e.jsonOutput() {
-					err = e.printJSON(resp)
-				} else {
-					err = printTopicResult(e.stdout, *topic, resp.GetErrorCode(), nil)
-				}
-				if err != nil {
-					return err
-				}
-				return controllerAnswerError("delete-topic "+*topic, resp.GetErrorCode(), resp.GetErrorMessage())
+				return e.printAdminAnswer(resp, func() error {
+					return printTopicResult(e.stdout, *topic, resp.GetErrorCode(), nil)
+				}, "delete-topic "+*topic)
 			}
 		},
 	}
@@ -186,15 +198,9 @@ ELIGIBLE_LEADERS_NOT_AVAILABLE, PREFERRED_LEADER_NOT_AVAILABLE, ...).
 				if err != nil {
 					return err
 				}
-				if e.jsonOutput() {
-					err = e.printJSON(resp)
-				} else {
-					err = printPartitionResult(e.stdout, *topic, *partition, resp.GetErrorCode(), resp.GetPartition())
-				}
-				if err != nil {
-					return err
-				}
-				return controllerAnswerError(fmt.Sprintf("elect %s-%d", *topic, *partition), resp.GetErrorCode(), resp.GetErrorMessage())
+				return e.printAdminAnswer(resp, func() error {
+					return printPartitionResult(e.stdout, *topic, *partition, resp.GetErrorCode(), resp.GetPartition())
+				}, fmt.Sprintf("elect %s-%d", *topic, *partition))
 			}
 		},
 	}
