@@ -5,7 +5,6 @@ import (
 	"slices"
 	"testing"
 
-	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
@@ -13,6 +12,7 @@ import (
 	"github.com/replicad/replicad/controller/brokerqueue"
 	"github.com/replicad/replicad/controller/store"
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
+	"github.com/replicad/replicad/internal/spantest"
 )
 
 // tracedCluster is startCluster with every span recorded.
@@ -31,24 +31,6 @@ func spanByID(rec *tracetest.SpanRecorder, id trace.SpanID) sdktrace.ReadOnlySpa
 		}
 	}
 	return nil
-}
-
-func spansNamed(rec *tracetest.SpanRecorder, name string) []sdktrace.ReadOnlySpan {
-	var out []sdktrace.ReadOnlySpan
-	for _, s := range rec.Ended() {
-		if s.Name() == name {
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
-func attrs(kvs []attribute.KeyValue) map[string]attribute.Value {
-	m := make(map[string]attribute.Value, len(kvs))
-	for _, kv := range kvs {
-		m[string(kv.Key)] = kv.Value
-	}
-	return m
 }
 
 // laiSpanFor is the span context of the LeaderAndIsr broker id received with
@@ -83,7 +65,7 @@ func wantSentUnder(t *testing.T, h *harness, rec *tracetest.SpanRecorder, id int
 		t.Errorf("broker %d got the LeaderAndIsr in span %q with parent %s, want %q under %s %s",
 			id, send.Name(), send.Parent().SpanID(), brokerqueue.SendSpanName, decision.Name(), decision.SpanContext().SpanID())
 	}
-	if got := attrs(send.Attributes())["replicad.broker_id"]; got.AsInt64() != int64(id) {
+	if got := spantest.Attrs(send.Attributes())["replicad.broker_id"]; got.AsInt64() != int64(id) {
 		t.Errorf("send span to broker %d has replicad.broker_id %d", id, got.AsInt64())
 	}
 }
@@ -103,7 +85,7 @@ func TestElectionIsOneTrace(t *testing.T) {
 		t.Fatalf("ElectLeader: %v %v", resp, err)
 	}
 	p := wantPartition(t, h, "t", 0, 2, 1, 1, 1, 2, 3)
-	elects := spansNamed(rec, "Controller.electLeader")
+	elects := spantest.Named(rec, "Controller.electLeader")
 	if len(elects) != 1 {
 		t.Fatalf("%d Controller.electLeader spans, want 1", len(elects))
 	}
@@ -114,7 +96,7 @@ func TestElectionIsOneTrace(t *testing.T) {
 	for _, id := range p.Replicas {
 		wantSentUnder(t, h, rec, id, p, elect)
 	}
-	a := attrs(elect.Attributes())
+	a := spantest.Attrs(elect.Attributes())
 	for key, want := range map[string]int64{"replicad.leader": 2, "replicad.old_leader": 1, "replicad.leader_epoch": 1, "replicad.old_leader_epoch": 0} {
 		if got, ok := a[key]; !ok || got.AsInt64() != want {
 			t.Errorf("Controller.electLeader %s = %v (present %v), want %d", key, got.Emit(), ok, want)
@@ -136,7 +118,7 @@ func TestFailoverIsOneTrace(t *testing.T) {
 	h.createTopic("t", 1, 3) // [1 2 3], leader 1
 	h.expire(2, 3)
 	p := wantPartition(t, h, "t", 0, 2, 1, 1, 2, 3)
-	fences := spansNamed(rec, "Controller.fenceBrokers")
+	fences := spantest.Named(rec, "Controller.fenceBrokers")
 	if len(fences) != 1 {
 		t.Fatalf("%d Controller.fenceBrokers spans, want 1", len(fences))
 	}
@@ -157,7 +139,7 @@ func TestAlterPartitionTraced(t *testing.T) {
 	p := h.part("t", 0)
 	h.mustAlter(1, p, 1, 2)
 	h.alter(1, p, 1, 3) // stale partition epoch
-	spans := spansNamed(rec, "Controller.alterPartition")
+	spans := spantest.Named(rec, "Controller.alterPartition")
 	if len(spans) != 2 {
 		t.Fatalf("%d Controller.alterPartition spans, want 2", len(spans))
 	}
@@ -165,13 +147,13 @@ func TestAlterPartitionTraced(t *testing.T) {
 	if evs := ok.Events(); len(evs) != 1 || evs[0].Name != "isr change" {
 		t.Fatalf("accepted AlterPartition events %v, want one isr change", evs)
 	}
-	ev := attrs(ok.Events()[0].Attributes)
+	ev := spantest.Attrs(ok.Events()[0].Attributes)
 	if !slices.Equal(ev["replicad.old_isr"].AsInt64Slice(), []int64{1, 2, 3}) || !slices.Equal(ev["replicad.isr"].AsInt64Slice(), []int64{1, 2}) ||
 		ev["replicad.topic"].AsString() != "t" || ev["replicad.partition_epoch"].AsInt64() != 1 {
 		t.Errorf("isr change event attributes %v", ok.Events()[0].Attributes)
 	}
 	if evs := rejected.Events(); len(evs) != 1 || evs[0].Name != "isr change rejected" ||
-		attrs(evs[0].Attributes)["replicad.error_code"].AsString() != replicadv1.ErrorCode_ERROR_CODE_INVALID_UPDATE_VERSION.String() {
+		spantest.Attrs(evs[0].Attributes)["replicad.error_code"].AsString() != replicadv1.ErrorCode_ERROR_CODE_INVALID_UPDATE_VERSION.String() {
 		t.Errorf("rejected AlterPartition events %v, want one isr change rejected with INVALID_UPDATE_VERSION", evs)
 	}
 }
@@ -183,7 +165,7 @@ func TestPartitionEventsCapped(t *testing.T) {
 	h, rec, _ := tracedCluster(t, 1)
 	const n = MaxPartitionEvents + 50
 	h.createTopic("big", n, 1)
-	spans := spansNamed(rec, "Controller.createTopic")
+	spans := spantest.Named(rec, "Controller.createTopic")
 	if len(spans) != 1 {
 		t.Fatalf("%d Controller.createTopic spans, want 1", len(spans))
 	}
@@ -192,7 +174,7 @@ func TestPartitionEventsCapped(t *testing.T) {
 		t.Fatalf("%d events, want %d itemised + 1 summary", len(evs), MaxPartitionEvents)
 	}
 	last := evs[len(evs)-1]
-	if last.Name != "partitions not itemised" || attrs(last.Attributes)["replicad.partitions"].AsInt64() != n-MaxPartitionEvents {
+	if last.Name != "partitions not itemised" || spantest.Attrs(last.Attributes)["replicad.partitions"].AsInt64() != n-MaxPartitionEvents {
 		t.Errorf("last event %q %v, want the summary of %d partitions", last.Name, last.Attributes, n-MaxPartitionEvents)
 	}
 }

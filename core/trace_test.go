@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/replicad/replicad/core/tp"
+	"github.com/replicad/replicad/internal/spantest"
 )
 
 // tracedHarness is newHarness with every span recorded in memory.
@@ -27,20 +28,10 @@ func tracedHarness(t *testing.T, mutate ...func(*Config)) (*harness, *tracetest.
 	return newHarness(t, 1, mutate...), rec, provider.Tracer("caller")
 }
 
-func spansNamed(rec *tracetest.SpanRecorder, name string) []sdktrace.ReadOnlySpan {
-	var out []sdktrace.ReadOnlySpan
-	for _, s := range rec.Ended() {
-		if s.Name() == name {
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
 // oneSpan is the only ended span called name.
 func oneSpan(t *testing.T, rec *tracetest.SpanRecorder, name string) sdktrace.ReadOnlySpan {
 	t.Helper()
-	spans := spansNamed(rec, name)
+	spans := spantest.Named(rec, name)
 	if len(spans) != 1 {
 		t.Fatalf("%d %s spans, want 1", len(spans), name)
 	}
@@ -49,7 +40,7 @@ func oneSpan(t *testing.T, rec *tracetest.SpanRecorder, name string) sdktrace.Re
 
 func childrenOf(rec *tracetest.SpanRecorder, parent sdktrace.ReadOnlySpan, name string) []sdktrace.ReadOnlySpan {
 	var out []sdktrace.ReadOnlySpan
-	for _, s := range spansNamed(rec, name) {
+	for _, s := range spantest.Named(rec, name) {
 		if s.Parent().SpanID() == parent.SpanContext().SpanID() {
 			out = append(out, s)
 		}
@@ -169,7 +160,7 @@ func TestLeaderAndIsrSpans(t *testing.T) {
 	// An older leader epoch is ignored: an event of the request's span.
 	h.rm.BecomeLeaderOrFollower(context.Background(), LeaderAndIsrRequest{ControllerID: 100, ControllerEpoch: 3,
 		PartitionStates: []PartitionState{state("orders", 0, 1, 0, []int32{1, 2}, []int32{1, 2})}})
-	bls := spansNamed(rec, "ReplicaManager.becomeLeaderOrFollower")
+	bls := spantest.Named(rec, "ReplicaManager.becomeLeaderOrFollower")
 	evs := bls[len(bls)-1].Events()
 	if len(evs) != 1 || evs[0].Name != "LeaderAndIsr partition ignored" {
 		t.Fatalf("stale request's events %v, want one LeaderAndIsr partition ignored", evs)
@@ -203,7 +194,7 @@ func TestLeaderAndIsrSpanCap(t *testing.T) {
 
 	const big = MaxPartitionEvents + 10
 	h.leaderAndIsr(1, states("big", big)...)
-	mls := spansNamed(rec, "ReplicaManager.makeLeaders")
+	mls := spantest.Named(rec, "ReplicaManager.makeLeaders")
 	if len(mls) != 2 {
 		t.Fatalf("%d makeLeaders spans, want 2", len(mls))
 	}
@@ -230,7 +221,7 @@ func TestLeaderAndIsrSpanCap(t *testing.T) {
 	// The same large request again: every partition is ignored, and only
 	// MaxIgnoredEvents of them are itemised.
 	h.leaderAndIsr(1, states("big", big)...)
-	bls := spansNamed(rec, "ReplicaManager.becomeLeaderOrFollower")
+	bls := spantest.Named(rec, "ReplicaManager.becomeLeaderOrFollower")
 	evs = bls[len(bls)-1].Events()
 	if len(evs) != MaxIgnoredEvents+1 || evs[0].Name != "LeaderAndIsr partition ignored" ||
 		attrsOf(evs[MaxIgnoredEvents].Attributes)["replicad.partitions"].AsInt64() != big-MaxIgnoredEvents {
@@ -252,7 +243,7 @@ func TestIsrChangeSpans(t *testing.T) {
 		if len(got) != 1 || !got[0].SpanContext.IsValid() {
 			t.Fatalf("submitted %+v, want one change carrying its span context", got)
 		}
-		if n := len(spansNamed(rec, "Partition.expandIsr")); n != 0 {
+		if n := len(spantest.Named(rec, "Partition.expandIsr")); n != 0 {
 			t.Fatalf("expandIsr span ended before the change completed")
 		}
 		changer.answer(0, IsrChangeResult{Error: ErrInvalidUpdateVersion})

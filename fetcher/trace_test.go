@@ -4,7 +4,6 @@ import (
 	"context"
 	"testing"
 
-	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
@@ -12,6 +11,7 @@ import (
 	"github.com/replicad/replicad/core"
 	"github.com/replicad/replicad/core/tp"
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
+	"github.com/replicad/replicad/internal/spantest"
 )
 
 func recordingTracer(t *testing.T) (trace.Tracer, *tracetest.SpanRecorder) {
@@ -20,24 +20,6 @@ func recordingTracer(t *testing.T) (trace.Tracer, *tracetest.SpanRecorder) {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()), sdktrace.WithSpanProcessor(rec))
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
 	return tp.Tracer("fetcher-test"), rec
-}
-
-func ended(rec *tracetest.SpanRecorder, name string) []sdktrace.ReadOnlySpan {
-	var out []sdktrace.ReadOnlySpan
-	for _, s := range rec.Ended() {
-		if s.Name() == name {
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
-func attrMap(kvs []attribute.KeyValue) map[string]attribute.Value {
-	m := make(map[string]attribute.Value, len(kvs))
-	for _, kv := range kvs {
-		m[string(kv.Key)] = kv.Value
-	}
-	return m
 }
 
 // addUnder is AddFetcherForPartitions for p, called in a span standing for
@@ -51,7 +33,7 @@ func addUnder(t *testing.T, e *env, tracer trace.Tracer, rec *tracetest.SpanReco
 	e.mu.Unlock()
 	m.AddFetcherForPartitions(ctx, map[tp.TopicPartition]core.InitialFetchState{p: {Leader: leader, LeaderEpoch: ep, InitOffset: r.LogEndOffset()}})
 	span.End()
-	adds := ended(rec, "FetcherManager.addFetcherForPartitions")
+	adds := spantest.Named(rec, "FetcherManager.addFetcherForPartitions")
 	return adds[len(adds)-1]
 }
 
@@ -94,21 +76,21 @@ func TestTruncationAndStreamSpansLinkToLeaderAndIsr(t *testing.T) {
 		add := addUnder(t, e, tracer, rec, p0, leader, 5)
 		waitCaughtUp(t, r, ll)
 
-		a := attrMap(add.Attributes())
+		a := spantest.Attrs(add.Attributes())
 		if got, ok := a["replicad.fetcher_id"]; !ok || got.AsInt64() != int64(FetcherID(p0, 1)) {
 			t.Errorf("addFetcherForPartitions replicad.fetcher_id = %v (present %v)", got.Emit(), ok)
 		}
 		if evs := add.Events(); len(evs) != 1 || evs[0].Name != "fetcher added partition" ||
-			attrMap(evs[0].Attributes)["replicad.leader"].AsInt64() != 1 {
+			spantest.Attrs(evs[0].Attributes)["replicad.leader"].AsInt64() != 1 {
 			t.Errorf("addFetcherForPartitions events %v, want one naming the partition's fetcher and leader", evs)
 		}
 
-		truncs := ended(rec, TruncateSpanName)
+		truncs := spantest.Named(rec, TruncateSpanName)
 		if len(truncs) != 1 {
 			t.Fatalf("%d %s spans, want 1", len(truncs), TruncateSpanName)
 		}
 		wantLinkedRoot(t, truncs[0], add)
-		ta := attrMap(truncs[0].Attributes())
+		ta := spantest.Attrs(truncs[0].Attributes())
 		for key, want := range map[string]int64{
 			"replicad.truncation_offset": 3, "replicad.log_end_offset": 6, "replicad.new_log_end_offset": 3,
 			"replicad.diverging_epoch": 1, "replicad.diverging_end_offset": 3, "replicad.leader_epoch": 5,
@@ -122,12 +104,12 @@ func TestTruncationAndStreamSpansLinkToLeaderAndIsr(t *testing.T) {
 			t.Errorf("%s topic %q reason %q", TruncateSpanName, ta["replicad.topic"].AsString(), ta["replicad.truncation_reason"].AsString())
 		}
 
-		opens := ended(rec, OpenStreamSpanName)
+		opens := spantest.Named(rec, OpenStreamSpanName)
 		if len(opens) != 1 {
 			t.Fatalf("%d %s spans, want 1", len(opens), OpenStreamSpanName)
 		}
 		wantLinkedRoot(t, opens[0], add)
-		if oa := attrMap(opens[0].Attributes()); oa["replicad.leader"].AsInt64() != 1 || oa["replicad.reconnect"].AsBool() {
+		if oa := spantest.Attrs(opens[0].Attributes()); oa["replicad.leader"].AsInt64() != 1 || oa["replicad.reconnect"].AsBool() {
 			t.Errorf("%s attributes %v", OpenStreamSpanName, opens[0].Attributes())
 		}
 	})
@@ -145,10 +127,10 @@ func TestTruncationAndStreamSpansLinkToLeaderAndIsr(t *testing.T) {
 		appendBatches(t, r.log, 1, 8)
 		e.manager()
 		add := addUnder(t, e, tracer, rec, p0, leader, 1)
-		waitFor(t, "truncation to the leader's end", func() bool { return len(ended(rec, TruncateSpanName)) == 1 }, nil)
-		s := ended(rec, TruncateSpanName)[0]
+		waitFor(t, "truncation to the leader's end", func() bool { return len(spantest.Named(rec, TruncateSpanName)) == 1 }, nil)
+		s := spantest.Named(rec, TruncateSpanName)[0]
 		wantLinkedRoot(t, s, add)
-		a := attrMap(s.Attributes())
+		a := spantest.Attrs(s.Attributes())
 		if a["replicad.truncation_offset"].AsInt64() != 5 || a["replicad.log_end_offset"].AsInt64() != 8 ||
 			a["replicad.new_log_end_offset"].AsInt64() != 5 || a["replicad.leader_log_end_offset"].AsInt64() != 5 ||
 			a["replicad.truncation_reason"].AsString() != "fetch offset beyond the leader's log end" {
