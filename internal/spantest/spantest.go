@@ -1,4 +1,3 @@
-// Package spantest helps tests read the spans an in-memory recorder kept.
 package spantest
 
 import (
