@@ -9,7 +9,7 @@ BIN   := $(CURDIR)/bin
 GEN_TOOLS := $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc
 GO_TEST_FLAGS ?=
 
-.PHONY: all build tools gen check-gen lint test fuzz bench demo jaeger jaeger-build clean
+.PHONY: all build tools gen check-gen lint test fuzz bench perf-tracing demo jaeger jaeger-build clean
 
 all: build
 
@@ -73,6 +73,11 @@ fuzz:
 
 bench:
 	go test -run '^$$' -bench . -benchmem ./core/...
+
+# What tracing costs an acks=all producer: 3 brokers, with no exporter, exporting to a real
+# Jaeger, and with --trace-data-plane, alternating (scripts/perf-tracing.sh; ROUNDS=5 etc.).
+perf-tracing: build $(BIN)/jaeger
+	./scripts/perf-tracing.sh
 
 # The controller and brokers 1-3 on 127.0.0.1:9090-9093 (data and logs in .demo/), a kill -9
 # of the leader under an acks=all producer, the check that every acknowledged record is still

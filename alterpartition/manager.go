@@ -11,6 +11,9 @@ import (
 
 	"github.com/rs/zerolog"
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	otelcodes "go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -22,6 +25,7 @@ import (
 	"github.com/replicad/replicad/core/tp"
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
 	"github.com/replicad/replicad/internal/grpcx"
+	"github.com/replicad/replicad/internal/telemetry"
 )
 
 // Defaults of Config.
@@ -60,6 +64,8 @@ type Config struct {
 	// sending goroutine uses it.
 	Rand   *rand.Rand
 	Logger zerolog.Logger
+	// TracerProvider makes the request spans; nil means the global one.
+	TracerProvider trace.TracerProvider
 }
 
 func (c *Config) setDefaults() {
@@ -93,6 +99,7 @@ type item struct {
 // controller's AlterPartition. Its methods are safe for concurrent use.
 type Manager struct {
 	cfg     Config
+	tracer  trace.Tracer
 	conns   []*grpc.ClientConn
 	clients []replicadv1.ControllerServiceClient
 	addrs   []string
@@ -127,11 +134,12 @@ func New(cfg Config) (*Manager, error) {
 	cfg.setDefaults()
 	opts := append(grpcx.DialOptions(),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithStatsHandler(otelgrpc.NewClientHandler()),
+		grpc.WithStatsHandler(otelgrpc.NewClientHandler(grpcx.OtelOptions(false)...)),
 	)
 	m := &Manager{
 		cfg:    cfg,
 		logger: cfg.Logger.With().Str("component", "alter_partition").Str("controller", cfg.Controller).Logger(),
+		tracer: tracerProvider(cfg.TracerProvider).Tracer("github.com/replicad/replicad/alterpartition"),
 		wake:   make(chan struct{}, 1),
 	}
 	for _, addr := range strings.Split(cfg.Controller, ",") {
@@ -297,20 +305,76 @@ func (m *Manager) send(batch []item) (*replicadv1.AlterPartitionResponse, error)
 	for _, it := range batch {
 		req.Partitions = append(req.Partitions, alterPartitionItem(it.change, m.cfg.BrokerID, brokerEpoch))
 	}
-	// The request goes in the trace of its first traced change (a
-	// Partition.shrinkIsr or expandIsr span), so the controller's
-	// Controller.alterPartition joins it.
-	ctx := m.ctx
-	for _, it := range batch {
-		if sc := it.change.SpanContext; sc.IsValid() {
-			ctx = trace.ContextWithSpanContext(ctx, sc)
-			break
-		}
-	}
+	ctx, spans := m.startSpans(batch, brokerEpoch)
 	ctx, cancel := context.WithTimeout(ctx, m.cfg.RequestTimeout)
 	defer cancel()
 	m.logger.Debug().Int("partitions", len(batch)).Int64("broker_epoch", brokerEpoch).Msg("sending AlterPartition")
-	return m.clients[m.cur].AlterPartition(ctx, req)
+	resp, err := m.clients[m.cur].AlterPartition(ctx, req)
+	for _, s := range spans {
+		if err != nil {
+			s.RecordError(err)
+			s.SetStatus(otelcodes.Error, "AlterPartition failed")
+		} else {
+			s.SetAttributes(telemetry.ErrorCode(resp.GetErrorCode()))
+		}
+		s.End()
+	}
+	return resp, err
+}
+
+func tracerProvider(tp trace.TracerProvider) trace.TracerProvider {
+	if tp == nil {
+		return otel.GetTracerProvider()
+	}
+	return tp
+}
+
+// Span names of an AlterPartition request (see startSpans).
+const (
+	SendSpanName    = "AlterPartitionManager.send"
+	BatchedSpanName = "AlterPartitionManager.batched"
+	// maxBatchedSpans caps the per-change spans of one request (and its
+	// links): a request carrying a mass ISR shrink stays cheap to trace.
+	maxBatchedSpans = 64
+)
+
+// startSpans starts the request's SendSpanName client span in the trace of
+// its first traced change (a Partition.shrinkIsr or expandIsr span), so the
+// controller's Controller.alterPartition joins it, and links the other
+// traced changes. Each of those gets a BatchedSpanName span in its own
+// trace, linking the send, so every ISR change's trace leads to the
+// controller's answer. It returns the send's context and every span to end.
+func (m *Manager) startSpans(batch []item, brokerEpoch int64) (context.Context, []trace.Span) {
+	var first trace.SpanContext
+	var others []trace.Link
+	for _, it := range batch {
+		sc := it.change.SpanContext
+		switch {
+		case !sc.IsValid():
+		case !first.IsValid():
+			first = sc
+		case len(others) < maxBatchedSpans:
+			others = append(others, trace.Link{SpanContext: sc})
+		}
+	}
+	ctx := m.ctx
+	if first.IsValid() {
+		ctx = trace.ContextWithSpanContext(ctx, first)
+	}
+	ctx, send := m.tracer.Start(ctx, SendSpanName, trace.WithSpanKind(trace.SpanKindClient), trace.WithLinks(others...),
+		trace.WithAttributes(attribute.Int("replicad.broker", int(m.cfg.BrokerID)), attribute.Int64("replicad.broker_epoch", brokerEpoch),
+			attribute.Int("replicad.partitions", len(batch)), attribute.String("replicad.controller_address", m.addrs[m.cur])))
+	spans := []trace.Span{send}
+	if !send.IsRecording() {
+		return ctx, spans
+	}
+	for _, l := range others {
+		_, s := m.tracer.Start(trace.ContextWithSpanContext(m.ctx, l.SpanContext), BatchedSpanName,
+			trace.WithLinks(trace.Link{SpanContext: send.SpanContext()}),
+			trace.WithAttributes(attribute.String("replicad.sent_in_trace", send.SpanContext().TraceID().String())))
+		spans = append(spans, s)
+	}
+	return ctx, spans
 }
 
 // nextController moves to the next controller address (a no-op with one).
@@ -342,7 +406,7 @@ func alterPartitionItem(change core.IsrChange, brokerID int32, brokerEpoch int64
 // every change; otherwise each change takes its partition's item.
 func (m *Manager) resultsOf(resp *replicadv1.AlterPartitionResponse) func(item) core.IsrChangeResult {
 	if top := resp.GetErrorCode(); top != replicadv1.ErrorCode_ERROR_CODE_NONE {
-		m.logger.Warn().Str("error_code", top.String()).Int("partitions", len(resp.GetPartitions())).Msg("AlterPartition rejected as a whole")
+		m.logger.Warn().Str("error_code", core.ErrorCode(top).String()).Int("partitions", len(resp.GetPartitions())).Msg("AlterPartition rejected as a whole")
 		return func(item) core.IsrChangeResult { return core.IsrChangeResult{Error: core.ErrorCode(top)} }
 	}
 	byPartition := make(map[tp.TopicPartition]*replicadv1.AlterPartitionResult, len(resp.GetPartitions()))

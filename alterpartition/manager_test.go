@@ -282,9 +282,10 @@ func TestUnimplementedRejects(t *testing.T) {
 
 // Changes of two partitions submitted while a request is in flight go to the
 // controller together, in the next request.
-func TestChangesSubmittedDuringARequestAreBatched(t *testing.T) {
-	release := make(chan struct{})
-	ctl := startController(t, func(ctx context.Context, n int, req *replicadv1.AlterPartitionRequest) (*replicadv1.AlterPartitionResponse, error) {
+// holdFirst is a controller script accepting every request, the first only
+// once release is closed: changes submitted meanwhile batch up.
+func holdFirst(release <-chan struct{}) func(ctx context.Context, n int, req *replicadv1.AlterPartitionRequest) (*replicadv1.AlterPartitionResponse, error) {
+	return func(ctx context.Context, n int, req *replicadv1.AlterPartitionRequest) (*replicadv1.AlterPartitionResponse, error) {
 		if n == 0 {
 			select {
 			case <-release:
@@ -292,7 +293,12 @@ func TestChangesSubmittedDuringARequestAreBatched(t *testing.T) {
 			}
 		}
 		return accept(req), nil
-	})
+	}
+}
+
+func TestChangesSubmittedDuringARequestAreBatched(t *testing.T) {
+	release := make(chan struct{})
+	ctl := startController(t, holdFirst(release))
 	m := newManager(t, ctl.addr)
 	first, _ := submit(m, expansion("orders", 0, 1, 2))
 	await(t, ctl.received, "first request")

@@ -13,6 +13,10 @@ import (
 
 	"github.com/rs/zerolog"
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
@@ -20,6 +24,7 @@ import (
 	"github.com/replicad/replicad/core/clock"
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
 	"github.com/replicad/replicad/internal/grpcx"
+	"github.com/replicad/replicad/internal/telemetry"
 )
 
 // Defaults of Config, and the heartbeat bounds.
@@ -82,6 +87,9 @@ type Config struct {
 	// names the current controller. It must not call the Session.
 	OnControllerChange func(addr string)
 	Logger             zerolog.Logger
+	// TracerProvider makes the controlled shutdown's span; nil means the
+	// global one (otel.GetTracerProvider).
+	TracerProvider trace.TracerProvider
 }
 
 func (c *Config) validate() error {
@@ -132,7 +140,7 @@ func grpcDialer(base, maxDelay, connectTimeout time.Duration) func(addr string) 
 		bc.BaseDelay, bc.MaxDelay = base, maxDelay
 		opts := append(grpcx.DialOptions(),
 			grpc.WithTransportCredentials(insecure.NewCredentials()),
-			grpc.WithStatsHandler(otelgrpc.NewClientHandler()),
+			grpc.WithStatsHandler(otelgrpc.NewClientHandler(grpcx.OtelOptions(false)...)),
 			grpc.WithConnectParams(grpc.ConnectParams{Backoff: bc, MinConnectTimeout: connectTimeout}),
 		)
 		conn, err := grpc.NewClient(addr, opts...)
@@ -170,6 +178,8 @@ type Session struct {
 	// notifyMu serializes OnControllerChange calls.
 	notifyMu sync.Mutex
 
+	tracer trace.Tracer
+
 	// ctx is cancelled by Close: it stops the heartbeat goroutine, a
 	// re-registration and a ControlledShutdown in progress.
 	ctx       context.Context
@@ -197,6 +207,7 @@ func Start(ctx context.Context, cfg Config) (*Session, error) {
 	s := &Session{
 		cfg:           cfg,
 		logger:        cfg.Logger.With().Str("component", "broker_session").Logger(),
+		tracer:        tracerProvider(cfg.TracerProvider).Tracer("github.com/replicad/replicad/brokersession"),
 		incarnationID: rand.Text(),
 		current:       -1,
 		clients:       make(map[string]controllerClient),
@@ -243,10 +254,25 @@ func (s *Session) Close() {
 // broker leads no partition any more. It returns nil then, and ctx's error
 // (wrapped) if ctx is done first or the Session is closed. Heartbeats go on
 // meanwhile, flagged want_shutdown.
-func (s *Session) ControlledShutdown(ctx context.Context) error {
+//
+// The whole shutdown is one span, Broker.controlledShutdown, and every
+// request carries it, so the controller's moves and the LeaderAndIsr they
+// cause on other brokers are one trace however many times it asks.
+func (s *Session) ControlledShutdown(ctx context.Context) (err error) {
 	if s.ctx.Err() != nil {
 		return fmt.Errorf("controlled shutdown: %w: %w", errClosed, s.ctx.Err())
 	}
+	ctx, span := s.tracer.Start(ctx, "Broker.controlledShutdown", trace.WithAttributes(
+		attribute.Int("replicad.broker", int(s.cfg.BrokerID)), attribute.Int64("replicad.broker_epoch", s.brokerEpoch.Load())))
+	attempts := 0
+	defer func() {
+		span.SetAttributes(attribute.Int("replicad.attempts", attempts))
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, "controlled shutdown did not complete")
+		}
+		span.End()
+	}()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stop := context.AfterFunc(s.ctx, cancel)
@@ -256,6 +282,7 @@ func (s *Session) ControlledShutdown(ctx context.Context) error {
 	remaining := -1 // unknown until the controller answers
 	failures := 0
 	for attempt := 1; ; attempt++ {
+		attempts = attempt
 		epoch := s.brokerEpoch.Load()
 		req := &replicadv1.ControlledShutdownRequest{BrokerId: s.cfg.BrokerID, BrokerEpoch: epoch}
 		resp, err := call(ctx, s, s.cfg.RequestTimeout, func(ctx context.Context, c replicadv1.ControllerServiceClient) (*replicadv1.ControlledShutdownResponse, error) {
@@ -274,7 +301,7 @@ func (s *Session) ControlledShutdown(ctx context.Context) error {
 			// the new epoch.
 			failures++
 			wait = max(wait, s.backoff(failures))
-			s.logger.Warn().Str("error_code", resp.GetErrorCode().String()).Int64("broker_epoch", epoch).Int("attempt", attempt).
+			s.logger.Warn().Str("error_code", telemetry.ErrorCodeName(resp.GetErrorCode())).Int64("broker_epoch", epoch).Int("attempt", attempt).
 				Dur("backoff", wait).Msg("controlled shutdown refused, retrying")
 		case len(resp.GetRemainingPartitions()) == 0:
 			s.logger.Debug().Int("attempts", attempt).Msg("controlled shutdown complete: this broker leads no partition")
@@ -288,6 +315,7 @@ func (s *Session) ControlledShutdown(ctx context.Context) error {
 				ev = s.logger.Info()
 			}
 			remaining = n
+			span.AddEvent("partitions still led", trace.WithAttributes(attribute.Int("replicad.remaining_partitions", n)))
 			first := resp.GetRemainingPartitions()[0]
 			ev.Int("remaining_partitions", n).Str("topic", first.GetTopic()).Int32("partition", first.GetPartition()).
 				Int("attempt", attempt).Msg("controlled shutdown in progress: partitions still led by this broker")
@@ -300,6 +328,13 @@ func (s *Session) ControlledShutdown(ctx context.Context) error {
 		return fmt.Errorf("controlled shutdown: no answer from the controller: %w", ctx.Err())
 	}
 	return fmt.Errorf("controlled shutdown: %d partitions still led by this broker: %w", remaining, ctx.Err())
+}
+
+func tracerProvider(tp trace.TracerProvider) trace.TracerProvider {
+	if tp == nil {
+		return otel.GetTracerProvider()
+	}
+	return tp
 }
 
 // register sends RegisterBroker until a controller accepts it or ctx is done,
@@ -384,13 +419,13 @@ func (s *Session) heartbeat() {
 			s.logger.Warn().Err(err).Int64("broker_epoch", epoch).Msg("heartbeat failed")
 		}
 	case resp.GetIsFenced() || resp.GetErrorCode() == replicadv1.ErrorCode_ERROR_CODE_STALE_BROKER_EPOCH:
-		s.logger.Warn().Int64("broker_epoch", epoch).Bool("is_fenced", resp.GetIsFenced()).Str("error_code", resp.GetErrorCode().String()).
+		s.logger.Warn().Int64("broker_epoch", epoch).Bool("is_fenced", resp.GetIsFenced()).Str("error_code", telemetry.ErrorCodeName(resp.GetErrorCode())).
 			Str("controller", s.controller()).Msg("the controller fenced this broker epoch; registering again")
 		if err := s.register(s.ctx); err != nil {
 			return // closed
 		}
 	case resp.GetErrorCode() != replicadv1.ErrorCode_ERROR_CODE_NONE:
-		s.logger.Warn().Str("error_code", resp.GetErrorCode().String()).Int64("broker_epoch", epoch).Msg("heartbeat rejected")
+		s.logger.Warn().Str("error_code", telemetry.ErrorCodeName(resp.GetErrorCode())).Int64("broker_epoch", epoch).Msg("heartbeat rejected")
 	default:
 		s.logger.Trace().Int64("broker_epoch", epoch).Bool("should_shutdown", resp.GetShouldShutdown()).Msg("heartbeat")
 	}

@@ -11,12 +11,19 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/replicad/replicad/core/clock"
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
+	"github.com/replicad/replicad/internal/spantest"
 	"github.com/replicad/replicad/internal/testutil"
 )
 
@@ -45,6 +52,9 @@ type fakeController struct {
 	registrations []*replicadv1.RegisterBrokerRequest
 	heartbeats    []*replicadv1.BrokerHeartbeatRequest
 	shutdowns     []*replicadv1.ControlledShutdownRequest
+	// shutdownTraceparents is the W3C traceparent header of each
+	// ControlledShutdown ("" when it had none).
+	shutdownTraceparents []string
 
 	addr string
 	srv  *grpc.Server
@@ -79,9 +89,11 @@ func (f *fakeController) BrokerHeartbeat(_ context.Context, req *replicadv1.Brok
 	return &replicadv1.BrokerHeartbeatResponse{IsFenced: f.fenced}, nil
 }
 
-func (f *fakeController) ControlledShutdown(_ context.Context, req *replicadv1.ControlledShutdownRequest) (*replicadv1.ControlledShutdownResponse, error) {
+func (f *fakeController) ControlledShutdown(ctx context.Context, req *replicadv1.ControlledShutdownRequest) (*replicadv1.ControlledShutdownResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	md, _ := metadata.FromIncomingContext(ctx)
+	f.shutdownTraceparents = append(f.shutdownTraceparents, strings.Join(md.Get("traceparent"), ","))
 	n := len(f.shutdowns)
 	f.shutdowns = append(f.shutdowns, proto.Clone(req).(*replicadv1.ControlledShutdownRequest))
 	if f.standby {
@@ -470,6 +482,53 @@ func TestControlledShutdownLoopsUntilNoPartitionRemains(t *testing.T) {
 			}
 		})
 		return saw
+	})
+}
+
+// TestControlledShutdownIsOneTrace: every ControlledShutdown request of one
+// shutdown carries the Broker.controlledShutdown span, so the controller's
+// side joins one trace however many times the broker asks.
+func TestControlledShutdownIsOneTrace(t *testing.T) {
+	prev := otel.GetTextMapPropagator()
+	otel.SetTextMapPropagator(propagation.TraceContext{})
+	t.Cleanup(func() { otel.SetTextMapPropagator(prev) })
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()), sdktrace.WithSpanProcessor(rec))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+
+	f := newFakeController(150)
+	f.remaining = func(n int) int { return max(2-n, 0) }
+	f.serve(t, "127.0.0.1:0")
+	cfg := testConfig(t, f.addr)
+	cfg.TracerProvider = tp
+	s := start(t, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	if err := s.ControlledShutdown(ctx); err != nil {
+		t.Fatalf("ControlledShutdown: %v", err)
+	}
+	spans := spantest.Named(rec, "Broker.controlledShutdown")
+	if len(spans) != 1 {
+		t.Fatalf("%d Broker.controlledShutdown spans, want 1", len(spans))
+	}
+	sp := spans[0]
+	a := spantest.Attrs(sp.Attributes())
+	if a["replicad.broker"].AsInt64() != 7 || a["replicad.attempts"].AsInt64() != 3 || sp.Status().Code == codes.Error {
+		t.Errorf("span attributes %v status %v, want broker 7, 3 attempts, no error", a, sp.Status())
+	}
+	if n := len(sp.Events()); n != 2 {
+		t.Errorf("%d events, want 2 (2 then 1 partitions still led)", n)
+	}
+	traceID := sp.SpanContext().TraceID().String()
+	f.with(func(f *fakeController) {
+		if len(f.shutdownTraceparents) != 3 {
+			t.Fatalf("%d requests", len(f.shutdownTraceparents))
+		}
+		for i, h := range f.shutdownTraceparents {
+			if !strings.Contains(h, traceID) {
+				t.Errorf("request %d traceparent %q, want trace %s", i, h, traceID)
+			}
+		}
 	})
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/replicad/replicad/controller/store"
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
+	"github.com/replicad/replicad/internal/telemetry"
 )
 
 // alterPartition commits ISR changes proposed by a leader. Each item is
@@ -30,7 +31,7 @@ func (c *Controller) alterPartition(ctx context.Context, req *replicadv1.AlterPa
 		// The leader is a fenced or earlier incarnation: its view of the
 		// ISR is not to be trusted.
 		resp.ErrorCode = replicadv1.ErrorCode_ERROR_CODE_STALE_BROKER_EPOCH
-		span.SetAttributes(attribute.String("replicad.error_code", resp.ErrorCode.String()))
+		span.SetAttributes(telemetry.ErrorCode(resp.ErrorCode))
 		return resp, nil
 	}
 	results := make([]*replicadv1.AlterPartitionResult, len(req.GetPartitions()))
@@ -55,13 +56,13 @@ func (c *Controller) alterPartition(ctx context.Context, req *replicadv1.AlterPa
 		code, next := c.checkAlterPartitionLocked(req.GetBrokerId(), p, item)
 		if code != replicadv1.ErrorCode_ERROR_CODE_NONE {
 			c.log.Info().Str("topic", p.Topic).Int32("partition", p.Partition).Int32("leader", req.GetBrokerId()).
-				Str("error_code", code.String()).Ints32("proposed_isr", isrOf(item)).Ints32("isr", p.ISR).
+				Str("error_code", telemetry.ErrorCodeName(code)).Ints32("proposed_isr", isrOf(item)).Ints32("isr", p.ISR).
 				Int32("partition_epoch", item.GetPartitionEpoch()).Int32("committed_partition_epoch", p.PartitionEpoch).
 				Msg("AlterPartition rejected")
 			results[i] = &replicadv1.AlterPartitionResult{Topic: p.Topic, Partition: p.Partition, ErrorCode: code}
 			if events != nil {
 				events.add("isr change rejected", attribute.String("replicad.topic", p.Topic), attribute.Int("replicad.partition", int(p.Partition)),
-					attribute.String("replicad.error_code", code.String()), attribute.IntSlice("replicad.proposed_isr", toInts(isrOf(item))),
+					telemetry.ErrorCode(code), attribute.IntSlice("replicad.proposed_isr", toInts(isrOf(item))),
 					attribute.IntSlice("replicad.isr", toInts(p.ISR)), attribute.Int("replicad.leader_epoch", int(item.GetLeaderEpoch())),
 					attribute.Int("replicad.partition_epoch", int(item.GetPartitionEpoch())),
 					attribute.Int("replicad.committed_partition_epoch", int(p.PartitionEpoch)))

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/replicad/replicad/controller/store"
@@ -250,9 +251,22 @@ func (c *Controller) expireSessions(ctx context.Context) {
 		}
 	}
 	if len(pending) > 0 {
-		if err := c.moveAwayFromLocked(ctx, pending, "retrying the move away from fenced brokers"); err != nil {
-			c.log.Error().Err(err).Ints32("brokers", pending).Msg("move partitions away from fenced brokers")
-		}
+		c.retryMoveAwayLocked(ctx, pending)
+	}
+}
+
+// retryMoveAwayLocked moves partitions away from brokers fenced earlier whose
+// move failed (the store write did not go through). It is a root trace of
+// its own, like the fencing it completes, so the brokers it tells join it.
+func (c *Controller) retryMoveAwayLocked(ctx context.Context, ids []int32) {
+	const reason = "retrying the move away from fenced brokers"
+	ctx, span := c.tracer.Start(ctx, "Controller.retryMoveAway", trace.WithAttributes(
+		attribute.IntSlice("replicad.brokers", toInts(ids)), attribute.String("replicad.reason", reason)))
+	defer span.End()
+	if err := c.moveAwayFromLocked(ctx, ids, reason); err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, "move failed")
+		c.log.Error().Err(err).Ints32("brokers", ids).Msg("move partitions away from fenced brokers")
 	}
 }
 
@@ -298,7 +312,12 @@ func (c *Controller) fenceLocked(ctx context.Context, brokers []*brokerState, re
 		c.closeQueueLocked(bs)
 		c.log.Warn().Int32("broker", fenced.ID).Int64("broker_epoch", fenced.Epoch).Str("reason", reason).Msg("broker fenced")
 	}
-	return c.moveAwayFromLocked(ctx, ids, reason)
+	if err := c.moveAwayFromLocked(ctx, ids, reason); err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, "move failed; retried at the next session check")
+		return err
+	}
+	return nil
 }
 
 // moveAwayFromLocked elects new leaders for the partitions the brokers led

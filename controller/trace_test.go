@@ -2,9 +2,12 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"slices"
+	"sync/atomic"
 	"testing"
 
+	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
@@ -65,8 +68,8 @@ func wantSentUnder(t *testing.T, h *harness, rec *tracetest.SpanRecorder, id int
 		t.Errorf("broker %d got the LeaderAndIsr in span %q with parent %s, want %q under %s %s",
 			id, send.Name(), send.Parent().SpanID(), brokerqueue.SendSpanName, decision.Name(), decision.SpanContext().SpanID())
 	}
-	if got := spantest.Attrs(send.Attributes())["replicad.broker_id"]; got.AsInt64() != int64(id) {
-		t.Errorf("send span to broker %d has replicad.broker_id %d", id, got.AsInt64())
+	if got := spantest.Attrs(send.Attributes())["replicad.broker"]; got.AsInt64() != int64(id) {
+		t.Errorf("send span to broker %d has replicad.broker %d", id, got.AsInt64())
 	}
 }
 
@@ -153,7 +156,7 @@ func TestAlterPartitionTraced(t *testing.T) {
 		t.Errorf("isr change event attributes %v", ok.Events()[0].Attributes)
 	}
 	if evs := rejected.Events(); len(evs) != 1 || evs[0].Name != "isr change rejected" ||
-		spantest.Attrs(evs[0].Attributes)["replicad.error_code"].AsString() != replicadv1.ErrorCode_ERROR_CODE_INVALID_UPDATE_VERSION.String() {
+		spantest.Attrs(evs[0].Attributes)["replicad.error_code"].AsString() != "INVALID_UPDATE_VERSION" {
 		t.Errorf("rejected AlterPartition events %v, want one isr change rejected with INVALID_UPDATE_VERSION", evs)
 	}
 }
@@ -176,5 +179,61 @@ func TestPartitionEventsCapped(t *testing.T) {
 	last := evs[len(evs)-1]
 	if last.Name != "partitions not itemised" || spantest.Attrs(last.Attributes)["replicad.partitions"].AsInt64() != n-MaxPartitionEvents {
 		t.Errorf("last event %q %v, want the summary of %d partitions", last.Name, last.Attributes, n-MaxPartitionEvents)
+	}
+}
+
+// failingPartitionWrites is a store whose partition writes fail while fail
+// is set.
+type failingPartitionWrites struct {
+	store.Store
+	fail atomic.Bool
+}
+
+func (f *failingPartitionWrites) UpdatePartitions(ctx context.Context, updates []store.PartitionUpdate) error {
+	if f.fail.Load() {
+		return errors.New("injected store failure")
+	}
+	return f.Store.UpdatePartitions(ctx, updates)
+}
+
+// TestRetriedMoveIsOneTrace: a fencing whose move fails is retried at the
+// next session check, and that retry is a trace holding what the brokers
+// were sent.
+func TestRetriedMoveIsOneTrace(t *testing.T) {
+	st := &failingPartitionWrites{Store: store.NewMemory()}
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()), sdktrace.WithSpanProcessor(rec))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	h := startCluster(t, 3, withTracerProvider(tp), withStore(st))
+	h.createTopic("t", 1, 3) // [1 2 3], leader 1
+
+	st.fail.Store(true)
+	h.expire(2, 3)
+	wantPartition(t, h, "t", 0, 1, 0, 0, 1, 2, 3) // fenced, but not moved
+	fences := spantest.Named(rec, "Controller.fenceBrokers")
+	if len(fences) != 1 || fences[0].Status().Code != codes.Error {
+		t.Fatalf("fenceBrokers spans %d (status %v), want one failed", len(fences), fences[0].Status())
+	}
+
+	st.fail.Store(false)
+	h.heartbeat(2, 3)
+	h.c.expireSessions(context.Background())
+	p := wantPartition(t, h, "t", 0, 2, 1, 1, 2, 3)
+	// The controller's own session checks may have retried (and failed)
+	// while the store still failed: those spans are failures; one succeeded.
+	var ok []sdktrace.ReadOnlySpan
+	for _, r := range spantest.Named(rec, "Controller.retryMoveAway") {
+		if r.Parent().IsValid() {
+			t.Errorf("retryMoveAway under %s, want a root", r.Parent().SpanID())
+		}
+		if r.Status().Code != codes.Error {
+			ok = append(ok, r)
+		}
+	}
+	if len(ok) != 1 {
+		t.Fatalf("%d Controller.retryMoveAway spans that succeeded, want 1", len(ok))
+	}
+	for _, id := range []int32{2, 3} {
+		wantSentUnder(t, h, rec, id, p, ok[0])
 	}
 }

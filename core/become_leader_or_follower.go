@@ -235,7 +235,10 @@ func (rm *ReplicaManager) makeLeaders(ctx context.Context, slog zerolog.Logger, 
 	rm.cfg.Fetchers.RemoveFetcherForPartitions(parts)
 	// Partitions are independent, and creating their logs is file system
 	// metadata work that overlaps well, so large requests fan out.
-	childSpans := len(transitions) <= MaxPartitionSpans
+	// Child spans only while they are few, and only when the parent records
+	// (a child of a non-recording span would not record either, and building
+	// its attributes would be wasted).
+	childSpans := len(transitions) <= MaxPartitionSpans && span.IsRecording()
 	isNewLeader := make([]bool, len(transitions))
 	errs := make([]error, len(transitions))
 	forEachParallel(len(transitions), func(i int) {
@@ -296,7 +299,7 @@ func (rm *ReplicaManager) makeFollowers(ctx context.Context, slog zerolog.Logger
 		responses[tr.state.TopicPartition] = ErrNone
 		stateFields(slog.Trace(), tr.state).Msg("Handling LeaderAndIsr request: starting the become-follower transition")
 	}
-	childSpans := len(transitions) <= MaxPartitionSpans
+	childSpans := len(transitions) <= MaxPartitionSpans && span.IsRecording() // as in makeLeaders
 	didChange := make([]bool, len(transitions))
 	errs := make([]error, len(transitions))
 	outcome := make([]string, len(transitions))

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 
 	"github.com/replicad/replicad/core/checkpoint"
 	"github.com/replicad/replicad/core/clock"
@@ -18,17 +19,40 @@ import (
 // replication-offset-checkpoint (Kafka's checkpointHighWatermarks). Each file
 // holds the HW of every log open in that dir: the hosted partitions, and also
 // logs kept after a StopReplica without delete, so that their HW survives a
-// restart. A dir whose write fails goes offline.
+// restart. A dir whose write fails goes offline. The call is traced (the RPC
+// and shutdown checkpoints); the periodic one is not, see
+// periodicHighWatermarkCheckpoint.
 func (rm *ReplicaManager) CheckpointHighWatermarks(ctx context.Context) []DirCheckpoint {
 	_, span := rm.tracer.Start(ctx, "ReplicaManager.checkpointHighWatermarks")
 	defer span.End()
+	out := rm.checkpointHighWatermarks()
+	failed := 0
+	for _, d := range out {
+		if d.Error != ErrNone {
+			failed++
+		}
+	}
+	span.SetAttributes(attribute.Int("replicad.log_dirs", len(out)), attribute.Int("replicad.failed_log_dirs", failed))
+	if failed > 0 {
+		span.SetStatus(codes.Error, "a log dir failed")
+	}
+	return out
+}
+
+// periodicHighWatermarkCheckpoint is the checkpoint every
+// --hw-checkpoint-interval. It makes no span: a sampled root trace every few
+// seconds from every broker would bury the state changes users open Jaeger
+// for. A dir that fails is traced all the same, as the log dir failure it
+// becomes (ReplicaManager.handleLogDirFailure), and the duration is in
+// replicad_hw_checkpoint_duration_seconds.
+func (rm *ReplicaManager) periodicHighWatermarkCheckpoint() { rm.checkpointHighWatermarks() }
+
+func (rm *ReplicaManager) checkpointHighWatermarks() []DirCheckpoint {
 	rm.checkpointMu.Lock()
 	defer rm.checkpointMu.Unlock()
 	start := time.Now()
-
 	out := rm.writeHighWatermarkCheckpoints(rm.collectHighWatermarks())
 	rm.cfg.Metrics.HighWatermarkCheckpointed(time.Since(start))
-	span.SetAttributes(attribute.Int("replicad.log_dirs", len(out)))
 	rm.logger.Debug().Dur("took", time.Since(start)).Int("log_dirs", len(out)).Msg("checkpointed high watermarks")
 	return out
 }
@@ -75,7 +99,7 @@ func (rm *ReplicaManager) startHighWatermarkCheckpointLoop() {
 	rm.hwCheckpointing.Do(func() {
 		rm.every(rm.cfg.ReplicaLagTimeMax/2, rm.maybeShrinkIsr)
 		rm.every(rm.cfg.HWCheckpointInterval, func() {
-			rm.CheckpointHighWatermarks(context.Background())
+			rm.periodicHighWatermarkCheckpoint()
 			for dir, err := range rm.logs.CheckpointLogOffsets() {
 				rm.reportDirFailure(dir, err)
 			}

@@ -41,7 +41,10 @@ import (
 //   - ReplicaManager.handleLogDirFailure (a root: log_dir, partitions) and
 //     ReplicaManager.markPartitionOffline (topic, partition), under it or
 //     under the LeaderAndIsr whose log could not be created.
-//   - ReplicaManager.checkpointHighWatermarks, ReplicaManager.alterReplicaLogDirs.
+//   - ReplicaManager.checkpointHighWatermarks (log_dirs, failed_log_dirs) when
+//     one is asked for (the RPC, shutdown); the periodic checkpoint makes no
+//     span, a dir it fails being traced as handleLogDirFailure.
+//   - ReplicaManager.alterReplicaLogDirs.
 //
 // A request touching many partitions must stay cheap to trace: a
 // LeaderAndIsr of n partitions has one child span per partition transition

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -14,6 +15,8 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/replicad/replicad/core/checkpoint"
+	"github.com/replicad/replicad/core/logmgr"
 	"github.com/replicad/replicad/core/tp"
 	"github.com/replicad/replicad/internal/spantest"
 )
@@ -309,4 +312,23 @@ func TestStopReplicaAndOfflineSpans(t *testing.T) {
 	if !slices.Equal(offline, []int64{0, 1}) {
 		t.Errorf("markPartitionOffline spans for partitions %v, want [0 1]", offline)
 	}
+}
+
+// The periodic HW checkpoint makes no span (a root trace every few seconds
+// would bury the state changes); a checkpoint asked for is traced.
+func TestOnlyRequestedCheckpointsAreTraced(t *testing.T) {
+	h, rec, _ := tracedHarness(t)
+	h.leaderAndIsr(1, state("orders", 0, 1, 1, []int32{1}, []int32{1}))
+	h.produce(tp0, AcksLeader, "a")
+	path := filepath.Join(h.dirs[0], logmgr.ReplicationOffsetCheckpoint)
+	h.clock.Advance(5 * time.Second)
+	if hws, err := checkpoint.ReadOffsets(path); err != nil || hws[tp0] != 1 {
+		t.Fatalf("periodic checkpoint %v %v, want orders-0 at 1", hws, err)
+	}
+	if n := len(spantest.Named(rec, "ReplicaManager.checkpointHighWatermarks")); n != 0 {
+		t.Fatalf("%d checkpointHighWatermarks spans from the periodic checkpoint, want 0", n)
+	}
+	h.rm.CheckpointHighWatermarks(context.Background())
+	s := oneSpan(t, rec, "ReplicaManager.checkpointHighWatermarks")
+	wantAttrs(t, "checkpointHighWatermarks", s.Attributes(), map[string]any{"replicad.log_dirs": 1, "replicad.failed_log_dirs": 0})
 }

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"io"
 
+	"go.opentelemetry.io/otel/attribute"
+	otelcodes "go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -17,7 +20,16 @@ type fetchService struct {
 	rm ReplicaManager
 	// draining ends every stream when the server shuts down (nil: never).
 	draining context.Context
+	// tracer, set with --trace-data-plane, makes a span of every fetch
+	// request; nil makes none.
+	tracer trace.Tracer
 }
+
+// FetchRequestSpanName is the span of one fetch request on its stream (with
+// --trace-data-plane). A follower's stream lives as long as it follows, and
+// its own span ends only then, so each request is a root span of its own
+// linked to the stream's: it shows in Jaeger as it happens.
+const FetchRequestSpanName = "FetchService.fetchRequest"
 
 // Fetch serves one follower fetcher's stream. A fetcher keeps one request in
 // flight, so requests are answered in order, each (long-polling included)
@@ -52,8 +64,11 @@ func (s *fetchService) Fetch(stream replicadv1.FetchService_FetchServer) error {
 			if err := validateFetch(req); err != nil {
 				return err
 			}
+			span := s.startRequestSpan(ctx, req)
 			resp := FetchResponseToProto(req.GetCorrelationId(), s.rm.FetchMessages(ctx, FetchRequestFromProto(req)))
-			if err := stream.Send(resp); err != nil {
+			err := stream.Send(resp)
+			endRequestSpan(span, resp, err)
+			if err != nil {
 				return err
 			}
 		}
@@ -83,4 +98,37 @@ func (s *fetchService) OffsetsForLeaderEpoch(ctx context.Context, req *replicadv
 		return nil, err
 	}
 	return offsetsForLeaderEpochToProto(s.rm.OffsetsForLeaderEpoch(ctx, offsetsForLeaderEpochFromProto(req))), nil
+}
+
+// startRequestSpan is nil without a tracer.
+func (s *fetchService) startRequestSpan(ctx context.Context, req *replicadv1.FetchRequest) trace.Span {
+	if s.tracer == nil {
+		return nil
+	}
+	_, span := s.tracer.Start(context.Background(), FetchRequestSpanName, trace.WithNewRoot(),
+		trace.WithLinks(trace.LinkFromContext(ctx)), trace.WithSpanKind(trace.SpanKindServer),
+		trace.WithAttributes(attribute.Int("replicad.replica_id", int(req.GetReplicaId())),
+			attribute.Int64("replicad.broker_epoch", req.GetBrokerEpoch()),
+			attribute.Int("replicad.partitions", len(req.GetPartitions())),
+			attribute.Int64("replicad.correlation_id", req.GetCorrelationId())))
+	return span
+}
+
+func endRequestSpan(span trace.Span, resp *replicadv1.FetchResponse, err error) {
+	if span == nil {
+		return
+	}
+	bytes, errs := 0, 0
+	for _, p := range resp.GetPartitions() {
+		bytes += len(p.GetRecords())
+		if p.GetErrorCode() != replicadv1.ErrorCode_ERROR_CODE_NONE {
+			errs++
+		}
+	}
+	span.SetAttributes(attribute.Int("replicad.record_bytes", bytes), attribute.Int("replicad.partition_errors", errs))
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(otelcodes.Error, "send")
+	}
+	span.End()
 }

@@ -11,6 +11,8 @@ import (
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
 	"github.com/rs/zerolog"
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -30,7 +32,8 @@ type Options struct {
 	Now func() time.Time
 	// ServerOptions are appended to the ones NewServer sets (tests add their own).
 	ServerOptions []grpc.ServerOption
-	// TraceDataPlane makes Produce, Consume and Fetch create server spans
+	// TraceDataPlane makes Produce, Consume and Fetch create server spans,
+	// and every request on a Fetch stream a FetchRequestSpanName span
 	// (replicad --trace-data-plane). Off, only the control plane is traced:
 	// those RPCs are the hot path.
 	TraceDataPlane bool
@@ -74,7 +77,7 @@ func NewServer(opts Options) *Server {
 	s.draining, s.stopDraining = context.WithCancel(context.Background())
 	replicadv1.RegisterReplicaManagerServiceServer(s.grpc, &replicaManagerService{rm: opts.ReplicaManager, brokerEpoch: opts.BrokerEpoch})
 	replicadv1.RegisterLogServiceServer(s.grpc, &logService{rm: opts.ReplicaManager, now: now})
-	replicadv1.RegisterFetchServiceServer(s.grpc, &fetchService{rm: opts.ReplicaManager, draining: s.draining})
+	replicadv1.RegisterFetchServiceServer(s.grpc, &fetchService{rm: opts.ReplicaManager, draining: s.draining, tracer: dataPlaneTracer(opts.TraceDataPlane)})
 	replicadv1.RegisterControllerServiceServer(s.grpc, &controllerService{})
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	reflection.Register(s.grpc)
@@ -82,9 +85,19 @@ func NewServer(opts Options) *Server {
 	return s
 }
 
+// dataPlaneTracer traces the data plane's own work (each fetch request)
+// when traceDataPlane; nil otherwise.
+func dataPlaneTracer(traceDataPlane bool) trace.Tracer {
+	if !traceDataPlane {
+		return nil
+	}
+	return otel.Tracer("github.com/replicad/replicad/service")
+}
+
 // commonServerOptions are the options of every replicad gRPC server: the
 // OpenTelemetry stats handler (spans for the data-plane RPCs only with
-// traceDataPlane, see grpcx.TraceFilter), and logging around panic recovery.
+// traceDataPlane, never for heartbeats and health checks, see
+// grpcx.TraceFilter), and logging around panic recovery.
 func commonServerOptions(l zerolog.Logger, traceDataPlane bool) []grpc.ServerOption {
 	logOpts := []logging.Option{
 		logging.WithLogOnEvents(logging.FinishCall),

@@ -20,8 +20,8 @@ import (
 
 // serverSpans serves a fake broker with traceDataPlane, makes one
 // LeaderAndIsr, Produce, Consume and Fetch call, and returns the names of
-// the server spans recorded.
-func serverSpans(t *testing.T, traceDataPlane bool) []string {
+// the server spans recorded (sorted) and the spans themselves.
+func serverSpans(t *testing.T, traceDataPlane bool) ([]string, []sdktrace.ReadOnlySpan) {
 	t.Helper()
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()), sdktrace.WithSpanProcessor(rec))
@@ -73,7 +73,7 @@ func serverSpans(t *testing.T, traceDataPlane bool) []string {
 		names = append(names, s.Name())
 	}
 	slices.Sort(names)
-	return names
+	return names, rec.Ended()
 }
 
 // TestDataPlaneSpansOffByDefault checks that Produce, Consume and Fetch
@@ -81,11 +81,34 @@ func serverSpans(t *testing.T, traceDataPlane bool) []string {
 // plane always does.
 func TestDataPlaneSpansOffByDefault(t *testing.T) {
 	const lai = "replicad.v1.ReplicaManagerService/LeaderAndIsr"
-	if got := serverSpans(t, false); !slices.Equal(got, []string{lai}) {
+	if got, _ := serverSpans(t, false); !slices.Equal(got, []string{lai}) {
 		t.Errorf("server spans without TraceDataPlane: %v, want only %s", got, lai)
 	}
-	want := []string{"replicad.v1.FetchService/Fetch", "replicad.v1.LogService/Consume", "replicad.v1.LogService/Produce", lai}
-	if got := serverSpans(t, true); !slices.Equal(got, want) {
-		t.Errorf("server spans with TraceDataPlane: %v, want %v", got, want)
+	want := []string{FetchRequestSpanName, "replicad.v1.FetchService/Fetch", "replicad.v1.LogService/Consume", "replicad.v1.LogService/Produce", lai}
+	got, spans := serverSpans(t, true)
+	if !slices.Equal(got, want) {
+		t.Fatalf("server spans with TraceDataPlane: %v, want %v", got, want)
+	}
+	// The request's span is a root of its own linked to the stream's, which
+	// ends only with the stream.
+	var stream, req sdktrace.ReadOnlySpan
+	for _, s := range spans {
+		switch s.Name() {
+		case "replicad.v1.FetchService/Fetch":
+			stream = s
+		case FetchRequestSpanName:
+			req = s
+		}
+	}
+	if req.Parent().IsValid() || len(req.Links()) != 1 || req.Links()[0].SpanContext.SpanID() != stream.SpanContext().SpanID() {
+		t.Errorf("fetch request span: parent %v links %v, want a root linked to the stream span %s",
+			req.Parent().SpanID(), req.Links(), stream.SpanContext().SpanID())
+	}
+	a := map[string]int64{}
+	for _, kv := range req.Attributes() {
+		a[string(kv.Key)] = kv.Value.AsInt64()
+	}
+	if a["replicad.replica_id"] != 2 || a["replicad.broker_epoch"] != 3 || a["replicad.partitions"] != 1 || a["replicad.record_bytes"] == 0 {
+		t.Errorf("fetch request span attributes %v, want replica_id 2, broker_epoch 3, 1 partition, the records' bytes", a)
 	}
 }

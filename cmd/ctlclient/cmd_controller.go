@@ -104,14 +104,27 @@ func runController(ctx context.Context, stderr io.Writer, cfg controllerConfig) 
 	if err := cfg.validate(); err != nil {
 		return err
 	}
+	// Listen first: the bound address (--listen HOST:0 picks a port) names
+	// this controller in its logs and its traces' service.instance.id.
+	lis, err := net.Listen("tcp", cfg.listen)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", cfg.listen, err)
+	}
+	serving := false
+	defer func() {
+		if !serving {
+			lis.Close()
+		}
+	}()
+	addr := lis.Addr().String()
 	level, _ := zerolog.ParseLevel(cfg.logLevel)
 	var out io.Writer = stderr
 	if cfg.logFormat == "console" {
 		out = zerolog.ConsoleWriter{Out: stderr, TimeFormat: time.RFC3339Nano, NoColor: true}
 	}
-	logger := zerolog.New(out).Level(level).With().Timestamp().Str("controller", cfg.listen).Logger()
+	logger := zerolog.New(out).Level(level).With().Timestamp().Str("controller", addr).Logger()
 
-	tel, err := telemetry.Setup(ctx, telemetry.Config{ServiceName: "replicad-controller", InstanceID: cfg.listen,
+	tel, err := telemetry.Setup(ctx, telemetry.Config{ServiceName: "replicad-controller", InstanceID: addr,
 		Logger: logger, AlwaysSample: true})
 	if err != nil {
 		return err
@@ -138,12 +151,9 @@ func runController(ctx context.Context, stderr io.Writer, cfg controllerConfig) 
 	if err != nil {
 		return err
 	}
-	lis, err := net.Listen("tcp", cfg.listen)
-	if err != nil {
-		return fmt.Errorf("listen %s: %w", cfg.listen, err)
-	}
 	srv := service.NewControllerServer(ctl, logger)
 	serveErr := make(chan error, 1)
+	serving = true
 	go func() { serveErr <- srv.Serve(lis) }()
 	// Scripts and tests started with --listen HOST:0 read the port here.
 	fmt.Fprintf(stderr, "replicad controller listening on %s\n", lis.Addr())

@@ -237,9 +237,13 @@ func (j *jaegerClient) get(ctx context.Context, path string, query url.Values) (
 		return nil, 0, nil, fmt.Errorf("jaeger at %s unreachable: %w", j.base, unwrapURLError(err))
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 256<<20))
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxJaegerAnswer+1))
 	if err != nil {
 		return nil, resp.StatusCode, nil, fmt.Errorf("jaeger at %s: reading %s: %w", j.base, u.Path, err)
+	}
+	if len(body) > maxJaegerAnswer {
+		return nil, resp.StatusCode, nil, fmt.Errorf("jaeger at %s: GET %s: the answer is larger than %d MiB (a trace of a data-plane run?); narrow it with --operation or --lookback",
+			j.base, u.Path, maxJaegerAnswer>>20)
 	}
 	var jr jaegerResponse
 	if err := json.Unmarshal(body, &jr); err != nil {
@@ -250,6 +254,14 @@ func (j *jaegerClient) get(ctx context.Context, path string, query url.Values) (
 	}
 	return body, resp.StatusCode, &jr, nil
 }
+
+// maxJaegerAnswer bounds what ctlclient reads of one answer.
+const maxJaegerAnswer = 256 << 20
+
+// selfTraceMargin is how many more traces `trace last` asks Jaeger for than
+// --limit: the traces of earlier `ctlclient trace` runs (exported like any
+// other command's) are passed over, and must not crowd out the ones sought.
+const selfTraceMargin = 50
 
 func unwrapURLError(err error) error {
 	var ue *url.Error
@@ -267,10 +279,18 @@ func snippet(b []byte) string {
 	return s
 }
 
-func (r *jaegerResponse) errorText() string {
+// errorText is Jaeger's error messages, or the start of body when it sent
+// none (a proxy's error page, say).
+func (r *jaegerResponse) errorText(body []byte) string {
 	var msgs []string
 	for _, e := range r.Errors {
 		msgs = append(msgs, e.Msg)
+	}
+	if len(msgs) == 0 {
+		if s := snippet(body); s != "" {
+			return s
+		}
+		return "(no error message)"
 	}
 	return strings.Join(msgs, "; ")
 }
@@ -285,7 +305,7 @@ func (j *jaegerClient) trace(ctx context.Context, id string) ([]byte, *jaegerTra
 	case status == http.StatusNotFound || (status == http.StatusOK && (len(jr.Data) == 0 || len(jr.Data[0].Spans) == 0)):
 		return nil, nil, answerError{fmt.Sprintf("trace %s not found in Jaeger at %s (spans are exported in batches: it may not have arrived yet)", id, j.base)}
 	case status != http.StatusOK:
-		return nil, nil, answerError{fmt.Sprintf("jaeger at %s: trace %s: HTTP %d: %s", j.base, id, status, jr.errorText())}
+		return nil, nil, answerError{fmt.Sprintf("jaeger at %s: trace %s: HTTP %d: %s", j.base, id, status, jr.errorText(body))}
 	}
 	return body, &jr.Data[0], nil
 }
@@ -297,7 +317,7 @@ func (j *jaegerClient) lastTraceID(ctx context.Context, service, operation strin
 	now := time.Now()
 	q := url.Values{
 		"service": {service},
-		"limit":   {strconv.Itoa(limit)},
+		"limit":   {strconv.Itoa(limit + selfTraceMargin)},
 		"start":   {strconv.FormatInt(now.Add(-lookback).UnixMicro(), 10)},
 		"end":     {strconv.FormatInt(now.Add(time.Minute).UnixMicro(), 10)}, // a little clock skew
 	}
@@ -306,12 +326,12 @@ func (j *jaegerClient) lastTraceID(ctx context.Context, service, operation strin
 		q.Set("operation", operation)
 		what = fmt.Sprintf("%s in service %s", operation, service)
 	}
-	_, status, jr, err := j.get(ctx, "/api/traces", q)
+	body, status, jr, err := j.get(ctx, "/api/traces", q)
 	if err != nil {
 		return "", err
 	}
 	if status != http.StatusOK {
-		return "", answerError{fmt.Sprintf("jaeger at %s: traces of %s: HTTP %d: %s", j.base, what, status, jr.errorText())}
+		return "", answerError{fmt.Sprintf("jaeger at %s: traces of %s: HTTP %d: %s", j.base, what, status, jr.errorText(body))}
 	}
 	best, bestStart := "", int64(0)
 	for i := range jr.Data {
@@ -520,7 +540,7 @@ func linkName(tr *jaegerTrace, r jaegerRef) string {
 
 // firstAttributes lead a span's attributes, in this order; the other
 // replicad.* ones follow sorted by name.
-var firstAttributes = []string{"topic", "partition", "broker_id", "leader", "leader_epoch", "old_leader",
+var firstAttributes = []string{"topic", "partition", "broker", "leader", "leader_epoch", "old_leader",
 	"old_leader_epoch", "isr", "error_code"}
 
 // keyAttributes are the span's replicad.* tags, named without the prefix,

@@ -103,7 +103,7 @@ func TestTraceTimeline(t *testing.T) {
 		t.Errorf("header %q", got[0])
 	}
 	for _, w := range []string{
-		"    0.000ms   227.510ms  ctlclient elect  [ctlclient vm/31697]  broker=127.0.0.1:9091 controller=127.0.0.1:39090",
+		"    0.000ms   227.510ms  ctlclient elect  [ctlclient vm/31697]  broker_address=127.0.0.1:9091 controller_address=127.0.0.1:39090",
 		"   34.134ms     0.103ms  " + strings.Repeat("  ", 9) + "Partition.makeLeader  [replicad 2]  topic=orders partition=0 leader=2 leader_epoch=1 old_leader=1 old_leader_epoch=0 isr=[1,2,3] error_code=NONE ",
 		"   60.000ms     0.300ms  ReplicaFetcher.start  [replicad 3]  leader=2 fetcher_id=0  (follows from ReplicaManager.becomeLeaderOrFollower [replicad 3])",
 		"  230.000ms     1.500ms  ReplicaManager.checkpointHighWatermarks  [replicad 3]  error=\"write /data/broker-3/replication-offset-checkpoint.tmp: no space left on device\"  (1 event)  (parent 0000000000000bad not in the trace)",
@@ -203,12 +203,12 @@ func TestTraceLast(t *testing.T) {
 	}
 	q := f.searches[0]
 	start, _ := strconv.ParseInt(q["start"], 10, 64)
-	if q["service"] != "ctlclient" || q["operation"] != "" || q["limit"] != "20" || start > now-int64(time.Hour/time.Microsecond)+60e6 || q["end"] == "" {
+	if q["service"] != "ctlclient" || q["operation"] != "" || q["limit"] != strconv.Itoa(20+selfTraceMargin) || start > now-int64(time.Hour/time.Microsecond)+60e6 || q["end"] == "" {
 		t.Fatalf("default search %v", q)
 	}
 	q = f.searches[1]
 	start, _ = strconv.ParseInt(q["start"], 10, 64)
-	if q["service"] != "replicad-controller" || q["operation"] != "Controller.fenceBrokers" || q["limit"] != "5" || start < now-int64(11*time.Minute/time.Microsecond) {
+	if q["service"] != "replicad-controller" || q["operation"] != "Controller.fenceBrokers" || q["limit"] != strconv.Itoa(5+selfTraceMargin) || start < now-int64(11*time.Minute/time.Microsecond) {
 		t.Fatalf("search %v", q)
 	}
 }
@@ -231,6 +231,12 @@ func TestTraceErrors(t *testing.T) {
 		w.Write([]byte("<html>not jaeger</html>"))
 	}))
 	defer html.Close()
+	// A 502 in Jaeger's JSON shape but with no error message (a proxy).
+	bare := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusBadGateway)
+		w.Write([]byte(`{"data":null,"upstream":"down"}`))
+	}))
+	defer bare.Close()
 
 	for _, c := range []struct {
 		args []string
@@ -242,6 +248,8 @@ func TestTraceErrors(t *testing.T) {
 		{[]string{"trace", "abc", "--jaeger", url}, 1, "trace abc not found"},
 		{[]string{"trace", "last", "--jaeger", url}, 1, "no trace of service ctlclient in the last 1h0m0s"},
 		{[]string{"trace", sampleTraceID, "--jaeger", html.URL}, 1, "not Jaeger's JSON"},
+		{[]string{"trace", sampleTraceID, "--jaeger", bare.URL}, 1, `HTTP 502: {"data":null,"upstream":"down"}`},
+		{[]string{"trace", "last", "--jaeger", bare.URL}, 1, `HTTP 502: {"data":null,"upstream":"down"}`},
 		{[]string{"trace"}, 2, "want last or a TRACE_ID"},
 		{[]string{"trace", "first"}, 2, `"first" is neither last nor a trace id`},
 		{[]string{"trace", "last", sampleTraceID}, 2, "want one of last or a TRACE_ID"},

@@ -83,7 +83,7 @@ func (e *env) dial() (*grpc.ClientConn, error) {
 func dialAddr(addr string) (*grpc.ClientConn, error) {
 	opts := append(grpcx.DialOptions(),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithStatsHandler(otelgrpc.NewClientHandler()),
+		grpc.WithStatsHandler(otelgrpc.NewClientHandler(grpcx.OtelOptions(false)...)),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxRecvMsgSize), grpc.MaxCallSendMsgSize(maxRecvMsgSize)),
 	)
 	conn, err := grpc.NewClient(addr, opts...)

@@ -127,9 +127,9 @@ func (e *env) runTraced(ctx context.Context, cmd *command, runCmd func(context.C
 		_ = tel.Shutdown(sctx)
 	}()
 	e.tracer = tel.Tracer("github.com/replicad/replicad/cmd/ctlclient")
-	attrs := []attribute.KeyValue{attribute.String("replicad.broker", e.g.broker)}
+	attrs := []attribute.KeyValue{attribute.String("replicad.broker_address", e.g.broker)}
 	if e.g.controller != "" {
-		attrs = append(attrs, attribute.String("replicad.controller", e.g.controller))
+		attrs = append(attrs, attribute.String("replicad.controller_address", e.g.controller))
 	}
 	ctx, span := e.tracer.Start(ctx, "ctlclient "+cmd.name, trace.WithAttributes(attrs...))
 	defer span.End()

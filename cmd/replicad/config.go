@@ -95,7 +95,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	level := fs.String("log-level", "info", "log level: trace, debug, info, warn or error")
 	format := fs.String("log-format", "console", "log format: console (human) or json")
 	metrics := fs.String("metrics-listen", "", "host:port serving Prometheus text at /metrics; empty: off")
-	traceDataPlane := fs.Bool("trace-data-plane", false, "also trace the data plane: a span for every Produce, Consume and follower Fetch\n(off by default: those paths are hot; the control plane is always traced)")
+	traceDataPlane := fs.Bool("trace-data-plane", false, "also trace the data plane: a span for every Produce and Consume call and every follower\nfetch request (off by default: those paths are hot; the control plane is always traced)")
 	flush := fs.String("log-flush", "every-batch", "when appends are fsynced: every-batch (before a produce is acknowledged),\ninterval (every --log-flush-interval) or os (left to the OS, as Kafka does)")
 	flushInterval := fs.Duration("log-flush-interval", def.FlushInterval, "fsync period with --log-flush=interval")
 	segmentBytes := fs.Int64("segment-bytes", def.SegmentBytes, "a log segment rolls beyond this size (>= 1024)")

@@ -79,12 +79,14 @@
 // LeaderAndIsrContext, UpdateMetadataContext and StopReplicaContext keep the
 // span context of their ctx (not ctx itself: a call outlives the caller's
 // deadline). Each attempt to send a request runs in a client span
-// SendSpanName ("ControllerChannel.send", attributes replicad.broker_id,
+// SendSpanName ("ControllerChannel.send", attributes replicad.broker,
 // replicad.request_kind, replicad.partitions, replicad.merged_calls,
 // replicad.attempt, the epochs, and replicad.error_code once answered) whose
 // parent is the span of the first traced call merged into the request, so
 // the request, and the broker's handling of it (the gRPC client propagates
 // the context), land in the trace of the decision that queued it. The
-// other calls merged into it are span links (at most MaxLinks). The methods
+// other calls merged into it are span links (at most MaxLinks), and each of
+// them gets a MergedSpanName span in its own trace, linking back to the
+// send, so every decision's trace shows what was sent for it. The methods
 // without Context queue outside any trace.
 package brokerqueue

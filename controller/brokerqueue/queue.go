@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
+	"github.com/replicad/replicad/internal/telemetry"
 )
 
 // Defaults of Config.
@@ -37,6 +38,13 @@ const (
 // send a request; the gRPC call (and through otelgrpc the broker's
 // handling of it) is its child.
 const SendSpanName = "ControllerChannel.send"
+
+// MergedSpanName is the span a call merged into another's request gets in
+// its own trace: the request went out in the first traced call's trace, so
+// without it the other decisions' traces would end at the controller. It
+// lasts as long as the send, has its outcome, and links the SendSpanName
+// span that carried it (replicad.sent_in_trace names that trace).
+const MergedSpanName = "ControllerChannel.merged"
 
 // MaxLinks caps the span links of one request: a request merged from more
 // calls than this links only the first MaxLinks of the others (OpenTelemetry
@@ -398,7 +406,7 @@ func (q *Queue) loop() (stale bool) {
 			return false // closing: what is unsent is dropped
 		}
 		lg := q.logger.With().Str("kind", r.kind.String()).Int("partitions", r.size).Logger()
-		lg.Debug().Dur("duration", took).Err(err).Str("error_code", code.String()).Int("attempt", failures+1).Msg("request sent")
+		lg.Debug().Dur("duration", took).Err(err).Str("error_code", telemetry.ErrorCodeName(code)).Int("attempt", failures+1).Msg("request sent")
 		if err != nil {
 			if status.Code(err) == codes.InvalidArgument {
 				lg.Error().Str("grpc_message", status.Convert(err).Message()).Msg("broker refused the request as invalid, dropping it (a controller bug)")
@@ -439,7 +447,7 @@ func (q *Queue) loop() (stale bool) {
 			lg.Warn().Msg("broker answered STALE_BROKER_EPOCH: it restarted since this queue was made, dropping the request")
 			q.finish(e, true)
 		default:
-			lg.Warn().Str("error_code", code.String()).Msg("broker refused the request, dropping it")
+			lg.Warn().Str("error_code", telemetry.ErrorCodeName(code)).Msg("broker refused the request, dropping it")
 			q.finish(e, true)
 		}
 	}
@@ -529,17 +537,20 @@ func (q *Queue) build(e *entry) *request {
 // other calls merged into r.
 func (q *Queue) send(r *request, attempt int) (code replicadv1.ErrorCode, err error) {
 	ctx, span := q.startSendSpan(r, attempt)
+	merged := q.startMergedSpans(r, span, attempt)
 	defer func() {
-		if err != nil {
-			span.RecordError(err)
-			span.SetStatus(otelcodes.Error, status.Code(err).String())
-		} else {
-			span.SetAttributes(attribute.String("replicad.error_code", code.String()))
-			if code != replicadv1.ErrorCode_ERROR_CODE_NONE {
-				span.SetStatus(otelcodes.Error, code.String())
+		for _, s := range append(merged, span) {
+			if err != nil {
+				s.RecordError(err)
+				s.SetStatus(otelcodes.Error, status.Code(err).String())
+			} else {
+				s.SetAttributes(telemetry.ErrorCode(code))
+				if code != replicadv1.ErrorCode_ERROR_CODE_NONE {
+					s.SetStatus(otelcodes.Error, telemetry.ErrorCodeName(code))
+				}
 			}
+			s.End()
 		}
-		span.End()
 	}()
 	ctx, cancel := context.WithTimeout(ctx, q.cfg.RequestTimeout)
 	defer cancel()
@@ -555,7 +566,7 @@ func (q *Queue) startSendSpan(r *request, attempt int) (context.Context, trace.S
 		ctx = trace.ContextWithSpanContext(ctx, r.parent)
 	}
 	attrs := []attribute.KeyValue{
-		attribute.Int("replicad.broker_id", int(q.cfg.BrokerID)),
+		attribute.Int("replicad.broker", int(q.cfg.BrokerID)),
 		attribute.Int64("replicad.broker_epoch", q.cfg.BrokerEpoch),
 		attribute.Int("replicad.controller_id", int(q.cfg.ControllerID)),
 		attribute.Int("replicad.controller_epoch", int(q.cfg.ControllerEpoch)),
@@ -572,6 +583,27 @@ func (q *Queue) startSendSpan(r *request, attempt int) (context.Context, trace.S
 		}
 	}
 	return ctx, span
+}
+
+// startMergedSpans starts a MergedSpanName span under each of r's links (the
+// other traced calls merged into r), linked to send; none when send does not
+// record.
+func (q *Queue) startMergedSpans(r *request, send trace.Span, attempt int) []trace.Span {
+	if len(r.links) == 0 || !send.IsRecording() {
+		return nil
+	}
+	sc := send.SpanContext()
+	spans := make([]trace.Span, 0, len(r.links))
+	for _, l := range r.links {
+		_, s := q.cfg.Tracer.Start(trace.ContextWithSpanContext(q.ctx, l.SpanContext), MergedSpanName,
+			trace.WithLinks(trace.Link{SpanContext: sc}), trace.WithAttributes(
+				attribute.Int("replicad.broker", int(q.cfg.BrokerID)),
+				attribute.String("replicad.request_kind", r.kind.String()),
+				attribute.Int("replicad.attempt", attempt),
+				attribute.String("replicad.sent_in_trace", sc.TraceID().String())))
+		spans = append(spans, s)
+	}
+	return spans
 }
 
 // partitionNames are r's partitions as topic-partition names, nil when r has
@@ -660,7 +692,7 @@ func (q *Queue) logPartitionErrors(k kind, errs []*replicadv1.PartitionError) {
 			continue
 		}
 		q.logger.Debug().Str("kind", k.String()).Str("topic", pe.GetTopic()).Int32("partition", pe.GetPartition()).
-			Str("error_code", pe.GetErrorCode().String()).Msg("partition error")
+			Str("error_code", telemetry.ErrorCodeName(pe.GetErrorCode())).Msg("partition error")
 	}
 }
 

@@ -128,14 +128,14 @@ func TestSendCarriesEnqueuerSpan(t *testing.T) {
 		t.Errorf("merged request links %v, want only decision-C %s", links, spanC.SpanContext().SpanID())
 	}
 	for key, want := range map[string]attribute.Value{
-		"replicad.broker_id":        attribute.IntValue(int(testBroker)),
+		"replicad.broker":           attribute.IntValue(int(testBroker)),
 		"replicad.broker_epoch":     attribute.Int64Value(testBrokerEpoch),
 		"replicad.controller_epoch": attribute.IntValue(int(testControllerEpoch)),
 		"replicad.request_kind":     attribute.StringValue("LeaderAndIsr"),
 		"replicad.partitions":       attribute.IntValue(4),
 		"replicad.merged_calls":     attribute.IntValue(4),
 		"replicad.attempt":          attribute.IntValue(1),
-		"replicad.error_code":       attribute.StringValue(replicadv1.ErrorCode_ERROR_CODE_NONE.String()),
+		"replicad.error_code":       attribute.StringValue("NONE"),
 	} {
 		if got, ok := attrOf(merged, key); !ok || got != want {
 			t.Errorf("merged request span %s = %v (present %v), want %v", key, got.Emit(), ok, want.Emit())
@@ -143,6 +143,29 @@ func TestSendCarriesEnqueuerSpan(t *testing.T) {
 	}
 	if got, _ := attrOf(merged, "replicad.topic_partitions"); len(got.AsStringSlice()) != 4 {
 		t.Errorf("replicad.topic_partitions = %v, want the 4 partitions", got.AsStringSlice())
+	}
+	// decision-C's trace does not end at the controller: it holds a merged
+	// span linking the send that carried its partition.
+	var inC []sdktrace.ReadOnlySpan
+	for _, s := range rec.Ended() {
+		if s.Name() == MergedSpanName {
+			inC = append(inC, s)
+		}
+	}
+	if len(inC) != 1 {
+		t.Fatalf("%d %s spans, want 1 (for decision-C)", len(inC), MergedSpanName)
+	}
+	m := inC[0]
+	if m.Parent().SpanID() != spanC.SpanContext().SpanID() || len(m.Links()) != 1 ||
+		!m.Links()[0].SpanContext.Equal(merged.SpanContext()) {
+		t.Errorf("%s: parent %s links %v, want under decision-C %s linking the send %s", MergedSpanName,
+			m.Parent().SpanID(), m.Links(), spanC.SpanContext().SpanID(), merged.SpanContext().SpanID())
+	}
+	if got, _ := attrOf(m, "replicad.error_code"); got.AsString() != "NONE" {
+		t.Errorf("%s error_code %q, want NONE", MergedSpanName, got.AsString())
+	}
+	if got, _ := attrOf(m, "replicad.sent_in_trace"); got.AsString() != merged.SpanContext().TraceID().String() {
+		t.Errorf("%s sent_in_trace %q, want %s", MergedSpanName, got.AsString(), merged.SpanContext().TraceID())
 	}
 }
 

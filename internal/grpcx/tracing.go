@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/stats"
 
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
@@ -19,25 +20,36 @@ var DataPlaneMethods = []string{
 	replicadv1.FetchService_Fetch_FullMethodName,
 }
 
+// RoutineMethods are the steady beats of a healthy cluster: every broker
+// heartbeats its controller several times a session timeout, and the
+// health service is polled. They never create spans, whatever the flags: a
+// trace of each would bury the state changes a user opens Jaeger for. What
+// follows when heartbeats stop (a fencing) is traced by the controller as a
+// span of its own.
+var RoutineMethods = []string{
+	replicadv1.ControllerService_BrokerHeartbeat_FullMethodName,
+	healthpb.Health_Check_FullMethodName,
+	healthpb.Health_Watch_FullMethodName,
+}
+
 // IsDataPlane reports whether fullMethod ("/package.Service/Method") is one
 // of DataPlaneMethods.
 func IsDataPlane(fullMethod string) bool { return slices.Contains(DataPlaneMethods, fullMethod) }
 
-// TraceFilter is the otelgrpc filter of a replicad client or server: nil
-// (every RPC traced) with traceDataPlane, else one that leaves
-// DataPlaneMethods out. A call left out still carries the trace context it
-// was made in to the other side; it only starts no span of its own.
+// TraceFilter is the otelgrpc filter of a replicad client or server: it
+// leaves RoutineMethods out always and DataPlaneMethods unless
+// traceDataPlane. A call left out still carries the trace context it was
+// made in to the other side; it only starts no span of its own.
 func TraceFilter(traceDataPlane bool) otelgrpc.Filter {
-	if traceDataPlane {
-		return nil
+	return func(info *stats.RPCTagInfo) bool {
+		if slices.Contains(RoutineMethods, info.FullMethodName) {
+			return false
+		}
+		return traceDataPlane || !IsDataPlane(info.FullMethodName)
 	}
-	return func(info *stats.RPCTagInfo) bool { return !IsDataPlane(info.FullMethodName) }
 }
 
 // OtelOptions are the otelgrpc options of a replicad stats handler.
 func OtelOptions(traceDataPlane bool) []otelgrpc.Option {
-	if f := TraceFilter(traceDataPlane); f != nil {
-		return []otelgrpc.Option{otelgrpc.WithFilter(f)}
-	}
-	return nil
+	return []otelgrpc.Option{otelgrpc.WithFilter(TraceFilter(traceDataPlane))}
 }

@@ -34,12 +34,16 @@ const traceDeadline = 30 * time.Second
 func TestElectionIsOneTraceInJaeger(t *testing.T) {
 	otlp, query := testutil.StartJaeger(t)
 	// Whatever OTEL_* the shell running the test has, these processes export
-	// every span, to this Jaeger, every 100ms (not every 5s).
+	// to this Jaeger over OTLP/gRPC, every 100ms (not every 5s), with
+	// replicad's own sampler (OTEL_TRACES_SAMPLER unset): what users run.
 	env := []string{
 		"OTEL_EXPORTER_OTLP_ENDPOINT=" + otlp,
 		"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=" + otlp,
 		"OTEL_EXPORTER_OTLP_INSECURE=true",
-		"OTEL_TRACES_SAMPLER=parentbased_always_on",
+		"OTEL_EXPORTER_OTLP_PROTOCOL=grpc",
+		"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=grpc",
+		"OTEL_TRACES_EXPORTER=otlp",
+		"OTEL_TRACES_SAMPLER=",
 		"OTEL_SDK_DISABLED=false",
 		"OTEL_BSP_SCHEDULE_DELAY=100",
 	}
@@ -167,6 +171,80 @@ func TestElectionIsOneTraceInJaeger(t *testing.T) {
 		t.Fatalf("trace -o json: %v\n%s", err, raw.stdout)
 	}
 	runCtlclientEnv(t, nil, "trace", "0123456789abcdef0123456789abcdef", "--jaeger", query).want(t, 1)
+
+	// A controlled shutdown is one trace too: SIGTERM on the new leader
+	// asks the controller to move its leadership; the broker's span, the
+	// controller's and the LeaderAndIsr on the broker that takes over are
+	// in it.
+	b, _ := c.broker(newLeader)
+	if code := b.Terminate(60 * time.Second); code != 0 {
+		t.Fatalf("broker %d exited %d after SIGTERM", newLeader, code)
+	}
+	moved, err := c.partitionState(topic, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if moved.GetLeader() == newLeader || moved.GetLeader() < 0 {
+		t.Fatalf("leader %d after the controlled shutdown of %d", moved.GetLeader(), newLeader)
+	}
+	var shutdownTrace string
+	testutil.Eventually(t, traceDeadline, func() error {
+		traces, err := jq.search(url.Values{"service": {"replicad"}, "operation": {"Broker.controlledShutdown"}})
+		if err != nil {
+			return err
+		}
+		if len(traces) != 1 {
+			return fmt.Errorf("%d traces with a Broker.controlledShutdown span, want 1", len(traces))
+		}
+		shutdownTrace = traces[0].TraceID
+		return nil
+	})
+	shutdownWant := []spanWant{
+		{service: "replicad", instance: itoa(int(newLeader)), op: "Broker.controlledShutdown"},
+		{service: "replicad-controller", op: "Controller.controlledShutdown"},
+		{service: "replicad", instance: itoa(int(moved.GetLeader())), op: "Partition.makeLeader",
+			attrs: map[string]string{"replicad.topic": topic, "replicad.partition": "0",
+				"replicad.leader_epoch": strconv.Itoa(int(moved.GetLeaderEpoch()))}},
+	}
+	testutil.Eventually(t, traceDeadline, func() error {
+		tr, err := jq.trace(shutdownTrace)
+		if err != nil {
+			return err
+		}
+		for _, w := range shutdownWant {
+			if !w.foundIn(tr) {
+				return fmt.Errorf("the controlled shutdown's trace %s lacks %s; it holds:\n%s", shutdownTrace, w, describeSpans(tr))
+			}
+		}
+		return nil
+	})
+
+	// Heartbeats (every few seconds from every broker since the start) make
+	// no spans on either side: Jaeger holds state changes, not the beat of
+	// a healthy cluster.
+	for _, service := range []string{"replicad", "replicad-controller"} {
+		ops, err := jq.operations(service)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ops) == 0 {
+			t.Fatalf("Jaeger knows no operations of %s", service)
+		}
+		for _, op := range ops {
+			if strings.Contains(op, "BrokerHeartbeat") || strings.Contains(op, "grpc.health") {
+				t.Errorf("%s made %q spans", service, op)
+			}
+		}
+	}
+}
+
+// operations lists the span names Jaeger has seen from service.
+func (j *jaegerQuery) operations(service string) ([]string, error) {
+	var body struct {
+		Data []string `json:"data"`
+	}
+	err := j.getJSON("/api/services/"+url.PathEscape(service)+"/operations", nil, &body)
+	return body.Data, err
 }
 
 // runCtlclientEnv runs the built ctlclient with env added to the test's.
@@ -297,6 +375,17 @@ type jaegerQuery struct {
 }
 
 func (j *jaegerQuery) get(path string, q url.Values) ([]jaegerTraceJSON, error) {
+	var body struct {
+		Data []jaegerTraceJSON `json:"data"`
+	}
+	if err := j.getJSON(path, q, &body); err != nil {
+		return nil, err
+	}
+	return body.Data, nil
+}
+
+// getJSON GETs path?q from the query API and decodes the answer into out.
+func (j *jaegerQuery) getJSON(path string, q url.Values, out any) error {
 	u := j.base + path
 	if q != nil {
 		u += "?" + q.Encode()
@@ -304,19 +393,16 @@ func (j *jaegerQuery) get(path string, q url.Values) ([]jaegerTraceJSON, error) 
 	client := &http.Client{Timeout: 10 * time.Second}
 	resp, err := client.Get(u)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET %s: %s", u, resp.Status)
+		return fmt.Errorf("GET %s: %s", u, resp.Status)
 	}
-	var body struct {
-		Data []jaegerTraceJSON `json:"data"`
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("GET %s: %w", u, err)
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
-		return nil, fmt.Errorf("GET %s: %w", u, err)
-	}
-	return body.Data, nil
+	return nil
 }
 
 func (j *jaegerQuery) search(q url.Values) ([]jaegerTraceJSON, error) {

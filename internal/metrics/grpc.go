@@ -28,10 +28,20 @@ func (m *Metrics) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
 			return handler(ctx, req)
 		}
 	}
-	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
 		start := time.Now()
-		resp, err := handler(ctx, req)
-		m.requests.Record(ctx, time.Since(start).Seconds(), m.requestAttributes(info.FullMethod, status.Code(err)))
+		panicked := true
+		defer func() {
+			code := status.Code(err)
+			if panicked {
+				// The recovery interceptor outside turns the panic into
+				// Internal; the call is counted as that.
+				code = codes.Internal
+			}
+			m.requests.Record(ctx, time.Since(start).Seconds(), m.requestAttributes(info.FullMethod, code))
+		}()
+		resp, err = handler(ctx, req)
+		panicked = false
 		return resp, err
 	}
 }

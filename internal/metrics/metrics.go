@@ -16,6 +16,7 @@ import (
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	"go.opentelemetry.io/otel/metric"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/exemplar"
 	"go.opentelemetry.io/otel/sdk/resource"
 
 	"github.com/replicad/replicad/core"
@@ -90,6 +91,10 @@ func New() (*Metrics, error) {
 		// broker's 2001st topic into an overflow series. The series are
 		// bounded anyway: by the topics hosted, and by methods x codes.
 		sdkmetric.WithCardinalityLimit(0),
+		// Prometheus text carries no exemplars; offering one per sampled
+		// request (the SDK's default) would be work on the produce path
+		// that no scrape ever reads.
+		sdkmetric.WithExemplarFilter(exemplar.AlwaysOffFilter),
 	)
 	m.meter = m.provider.Meter(meterName)
 	if err := m.createInstruments(); err != nil {

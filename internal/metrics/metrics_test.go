@@ -8,6 +8,8 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -121,6 +123,16 @@ func TestScrapeExportsSpecNames(t *testing.T) {
 	for _, h := range []grpc.UnaryHandler{ok, ok, fail} {
 		_, _ = intercept(context.Background(), nil, info, h)
 	}
+	// A handler that panics (recovery outside turns it into Internal) is
+	// counted as Internal, and the panic goes on to the recovery.
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Error("the interceptor swallowed the panic")
+			}
+		}()
+		_, _ = intercept(context.Background(), nil, info, func(context.Context, any) (any, error) { panic("boom") })
+	}()
 
 	s := get(t, serve(t, m))
 	for series, want := range map[string]float64{
@@ -136,6 +148,7 @@ func TestScrapeExportsSpecNames(t *testing.T) {
 		`replicad_hw_checkpoint_duration_seconds_bucket{le="0.005"}`:  1,
 		`replicad_request_duration_seconds_count{code="OK",method="/replicad.v1.LogService/Produce"}`:       2,
 		`replicad_request_duration_seconds_count{code="NotFound",method="/replicad.v1.LogService/Produce"}`: 1,
+		`replicad_request_duration_seconds_count{code="Internal",method="/replicad.v1.LogService/Produce"}`: 1,
 		`replicad_topic_leader_partitions{topic="orders"}`:                                                  4,
 		`replicad_topic_under_replicated_partitions{topic="orders"}`:                                        2,
 		`replicad_topic_leader_log_end_offset{topic="orders"}`:                                              100,
@@ -400,4 +413,56 @@ func startCPUTimer(b *testing.B) *cpuTimer { return &cpuTimer{b: b, start: proce
 
 func (c *cpuTimer) report() {
 	c.b.ReportMetric(float64(processCPU(c.b)-c.start)/float64(c.b.N), "cpu-ns/op")
+}
+
+// Scrapes run concurrently (two Prometheus servers, a curl) with the broker
+// changing roles and counting ISR changes: under -race nothing they share
+// may race, and every scrape is a consistent, parseable page.
+func TestConcurrentScrapes(t *testing.T) {
+	m := newMetrics(t)
+	var gen atomic.Int64
+	snap := func() core.MetricsSnapshot {
+		n := gen.Add(1)
+		topic := fmt.Sprintf("t%d", n%5) // topics come and go between scrapes
+		return core.MetricsSnapshot{Partitions: 1, Leaders: 1, Topics: []core.TopicMetrics{{Topic: topic, LeaderPartitions: 1}}}
+	}
+	if err := m.Observe(Sources{Replicas: snap, FetcherMaxLag: func() int64 { return 1 }}); err != nil {
+		t.Fatal(err)
+	}
+	url := serve(t, m)
+	intercept := m.UnaryServerInterceptor()
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 25 {
+				// Not get(): t.Fatal belongs to the test's goroutine.
+				resp, err := http.Get(url + "/metrics")
+				if err != nil {
+					t.Errorf("scrape %d/%d: %v", w, i, err)
+					return
+				}
+				body, err := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if err != nil || resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "\nreplicad_partition_count 1\n") {
+					t.Errorf("scrape %d/%d: %v %s:\n%s", w, i, err, resp.Status, body)
+					return
+				}
+			}
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := range 500 {
+			m.IsrShrunk(tp.TopicPartition{Topic: fmt.Sprintf("t%d", i%7)})
+			_, _ = intercept(context.Background(), nil, &grpc.UnaryServerInfo{FullMethod: fmt.Sprintf("/m/%d", i%3)},
+				func(context.Context, any) (any, error) { return nil, nil })
+		}
+	}()
+	wg.Wait()
+	if got := get(t, url).value(t, "replicad_isr_shrinks_total"); got != 500 {
+		t.Errorf("replicad_isr_shrinks_total = %v after 500 shrinks", got)
+	}
 }

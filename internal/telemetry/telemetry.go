@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/rs/zerolog"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -48,9 +50,59 @@ func (t *Telemetry) Shutdown(ctx context.Context) error {
 	return nil
 }
 
-// ExportConfigured reports whether the environment names an OTLP endpoint.
+// ExportConfigured reports whether the environment asks for spans to be
+// exported (see exportProtocol); a bad setting counts as no.
 func ExportConfigured() bool {
-	return os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != ""
+	p, err := exportProtocol()
+	return err == nil && p != ""
+}
+
+// exportProtocol reads the standard OpenTelemetry variables: spans are
+// exported over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT or
+// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT names a collector, unless
+// OTEL_SDK_DISABLED=true or OTEL_TRACES_EXPORTER=none. The protocol is
+// OTEL_EXPORTER_OTLP_TRACES_PROTOCOL, else OTEL_EXPORTER_OTLP_PROTOCOL: grpc
+// (the default here, as Jaeger's port 4317 speaks it) or http/protobuf
+// (port 4318). It returns "" when nothing is to be exported, and an error
+// naming the variable for a value replicad does not support.
+func exportProtocol() (string, error) {
+	if strings.EqualFold(os.Getenv("OTEL_SDK_DISABLED"), "true") {
+		return "", nil
+	}
+	switch e := os.Getenv("OTEL_TRACES_EXPORTER"); e {
+	case "", "otlp":
+	case "none":
+		return "", nil
+	default:
+		return "", fmt.Errorf("OTEL_TRACES_EXPORTER=%q: want otlp or none", e)
+	}
+	if os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") == "" && os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") == "" {
+		return "", nil
+	}
+	name := "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"
+	p := os.Getenv(name)
+	if p == "" {
+		name = "OTEL_EXPORTER_OTLP_PROTOCOL"
+		p = os.Getenv(name)
+	}
+	switch p {
+	case "", "grpc":
+		return "grpc", nil
+	case "http/protobuf":
+		return p, nil
+	default:
+		return "", fmt.Errorf("%s=%q: want grpc or http/protobuf", name, p)
+	}
+}
+
+// newExporter makes the OTLP exporter for protocol; it connects lazily and
+// reads the other OTEL_EXPORTER_OTLP_* variables (headers, timeout,
+// insecure, ...) itself.
+func newExporter(ctx context.Context, protocol string) (sdktrace.SpanExporter, error) {
+	if protocol == "http/protobuf" {
+		return otlptracehttp.New(ctx)
+	}
+	return otlptracegrpc.New(ctx)
 }
 
 // Setup builds the tracer provider and installs it, with the propagators, globally.
@@ -68,11 +120,14 @@ func Setup(ctx context.Context, cfg Config) (*Telemetry, error) {
 		return nil, fmt.Errorf("telemetry resource: %w", err)
 	}
 	opts := []sdktrace.TracerProviderOption{sdktrace.WithResource(res)}
-	t := &Telemetry{exporting: ExportConfigured()}
+	protocol, err := exportProtocol()
+	if err != nil {
+		return nil, fmt.Errorf("telemetry: %w", err)
+	}
+	t := &Telemetry{exporting: protocol != ""}
 	switch {
 	case t.exporting:
-		// The exporter connects lazily and reads OTEL_EXPORTER_OTLP_* itself.
-		exp, err := otlptracegrpc.New(ctx)
+		exp, err := newExporter(ctx, protocol)
 		if err != nil {
 			return nil, fmt.Errorf("telemetry otlp exporter: %w", err)
 		}
