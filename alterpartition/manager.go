@@ -316,6 +316,9 @@ func (m *Manager) send(batch []item) (*replicadv1.AlterPartitionResponse, error)
 			s.SetStatus(otelcodes.Error, "AlterPartition failed")
 		} else {
 			s.SetAttributes(telemetry.ErrorCode(resp.GetErrorCode()))
+			if code := resp.GetErrorCode(); code != replicadv1.ErrorCode_ERROR_CODE_NONE {
+				s.SetStatus(otelcodes.Error, telemetry.ErrorCodeName(code))
+			}
 		}
 		s.End()
 	}
@@ -406,7 +409,7 @@ func alterPartitionItem(change core.IsrChange, brokerID int32, brokerEpoch int64
 // every change; otherwise each change takes its partition's item.
 func (m *Manager) resultsOf(resp *replicadv1.AlterPartitionResponse) func(item) core.IsrChangeResult {
 	if top := resp.GetErrorCode(); top != replicadv1.ErrorCode_ERROR_CODE_NONE {
-		m.logger.Warn().Str("error_code", core.ErrorCode(top).String()).Int("partitions", len(resp.GetPartitions())).Msg("AlterPartition rejected as a whole")
+		m.logger.Warn().Str("error_code", telemetry.ErrorCodeName(top)).Int("partitions", len(resp.GetPartitions())).Msg("AlterPartition rejected as a whole")
 		return func(item) core.IsrChangeResult { return core.IsrChangeResult{Error: core.ErrorCode(top)} }
 	}
 	byPartition := make(map[tp.TopicPartition]*replicadv1.AlterPartitionResult, len(resp.GetPartitions()))

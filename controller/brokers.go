@@ -229,6 +229,11 @@ func (c *Controller) expireSessions(ctx context.Context) {
 		return
 	}
 	now := c.cfg.Clock.Now()
+	if now.Before(c.moveRetryAt) {
+		// A fencing or move failed (the store is failing): the next try
+		// waits out a backoff instead of failing, and tracing, every check.
+		return
+	}
 	var expired []*brokerState
 	var silentFor []time.Duration
 	for _, id := range c.sortedBrokerIDsLocked() {
@@ -242,7 +247,11 @@ func (c *Controller) expireSessions(ctx context.Context) {
 		reason := fmt.Sprintf("session expired: silent for %v", silentFor)
 		if err := c.fenceLocked(ctx, expired, reason); err != nil {
 			c.log.Error().Err(err).Msg("fence brokers")
+			c.moveFailedLocked(now)
+		} else {
+			c.moveFailures = 0
 		}
+		return // what failed is retried by a later check, after a backoff
 	}
 	var pending []int32
 	for _, id := range c.sortedBrokerIDsLocked() {
@@ -251,23 +260,38 @@ func (c *Controller) expireSessions(ctx context.Context) {
 		}
 	}
 	if len(pending) > 0 {
-		c.retryMoveAwayLocked(ctx, pending)
+		c.retryMoveAwayLocked(ctx, now, pending)
 	}
+}
+
+// maxMoveRetryBackoff bounds the wait between retries of a failed move.
+const maxMoveRetryBackoff = 5 * time.Second
+
+// moveFailedLocked schedules the next retry of a failed move: one session
+// check interval after the first failure, doubling to maxMoveRetryBackoff.
+func (c *Controller) moveFailedLocked(now time.Time) {
+	c.moveFailures++
+	backoff := min(c.sessionCheckInterval()<<min(c.moveFailures-1, 10), maxMoveRetryBackoff)
+	c.moveRetryAt = now.Add(backoff)
 }
 
 // retryMoveAwayLocked moves partitions away from brokers fenced earlier whose
 // move failed (the store write did not go through). It is a root trace of
 // its own, like the fencing it completes, so the brokers it tells join it.
-func (c *Controller) retryMoveAwayLocked(ctx context.Context, ids []int32) {
+func (c *Controller) retryMoveAwayLocked(ctx context.Context, now time.Time, ids []int32) {
 	const reason = "retrying the move away from fenced brokers"
 	ctx, span := c.tracer.Start(ctx, "Controller.retryMoveAway", trace.WithAttributes(
-		attribute.IntSlice("replicad.brokers", toInts(ids)), attribute.String("replicad.reason", reason)))
+		attribute.IntSlice("replicad.brokers", toInts(ids)), attribute.String("replicad.reason", reason),
+		attribute.Int("replicad.attempt", c.moveFailures+1)))
 	defer span.End()
 	if err := c.moveAwayFromLocked(ctx, ids, reason); err != nil {
 		span.RecordError(err)
 		span.SetStatus(codes.Error, "move failed")
-		c.log.Error().Err(err).Ints32("brokers", ids).Msg("move partitions away from fenced brokers")
+		c.log.Error().Err(err).Ints32("brokers", ids).Int("failures", c.moveFailures+1).Msg("move partitions away from fenced brokers")
+		c.moveFailedLocked(now)
+		return
 	}
+	c.moveFailures, c.moveRetryAt = 0, time.Time{}
 }
 
 // extendSessions gives every live broker a fresh session. The controller
@@ -304,7 +328,10 @@ func (c *Controller) fenceLocked(ctx context.Context, brokers []*brokerState, re
 		fenced := bs.info
 		fenced.Fenced = true
 		if err := c.cfg.Store.UpdateBroker(ctx, fenced); err != nil {
-			return c.storeErr(fmt.Errorf("fence broker %d: %w", fenced.ID, err))
+			err = c.storeErr(fmt.Errorf("fence broker %d: %w", fenced.ID, err))
+			span.RecordError(err)
+			span.SetStatus(codes.Error, "fencing not stored")
+			return err
 		}
 		bs.info = fenced
 		bs.shuttingDown = false

@@ -89,6 +89,12 @@ type Controller struct {
 	parts   map[partitionKey]store.Partition
 	// topics counts the topics created, to rotate where assignments start.
 	topicsCreated int
+	// moveRetryAt is when the session check may next run after a fencing
+	// or a move away from fenced brokers failed, moveFailures how many
+	// failed in a row: a store that stays down is retried with backoff,
+	// not every check.
+	moveRetryAt  time.Time
+	moveFailures int
 }
 
 // brokerState is what the controller knows of one registered broker.

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -196,9 +197,10 @@ func (f *failingPartitionWrites) UpdatePartitions(ctx context.Context, updates [
 	return f.Store.UpdatePartitions(ctx, updates)
 }
 
-// TestRetriedMoveIsOneTrace: a fencing whose move fails is retried at the
-// next session check, and that retry is a trace holding what the brokers
-// were sent.
+// TestRetriedMoveIsOneTrace: a fencing whose move fails is retried after a
+// backoff (not at every session check: a store that stays down would fail,
+// and trace, twice a second), and that retry is a root trace holding what
+// the brokers were sent.
 func TestRetriedMoveIsOneTrace(t *testing.T) {
 	st := &failingPartitionWrites{Store: store.NewMemory()}
 	rec := tracetest.NewSpanRecorder()
@@ -210,30 +212,32 @@ func TestRetriedMoveIsOneTrace(t *testing.T) {
 	st.fail.Store(true)
 	h.expire(2, 3)
 	wantPartition(t, h, "t", 0, 1, 0, 0, 1, 2, 3) // fenced, but not moved
+	// More checks within the backoff try nothing.
+	for range 3 {
+		h.c.expireSessions(context.Background())
+	}
 	fences := spantest.Named(rec, "Controller.fenceBrokers")
 	if len(fences) != 1 || fences[0].Status().Code != codes.Error {
-		t.Fatalf("fenceBrokers spans %d (status %v), want one failed", len(fences), fences[0].Status())
+		t.Fatalf("%d fenceBrokers spans, want one, failed", len(fences))
+	}
+	if n := len(spantest.Named(rec, "Controller.retryMoveAway")); n != 0 {
+		t.Fatalf("%d retryMoveAway spans within the backoff, want 0", n)
 	}
 
 	st.fail.Store(false)
 	h.heartbeat(2, 3)
+	h.clk.Advance(time.Second) // past the first backoff (one check interval)
+	h.heartbeat(2, 3)
 	h.c.expireSessions(context.Background())
 	p := wantPartition(t, h, "t", 0, 2, 1, 1, 2, 3)
-	// The controller's own session checks may have retried (and failed)
-	// while the store still failed: those spans are failures; one succeeded.
-	var ok []sdktrace.ReadOnlySpan
-	for _, r := range spantest.Named(rec, "Controller.retryMoveAway") {
-		if r.Parent().IsValid() {
-			t.Errorf("retryMoveAway under %s, want a root", r.Parent().SpanID())
-		}
-		if r.Status().Code != codes.Error {
-			ok = append(ok, r)
-		}
+	retries := spantest.Named(rec, "Controller.retryMoveAway")
+	if len(retries) != 1 {
+		t.Fatalf("%d Controller.retryMoveAway spans, want 1", len(retries))
 	}
-	if len(ok) != 1 {
-		t.Fatalf("%d Controller.retryMoveAway spans that succeeded, want 1", len(ok))
+	if r := retries[0]; r.Parent().IsValid() || r.Status().Code == codes.Error {
+		t.Fatalf("retryMoveAway: parent %s status %v, want a root that succeeded", r.Parent().SpanID(), r.Status())
 	}
 	for _, id := range []int32{2, 3} {
-		wantSentUnder(t, h, rec, id, p, ok[0])
+		wantSentUnder(t, h, rec, id, p, retries[0])
 	}
 }

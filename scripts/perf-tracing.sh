@@ -72,7 +72,9 @@ done
 addr() { echo "127.0.0.1:$((PORT_BASE + $1 - 1))"; }
 live=(--live-broker "1=$(addr 1)" --live-broker "2=$(addr 2)" --live-broker "3=$(addr 3)")
 
-# run MODE ROUND: fresh brokers in MODE, one perf run; prints "MB/s p99_ms".
+# run MODE ROUND: fresh brokers in MODE, one perf run; writes "MB/s p99_ms" to
+# $work/result. It runs in this shell (not in $(...)), so a failure leaves the
+# brokers in broker_pids for the exit trap to stop.
 run() {
 	local mode=$1 round=$2 dir=$work/$1-$2 env=() flags=()
 	case $mode in
@@ -102,7 +104,7 @@ run() {
 	python3 -c '
 import json, sys
 r = json.load(open(sys.argv[1]))
-print("%.1f %.2f" % (r["mb_per_sec"], r["latency_p99_ms"]))' "$dir/perf.json"
+print("%.1f %.2f" % (r["mb_per_sec"], r["latency_p99_ms"]))' "$dir/perf.json" >"$work/result"
 	rm -rf "$dir"
 }
 
@@ -110,7 +112,8 @@ declare -A results
 echo "acks=all, 3 brokers --log-flush os, $RECORDS x $RECORD_SIZE B records, batches of $BATCH, $CONCURRENCY producers"
 for round in $(seq "$ROUNDS"); do
 	for mode in $MODES; do
-		r=$(run "$mode" "$round")
+		run "$mode" "$round"
+		r=$(<"$work/result")
 		results[$mode]+="${r%% *} "
 		printf '  round %d %-10s %s MB/s  p99 %s ms\n' "$round" "$mode" "${r%% *}" "${r##* }"
 	done

@@ -65,7 +65,11 @@ func (s *fetchService) Fetch(stream replicadv1.FetchService_FetchServer) error {
 				return err
 			}
 			span := s.startRequestSpan(ctx, req)
-			resp := FetchResponseToProto(req.GetCorrelationId(), s.rm.FetchMessages(ctx, FetchRequestFromProto(req)))
+			reqCtx := ctx // the stream's: its cancellation ends a long poll
+			if span != nil {
+				reqCtx = trace.ContextWithSpan(ctx, span)
+			}
+			resp := FetchResponseToProto(req.GetCorrelationId(), s.rm.FetchMessages(reqCtx, FetchRequestFromProto(req)))
 			err := stream.Send(resp)
 			endRequestSpan(span, resp, err)
 			if err != nil {

@@ -104,19 +104,36 @@ func runController(ctx context.Context, stderr io.Writer, cfg controllerConfig) 
 	if err := cfg.validate(); err != nil {
 		return err
 	}
-	// Listen first: the bound address (--listen HOST:0 picks a port) names
-	// this controller in its logs and its traces' service.instance.id.
-	lis, err := net.Listen("tcp", cfg.listen)
-	if err != nil {
-		return fmt.Errorf("listen %s: %w", cfg.listen, err)
-	}
+	// The address names this controller in its logs and its traces'
+	// service.instance.id. With --listen HOST:0 only binding tells the port,
+	// so it binds now; otherwise it binds once the store is open, so that
+	// no connection is accepted while nothing can answer it (brokers would
+	// wait out a timeout instead of moving to the next controller).
+	var lis net.Listener
 	serving := false
 	defer func() {
-		if !serving {
+		if lis != nil && !serving {
 			lis.Close()
 		}
 	}()
-	addr := lis.Addr().String()
+	listen := func() error {
+		if lis != nil {
+			return nil
+		}
+		var err error
+		if lis, err = net.Listen("tcp", cfg.listen); err != nil {
+			return fmt.Errorf("listen %s: %w", cfg.listen, err)
+		}
+		return nil
+	}
+	addr := cfg.listen
+	if host, port, err := net.SplitHostPort(cfg.listen); err == nil && port == "0" {
+		if err := listen(); err != nil {
+			return err
+		}
+		_, bound, _ := net.SplitHostPort(lis.Addr().String())
+		addr = net.JoinHostPort(host, bound)
+	}
 	level, _ := zerolog.ParseLevel(cfg.logLevel)
 	var out io.Writer = stderr
 	if cfg.logFormat == "console" {
@@ -149,6 +166,9 @@ func runController(ctx context.Context, stderr io.Writer, cfg controllerConfig) 
 		UncleanLeaderElection: cfg.unclean, DialBroker: dialBroker, Logger: logger,
 	})
 	if err != nil {
+		return err
+	}
+	if err := listen(); err != nil {
 		return err
 	}
 	srv := service.NewControllerServer(ctl, logger)

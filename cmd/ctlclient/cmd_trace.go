@@ -74,7 +74,7 @@ OTEL_BSP_SCHEDULE_DELAY says otherwise); 2 for usage errors.`,
 			operation := fs.String("operation", "", "with last: only traces with a span of this `name` in --service (ctlclient elect, Controller.fenceBrokers, ...)")
 			lookback := fs.Duration("lookback", time.Hour, "with last: how far back to look")
 			events := fs.Bool("events", false, "print each span's events (logs) under it, not just how many")
-			limit := fs.Int("limit", 20, "with last: how many of the newest traces of --service to look through")
+			limit := fs.Int("limit", 20, "with last: how many of the newest traces of --service to look through\n(for ctlclient, 50 more: earlier `ctlclient trace` runs are passed over)")
 			return func(ctx context.Context, e *env) error {
 				which, err := traceArgs(fs)
 				if err != nil {
@@ -263,6 +263,15 @@ const maxJaegerAnswer = 256 << 20
 // other command's) are passed over, and must not crowd out the ones sought.
 const selfTraceMargin = 50
 
+// searchLimit is how many traces to ask Jaeger for: limit, and for
+// ctlclient's own service selfTraceMargin more.
+func searchLimit(service string, limit int) int {
+	if service == "ctlclient" {
+		return limit + selfTraceMargin
+	}
+	return limit
+}
+
 func unwrapURLError(err error) error {
 	var ue *url.Error
 	if errors.As(err, &ue) {
@@ -317,7 +326,7 @@ func (j *jaegerClient) lastTraceID(ctx context.Context, service, operation strin
 	now := time.Now()
 	q := url.Values{
 		"service": {service},
-		"limit":   {strconv.Itoa(limit + selfTraceMargin)},
+		"limit":   {strconv.Itoa(searchLimit(service, limit))},
 		"start":   {strconv.FormatInt(now.Add(-lookback).UnixMicro(), 10)},
 		"end":     {strconv.FormatInt(now.Add(time.Minute).UnixMicro(), 10)}, // a little clock skew
 	}

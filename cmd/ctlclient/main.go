@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rs/zerolog"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
@@ -115,7 +116,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 
 // runTraced runs the command under the root span "ctlclient <command>".
 func (e *env) runTraced(ctx context.Context, cmd *command, runCmd func(context.Context, *env) error) int {
-	tel, err := telemetry.Setup(ctx, telemetry.Config{ServiceName: "ctlclient", InstanceID: instanceID(), AlwaysSample: true})
+	// OpenTelemetry's complaints (an OTEL_* value it cannot honour, an
+	// unreachable collector) go to stderr as warnings.
+	otelLog := zerolog.New(zerolog.ConsoleWriter{Out: e.stderr, NoColor: true, PartsExclude: []string{zerolog.TimestampFieldName}})
+	tel, err := telemetry.Setup(ctx, telemetry.Config{ServiceName: "ctlclient", InstanceID: instanceID(), AlwaysSample: true, Logger: otelLog})
 	if err != nil {
 		fmt.Fprintf(e.stderr, "ctlclient: %v\n", err)
 		return exitFailure

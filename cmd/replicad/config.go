@@ -49,8 +49,10 @@ It serves ReplicaManagerService, LogService and FetchService over gRPC on
 or grpcurl. SIGTERM or SIGINT stops it cleanly: in-flight calls finish, the
 high watermarks are checkpointed, logs are flushed, exit status 0.
 
-OpenTelemetry spans are exported over OTLP/gRPC when OTEL_EXPORTER_OTLP_ENDPOINT
-(or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) is set. Every state change (the
+OpenTelemetry spans are exported over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT
+(or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) is set, over gRPC unless
+OTEL_EXPORTER_OTLP_PROTOCOL says http/protobuf or http/json;
+OTEL_SDK_DISABLED=true or OTEL_TRACES_EXPORTER=none turn it off. Every state change (the
 control plane) is traced and sampled; Produce, Consume and follower fetches
 are traced only with --trace-data-plane. State changes are also logged by the
 logger=state.change logger, per partition at trace level.

@@ -85,8 +85,9 @@
 // parent is the span of the first traced call merged into the request, so
 // the request, and the broker's handling of it (the gRPC client propagates
 // the context), land in the trace of the decision that queued it. The
-// other calls merged into it are span links (at most MaxLinks), and each of
-// them gets a MergedSpanName span in its own trace, linking back to the
-// send, so every decision's trace shows what was sent for it. The methods
+// other calls merged into it are span links (at most MaxLinks), and while
+// the send span records each linked call gets a MergedSpanName span in its
+// own trace, linking back to the send, so every decision's trace shows what
+// was sent for it. The methods
 // without Context queue outside any trace.
 package brokerqueue

@@ -3,6 +3,7 @@ package telemetry
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"os"
 	"strings"
 
@@ -51,55 +52,91 @@ func (t *Telemetry) Shutdown(ctx context.Context) error {
 }
 
 // ExportConfigured reports whether the environment asks for spans to be
-// exported (see exportProtocol); a bad setting counts as no.
-func ExportConfigured() bool {
-	p, err := exportProtocol()
-	return err == nil && p != ""
+// exported (see exportFromEnv).
+func ExportConfigured() bool { return exportFromEnv().protocol != "" }
+
+// exportSettings is what the standard OpenTelemetry variables ask for.
+type exportSettings struct {
+	// protocol is grpc, http/protobuf or http/json; "" exports nothing.
+	protocol string
+	// disabled: OTEL_SDK_DISABLED=true or OTEL_TRACES_EXPORTER=none, so
+	// nothing is recorded, even by a client that otherwise always samples.
+	disabled bool
+	// warnings are settings replicad cannot honour, logged at Setup.
+	warnings []string
 }
 
-// exportProtocol reads the standard OpenTelemetry variables: spans are
+// exportFromEnv reads the standard OpenTelemetry variables, as the
+// specification has them (values case-insensitive, OTEL_TRACES_EXPORTER a
+// comma-separated list, an unknown value a warning, never fatal): spans are
 // exported over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT or
 // OTEL_EXPORTER_OTLP_TRACES_ENDPOINT names a collector, unless
-// OTEL_SDK_DISABLED=true or OTEL_TRACES_EXPORTER=none. The protocol is
-// OTEL_EXPORTER_OTLP_TRACES_PROTOCOL, else OTEL_EXPORTER_OTLP_PROTOCOL: grpc
-// (the default here, as Jaeger's port 4317 speaks it) or http/protobuf
-// (port 4318). It returns "" when nothing is to be exported, and an error
-// naming the variable for a value replicad does not support.
-func exportProtocol() (string, error) {
-	if strings.EqualFold(os.Getenv("OTEL_SDK_DISABLED"), "true") {
-		return "", nil
+// OTEL_SDK_DISABLED=true or OTEL_TRACES_EXPORTER has no otlp in it. The
+// protocol is OTEL_EXPORTER_OTLP_TRACES_PROTOCOL, else
+// OTEL_EXPORTER_OTLP_PROTOCOL: grpc (the default here, as Jaeger's port 4317
+// speaks it), http/protobuf or http/json (port 4318).
+func exportFromEnv() exportSettings {
+	var s exportSettings
+	if strings.EqualFold(strings.TrimSpace(os.Getenv("OTEL_SDK_DISABLED")), "true") {
+		s.disabled = true
+		return s
 	}
-	switch e := os.Getenv("OTEL_TRACES_EXPORTER"); e {
-	case "", "otlp":
-	case "none":
-		return "", nil
-	default:
-		return "", fmt.Errorf("OTEL_TRACES_EXPORTER=%q: want otlp or none", e)
+	otlp, none := true, false
+	if v := strings.TrimSpace(os.Getenv("OTEL_TRACES_EXPORTER")); v != "" {
+		otlp = false
+		var unknown []string
+		for _, e := range strings.Split(v, ",") {
+			switch e = strings.ToLower(strings.TrimSpace(e)); e {
+			case "otlp":
+				otlp = true
+			case "none":
+				none = true
+			case "":
+			default:
+				unknown = append(unknown, e)
+			}
+		}
+		if len(unknown) > 0 {
+			s.warnings = append(s.warnings, fmt.Sprintf("OTEL_TRACES_EXPORTER=%q: replicad exports only otlp; %s ignored", v, strings.Join(unknown, ", ")))
+		}
 	}
-	if os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") == "" && os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") == "" {
-		return "", nil
+	if !otlp {
+		s.disabled = none
+		return s
+	}
+	endpoint, tracesEndpoint := os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT"), os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+	if endpoint == "" && tracesEndpoint == "" {
+		return s
 	}
 	name := "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"
-	p := os.Getenv(name)
+	p := strings.ToLower(strings.TrimSpace(os.Getenv(name)))
 	if p == "" {
 		name = "OTEL_EXPORTER_OTLP_PROTOCOL"
-		p = os.Getenv(name)
+		p = strings.ToLower(strings.TrimSpace(os.Getenv(name)))
 	}
 	switch p {
 	case "", "grpc":
-		return "grpc", nil
-	case "http/protobuf":
-		return p, nil
+		s.protocol = "grpc"
+	case "http/protobuf", "http/json":
+		s.protocol = p
+		// The per-signal endpoint is used as it is: without a path the
+		// spans go to "/", which a collector answers with 404.
+		if u, err := url.Parse(tracesEndpoint); tracesEndpoint != "" && err == nil && (u.Path == "" || u.Path == "/") {
+			s.warnings = append(s.warnings, fmt.Sprintf("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=%q has no path: over %s it is used as it is; "+
+				"a collector takes spans at /v1/traces (or set OTEL_EXPORTER_OTLP_ENDPOINT, to which /v1/traces is added)", tracesEndpoint, p))
+		}
 	default:
-		return "", fmt.Errorf("%s=%q: want grpc or http/protobuf", name, p)
+		s.protocol = "grpc"
+		s.warnings = append(s.warnings, fmt.Sprintf("%s=%q: want grpc, http/protobuf or http/json; using grpc", name, p))
 	}
+	return s
 }
 
 // newExporter makes the OTLP exporter for protocol; it connects lazily and
 // reads the other OTEL_EXPORTER_OTLP_* variables (headers, timeout,
-// insecure, ...) itself.
+// insecure, and for HTTP the protobuf or JSON encoding) itself.
 func newExporter(ctx context.Context, protocol string) (sdktrace.SpanExporter, error) {
-	if protocol == "http/protobuf" {
+	if strings.HasPrefix(protocol, "http/") {
 		return otlptracehttp.New(ctx)
 	}
 	return otlptracegrpc.New(ctx)
@@ -120,14 +157,18 @@ func Setup(ctx context.Context, cfg Config) (*Telemetry, error) {
 		return nil, fmt.Errorf("telemetry resource: %w", err)
 	}
 	opts := []sdktrace.TracerProviderOption{sdktrace.WithResource(res)}
-	protocol, err := exportProtocol()
-	if err != nil {
-		return nil, fmt.Errorf("telemetry: %w", err)
+	env := exportFromEnv()
+	for _, w := range env.warnings {
+		cfg.Logger.Warn().Str("component", "telemetry").Msg(w)
 	}
-	t := &Telemetry{exporting: protocol != ""}
+	t := &Telemetry{exporting: env.protocol != ""}
 	switch {
+	case env.disabled:
+		// Switched off: not even a client's own spans are sampled, so no
+		// sampled flag reaches brokers that do export.
+		opts = append(opts, sdktrace.WithSampler(sdktrace.NeverSample()))
 	case t.exporting:
-		exp, err := newExporter(ctx, protocol)
+		exp, err := newExporter(ctx, env.protocol)
 		if err != nil {
 			return nil, fmt.Errorf("telemetry otlp exporter: %w", err)
 		}
