@@ -3,8 +3,13 @@
 // persisted in the partition's leader-epoch-checkpoint file. Followers use it to
 // find where their log diverges from the leader's (KIP-101, KIP-279).
 //
-// Every change is written to the checkpoint file before it is visible in
-// memory, so the cache never answers from entries a restart would not see.
+// Every change is written to the checkpoint file (fsynced, then renamed
+// over) before it is visible in memory, so the cache never answers from
+// entries a restart would not see, with one exception: AssignDeferred, the
+// start of a new epoch, is in memory until Persist or Checkpoint writes it.
+// Its owner writes it before the epoch's records become part of what a
+// restart trusts (a log's recovery point), so a restart that does not see
+// the entry recovers those records and learns the epoch from them again.
 package epoch
 
 import (
@@ -24,10 +29,18 @@ type Cache struct {
 	path       string
 	syncWrites bool
 
+	// fileMu orders the writers of the file; a writer takes it before mu.
+	// Checkpoint holds only fileMu while it writes and fsyncs, so readers
+	// and AssignDeferred (the append path) never wait on the disk.
+	fileMu sync.Mutex
+
 	mu      sync.RWMutex
 	entries []checkpoint.EpochEntry
 	// dirty: entries hold an AssignDeferred the file does not have yet.
 	dirty bool
+	// version counts the changes to entries, so that Checkpoint can tell
+	// whether what it wrote is still all there is.
+	version uint64
 }
 
 // Open loads the cache from path (missing file: empty). With syncWrites false

@@ -358,3 +358,59 @@ func TestAssignDeferredPersists(t *testing.T) {
 		t.Fatalf("Assign after a deferred entry wrote %v", got)
 	}
 }
+
+// Checkpoint writes what AssignDeferred left in memory, durably, without
+// holding the lock AssignDeferred and readers take; an assignment that
+// lands while it writes leaves the cache dirty for the next call.
+func TestCheckpointWritesDeferredEntries(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "leader-epoch-checkpoint")
+	c, err := Open(path, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Checkpoint(); err != nil { // nothing to write
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Fatalf("Checkpoint of a clean cache wrote the file: %v", err)
+	}
+	if err := c.AssignDeferred(3, 10); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := checkpoint.ReadEpochs(path); len(got) != 0 {
+		t.Fatalf("AssignDeferred wrote %v", got)
+	}
+	if err := c.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := checkpoint.ReadEpochs(path); err != nil || !reflect.DeepEqual(got, []checkpoint.EpochEntry{{Epoch: 3, StartOffset: 10}}) || c.Dirty() {
+		t.Fatalf("after Checkpoint: file %v %v, dirty %v; want [3 10], clean", got, err, c.Dirty())
+	}
+
+	// Assignments racing checkpoints: every one ends up in the file once
+	// the last Checkpoint after them has run.
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for e := int32(4); e < 200; e++ {
+			if err := c.AssignDeferred(e, int64(e)*10); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	for range 50 {
+		if err := c.Checkpoint(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wg.Wait()
+	if err := c.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := checkpoint.ReadEpochs(path)
+	if err != nil || len(got) != 197 || got[len(got)-1] != (checkpoint.EpochEntry{Epoch: 199, StartOffset: 1990}) || c.Dirty() {
+		t.Fatalf("after the race: %d entries %v, dirty %v; want 197 ending [199 1990], clean", len(got), err, c.Dirty())
+	}
+}

@@ -33,17 +33,15 @@ func (l *Log) AppendAsLeaderUnflushed(b record.Batch, leaderEpoch int32) (Append
 		return AppendInfo{}, ErrClosed
 	}
 	base := l.logEndOffset.Load()
-	// Kafka records the epoch's first offset before writing its first batch;
-	// an epoch assigned in memory by makeLeader reaches the file here.
+	// Kafka records the epoch's first offset before writing its first batch.
+	// Here it is recorded in memory; the flush that moves the recovery point
+	// past the batch writes it durably first (syncOnce), so no fsync runs
+	// under mu on the produce path.
 	if leaderEpoch >= 0 && leaderEpoch > l.epochs.LatestEpoch() {
-		if err := l.epochs.Assign(leaderEpoch, base); err != nil {
+		if err := l.assignEpochLocked(leaderEpoch, base); err != nil {
 			l.mu.Unlock()
-			return AppendInfo{}, storageError(err, "assign epoch %d at %d", leaderEpoch, base)
+			return AppendInfo{}, err
 		}
-	}
-	if err := l.epochs.Persist(); err != nil {
-		l.mu.Unlock()
-		return AppendInfo{}, storageError(err, "persist epoch cache")
 	}
 	b.SetBaseOffset(base)
 	b.SetLeaderEpoch(leaderEpoch)
@@ -102,15 +100,11 @@ func (l *Log) AppendAsFollower(data []byte) (AppendInfo, error) {
 	// batches themselves.
 	for _, b := range batches {
 		if e := b.LeaderEpoch(); e > l.epochs.LatestEpoch() {
-			if err := l.epochs.Assign(e, b.BaseOffset()); err != nil {
+			if err := l.assignEpochLocked(e, b.BaseOffset()); err != nil {
 				l.mu.Unlock()
-				return AppendInfo{}, storageError(err, "assign epoch %d at %d", e, b.BaseOffset())
+				return AppendInfo{}, err
 			}
 		}
-	}
-	if err := l.epochs.Persist(); err != nil {
-		l.mu.Unlock()
-		return AppendInfo{}, storageError(err, "persist epoch cache")
 	}
 	info, err := l.appendLocked(data, batches)
 	l.mu.Unlock()
@@ -228,4 +222,21 @@ func (l *Log) sealInBackground(s *segment) {
 	if err := s.seal(); err != nil && l.truncations.Load() == gen {
 		l.logger.Warn().Err(err).Str("dir", l.dir).Int64("base_offset", s.baseOffset).Msg("seal rolled segment")
 	}
+}
+
+// assignEpochLocked records that epoch starts at base, the offset of the
+// batch being appended. In memory only, normally: the flush that moves the
+// recovery point past the batch writes it first (syncOnce). Below
+// epochFloor (right after a truncation, before the recovery point is back
+// up) it is written, fsynced, at once: a crash could otherwise restart
+// from a recovery point above base and never learn where the epoch began.
+func (l *Log) assignEpochLocked(epoch int32, base int64) error {
+	assign := l.epochs.AssignDeferred
+	if base < l.epochFloor {
+		assign = l.epochs.Assign
+	}
+	if err := assign(epoch, base); err != nil {
+		return storageError(err, "assign epoch %d at %d", epoch, base)
+	}
+	return nil
 }

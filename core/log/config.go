@@ -75,9 +75,9 @@ type Options struct {
 	Config         Config
 	RecoveryPoint  int64 // segments past this are scanned on open
 	LogStartOffset int64
-	// SyncMetadata false: new files, dirs and the epoch checkpoint are not
-	// fsynced one by one; the owner syncs the whole file system once (used
-	// when thousands of partitions are created by one LeaderAndIsr).
+	// SyncMetadata false: new files and dirs are not fsynced one by one;
+	// the owner syncs the whole file system once (used when thousands of
+	// partitions are created by one LeaderAndIsr).
 	SyncMetadata bool
 	Logger       zerolog.Logger
 }

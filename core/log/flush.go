@@ -2,16 +2,12 @@ package log
 
 import "github.com/replicad/replicad/core/checkpoint"
 
-// Flush fsyncs up to the LEO and moves the recovery point there.
+// Flush fsyncs up to the LEO and moves the recovery point there. The epoch
+// entries of those records are written by the same flush (syncOnce); an
+// epoch without records needs no durable entry.
 func (l *Log) Flush() error {
 	if l.closed.Load() {
 		return ErrClosed
-	}
-	l.mu.Lock()
-	err := l.epochs.Persist()
-	l.mu.Unlock()
-	if err != nil {
-		return storageError(err, "persist epoch cache")
 	}
 	return l.flushTo(l.logEndOffset.Load())
 }
@@ -67,6 +63,14 @@ func (l *Log) syncOnce(target int64) (int64, error) {
 		}
 		syncErr = s.sync()
 	}
+	// The epoch entries of the batches below end, recorded in memory by the
+	// appends, reach the leader-epoch-checkpoint durably before the
+	// recovery point passes those batches, and after the segments (so a
+	// truncation of them is durable before an entry above it). The cache
+	// writes outside mu: the appends go on meanwhile.
+	if syncErr == nil {
+		syncErr = l.epochs.Checkpoint()
+	}
 
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -79,5 +83,8 @@ func (l *Log) syncOnce(target int64) (int64, error) {
 		return 0, storageError(syncErr, "flush")
 	}
 	l.recoveryPoint.Store(max(l.recoveryPoint.Load(), end))
+	if l.recoveryPoint.Load() >= l.epochFloor {
+		l.epochFloor = 0
+	}
 	return end, nil
 }

@@ -92,6 +92,14 @@ type Log struct {
 	// truncations is odd while a truncation rewrites segments and grows by
 	// two with each: a reader that sees it odd or moved retries (a seqlock).
 	truncations atomic.Uint64
+
+	// epochFloor (under mu) is the highest recovery point a truncation
+	// lowered since the recovery point last reached it. The owner's
+	// recovery-point checkpoint may still hold it, and a restart would trust
+	// the records below it without reading their epochs again, so a new
+	// epoch starting below it is written to the leader-epoch-checkpoint at
+	// once instead of at the next flush (assignEpochLocked). 0: none.
+	epochFloor int64
 }
 
 func (l *Log) segmentList() []*segment  { return *l.segments.Load() }
@@ -147,8 +155,9 @@ func (l *Log) LatestEpoch() int32 { return l.epochs.LatestEpoch() }
 
 // MaybeAssignEpochStartOffset records a new leader epoch starting at offset
 // (a leader's makeLeader). The entry is kept in memory and reaches the
-// leader-epoch-checkpoint before the epoch's first batch is appended (or at
-// Flush and Close): an epoch with no records needs no durable entry.
+// leader-epoch-checkpoint with the flush that makes the epoch's first
+// records durable (or at Close): an epoch with no records needs no durable
+// entry.
 func (l *Log) MaybeAssignEpochStartOffset(leaderEpoch int32, startOffset int64) error {
 	if leaderEpoch < 0 || startOffset < 0 {
 		return fmt.Errorf("log: assign epoch %d at offset %d: negative", leaderEpoch, startOffset)

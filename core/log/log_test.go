@@ -390,7 +390,9 @@ func TestInvalidConfig(t *testing.T) {
 }
 
 // Ensures an epoch assigned by makeLeader (in memory) is in the
-// leader-epoch-checkpoint once the epoch's first batch is appended.
+// leader-epoch-checkpoint once the epoch's first batch is appended and
+// flushed (DefaultConfig flushes every batch; see
+// TestNewEpochEntryWrittenByTheFlush for the other policies).
 func TestAssignedEpochPersistedBeforeFirstAppend(t *testing.T) {
 	dir := t.TempDir()
 	l, err := Open(Options{Dir: dir, Config: DefaultConfig(), SyncMetadata: true})
@@ -407,5 +409,167 @@ func TestAssignedEpochPersistedBeforeFirstAppend(t *testing.T) {
 	got, err := checkpoint.ReadEpochs(filepath.Join(dir, EpochCheckpointFile))
 	if err != nil || len(got) != 1 || got[0] != (checkpoint.EpochEntry{Epoch: 7, StartOffset: 0}) {
 		t.Fatalf("leader-epoch-checkpoint %v %v, want [{7 0}]", got, err)
+	}
+}
+
+// A new epoch's entry is recorded in memory by the append that starts it,
+// with no file write (no fsync under the log lock), and written durably by
+// the flush that moves the recovery point past its first batch: with
+// FlushEveryBatch the append's own flush, with FlushOS the next Flush or
+// Close.
+func TestNewEpochEntryWrittenByTheFlush(t *testing.T) {
+	epochFile := func(dir string) []checkpoint.EpochEntry {
+		t.Helper()
+		got, err := checkpoint.ReadEpochs(filepath.Join(dir, EpochCheckpointFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	for name, policy := range map[string]FlushPolicy{"os": FlushOS, "every-batch": FlushEveryBatch} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			cfg := smallConfig()
+			cfg.FlushPolicy = policy
+			l := openTestLog(t, dir, cfg)
+			defer closeLog(t, l)
+			appendBatches(t, l, 5, 1, 2)
+			if l.LatestEpoch() != 5 {
+				t.Fatalf("latest epoch %d after the append, want 5", l.LatestEpoch())
+			}
+			if policy == FlushEveryBatch {
+				if got := epochFile(dir); len(got) != 1 || got[0] != (checkpoint.EpochEntry{Epoch: 5, StartOffset: 0}) || l.RecoveryPoint() != l.LogEndOffset() {
+					t.Fatalf("after an every-batch append: file %v, recovery point %d of %d; want [5 0] and all durable", got, l.RecoveryPoint(), l.LogEndOffset())
+				}
+				return
+			}
+			if got := epochFile(dir); len(got) != 0 || l.RecoveryPoint() != 0 {
+				t.Fatalf("FlushOS append: file %v, recovery point %d; want nothing written yet", got, l.RecoveryPoint())
+			}
+			if err := l.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			if got := epochFile(dir); len(got) != 1 || got[0].Epoch != 5 || l.RecoveryPoint() != l.LogEndOffset() {
+				t.Fatalf("after Flush: file %v, recovery point %d of %d; want [5 0] and all durable", got, l.RecoveryPoint(), l.LogEndOffset())
+			}
+			appendBatches(t, l, 6, 1, 2)
+			closeLog(t, l)
+			if got := epochFile(dir); len(got) != 2 || got[1] != (checkpoint.EpochEntry{Epoch: 6, StartOffset: 2}) {
+				t.Fatalf("after Close: file %v, want epochs 5 and 6 (at 2)", got)
+			}
+		})
+	}
+}
+
+// A crash before the flush loses the in-memory entry, not the epoch: the
+// batches above the recovery point are recovered at open, and their epochs
+// assigned again from them. The follower's path records epochs the same way.
+func TestUnflushedEpochRecoveredFromBatches(t *testing.T) {
+	leader := openTestLog(t, t.TempDir(), smallConfig())
+	defer closeLog(t, leader)
+	var data []byte
+	for _, b := range appendBatches(t, leader, 7, 2, 2) {
+		data = append(data, b...)
+	}
+	dir := t.TempDir()
+	f := openTestLog(t, dir, smallConfig()) // FlushOS
+	defer closeLog(t, f)
+	if _, err := f.AppendAsFollower(data); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := checkpoint.ReadEpochs(filepath.Join(dir, EpochCheckpointFile)); len(got) != 0 || f.LatestEpoch() != 7 {
+		t.Fatalf("follower: file %v, latest epoch %d; want nothing written, 7 in memory", got, f.LatestEpoch())
+	}
+	// The process dies: no Close, no flush. (The page cache keeps the
+	// segment bytes, as it would for a killed process.)
+	crashed := openTestLog(t, dir, smallConfig())
+	defer closeLog(t, crashed)
+	if crashed.LatestEpoch() != 7 || crashed.LogEndOffset() != 4 {
+		t.Fatalf("after the crash: latest epoch %d, LEO %d; want 7 and 4", crashed.LatestEpoch(), crashed.LogEndOffset())
+	}
+	if got := crashed.EpochCache().Entries(); len(got) != 1 || got[0] != (checkpoint.EpochEntry{Epoch: 7, StartOffset: 0}) {
+		t.Fatalf("epoch entries after the crash: %v, want [7 0]", got)
+	}
+}
+
+// After a truncation lowered the recovery point, the owner's checkpoint may
+// still hold the old one, and a restart trusts the records below it without
+// reading their epochs. A new epoch starting below it is therefore written
+// at once, not at the next flush.
+func TestNewEpochBelowAStaleRecoveryPointWrittenAtOnce(t *testing.T) {
+	dir := t.TempDir()
+	l := openTestLog(t, dir, smallConfig()) // FlushOS
+	appendBatches(t, l, 5, 4, 10)
+	if err := l.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	stale := l.RecoveryPoint() // what the owner checkpointed: 40
+	if err := l.TruncateTo(10); err != nil {
+		t.Fatal(err)
+	}
+	// The new leader's records from 10 on: several segments, so those
+	// below the stale recovery point are not the last one (which open
+	// reads).
+	appendBatches(t, l, 7, 30, 10)
+	if n := len(l.segmentList()); n < 3 {
+		t.Fatalf("%d segments, want several", n)
+	}
+	// The process dies before the owner writes the lowered recovery point.
+	opts := testOptions(dir, smallConfig())
+	opts.RecoveryPoint = stale
+	crashed := openAt(t, opts)
+	defer closeLog(t, crashed)
+	want := []checkpoint.EpochEntry{{Epoch: 5, StartOffset: 0}, {Epoch: 7, StartOffset: 10}}
+	if got := crashed.EpochCache().Entries(); !slices.Equal(got, want) {
+		t.Fatalf("epochs after the crash: %v, want %v", got, want)
+	}
+	l.Close()
+
+	// Once the recovery point is back above the old one, new epochs wait
+	// for the flush again.
+	l2 := openTestLog(t, t.TempDir(), smallConfig())
+	defer closeLog(t, l2)
+	appendBatches(t, l2, 5, 4, 10)
+	if err := l2.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := l2.TruncateTo(10); err != nil {
+		t.Fatal(err)
+	}
+	appendBatches(t, l2, 7, 4, 10) // to 50
+	if err := l2.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	appendBatches(t, l2, 8, 1, 10)
+	if got, _ := checkpoint.ReadEpochs(filepath.Join(l2.Dir(), EpochCheckpointFile)); len(got) != 2 || got[1].Epoch != 7 {
+		t.Fatalf("epoch file: %v, want epoch 8 not yet written (in memory until the flush)", got)
+	}
+}
+
+// A restart from a recovery point above zero: the epochs flushed before it
+// come from the file, one started after the flush from its batches.
+func TestUnflushedEpochRecoveredAboveTheRecoveryPoint(t *testing.T) {
+	for name, policy := range map[string]FlushPolicy{"os": FlushOS, "interval": FlushInterval} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			cfg := smallConfig()
+			cfg.FlushPolicy = policy
+			l := openTestLog(t, dir, cfg)
+			defer l.Close()
+			appendBatches(t, l, 3, 2, 5)
+			if err := l.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			rp := l.RecoveryPoint()
+			appendBatches(t, l, 4, 2, 5)
+			opts := testOptions(dir, cfg)
+			opts.RecoveryPoint = rp
+			crashed := openAt(t, opts)
+			defer closeLog(t, crashed)
+			want := []checkpoint.EpochEntry{{Epoch: 3, StartOffset: 0}, {Epoch: 4, StartOffset: rp}}
+			if got := crashed.EpochCache().Entries(); !slices.Equal(got, want) {
+				t.Fatalf("epochs after the crash: %v, want %v", got, want)
+			}
+		})
 	}
 }

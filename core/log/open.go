@@ -24,9 +24,10 @@ func Open(opts Options) (*Log, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The cache fsyncs its own writes (appends that start a new epoch,
-	// truncation); SyncMetadata concerns only the files of creation, and
-	// MaybeAssignEpochStartOffset leaves its fsync to the caller.
+	// The cache fsyncs its own writes (truncations, recovery, the flush's
+	// Checkpoint); appends and MaybeAssignEpochStartOffset record new
+	// epochs in memory only, for the next flush to write. SyncMetadata
+	// concerns only the files of creation.
 	cache, err := epoch.Open(filepath.Join(opts.Dir, EpochCheckpointFile), true)
 	if err != nil {
 		return nil, storageError(err, "open %s", opts.Dir)

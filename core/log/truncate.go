@@ -79,7 +79,7 @@ func (l *Log) truncateSegmentsLocked(offset int64) (int64, error) {
 		return 0, err
 	}
 	l.logEndOffset.Store(logEndOffset)
-	l.recoveryPoint.Store(min(l.recoveryPoint.Load(), logEndOffset))
+	l.lowerRecoveryPointLocked(logEndOffset)
 	l.clampHighWatermark()
 	return logEndOffset, nil
 }
@@ -154,6 +154,7 @@ func (l *Log) replaceSegmentsLocked(offset int64) error {
 	l.setSegments([]*segment{seg})
 	l.logEndOffset.Store(offset)
 	l.logStartOffset.Store(offset)
+	l.lowerRecoveryPointLocked(offset)
 	l.recoveryPoint.Store(offset)
 	l.hwMu.Lock()
 	l.highWatermark.Store(offset)
@@ -165,3 +166,12 @@ func (l *Log) replaceSegmentsLocked(offset int64) error {
 // may be reading; see Read.
 func (l *Log) beginTruncation() { l.truncations.Add(1) }
 func (l *Log) endTruncation()   { l.truncations.Add(1) }
+
+// lowerRecoveryPointLocked moves the recovery point down to offset (a
+// truncation), remembering the one it had as epochFloor.
+func (l *Log) lowerRecoveryPointLocked(offset int64) {
+	if rp := l.recoveryPoint.Load(); rp > offset {
+		l.epochFloor = max(l.epochFloor, rp)
+		l.recoveryPoint.Store(offset)
+	}
+}
