@@ -573,3 +573,36 @@ func TestUnflushedEpochRecoveredAboveTheRecoveryPoint(t *testing.T) {
 		})
 	}
 }
+
+// A leader-epoch-checkpoint that does not parse is set aside and rebuilt
+// from the batches (every batch carries its epoch), instead of failing the
+// open and with it the whole log dir.
+func TestMalformedEpochCheckpointRebuiltFromBatches(t *testing.T) {
+	dir := t.TempDir()
+	l := openTestLog(t, dir, smallConfig())
+	appendBatches(t, l, 2, 3, 4)
+	appendBatches(t, l, 5, 3, 4)
+	want := l.EpochCache().Entries()
+	rp := l.LogEndOffset()
+	closeLog(t, l)
+	path := filepath.Join(dir, EpochCheckpointFile)
+	if err := os.WriteFile(path, []byte("0\n2\n2 0\ngarbage\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	opts := testOptions(dir, smallConfig())
+	opts.RecoveryPoint = rp // a clean shutdown's: nothing would be re-read
+	reopened := openAt(t, opts)
+	defer closeLog(t, reopened)
+	if got := reopened.EpochCache().Entries(); !slices.Equal(got, want) || len(want) != 2 {
+		t.Fatalf("epochs after the rebuild: %v, want %v", got, want)
+	}
+	if got, err := checkpoint.ReadEpochs(path); err != nil || !slices.Equal(got, want) {
+		t.Fatalf("rewritten file: %v %v, want %v", got, err, want)
+	}
+	if b, err := os.ReadFile(path + ".corrupt"); err != nil || !strings.Contains(string(b), "garbage") {
+		t.Fatalf("the bad file was not kept: %q %v", b, err)
+	}
+	if reopened.LogEndOffset() != rp {
+		t.Fatalf("LEO %d after the rebuild, want %d", reopened.LogEndOffset(), rp)
+	}
+}

@@ -28,7 +28,22 @@ func Open(opts Options) (*Log, error) {
 	// Checkpoint); appends and MaybeAssignEpochStartOffset record new
 	// epochs in memory only, for the next flush to write. SyncMetadata
 	// concerns only the files of creation.
-	cache, err := epoch.Open(filepath.Join(opts.Dir, EpochCheckpointFile), true)
+	epochPath := filepath.Join(opts.Dir, EpochCheckpointFile)
+	cache, err := epoch.Open(epochPath, true)
+	if errors.Is(err, checkpoint.ErrMalformed) {
+		// Unlike a HW checkpoint, this one can be rebuilt without loss:
+		// every batch carries its epoch. Rather than take the whole log dir
+		// offline for one partition's cache, recover this partition from
+		// its first segment, which assigns the epochs again.
+		corrupt := epochPath + ".corrupt"
+		opts.Logger.Warn().Err(err).Str("dir", opts.Dir).Str("kept_as", corrupt).
+			Msg("leader-epoch-checkpoint does not parse: rebuilding it from the log's batches")
+		if rerr := os.Rename(epochPath, corrupt); rerr != nil {
+			return nil, storageError(rerr, "set aside %s", epochPath)
+		}
+		opts.RecoveryPoint = 0
+		cache, err = epoch.Open(epochPath, true)
+	}
 	if err != nil {
 		return nil, storageError(err, "open %s", opts.Dir)
 	}
