@@ -33,6 +33,11 @@ type Config struct {
 	MinInsyncReplicas    int
 	Clock                clock.Clock
 	Logger               zerolog.Logger
+	// StateChangeLevel, when set, is the level of the state-change logger
+	// (logger=state.change) alone, below or above Logger's: Kafka keeps its
+	// state-change log apart so that its per-partition lines can be on
+	// without the rest of the broker at that level.
+	StateChangeLevel *zerolog.Level
 	// Tracer records state changes; nil means no tracing.
 	Tracer trace.Tracer
 	// Fetchers receives the partitions this broker follows. Nil: followers do
@@ -169,7 +174,7 @@ func NewReplicaManager(cfg Config) (*ReplicaManager, error) {
 	rm := &ReplicaManager{
 		cfg:         cfg,
 		logger:      cfg.Logger,
-		stateLog:    cfg.Logger.With().Str("logger", "state.change").Int32("broker", cfg.BrokerID).Logger(),
+		stateLog:    stateChangeLogger(cfg),
 		tracer:      cfg.Tracer,
 		logs:        logs,
 		metadata:    newMetadataCache(),
@@ -496,3 +501,13 @@ func (noFetchers) AddFetcherForPartitions(context.Context, map[tp.TopicPartition
 func (noFetchers) RemoveFetcherForPartitions([]tp.TopicPartition)                                   {}
 func (noFetchers) ShutdownIdleFetchers()                                                            {}
 func (noFetchers) Shutdown()                                                                        {}
+
+// stateChangeLogger is Kafka's stateChangeLogger: Logger's output, its own
+// level when Config.StateChangeLevel is set.
+func stateChangeLogger(cfg Config) zerolog.Logger {
+	l := cfg.Logger.With().Str("logger", "state.change").Int32("broker", cfg.BrokerID).Logger()
+	if cfg.StateChangeLevel != nil {
+		l = l.Level(*cfg.StateChangeLevel)
+	}
+	return l
+}

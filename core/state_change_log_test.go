@@ -183,3 +183,43 @@ func TestStateChangeLogAtInfo(t *testing.T) {
 		t.Errorf("state-change lines at info: %q, want %q", msgs, want)
 	}
 }
+
+// Config.StateChangeLevel sets the state-change logger's level apart from
+// the broker's: its per-partition trace lines on with the broker at warn,
+// and its summaries off with the broker at trace.
+func TestStateChangeLevelApartFromTheBroker(t *testing.T) {
+	logAll := func(t *testing.T, broker, stateChange zerolog.Level) (lines []map[string]any, other int) {
+		t.Helper()
+		out := &logBuffer{}
+		h := newHarness(t, 1, func(c *Config) {
+			c.Logger = zerolog.New(out).Level(broker)
+			c.StateChangeLevel = &stateChange
+		})
+		h.leaderAndIsr(1, state("orders", 0, 1, 1, []int32{1}, []int32{1}))
+		out.mu.Lock()
+		for _, line := range strings.Split(strings.TrimSpace(out.buf.String()), "\n") {
+			if line != "" && !strings.Contains(line, `"logger":"state.change"`) {
+				var m map[string]any
+				if json.Unmarshal([]byte(line), &m) == nil {
+					if lvl, _ := zerolog.ParseLevel(fmt.Sprint(m["level"])); lvl < broker {
+						t.Errorf("a broker line below the broker's level %v: %s", broker, line)
+					}
+				}
+				other++
+			}
+		}
+		out.mu.Unlock()
+		return out.take(t), other
+	}
+	lines, _ := logAll(t, zerolog.WarnLevel, zerolog.TraceLevel)
+	wantLine(t, lines, "trace", "Handling LeaderAndIsr request: starting the become-leader transition", "orders", 0, nil)
+	wantLine(t, lines, "info", "Completed LeaderAndIsr request", "", 0, nil)
+
+	lines, other := logAll(t, zerolog.TraceLevel, zerolog.WarnLevel)
+	if len(lines) != 0 {
+		t.Errorf("state-change lines below warn: %s", dump(lines))
+	}
+	if other == 0 {
+		t.Error("the broker at trace logged nothing else")
+	}
+}

@@ -27,9 +27,11 @@ type config struct {
 	numReplicaFetchers   int
 	minInsyncReplicas    int
 	logLevel             zerolog.Level
-	logFormat            string
-	metricsListen        string
-	logConfig            log.Config
+	// stateChangeLevel is the state.change logger's own level; nil: logLevel.
+	stateChangeLevel *zerolog.Level
+	logFormat        string
+	metricsListen    string
+	logConfig        log.Config
 	// traceDataPlane: Produce, Consume and Fetch create spans too.
 	traceDataPlane bool
 	// advertisedAddress is the host:port the broker registers with the
@@ -55,7 +57,8 @@ OTEL_EXPORTER_OTLP_PROTOCOL says http/protobuf or http/json;
 OTEL_SDK_DISABLED=true or OTEL_TRACES_EXPORTER=none turn it off. Every state change (the
 control plane) is traced and sampled; Produce, Consume and follower fetches
 are traced only with --trace-data-plane. State changes are also logged by the
-logger=state.change logger, per partition at trace level.
+logger=state.change logger, per partition at trace level
+(--state-change-log-level trace shows those without the rest of the broker).
 
 With --controller the broker registers with the controller (advertising
 --advertised-address) once its gRPC server is up, heartbeats to keep its
@@ -95,6 +98,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fetchers := fs.Int("num-replica-fetchers", 1, "fetcher streams per source broker (>= 1)")
 	minISR := fs.Int("min-insync-replicas", 1, "smallest ISR that accepts acks=-1 produces and advances the high watermark (>= 1)")
 	level := fs.String("log-level", "info", "log level: trace, debug, info, warn or error")
+	stateLevel := fs.String("state-change-log-level", "", "level of the state-change log (logger=state.change) alone, as Kafka's separate state-change\nlog: trace shows every partition's transition without the rest of the broker at trace (default: --log-level)")
 	format := fs.String("log-format", "console", "log format: console (human) or json")
 	metrics := fs.String("metrics-listen", "", "host:port serving Prometheus text at /metrics; empty: off")
 	traceDataPlane := fs.Bool("trace-data-plane", false, "also trace the data plane: a span for every Produce and Consume call and every follower\nfetch request (off by default: those paths are hot; the control plane is always traced)")
@@ -150,6 +154,11 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	check(*minISR >= 1, "min-insync-replicas", "must be at least 1 (got %d)", *minISR)
 	cfg.logLevel, err = parseLevel(*level)
 	check(err == nil, "log-level", "%v", err)
+	if *stateLevel != "" {
+		l, err := parseLevel(*stateLevel)
+		check(err == nil, "state-change-log-level", "%v", err)
+		cfg.stateChangeLevel = &l
+	}
 	check(*format == "console" || *format == "json", "log-format", "want console or json (got %q)", *format)
 	check(*metrics == "" || validHostPort(*metrics), "metrics-listen", "want HOST:PORT or empty (got %q)", *metrics)
 	policy, ok := flushPolicies[*flush]

@@ -43,18 +43,19 @@ func TestFlagsReachConfig(t *testing.T) {
 		"--replica-lag-time-max", "2s", "--num-replica-fetchers", "4", "--min-insync-replicas", "2",
 		"--log-level", "debug", "--log-format", "json", "--metrics-listen", "127.0.0.1:0", "--log-flush", "interval",
 		"--log-flush-interval", "250ms", "--segment-bytes", "4096", "--max-batch-bytes", "2048",
-		"--controller", "127.0.0.1:9090", "--trace-data-plane",
+		"--controller", "127.0.0.1:9090", "--trace-data-plane", "--state-change-log-level", "trace",
 	}, &bytes.Buffer{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	lc := log.DefaultConfig()
 	lc.FlushPolicy, lc.FlushInterval, lc.SegmentBytes, lc.MaxBatchBytes = log.FlushInterval, 250*time.Millisecond, 4096, 2048
+	trace := zerolog.TraceLevel
 	want := config{
 		brokerID: 0, listen: "0.0.0.0:0", logDirs: []string{"/a", "/c"}, hwCheckpointInterval: time.Second,
 		replicaLagTimeMax: 2 * time.Second, numReplicaFetchers: 4, minInsyncReplicas: 2, logLevel: zerolog.DebugLevel,
 		logFormat: "json", metricsListen: "127.0.0.1:0", logConfig: lc, controller: "127.0.0.1:9090",
-		traceDataPlane: true,
+		traceDataPlane: true, stateChangeLevel: &trace,
 	}
 	if !reflect.DeepEqual(cfg, want) {
 		t.Fatalf("got  %+v\nwant %+v", cfg, want)
@@ -79,6 +80,7 @@ func TestBadFlagsNameTheFlag(t *testing.T) {
 		{[]string{"--num-replica-fetchers", "0"}, "--num-replica-fetchers:"},
 		{[]string{"--min-insync-replicas", "0"}, "--min-insync-replicas:"},
 		{[]string{"--log-level", "loud"}, "--log-level:"},
+		{[]string{"--state-change-log-level", "chatty"}, "--state-change-log-level:"},
 		{[]string{"--log-format", "xml"}, "--log-format:"},
 		{[]string{"--metrics-listen", "9100"}, "--metrics-listen:"},
 		{[]string{"--log-flush", "never"}, "--log-flush:"},
@@ -123,7 +125,7 @@ func TestHelpExplainsEveryFlag(t *testing.T) {
 	}
 	for _, name := range []string{"id", "listen", "log-dirs", "controller", "hw-checkpoint-interval", "replica-lag-time-max",
 		"num-replica-fetchers", "min-insync-replicas", "log-level", "log-format", "metrics-listen", "log-flush",
-		"log-flush-interval", "segment-bytes", "max-batch-bytes"} {
+		"log-flush-interval", "segment-bytes", "max-batch-bytes", "state-change-log-level", "trace-data-plane"} {
 		if !strings.Contains(stderr.String(), "-"+name+" ") && !strings.Contains(stderr.String(), "-"+name+"\n") {
 			t.Errorf("--help does not explain -%s", name)
 		}

@@ -116,6 +116,7 @@ func run(args []string, stderr io.Writer) int {
 		MinInsyncReplicas:    cfg.minInsyncReplicas,
 		Clock:                clock.Real{},
 		Logger:               logger,
+		StateChangeLevel:     cfg.stateChangeLevel,
 		Tracer:               tel.Tracer("github.com/replicad/replicad/core"),
 		Fetchers:             fetchers,
 		AlterLogDirsFetchers: alterLogDirs,

@@ -10,13 +10,14 @@ import (
 	"github.com/replicad/replicad/internal/testutil"
 )
 
-// TestStateChangeLogIsJSON runs replicad with --log-format json: every log
-// line is one JSON object with level, time and message, and a LeaderAndIsr
-// is logged by the state.change logger with its stable fields (Kafka's
-// "Handling LeaderAndIsr request" lines, per partition at trace level).
+// TestStateChangeLogIsJSON runs replicad with --log-format json, the broker
+// at warn and --state-change-log-level trace: every log line is one JSON
+// object with level, time and message, nothing of the broker's own below
+// warn, and a LeaderAndIsr is logged by the state.change logger with its
+// stable fields (Kafka's per-partition lines, at trace).
 func TestStateChangeLogIsJSON(t *testing.T) {
 	b := testutil.StartBroker(t, bins.Replicad, testutil.BrokerOptions{ID: 1, LogDirs: []string{t.TempDir()},
-		Args: []string{"--log-format", "json", "--log-level", "trace"}})
+		Args: []string{"--log-format", "json", "--log-level", "warn", "--state-change-log-level", "trace"}})
 	c := newClient(t, b.Dial(t))
 	c.becomeLeader(3, leaderState("orders", 0, 1, 4))
 
@@ -34,6 +35,9 @@ func TestStateChangeLogIsJSON(t *testing.T) {
 				if _, ok := m[k]; !ok {
 					t.Fatalf("log line without %q: %q", k, line)
 				}
+			}
+			if m["logger"] != "state.change" && m["level"] != "warn" && m["level"] != "error" {
+				t.Fatalf("a broker line below --log-level warn: %q", line)
 			}
 			if m["logger"] == "state.change" && m["topic"] == "orders" && m["level"] == "trace" &&
 				strings.Contains(fmt.Sprint(m["message"]), "become-leader transition") {
