@@ -36,17 +36,19 @@ func (f *fetcher) processFetchResponse(requested map[tp.TopicPartition]*partitio
 // processPartition is Kafka's AbstractFetcherThread.processFetchRequest for
 // one partition; it reports whether records were appended.
 func (f *fetcher) processPartition(t tp.TopicPartition, st *partitionState, res *replicadv1.FetchPartitionResult) (appended bool) {
-	lg := f.logger.With().Str("topic", t.Topic).Int32("partition", t.Partition).
-		Int32("leader_epoch", st.leaderEpoch).Int64("fetch_offset", st.fetchOffset).Logger()
-	switch code := res.GetErrorCode(); code {
+	code := res.GetErrorCode()
+	if code == replicadv1.ErrorCode_ERROR_CODE_NONE && res.GetDivergingEpoch() == nil {
+		// The steady state, every partition of every answer: no logger is
+		// built unless something goes wrong.
+		return f.appendRecords(t, st, res)
+	}
+	lg := f.partitionLogger(t, st)
+	switch code {
 	case replicadv1.ErrorCode_ERROR_CODE_NONE:
-		if de := res.GetDivergingEpoch(); de != nil {
-			// KIP-279: truncate, and do not apply records of this same answer:
-			// they follow the leader's log, not ours.
-			f.truncateOnDivergence(t, st, de, lg)
-			return false
-		}
-		return f.appendRecords(t, st, res, lg)
+		// KIP-279: truncate, and do not apply records of this same answer:
+		// they follow the leader's log, not ours.
+		f.truncateOnDivergence(t, st, res.GetDivergingEpoch(), lg)
+		return false
 	case replicadv1.ErrorCode_ERROR_CODE_OFFSET_OUT_OF_RANGE:
 		f.handleOutOfRange(t, st, res, lg)
 	case replicadv1.ErrorCode_ERROR_CODE_FENCED_LEADER_EPOCH:
@@ -140,20 +142,28 @@ func (f *fetcher) truncationBelowEpochs(r Replica, de *replicadv1.EpochEndOffset
 	}
 }
 
+// partitionLogger is the fetcher's logger with t and its fetch state.
+func (f *fetcher) partitionLogger(t tp.TopicPartition, st *partitionState) zerolog.Logger {
+	return f.logger.With().Str("topic", t.Topic).Int32("partition", t.Partition).
+		Int32("leader_epoch", st.leaderEpoch).Int64("fetch_offset", st.fetchOffset).Logger()
+}
+
 // appendRecords appends the answer's batches and moves the follower HW; it
 // reports whether records were appended.
-func (f *fetcher) appendRecords(t tp.TopicPartition, st *partitionState, res *replicadv1.FetchPartitionResult, lg zerolog.Logger) (appended bool) {
+func (f *fetcher) appendRecords(t tp.TopicPartition, st *partitionState, res *replicadv1.FetchPartitionResult) (appended bool) {
 	r := st.replica
 	data := completeBatches(res.GetRecords())
 	if len(data) > 0 {
 		if leo := r.LogEndOffset(); leo != st.fetchOffset {
 			// Someone else wrote to the replica: a broken contract, not a
 			// fetch problem (Kafka raises IllegalStateException here).
+			lg := f.partitionLogger(t, st)
 			lg.Error().Int64("log_end_offset", leo).Msg("fetch offset does not match the log end offset")
 			f.markFailed(t, lg, "offset mismatch")
 			return false
 		}
 		if _, err := r.AppendAsFollower(data); err != nil {
+			lg := f.partitionLogger(t, st)
 			if errors.Is(err, record.ErrCorrupt) || errors.Is(err, record.ErrTruncated) {
 				// Nothing was appended; fetch the same offset again later.
 				lg.Warn().Err(err).Msg("corrupt batch from leader, retrying partition after backoff")
