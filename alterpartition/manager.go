@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -105,6 +107,9 @@ type Manager struct {
 	addrs   []string
 	cur     int // index of the controller in use; only run touches it
 	logger  zerolog.Logger
+	// preferred is the index UseController last named, -1 when taken: the
+	// next request goes there.
+	preferred atomic.Int32
 
 	// ctx is cancelled by Close: it aborts the call in flight and the
 	// backoff wait.
@@ -115,6 +120,10 @@ type Manager struct {
 	mu     sync.Mutex
 	queued []item // submitted, not yet taken into a request
 	closed bool
+	// abortSend cancels the request in flight, and sendingTo is the
+	// controller it went to: UseController abandons a request to another.
+	abortSend context.CancelFunc
+	sendingTo int
 	// wake has room for one signal: Submit never blocks on it.
 	wake chan struct{}
 
@@ -142,6 +151,7 @@ func New(cfg Config) (*Manager, error) {
 		tracer: tracerProvider(cfg.TracerProvider).Tracer("github.com/replicad/replicad/alterpartition"),
 		wake:   make(chan struct{}, 1),
 	}
+	m.preferred.Store(-1)
 	for _, addr := range strings.Split(cfg.Controller, ",") {
 		if addr = strings.TrimSpace(addr); addr == "" {
 			continue
@@ -210,6 +220,7 @@ func (m *Manager) run() {
 			break
 		}
 		inflight = m.takeQueued(inflight)
+		m.takePreferred()
 		resp, err := m.send(inflight)
 		switch {
 		case err != nil && m.ctx.Err() != nil:
@@ -217,13 +228,17 @@ func (m *Manager) run() {
 		case err != nil && retriable(err):
 			failures++
 			m.logger.Warn().Err(err).Str("to", m.addrs[m.cur]).Int("partitions", len(inflight)).Int("attempt", failures).Msg("AlterPartition failed, retrying")
-			m.nextController()
+			if !m.takePreferred() {
+				m.nextController()
+			}
 			continue
 		case err == nil && resp.GetErrorCode() == replicadv1.ErrorCode_ERROR_CODE_NOT_CONTROLLER:
 			// A standby controller: the same batch goes to the next one.
 			failures++
 			m.logger.Debug().Str("to", m.addrs[m.cur]).Msg("AlterPartition reached a standby controller, trying the next")
-			m.nextController()
+			if !m.takePreferred() {
+				m.nextController()
+			}
 			continue
 		case err != nil:
 			failures++
@@ -308,6 +323,14 @@ func (m *Manager) send(batch []item) (*replicadv1.AlterPartitionResponse, error)
 	ctx, spans := m.startSpans(batch, brokerEpoch)
 	ctx, cancel := context.WithTimeout(ctx, m.cfg.RequestTimeout)
 	defer cancel()
+	m.mu.Lock()
+	m.abortSend, m.sendingTo = cancel, m.cur
+	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		m.abortSend = nil
+		m.mu.Unlock()
+	}()
 	m.logger.Debug().Int("partitions", len(batch)).Int64("broker_epoch", brokerEpoch).Msg("sending AlterPartition")
 	resp, err := m.clients[m.cur].AlterPartition(ctx, req)
 	for _, s := range spans {
@@ -382,6 +405,37 @@ func (m *Manager) startSpans(batch []item, brokerEpoch int64) (context.Context, 
 
 // nextController moves to the next controller address (a no-op with one).
 func (m *Manager) nextController() { m.cur = (m.cur + 1) % len(m.clients) }
+
+// UseController makes addr, one of Config.Controller's addresses, the one
+// the next request goes to; a request in flight to another controller is
+// abandoned and resent there. The broker's session calls it when another
+// controller answers its heartbeats (brokersession.Config.OnControllerChange):
+// the session has found the active controller, and an ISR change should
+// not wait out a request timeout on the one that stopped answering. An
+// unknown address is ignored.
+func (m *Manager) UseController(addr string) {
+	i := slices.Index(m.addrs, addr)
+	if i < 0 {
+		return
+	}
+	m.preferred.Store(int32(i))
+	m.mu.Lock()
+	if m.abortSend != nil && m.sendingTo != i {
+		m.abortSend()
+	}
+	m.mu.Unlock()
+}
+
+// takePreferred moves to the controller UseController named, once; it
+// reports whether there was one.
+func (m *Manager) takePreferred() bool {
+	p := m.preferred.Swap(-1)
+	if p < 0 {
+		return false
+	}
+	m.cur = int(p)
+	return true
+}
 
 // alterPartitionItem is change on the wire. new_isr carries each member's
 // broker epoch: this broker's own, a follower's as its fetches told the

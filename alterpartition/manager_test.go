@@ -406,3 +406,44 @@ func TestStandbyControllerSendsToTheNext(t *testing.T) {
 		t.Fatalf("standby got %d calls, active %d; want >= 1 and 1", len(standby.calls()), len(active.calls()))
 	}
 }
+
+// UseController (the broker's session found another controller active):
+// the request in flight to a controller that hangs is abandoned and the
+// change goes to the named one at once, not after the request timeout. An
+// address that is not one of the Manager's is ignored.
+func TestUseControllerAbandonsAHungOne(t *testing.T) {
+	hung := startController(t, func(ctx context.Context, _ int, _ *replicadv1.AlterPartitionRequest) (*replicadv1.AlterPartitionResponse, error) {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	})
+	active := startController(t, func(_ context.Context, _ int, req *replicadv1.AlterPartitionRequest) (*replicadv1.AlterPartitionResponse, error) {
+		return accept(req), nil
+	})
+	m, err := New(Config{Controller: hung.addr + "," + active.addr, BrokerID: 1, BrokerEpoch: func() int64 { return 3 },
+		RequestTimeout: time.Minute, MinBackoff: 5 * time.Millisecond, MaxBackoff: 50 * time.Millisecond, Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+
+	m.UseController("127.0.0.1:1") // not one of its controllers: ignored
+	results, _ := submit(m, expansion("orders", 0, 1, 2))
+	await(t, hung.received, "the request to the hung controller")
+	start := time.Now()
+	m.UseController(active.addr)
+	res := await(t, results, "result") // well before the minute's timeout
+	if res.Error != core.ErrNone || res.PartitionEpoch != 7 {
+		t.Fatalf("result %+v, want NONE at partition epoch 7 from the active controller", res)
+	}
+	if len(active.calls()) != 1 {
+		t.Fatalf("active controller got %d calls, want 1", len(active.calls()))
+	}
+	t.Logf("answered %v after UseController", time.Since(start).Round(time.Millisecond))
+
+	// The next change goes straight to the active one.
+	results, _ = submit(m, expansion("orders", 1, 1, 2))
+	await(t, results, "second result")
+	if len(hung.calls()) != 1 || len(active.calls()) != 2 {
+		t.Fatalf("calls: hung %d, active %d; want 1 and 2", len(hung.calls()), len(active.calls()))
+	}
+}

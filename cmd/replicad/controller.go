@@ -35,6 +35,18 @@ type controllerLink struct {
 	// broker could not register.
 	registered chan error
 	closeOnce  sync.Once
+	// onControllerChange hears which controller the session talks to (the
+	// AlterPartition client follows it); set before start.
+	onControllerChange func(addr string)
+}
+
+// followController has the session tell f which controller is active
+// (alterpartition.Manager.UseController), so that ISR changes go where the
+// heartbeats succeed. Call before start.
+func (l *controllerLink) followController(f func(addr string)) {
+	if l != nil {
+		l.onControllerChange = f
+	}
 }
 
 func newControllerLink(cfg config, logger zerolog.Logger) *controllerLink {
@@ -93,6 +105,8 @@ func (l *controllerLink) start(ctx context.Context, listenAddr net.Addr) <-chan 
 			Port:        port,
 			LogDirs:     l.cfg.logDirs,
 			Logger:      l.logger,
+			// The session knows first when the active controller changes.
+			OnControllerChange: l.onControllerChange,
 		})
 		if err == nil {
 			l.session.Store(s)
@@ -182,10 +196,13 @@ func advertisedEndpoint(cfg config, listenAddr net.Addr, logger zerolog.Logger) 
 // next address when one fails or answers NOT_CONTROLLER), which sends
 // brokerEpoch. closeChanger stops the client; it belongs after the replica
 // manager's shutdown.
-func newIsrChanger(cfg config, logger zerolog.Logger, brokerEpoch func() int64) (changer core.IsrChanger, closeChanger func(), err error) {
+//
+// useController, nil standalone, points the client at the controller the
+// broker's session found active.
+func newIsrChanger(cfg config, logger zerolog.Logger, brokerEpoch func() int64) (changer core.IsrChanger, useController func(string), closeChanger func(), err error) {
 	controllers := cfg.controllers()
 	if len(controllers) == 0 {
-		return nil, func() {}, nil
+		return nil, nil, func() {}, nil
 	}
 	m, err := alterpartition.New(alterpartition.Config{
 		Controller:  strings.Join(controllers, ","),
@@ -194,7 +211,7 @@ func newIsrChanger(cfg config, logger zerolog.Logger, brokerEpoch func() int64) 
 		Logger:      logger,
 	})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return m, func() { _ = m.Close() }, nil
+	return m, m.UseController, func() { _ = m.Close() }, nil
 }

@@ -94,13 +94,16 @@ func run(args []string, stderr io.Writer) int {
 		logger.Error().Err(err).Msg("alter-log-dirs fetcher setup failed")
 		return 1
 	}
-	isrChanger, closeIsrChanger, err := newIsrChanger(cfg, logger, link.brokerEpochFunc())
+	isrChanger, useController, closeIsrChanger, err := newIsrChanger(cfg, logger, link.brokerEpochFunc())
 	if err != nil {
 		logger.Error().Err(err).Str("controller", cfg.controller).Msg("controller client setup failed")
 		return 1
 	}
 	// Deferred, so it runs after the replica manager's shutdown: nothing then acts on the ISR.
 	defer closeIsrChanger()
+	if useController != nil {
+		link.followController(useController)
+	}
 	// Nil without --metrics-listen: nothing is measured.
 	brokerMetrics, err := newMetrics(cfg)
 	if err != nil {
