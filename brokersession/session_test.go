@@ -1,7 +1,6 @@
 package brokersession
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"net"
@@ -24,6 +23,7 @@ import (
 	"github.com/replicad/replicad/core/clock"
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
 	"github.com/replicad/replicad/internal/spantest"
+	"github.com/replicad/replicad/internal/syncbuf"
 	"github.com/replicad/replicad/internal/testutil"
 )
 
@@ -169,22 +169,9 @@ func freeAddr(t *testing.T) string {
 }
 
 // syncBuffer is a log sink safe for concurrent writes.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
+type syncBuffer struct{ syncbuf.Buffer }
 
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) count(s string) int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return strings.Count(b.buf.String(), s)
-}
+func (b *syncBuffer) count(s string) int { return strings.Count(b.String(), s) }
 
 func testConfig(t *testing.T, controllers ...string) Config {
 	return Config{

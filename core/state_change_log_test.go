@@ -1,38 +1,26 @@
 package core
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/rs/zerolog"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
+	"github.com/replicad/replicad/internal/syncbuf"
 )
 
 // logBuffer collects JSON log lines; safe for concurrent writers.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
+type logBuffer struct{ syncbuf.Buffer }
 
 // take returns the state-change lines written since the last take.
 func (b *logBuffer) take(t *testing.T) []map[string]any {
 	t.Helper()
-	b.mu.Lock()
-	data := b.buf.String()
-	b.buf.Reset()
-	b.mu.Unlock()
+	data := b.Take()
 	var out []map[string]any
 	for _, line := range strings.Split(strings.TrimSpace(data), "\n") {
 		if line == "" {
@@ -196,8 +184,7 @@ func TestStateChangeLevelApartFromTheBroker(t *testing.T) {
 			c.StateChangeLevel = &stateChange
 		})
 		h.leaderAndIsr(1, state("orders", 0, 1, 1, []int32{1}, []int32{1}))
-		out.mu.Lock()
-		for _, line := range strings.Split(strings.TrimSpace(out.buf.String()), "\n") {
+		for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
 			if line != "" && !strings.Contains(line, `"logger":"state.change"`) {
 				var m map[string]any
 				if json.Unmarshal([]byte(line), &m) == nil {
@@ -208,7 +195,6 @@ func TestStateChangeLevelApartFromTheBroker(t *testing.T) {
 				other++
 			}
 		}
-		out.mu.Unlock()
 		return out.take(t), other
 	}
 	lines, _ := logAll(t, zerolog.WarnLevel, zerolog.TraceLevel)

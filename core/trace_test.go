@@ -51,18 +51,10 @@ func childrenOf(rec *tracetest.SpanRecorder, parent sdktrace.ReadOnlySpan, name 
 	return out
 }
 
-func attrsOf(kvs []attribute.KeyValue) map[string]attribute.Value {
-	m := make(map[string]attribute.Value, len(kvs))
-	for _, kv := range kvs {
-		m[string(kv.Key)] = kv.Value
-	}
-	return m
-}
-
 // wantAttrs checks attributes: an int64, string, bool or []int64 each.
 func wantAttrs(t *testing.T, what string, kvs []attribute.KeyValue, want map[string]any) {
 	t.Helper()
-	got := attrsOf(kvs)
+	got := spantest.Attrs(kvs)
 	for key, w := range want {
 		v, ok := got[key]
 		if !ok {
@@ -130,7 +122,7 @@ func TestLeaderAndIsrSpans(t *testing.T) {
 		t.Fatalf("%d Partition.makeLeader children of makeLeaders, want 2", len(leaders))
 	}
 	for _, s := range leaders {
-		p := attrsOf(s.Attributes())["replicad.partition"].AsInt64()
+		p := spantest.Attrs(s.Attributes())["replicad.partition"].AsInt64()
 		wantAttrs(t, fmt.Sprintf("Partition.makeLeader orders-%d", p), s.Attributes(), map[string]any{
 			"replicad.topic": "orders", "replicad.leader": 1, "replicad.old_leader": -1, "replicad.leader_epoch": 1,
 			"replicad.old_leader_epoch": -1, "replicad.isr": []int64{1, 2}, "replicad.replicas": []int64{1, 2},
@@ -217,7 +209,7 @@ func TestLeaderAndIsrSpanCap(t *testing.T) {
 			"replicad.old_leader_epoch": -1, "replicad.is_new_leader": true, "replicad.error_code": "NONE", "replicad.high_watermark": 0})
 	}
 	summary := evs[MaxPartitionEvents]
-	if summary.Name != "partitions not itemised" || attrsOf(summary.Attributes)["replicad.partitions"].AsInt64() != big-MaxPartitionEvents {
+	if summary.Name != "partitions not itemised" || spantest.Attrs(summary.Attributes)["replicad.partitions"].AsInt64() != big-MaxPartitionEvents {
 		t.Errorf("last event %q %v, want the summary of %d partitions", summary.Name, summary.Attributes, big-MaxPartitionEvents)
 	}
 
@@ -227,7 +219,7 @@ func TestLeaderAndIsrSpanCap(t *testing.T) {
 	bls := spantest.Named(rec, "ReplicaManager.becomeLeaderOrFollower")
 	evs = bls[len(bls)-1].Events()
 	if len(evs) != MaxIgnoredEvents+1 || evs[0].Name != "LeaderAndIsr partition ignored" ||
-		attrsOf(evs[MaxIgnoredEvents].Attributes)["replicad.partitions"].AsInt64() != big-MaxIgnoredEvents {
+		spantest.Attrs(evs[MaxIgnoredEvents].Attributes)["replicad.partitions"].AsInt64() != big-MaxIgnoredEvents {
 		t.Errorf("repeated large request: %d events (first %q), want %d ignored + a summary of %d", len(evs), evs[0].Name, MaxIgnoredEvents, big-MaxIgnoredEvents)
 	}
 }
@@ -302,7 +294,7 @@ func TestStopReplicaAndOfflineSpans(t *testing.T) {
 	}
 	var offline []int64
 	for _, s := range childrenOf(rec, root, "ReplicaManager.markPartitionOffline") {
-		a := attrsOf(s.Attributes())
+		a := spantest.Attrs(s.Attributes())
 		if a["replicad.topic"].AsString() != "orders" {
 			t.Errorf("markPartitionOffline of topic %q", a["replicad.topic"].AsString())
 		}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"net"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/replicad/replicad/core"
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
+	"github.com/replicad/replicad/internal/syncbuf"
 )
 
 // fakeController is a ControllerService that records each request and
@@ -236,23 +236,8 @@ func (s *switchBroker) records(topic string, partition int32) int {
 	return n
 }
 
-// syncBuffer is a bytes.Buffer safe to read while a command writes it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+// syncBuffer is a buffer safe to read while a command writes it.
+type syncBuffer = syncbuf.Buffer
 
 // ctlCtx runs ctlclient in-process under ctx with no environment and
 // stdout/stderr the caller can watch while it runs.

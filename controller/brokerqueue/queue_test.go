@@ -1,7 +1,6 @@
 package brokerqueue
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -24,6 +23,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
+	"github.com/replicad/replicad/internal/syncbuf"
 	"github.com/replicad/replicad/internal/testutil"
 )
 
@@ -263,24 +263,13 @@ func wantCalls(t *testing.T, f *fakeBroker, want []string) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer for a logger written from another goroutine.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
+// syncBuffer is a sink for a logger written from another goroutine.
+type syncBuffer struct{ syncbuf.Buffer }
 
 // lines returns the logged lines that contain every one of subs.
 func (b *syncBuffer) lines(subs ...string) []string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
 	var out []string
-	for _, l := range strings.Split(b.buf.String(), "\n") {
+	for _, l := range strings.Split(b.String(), "\n") {
 		ok := l != ""
 		for _, s := range subs {
 			ok = ok && strings.Contains(l, s)

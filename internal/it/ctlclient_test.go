@@ -3,6 +3,7 @@ package it
 import (
 	"bytes"
 	"context"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -20,9 +21,25 @@ type ctlResult struct {
 // ctlclient runs the built ctlclient against broker.
 func ctlclient(t *testing.T, broker, stdin string, args ...string) ctlResult {
 	t.Helper()
+	return runCtlclient(t, nil, stdin, append([]string{"--broker", broker}, args...)...)
+}
+
+// runCtlclientEnv runs the built ctlclient with env added to the test's.
+func runCtlclientEnv(t *testing.T, env []string, args ...string) ctlResult {
+	t.Helper()
+	return runCtlclient(t, env, "", args...)
+}
+
+// runCtlclient runs the built ctlclient with args, env added to the test's
+// and stdin, bounded by rpcTimeout, and returns its exit code and output.
+func runCtlclient(t *testing.T, env []string, stdin string, args ...string) ctlResult {
+	t.Helper()
 	c, cancel := context.WithTimeout(context.Background(), rpcTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(c, bins.Ctlclient, append([]string{"--broker", broker}, args...)...)
+	cmd := exec.CommandContext(c, bins.Ctlclient, args...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.Stdin = strings.NewReader(stdin)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut

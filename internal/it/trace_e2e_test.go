@@ -1,14 +1,10 @@
 package it
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
-	"os"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -245,27 +241,6 @@ func (j *jaegerQuery) operations(service string) ([]string, error) {
 	}
 	err := j.getJSON("/api/services/"+url.PathEscape(service)+"/operations", nil, &body)
 	return body.Data, err
-}
-
-// runCtlclientEnv runs the built ctlclient with env added to the test's.
-func runCtlclientEnv(t *testing.T, env []string, args ...string) ctlResult {
-	t.Helper()
-	c, cancel := context.WithTimeout(context.Background(), rpcTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(c, bins.Ctlclient, args...)
-	cmd.Env = append(os.Environ(), env...)
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	err := cmd.Run()
-	code := 0
-	if err != nil {
-		ee, ok := err.(*exec.ExitError)
-		if !ok {
-			t.Fatalf("ctlclient %v: %v", args, err)
-		}
-		code = ee.ExitCode()
-	}
-	return ctlResult{code, out.String(), errOut.String()}
 }
 
 func firstLine(s string) string {

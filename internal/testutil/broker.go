@@ -2,7 +2,6 @@ package testutil
 
 import (
 	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -10,13 +9,14 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/replicad/replicad/internal/syncbuf"
 )
 
 // StartTimeout bounds a broker's start (log recovery included) under -race on a slow machine.
@@ -242,20 +242,4 @@ func (b *Broker) Dial(t testing.TB) *grpc.ClientConn {
 }
 
 // syncBuffer collects lines written by one goroutine and read by others.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (s *syncBuffer) WriteLine(line string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.buf.WriteString(line)
-	s.buf.WriteByte('\n')
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.buf.String()
-}
+type syncBuffer = syncbuf.Buffer
