@@ -39,7 +39,7 @@ func (c *Controller) alterPartition(ctx context.Context, req *replicadv1.AlterPa
 	// The ISR changes are traced: one event per item, accepted or not.
 	events := newEventBudget(ctx)
 	if events != nil {
-		defer events.done()
+		defer events.Done()
 		if n := len(req.GetPartitions()); n == 1 {
 			item := req.GetPartitions()[0]
 			span.SetAttributes(attribute.String("replicad.topic", item.GetTopic()), attribute.Int("replicad.partition", int(item.GetPartition())),
@@ -60,8 +60,8 @@ func (c *Controller) alterPartition(ctx context.Context, req *replicadv1.AlterPa
 				Int32("partition_epoch", item.GetPartitionEpoch()).Int32("committed_partition_epoch", p.PartitionEpoch).
 				Msg("AlterPartition rejected")
 			results[i] = &replicadv1.AlterPartitionResult{Topic: p.Topic, Partition: p.Partition, ErrorCode: code}
-			if events != nil {
-				events.add("isr change rejected", attribute.String("replicad.topic", p.Topic), attribute.Int("replicad.partition", int(p.Partition)),
+			if events.Want() {
+				events.Add("isr change rejected", attribute.String("replicad.topic", p.Topic), attribute.Int("replicad.partition", int(p.Partition)),
 					telemetry.ErrorCode(code), attribute.IntSlice("replicad.proposed_isr", toInts(isrOf(item))),
 					attribute.IntSlice("replicad.isr", toInts(p.ISR)), attribute.Int("replicad.leader_epoch", int(item.GetLeaderEpoch())),
 					attribute.Int("replicad.partition_epoch", int(item.GetPartitionEpoch())),
@@ -69,8 +69,8 @@ func (c *Controller) alterPartition(ctx context.Context, req *replicadv1.AlterPa
 			}
 			continue
 		}
-		if events != nil {
-			events.add("isr change", attribute.String("replicad.topic", p.Topic), attribute.Int("replicad.partition", int(p.Partition)),
+		if events.Want() {
+			events.Add("isr change", attribute.String("replicad.topic", p.Topic), attribute.Int("replicad.partition", int(p.Partition)),
 				attribute.IntSlice("replicad.old_isr", toInts(p.ISR)), attribute.IntSlice("replicad.isr", toInts(next.ISR)),
 				attribute.Int("replicad.leader", int(p.Leader)), attribute.Int("replicad.leader_epoch", int(p.LeaderEpoch)),
 				attribute.Int("replicad.partition_epoch", int(next.PartitionEpoch)),

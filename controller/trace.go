@@ -7,6 +7,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/replicad/replicad/controller/store"
+	"github.com/replicad/replicad/internal/spanevents"
 )
 
 // MaxPartitionEvents caps the per-partition events on one span: a decision
@@ -33,47 +34,21 @@ func tracePartitionChanges(ctx context.Context, event string, changes []partitio
 		return
 	}
 	for _, ch := range changes {
-		b.add(event, changeAttrs(ch)...)
+		if b.Want() {
+			b.Add(event, changeAttrs(ch)...)
+		}
 	}
-	b.done()
+	b.Done()
 	if len(changes) == 1 {
-		b.span.SetAttributes(changeAttrs(changes[0])...)
+		b.Span().SetAttributes(changeAttrs(changes[0])...)
 	}
-	b.span.SetAttributes(attribute.Int("replicad.partitions_changed", len(changes)))
+	b.Span().SetAttributes(attribute.Int("replicad.partitions_changed", len(changes)))
 }
 
-// eventBudget adds per-partition events to a span, at most
-// MaxPartitionEvents; done adds the summary of those left out.
-type eventBudget struct {
-	span    trace.Span
-	added   int
-	omitted int
-}
-
-// newEventBudget is nil when ctx's span is not recording: then nothing need
-// be built.
-func newEventBudget(ctx context.Context) *eventBudget {
-	span := trace.SpanFromContext(ctx)
-	if !span.IsRecording() {
-		return nil
-	}
-	return &eventBudget{span: span}
-}
-
-func (b *eventBudget) add(name string, attrs ...attribute.KeyValue) {
-	if b.added >= MaxPartitionEvents {
-		b.omitted++
-		return
-	}
-	b.added++
-	b.span.AddEvent(name, trace.WithAttributes(attrs...))
-}
-
-func (b *eventBudget) done() {
-	if b.omitted > 0 {
-		b.span.AddEvent("partitions not itemised", trace.WithAttributes(attribute.Int("replicad.partitions", b.omitted)))
-		b.omitted = 0
-	}
+// newEventBudget is the event budget of ctx's span: MaxPartitionEvents, nil
+// when the span does not record (then nothing need be built).
+func newEventBudget(ctx context.Context) *spanevents.Budget {
+	return spanevents.New(trace.SpanFromContext(ctx), MaxPartitionEvents)
 }
 
 func changeAttrs(ch partitionChange) []attribute.KeyValue {

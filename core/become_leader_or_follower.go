@@ -14,6 +14,7 @@ import (
 
 	"github.com/replicad/replicad/core/log"
 	"github.com/replicad/replicad/core/tp"
+	"github.com/replicad/replicad/internal/spanevents"
 )
 
 // BecomeLeaderOrFollower handles a LeaderAndIsr request (Kafka's
@@ -63,12 +64,12 @@ func (rm *ReplicaManager) BecomeLeaderOrFollower(ctx context.Context, req Leader
 	// The partitions ignored are events of this span (within the budget).
 	ignored := newPartitionEvents(span)
 	if len(req.PartitionStates) > MaxPartitionSpans {
-		ignored = newPartitionEventsUpTo(span, MaxIgnoredEvents)
+		ignored = spanevents.New(span, MaxIgnoredEvents)
 	}
 	ignore := func(st PartitionState, code ErrorCode, reason string, current int32) {
 		responses[st.TopicPartition] = code
-		if ignored.want() {
-			ignored.add("LeaderAndIsr partition ignored", append(partitionAttrs(st.TopicPartition),
+		if ignored.Want() {
+			ignored.Add("LeaderAndIsr partition ignored", append(partitionAttrs(st.TopicPartition),
 				attribute.String("replicad.reason", reason), attribute.String("replicad.error_code", code.String()),
 				attribute.Int("replicad.leader_epoch", int(st.LeaderEpoch)), attribute.Int("replicad.current_leader_epoch", int(current)))...)
 		}
@@ -113,7 +114,7 @@ func (rm *ReplicaManager) BecomeLeaderOrFollower(ctx context.Context, req Leader
 			rm.forgetIfCreated(t, p, created)
 		}
 	}
-	ignored.done()
+	ignored.Done()
 
 	// Phase 2. Logs created here are not fsynced one by one: one sync per log
 	// dir below makes them durable before the controller hears back.
@@ -252,7 +253,7 @@ func (rm *ReplicaManager) makeLeaders(ctx context.Context, slog zerolog.Logger, 
 			endTransitionSpan(pspan, tr.partition, errs[i], attribute.Bool("replicad.is_new_leader", isNewLeader[i]))
 		}
 	})
-	var events *partitionEvents
+	var events *spanevents.Budget
 	if !childSpans {
 		events = newPartitionEvents(span)
 	}
@@ -270,11 +271,11 @@ func (rm *ReplicaManager) makeLeaders(ctx context.Context, slog zerolog.Logger, 
 			stateFields(slog.Info(), tr.state).
 				Msg("Skipped the become-leader state change after marking its partition as leader: already the leader")
 		}
-		if events.want() {
-			events.add("Partition.makeLeader", transitionEventAttrs(tr, errs[i], attribute.Bool("replicad.is_new_leader", isNewLeader[i]))...)
+		if events.Want() {
+			events.Add("Partition.makeLeader", transitionEventAttrs(tr, errs[i], attribute.Bool("replicad.is_new_leader", isNewLeader[i]))...)
 		}
 	}
-	events.done()
+	events.Done()
 	for i, tr := range transitions {
 		if errs[i] == nil {
 			stateFields(slog.Trace(), tr.state).Msg("Completed LeaderAndIsr request for the become-leader transition")
@@ -334,7 +335,7 @@ func (rm *ReplicaManager) makeFollowers(ctx context.Context, slog zerolog.Logger
 			endTransitionSpan(pspan, tr.partition, errs[i], followerAttrs(didChange[i], outcome[i])...)
 		}
 	})
-	var events *partitionEvents
+	var events *spanevents.Budget
 	if !childSpans {
 		events = newPartitionEvents(span)
 	}
@@ -350,11 +351,11 @@ func (rm *ReplicaManager) makeFollowers(ctx context.Context, slog zerolog.Logger
 			stateFields(slog.Info(), tr.state).Int32("old_leader", tr.oldLeader).
 				Msg("Skipped the become-follower state change: the new leader is the same as the old leader")
 		}
-		if events.want() {
-			events.add("Partition.makeFollower", transitionEventAttrs(tr, errs[i], followerAttrs(didChange[i], outcome[i])...)...)
+		if events.Want() {
+			events.Add("Partition.makeFollower", transitionEventAttrs(tr, errs[i], followerAttrs(didChange[i], outcome[i])...)...)
 		}
 	}
-	events.done()
+	events.Done()
 
 	parts := make([]tp.TopicPartition, len(changed))
 	for i, tr := range changed {

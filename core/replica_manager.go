@@ -456,12 +456,12 @@ func (rm *ReplicaManager) handleLogDirFailure(dir string, cause error) {
 			rm.markPartitionOffline(ctx, t)
 			continue
 		}
-		if events.want() {
-			events.add("ReplicaManager.markPartitionOffline", partitionAttrs(t)...)
+		if events.Want() {
+			events.Add("ReplicaManager.markPartitionOffline", partitionAttrs(t)...)
 		}
 		rm.setPartitionOffline(t)
 	}
-	events.done()
+	events.Done()
 	if len(rm.onlineDirs()) == 0 {
 		rm.fatalOnce.Do(func() {
 			rm.fatal <- fmt.Errorf("every log dir is offline (last: %s: %v)", dir, cause)

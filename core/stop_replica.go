@@ -94,12 +94,12 @@ func (rm *ReplicaManager) StopReplicas(ctx context.Context, req StopReplicaReque
 			failed++
 		}
 		resp.PartitionErrors = append(resp.PartitionErrors, PartitionError{TopicPartition: sp.TopicPartition, Error: codes[i]})
-		if events.want() {
-			events.add("StopReplica partition", append(partitionAttrs(sp.TopicPartition), attribute.Int("replicad.leader_epoch", int(sp.LeaderEpoch)),
+		if events.Want() {
+			events.Add("StopReplica partition", append(partitionAttrs(sp.TopicPartition), attribute.Int("replicad.leader_epoch", int(sp.LeaderEpoch)),
 				attribute.Bool("replicad.delete", sp.Delete), attribute.String("replicad.error_code", codes[i].String()))...)
 		}
 	}
-	events.done()
+	events.Done()
 	span.SetAttributes(attribute.Int("replicad.partition_errors", failed), attribute.String("replicad.error_code", ErrNone.String()))
 	slog.Info().Int("partitions", len(req.Partitions)).Int("stopped", len(toStop)).Int("partition_errors", failed).Msg("Completed StopReplica request")
 	return resp

@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/replicad/replicad/core/tp"
+	"github.com/replicad/replicad/internal/spanevents"
 )
 
 // Tracing of state changes (SPEC "Tracing"). Every controller request and
@@ -69,55 +70,10 @@ const (
 	MaxIgnoredEvents = 10
 )
 
-// partitionEvents adds per-partition events to a span within the budget of
-// MaxPartitionEvents. A nil *partitionEvents (the span is not recording)
-// takes nothing.
-type partitionEvents struct {
-	span    trace.Span
-	limit   int
-	added   int
-	omitted int
-}
-
-// newPartitionEvents returns nil when span is not recording.
-func newPartitionEvents(span trace.Span) *partitionEvents {
-	return newPartitionEventsUpTo(span, MaxPartitionEvents)
-}
-
-// newPartitionEventsUpTo is newPartitionEvents with a smaller budget.
-func newPartitionEventsUpTo(span trace.Span, limit int) *partitionEvents {
-	if !span.IsRecording() {
-		return nil
-	}
-	return &partitionEvents{span: span, limit: min(limit, MaxPartitionEvents)}
-}
-
-// want reports whether one more event fits; a partition that does not is
-// counted for the summary. Check it before building the attributes.
-func (e *partitionEvents) want() bool {
-	if e == nil {
-		return false
-	}
-	if e.added >= e.limit {
-		e.omitted++
-		return false
-	}
-	return true
-}
-
-// add adds an event (after want said yes).
-func (e *partitionEvents) add(name string, attrs ...attribute.KeyValue) {
-	e.added++
-	e.span.AddEvent(name, trace.WithAttributes(attrs...))
-}
-
-// done adds the summary of the partitions left out, if any.
-func (e *partitionEvents) done() {
-	if e == nil || e.omitted == 0 {
-		return
-	}
-	e.span.AddEvent("partitions not itemised", trace.WithAttributes(attribute.Int("replicad.partitions", e.omitted)))
-	e.omitted = 0
+// newPartitionEvents is the event budget of a request's span:
+// MaxPartitionEvents, nil when the span does not record.
+func newPartitionEvents(span trace.Span) *spanevents.Budget {
+	return spanevents.New(span, MaxPartitionEvents)
 }
 
 func partitionAttrs(t tp.TopicPartition) []attribute.KeyValue {

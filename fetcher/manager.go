@@ -64,7 +64,7 @@ func (m *Manager) AddFetcherForPartitions(ctx context.Context, partitions map[tp
 	}
 	groups := make(map[fetcherKey]*group)
 	cause, added := trace.SpanContextFromContext(ctx), newTraceAdded(ctx)
-	defer added.done()
+	defer added.Done()
 	for t, init := range partitions {
 		key := fetcherKey{LeaderID: init.Leader.ID, FetcherID: FetcherID(t, m.numFetchers)}
 		// A partition changing leader leaves its old fetcher first.

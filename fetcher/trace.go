@@ -10,6 +10,7 @@ import (
 
 	"github.com/replicad/replicad/core"
 	"github.com/replicad/replicad/core/tp"
+	"github.com/replicad/replicad/internal/spanevents"
 )
 
 // Tracing. A fetcher works on its own (its loop has no caller), so its spans
@@ -99,46 +100,29 @@ func (f *fetcher) startOpenStream(ctx context.Context, requested map[tp.TopicPar
 // traceAdded records the partitions handed to fetchers on the span in ctx
 // (FetcherManager.addFetcherForPartitions): one event each, within
 // core.MaxPartitionEvents, and the fetcher id as an attribute when there is
-// one partition.
-type traceAdded struct {
-	span    trace.Span
-	n       int
-	omitted int
+// one partition. A nil *traceAdded (the span does not record) does nothing.
+type traceAdded struct{ *spanevents.Budget }
+
+func newTraceAdded(ctx context.Context) traceAdded {
+	return traceAdded{spanevents.New(trace.SpanFromContext(ctx), core.MaxPartitionEvents)}
 }
 
-func newTraceAdded(ctx context.Context) *traceAdded {
-	span := trace.SpanFromContext(ctx)
-	if !span.IsRecording() {
-		return nil
-	}
-	return &traceAdded{span: span}
-}
-
-func (a *traceAdded) add(t tp.TopicPartition, key fetcherKey, init core.InitialFetchState, offset int64, single bool) {
-	if a == nil {
+func (a traceAdded) add(t tp.TopicPartition, key fetcherKey, init core.InitialFetchState, offset int64, single bool) {
+	if a.Budget == nil {
 		return
 	}
 	if single {
-		a.span.SetAttributes(attribute.Int("replicad.fetcher_id", key.FetcherID))
+		a.Span().SetAttributes(attribute.Int("replicad.fetcher_id", key.FetcherID))
 	}
-	if a.n >= core.MaxPartitionEvents {
-		a.omitted++
+	if !a.Want() {
 		return
 	}
-	a.n++
-	a.span.AddEvent("fetcher added partition", trace.WithAttributes(
+	a.Add("fetcher added partition",
 		attribute.String("replicad.topic", t.Topic),
 		attribute.Int("replicad.partition", int(t.Partition)),
 		attribute.Int("replicad.fetcher_id", key.FetcherID),
 		attribute.Int("replicad.leader", int(init.Leader.ID)),
 		attribute.Int("replicad.leader_epoch", int(init.LeaderEpoch)),
 		attribute.Int64("replicad.fetch_offset", offset),
-	))
-}
-
-func (a *traceAdded) done() {
-	if a == nil || a.omitted == 0 {
-		return
-	}
-	a.span.AddEvent("partitions not itemised", trace.WithAttributes(attribute.Int("replicad.partitions", a.omitted)))
+	)
 }
