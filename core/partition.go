@@ -291,7 +291,7 @@ func (p *Partition) createLogOnly(isNew, syncMetadata bool) error {
 // LEO is unknown in this epoch. p.mu must be held for writing.
 func (p *Partition) maybeIncrementLeaderHWLocked() bool {
 	isr := p.maximalIsrLocked()
-	if !p.isLeaderLocked() || p.log == nil || len(isr) < p.env.minInsyncReplicas {
+	if !p.isLeaderLocked() || p.log == nil || len(isr) < p.effectiveMinIsrLocked() {
 		return false
 	}
 	newHW := p.log.LogEndOffset()
@@ -310,6 +310,15 @@ func (p *Partition) maybeIncrementLeaderHWLocked() bool {
 	}
 	p.log.UpdateHighWatermark(newHW)
 	return true
+}
+
+// effectiveMinIsrLocked is Kafka's effective min ISR (Partition.effectiveMinIsr):
+// min.insync.replicas, but never more than the partition's replicas. A
+// partition with fewer replicas than the broker's minimum (an RF=1 topic on a
+// broker with --min-insync-replicas 2) would otherwise never move its HW:
+// its acks=1 writes would be appended and never seen by a consumer.
+func (p *Partition) effectiveMinIsrLocked() int {
+	return max(1, min(p.env.minInsyncReplicas, len(p.assignment)))
 }
 
 // stop marks the partition as no longer hosted and wakes its waiters, which
@@ -363,7 +372,7 @@ func (p *Partition) appendRecordsToLeader(batch record.Batch, acks int) (log.App
 		p.mu.RUnlock()
 		return log.AppendInfo{}, 0, ErrNotLeaderOrFollower, nil
 	}
-	if acks == AcksAll && len(p.isr) < p.env.minInsyncReplicas {
+	if acks == AcksAll && len(p.isr) < p.effectiveMinIsrLocked() {
 		p.mu.RUnlock()
 		return log.AppendInfo{}, 0, ErrNotEnoughReplicas, nil
 	}
@@ -402,7 +411,7 @@ func (p *Partition) checkEnoughReplicasReachOffset(baseOffset, requiredOffset in
 	if p.log.HighWatermark() < requiredOffset {
 		return false, ErrNone
 	}
-	if len(p.isr) < p.env.minInsyncReplicas {
+	if len(p.isr) < p.effectiveMinIsrLocked() {
 		return true, ErrNotEnoughReplicasAfterAppend
 	}
 	return true, ErrNone
