@@ -16,8 +16,11 @@
 // and go together in the next one, at most one item per partition. Each
 // change is answered from its partition's item in the response (or from the
 // response's top-level error_code, which applies to all): NONE commits the
-// ISR and partition epoch the controller answered; any other code rejects
-// the change, and the Partition drops a rejected expansion again. A
+// ISR and partition epoch the controller answered; any other code goes to
+// the Partition as the change's error, and the Partition decides (it resets
+// to the committed ISR only when the controller says it did not apply the
+// change, and otherwise keeps it pending until the controller's next
+// LeaderAndIsr, or submits it again: see core's completeIsrChange). A
 // transport failure (the controller unreachable, UNAVAILABLE, a deadline) is
 // retried with jittered exponential backoff, bounded by Config.MaxBackoff,
 // for as long as the Manager runs, as Kafka keeps retrying; the retry also

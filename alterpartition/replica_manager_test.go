@@ -9,12 +9,16 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/replicad/replicad/core"
 	"github.com/replicad/replicad/core/clock"
+	"github.com/replicad/replicad/core/record"
 	"github.com/replicad/replicad/core/tp"
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
+	"github.com/replicad/replicad/internal/spantest"
 	"github.com/replicad/replicad/internal/testutil"
 )
 
@@ -23,16 +27,20 @@ var orders0 = tp.TopicPartition{Topic: "orders", Partition: 0}
 // leaderOfOrders0 is a ReplicaManager of broker 1 sending its ISR changes
 // through a Manager to ctl, leading orders-0 at leader epoch 1 with replicas
 // [1 2] and ISR [1].
-func leaderOfOrders0(t *testing.T, ctl *fakeController) *core.ReplicaManager {
+func leaderOfOrders0(t *testing.T, ctl *fakeController, opts ...func(*core.Config)) *core.ReplicaManager {
 	t.Helper()
 	m := newManager(t, ctl.addr)
-	rm, err := core.NewReplicaManager(core.Config{
+	cfg := core.Config{
 		BrokerID:   1,
 		LogDirs:    []string{filepath.Join(t.TempDir(), "dir")},
 		Clock:      clock.NewManual(time.Unix(1_700_000_000, 0)),
 		Logger:     zerolog.Nop(),
 		IsrChanger: m,
-	})
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	rm, err := core.NewReplicaManager(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,8 +75,11 @@ func describeOrders0(rm *core.ReplicaManager) core.PartitionInfo {
 
 // The expansion a follower's fetch triggers on a real ReplicaManager reaches
 // the controller with the follower's broker epoch; accepted, the partition
-// takes the controller's ISR and partition epoch; rejected, the ISR stays
-// and the expansion is proposed again at a later fetch.
+// takes the controller's ISR and partition epoch; rejected as not applied
+// (INELIGIBLE_REPLICA), the ISR stays and the expansion is proposed again at
+// a later fetch; answered unclearly (INVALID_UPDATE_VERSION: the controller
+// may hold a newer state that includes it), it stays pending and nothing
+// more is proposed until the controller's next LeaderAndIsr.
 func TestReplicaManagerExpansionThroughController(t *testing.T) {
 	wantReq := &replicadv1.AlterPartitionRequest{BrokerId: 1, BrokerEpoch: 3, Partitions: []*replicadv1.AlterPartitionItem{{
 		Topic: "orders", Partition: 0, LeaderEpoch: 1, PartitionEpoch: 0,
@@ -97,7 +108,7 @@ func TestReplicaManagerExpansionThroughController(t *testing.T) {
 	t.Run("rejected", func(t *testing.T) {
 		ctl := startController(t, func(_ context.Context, _ int, _ *replicadv1.AlterPartitionRequest) (*replicadv1.AlterPartitionResponse, error) {
 			return &replicadv1.AlterPartitionResponse{Partitions: []*replicadv1.AlterPartitionResult{{
-				Topic: "orders", Partition: 0, ErrorCode: replicadv1.ErrorCode_ERROR_CODE_INVALID_UPDATE_VERSION,
+				Topic: "orders", Partition: 0, ErrorCode: replicadv1.ErrorCode_ERROR_CODE_INELIGIBLE_REPLICA,
 			}}}, nil
 		})
 		rm := leaderOfOrders0(t, ctl)
@@ -116,6 +127,39 @@ func TestReplicaManagerExpansionThroughController(t *testing.T) {
 		})
 		if p := describeOrders0(rm); !slices.Equal(p.ISR, []int32{1}) || p.PartitionEpoch != 0 {
 			t.Fatalf("after rejection: ISR %v partition epoch %d, want [1] and 0", p.ISR, p.PartitionEpoch)
+		}
+	})
+
+	t.Run("unclear", func(t *testing.T) {
+		ctl := startController(t, func(_ context.Context, _ int, _ *replicadv1.AlterPartitionRequest) (*replicadv1.AlterPartitionResponse, error) {
+			return &replicadv1.AlterPartitionResponse{Partitions: []*replicadv1.AlterPartitionResult{{
+				Topic: "orders", Partition: 0, ErrorCode: replicadv1.ErrorCode_ERROR_CODE_INVALID_UPDATE_VERSION,
+			}}}, nil
+		})
+		rec := tracetest.NewSpanRecorder()
+		tracer := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)).Tracer("test")
+		rm := leaderOfOrders0(t, ctl, func(c *core.Config) { c.Tracer = tracer })
+		followerFetch(t, rm)
+		await(t, ctl.received, "AlterPartition")
+		// The partition has taken the answer once its change's span ended.
+		testutil.Eventually(t, waitTimeout, func() error {
+			if len(spantest.Named(rec, "Partition.expandIsr")) == 0 {
+				return fmt.Errorf("the expansion's answer has not reached the partition")
+			}
+			return nil
+		})
+		if r := rm.Produce(context.Background(), core.ProduceRequest{TopicPartition: orders0, Acks: core.AcksLeader,
+			Records: []record.Record{{Value: []byte("x")}}}); r.Error != core.ErrNone {
+			t.Fatalf("produce: %+v", r)
+		}
+		for range 3 {
+			followerFetch(t, rm)
+		}
+		if n := len(ctl.calls()); n != 1 {
+			t.Fatalf("%d AlterPartition requests, want 1: the unclear change stays pending", n)
+		}
+		if p := describeOrders0(rm); !slices.Equal(p.ISR, []int32{1}) || p.HighWatermark != 0 {
+			t.Fatalf("ISR %v HW %d, want committed [1] and HW 0: broker 2 (at offset 0) still counts", p.ISR, p.HighWatermark)
 		}
 	})
 }

@@ -36,6 +36,11 @@ func (c *Controller) alterPartition(ctx context.Context, req *replicadv1.AlterPa
 	}
 	results := make([]*replicadv1.AlterPartitionResult, len(req.GetPartitions()))
 	var updates []store.PartitionUpdate
+	// stale are the partitions this leader leads at the current leader
+	// epoch but knows at an older partition epoch: it keeps its change
+	// pending on such an answer (the state may hold it), so it is sent the
+	// committed state, which it takes as an ISR refresh.
+	var stale []store.Partition
 	// The ISR changes are traced: one event per item, accepted or not.
 	events := newEventBudget(ctx)
 	if events != nil {
@@ -60,6 +65,9 @@ func (c *Controller) alterPartition(ctx context.Context, req *replicadv1.AlterPa
 				Int32("partition_epoch", item.GetPartitionEpoch()).Int32("committed_partition_epoch", p.PartitionEpoch).
 				Msg("AlterPartition rejected")
 			results[i] = &replicadv1.AlterPartitionResult{Topic: p.Topic, Partition: p.Partition, ErrorCode: code}
+			if code == replicadv1.ErrorCode_ERROR_CODE_INVALID_UPDATE_VERSION {
+				stale = append(stale, p)
+			}
 			if events.Want() {
 				events.Add("isr change rejected", attribute.String("replicad.topic", p.Topic), attribute.Int("replicad.partition", int(p.Partition)),
 					telemetry.ErrorCode(code), attribute.IntSlice("replicad.proposed_isr", toInts(isrOf(item))),
@@ -93,6 +101,7 @@ func (c *Controller) alterPartition(ctx context.Context, req *replicadv1.AlterPa
 		}
 	}
 	resp.Partitions = results
+	c.refreshLeaderLocked(ctx, req.GetBrokerId(), stale)
 	// A reassignment completes once every added replica is in the ISR.
 	for _, u := range updates {
 		if err := c.maybeCompleteReassignmentLocked(ctx, keyOf(u.New)); err != nil {
@@ -107,6 +116,18 @@ func (c *Controller) alterPartition(ctx context.Context, req *replicadv1.AlterPa
 // committed state) or the error code.
 func (c *Controller) checkAlterPartitionLocked(leader int32, p store.Partition, item *replicadv1.AlterPartitionItem) (replicadv1.ErrorCode, store.Partition) {
 	newISR := isrOf(item)
+	// A retry of a change this controller committed, whose answer was lost:
+	// it is answered with the committed state before any fencing check, so
+	// retries stay idempotent however the partition moved on meanwhile (a
+	// newer leader epoch with the same ISR, say). Fenced first, the leader
+	// would hear FENCED_LEADER_EPOCH for an ISR the controller holds. The
+	// answer is only the committed state: the leader compares its leader
+	// epoch before taking it. (Kafka's equalsAllowStalePartitionEpoch,
+	// checked first "to maintain idempotency".)
+	if p.Leader == leader && sameMembers(newISR, p.ISR) &&
+		item.GetLeaderEpoch() <= p.LeaderEpoch && item.GetPartitionEpoch() <= p.PartitionEpoch {
+		return replicadv1.ErrorCode_ERROR_CODE_NONE, p
+	}
 	switch {
 	case p.Leader != leader:
 		return replicadv1.ErrorCode_ERROR_CODE_NOT_LEADER_OR_FOLLOWER, p
@@ -115,14 +136,6 @@ func (c *Controller) checkAlterPartitionLocked(leader int32, p store.Partition, 
 	case item.GetLeaderEpoch() > p.LeaderEpoch:
 		return replicadv1.ErrorCode_ERROR_CODE_UNKNOWN_LEADER_EPOCH, p
 	case item.GetPartitionEpoch() != p.PartitionEpoch:
-		// A retry of a change that was committed while its answer was
-		// lost: same ISR, older partition epoch. Answer it with the
-		// committed state rather than reject it, or the leader would undo
-		// an expansion the controller made (Kafka's
-		// equalsAllowStalePartitionEpoch).
-		if item.GetPartitionEpoch() < p.PartitionEpoch && sameMembers(newISR, p.ISR) {
-			return replicadv1.ErrorCode_ERROR_CODE_NONE, p
-		}
 		return replicadv1.ErrorCode_ERROR_CODE_INVALID_UPDATE_VERSION, p
 	}
 	if len(newISR) == 0 || !slices.Contains(newISR, leader) {
@@ -155,6 +168,22 @@ func (c *Controller) checkAlterPartitionLocked(leader int32, p store.Partition, 
 	next.ISR = newISR
 	next.PartitionEpoch++
 	return replicadv1.ErrorCode_ERROR_CODE_NONE, next
+}
+
+// refreshLeaderLocked sends leader a LeaderAndIsr of the committed state of
+// parts, at their current leader epoch: a broker takes a LeaderAndIsr with
+// the same leader and leader epoch and a newer partition epoch as its ISR
+// (core's isRefresh).
+func (c *Controller) refreshLeaderLocked(ctx context.Context, leader int32, parts []store.Partition) {
+	bs := c.brokers[leader]
+	if len(parts) == 0 || !bs.reachable() {
+		return
+	}
+	states := make([]*replicadv1.PartitionState, len(parts))
+	for i, p := range parts {
+		states[i] = c.stateProto(p, false)
+	}
+	bs.queue.LeaderAndIsrContext(ctx, states, c.leadersOfLocked(states))
 }
 
 // commitISRLocked persists ISR-only changes. Unlike leadership changes they

@@ -82,9 +82,9 @@ func (rm *ReplicaManager) BecomeLeaderOrFollower(ctx context.Context, req Leader
 			ignore(st, ErrStorageError, "offline log dir", -1)
 			continue
 		}
-		oldLeader, current := p.leaderAndEpoch()
+		oldLeader, current, currentPartitionEpoch := p.leaderAndEpochs()
 		switch {
-		case st.LeaderEpoch > current:
+		case st.LeaderEpoch > current || isRefresh(st, oldLeader, current, currentPartitionEpoch):
 			if !slices.Contains(st.Replicas, rm.cfg.BrokerID) {
 				stateFields(slog.Warn(), st).Ints32("replicas", st.Replicas).
 					Msg("Ignoring LeaderAndIsr request: this broker is not in the assigned replica list")
@@ -170,6 +170,18 @@ func (rm *ReplicaManager) BecomeLeaderOrFollower(ctx context.Context, req Leader
 	slog.Info().Int("partitions", len(req.PartitionStates)).Int("became_leader", len(becameLeader)).
 		Int("became_follower", len(becameFollower)).Int("partition_errors", failed).Msg("Completed LeaderAndIsr request")
 	return resp
+}
+
+// isRefresh reports a LeaderAndIsr that keeps the partition's leader and
+// leader epoch but carries a newer partition epoch: the controller's ISR
+// for the same leadership (Kafka's makeLeader takes partitionEpoch >=
+// current). A leader whose ISR change got an unclear answer keeps it
+// pending until new metadata comes (completeIsrChange); this is that
+// metadata, without waiting for the next leader epoch. A different leader at
+// the same epoch is never a refresh: a controller bumps the epoch whenever
+// the leader changes.
+func isRefresh(st PartitionState, leader, leaderEpoch, partitionEpoch int32) bool {
+	return st.LeaderEpoch == leaderEpoch && st.Leader == leader && st.PartitionEpoch > partitionEpoch
 }
 
 type partitionTransition struct {

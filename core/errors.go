@@ -20,6 +20,7 @@ const (
 	ErrNotEnoughReplicas            ErrorCode = 19
 	ErrNotEnoughReplicasAfterAppend ErrorCode = 20
 	ErrInvalidRequest               ErrorCode = 42
+	ErrOperationNotAttempted        ErrorCode = 55
 	ErrStorageError                 ErrorCode = 56
 	ErrLogDirNotFound               ErrorCode = 57
 	ErrFencedLeaderEpoch            ErrorCode = 74
@@ -46,6 +47,7 @@ var errorNames = map[ErrorCode]string{
 	ErrNotEnoughReplicas:            "NOT_ENOUGH_REPLICAS",
 	ErrNotEnoughReplicasAfterAppend: "NOT_ENOUGH_REPLICAS_AFTER_APPEND",
 	ErrInvalidRequest:               "INVALID_REQUEST",
+	ErrOperationNotAttempted:        "OPERATION_NOT_ATTEMPTED",
 	ErrStorageError:                 "STORAGE_ERROR",
 	ErrLogDirNotFound:               "LOG_DIR_NOT_FOUND",
 	ErrFencedLeaderEpoch:            "FENCED_LEADER_EPOCH",

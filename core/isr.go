@@ -49,8 +49,11 @@ type IsrChangeResult struct {
 // The Partition keeps at most one change in flight: it proposes nothing new
 // until done has been called. While an expansion is in flight its follower
 // already counts for the HW (Kafka's "maximal ISR"), and it is dropped again
-// if the change is rejected; a shrink takes effect only once accepted. So an
-// asynchronous implementation needs no state of its own per partition.
+// only when the controller says it did not apply it (OPERATION_NOT_ATTEMPTED,
+// INELIGIBLE_REPLICA); a shrink takes effect only once accepted. Other
+// errors keep the change pending until a LeaderAndIsr replaces it, or submit
+// it again (see completeIsrChange). So an asynchronous implementation needs
+// no state of its own per partition.
 type IsrChanger interface {
 	// Submit proposes change. done must be called exactly once, from any
 	// goroutine, possibly before Submit returns. Submit is never called
@@ -194,42 +197,101 @@ func (p *Partition) submitIsrChange(pending *pendingIsrChange) {
 	p.env.isrChanger.Submit(pending.change, func(res IsrChangeResult) { p.completeIsrChange(pending, res) })
 }
 
-// completeIsrChange applies the outcome of the change in flight. An answer
-// for a change that a LeaderAndIsr has since replaced is ignored: the
-// controller's word is newer.
+// completeIsrChange applies the outcome of the change in flight (Kafka's
+// Partition.handleAlterPartitionError for the errors). An answer for a
+// change that a LeaderAndIsr has since replaced is ignored: the controller's
+// word is newer.
+//
+// Only NONE, OPERATION_NOT_ATTEMPTED and INELIGIBLE_REPLICA are clear. Any
+// other answer leaves open whether the controller committed the change: its
+// answer to an earlier attempt may have been lost, and a retry is then
+// refused (FENCED_LEADER_EPOCH once the epoch moved on, for one). Dropping
+// an expansion then would compute the HW over an ISR smaller than the
+// controller's, and ack an acks=all record that a member the controller may
+// elect lacks. So the change stays pending, its follower counted for the
+// HW, until new metadata (a LeaderAndIsr) replaces it; errors that say
+// nothing about the state (a timeout, an unknown error) submit it again.
 func (p *Partition) completeIsrChange(pending *pendingIsrChange, res IsrChangeResult) {
 	p.mu.Lock()
-	defer endIsrChangeSpan(pending.span, res, p.pendingIsr != pending)
 	if p.pendingIsr != pending {
 		p.mu.Unlock()
+		endIsrChangeSpan(pending.span, res, isrOutcomeSuperseded)
 		return
 	}
-	p.pendingIsr = nil
+	outcome := isrOutcomeOf(res.Error)
 	ev := p.env.logger.Info()
-	if res.Error == ErrNone {
+	switch outcome {
+	case isrOutcomeCommitted:
+		p.pendingIsr = nil
 		p.isr = sortedSet(res.Isr)
 		p.partitionEpoch = res.PartitionEpoch
 		p.env.recordIsrChange(p.topicPartition, pending.expand)
-	} else {
-		// A rejected expansion's follower no longer counts for the HW; the HW
-		// itself never moves back. The next LeaderAndIsr brings the truth.
+	case isrOutcomeReset:
+		// The controller says the change was not applied, and cannot be by
+		// any controller: the committed ISR is the truth, and a rejected
+		// expansion's follower no longer counts for the HW (which itself
+		// never moves back).
+		p.pendingIsr = nil
 		ev = p.env.logger.Warn().Str("error", res.Error.String())
+	case isrOutcomePending:
+		ev = p.env.logger.Warn().Str("error", res.Error.String()).Str("outcome", "pending until the controller's next LeaderAndIsr")
+	case isrOutcomeRetried:
+		ev = p.env.logger.Warn().Str("error", res.Error.String()).Str("outcome", "submitted again")
 	}
 	ev.Str("topic", p.topicPartition.Topic).Int32("partition", p.topicPartition.Partition).
 		Int32("leader_epoch", p.leaderEpoch).Int32("partition_epoch", p.partitionEpoch).
 		Ints32("proposed_isr", pending.change.NewIsr).Ints32("isr", p.isr).Msg("ISR change completed")
 	p.maybeIncrementLeaderHWLocked()
 	p.mu.Unlock()
+	endIsrChangeSpan(pending.span, res, outcome)
+	if outcome == isrOutcomeRetried {
+		// Outside p.mu: the changer may answer at once.
+		p.submitIsrChange(pending)
+		return
+	}
 	// Waiters re-check: the HW may have moved, and an acks=-1 produce's
 	// min.insync.replicas check depends on the ISR.
 	p.changed.notify()
 }
 
-// endIsrChangeSpan ends an ISR change's span with its outcome; superseded:
-// a LeaderAndIsr replaced the change before it completed.
-func endIsrChangeSpan(span trace.Span, res IsrChangeResult, superseded bool) {
+// isrOutcome is what an answer to an ISR change does to the partition.
+type isrOutcome string
+
+const (
+	isrOutcomeCommitted  isrOutcome = "committed"
+	isrOutcomeReset      isrOutcome = "reset to the committed ISR"
+	isrOutcomePending    isrOutcome = "pending until new metadata"
+	isrOutcomeRetried    isrOutcome = "retried"
+	isrOutcomeSuperseded isrOutcome = "superseded by a LeaderAndIsr"
+)
+
+// isrOutcomeOf sorts the answers to an ISR change (Kafka's
+// handleAlterPartitionError, which resets only on OPERATION_NOT_ATTEMPTED and
+// INELIGIBLE_REPLICA and retries what it does not know).
+func isrOutcomeOf(code ErrorCode) isrOutcome {
+	switch code {
+	case ErrNone:
+		return isrOutcomeCommitted
+	case ErrOperationNotAttempted, ErrIneligibleReplica:
+		// The controller checked the partition epoch and did not apply
+		// the change; no controller, past or future, can have.
+		return isrOutcomeReset
+	case ErrFencedLeaderEpoch, ErrUnknownLeaderEpoch, ErrInvalidUpdateVersion, ErrNotLeaderOrFollower,
+		ErrUnknownTopicOrPartition, ErrInvalidRequest, ErrStaleBrokerEpoch, ErrBrokerNotAvailable:
+		// This leader's view is stale (or the changer is closing): the
+		// controller's metadata will settle it, and a retry would be
+		// refused the same way.
+		return isrOutcomePending
+	default:
+		return isrOutcomeRetried
+	}
+}
+
+// endIsrChangeSpan ends an ISR change's span with its outcome.
+func endIsrChangeSpan(span trace.Span, res IsrChangeResult, outcome isrOutcome) {
 	if span.IsRecording() {
-		span.SetAttributes(attribute.Bool("replicad.superseded", superseded))
+		span.SetAttributes(attribute.Bool("replicad.superseded", outcome == isrOutcomeSuperseded),
+			attribute.String("replicad.outcome", string(outcome)))
 		setErrorCode(span, res.Error)
 		if res.Error == ErrNone {
 			span.SetAttributes(attribute.IntSlice("replicad.isr", ints(res.Isr)), attribute.Int("replicad.partition_epoch", int(res.PartitionEpoch)))

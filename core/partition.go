@@ -122,11 +122,12 @@ func (p *Partition) LeaderEpoch() int32 {
 	return p.leaderEpoch
 }
 
-// leaderAndEpoch returns the partition's leader and leader epoch.
-func (p *Partition) leaderAndEpoch() (leader, epoch int32) {
+// leaderAndEpochs returns the partition's leader, leader epoch and
+// partition epoch.
+func (p *Partition) leaderAndEpochs() (leader, leaderEpoch, partitionEpoch int32) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
-	return p.leader, p.leaderEpoch
+	return p.leader, p.leaderEpoch, p.partitionEpoch
 }
 
 // Log returns the local log, nil before it is created.
@@ -214,22 +215,30 @@ func (p *Partition) makeLeaderLocked(st PartitionState, syncMetadata bool) (isNe
 	if err := p.createLogIfNotExistsLocked(st.IsNew, syncMetadata); err != nil {
 		return false, err
 	}
-	leaderEpochStartOffset := p.log.LogEndOffset()
 	isNewLeaderEpoch := st.LeaderEpoch > p.leaderEpoch
-	p.env.logger.Info().Str("topic", p.topicPartition.Topic).Int32("partition", p.topicPartition.Partition).
-		Int32("leader_epoch", st.LeaderEpoch).Int32("previous_leader_epoch", p.leaderEpoch).
-		Int64("epoch_start_offset", leaderEpochStartOffset).Int64("high_watermark", p.log.HighWatermark()).
-		Msg("starting at new leader epoch")
-	p.leaderEpoch = st.LeaderEpoch
-	p.leaderEpochStartOffset = leaderEpochStartOffset
-	p.partitionEpoch = st.PartitionEpoch
-	// Cache the new epoch and its start offset before any append: a follower
-	// with entries from a later epoch than any in this log must still be able
-	// to find where to truncate (KIP-101).
-	if err := p.log.MaybeAssignEpochStartOffset(p.leaderEpoch, leaderEpochStartOffset); err != nil {
-		return false, fmt.Errorf("assign epoch %d start %d: %w", p.leaderEpoch, leaderEpochStartOffset, err)
-	}
 	isNewLeader = !p.isLeaderLocked()
+	p.partitionEpoch = st.PartitionEpoch
+	if isNewLeaderEpoch || isNewLeader {
+		leaderEpochStartOffset := p.log.LogEndOffset()
+		p.env.logger.Info().Str("topic", p.topicPartition.Topic).Int32("partition", p.topicPartition.Partition).
+			Int32("leader_epoch", st.LeaderEpoch).Int32("previous_leader_epoch", p.leaderEpoch).
+			Int64("epoch_start_offset", leaderEpochStartOffset).Int64("high_watermark", p.log.HighWatermark()).
+			Msg("starting at new leader epoch")
+		p.leaderEpoch = st.LeaderEpoch
+		p.leaderEpochStartOffset = leaderEpochStartOffset
+		// Cache the new epoch and its start offset before any append: a
+		// follower with entries from a later epoch than any in this log
+		// must still be able to find where to truncate (KIP-101).
+		if err := p.log.MaybeAssignEpochStartOffset(p.leaderEpoch, leaderEpochStartOffset); err != nil {
+			return false, fmt.Errorf("assign epoch %d start %d: %w", p.leaderEpoch, leaderEpochStartOffset, err)
+		}
+	}
+	// Otherwise this is the same leadership at a newer partition epoch (the
+	// controller refreshing the ISR, see BecomeLeaderOrFollower): the epoch
+	// began where it began, and moving its start offset to the LEO would let
+	// a follower below it into the ISR too late or with the wrong check
+	// (KAFKA-7128).
+	//
 	// What followers told an older epoch's leader (possibly this broker) says
 	// nothing about their logs now; reset only when the epoch moved, so a
 	// repeated request at the same epoch keeps the followers' progress.

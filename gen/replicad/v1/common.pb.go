@@ -52,7 +52,10 @@ const (
 	ErrorCode_ERROR_CODE_NOT_CONTROLLER  ErrorCode = 41
 	ErrorCode_ERROR_CODE_INVALID_REQUEST ErrorCode = 42
 	// A reassignment of this partition is already running.
-	ErrorCode_ERROR_CODE_REASSIGNMENT_IN_PROGRESS       ErrorCode = 60
+	ErrorCode_ERROR_CODE_REASSIGNMENT_IN_PROGRESS ErrorCode = 60
+	// The controller did not apply the request (and no controller can have): a
+	// leader resets its ISR change to the committed state.
+	ErrorCode_ERROR_CODE_OPERATION_NOT_ATTEMPTED        ErrorCode = 55
 	ErrorCode_ERROR_CODE_STORAGE_ERROR                  ErrorCode = 56
 	ErrorCode_ERROR_CODE_LOG_DIR_NOT_FOUND              ErrorCode = 57
 	ErrorCode_ERROR_CODE_FENCED_LEADER_EPOCH            ErrorCode = 74
@@ -90,6 +93,7 @@ var (
 		41:  "ERROR_CODE_NOT_CONTROLLER",
 		42:  "ERROR_CODE_INVALID_REQUEST",
 		60:  "ERROR_CODE_REASSIGNMENT_IN_PROGRESS",
+		55:  "ERROR_CODE_OPERATION_NOT_ATTEMPTED",
 		56:  "ERROR_CODE_STORAGE_ERROR",
 		57:  "ERROR_CODE_LOG_DIR_NOT_FOUND",
 		74:  "ERROR_CODE_FENCED_LEADER_EPOCH",
@@ -123,6 +127,7 @@ var (
 		"ERROR_CODE_NOT_CONTROLLER":                   41,
 		"ERROR_CODE_INVALID_REQUEST":                  42,
 		"ERROR_CODE_REASSIGNMENT_IN_PROGRESS":         60,
+		"ERROR_CODE_OPERATION_NOT_ATTEMPTED":          55,
 		"ERROR_CODE_STORAGE_ERROR":                    56,
 		"ERROR_CODE_LOG_DIR_NOT_FOUND":                57,
 		"ERROR_CODE_FENCED_LEADER_EPOCH":              74,
@@ -530,7 +535,7 @@ const file_replicad_v1_common_proto_rawDesc = "" +
 	"error_code\x18\x03 \x01(\x0e2\x16.replicad.v1.ErrorCodeR\terrorCode\"0\n" +
 	"\x06Header\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value*\x92\t\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value*\xba\t\n" +
 	"\tErrorCode\x12\x13\n" +
 	"\x0fERROR_CODE_NONE\x10\x00\x12,\n" +
 	"\x1fERROR_CODE_UNKNOWN_SERVER_ERROR\x10\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01\x12\"\n" +
@@ -553,7 +558,8 @@ const file_replicad_v1_common_proto_rawDesc = "" +
 	"%ERROR_CODE_INVALID_REPLICA_ASSIGNMENT\x10'\x12\x1d\n" +
 	"\x19ERROR_CODE_NOT_CONTROLLER\x10)\x12\x1e\n" +
 	"\x1aERROR_CODE_INVALID_REQUEST\x10*\x12'\n" +
-	"#ERROR_CODE_REASSIGNMENT_IN_PROGRESS\x10<\x12\x1c\n" +
+	"#ERROR_CODE_REASSIGNMENT_IN_PROGRESS\x10<\x12&\n" +
+	"\"ERROR_CODE_OPERATION_NOT_ATTEMPTED\x107\x12\x1c\n" +
 	"\x18ERROR_CODE_STORAGE_ERROR\x108\x12 \n" +
 	"\x1cERROR_CODE_LOG_DIR_NOT_FOUND\x109\x12\"\n" +
 	"\x1eERROR_CODE_FENCED_LEADER_EPOCH\x10J\x12#\n" +
