@@ -18,7 +18,7 @@ func TestAlterPartitionRetryOfCommittedChangeIsAnsweredWithItsState(t *testing.T
 	h := startCluster(t, 4)
 	h.createTopic("t", 1, 3) // [1 2 3], leader 1
 	h.mustAlter(1, h.part("t", 0), 1, 2)
-	proposal := h.item(0, 1, 1, 2, 3)     // the expansion, at partition epoch 1...
+	proposal := h.item(0, 1, 1, 2, 3)       // the expansion, at partition epoch 1...
 	h.mustAlter(1, h.part("t", 0), 1, 2, 3) // ...committed (partition epoch 2), its answer lost
 	// The leader epoch moves on, leader and ISR unchanged.
 	resp, err := h.c.ReassignPartition(context.Background(), &replicadv1.ReassignPartitionRequest{Topic: "t", Partition: 0, Replicas: []int32{3, 2, 1}})
