@@ -165,6 +165,13 @@ type Session struct {
 	brokerEpoch    atomic.Int64
 	sessionTimeout atomic.Int64 // nanoseconds, from the last registration
 	wantShutdown   atomic.Bool  // set by ControlledShutdown, sent in heartbeats
+	// active is the controller this broker follows: the highest controller
+	// epoch a controller answered a registration or heartbeat with, and its
+	// id and address. Never nil after Start; its epoch never goes down.
+	active atomic.Pointer[ActiveController]
+	// confirmMu admits one confirmation of a newer controller at a time:
+	// the requests that need it wait for it and read its outcome.
+	confirmMu sync.Mutex
 
 	mu sync.Mutex
 	// current is the index in cfg.Controllers of the controller that last
@@ -377,6 +384,7 @@ func (s *Session) registered(resp *replicadv1.RegisterBrokerResponse) {
 		timeout = DefaultSessionTimeout
 	}
 	s.sessionTimeout.Store(int64(timeout))
+	s.noteController(resp.GetControllerId(), resp.GetControllerEpoch(), s.controller())
 	previous := s.brokerEpoch.Swap(resp.GetBrokerEpoch())
 	ev := s.logger.Info().Int64("broker_epoch", resp.GetBrokerEpoch()).Int32("controller_epoch", resp.GetControllerEpoch()).
 		Str("controller", s.controller()).Dur("session_timeout", timeout).Str("incarnation_id", s.incarnationID)
@@ -427,6 +435,7 @@ func (s *Session) heartbeat() {
 	case resp.GetErrorCode() != replicadv1.ErrorCode_ERROR_CODE_NONE:
 		s.logger.Warn().Str("error_code", telemetry.ErrorCodeName(resp.GetErrorCode())).Int64("broker_epoch", epoch).Msg("heartbeat rejected")
 	default:
+		s.noteController(resp.GetControllerId(), resp.GetControllerEpoch(), s.controller())
 		s.logger.Trace().Int64("broker_epoch", epoch).Bool("should_shutdown", resp.GetShouldShutdown()).Msg("heartbeat")
 	}
 }
@@ -553,4 +562,155 @@ func (s *Session) sleep(ctx context.Context, d time.Duration) bool {
 		t.Stop()
 		return false
 	}
+}
+
+// ActiveController is the controller a broker follows, as its session last
+// heard from it.
+type ActiveController struct {
+	ID, Epoch int32
+	Addr      string
+}
+
+// ControllerVerdict is what a Session says of the sender of a control request.
+type ControllerVerdict int
+
+const (
+	// ControllerActive: the sender is the controller this broker follows.
+	ControllerActive ControllerVerdict = iota
+	// ControllerStale: the sender's epoch is older than the active
+	// controller's (a deposed controller, or a request it queued before).
+	ControllerStale
+	// ControllerNotActive: no controller answers as active at the
+	// sender's epoch, or another controller holds it (a hand-made request,
+	// a controller of another cluster).
+	ControllerNotActive
+)
+
+// ActiveController is the controller this broker follows.
+func (s *Session) ActiveController() ActiveController {
+	if a := s.active.Load(); a != nil {
+		return *a
+	}
+	return ActiveController{ID: -1}
+}
+
+// noteController records a controller's answer (a registration or a
+// heartbeat): the highest epoch wins, since epochs rise through the store
+// with each election and a deposed controller may still answer with its
+// old one for a while.
+func (s *Session) noteController(id, epoch int32, addr string) {
+	if epoch <= 0 {
+		return // an answer that names no epoch (an older controller)
+	}
+	for {
+		cur := s.active.Load()
+		if cur != nil && cur.Epoch >= epoch {
+			return
+		}
+		if s.active.CompareAndSwap(cur, &ActiveController{ID: id, Epoch: epoch, Addr: addr}) {
+			s.logger.Info().Int32("controller_id", id).Int32("controller_epoch", epoch).Str("controller", addr).
+				Msg("following controller")
+			return
+		}
+	}
+}
+
+// CheckController says whether a control request (LeaderAndIsr,
+// UpdateMetadata, StopReplica) from controller id at epoch comes from the
+// controller this broker follows. A request at a higher epoch than the
+// session knows is judged only after every controller address was asked
+// (a heartbeat to each): a new controller's first request may arrive before
+// the heartbeat that would announce it, and a hand-made request naming an
+// epoch no controller holds must not be taken. The answer names the
+// controller followed. An error means no controller answered the check.
+func (s *Session) CheckController(ctx context.Context, id, epoch int32) (ControllerVerdict, ActiveController, error) {
+	if v, ok := s.judge(id, epoch); ok {
+		return v, s.ActiveController(), nil
+	}
+	s.confirmMu.Lock()
+	defer s.confirmMu.Unlock()
+	if v, ok := s.judge(id, epoch); ok {
+		return v, s.ActiveController(), nil
+	}
+	if err := s.askEveryController(ctx); err != nil {
+		return ControllerNotActive, s.ActiveController(), err
+	}
+	v, _ := s.judge(id, epoch)
+	if v == ControllerNotActive {
+		s.logger.Warn().Int32("request_controller_id", id).Int32("request_controller_epoch", epoch).
+			Int32("controller_id", s.ActiveController().ID).Int32("controller_epoch", s.ActiveController().Epoch).
+			Msg("no controller answers as active at the request's controller epoch")
+	}
+	return v, s.ActiveController(), nil
+}
+
+// judge decides from what the session knows; false when the epoch is newer
+// than that and must be confirmed first.
+func (s *Session) judge(id, epoch int32) (ControllerVerdict, bool) {
+	a := s.ActiveController()
+	switch {
+	case epoch < a.Epoch:
+		return ControllerStale, true
+	case epoch == a.Epoch && id == a.ID:
+		return ControllerActive, true
+	case epoch == a.Epoch:
+		return ControllerNotActive, true
+	}
+	return ControllerNotActive, false
+}
+
+// askEveryController heartbeats every controller address at once and
+// records the answers; it fails only when none answered. The session then
+// follows the controller with the highest epoch.
+func (s *Session) askEveryController(ctx context.Context) error {
+	epoch := s.brokerEpoch.Load()
+	req := &replicadv1.BrokerHeartbeatRequest{BrokerId: s.cfg.BrokerID, BrokerEpoch: epoch, WantShutdown: s.wantShutdown.Load()}
+	timeout := min(s.cfg.RequestTimeout, max(s.heartbeatInterval(), MinHeartbeatInterval))
+	type answer struct {
+		idx  int
+		resp *replicadv1.BrokerHeartbeatResponse
+		err  error
+	}
+	answers := make(chan answer, len(s.cfg.Controllers))
+	for idx, addr := range s.cfg.Controllers {
+		go func() {
+			c, err := s.client(addr)
+			if err != nil {
+				answers <- answer{idx: idx, err: err}
+				return
+			}
+			cctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			resp, err := c.BrokerHeartbeat(cctx, req)
+			answers <- answer{idx: idx, resp: resp, err: err}
+		}()
+	}
+	var errs []error
+	best := -1
+	var bestEpoch int32
+	for range s.cfg.Controllers {
+		a := <-answers
+		switch {
+		case a.err != nil:
+			errs = append(errs, fmt.Errorf("controller %s: %w", s.cfg.Controllers[a.idx], a.err))
+		case a.resp.GetErrorCode() == replicadv1.ErrorCode_ERROR_CODE_NOT_CONTROLLER:
+		default:
+			s.noteController(a.resp.GetControllerId(), a.resp.GetControllerEpoch(), s.cfg.Controllers[a.idx])
+			if e := a.resp.GetControllerEpoch(); best < 0 || e > bestEpoch {
+				best, bestEpoch = a.idx, e
+			}
+		}
+	}
+	if best < 0 {
+		if len(errs) == 0 {
+			return errNotController
+		}
+		return errors.Join(errs...)
+	}
+	// Heartbeats and AlterPartition go to the active controller from now on
+	// (not to a deposed one that still answers with an older epoch).
+	if bestEpoch >= s.ActiveController().Epoch {
+		s.answeredBy(best)
+	}
+	return nil
 }

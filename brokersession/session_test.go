@@ -48,6 +48,9 @@ type fakeController struct {
 	// remaining is how many partitions the n-th ControlledShutdown (from 0)
 	// leaves led by the broker.
 	remaining func(n int) int
+	// ctlID and ctlEpoch are the controller id and epoch the answers name
+	// (a registration names epoch 4 when ctlEpoch is 0).
+	ctlID, ctlEpoch int32
 
 	registrations []*replicadv1.RegisterBrokerRequest
 	heartbeats    []*replicadv1.BrokerHeartbeatRequest
@@ -73,7 +76,11 @@ func (f *fakeController) RegisterBroker(_ context.Context, req *replicadv1.Regis
 	}
 	f.epoch++
 	f.fenced, f.staleEpoch = false, false
-	return &replicadv1.RegisterBrokerResponse{BrokerEpoch: f.epoch, ControllerEpoch: 4, SessionTimeoutMs: f.sessionTimeoutMs}, nil
+	epoch := f.ctlEpoch
+	if epoch == 0 {
+		epoch = 4
+	}
+	return &replicadv1.RegisterBrokerResponse{BrokerEpoch: f.epoch, ControllerEpoch: epoch, ControllerId: f.ctlID, SessionTimeoutMs: f.sessionTimeoutMs}, nil
 }
 
 func (f *fakeController) BrokerHeartbeat(_ context.Context, req *replicadv1.BrokerHeartbeatRequest) (*replicadv1.BrokerHeartbeatResponse, error) {
@@ -84,9 +91,10 @@ func (f *fakeController) BrokerHeartbeat(_ context.Context, req *replicadv1.Brok
 	case f.standby:
 		return &replicadv1.BrokerHeartbeatResponse{ErrorCode: replicadv1.ErrorCode_ERROR_CODE_NOT_CONTROLLER}, nil
 	case f.staleEpoch:
-		return &replicadv1.BrokerHeartbeatResponse{ErrorCode: replicadv1.ErrorCode_ERROR_CODE_STALE_BROKER_EPOCH}, nil
+		return &replicadv1.BrokerHeartbeatResponse{ErrorCode: replicadv1.ErrorCode_ERROR_CODE_STALE_BROKER_EPOCH,
+			ControllerId: f.ctlID, ControllerEpoch: f.ctlEpoch}, nil
 	}
-	return &replicadv1.BrokerHeartbeatResponse{IsFenced: f.fenced}, nil
+	return &replicadv1.BrokerHeartbeatResponse{IsFenced: f.fenced, ControllerId: f.ctlID, ControllerEpoch: f.ctlEpoch}, nil
 }
 
 func (f *fakeController) ControlledShutdown(ctx context.Context, req *replicadv1.ControlledShutdownRequest) (*replicadv1.ControlledShutdownResponse, error) {

@@ -180,13 +180,14 @@ func (c *Controller) logEndOffsetsLocked(ctx context.Context, candidates []int32
 	return leo
 }
 
-// heartbeat keeps a broker's session alive. A broker that is unknown or
-// shows another epoch gets STALE_BROKER_EPOCH, a fenced one is told so: both
-// register again.
+// heartbeat keeps a broker's session alive and returns this controller's
+// epoch, which the broker takes control requests at. A broker that is
+// unknown or shows another epoch gets STALE_BROKER_EPOCH, a fenced one is
+// told so: both register again.
 //
 // A heartbeat with wantShutdown marks the broker as stopping (as a
 // ControlledShutdown does), so it is not elected while it goes.
-func (c *Controller) heartbeat(id int32, epoch int64, wantShutdown bool) (replicadv1.ErrorCode, bool, error) {
+func (c *Controller) heartbeat(id int32, epoch int64, wantShutdown bool) (replicadv1.ErrorCode, bool, int32, error) {
 	// The arrival time, read before the lock: a heartbeat that waited behind
 	// a long decision (a 10,000-partition failover) still proves the broker
 	// alive when it arrived.
@@ -194,20 +195,20 @@ func (c *Controller) heartbeat(id int32, epoch int64, wantShutdown bool) (replic
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.active {
-		return 0, false, errNotController
+		return 0, false, 0, errNotController
 	}
 	bs, ok := c.brokers[id]
 	if !ok || bs.info.Epoch != epoch {
-		return replicadv1.ErrorCode_ERROR_CODE_STALE_BROKER_EPOCH, false, nil
+		return replicadv1.ErrorCode_ERROR_CODE_STALE_BROKER_EPOCH, false, c.epoch, nil
 	}
 	if bs.info.Fenced {
-		return replicadv1.ErrorCode_ERROR_CODE_NONE, true, nil
+		return replicadv1.ErrorCode_ERROR_CODE_NONE, true, c.epoch, nil
 	}
 	if arrived.After(bs.lastSeen) {
 		bs.lastSeen = arrived
 	}
 	bs.shuttingDown = bs.shuttingDown || wantShutdown
-	return replicadv1.ErrorCode_ERROR_CODE_NONE, false, nil
+	return replicadv1.ErrorCode_ERROR_CODE_NONE, false, c.epoch, nil
 }
 
 // expireSessions fences every broker silent for longer than the session

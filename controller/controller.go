@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -79,6 +80,10 @@ type Controller struct {
 	// lost receives when this controller must stop acting: a store write
 	// found it deposed, or a broker knows a newer controller epoch.
 	lost chan struct{}
+	// pastEpoch is the highest controller epoch a broker answered
+	// STALE_CONTROLLER_EPOCH with: the next activation moves past it in one
+	// step (see Run).
+	pastEpoch atomic.Int32
 
 	// mu serialises every decision, as Kafka's controller event thread does.
 	mu     sync.Mutex
@@ -183,12 +188,25 @@ func (c *Controller) Run(ctx context.Context) error {
 			continue
 		}
 		reason := c.serve(ctx, lead)
+		_, epoch := c.Active()
 		c.deactivate(reason)
 		if reason == deposedReason {
-			// Another controller acts with a higher epoch (a misconfigured
-			// second controller, or an election this one has not noticed it
-			// lost): back off rather than leapfrog its epoch in a tight loop.
-			sleepCtx(ctx, deposedBackoff)
+			if past := c.pastEpoch.Load(); past >= epoch {
+				// A broker follows an epoch at least ours. Either a newer
+				// controller acts (then the store refuses this controller's
+				// next write: ErrNotLeader, and it campaigns again), or the
+				// broker took an epoch no controller holds (a hand-made
+				// request). Activating again at once moves this
+				// controller's epoch past it in one step, through the store
+				// so standbys agree, and re-sends the full state at it.
+				c.log.Warn().Int32("controller_epoch", epoch).Int32("broker_controller_epoch", past).
+					Msg("a broker follows a controller epoch at least this controller's: moving past it")
+			} else {
+				// Deposed otherwise (a store write found another
+				// controller acting): back off rather than leapfrog its
+				// epoch in a tight loop.
+				sleepCtx(ctx, deposedBackoff)
+			}
 		}
 		if lead != nil && ctx.Err() != nil {
 			resign(lead, c.log)
@@ -244,7 +262,7 @@ func (c *Controller) activate(ctx context.Context) error {
 	case <-c.lost:
 	default:
 	}
-	epoch, err := c.cfg.Store.BumpControllerEpoch(ctx)
+	epoch, err := c.cfg.Store.BumpControllerEpoch(ctx, c.pastEpoch.Load())
 	if err != nil {
 		return fmt.Errorf("bump controller epoch: %w", err)
 	}
@@ -339,6 +357,16 @@ func (c *Controller) signalLost() {
 	select {
 	case c.lost <- struct{}{}:
 	default:
+	}
+}
+
+// notePastEpoch records a controller epoch a broker follows.
+func (c *Controller) notePastEpoch(epoch int32) {
+	for {
+		cur := c.pastEpoch.Load()
+		if epoch <= cur || c.pastEpoch.CompareAndSwap(cur, epoch) {
+			return
+		}
 	}
 }
 

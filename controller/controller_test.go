@@ -260,6 +260,35 @@ func TestDeposedByBrokerStopsActing(t *testing.T) {
 	waitFor(t, "the deposed controller to campaign again", func() bool { return e.campaigns.Load() >= 2 })
 }
 
+// A broker that took a controller epoch no controller holds (100, from a
+// hand-made request) answers STALE_CONTROLLER_EPOCH naming it. The
+// controller moves its own epoch past it in one step, through the store, and
+// sends its state at the new epoch, instead of raising its epoch by one per
+// activation for as long as it takes (issue 10, path 7).
+func TestControllerMovesPastABrokersHigherEpochInOneStep(t *testing.T) {
+	h := newHarness(t)
+	f := h.fake(2)
+	f.mu.Lock()
+	f.minControllerEpoch, f.staleAnswerEpoch = 100, 100
+	f.mu.Unlock()
+	h.start()
+	h.register(1)
+	h.register(2)
+	h.createTopic("t", 1, 2)
+	waitFor(t, "broker 2 to take a LeaderAndIsr past controller epoch 100", func() bool {
+		for _, r := range f.leaderAndIsrs() {
+			if r.GetControllerEpoch() > 100 {
+				return true
+			}
+		}
+		return false
+	})
+	waitFor(t, "the controller to act at epoch 101", func() bool { a, e := h.c.Active(); return a && e == 101 })
+	if e, err := h.st.ControllerEpoch(context.Background()); err != nil || e != 101 {
+		t.Fatalf("stored controller epoch %d (%v), want 101: moved past 100 in one step", e, err)
+	}
+}
+
 func TestValidation(t *testing.T) {
 	h := startCluster(t, 3)
 	h.createTopic("t", 1, 3)

@@ -62,7 +62,10 @@ type fakeBroker struct {
 	// minControllerEpoch: a LeaderAndIsr of an older controller epoch is
 	// answered STALE_CONTROLLER_EPOCH (the broker heard of a newer one).
 	minControllerEpoch int32
-	dials              int
+	// staleAnswerEpoch is the controller epoch a STALE_CONTROLLER_EPOCH
+	// answer names (0: none, as an older broker answers).
+	staleAnswerEpoch int32
+	dials            int
 	closes             int
 	// violations are the states received before the store held them.
 	violations []string
@@ -100,7 +103,8 @@ func (f *fakeBroker) LeaderAndIsr(ctx context.Context, in *replicadv1.LeaderAndI
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if in.GetControllerEpoch() < f.minControllerEpoch {
-		return &replicadv1.LeaderAndIsrResponse{ErrorCode: replicadv1.ErrorCode_ERROR_CODE_STALE_CONTROLLER_EPOCH}, nil
+		return &replicadv1.LeaderAndIsrResponse{ErrorCode: replicadv1.ErrorCode_ERROR_CODE_STALE_CONTROLLER_EPOCH,
+			ControllerEpoch: f.staleAnswerEpoch}, nil
 	}
 	f.lai = append(f.lai, in)
 	f.laiSpans = append(f.laiSpans, trace.SpanContextFromContext(ctx))

@@ -32,8 +32,9 @@ func (c *Controller) openQueueLocked(bs *brokerState) {
 		Client:          client,
 		Backoff:         c.cfg.QueueBackoff,
 		MaxBackoff:      c.cfg.QueueMaxBackoff,
-		OnStaleControllerEpoch: func() {
-			c.log.Warn().Int32("broker", id).Msg("broker knows a newer controller epoch")
+		OnStaleControllerEpoch: func(brokerEpoch int32) {
+			c.log.Warn().Int32("broker", id).Int32("broker_controller_epoch", brokerEpoch).Msg("broker knows a newer controller epoch")
+			c.notePastEpoch(brokerEpoch)
 			c.signalLost()
 		},
 		Logger: c.log,

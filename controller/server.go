@@ -69,7 +69,7 @@ func (c *Controller) RegisterBroker(ctx context.Context, req *replicadv1.Registe
 	if err != nil {
 		return nil, internalErr(err)
 	}
-	return &replicadv1.RegisterBrokerResponse{BrokerEpoch: info.Epoch, ControllerEpoch: epoch,
+	return &replicadv1.RegisterBrokerResponse{BrokerEpoch: info.Epoch, ControllerEpoch: epoch, ControllerId: c.cfg.ID,
 		SessionTimeoutMs: int32(c.cfg.SessionTimeout.Milliseconds())}, nil
 }
 
@@ -78,14 +78,14 @@ func (c *Controller) BrokerHeartbeat(_ context.Context, req *replicadv1.BrokerHe
 	if err := validateBrokerID("broker_id", req.GetBrokerId()); err != nil {
 		return nil, err
 	}
-	code, fenced, err := c.heartbeat(req.GetBrokerId(), req.GetBrokerEpoch(), req.GetWantShutdown())
+	code, fenced, epoch, err := c.heartbeat(req.GetBrokerId(), req.GetBrokerEpoch(), req.GetWantShutdown())
 	if errors.Is(err, errNotController) {
 		return &replicadv1.BrokerHeartbeatResponse{ErrorCode: codeNotController}, nil
 	}
 	if err != nil {
 		return nil, internalErr(err)
 	}
-	return &replicadv1.BrokerHeartbeatResponse{ErrorCode: code, IsFenced: fenced}, nil
+	return &replicadv1.BrokerHeartbeatResponse{ErrorCode: code, IsFenced: fenced, ControllerId: c.cfg.ID, ControllerEpoch: epoch}, nil
 }
 
 // AlterPartition implements ControllerService.

@@ -115,6 +115,8 @@ func (f *fakeRM) OffsetsForLeaderEpoch(_ context.Context, req core.OffsetsForLea
 	return f.offsets
 }
 
+func (f *fakeRM) ControllerEpoch() int32 { return 0 }
+
 func (f *fakeRM) MaxBatchBytes() int {
 	if f.maxBatch == 0 {
 		return 1 << 20

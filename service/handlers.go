@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/rs/zerolog"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -25,6 +26,7 @@ type ReplicaManager interface {
 	OffsetsForLeaderEpoch(ctx context.Context, req core.OffsetsForLeaderEpochRequest) core.OffsetsForLeaderEpochResponse
 	AlterReplicaLogDirs(ctx context.Context, reqs []core.AlterReplicaLogDir) []core.PartitionError
 	MaxBatchBytes() int
+	ControllerEpoch() int32
 }
 
 var _ ReplicaManager = (*core.ReplicaManager)(nil)
@@ -46,6 +48,41 @@ type replicaManagerService struct {
 	// brokerEpoch is the broker's current epoch from its controller
 	// registration (0 until registered); nil without a controller.
 	brokerEpoch func() int64
+	// guard checks the sender of control requests; nil without a controller.
+	guard  ControllerGuard
+	logger zerolog.Logger
+}
+
+// ControllerGuard decides whether a control request comes from the
+// controller this broker follows. The broker's session with the controller
+// implements it: a request at the epoch of the controller it follows is
+// taken; an older one is answered STALE_CONTROLLER_EPOCH; one at a newer
+// epoch is taken only once a controller confirms it holds that epoch, and
+// NOT_CONTROLLER otherwise, so a hand-made request at an epoch no
+// controller holds cannot make a second leader. An error (no controller
+// answered) is the caller's to retry.
+type ControllerGuard interface {
+	CheckController(ctx context.Context, controllerID, controllerEpoch int32) (code replicadv1.ErrorCode, message string, err error)
+}
+
+// checkController runs the guard on a control request. code NONE: go on.
+// Otherwise the request is refused whole with code and message, and the
+// refusal is logged.
+func (s *replicaManagerService) checkController(ctx context.Context, request string, controllerID, controllerEpoch int32) (replicadv1.ErrorCode, string, error) {
+	if s.guard == nil {
+		return replicadv1.ErrorCode_ERROR_CODE_NONE, "", nil
+	}
+	code, msg, err := s.guard.CheckController(ctx, controllerID, controllerEpoch)
+	if err != nil {
+		return 0, "", status.Errorf(codes.Unavailable, "%s from controller %d at controller epoch %d: cannot confirm the active controller: %v; retry",
+			request, controllerID, controllerEpoch, err)
+	}
+	if code != replicadv1.ErrorCode_ERROR_CODE_NONE {
+		s.logger.Warn().Str("logger", "state.change").Str("request", request).Int32("controller_id", controllerID).
+			Int32("controller_epoch", controllerEpoch).Str("error_code", code.String()).Str("reason", msg).
+			Msg("Refusing " + request + " request: it does not come from the controller this broker follows")
+	}
+	return code, msg, nil
 }
 
 // checkRegistered refuses, as Unavailable (retried by the controller's
@@ -67,7 +104,21 @@ func (s *replicaManagerService) LeaderAndIsr(ctx context.Context, req *replicadv
 	if err := s.checkRegistered(req.GetBrokerEpoch()); err != nil {
 		return nil, err
 	}
-	return leaderAndIsrToProto(s.rm.BecomeLeaderOrFollower(ctx, leaderAndIsrFromProto(req))), nil
+	code, msg, err := s.checkController(ctx, "LeaderAndIsr", req.GetControllerId(), req.GetControllerEpoch())
+	if err != nil {
+		return nil, err
+	}
+	var resp *replicadv1.LeaderAndIsrResponse
+	if code != replicadv1.ErrorCode_ERROR_CODE_NONE {
+		resp = &replicadv1.LeaderAndIsrResponse{ErrorCode: code, ErrorMessage: msg}
+		for _, st := range req.GetPartitionStates() {
+			resp.PartitionErrors = append(resp.PartitionErrors, &replicadv1.PartitionError{Topic: st.GetTopic(), Partition: st.GetPartition(), ErrorCode: code})
+		}
+	} else {
+		resp = leaderAndIsrToProto(s.rm.BecomeLeaderOrFollower(ctx, leaderAndIsrFromProto(req)))
+	}
+	resp.ControllerEpoch = s.rm.ControllerEpoch()
+	return resp, nil
 }
 
 func (s *replicaManagerService) UpdateMetadata(ctx context.Context, req *replicadv1.UpdateMetadataRequest) (*replicadv1.UpdateMetadataResponse, error) {
@@ -77,8 +128,16 @@ func (s *replicaManagerService) UpdateMetadata(ctx context.Context, req *replica
 	if err := s.checkRegistered(req.GetBrokerEpoch()); err != nil {
 		return nil, err
 	}
-	code := s.rm.UpdateMetadata(ctx, updateMetadataFromProto(req))
-	return &replicadv1.UpdateMetadataResponse{ErrorCode: errorCodeToProto(code)}, nil
+	code, msg, err := s.checkController(ctx, "UpdateMetadata", req.GetControllerId(), req.GetControllerEpoch())
+	if err != nil {
+		return nil, err
+	}
+	resp := &replicadv1.UpdateMetadataResponse{ErrorCode: code, ErrorMessage: msg}
+	if code == replicadv1.ErrorCode_ERROR_CODE_NONE {
+		resp.ErrorCode = errorCodeToProto(s.rm.UpdateMetadata(ctx, updateMetadataFromProto(req)))
+	}
+	resp.ControllerEpoch = s.rm.ControllerEpoch()
+	return resp, nil
 }
 
 func (s *replicaManagerService) StopReplica(ctx context.Context, req *replicadv1.StopReplicaRequest) (*replicadv1.StopReplicaResponse, error) {
@@ -88,7 +147,21 @@ func (s *replicaManagerService) StopReplica(ctx context.Context, req *replicadv1
 	if err := s.checkRegistered(req.GetBrokerEpoch()); err != nil {
 		return nil, err
 	}
-	return stopReplicaToProto(s.rm.StopReplicas(ctx, stopReplicaFromProto(req))), nil
+	code, msg, err := s.checkController(ctx, "StopReplica", req.GetControllerId(), req.GetControllerEpoch())
+	if err != nil {
+		return nil, err
+	}
+	var resp *replicadv1.StopReplicaResponse
+	if code != replicadv1.ErrorCode_ERROR_CODE_NONE {
+		resp = &replicadv1.StopReplicaResponse{ErrorCode: code, ErrorMessage: msg}
+		for _, p := range req.GetPartitions() {
+			resp.PartitionErrors = append(resp.PartitionErrors, &replicadv1.PartitionError{Topic: p.GetTopic(), Partition: p.GetPartition(), ErrorCode: code})
+		}
+	} else {
+		resp = stopReplicaToProto(s.rm.StopReplicas(ctx, stopReplicaFromProto(req)))
+	}
+	resp.ControllerEpoch = s.rm.ControllerEpoch()
+	return resp, nil
 }
 
 func (s *replicaManagerService) CheckpointHighWatermarks(ctx context.Context, _ *replicadv1.CheckpointHighWatermarksRequest) (*replicadv1.CheckpointHighWatermarksResponse, error) {

@@ -27,7 +27,12 @@ type Options struct {
 	// BrokerEpoch is the broker's controller registration epoch (0 until
 	// registered); nil when the broker runs without a controller.
 	BrokerEpoch func() int64
-	Logger      zerolog.Logger
+	// ControllerGuard, set on a broker with a controller, refuses control
+	// requests that do not come from the controller the broker follows
+	// (see ControllerGuard). Nil: every controller epoch not older than the
+	// broker's is taken (standalone, driven by hand).
+	ControllerGuard ControllerGuard
+	Logger          zerolog.Logger
 	// Now is the clock used to stamp records when measuring a batch; nil is time.Now.
 	Now func() time.Time
 	// ServerOptions are appended to the ones NewServer sets (tests add their own).
@@ -75,7 +80,8 @@ func NewServer(opts Options) *Server {
 
 	s := &Server{grpc: grpc.NewServer(serverOpts...), health: health.NewServer(), services: servedServices}
 	s.draining, s.stopDraining = context.WithCancel(context.Background())
-	replicadv1.RegisterReplicaManagerServiceServer(s.grpc, &replicaManagerService{rm: opts.ReplicaManager, brokerEpoch: opts.BrokerEpoch})
+	replicadv1.RegisterReplicaManagerServiceServer(s.grpc, &replicaManagerService{rm: opts.ReplicaManager, brokerEpoch: opts.BrokerEpoch,
+		guard: opts.ControllerGuard, logger: opts.Logger})
 	replicadv1.RegisterLogServiceServer(s.grpc, &logService{rm: opts.ReplicaManager, now: now})
 	replicadv1.RegisterFetchServiceServer(s.grpc, &fetchService{rm: opts.ReplicaManager, draining: s.draining, tracer: dataPlaneTracer(opts.TraceDataPlane)})
 	replicadv1.RegisterControllerServiceServer(s.grpc, &controllerService{})

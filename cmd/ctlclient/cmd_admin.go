@@ -46,7 +46,7 @@ answer is NONE (a stale controller epoch answers STALE_CONTROLLER_EPOCH).`,
 				if err != nil {
 					return err
 				}
-				return checkPartitionErrors("update-metadata", resp.GetErrorCode(), nil)
+				return checkPartitionErrors("update-metadata", resp.GetErrorCode(), resp.GetErrorMessage(), nil)
 			}
 		},
 	}
@@ -88,7 +88,7 @@ error codes are NONE.`,
 				if err := e.printPartitionErrorsResponse(resp, resp.GetErrorCode(), resp.GetPartitionErrors()); err != nil {
 					return err
 				}
-				return checkPartitionErrors("stop-replica", resp.GetErrorCode(), resp.GetPartitionErrors())
+				return checkPartitionErrors("stop-replica", resp.GetErrorCode(), resp.GetErrorMessage(), resp.GetPartitionErrors())
 			}
 		},
 	}

@@ -50,7 +50,7 @@ exits 1 if --wait-timeout passes first.`,
 				if err := e.printPartitionErrorsResponse(resp, replicadv1.ErrorCode_ERROR_CODE_NONE, resp.GetPartitionErrors()); err != nil {
 					return err
 				}
-				if err := checkPartitionErrors("alter-log-dir", replicadv1.ErrorCode_ERROR_CODE_NONE, resp.GetPartitionErrors()); err != nil || !*wait {
+				if err := checkPartitionErrors("alter-log-dir", replicadv1.ErrorCode_ERROR_CODE_NONE, "", resp.GetPartitionErrors()); err != nil || !*wait {
 					return err
 				}
 				return waitForMove(ctx, e, *topic, *partition, *dir, *waitTimeout)

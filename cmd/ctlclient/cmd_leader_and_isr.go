@@ -88,7 +88,7 @@ EOF`,
 				if err := e.printPartitionErrorsResponse(resp, resp.GetErrorCode(), resp.GetPartitionErrors()); err != nil {
 					return err
 				}
-				return checkPartitionErrors("leader-and-isr", resp.GetErrorCode(), resp.GetPartitionErrors())
+				return checkPartitionErrors("leader-and-isr", resp.GetErrorCode(), resp.GetErrorMessage(), resp.GetPartitionErrors())
 			}
 		},
 	}

@@ -146,6 +146,8 @@ func (b *memBroker) Consume(_ context.Context, req core.ConsumeRequest) core.Con
 
 func (b *memBroker) MaxBatchBytes() int { return 1 << 20 }
 
+func (b *memBroker) ControllerEpoch() int32 { return 0 }
+
 func (b *memBroker) produceCount() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()

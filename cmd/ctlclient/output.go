@@ -84,11 +84,15 @@ type answerError struct{ msg string }
 
 func (a answerError) Error() string { return a.msg }
 
-// checkPartitionErrors turns non-NONE codes into an error listing them.
-func checkPartitionErrors(rpc string, top replicadv1.ErrorCode, errs []*replicadv1.PartitionError) error {
+// checkPartitionErrors turns non-NONE codes into an error listing them,
+// with the answer's error message (why it was refused as a whole), if any.
+func checkPartitionErrors(rpc string, top replicadv1.ErrorCode, message string, errs []*replicadv1.PartitionError) error {
 	var bad []string
 	if top != replicadv1.ErrorCode_ERROR_CODE_NONE {
 		bad = append(bad, codeName(top))
+		if message != "" {
+			return answerError{fmt.Sprintf("%s: %s: %s", rpc, codeName(top), message)}
+		}
 	}
 	for _, pe := range errs {
 		if pe.GetErrorCode() != replicadv1.ErrorCode_ERROR_CODE_NONE {

@@ -17,6 +17,8 @@ import (
 	"github.com/replicad/replicad/alterpartition"
 	"github.com/replicad/replicad/brokersession"
 	"github.com/replicad/replicad/core"
+	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
+	"github.com/replicad/replicad/service"
 )
 
 // controllerLink is the broker's side of the controller protocol with
@@ -160,6 +162,41 @@ func (l *controllerLink) close() {
 			s.Close()
 		}
 	})
+}
+
+// guard is the broker's service.ControllerGuard with a controller (the
+// session decides who the broker follows), nil standalone.
+func (l *controllerLink) guard() service.ControllerGuard {
+	if l == nil {
+		return nil
+	}
+	return l
+}
+
+// CheckController implements service.ControllerGuard through the session.
+// Before the registration there is no session, and nothing can be judged:
+// the controller retries.
+func (l *controllerLink) CheckController(ctx context.Context, id, epoch int32) (replicadv1.ErrorCode, string, error) {
+	s := l.session.Load()
+	if s == nil {
+		return 0, "", errors.New("this broker has not registered with the controller yet")
+	}
+	verdict, active, err := s.CheckController(ctx, id, epoch)
+	if err != nil {
+		return 0, "", err
+	}
+	followed := fmt.Sprintf("controller %d at controller epoch %d (%s)", active.ID, active.Epoch, active.Addr)
+	switch verdict {
+	case brokersession.ControllerActive:
+		return replicadv1.ErrorCode_ERROR_CODE_NONE, "", nil
+	case brokersession.ControllerStale:
+		return replicadv1.ErrorCode_ERROR_CODE_STALE_CONTROLLER_EPOCH,
+			fmt.Sprintf("controller epoch %d is older than the one this broker follows: %s", epoch, followed), nil
+	default:
+		return replicadv1.ErrorCode_ERROR_CODE_NOT_CONTROLLER,
+			fmt.Sprintf("controller %d at controller epoch %d is not the controller this broker follows: %s; "+
+				"a broker registered with a controller takes control requests only from it", id, epoch, followed), nil
+	}
 }
 
 // advertisedEndpoint is the host and port the broker registers:

@@ -164,8 +164,8 @@ func run(args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s%s\n", metricsListeningPrefix, a)
 	}
 
-	srv := service.NewServer(service.Options{ReplicaManager: rm, BrokerEpoch: link.brokerEpochFunc(), Logger: logger, ServerOptions: metricsServerOptions(brokerMetrics),
-		TraceDataPlane: cfg.traceDataPlane})
+	srv := service.NewServer(service.Options{ReplicaManager: rm, BrokerEpoch: link.brokerEpochFunc(), ControllerGuard: link.guard(),
+		Logger: logger, ServerOptions: metricsServerOptions(brokerMetrics), TraceDataPlane: cfg.traceDataPlane})
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(lis) }()
 	// broker_id is already on every line (newLogger).

@@ -74,6 +74,9 @@ var (
 	// (gRPC InvalidArgument, STALE_BROKER_EPOCH or another top-level error
 	// code). A dropped call stays dropped: every later Flush reports it too.
 	ErrDropped = errors.New("brokerqueue: request dropped")
+
+	// errNotConfirmed is a broker's NOT_CONTROLLER answer, retried.
+	errNotConfirmed = errors.New("broker answered NOT_CONTROLLER: it does not follow this controller (yet)")
 )
 
 // Config configures a Queue. The epochs are fixed for the Queue's life.
@@ -108,10 +111,12 @@ type Config struct {
 	// that goroutine).
 	OnLeaderAndIsrResponse func(brokerID int32, resp *replicadv1.LeaderAndIsrResponse)
 	// OnStaleControllerEpoch, if set, is called once when the broker answers
-	// STALE_CONTROLLER_EPOCH: this controller was deposed. It is called from
-	// the Queue's goroutine after the Queue stopped, so it may call Close of
+	// STALE_CONTROLLER_EPOCH, with the controller epoch the broker follows
+	// (0 when its answer did not say): a newer controller acts, or the
+	// broker took an epoch no controller holds. It is called from the
+	// Queue's goroutine after the Queue stopped, so it may call Close of
 	// this Queue and of others (Close then does not wait for it to return).
-	OnStaleControllerEpoch func()
+	OnStaleControllerEpoch func(brokerControllerEpoch int32)
 	Logger                 zerolog.Logger
 	// Tracer starts the SendSpanName span of each attempt. Nil: the global
 	// tracer provider's.
@@ -382,31 +387,39 @@ func (q *Queue) mergeable(dst, src *entry) bool {
 
 // run is the sending goroutine.
 func (q *Queue) run() {
-	stale := q.loop()
+	stale, epoch := q.loop()
 	close(q.done)
 	if stale && q.cfg.OnStaleControllerEpoch != nil {
-		q.cfg.OnStaleControllerEpoch()
+		q.cfg.OnStaleControllerEpoch(epoch)
 	}
 }
 
 // loop sends until the Queue is closed, or until the broker answers
-// STALE_CONTROLLER_EPOCH, which it reports.
-func (q *Queue) loop() (stale bool) {
+// STALE_CONTROLLER_EPOCH, which it reports with the broker's controller
+// epoch.
+func (q *Queue) loop() (stale bool, brokerControllerEpoch int32) {
 	failures := 0 // consecutive failed attempts of the head request
 	var lastWarn time.Time
 	for {
 		e, r := q.next()
 		if e == nil {
-			return false
+			return false, 0
 		}
 		start := time.Now()
-		code, err := q.send(r, failures+1)
+		code, brokerEpoch, err := q.send(r, failures+1)
 		took := time.Since(start)
 		if q.ctx.Err() != nil {
-			return false // closing: what is unsent is dropped
+			return false, 0 // closing: what is unsent is dropped
 		}
 		lg := q.logger.With().Str("kind", r.kind.String()).Int("partitions", r.size).Logger()
 		lg.Debug().Dur("duration", took).Err(err).Str("error_code", telemetry.ErrorCodeName(code)).Int("attempt", failures+1).Msg("request sent")
+		if err == nil && code == replicadv1.ErrorCode_ERROR_CODE_NOT_CONTROLLER {
+			// The broker could not confirm this controller as the one it
+			// follows: its heartbeats have not reached it yet, or another
+			// controller answers them. Retried like a transport failure;
+			// a controller that was deposed stops at its next store write.
+			err = errNotConfirmed
+		}
 		if err != nil {
 			if status.Code(err) == codes.InvalidArgument {
 				lg.Error().Str("grpc_message", status.Convert(err).Message()).Msg("broker refused the request as invalid, dropping it (a controller bug)")
@@ -424,7 +437,7 @@ func (q *Queue) loop() (stale bool) {
 			}
 			q.release(e)
 			if !q.sleep(delay) {
-				return false
+				return false, 0
 			}
 			continue
 		}
@@ -436,13 +449,14 @@ func (q *Queue) loop() (stale bool) {
 		case replicadv1.ErrorCode_ERROR_CODE_NONE:
 			q.finish(e, false)
 		case replicadv1.ErrorCode_ERROR_CODE_STALE_CONTROLLER_EPOCH:
-			lg.Warn().Msg("broker answered STALE_CONTROLLER_EPOCH: this controller was deposed, stopping")
+			lg.Warn().Int32("broker_controller_epoch", brokerEpoch).
+				Msg("broker answered STALE_CONTROLLER_EPOCH: it follows a newer controller epoch, stopping")
 			q.mu.Lock()
 			q.stale = true
 			q.entries = nil
 			q.notifyLocked()
 			q.mu.Unlock()
-			return true
+			return true, brokerEpoch
 		case replicadv1.ErrorCode_ERROR_CODE_STALE_BROKER_EPOCH:
 			lg.Warn().Msg("broker answered STALE_BROKER_EPOCH: it restarted since this queue was made, dropping the request")
 			q.finish(e, true)
@@ -535,7 +549,7 @@ func (q *Queue) build(e *entry) *request {
 // OnLeaderAndIsrResponse and logs partition errors. The call runs in a
 // SendSpanName client span, the child of r's parent span and linked to the
 // other calls merged into r.
-func (q *Queue) send(r *request, attempt int) (code replicadv1.ErrorCode, err error) {
+func (q *Queue) send(r *request, attempt int) (code replicadv1.ErrorCode, brokerControllerEpoch int32, err error) {
 	ctx, span := q.startSendSpan(r, attempt)
 	merged := q.startMergedSpans(r, span, attempt)
 	defer func() {
@@ -630,38 +644,39 @@ func (r *request) partitionNames() []string {
 	return names
 }
 
-// call makes r's gRPC call under ctx.
-func (q *Queue) call(ctx context.Context, r *request, span trace.Span) (replicadv1.ErrorCode, error) {
+// call makes r's gRPC call under ctx. It returns the answer's top-level
+// error code and the controller epoch the broker said it follows.
+func (q *Queue) call(ctx context.Context, r *request, span trace.Span) (replicadv1.ErrorCode, int32, error) {
 	switch r.kind {
 	case kindLeaderAndIsr:
 		resp, err := q.cfg.Client.LeaderAndIsr(ctx, r.lai)
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		code := resp.GetErrorCode()
 		if code == replicadv1.ErrorCode_ERROR_CODE_STALE_CONTROLLER_EPOCH || q.ctx.Err() != nil {
-			return code, nil
+			return code, resp.GetControllerEpoch(), nil
 		}
 		setPartitionErrors(span, resp.GetPartitionErrors())
 		q.logPartitionErrors(r.kind, resp.GetPartitionErrors())
 		if q.cfg.OnLeaderAndIsrResponse != nil {
 			q.cfg.OnLeaderAndIsrResponse(q.cfg.BrokerID, resp)
 		}
-		return code, nil
+		return code, resp.GetControllerEpoch(), nil
 	case kindUpdateMetadata:
 		resp, err := q.cfg.Client.UpdateMetadata(ctx, r.um)
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
-		return resp.GetErrorCode(), nil
+		return resp.GetErrorCode(), resp.GetControllerEpoch(), nil
 	default:
 		resp, err := q.cfg.Client.StopReplica(ctx, r.sr)
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		setPartitionErrors(span, resp.GetPartitionErrors())
 		q.logPartitionErrors(r.kind, resp.GetPartitionErrors())
-		return resp.GetErrorCode(), nil
+		return resp.GetErrorCode(), resp.GetControllerEpoch(), nil
 	}
 }
 

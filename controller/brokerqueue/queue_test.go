@@ -783,7 +783,7 @@ func TestStaleControllerEpochStopsSending(t *testing.T) {
 			}}
 			var stale, responses atomic.Int32
 			q := newQueue(t, f, func(c *Config) {
-				c.OnStaleControllerEpoch = func() { stale.Add(1) }
+				c.OnStaleControllerEpoch = func(int32) { stale.Add(1) }
 				c.OnLeaderAndIsrResponse = func(int32, *replicadv1.LeaderAndIsrResponse) { responses.Add(1) }
 			})
 			enqueue := func(k kind, p int32) {
@@ -844,7 +844,7 @@ func TestStaleControllerEpochCallbackMayClose(t *testing.T) {
 	closed := make(chan struct{})
 	var q *Queue
 	q = newQueue(t, f, func(c *Config) {
-		c.OnStaleControllerEpoch = func() {
+		c.OnStaleControllerEpoch = func(int32) {
 			q.Close()
 			close(closed)
 		}

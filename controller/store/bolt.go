@@ -131,7 +131,7 @@ func boltErr(err error) error {
 	return err
 }
 
-func (s *BoltStore) BumpControllerEpoch(ctx context.Context) (int32, error) {
+func (s *BoltStore) BumpControllerEpoch(ctx context.Context, past int32) (int32, error) {
 	var epoch int32
 	err := s.update(ctx, func(tx *bolt.Tx) error {
 		meta := tx.Bucket(bucketMeta)
@@ -139,7 +139,9 @@ func (s *BoltStore) BumpControllerEpoch(ctx context.Context) (int32, error) {
 		if err != nil {
 			return err
 		}
-		epoch = int32(old) + 1
+		if epoch, err = nextControllerEpoch(int64(old), past); err != nil {
+			return err
+		}
 		return meta.Put(keyControllerEpoch, be32(uint32(epoch)))
 	})
 	if err != nil {

@@ -373,7 +373,7 @@ func parseCounter(kv *mvccpb.KeyValue, bits int) (int64, error) {
 
 // ---- controller epoch ----
 
-func (s *EtcdStore) BumpControllerEpoch(ctx context.Context) (int32, error) {
+func (s *EtcdStore) BumpControllerEpoch(ctx context.Context, past int32) (int32, error) {
 	if err := s.beginWrite(ctx); err != nil {
 		return 0, fmt.Errorf("bump controller epoch: %w", err)
 	}
@@ -387,10 +387,10 @@ func (s *EtcdStore) BumpControllerEpoch(ctx context.Context) (int32, error) {
 		if err != nil {
 			return 0, fmt.Errorf("bump controller epoch: %w", err)
 		}
-		if old == math.MaxInt32 {
-			return 0, fmt.Errorf("bump controller epoch: epoch %d is the largest", old)
+		epoch, err := nextControllerEpoch(old, past)
+		if err != nil {
+			return 0, err
 		}
-		epoch := int32(old) + 1
 		ok, err := s.commit(ctx, []clientv3.Cmp{modRevIs(key, kv)},
 			[]clientv3.Op{clientv3.OpPut(key, strconv.Itoa(int(epoch)))})
 		if err != nil {

@@ -250,7 +250,7 @@ func checkDeposed(t *testing.T, deposed, leader store.Store) {
 	next := p.Clone()
 	next.Leader, next.LeaderEpoch, next.PartitionEpoch = -1, p.LeaderEpoch+1, p.PartitionEpoch+1
 	writes := map[string]func() error{
-		"BumpControllerEpoch": func() error { _, err := deposed.BumpControllerEpoch(ctx); return err },
+		"BumpControllerEpoch": func() error { _, err := deposed.BumpControllerEpoch(ctx, 0); return err },
 		"RegisterBroker": func() error {
 			_, err := deposed.RegisterBroker(ctx, store.Broker{ID: 7, Host: "h7", Port: 1})
 			return err
@@ -279,7 +279,7 @@ func checkDeposed(t *testing.T, deposed, leader store.Store) {
 
 func bumpEpoch(t *testing.T, s store.Store) int32 {
 	t.Helper()
-	e, err := s.BumpControllerEpoch(context.Background())
+	e, err := s.BumpControllerEpoch(context.Background(), 0)
 	if err != nil {
 		t.Fatalf("bump controller epoch: %v", err)
 	}

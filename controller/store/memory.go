@@ -41,12 +41,16 @@ func (m *Memory) lock(ctx context.Context) error {
 	return nil
 }
 
-func (m *Memory) BumpControllerEpoch(ctx context.Context) (int32, error) {
+func (m *Memory) BumpControllerEpoch(ctx context.Context, past int32) (int32, error) {
 	if err := m.lock(ctx); err != nil {
 		return 0, err
 	}
 	defer m.mu.Unlock()
-	m.controllerEpoch++
+	next, err := nextControllerEpoch(int64(m.controllerEpoch), past)
+	if err != nil {
+		return 0, err
+	}
+	m.controllerEpoch = next
 	return m.controllerEpoch, nil
 }
 

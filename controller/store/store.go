@@ -104,9 +104,12 @@ type PartitionUpdate struct {
 // Store holds the cluster metadata. Implementations are safe for concurrent
 // use. See the package documentation for the rules they share.
 type Store interface {
-	// BumpControllerEpoch raises the controller epoch by one, persists it
-	// and returns it. The first call returns 1.
-	BumpControllerEpoch(ctx context.Context) (int32, error)
+	// BumpControllerEpoch raises the controller epoch to one more than the
+	// larger of the stored epoch and past, persists it and returns it. The
+	// first call with past 0 returns 1. past is an epoch seen elsewhere (a
+	// broker answered STALE_CONTROLLER_EPOCH naming it): the controller
+	// moves past it in one step, through the store, so standbys agree.
+	BumpControllerEpoch(ctx context.Context, past int32) (int32, error)
 	// ControllerEpoch returns the current controller epoch, 0 before the
 	// first BumpControllerEpoch.
 	ControllerEpoch(ctx context.Context) (int32, error)
@@ -147,6 +150,16 @@ type Store interface {
 	// Close releases the store. Later calls fail with ErrClosed. Close is
 	// idempotent.
 	Close() error
+}
+
+// nextControllerEpoch is the epoch BumpControllerEpoch stores after stored,
+// moving past past.
+func nextControllerEpoch(stored int64, past int32) (int32, error) {
+	base := max(stored, int64(past))
+	if base >= math.MaxInt32 {
+		return 0, fmt.Errorf("bump controller epoch: epoch %d is the largest", base)
+	}
+	return int32(base) + 1, nil
 }
 
 // checkBroker validates a RegisterBroker or UpdateBroker argument.

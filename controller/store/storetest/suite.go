@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"errors"
+	"math"
 	"slices"
 	"sync"
 	"testing"
@@ -18,6 +19,7 @@ func RunSuite(t *testing.T, open func(t *testing.T) store.Store) {
 		fn   func(t *testing.T, s store.Store)
 	}{
 		{"ControllerEpochRises", testControllerEpochRises},
+		{"ControllerEpochBumpsPast", testControllerEpochBumpsPast},
 		{"ConcurrentControllerEpochBumpsAreDistinct", testConcurrentControllerEpochBumps},
 		{"BrokerEpochsOnlyGrow", testBrokerEpochsOnlyGrow},
 		{"ConcurrentRegistrationsGetDistinctEpochs", testConcurrentRegistrations},
@@ -85,7 +87,7 @@ func testControllerEpochRises(t *testing.T, s store.Store) {
 		t.Fatalf("initial controller epoch = %d, want 0", got)
 	}
 	for want := int32(1); want <= 3; want++ {
-		if got := must(s.BumpControllerEpoch(ctx))(t); got != want {
+		if got := must(s.BumpControllerEpoch(ctx, 0))(t); got != want {
 			t.Fatalf("bump = %d, want %d", got, want)
 		}
 	}
@@ -94,12 +96,31 @@ func testControllerEpochRises(t *testing.T, s store.Store) {
 	}
 }
 
+// testControllerEpochBumpsPast ensures a bump past an epoch seen elsewhere
+// lands one above it in one step, and that a smaller one is still a bump by one.
+func testControllerEpochBumpsPast(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	must(s.BumpControllerEpoch(ctx, 0))(t)
+	if got := must(s.BumpControllerEpoch(ctx, 100))(t); got != 101 {
+		t.Fatalf("bump past 100 = %d, want 101", got)
+	}
+	if got := must(s.BumpControllerEpoch(ctx, 50))(t); got != 102 {
+		t.Fatalf("bump past 50 at 101 = %d, want 102", got)
+	}
+	if got := must(s.ControllerEpoch(ctx))(t); got != 102 {
+		t.Fatalf("controller epoch = %d, want 102", got)
+	}
+	if _, err := s.BumpControllerEpoch(ctx, math.MaxInt32); err == nil {
+		t.Fatalf("bump past the largest epoch succeeded")
+	}
+}
+
 // testConcurrentControllerEpochBumps ensures concurrent bumps never hand out the same epoch twice.
 func testConcurrentControllerEpochBumps(t *testing.T, s store.Store) {
 	const n = 16
 	got := make([]int32, n)
 	errs := make([]error, n)
-	together(n, func(i int) { got[i], errs[i] = s.BumpControllerEpoch(context.Background()) })
+	together(n, func(i int) { got[i], errs[i] = s.BumpControllerEpoch(context.Background(), 0) })
 	noErrors(t, errs)
 	slices.Sort(got)
 	for i, e := range got {
@@ -112,13 +133,13 @@ func testConcurrentControllerEpochBumps(t *testing.T, s store.Store) {
 // testControllerEpochPersists ensures the controller epoch survives a restart and keeps rising after it.
 func testControllerEpochPersists(t *testing.T, s store.Store, restart func(store.Store) store.Store) {
 	ctx := context.Background()
-	must(s.BumpControllerEpoch(ctx))(t)
-	must(s.BumpControllerEpoch(ctx))(t)
+	must(s.BumpControllerEpoch(ctx, 0))(t)
+	must(s.BumpControllerEpoch(ctx, 0))(t)
 	s = restart(s)
 	if got := must(s.ControllerEpoch(ctx))(t); got != 2 {
 		t.Fatalf("controller epoch after restart = %d, want 2", got)
 	}
-	if got := must(s.BumpControllerEpoch(ctx))(t); got != 3 {
+	if got := must(s.BumpControllerEpoch(ctx, 0))(t); got != 3 {
 		t.Fatalf("bump after restart = %d, want 3", got)
 	}
 	s = restart(s)
@@ -611,7 +632,7 @@ func testCanceledContext(t *testing.T, s store.Store) {
 	createTopic(t, s, "t", 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := s.BumpControllerEpoch(ctx); !errors.Is(err, context.Canceled) {
+	if _, err := s.BumpControllerEpoch(ctx, 0); !errors.Is(err, context.Canceled) {
 		t.Fatalf("bump: %v, want context.Canceled", err)
 	}
 	if _, err := s.RegisterBroker(ctx, store.Broker{ID: 1}); !errors.Is(err, context.Canceled) {
@@ -644,7 +665,7 @@ func testClosed(t *testing.T, s store.Store) {
 		t.Fatalf("second close: %v", err)
 	}
 	calls := map[string]error{}
-	_, calls["BumpControllerEpoch"] = s.BumpControllerEpoch(ctx)
+	_, calls["BumpControllerEpoch"] = s.BumpControllerEpoch(ctx, 0)
 	_, calls["ControllerEpoch"] = s.ControllerEpoch(ctx)
 	_, calls["RegisterBroker"] = s.RegisterBroker(ctx, store.Broker{ID: 1})
 	_, calls["Brokers"] = s.Brokers(ctx)

@@ -106,8 +106,11 @@ type RegisterBrokerResponse struct {
 	// The controller's session timeout: a broker silent this long is fenced.
 	// Brokers heartbeat several times per session timeout.
 	SessionTimeoutMs int32 `protobuf:"varint,4,opt,name=session_timeout_ms,json=sessionTimeoutMs,proto3" json:"session_timeout_ms,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The id of the controller that answered (its --id): with
+	// controller_epoch, what the broker takes control requests from.
+	ControllerId  int32 `protobuf:"varint,5,opt,name=controller_id,json=controllerId,proto3" json:"controller_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RegisterBrokerResponse) Reset() {
@@ -164,6 +167,13 @@ func (x *RegisterBrokerResponse) GetControllerEpoch() int32 {
 func (x *RegisterBrokerResponse) GetSessionTimeoutMs() int32 {
 	if x != nil {
 		return x.SessionTimeoutMs
+	}
+	return 0
+}
+
+func (x *RegisterBrokerResponse) GetControllerId() int32 {
+	if x != nil {
+		return x.ControllerId
 	}
 	return 0
 }
@@ -233,8 +243,13 @@ type BrokerHeartbeatResponse struct {
 	ErrorCode      ErrorCode              `protobuf:"varint,1,opt,name=error_code,json=errorCode,proto3,enum=replicad.v1.ErrorCode" json:"error_code,omitempty"`
 	IsFenced       bool                   `protobuf:"varint,2,opt,name=is_fenced,json=isFenced,proto3" json:"is_fenced,omitempty"`
 	ShouldShutdown bool                   `protobuf:"varint,3,opt,name=should_shutdown,json=shouldShutdown,proto3" json:"should_shutdown,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The answering controller's id and epoch: a broker takes control requests
+	// (LeaderAndIsr, UpdateMetadata, StopReplica) only from the controller its
+	// heartbeats confirm as active.
+	ControllerId    int32 `protobuf:"varint,4,opt,name=controller_id,json=controllerId,proto3" json:"controller_id,omitempty"`
+	ControllerEpoch int32 `protobuf:"varint,5,opt,name=controller_epoch,json=controllerEpoch,proto3" json:"controller_epoch,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *BrokerHeartbeatResponse) Reset() {
@@ -286,6 +301,20 @@ func (x *BrokerHeartbeatResponse) GetShouldShutdown() bool {
 		return x.ShouldShutdown
 	}
 	return false
+}
+
+func (x *BrokerHeartbeatResponse) GetControllerId() int32 {
+	if x != nil {
+		return x.ControllerId
+	}
+	return 0
+}
+
+func (x *BrokerHeartbeatResponse) GetControllerEpoch() int32 {
+	if x != nil {
+		return x.ControllerEpoch
+	}
+	return 0
 }
 
 type BrokerEpoch struct {
@@ -1500,22 +1529,25 @@ const file_replicad_v1_controller_proto_rawDesc = "" +
 	"\x04host\x18\x02 \x01(\tR\x04host\x12\x12\n" +
 	"\x04port\x18\x03 \x01(\x05R\x04port\x12%\n" +
 	"\x0eincarnation_id\x18\x04 \x01(\tR\rincarnationId\x12\x19\n" +
-	"\blog_dirs\x18\x05 \x03(\tR\alogDirs\"\xcb\x01\n" +
+	"\blog_dirs\x18\x05 \x03(\tR\alogDirs\"\xf0\x01\n" +
 	"\x16RegisterBrokerResponse\x125\n" +
 	"\n" +
 	"error_code\x18\x01 \x01(\x0e2\x16.replicad.v1.ErrorCodeR\terrorCode\x12!\n" +
 	"\fbroker_epoch\x18\x02 \x01(\x03R\vbrokerEpoch\x12)\n" +
 	"\x10controller_epoch\x18\x03 \x01(\x05R\x0fcontrollerEpoch\x12,\n" +
-	"\x12session_timeout_ms\x18\x04 \x01(\x05R\x10sessionTimeoutMs\"}\n" +
+	"\x12session_timeout_ms\x18\x04 \x01(\x05R\x10sessionTimeoutMs\x12#\n" +
+	"\rcontroller_id\x18\x05 \x01(\x05R\fcontrollerId\"}\n" +
 	"\x16BrokerHeartbeatRequest\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12!\n" +
 	"\fbroker_epoch\x18\x02 \x01(\x03R\vbrokerEpoch\x12#\n" +
-	"\rwant_shutdown\x18\x03 \x01(\bR\fwantShutdown\"\x96\x01\n" +
+	"\rwant_shutdown\x18\x03 \x01(\bR\fwantShutdown\"\xe6\x01\n" +
 	"\x17BrokerHeartbeatResponse\x125\n" +
 	"\n" +
 	"error_code\x18\x01 \x01(\x0e2\x16.replicad.v1.ErrorCodeR\terrorCode\x12\x1b\n" +
 	"\tis_fenced\x18\x02 \x01(\bR\bisFenced\x12'\n" +
-	"\x0fshould_shutdown\x18\x03 \x01(\bR\x0eshouldShutdown\"M\n" +
+	"\x0fshould_shutdown\x18\x03 \x01(\bR\x0eshouldShutdown\x12#\n" +
+	"\rcontroller_id\x18\x04 \x01(\x05R\fcontrollerId\x12)\n" +
+	"\x10controller_epoch\x18\x05 \x01(\x05R\x0fcontrollerEpoch\"M\n" +
 	"\vBrokerEpoch\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12!\n" +
 	"\fbroker_epoch\x18\x02 \x01(\x03R\vbrokerEpoch\"\xc7\x01\n" +

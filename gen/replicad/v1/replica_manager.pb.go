@@ -103,8 +103,14 @@ type LeaderAndIsrResponse struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	ErrorCode       ErrorCode              `protobuf:"varint,1,opt,name=error_code,json=errorCode,proto3,enum=replicad.v1.ErrorCode" json:"error_code,omitempty"`
 	PartitionErrors []*PartitionError      `protobuf:"bytes,2,rep,name=partition_errors,json=partitionErrors,proto3" json:"partition_errors,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The controller epoch this broker follows: with STALE_CONTROLLER_EPOCH, a
+	// controller learns how far to move its own epoch.
+	ControllerEpoch int32 `protobuf:"varint,3,opt,name=controller_epoch,json=controllerEpoch,proto3" json:"controller_epoch,omitempty"`
+	// Why the request was refused as a whole, when it was (NOT_CONTROLLER:
+	// not from the controller this broker's session knows as active).
+	ErrorMessage  string `protobuf:"bytes,4,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *LeaderAndIsrResponse) Reset() {
@@ -149,6 +155,20 @@ func (x *LeaderAndIsrResponse) GetPartitionErrors() []*PartitionError {
 		return x.PartitionErrors
 	}
 	return nil
+}
+
+func (x *LeaderAndIsrResponse) GetControllerEpoch() int32 {
+	if x != nil {
+		return x.ControllerEpoch
+	}
+	return 0
+}
+
+func (x *LeaderAndIsrResponse) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
+	}
+	return ""
 }
 
 type UpdateMetadataRequest struct {
@@ -228,10 +248,13 @@ func (x *UpdateMetadataRequest) GetPartitionStates() []*PartitionState {
 }
 
 type UpdateMetadataResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ErrorCode     ErrorCode              `protobuf:"varint,1,opt,name=error_code,json=errorCode,proto3,enum=replicad.v1.ErrorCode" json:"error_code,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	ErrorCode ErrorCode              `protobuf:"varint,1,opt,name=error_code,json=errorCode,proto3,enum=replicad.v1.ErrorCode" json:"error_code,omitempty"`
+	// As in LeaderAndIsrResponse.
+	ControllerEpoch int32  `protobuf:"varint,2,opt,name=controller_epoch,json=controllerEpoch,proto3" json:"controller_epoch,omitempty"`
+	ErrorMessage    string `protobuf:"bytes,3,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *UpdateMetadataResponse) Reset() {
@@ -269,6 +292,20 @@ func (x *UpdateMetadataResponse) GetErrorCode() ErrorCode {
 		return x.ErrorCode
 	}
 	return ErrorCode_ERROR_CODE_NONE
+}
+
+func (x *UpdateMetadataResponse) GetControllerEpoch() int32 {
+	if x != nil {
+		return x.ControllerEpoch
+	}
+	return 0
+}
+
+func (x *UpdateMetadataResponse) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
+	}
+	return ""
 }
 
 type StopReplicaPartition struct {
@@ -412,6 +449,9 @@ type StopReplicaResponse struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	ErrorCode       ErrorCode              `protobuf:"varint,1,opt,name=error_code,json=errorCode,proto3,enum=replicad.v1.ErrorCode" json:"error_code,omitempty"`
 	PartitionErrors []*PartitionError      `protobuf:"bytes,2,rep,name=partition_errors,json=partitionErrors,proto3" json:"partition_errors,omitempty"`
+	// As in LeaderAndIsrResponse.
+	ControllerEpoch int32  `protobuf:"varint,3,opt,name=controller_epoch,json=controllerEpoch,proto3" json:"controller_epoch,omitempty"`
+	ErrorMessage    string `protobuf:"bytes,4,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
@@ -458,6 +498,20 @@ func (x *StopReplicaResponse) GetPartitionErrors() []*PartitionError {
 		return x.PartitionErrors
 	}
 	return nil
+}
+
+func (x *StopReplicaResponse) GetControllerEpoch() int32 {
+	if x != nil {
+		return x.ControllerEpoch
+	}
+	return 0
+}
+
+func (x *StopReplicaResponse) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
+	}
+	return ""
 }
 
 type CheckpointHighWatermarksRequest struct {
@@ -1100,20 +1154,24 @@ const file_replicad_v1_replica_manager_proto_rawDesc = "" +
 	"\x10controller_epoch\x18\x02 \x01(\x05R\x0fcontrollerEpoch\x12!\n" +
 	"\fbroker_epoch\x18\x03 \x01(\x03R\vbrokerEpoch\x12F\n" +
 	"\x10partition_states\x18\x04 \x03(\v2\x1b.replicad.v1.PartitionStateR\x0fpartitionStates\x126\n" +
-	"\flive_leaders\x18\x05 \x03(\v2\x13.replicad.v1.BrokerR\vliveLeaders\"\x95\x01\n" +
+	"\flive_leaders\x18\x05 \x03(\v2\x13.replicad.v1.BrokerR\vliveLeaders\"\xe5\x01\n" +
 	"\x14LeaderAndIsrResponse\x125\n" +
 	"\n" +
 	"error_code\x18\x01 \x01(\x0e2\x16.replicad.v1.ErrorCodeR\terrorCode\x12F\n" +
-	"\x10partition_errors\x18\x02 \x03(\v2\x1b.replicad.v1.PartitionErrorR\x0fpartitionErrors\"\x8a\x02\n" +
+	"\x10partition_errors\x18\x02 \x03(\v2\x1b.replicad.v1.PartitionErrorR\x0fpartitionErrors\x12)\n" +
+	"\x10controller_epoch\x18\x03 \x01(\x05R\x0fcontrollerEpoch\x12#\n" +
+	"\rerror_message\x18\x04 \x01(\tR\ferrorMessage\"\x8a\x02\n" +
 	"\x15UpdateMetadataRequest\x12#\n" +
 	"\rcontroller_id\x18\x01 \x01(\x05R\fcontrollerId\x12)\n" +
 	"\x10controller_epoch\x18\x02 \x01(\x05R\x0fcontrollerEpoch\x12!\n" +
 	"\fbroker_epoch\x18\x03 \x01(\x03R\vbrokerEpoch\x126\n" +
 	"\flive_brokers\x18\x04 \x03(\v2\x13.replicad.v1.BrokerR\vliveBrokers\x12F\n" +
-	"\x10partition_states\x18\x05 \x03(\v2\x1b.replicad.v1.PartitionStateR\x0fpartitionStates\"O\n" +
+	"\x10partition_states\x18\x05 \x03(\v2\x1b.replicad.v1.PartitionStateR\x0fpartitionStates\"\x9f\x01\n" +
 	"\x16UpdateMetadataResponse\x125\n" +
 	"\n" +
-	"error_code\x18\x01 \x01(\x0e2\x16.replicad.v1.ErrorCodeR\terrorCode\"\x98\x01\n" +
+	"error_code\x18\x01 \x01(\x0e2\x16.replicad.v1.ErrorCodeR\terrorCode\x12)\n" +
+	"\x10controller_epoch\x18\x02 \x01(\x05R\x0fcontrollerEpoch\x12#\n" +
+	"\rerror_message\x18\x03 \x01(\tR\ferrorMessage\"\x98\x01\n" +
 	"\x14StopReplicaPartition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12!\n" +
@@ -1125,11 +1183,13 @@ const file_replicad_v1_replica_manager_proto_rawDesc = "" +
 	"\fbroker_epoch\x18\x03 \x01(\x03R\vbrokerEpoch\x12A\n" +
 	"\n" +
 	"partitions\x18\x04 \x03(\v2!.replicad.v1.StopReplicaPartitionR\n" +
-	"partitions\"\x94\x01\n" +
+	"partitions\"\xe4\x01\n" +
 	"\x13StopReplicaResponse\x125\n" +
 	"\n" +
 	"error_code\x18\x01 \x01(\x0e2\x16.replicad.v1.ErrorCodeR\terrorCode\x12F\n" +
-	"\x10partition_errors\x18\x02 \x03(\v2\x1b.replicad.v1.PartitionErrorR\x0fpartitionErrors\"!\n" +
+	"\x10partition_errors\x18\x02 \x03(\v2\x1b.replicad.v1.PartitionErrorR\x0fpartitionErrors\x12)\n" +
+	"\x10controller_epoch\x18\x03 \x01(\x05R\x0fcontrollerEpoch\x12#\n" +
+	"\rerror_message\x18\x04 \x01(\tR\ferrorMessage\"!\n" +
 	"\x1fCheckpointHighWatermarksRequest\"\x82\x01\n" +
 	"\x10LogDirCheckpoint\x12\x17\n" +
 	"\alog_dir\x18\x01 \x01(\tR\x06logDir\x12\x1e\n" +
