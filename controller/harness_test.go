@@ -66,7 +66,7 @@ type fakeBroker struct {
 	// answer names (0: none, as an older broker answers).
 	staleAnswerEpoch int32
 	dials            int
-	closes             int
+	closes           int
 	// violations are the states received before the store held them.
 	violations []string
 }
