@@ -10,6 +10,7 @@ import (
 
 	"github.com/replicad/replicad/core"
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
+	"github.com/replicad/replicad/internal/telemetry"
 )
 
 // ReplicaManager is what the handlers need from the broker's replica state
@@ -79,7 +80,7 @@ func (s *replicaManagerService) checkController(ctx context.Context, request str
 	}
 	if code != replicadv1.ErrorCode_ERROR_CODE_NONE {
 		s.logger.Warn().Str("logger", "state.change").Str("request", request).Int32("controller_id", controllerID).
-			Int32("controller_epoch", controllerEpoch).Str("error_code", code.String()).Str("reason", msg).
+			Int32("controller_epoch", controllerEpoch).Str("error_code", telemetry.ErrorCodeName(code)).Str("reason", msg).
 			Msg("Refusing " + request + " request: it does not come from the controller this broker follows")
 	}
 	return code, msg, nil
