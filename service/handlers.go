@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -79,6 +81,9 @@ func (s *replicaManagerService) checkController(ctx context.Context, request str
 			request, controllerID, controllerEpoch, err)
 	}
 	if code != replicadv1.ErrorCode_ERROR_CODE_NONE {
+		trace.SpanFromContext(ctx).AddEvent("control request refused", trace.WithAttributes(
+			attribute.Int("replicad.controller_id", int(controllerID)), attribute.Int("replicad.controller_epoch", int(controllerEpoch)),
+			telemetry.ErrorCode(code), attribute.String("replicad.reason", msg)))
 		s.logger.Warn().Str("logger", "state.change").Str("request", request).Int32("controller_id", controllerID).
 			Int32("controller_epoch", controllerEpoch).Str("error_code", telemetry.ErrorCodeName(code)).Str("reason", msg).
 			Msg("Refusing " + request + " request: it does not come from the controller this broker follows")
