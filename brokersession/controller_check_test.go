@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/replicad/replicad/core/tp"
 )
 
 // A control request at the epoch of the controller the session follows is
@@ -86,4 +88,37 @@ func TestCheckControllerConfirmsNewerEpoch(t *testing.T) {
 	if got, _, err := s.CheckController(cctx, 2, 9); err == nil {
 		t.Fatalf("CheckController with no controller up = %v, nil error; want an error", got)
 	}
+}
+
+// The registration says whether the broker's previous life lost nothing
+// (its previous broker epoch, KIP-966) and its min ISR; a registration again
+// in the same life (after a fencing) names the epoch before, since the
+// process lost nothing. Every heartbeat carries the offline replicas.
+func TestRegistrationAndHeartbeatCarryDurabilityState(t *testing.T) {
+	f := newFakeController(150) // heartbeats every 50 ms
+	f.epoch = 9
+	f.serve(t, "127.0.0.1:0")
+	cfg := testConfig(t, f.addr)
+	cfg.PreviousBrokerEpoch, cfg.MinInsyncReplicas = 8, 2
+	cfg.OfflinePartitions = func() []tp.TopicPartition { return []tp.TopicPartition{{Topic: "orders", Partition: 3}} }
+	s := start(t, cfg)
+	eventually(t, "a heartbeat", func() bool { _, n, _ := f.counts(); return n > 0 })
+	f.with(func(f *fakeController) {
+		reg := f.registrations[0]
+		if reg.GetPreviousBrokerEpoch() != 8 || reg.GetMinInsyncReplicas() != 2 {
+			t.Errorf("registration %v, want previous broker epoch 8 and min ISR 2", reg)
+		}
+		hb := f.heartbeats[0]
+		if len(hb.GetOfflinePartitions()) != 1 || hb.GetOfflinePartitions()[0].GetTopic() != "orders" || hb.GetOfflinePartitions()[0].GetPartition() != 3 {
+			t.Errorf("heartbeat %v, want offline orders-3", hb)
+		}
+		f.fenced = true
+	})
+	eventually(t, "a registration again after the fencing", func() bool { n, _, _ := f.counts(); return n >= 2 })
+	f.with(func(f *fakeController) {
+		if reg := f.registrations[1]; reg.GetPreviousBrokerEpoch() != 10 {
+			t.Errorf("registration again in the same life names previous broker epoch %d, want 10 (the session's)", reg.GetPreviousBrokerEpoch())
+		}
+	})
+	_ = s
 }

@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/replicad/replicad/core/clock"
+	"github.com/replicad/replicad/core/tp"
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
 	"github.com/replicad/replicad/internal/grpcx"
 	"github.com/replicad/replicad/internal/telemetry"
@@ -61,6 +62,24 @@ type Config struct {
 	Host     string
 	Port     int32
 	LogDirs  []string
+	// MinInsyncReplicas is the broker's --min-insync-replicas, told to the
+	// controller at registration (it keeps replicas that leave an ISR below
+	// it as eligible leaders).
+	MinInsyncReplicas int32
+	// PreviousBrokerEpoch is the broker epoch of this broker's previous life
+	// if that life lost nothing (a clean shutdown, or a process crash with
+	// the machine up), -1 otherwise (KIP-966); the first registration sends
+	// it. A later registration of the same Session (after a fencing) sends
+	// the epoch of the registration before: the process lost nothing.
+	PreviousBrokerEpoch int64
+	// OfflinePartitions, when set, lists the broker's offline replicas;
+	// every heartbeat carries them.
+	OfflinePartitions func() []tp.TopicPartition
+	// OnRegistered, when set, is called with the broker epoch of each
+	// successful registration, before the call that registered returns (the
+	// broker records it durably: core.ReplicaManager.RecordBrokerEpoch). It
+	// must not call the Session.
+	OnRegistered func(brokerEpoch int64)
 	// Dial makes a client of the controller at addr; the Session calls it
 	// once per address, at the first call there, and closes the Closer on
 	// Close. Nil: an insecure gRPC client with replicad's transport options
@@ -348,12 +367,18 @@ func tracerProvider(tp trace.TracerProvider) trace.TracerProvider {
 // waiting a backoff after each failed attempt (one attempt tries every
 // controller address once).
 func (s *Session) register(ctx context.Context) error {
+	previous := s.cfg.PreviousBrokerEpoch
+	if e := s.brokerEpoch.Load(); e > 0 {
+		previous = e // registering again in the same life: nothing was lost
+	}
 	req := &replicadv1.RegisterBrokerRequest{
-		BrokerId:      s.cfg.BrokerID,
-		Host:          s.cfg.Host,
-		Port:          s.cfg.Port,
-		IncarnationId: s.incarnationID,
-		LogDirs:       s.cfg.LogDirs,
+		BrokerId:            s.cfg.BrokerID,
+		Host:                s.cfg.Host,
+		Port:                s.cfg.Port,
+		IncarnationId:       s.incarnationID,
+		LogDirs:             s.cfg.LogDirs,
+		PreviousBrokerEpoch: previous,
+		MinInsyncReplicas:   s.cfg.MinInsyncReplicas,
 	}
 	for attempt := 1; ; attempt++ {
 		resp, err := call(ctx, s, s.cfg.RequestTimeout, func(ctx context.Context, c replicadv1.ControllerServiceClient) (*replicadv1.RegisterBrokerResponse, error) {
@@ -394,6 +419,20 @@ func (s *Session) registered(resp *replicadv1.RegisterBrokerResponse) {
 	// One message for first and later registrations, so that
 	// "registered broker_epoch=N" is what to look for.
 	ev.Msg("registered")
+	if s.cfg.OnRegistered != nil {
+		s.cfg.OnRegistered(resp.GetBrokerEpoch())
+	}
+}
+
+// heartbeatRequest is a heartbeat at epoch, with the offline replicas.
+func (s *Session) heartbeatRequest(epoch int64) *replicadv1.BrokerHeartbeatRequest {
+	req := &replicadv1.BrokerHeartbeatRequest{BrokerId: s.cfg.BrokerID, BrokerEpoch: epoch, WantShutdown: s.wantShutdown.Load()}
+	if s.cfg.OfflinePartitions != nil {
+		for _, t := range s.cfg.OfflinePartitions() {
+			req.OfflinePartitions = append(req.OfflinePartitions, &replicadv1.PartitionRef{Topic: t.Topic, Partition: t.Partition})
+		}
+	}
+	return req
 }
 
 // heartbeatInterval is a third of the session timeout, at least
@@ -414,7 +453,7 @@ func (s *Session) heartbeatLoop() {
 // knows this broker epoch, registers again.
 func (s *Session) heartbeat() {
 	epoch := s.brokerEpoch.Load()
-	req := &replicadv1.BrokerHeartbeatRequest{BrokerId: s.cfg.BrokerID, BrokerEpoch: epoch, WantShutdown: s.wantShutdown.Load()}
+	req := s.heartbeatRequest(epoch)
 	// One heartbeat interval per address at most: a hung controller (paused,
 	// black-holed) must not eat the session while a standby takes over.
 	timeout := min(s.cfg.RequestTimeout, max(s.heartbeatInterval(), MinHeartbeatInterval))
@@ -663,8 +702,7 @@ func (s *Session) judge(id, epoch int32) (ControllerVerdict, bool) {
 // records the answers; it fails only when none answered. The session then
 // follows the controller with the highest epoch.
 func (s *Session) askEveryController(ctx context.Context) error {
-	epoch := s.brokerEpoch.Load()
-	req := &replicadv1.BrokerHeartbeatRequest{BrokerId: s.cfg.BrokerID, BrokerEpoch: epoch, WantShutdown: s.wantShutdown.Load()}
+	req := s.heartbeatRequest(s.brokerEpoch.Load())
 	timeout := min(s.cfg.RequestTimeout, max(s.heartbeatInterval(), MinHeartbeatInterval))
 	type answer struct {
 		idx  int

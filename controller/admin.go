@@ -131,28 +131,30 @@ func (c *Controller) electLeader(ctx context.Context, topic string, partition in
 		c.mu.Unlock()
 		return p, err
 	}
-	target := cleanLeader(p, c.eligibleLocked)
+	eligible := c.eligibleForLocked(keyOf(p))
+	target := cleanLeader(p, eligible)
 	if leader != nil {
 		target = *leader
 		switch {
 		case !slices.Contains(p.Replicas, target):
 			c.mu.Unlock()
 			return p, refuse(replicadv1.ErrorCode_ERROR_CODE_INELIGIBLE_REPLICA, "broker %d is not a replica of %s-%d (replicas %v)", target, topic, partition, p.Replicas)
-		case !slices.Contains(p.ISR, target) || !c.eligibleLocked(target):
+		case !(slices.Contains(p.ISR, target) || slices.Contains(p.ELR, target)) || !eligible(target):
 			c.mu.Unlock()
-			return p, refuse(replicadv1.ErrorCode_ERROR_CODE_INELIGIBLE_REPLICA, "broker %d is not a live ISR member of %s-%d (ISR %v)", target, topic, partition, p.ISR)
+			return p, refuse(replicadv1.ErrorCode_ERROR_CODE_INELIGIBLE_REPLICA, "broker %d is not a live ISR or ELR member of %s-%d (ISR %v, ELR %v)",
+				target, topic, partition, p.ISR, p.ELR)
 		}
 	}
 	if target == store.NoLeader {
 		c.mu.Unlock()
-		return p, refuse(replicadv1.ErrorCode_ERROR_CODE_ELIGIBLE_LEADERS_NOT_AVAILABLE, "no live ISR member of %s-%d (ISR %v)", topic, partition, p.ISR)
+		return p, refuse(replicadv1.ErrorCode_ERROR_CODE_ELIGIBLE_LEADERS_NOT_AVAILABLE, "no live ISR or ELR member of %s-%d (ISR %v, ELR %v)",
+			topic, partition, p.ISR, p.ELR)
 	}
 	if target == p.Leader {
 		c.mu.Unlock()
 		return p, refuse(replicadv1.ErrorCode_ERROR_CODE_ELECTION_NOT_NEEDED, "broker %d already leads %s-%d", target, topic, partition)
 	}
-	next := p.Clone()
-	next.Leader = target
+	next := withLeader(p, target)
 	next.LeaderEpoch++
 	next.PartitionEpoch++
 	touched, err := c.commitLocked(ctx, []store.PartitionUpdate{update(p, next)}, nil)
@@ -265,13 +267,17 @@ func (c *Controller) maybeCompleteReassignmentLocked(ctx context.Context, k part
 	target := targetOf(p)
 	next := p.Clone()
 	next.Replicas = target
-	next.ISR = slices.DeleteFunc(slices.Clone(p.ISR), func(r int32) bool { return !slices.Contains(target, r) })
+	outsideTarget := func(r int32) bool { return !slices.Contains(target, r) }
+	next.ISR = slices.DeleteFunc(slices.Clone(p.ISR), outsideTarget)
+	next.ELR = slices.DeleteFunc(slices.Clone(p.ELR), outsideTarget)
+	next.LastKnownELR = slices.DeleteFunc(slices.Clone(p.LastKnownELR), outsideTarget)
 	next.AddingReplicas, next.RemovingReplicas = nil, nil
-	if !slices.Contains(target, p.Leader) || !c.eligibleLocked(p.Leader) {
-		next.Leader = cleanLeader(next, c.eligibleLocked)
-		if next.Leader == store.NoLeader {
+	if eligible := c.eligibleForLocked(k); !slices.Contains(target, p.Leader) || !eligible(p.Leader) {
+		leader := cleanLeader(next, eligible)
+		if leader == store.NoLeader {
 			return nil // no target ISR member is live yet; try again at the next ISR change
 		}
+		next = withLeader(next, leader)
 	}
 	next.LeaderEpoch++
 	next.PartitionEpoch++
@@ -294,6 +300,8 @@ type clusterView struct {
 	epoch      int32
 	brokers    []brokerView
 	partitions []store.Partition
+	// offline are the replicas reported offline, by partition.
+	offline map[partitionKey][]int32
 }
 
 type brokerView struct {
@@ -314,6 +322,15 @@ func (c *Controller) describe() (clusterView, error) {
 	}
 	for i := range v.partitions {
 		v.partitions[i] = v.partitions[i].Clone()
+		k := keyOf(v.partitions[i])
+		for _, r := range v.partitions[i].Replicas {
+			if c.brokers[r].replicaOffline(k) {
+				if v.offline == nil {
+					v.offline = make(map[partitionKey][]int32)
+				}
+				v.offline[k] = append(v.offline[k], r)
+			}
+		}
 	}
 	return v, nil
 }

@@ -153,7 +153,8 @@ func TestElectLeaderNoEligibleLeader(t *testing.T) {
 	h := startCluster(t, 2)
 	h.createTopic("t", 1, 1) // [1]
 	h.expire(2)
-	wantPartition(t, h, "t", 0, store.NoLeader, 1, 1, 1)
+	wantPartition(t, h, "t", 0, store.NoLeader, 1, 1)
+	wantElr(t, h, "t", 0, 1)
 	before := h.snapshot()
 	resp, err := h.c.ElectLeader(context.Background(), &replicadv1.ElectLeaderRequest{Topic: "t", Partition: 0})
 	if err != nil || resp.GetErrorCode() != replicadv1.ErrorCode_ERROR_CODE_ELIGIBLE_LEADERS_NOT_AVAILABLE {

@@ -152,8 +152,9 @@ func (c *Controller) checkAlterPartitionLocked(leader int32, p store.Partition, 
 			continue // not joining: already a member
 		}
 		bs, ok := c.brokers[id]
-		if !ok || bs.info.Fenced || bs.shuttingDown {
-			// KIP-841: a fenced or stopping broker may not join the ISR.
+		if !ok || bs.info.Fenced || bs.shuttingDown || bs.replicaOffline(keyOf(p)) {
+			// KIP-841: a fenced or stopping broker may not join the ISR;
+			// nor may a replica its broker reports offline.
 			return replicadv1.ErrorCode_ERROR_CODE_INELIGIBLE_REPLICA, p
 		}
 		if e := be.GetBrokerEpoch(); e >= 0 && e != bs.info.Epoch {
@@ -164,8 +165,7 @@ func (c *Controller) checkAlterPartitionLocked(leader int32, p store.Partition, 
 	if sameMembers(newISR, p.ISR) {
 		return replicadv1.ErrorCode_ERROR_CODE_NONE, p
 	}
-	next := p.Clone()
-	next.ISR = newISR
+	next := withIsr(p, newISR, c.minIsrLocked(p))
 	next.PartitionEpoch++
 	return replicadv1.ErrorCode_ERROR_CODE_NONE, next
 }

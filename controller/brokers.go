@@ -18,24 +18,31 @@ import (
 // errNotController answers calls while this controller is not acting.
 var errNotController = errors.New("not the active controller")
 
-// eligibleLocked reports whether broker id may lead or join an ISR: it is
-// registered, not fenced, and not shutting down.
-func (c *Controller) eligibleLocked(id int32) bool {
-	bs, ok := c.brokers[id]
-	return ok && !bs.info.Fenced && !bs.shuttingDown
+// registration is what a broker says of itself when it registers, besides
+// its endpoint.
+type registration struct {
+	incarnation string
+	// previousEpoch is the broker epoch of its last registration when that
+	// life ended with nothing lost (a clean shutdown, or a process crash on
+	// a machine that kept running, which keeps the page cache), -1
+	// otherwise (KIP-966's PreviousBrokerEpoch).
+	previousEpoch int64
 }
 
 // registerBroker gives a (re)starting broker a new broker epoch. A broker
 // that registers while its previous incarnation is still unfenced is fenced
 // first: the new process may have lost what the old one had not flushed, so
-// it may not keep leading on the old one's word. It then gets the full state
-// of its partitions, and leads again where it is the last ISR member of a
-// leaderless partition.
+// it may not keep leading on the old one's word. A broker whose previous
+// epoch is not its last registration's came back from an unclean shutdown
+// and leaves every ELR (KIP-966): it may lack records it acknowledged. It
+// then gets the full state of its partitions, and leads again where it may
+// (a leaderless partition it is in the ELR of).
 //
 // A registration that repeats the incarnation id of the live registration
 // is a retry whose answer was lost: it gets the same epoch, and nothing is
 // fenced (Kafka treats a repeated incarnation id the same way).
-func (c *Controller) registerBroker(ctx context.Context, b store.Broker, incarnation string) (store.Broker, int32, error) {
+func (c *Controller) registerBroker(ctx context.Context, b store.Broker, reg registration) (store.Broker, int32, error) {
+	incarnation := reg.incarnation
 	ctx, span := c.tracer.Start(ctx, "Controller.registerBroker", trace.WithAttributes(attribute.Int("replicad.broker", int(b.ID))))
 	defer span.End()
 	c.mu.Lock()
@@ -54,6 +61,12 @@ func (c *Controller) registerBroker(ctx context.Context, b store.Broker, incarna
 			return store.Broker{}, 0, err
 		}
 	}
+	if old, ok := c.brokers[b.ID]; ok && reg.previousEpoch != old.info.Epoch {
+		span.SetAttributes(attribute.Bool("replicad.unclean_shutdown", true))
+		if err := c.uncleanShutdownLocked(ctx, b.ID, old.info.Epoch, reg.previousEpoch); err != nil {
+			return store.Broker{}, 0, err
+		}
+	}
 	info, err := c.cfg.Store.RegisterBroker(ctx, b)
 	if err != nil {
 		return store.Broker{}, 0, c.storeErr(fmt.Errorf("register broker %d: %w", b.ID, err))
@@ -64,12 +77,14 @@ func (c *Controller) registerBroker(ctx context.Context, b store.Broker, incarna
 		c.brokers[b.ID] = bs
 	}
 	bs.info, bs.lastSeen, bs.shuttingDown, bs.incarnation, bs.movePending = info, c.cfg.Clock.Now(), false, incarnation, false
+	bs.offline, bs.storageErrors = nil, nil // a new life: its heartbeats say again
 	c.openQueueLocked(bs)
 	c.log.Info().Int32("broker", info.ID).Int64("broker_epoch", info.Epoch).Str("host", info.Host).Int32("port", info.Port).
 		Msg("broker registered")
 	span.SetAttributes(attribute.Int64("replicad.broker_epoch", info.Epoch))
 
-	// Partitions left leaderless that this broker can now lead.
+	// Partitions left leaderless that this broker can now lead (it is in
+	// their ELR, or their last resort).
 	var updates []store.PartitionUpdate
 	for _, p := range c.sortedPartitionsLocked() {
 		if p.Leader != store.NoLeader || !slices.Contains(p.Replicas, info.ID) {
@@ -93,31 +108,63 @@ func (c *Controller) registerBroker(ctx context.Context, b store.Broker, incarna
 	return info, c.epoch, nil
 }
 
-// electLeaderlessLocked elects a leader for a leaderless partition: clean if
-// an ISR member is eligible, else unclean when allowed.
+// electLeaderlessLocked elects a leader for a leaderless partition: clean
+// if an ISR or ELR member is eligible; else, when nobody is left in either,
+// the most caught-up eligible member of the last known ELR (KIP-966's
+// balanced recovery); else unclean when allowed.
 func (c *Controller) electLeaderlessLocked(ctx context.Context, p store.Partition) (store.Partition, bool) {
-	next := p.Clone()
-	next.Leader = cleanLeader(p, c.eligibleLocked)
-	if next.Leader == store.NoLeader {
-		if !c.cfg.UncleanLeaderElection {
+	eligible := c.eligibleForLocked(keyOf(p))
+	var next store.Partition
+	if leader := cleanLeader(p, eligible); leader != store.NoLeader {
+		next = withLeader(p, leader)
+	} else if last := lastResortCandidates(p, eligible); len(last) > 0 {
+		leader := mostCaughtUp(last, c.logEndOffsetsLocked(ctx, last, p))
+		c.log.Warn().Str("topic", p.Topic).Int32("partition", p.Partition).Int32("leader", leader).Ints32("last_known_elr", p.LastKnownELR).
+			Msg("no replica is known to hold every committed record (the last ones came back from unclean shutdowns): the most caught-up of them leads")
+		trace.SpanFromContext(ctx).AddEvent("last known ELR election", trace.WithAttributes(
+			attribute.String("replicad.topic", p.Topic), attribute.Int("replicad.partition", int(p.Partition)),
+			attribute.Int("replicad.leader", int(leader))))
+		next = withUncleanLeader(p, leader)
+	} else if c.cfg.UncleanLeaderElection {
+		leader := c.uncleanLeaderLocked(ctx, p)
+		if leader == store.NoLeader {
 			return p, false
 		}
-		next.Leader = c.uncleanLeaderLocked(ctx, p)
-		if next.Leader == store.NoLeader {
-			return p, false
-		}
-		next.ISR = []int32{next.Leader}
+		next = withUncleanLeader(p, leader)
+	} else {
+		return p, false
 	}
 	next.LeaderEpoch++
 	next.PartitionEpoch++
 	return next, true
 }
 
+// uncleanShutdownLocked takes broker id out of every ELR: it registered
+// with previousEpoch, not the epoch of its last registration, so its last
+// life ended uncleanly (a power loss, a kernel crash, a wiped or replaced
+// disk) and it may have lost records it had acknowledged. It may still lead
+// as a last resort when nobody else is left (withoutElr).
+func (c *Controller) uncleanShutdownLocked(ctx context.Context, id int32, lastEpoch, previousEpoch int64) error {
+	var updates []store.PartitionUpdate
+	for _, p := range c.sortedPartitionsLocked() {
+		next := withoutElr(p, id)
+		if slices.Equal(next.ELR, p.ELR) {
+			continue
+		}
+		next.PartitionEpoch++
+		updates = append(updates, update(p, next))
+	}
+	c.log.Warn().Int32("broker", id).Int64("previous_broker_epoch", previousEpoch).Int64("last_broker_epoch", lastEpoch).
+		Int("partitions", len(updates)).Msg("broker comes back from an unclean shutdown: it leaves every ELR")
+	_, err := c.commitLocked(ctx, updates, nil)
+	return err
+}
+
 // uncleanLeaderLocked asks the eligible replicas of p for their log end
 // offsets and returns the most caught-up one. Records only the old ISR had
 // are lost, which is why this is off by default and logged at error.
 func (c *Controller) uncleanLeaderLocked(ctx context.Context, p store.Partition) int32 {
-	candidates := uncleanCandidates(p, c.eligibleLocked)
+	candidates := uncleanCandidates(p, c.eligibleForLocked(keyOf(p)))
 	if len(candidates) == 0 {
 		return store.NoLeader
 	}
@@ -187,7 +234,7 @@ func (c *Controller) logEndOffsetsLocked(ctx context.Context, candidates []int32
 //
 // A heartbeat with wantShutdown marks the broker as stopping (as a
 // ControlledShutdown does), so it is not elected while it goes.
-func (c *Controller) heartbeat(id int32, epoch int64, wantShutdown bool) (replicadv1.ErrorCode, bool, int32, error) {
+func (c *Controller) heartbeat(ctx context.Context, id int32, epoch int64, wantShutdown bool, offline []*replicadv1.PartitionRef) (replicadv1.ErrorCode, bool, int32, error) {
 	// The arrival time, read before the lock: a heartbeat that waited behind
 	// a long decision (a 10,000-partition failover) still proves the broker
 	// alive when it arrived.
@@ -208,6 +255,9 @@ func (c *Controller) heartbeat(id int32, epoch int64, wantShutdown bool) (replic
 		bs.lastSeen = arrived
 	}
 	bs.shuttingDown = bs.shuttingDown || wantShutdown
+	if len(offline) > 0 || len(bs.offline) > 0 {
+		c.setOfflineLocked(ctx, bs, offline)
+	}
 	return replicadv1.ErrorCode_ERROR_CODE_NONE, false, c.epoch, nil
 }
 
@@ -357,8 +407,9 @@ func (c *Controller) moveAwayFromLocked(ctx context.Context, ids []int32, reason
 	leaderless := 0
 	for _, p := range c.sortedPartitionsLocked() {
 		next, changed := p, false
+		eligible, minIsr := c.eligibleForLocked(keyOf(p)), c.minIsrLocked(p)
 		for _, id := range ids {
-			n, ch := moveAway(next, id, c.eligibleLocked)
+			n, ch := moveAway(next, id, eligible, minIsr)
 			if ch {
 				next, changed = n, true
 			}
@@ -368,14 +419,14 @@ func (c *Controller) moveAwayFromLocked(ctx context.Context, ids []int32, reason
 		}
 		next.LeaderEpoch, next.PartitionEpoch = p.LeaderEpoch+1, p.PartitionEpoch+1
 		if slices.Contains(ids, p.Leader) && next.Leader == store.NoLeader && c.cfg.UncleanLeaderElection {
-			if l := c.uncleanLeaderLocked(ctx, p); l != store.NoLeader {
-				next.Leader, next.ISR = l, []int32{l}
+			if l := c.uncleanLeaderLocked(ctx, next); l != store.NoLeader {
+				next = withUncleanLeader(next, l)
 			}
 		}
 		if next.Leader == store.NoLeader {
 			leaderless++
-			c.log.Warn().Str("topic", p.Topic).Int32("partition", p.Partition).Ints32("isr", next.ISR).
-				Msg("partition is leaderless: no live ISR member (unclean leader election is off)")
+			c.log.Warn().Str("topic", p.Topic).Int32("partition", p.Partition).Ints32("isr", next.ISR).Ints32("elr", next.ELR).
+				Msg("partition is leaderless: no live ISR or ELR member (unclean leader election is off)")
 		}
 		updates = append(updates, update(p, next))
 	}
@@ -427,7 +478,7 @@ func (c *Controller) controlledShutdown(ctx context.Context, id int32, epoch int
 	bs.shuttingDown = true
 	var updates []store.PartitionUpdate
 	for _, p := range c.sortedPartitionsLocked() {
-		next, changed := moveAway(p, id, c.eligibleLocked)
+		next, changed := moveAway(p, id, c.eligibleForLocked(keyOf(p)), c.minIsrLocked(p))
 		// A leadership nobody else can take stays: the broker keeps
 		// serving it until it stops, rather than leaving it leaderless now.
 		if !changed || (p.Leader == id && next.Leader == store.NoLeader) {
@@ -442,8 +493,9 @@ func (c *Controller) controlledShutdown(ctx context.Context, id int32, epoch int
 	// only hold the shutdown to its timeout, so it is not reported (as
 	// KRaft lets such a shutdown finish).
 	var remaining []store.Partition
-	others := func(r int32) bool { return r != id && c.eligibleLocked(r) }
 	for _, p := range c.sortedPartitionsLocked() {
+		eligible := c.eligibleForLocked(keyOf(p))
+		others := func(r int32) bool { return r != id && eligible(r) }
 		if p.Leader == id && cleanLeader(p, others) != store.NoLeader {
 			remaining = append(remaining, p)
 		}

@@ -21,6 +21,14 @@ func startCluster(t *testing.T, n int32, opts ...harnessOption) *harness {
 	return h
 }
 
+// wantElr checks the stored ELR of topic-partition.
+func wantElr(t *testing.T, h *harness, topic string, partition int32, elr ...int32) {
+	t.Helper()
+	if p := h.part(topic, partition); !slices.Equal(p.ELR, elr) {
+		t.Errorf("%s-%d stored with ELR %v, want %v", topic, partition, p.ELR, elr)
+	}
+}
+
 // wantPartition checks the stored state of topic-partition.
 func wantPartition(t *testing.T, h *harness, topic string, partition, leader, leaderEpoch, partitionEpoch int32, isr ...int32) store.Partition {
 	t.Helper()
@@ -196,8 +204,9 @@ func TestNoLiveISRMember(t *testing.T) {
 			h.expire(2, 3)
 			var p store.Partition
 			if tt.wantLeader == store.NoLeader {
-				// The last ISR member stays in the ISR, so it can lead when it returns.
-				p = wantPartition(t, h, "t", 0, store.NoLeader, 1, 2, 1)
+				// The last ISR member moves to the ELR, so it can lead when it returns.
+				p = wantPartition(t, h, "t", 0, store.NoLeader, 1, 2)
+				wantElr(t, h, "t", 0, 1)
 			} else {
 				p = wantPartition(t, h, "t", 0, tt.wantLeader, 1, 2, tt.wantLeader)
 			}
@@ -215,7 +224,8 @@ func TestReturningBrokerLeadsItsLeaderlessPartitionAndGetsFullState(t *testing.T
 	h.mustAlter(1, h.part("t", 0), 1)
 	old := h.epoch[1]
 	h.expire(2, 3)
-	wantPartition(t, h, "t", 0, store.NoLeader, 1, 2, 1)
+	wantPartition(t, h, "t", 0, store.NoLeader, 1, 2)
+	wantElr(t, h, "t", 0, 1)
 
 	h.fake(1).reset()
 	h.fake(2).reset()
@@ -223,7 +233,8 @@ func TestReturningBrokerLeadsItsLeaderlessPartitionAndGetsFullState(t *testing.T
 	if epoch <= old {
 		t.Errorf("broker epoch on return %d, want > %d", epoch, old)
 	}
-	// The leaderless partition whose last ISR member returned is led by it.
+	// The leaderless partition whose last ISR member returned (cleanly) is
+	// led by it, from the ELR.
 	p0 := wantPartition(t, h, "t", 0, 1, 2, 3, 1)
 	p1 := wantPartition(t, h, "t", 1, 2, 1, 1, 2, 3)
 	p2 := wantPartition(t, h, "t", 2, 3, 1, 1, 3, 2)
@@ -360,12 +371,14 @@ func TestReturningReplicaOutsideISR(t *testing.T) {
 			h.expire(1) // 2 and 3 fenced: they were in no ISR, nothing moves
 			wantPartition(t, h, "t", 0, 1, 0, 1, 1)
 			h.expire() // 1 fenced: nobody is left to lead
-			wantPartition(t, h, "t", 0, store.NoLeader, 1, 2, 1)
+			wantPartition(t, h, "t", 0, store.NoLeader, 1, 2)
+			wantElr(t, h, "t", 0, 1)
 
 			h.fake(3).setLEO("t", 0, 42)
 			h.register(3)
 			if !unclean {
-				wantPartition(t, h, "t", 0, store.NoLeader, 1, 2, 1)
+				wantPartition(t, h, "t", 0, store.NoLeader, 1, 2)
+				wantElr(t, h, "t", 0, 1)
 				return
 			}
 			p := wantPartition(t, h, "t", 0, 3, 2, 3, 3)

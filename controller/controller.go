@@ -117,9 +117,14 @@ type brokerState struct {
 	// movePending: fenced, but its partitions have not all been moved away
 	// yet (the move failed); the session check retries it.
 	movePending bool
-	client      replicadv1.ReplicaManagerServiceClient
-	conn        io.Closer
-	queue       *brokerqueue.Queue
+	// offline are the replicas the broker's last heartbeat reported
+	// offline, storageErrors those it answered a LeaderAndIsr for with
+	// STORAGE_ERROR: neither leads nor
+	// joins an ISR. Both are cleared when it registers again.
+	offline, storageErrors map[partitionKey]struct{}
+	client                 replicadv1.ReplicaManagerServiceClient
+	conn                   io.Closer
+	queue                  *brokerqueue.Queue
 }
 
 type partitionKey struct {

@@ -20,18 +20,22 @@ func TestCleanLeader(t *testing.T) {
 		isr      []int32
 		eligible func(int32) bool
 		want     int32
+		elr      []int32
 	}{
-		{"first replica in ISR", []int32{1, 2, 3}, []int32{1, 2, 3}, all, 1},
-		{"assignment order, not ISR order", []int32{3, 1, 2}, []int32{1, 2, 3}, all, 3},
-		{"replica not in ISR skipped", []int32{1, 2, 3}, []int32{3, 2}, all, 2},
-		{"ineligible ISR member skipped", []int32{1, 2, 3}, []int32{1, 2, 3}, only(3), 3},
-		{"eligible but out of ISR never leads", []int32{1, 2, 3}, []int32{1}, only(2, 3), store.NoLeader},
-		{"empty ISR", []int32{1, 2, 3}, nil, all, store.NoLeader},
-		{"ISR member that is not a replica ignored", []int32{1, 2}, []int32{5}, all, store.NoLeader},
+		{"first replica in ISR", []int32{1, 2, 3}, []int32{1, 2, 3}, all, 1, nil},
+		{"assignment order, not ISR order", []int32{3, 1, 2}, []int32{1, 2, 3}, all, 3, nil},
+		{"replica not in ISR skipped", []int32{1, 2, 3}, []int32{3, 2}, all, 2, nil},
+		{"ineligible ISR member skipped", []int32{1, 2, 3}, []int32{1, 2, 3}, only(3), 3, nil},
+		{"eligible but out of ISR never leads", []int32{1, 2, 3}, []int32{1}, only(2, 3), store.NoLeader, nil},
+		{"empty ISR", []int32{1, 2, 3}, nil, all, store.NoLeader, nil},
+		{"ISR member that is not a replica ignored", []int32{1, 2}, []int32{5}, all, store.NoLeader, nil},
+		{"ELR member when no ISR member is eligible", []int32{1, 2, 3}, []int32{1}, only(3), 3, []int32{3}},
+		{"ISR member before an ELR one", []int32{3, 1, 2}, []int32{1}, all, 1, []int32{3}},
+		{"no eligible ISR or ELR member", []int32{1, 2, 3}, []int32{1}, only(2), store.NoLeader, []int32{3}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p := store.Partition{Topic: "t", Replicas: tt.replicas, ISR: tt.isr, Leader: store.NoLeader}
+			p := store.Partition{Topic: "t", Replicas: tt.replicas, ISR: tt.isr, ELR: tt.elr, Leader: store.NoLeader}
 			if got := cleanLeader(p, tt.eligible); got != tt.want {
 				t.Errorf("cleanLeader(replicas %v, isr %v) = %d, want %d", tt.replicas, tt.isr, got, tt.want)
 			}
@@ -52,6 +56,7 @@ func TestMoveAway(t *testing.T) {
 		p           store.Partition
 		id          int32
 		eligible    func(int32) bool
+		minIsr      int // 1 when 0
 		want        store.Partition
 		wantChanged bool
 	}{
@@ -88,10 +93,36 @@ func TestMoveAway(t *testing.T) {
 			wantChanged: true,
 		},
 		{
-			name: "last ISR member kept, leader -1",
+			name: "last ISR member moves to the ELR, leader -1",
 			p:    with(func(p *store.Partition) { p.ISR = []int32{1} }), id: 1, eligible: only(2, 3),
 			want: with(func(p *store.Partition) {
-				p.Leader, p.ISR, p.LeaderEpoch, p.PartitionEpoch = store.NoLeader, []int32{1}, 5, 8
+				p.Leader, p.ISR, p.ELR, p.LeaderEpoch, p.PartitionEpoch = store.NoLeader, nil, []int32{1}, 5, 8
+			}),
+			wantChanged: true,
+		},
+		{
+			name: "min ISR 2: a follower leaving an ISR of 2 joins the ELR",
+			p:    with(func(p *store.Partition) { p.ISR = []int32{1, 2} }), id: 2, eligible: only(1, 3), minIsr: 2,
+			want: with(func(p *store.Partition) {
+				p.ISR, p.ELR, p.LeaderEpoch, p.PartitionEpoch = []int32{1}, []int32{2}, 5, 8
+			}),
+			wantChanged: true,
+		},
+		{
+			name: "min ISR 2: leaving an ISR of 3 does not",
+			p:    base, id: 3, eligible: only(1, 2), minIsr: 2,
+			want: with(func(p *store.Partition) {
+				p.ISR, p.LeaderEpoch, p.PartitionEpoch = []int32{1, 2}, 5, 8
+			}),
+			wantChanged: true,
+		},
+		{
+			name: "last ISR member fenced: an eligible ELR member leads, alone in the ISR",
+			p: with(func(p *store.Partition) {
+				p.ISR, p.ELR = []int32{1}, []int32{3}
+			}), id: 1, eligible: only(2, 3), minIsr: 2,
+			want: with(func(p *store.Partition) {
+				p.Leader, p.ISR, p.ELR, p.LeaderEpoch, p.PartitionEpoch = 3, []int32{3}, []int32{1}, 5, 8
 			}),
 			wantChanged: true,
 		},
@@ -114,18 +145,21 @@ func TestMoveAway(t *testing.T) {
 			want: base,
 		},
 		{
-			name: "last ISR member of a leaderless partition: untouched",
+			name: "last ISR member of a leaderless partition (kept there before ELR): moves to the ELR",
 			p: with(func(p *store.Partition) {
 				p.Leader, p.ISR = store.NoLeader, []int32{2}
 			}),
 			id: 2, eligible: only(1, 3),
-			want: with(func(p *store.Partition) { p.Leader, p.ISR = store.NoLeader, []int32{2} }),
+			want: with(func(p *store.Partition) {
+				p.Leader, p.ISR, p.ELR, p.LeaderEpoch, p.PartitionEpoch = store.NoLeader, nil, []int32{2}, 5, 8
+			}),
+			wantChanged: true,
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			orig := tt.p.Clone()
-			got, changed := moveAway(tt.p, tt.id, tt.eligible)
+			got, changed := moveAway(tt.p, tt.id, tt.eligible, max(tt.minIsr, 1))
 			if changed != tt.wantChanged {
 				t.Errorf("changed = %v, want %v", changed, tt.wantChanged)
 			}
@@ -142,7 +176,53 @@ func TestMoveAway(t *testing.T) {
 func equalPartition(a, b store.Partition) bool {
 	return a.Topic == b.Topic && a.Partition == b.Partition && a.Leader == b.Leader && a.LeaderEpoch == b.LeaderEpoch &&
 		a.PartitionEpoch == b.PartitionEpoch && slices.Equal(a.ISR, b.ISR) && slices.Equal(a.Replicas, b.Replicas) &&
-		slices.Equal(a.AddingReplicas, b.AddingReplicas) && slices.Equal(a.RemovingReplicas, b.RemovingReplicas)
+		slices.Equal(a.AddingReplicas, b.AddingReplicas) && slices.Equal(a.RemovingReplicas, b.RemovingReplicas) &&
+		slices.Equal(a.ELR, b.ELR) && slices.Equal(a.LastKnownELR, b.LastKnownELR)
+}
+
+// The ELR follows the ISR: members that leave an ISR below min ISR join it,
+// members that join the ISR leave it, and an ISR at min ISR clears it.
+func TestWithIsr(t *testing.T) {
+	p := store.Partition{Topic: "t", Replicas: []int32{1, 2, 3}, Leader: 1, ISR: []int32{1, 2, 3}}
+	steps := []struct {
+		isr                []int32
+		wantELR, wantLKELR []int32
+	}{
+		{[]int32{1, 2}, nil, nil}, // min ISR 2: still at the minimum
+		{[]int32{1}, []int32{2}, nil},
+		{[]int32{1, 3}, nil, nil}, // back at the minimum: 2 may lack what is committed now
+	}
+	for _, s := range steps {
+		p = withIsr(p, s.isr, 2)
+		if !slices.Equal(p.ISR, s.isr) || !slices.Equal(p.ELR, s.wantELR) || !slices.Equal(p.LastKnownELR, s.wantLKELR) {
+			t.Fatalf("withIsr(%v) = ISR %v ELR %v LKELR %v, want ELR %v LKELR %v", s.isr, p.ISR, p.ELR, p.LastKnownELR, s.wantELR, s.wantLKELR)
+		}
+	}
+	// An ELR member that rejoins a still small ISR leaves the ELR.
+	p = store.Partition{Topic: "t", Replicas: []int32{1, 2, 3, 4}, Leader: 1, ISR: []int32{1}, ELR: []int32{2, 3}}
+	if p = withIsr(p, []int32{1, 2}, 3); !slices.Equal(p.ELR, []int32{3}) {
+		t.Fatalf("ELR %v after 2 rejoined an ISR under min ISR 3, want [3]", p.ELR)
+	}
+}
+
+// A broker back from an unclean shutdown leaves the ELR; when it was the
+// last one there and the ISR is empty, it is kept as the last resort.
+func TestWithoutElr(t *testing.T) {
+	p := store.Partition{Topic: "t", Replicas: []int32{1, 2, 3}, Leader: store.NoLeader, ELR: []int32{1, 2}}
+	p = withoutElr(p, 1)
+	if !slices.Equal(p.ELR, []int32{2}) || len(p.LastKnownELR) != 0 {
+		t.Fatalf("ELR %v LKELR %v, want [2] and none: 2 may still come back whole", p.ELR, p.LastKnownELR)
+	}
+	p = withoutElr(p, 2)
+	if len(p.ELR) != 0 || !slices.Equal(p.LastKnownELR, []int32{2}) {
+		t.Fatalf("ELR %v LKELR %v, want none and [2]", p.ELR, p.LastKnownELR)
+	}
+	if got := lastResortCandidates(p, all); !slices.Equal(got, []int32{2}) {
+		t.Fatalf("last resort candidates %v, want [2]", got)
+	}
+	if got := withoutElr(p, 3); !equalPartition(got, p) {
+		t.Fatalf("a broker outside the ELR changed the partition: %+v", got)
+	}
 }
 
 func TestMostCaughtUp(t *testing.T) {

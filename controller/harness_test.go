@@ -65,8 +65,10 @@ type fakeBroker struct {
 	// staleAnswerEpoch is the controller epoch a STALE_CONTROLLER_EPOCH
 	// answer names (0: none, as an older broker answers).
 	staleAnswerEpoch int32
-	dials            int
-	closes           int
+	// storageErrorFor are the partitions it answers STORAGE_ERROR for.
+	storageErrorFor map[partitionKey]bool
+	dials           int
+	closes          int
 	// violations are the states received before the store held them.
 	violations []string
 }
@@ -108,7 +110,15 @@ func (f *fakeBroker) LeaderAndIsr(ctx context.Context, in *replicadv1.LeaderAndI
 	}
 	f.lai = append(f.lai, in)
 	f.laiSpans = append(f.laiSpans, trace.SpanContextFromContext(ctx))
-	return &replicadv1.LeaderAndIsrResponse{}, nil
+	resp := &replicadv1.LeaderAndIsrResponse{}
+	for _, s := range in.GetPartitionStates() {
+		pe := &replicadv1.PartitionError{Topic: s.GetTopic(), Partition: s.GetPartition()}
+		if f.storageErrorFor[partitionKey{s.GetTopic(), s.GetPartition()}] {
+			pe.ErrorCode = replicadv1.ErrorCode_ERROR_CODE_STORAGE_ERROR
+		}
+		resp.PartitionErrors = append(resp.PartitionErrors, pe)
+	}
+	return resp, nil
 }
 
 func (f *fakeBroker) UpdateMetadata(_ context.Context, in *replicadv1.UpdateMetadataRequest, _ ...grpc.CallOption) (*replicadv1.UpdateMetadataResponse, error) {
@@ -227,6 +237,9 @@ type harness struct {
 	c     *Controller
 	cfg   Config
 	epoch map[int32]int64 // the broker epoch of each registration
+	// minIsr is the --min-insync-replicas the harness's brokers register
+	// with (0: they do not say).
+	minIsr int32
 
 	mu    sync.Mutex
 	fakes map[string]*fakeBroker
@@ -350,10 +363,19 @@ func (h *harness) stop() {
 	h.cancel = nil
 }
 
+// register registers broker id as coming back from a clean shutdown (its
+// previous broker epoch is its last registration's).
 func (h *harness) register(id int32) int64 {
 	h.t.Helper()
+	return h.registerAfter(id, h.epoch[id])
+}
+
+// registerAfter registers broker id saying previousEpoch was the epoch of
+// its life that ended cleanly (-1: its last shutdown was unclean).
+func (h *harness) registerAfter(id int32, previousEpoch int64) int64 {
+	h.t.Helper()
 	resp, err := h.c.RegisterBroker(context.Background(), &replicadv1.RegisterBrokerRequest{
-		BrokerId: id, Host: brokerHost(id), Port: brokerPort(id)})
+		BrokerId: id, Host: brokerHost(id), Port: brokerPort(id), PreviousBrokerEpoch: previousEpoch, MinInsyncReplicas: h.minIsr})
 	if err != nil {
 		h.t.Fatalf("RegisterBroker(%d): %v", id, err)
 	}

@@ -22,7 +22,7 @@ func (c *Controller) openQueueLocked(bs *brokerState) {
 		c.log.Error().Err(err).Int32("broker", bs.info.ID).Str("addr", addr).Msg("cannot dial broker")
 		return
 	}
-	id := bs.info.ID
+	id, epoch := bs.info.ID, bs.info.Epoch
 	bs.client, bs.conn = client, conn
 	bs.queue = brokerqueue.New(brokerqueue.Config{
 		BrokerID:        id,
@@ -32,6 +32,13 @@ func (c *Controller) openQueueLocked(bs *brokerState) {
 		Client:          client,
 		Backoff:         c.cfg.QueueBackoff,
 		MaxBackoff:      c.cfg.QueueMaxBackoff,
+		// Off the queue's goroutine: the answer is handled under the
+		// controller's lock, which a decision closing this queue may hold.
+		OnLeaderAndIsrResponse: func(_ int32, resp *replicadv1.LeaderAndIsrResponse) {
+			if failed := storageErrors(resp); len(failed) > 0 {
+				go c.noteStorageErrors(id, epoch, failed)
+			}
+		},
 		OnStaleControllerEpoch: func(brokerEpoch int32) {
 			c.log.Warn().Int32("broker", id).Int32("broker_controller_epoch", brokerEpoch).Msg("broker knows a newer controller epoch")
 			c.notePastEpoch(brokerEpoch)

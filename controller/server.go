@@ -62,7 +62,12 @@ func (c *Controller) RegisterBroker(ctx context.Context, req *replicadv1.Registe
 	if p := req.GetPort(); p <= 0 || p > 65535 {
 		return nil, invalid("port", "must be in 1..65535 (got %d)", p)
 	}
-	info, epoch, err := c.registerBroker(ctx, store.Broker{ID: req.GetBrokerId(), Host: req.GetHost(), Port: req.GetPort()}, req.GetIncarnationId())
+	if m := req.GetMinInsyncReplicas(); m < 0 {
+		return nil, invalid("min_insync_replicas", "must not be negative (got %d)", m)
+	}
+	info, epoch, err := c.registerBroker(ctx, store.Broker{ID: req.GetBrokerId(), Host: req.GetHost(), Port: req.GetPort(),
+		MinInsyncReplicas: req.GetMinInsyncReplicas()},
+		registration{incarnation: req.GetIncarnationId(), previousEpoch: req.GetPreviousBrokerEpoch()})
 	if errors.Is(err, errNotController) {
 		return &replicadv1.RegisterBrokerResponse{ErrorCode: codeNotController}, nil
 	}
@@ -74,11 +79,20 @@ func (c *Controller) RegisterBroker(ctx context.Context, req *replicadv1.Registe
 }
 
 // BrokerHeartbeat implements ControllerService.
-func (c *Controller) BrokerHeartbeat(_ context.Context, req *replicadv1.BrokerHeartbeatRequest) (*replicadv1.BrokerHeartbeatResponse, error) {
+func (c *Controller) BrokerHeartbeat(ctx context.Context, req *replicadv1.BrokerHeartbeatRequest) (*replicadv1.BrokerHeartbeatResponse, error) {
 	if err := validateBrokerID("broker_id", req.GetBrokerId()); err != nil {
 		return nil, err
 	}
-	code, fenced, epoch, err := c.heartbeat(req.GetBrokerId(), req.GetBrokerEpoch(), req.GetWantShutdown())
+	for i, p := range req.GetOfflinePartitions() {
+		path := fmt.Sprintf("offline_partitions[%d]", i)
+		if err := validateTopic(path+".topic", p.GetTopic()); err != nil {
+			return nil, err
+		}
+		if p.GetPartition() < 0 {
+			return nil, invalid(path+".partition", "must not be negative (got %d)", p.GetPartition())
+		}
+	}
+	code, fenced, epoch, err := c.heartbeat(ctx, req.GetBrokerId(), req.GetBrokerEpoch(), req.GetWantShutdown(), req.GetOfflinePartitions())
 	if errors.Is(err, errNotController) {
 		return &replicadv1.BrokerHeartbeatResponse{ErrorCode: codeNotController}, nil
 	}
@@ -233,7 +247,9 @@ func (c *Controller) DescribeCluster(context.Context, *replicadv1.DescribeCluste
 			BrokerEpoch: b.info.Epoch, Alive: b.alive})
 	}
 	for _, p := range v.partitions {
-		resp.Partitions = append(resp.Partitions, clusterPartition(p))
+		cp := clusterPartition(p)
+		cp.OfflineReplicas = v.offline[keyOf(p)]
+		resp.Partitions = append(resp.Partitions, cp)
 	}
 	return resp, nil
 }
@@ -276,7 +292,8 @@ func outcome(err error) (replicadv1.ErrorCode, string, error) {
 func clusterPartition(p store.Partition) *replicadv1.ClusterPartition {
 	return &replicadv1.ClusterPartition{Topic: p.Topic, Partition: p.Partition, Leader: p.Leader, LeaderEpoch: p.LeaderEpoch,
 		PartitionEpoch: p.PartitionEpoch, Isr: slices.Clone(p.ISR), Replicas: slices.Clone(p.Replicas),
-		AddingReplicas: slices.Clone(p.AddingReplicas), RemovingReplicas: slices.Clone(p.RemovingReplicas)}
+		AddingReplicas: slices.Clone(p.AddingReplicas), RemovingReplicas: slices.Clone(p.RemovingReplicas),
+		Elr: slices.Clone(p.ELR), LastKnownElr: slices.Clone(p.LastKnownELR)}
 }
 
 var _ replicadv1.ControllerServiceServer = (*Controller)(nil)

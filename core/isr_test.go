@@ -39,28 +39,47 @@ func (c *heldIsrChanger) answer(i int, res IsrChangeResult) {
 }
 
 // With an asynchronous changer, an expansion counts for the HW while in
-// flight and is dropped when rejected; one change is in flight at a time.
+// flight (its follower must have what the HW passes) and is dropped when the
+// controller says it did not apply it; one change is in flight at a time.
 func TestIsrExpansionCountsAtOnceAndIsRevertedIfRejected(t *testing.T) {
 	changer := &heldIsrChanger{}
-	h := newHarness(t, 1, func(c *Config) { c.MinInsyncReplicas = 2; c.IsrChanger = changer })
+	h := newHarness(t, 1, func(c *Config) { c.IsrChanger = changer })
 	h.leaderAndIsr(1, state("orders", 0, 1, 1, []int32{1, 2, 3}, []int32{1}))
 	h.produce(tp0, AcksLeader, "a", "b")
 	h.fetch(2, fetchAt(2, 1))
 	if got := changer.submitted(); len(got) != 1 || !slices.Equal(got[0].NewIsr, []int32{1, 2}) || got[0].PartitionEpoch != 0 || got[0].LeaderEpoch != 1 {
 		t.Fatalf("submitted %+v, want one expansion to [1 2] from partition epoch 0", got)
 	}
+	h.produce(tp0, AcksLeader, "c")
 	p, _ := h.describe(tp0)
 	if !slices.Equal(p.ISR, []int32{1}) || p.HighWatermark != 2 {
-		t.Fatalf("expansion in flight: ISR %v HW %d, want committed [1] and HW 2 (the follower counts at once)", p.ISR, p.HighWatermark)
+		t.Fatalf("expansion in flight: ISR %v HW %d, want committed [1] and HW 2 (the follower at 2 counts at once)", p.ISR, p.HighWatermark)
 	}
-	h.fetch(3, fetchAt(2, 1))
+	h.fetch(3, fetchAt(3, 1))
 	if n := len(changer.submitted()); n != 1 {
 		t.Fatalf("%d changes submitted while one was in flight", n)
 	}
-	changer.answer(0, IsrChangeResult{Error: ErrInvalidUpdateVersion})
-	h.produce(tp0, AcksLeader, "c")
-	if p, _ := h.describe(tp0); !slices.Equal(p.ISR, []int32{1}) || p.HighWatermark != 2 || p.PartitionEpoch != 0 {
-		t.Fatalf("after rejection: ISR %v HW %d partition epoch %d, want [1], 2 (not moving under min ISR), 0", p.ISR, p.HighWatermark, p.PartitionEpoch)
+	changer.answer(0, IsrChangeResult{Error: ErrIneligibleReplica})
+	if p, _ := h.describe(tp0); !slices.Equal(p.ISR, []int32{1}) || p.HighWatermark != 3 || p.PartitionEpoch != 0 {
+		t.Fatalf("after rejection: ISR %v HW %d partition epoch %d, want [1], 3 (the follower no longer counts), 0", p.ISR, p.HighWatermark, p.PartitionEpoch)
+	}
+}
+
+// Under min ISR, an expansion in flight does not move the HW: the committed
+// ISR is what is held to the minimum (KIP-966), since the controller keeps
+// the replicas that left it as eligible leaders while the HW cannot move.
+func TestInflightExpansionUnderMinIsrDoesNotMoveHW(t *testing.T) {
+	changer := &heldIsrChanger{}
+	h := newHarness(t, 1, func(c *Config) { c.MinInsyncReplicas = 2; c.IsrChanger = changer })
+	h.leaderAndIsr(1, state("orders", 0, 1, 1, []int32{1, 2, 3}, []int32{1}))
+	h.produce(tp0, AcksLeader, "a", "b")
+	h.fetch(2, fetchAt(2, 1))
+	if p, _ := h.describe(tp0); p.HighWatermark != 0 || len(changer.submitted()) != 1 {
+		t.Fatalf("HW %d with an expansion to [1 2] in flight under min ISR 2, want 0", p.HighWatermark)
+	}
+	changer.answer(0, IsrChangeResult{Isr: []int32{1, 2}, PartitionEpoch: 1})
+	if p, _ := h.describe(tp0); p.HighWatermark != 2 {
+		t.Fatalf("HW %d once [1 2] is committed, want 2", p.HighWatermark)
 	}
 }
 

@@ -295,12 +295,19 @@ func (p *Partition) createLogOnly(isNew, syncMetadata bool) error {
 }
 
 // maybeIncrementLeaderHWLocked moves the leader's HW to the smallest LEO in
-// the (maximal) ISR. It never moves the HW backwards, and does not move it
-// while the ISR is smaller than min.insync.replicas or while an ISR member's
+// the maximal ISR (the committed ISR plus an expansion in flight). It never
+// moves the HW backwards, and does not move it while the committed ISR is
+// smaller than the effective min.insync.replicas or while an ISR member's
 // LEO is unknown in this epoch. p.mu must be held for writing.
+//
+// The committed ISR, not the maximal one, is held to the minimum (Kafka's
+// isUnderMinIsr with ELR): the controller keeps the replicas that left an
+// ISR below the minimum as eligible leaders (KIP-966) because the HW cannot
+// move then; an expansion that only this leader counts yet must not move
+// the HW past what they hold.
 func (p *Partition) maybeIncrementLeaderHWLocked() bool {
 	isr := p.maximalIsrLocked()
-	if !p.isLeaderLocked() || p.log == nil || len(isr) < p.effectiveMinIsrLocked() {
+	if !p.isLeaderLocked() || p.log == nil || len(p.isr) < p.effectiveMinIsrLocked() {
 		return false
 	}
 	newHW := p.log.LogEndOffset()

@@ -65,6 +65,10 @@ type Config struct {
 	// Metrics counts ISR changes and times HW checkpoints (see
 	// MetricsRecorder); nil records nothing.
 	Metrics MetricsRecorder
+	// BootID names this boot of the machine, for PreviousBrokerEpoch (see
+	// logmgr.Config.BootID); empty: only a clean shutdown counts as a life
+	// that lost nothing.
+	BootID string
 }
 
 func (c *Config) setDefaults() {
@@ -167,7 +171,7 @@ type dirFailure struct {
 // handler.
 func NewReplicaManager(cfg Config) (*ReplicaManager, error) {
 	cfg.setDefaults()
-	logs, err := logmgr.Open(logmgr.Config{Dirs: cfg.LogDirs, BrokerID: cfg.BrokerID, LogConfig: cfg.LogConfig, Logger: cfg.Logger})
+	logs, err := logmgr.Open(logmgr.Config{Dirs: cfg.LogDirs, BrokerID: cfg.BrokerID, LogConfig: cfg.LogConfig, Logger: cfg.Logger, BootID: cfg.BootID})
 	if err != nil {
 		return nil, err
 	}
@@ -244,6 +248,17 @@ func (rm *ReplicaManager) loadHighWatermarks() {
 			}
 		}
 	}
+}
+
+// PreviousBrokerEpoch is the broker epoch of this broker's previous life if
+// that life lost nothing it had written, -1 otherwise: what its registration
+// tells the controller (see logmgr.Manager.PreviousBrokerEpoch).
+func (rm *ReplicaManager) PreviousBrokerEpoch() int64 { return rm.logs.PreviousBrokerEpoch() }
+
+// RecordBrokerEpoch notes, durably in every log dir, the broker epoch of a
+// registration: the next life compares it with the controller's.
+func (rm *ReplicaManager) RecordBrokerEpoch(epoch int64) error {
+	return rm.logs.RecordBrokerEpoch(epoch)
 }
 
 // BrokerID is this broker's id.
@@ -337,6 +352,23 @@ func (rm *ReplicaManager) onlineDirs() []string {
 			out = append(out, d.Path)
 		}
 	}
+	return out
+}
+
+// OfflinePartitions lists, sorted, the hosted partitions whose replica is
+// offline: its log dir failed, or its log could not be opened or created.
+// The broker reports them to the controller in every heartbeat, which moves
+// their leadership and ISR membership away and elects none of them.
+func (rm *ReplicaManager) OfflinePartitions() []tp.TopicPartition {
+	rm.partitionsMu.RLock()
+	var out []tp.TopicPartition
+	for t, h := range rm.partitions {
+		if h.offline.Load() {
+			out = append(out, t)
+		}
+	}
+	rm.partitionsMu.RUnlock()
+	sort.Slice(out, func(i, j int) bool { return tp.Less(out[i], out[j]) })
 	return out
 }
 

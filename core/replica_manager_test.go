@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -670,5 +671,21 @@ func waitFor(t *testing.T, cond func() bool) {
 			t.Fatal("condition not met within 10s")
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// The partitions of a failed log dir are listed offline, for the heartbeat
+// that tells the controller (issue 10, path 4).
+func TestOfflinePartitionsListsTheFailedDirsPartitions(t *testing.T) {
+	h := newHarness(t, 2)
+	h.leaderAndIsr(1, state("orders", 0, 1, 1, []int32{1}, []int32{1}), state("orders", 1, 1, 1, []int32{1}, []int32{1}))
+	if got := h.rm.OfflinePartitions(); len(got) != 0 {
+		t.Fatalf("offline partitions %v before any failure", got)
+	}
+	dir, _ := h.rm.logs.DirOf(tp0)
+	h.rm.handleLogDirFailure(dir, errors.New("disk gone"))
+	got := h.rm.OfflinePartitions()
+	if len(got) != 1 || got[0] != tp0 {
+		t.Fatalf("offline partitions %v, want [%v] (the other is in the other dir)", got, tp0)
 	}
 }

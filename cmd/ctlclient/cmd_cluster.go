@@ -456,7 +456,9 @@ func printCluster(w io.Writer, resp *replicadv1.DescribeClusterResponse) error {
 }
 
 // printClusterPartitions is the partitions table, sorted by topic and
-// partition; ADDING and REMOVING appear when a partition is being reassigned.
+// partition; ADDING and REMOVING appear when a partition is being reassigned,
+// ELR when a partition has eligible leader replicas out of its ISR (or a
+// last known ELR, marked *), OFFLINE when a replica is reported offline.
 func printClusterPartitions(w io.Writer, parts []*replicadv1.ClusterPartition) error {
 	parts = slices.Clone(parts)
 	slices.SortFunc(parts, func(a, b *replicadv1.ClusterPartition) int {
@@ -465,7 +467,17 @@ func printClusterPartitions(w io.Writer, parts []*replicadv1.ClusterPartition) e
 	reassigning := slices.ContainsFunc(parts, func(p *replicadv1.ClusterPartition) bool {
 		return len(p.GetAddingReplicas()) > 0 || len(p.GetRemovingReplicas()) > 0
 	})
+	withELR := slices.ContainsFunc(parts, func(p *replicadv1.ClusterPartition) bool {
+		return len(p.GetElr()) > 0 || len(p.GetLastKnownElr()) > 0
+	})
+	withOffline := slices.ContainsFunc(parts, func(p *replicadv1.ClusterPartition) bool { return len(p.GetOfflineReplicas()) > 0 })
 	header := []string{"TOPIC", "PARTITION", "LEADER", "EPOCH", "P-EPOCH", "ISR", "REPLICAS"}
+	if withELR {
+		header = append(header, "ELR")
+	}
+	if withOffline {
+		header = append(header, "OFFLINE")
+	}
 	if reassigning {
 		header = append(header, "ADDING", "REMOVING")
 	}
@@ -476,6 +488,16 @@ func printClusterPartitions(w io.Writer, parts []*replicadv1.ClusterPartition) e
 			leader = "none"
 		}
 		row := []any{p.GetTopic(), p.GetPartition(), leader, p.GetLeaderEpoch(), p.GetPartitionEpoch(), idsOrDash(p.GetIsr()), idsOrDash(p.GetReplicas())}
+		if withELR {
+			elr := idsOrDash(p.GetElr())
+			if len(p.GetElr()) == 0 && len(p.GetLastKnownElr()) > 0 {
+				elr = joinInt32s(p.GetLastKnownElr()) + "*"
+			}
+			row = append(row, elr)
+		}
+		if withOffline {
+			row = append(row, idsOrDash(p.GetOfflineReplicas()))
+		}
 		if reassigning {
 			row = append(row, idsOrDash(p.GetAddingReplicas()), idsOrDash(p.GetRemovingReplicas()))
 		}

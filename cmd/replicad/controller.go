@@ -17,6 +17,7 @@ import (
 	"github.com/replicad/replicad/alterpartition"
 	"github.com/replicad/replicad/brokersession"
 	"github.com/replicad/replicad/core"
+	"github.com/replicad/replicad/core/tp"
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
 	"github.com/replicad/replicad/service"
 )
@@ -40,6 +41,18 @@ type controllerLink struct {
 	// onControllerChange hears which controller the session talks to (the
 	// AlterPartition client follows it); set before start.
 	onControllerChange func(addr string)
+}
+
+// brokerLife is what the broker's registrations tell the controller about
+// its replicas, from the replica manager.
+type brokerLife struct {
+	// previousEpoch is the epoch of the broker's previous life if it lost
+	// nothing, -1 otherwise.
+	previousEpoch int64
+	// offline lists the offline replicas, for every heartbeat.
+	offline func() []tp.TopicPartition
+	// registered records each registration's epoch durably.
+	registered func(epoch int64) error
 }
 
 // followController has the session tell f which controller is active
@@ -83,7 +96,7 @@ func (l *controllerLink) brokerEpochFunc() func() int64 {
 // derived from listenAddr (the address actually bound), until it succeeds or
 // ctx is done. The outcome arrives on the returned channel (nil channel
 // standalone). The session itself logs "registered broker_epoch=N".
-func (l *controllerLink) start(ctx context.Context, listenAddr net.Addr) <-chan error {
+func (l *controllerLink) start(ctx context.Context, listenAddr net.Addr, life brokerLife) <-chan error {
 	if l == nil {
 		return nil
 	}
@@ -108,7 +121,16 @@ func (l *controllerLink) start(ctx context.Context, listenAddr net.Addr) <-chan 
 			LogDirs:     l.cfg.logDirs,
 			Logger:      l.logger,
 			// The session knows first when the active controller changes.
-			OnControllerChange: l.onControllerChange,
+			OnControllerChange:  l.onControllerChange,
+			MinInsyncReplicas:   int32(l.cfg.minInsyncReplicas),
+			PreviousBrokerEpoch: life.previousEpoch,
+			OfflinePartitions:   life.offline,
+			OnRegistered: func(epoch int64) {
+				if err := life.registered(epoch); err != nil {
+					// The dir that failed goes offline; the broker goes on.
+					l.logger.Error().Err(err).Int64("broker_epoch", epoch).Msg("record the broker epoch in the log dirs")
+				}
+			},
 		})
 		if err == nil {
 			l.session.Store(s)

@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -126,6 +127,7 @@ func run(args []string, stderr io.Writer) int {
 		IsrChanger:           isrChanger,
 		BrokerEpoch:          link.brokerEpochFunc(),
 		Metrics:              metricsRecorder(brokerMetrics),
+		BootID:               bootID(),
 	})
 	if err != nil {
 		if errors.Is(err, logmgr.ErrOtherBroker) {
@@ -171,7 +173,12 @@ func run(args []string, stderr io.Writer) int {
 	// broker_id is already on every line (newLogger).
 	logger.Info().Str("listen", lis.Addr().String()).Strs("log_dirs", cfg.logDirs).Msg("replicad started")
 	// Register only now: the controller sends LeaderAndIsr right after.
-	registered := link.start(ctx, lis.Addr())
+	previous := rm.PreviousBrokerEpoch()
+	if link != nil {
+		logger.Info().Int64("previous_broker_epoch", previous).Bool("previous_life_intact", previous >= 0).
+			Msg("last life of this broker, as the log dirs tell it")
+	}
+	registered := link.start(ctx, lis.Addr(), brokerLife{previousEpoch: previous, offline: rm.OfflinePartitions, registered: rm.RecordBrokerEpoch})
 
 	for {
 		select {
@@ -211,6 +218,16 @@ func run(args []string, stderr io.Writer) int {
 			return 1
 		}
 	}
+}
+
+// bootID names this boot of the machine (Linux); "" elsewhere, when only a
+// clean shutdown counts as a life that lost nothing.
+func bootID() string {
+	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
 }
 
 func newLogger(cfg config, stderr io.Writer) zerolog.Logger {

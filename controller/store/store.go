@@ -53,6 +53,12 @@ type Broker struct {
 	// Fenced: the broker's session expired; it leads nothing and may not
 	// join an ISR until it registers again.
 	Fenced bool `json:"fenced"`
+	// MinInsyncReplicas is the broker's --min-insync-replicas, as it
+	// registered (0: not told, taken as 1). A leader does not move its HW
+	// while its ISR is smaller than that, which is what lets the
+	// controller keep replicas that left a small ISR as eligible leaders
+	// (Partition.ELR).
+	MinInsyncReplicas int32 `json:"min_insync_replicas,omitempty"`
 }
 
 // Partition is the controller's state of one partition.
@@ -73,6 +79,16 @@ type Partition struct {
 	// RemovingReplicas the old ones not in the target. Both empty otherwise.
 	AddingReplicas   []int32 `json:"adding_replicas,omitempty"`
 	RemovingReplicas []int32 `json:"removing_replicas,omitempty"`
+	// ELR are the eligible leader replicas (Kafka's KIP-966): replicas out
+	// of the ISR that still hold every committed record, because they left
+	// it while it was below min.insync.replicas, when the HW cannot move.
+	// Sorted. A clean election takes an ISR member first, then an ELR one.
+	ELR []int32 `json:"elr,omitempty"`
+	// LastKnownELR are the ELR members that came back from an unclean
+	// shutdown (they may have lost their unflushed tail) while nobody else
+	// was left in the ISR or the ELR: the last resort of an election.
+	// Sorted.
+	LastKnownELR []int32 `json:"last_known_elr,omitempty"`
 }
 
 // NoLeader is Partition.Leader of a leaderless partition.
@@ -84,6 +100,8 @@ func (p Partition) Clone() Partition {
 	p.Replicas = slices.Clone(p.Replicas)
 	p.AddingReplicas = slices.Clone(p.AddingReplicas)
 	p.RemovingReplicas = slices.Clone(p.RemovingReplicas)
+	p.ELR = slices.Clone(p.ELR)
+	p.LastKnownELR = slices.Clone(p.LastKnownELR)
 	return p
 }
 

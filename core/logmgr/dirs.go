@@ -45,6 +45,7 @@ func (m *Manager) MarkDirOffline(dir string, cause error) []tp.TopicPartition {
 	}
 	m.mu.Unlock()
 	m.logger.Error().Err(cause).Str("log_dir", d.path).Int("partitions", len(lost)).Msg("log dir offline")
+	m.markLifeLossy()
 	// The disk is failing: closing may fail, but must not keep file handles.
 	m.closeAll(logs)
 	slices.SortFunc(lost, func(a, b tp.TopicPartition) int {

@@ -54,6 +54,11 @@ type Config struct {
 	// closed in parallel (Kafka's num.recovery.threads.per.data.dir);
 	// 0 means DefaultRecoveryThreadsPerDir.
 	RecoveryThreadsPerDir int
+	// BootID names this boot of the machine (Linux's
+	// /proc/sys/kernel/random/boot_id): a crash of the process in the same
+	// boot lost nothing it had written (see PreviousBrokerEpoch). Empty:
+	// unknown, and only a clean shutdown counts.
+	BootID string
 }
 
 // DirInfo describes one log dir.
@@ -97,6 +102,17 @@ type Manager struct {
 	// removals are background removals of deleted logs; Shutdown waits.
 	removals    sync.WaitGroup
 	removeSlots chan struct{}
+
+	// previousBrokerEpoch is read at Open (PreviousBrokerEpoch); brokerEpoch
+	// is the current life's, from RecordBrokerEpoch (under mu), written
+	// with the clean shutdown.
+	previousBrokerEpoch int64
+	brokerEpoch         int64
+	// lossy: a dir failed in this life (under mu). What it held may be
+	// short of what was acknowledged (a failed fsync loses dirty pages), so
+	// the next life must not count this one as intact: the other dirs
+	// record epoch -1 from then on.
+	lossy bool
 }
 
 type logDir struct {

@@ -19,39 +19,45 @@ const metaVersion = "0"
 var errBadMeta = errors.New("logmgr: malformed meta.properties")
 
 // checkMeta makes sure dir belongs to brokerID: it writes meta.properties
-// when missing and fails with ErrOtherBroker when it names another broker.
-func checkMeta(dir string, brokerID int32) error {
+// when missing (created: the dir is new to this broker) and fails with
+// ErrOtherBroker when it names another broker.
+func checkMeta(dir string, brokerID int32) (created bool, err error) {
 	path := filepath.Join(dir, MetaPropertiesFile)
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return writeMeta(path, brokerID)
+		return true, writeMeta(path, brokerID)
 	}
 	if err != nil {
-		return ioError("read meta.properties", err)
+		return false, ioError("read meta.properties", err)
 	}
 	id, err := parseMeta(data)
 	if err != nil {
-		return fmt.Errorf("%w: %s: %v", errBadMeta, path, err)
+		return false, fmt.Errorf("%w: %s: %v", errBadMeta, path, err)
 	}
 	if id != brokerID {
-		return fmt.Errorf("%w: %s has broker.id %d, this broker is %d", ErrOtherBroker, dir, id, brokerID)
+		return false, fmt.Errorf("%w: %s has broker.id %d, this broker is %d", ErrOtherBroker, dir, id, brokerID)
 	}
-	return nil
+	return false, nil
 }
 
 // writeMeta writes meta.properties atomically and durably: a dir whose
 // ownership was not recorded could later be taken by another broker.
 func writeMeta(path string, brokerID int32) error {
 	data := "version=" + metaVersion + "\nbroker.id=" + strconv.FormatInt(int64(brokerID), 10) + "\n"
-	if err := checkpoint.WriteFileAtomic(path, []byte(data), true); err != nil {
+	if err := writeFileAtomic(path, []byte(data)); err != nil {
 		return ioError("write meta.properties", err)
 	}
 	return nil
 }
 
-// parseMeta returns broker.id from a Java properties file: "key=value" or
-// "key:value" lines, with '#' and '!' comment lines and blank lines ignored.
-func parseMeta(data []byte) (int32, error) {
+// writeFileAtomic replaces path with data durably, as checkpoints are.
+func writeFileAtomic(path string, data []byte) error {
+	return checkpoint.WriteFileAtomic(path, data, true)
+}
+
+// parseProperties reads a Java properties file: "key=value" or "key:value"
+// lines, with '#' and '!' comment lines and blank lines ignored.
+func parseProperties(data []byte) (map[string]string, error) {
 	props := make(map[string]string)
 	for line := range strings.Lines(string(data)) {
 		line = strings.TrimSpace(line)
@@ -60,9 +66,18 @@ func parseMeta(data []byte) (int32, error) {
 		}
 		i := strings.IndexAny(line, "=:")
 		if i < 0 {
-			return 0, fmt.Errorf("line %q is not key=value", line)
+			return nil, fmt.Errorf("line %q is not key=value", line)
 		}
 		props[strings.TrimSpace(line[:i])] = strings.TrimSpace(line[i+1:])
+	}
+	return props, nil
+}
+
+// parseMeta returns broker.id from meta.properties.
+func parseMeta(data []byte) (int32, error) {
+	props, err := parseProperties(data)
+	if err != nil {
+		return 0, err
 	}
 	if v, ok := props["version"]; !ok || v != metaVersion {
 		return 0, fmt.Errorf("version %q, want %s", v, metaVersion)

@@ -139,6 +139,17 @@ func (m *Manager) Shutdown() error {
 	for dir, err := range m.CheckpointLogOffsets() {
 		errs = append(errs, fmt.Errorf("logmgr: checkpoint %s: %w", dir, err))
 	}
+	if len(errs) == 0 {
+		// Everything is flushed and checkpointed: this life lost nothing,
+		// which the next one tells the controller (PreviousBrokerEpoch),
+		// unless a dir failed in it (then epoch -1 is written).
+		m.mu.RLock()
+		epoch := m.brokerEpoch
+		m.mu.RUnlock()
+		if err := m.writeBrokerState(brokerState{epoch: epoch, bootID: m.cfg.BootID, clean: true}); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	m.mu.Lock()
 	logs := make([]*log.Log, 0, len(m.logs))
 	for t, h := range m.logs {

@@ -45,19 +45,23 @@ func Open(cfg Config) (*Manager, error) {
 		logs:        make(map[tp.TopicPartition]hostedLog),
 		futures:     make(map[tp.TopicPartition]hostedLog),
 	}
+	fresh := make(map[*logDir]bool)
 	for _, p := range paths {
 		d := &logDir{path: p, online: true}
 		m.dirs = append(m.dirs, d)
-		if err := prepareDir(p, cfg.BrokerID); err != nil {
+		created, err := prepareDir(p, cfg.BrokerID)
+		if err != nil {
 			if errors.Is(err, ErrOtherBroker) {
 				return nil, err
 			}
 			m.setOffline(d, err)
 		}
+		fresh[d] = created
 	}
 	if err := m.loadLogs(); err != nil {
 		return nil, err
 	}
+	m.previousBrokerEpoch = previousLife(m.dirs, fresh, cfg.BootID)
 	var causes []string
 	for _, d := range m.dirs {
 		if d.online {
@@ -89,10 +93,11 @@ func absDirs(dirs []string) ([]string, error) {
 	return out, nil
 }
 
-// prepareDir creates dir when missing and checks its meta.properties.
-func prepareDir(dir string, brokerID int32) error {
+// prepareDir creates dir when missing and checks its meta.properties;
+// created says the dir had none (it is new to this broker).
+func prepareDir(dir string, brokerID int32) (created bool, err error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return ioError("create log dir", err)
+		return false, ioError("create log dir", err)
 	}
 	return checkMeta(dir, brokerID)
 }

@@ -23,16 +23,18 @@ import (
 type ctlCluster struct {
 	t *testing.T
 	// ctlAddr is fixed, so a restarted controller is found at the same place.
-	ctlAddr  string
-	ctlDir   string
-	ctlArgs  []string
-	ctl      *testutil.Broker
-	ctlConn  *grpc.ClientConn
-	ctlAPI   replicadv1.ControllerServiceClient
-	args     []string // extra flags of every broker
-	env      []string // extra environment (KEY=VALUE) of the controller and every broker
-	dirs     map[int32]string
-	sessionT time.Duration
+	ctlAddr string
+	ctlDir  string
+	ctlArgs []string
+	ctl     *testutil.Broker
+	ctlConn *grpc.ClientConn
+	ctlAPI  replicadv1.ControllerServiceClient
+	args    []string // extra flags of every broker
+	env     []string // extra environment (KEY=VALUE) of the controller and every broker
+	dirs    map[int32]string
+	// extraDirs are further log dirs of some brokers, after dirs[id].
+	extraDirs map[int32][]string
+	sessionT  time.Duration
 
 	mu      sync.Mutex // brokers and clients: a producer goroutine reads them
 	brokers map[int32]*testutil.Broker
@@ -50,8 +52,20 @@ func newCtlCluster(t *testing.T, session time.Duration, args ...string) *ctlClus
 // OTEL_EXPORTER_OTLP_ENDPOINT) added to every process's environment.
 func newCtlClusterEnv(t *testing.T, session time.Duration, env []string, args ...string) *ctlCluster {
 	t.Helper()
+	return newCtlClusterDirs(t, session, env, nil, args...)
+}
+
+// newCtlClusterDirs is newCtlClusterEnv with extra[id] more log dirs for
+// broker id.
+func newCtlClusterDirs(t *testing.T, session time.Duration, env []string, extra map[int32]int, args ...string) *ctlCluster {
+	t.Helper()
 	c := &ctlCluster{t: t, ctlAddr: freeAddr(t), ctlDir: t.TempDir(), args: args, env: env, sessionT: session,
-		dirs: map[int32]string{}, brokers: map[int32]*testutil.Broker{}, clients: map[int32]*client{}}
+		dirs: map[int32]string{}, extraDirs: map[int32][]string{}, brokers: map[int32]*testutil.Broker{}, clients: map[int32]*client{}}
+	for id, n := range extra {
+		for range n {
+			c.extraDirs[id] = append(c.extraDirs[id], t.TempDir())
+		}
+	}
 	c.ctlArgs = []string{"--listen", c.ctlAddr, "--store", c.ctlDir, "--session-timeout", session.String()}
 	c.startController()
 	conn, err := grpc.NewClient(c.ctlAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -88,7 +102,8 @@ func (c *ctlCluster) startController() {
 func (c *ctlCluster) startBroker(id int32) {
 	c.t.Helper()
 	args := append([]string{"--controller", c.ctlAddr}, c.args...)
-	b := testutil.StartBroker(c.t, bins.Replicad, testutil.BrokerOptions{ID: id, LogDirs: []string{c.dirs[id]}, Args: args, Env: c.env})
+	dirs := append([]string{c.dirs[id]}, c.extraDirs[id]...)
+	b := testutil.StartBroker(c.t, bins.Replicad, testutil.BrokerOptions{ID: id, LogDirs: dirs, Args: args, Env: c.env})
 	cl := newClient(c.t, b.Dial(c.t))
 	c.mu.Lock()
 	c.brokers[id], c.clients[id] = b, cl

@@ -29,8 +29,18 @@ type RegisterBrokerRequest struct {
 	// Changes at every process start, so the controller can tell a restart from a retry.
 	IncarnationId string   `protobuf:"bytes,4,opt,name=incarnation_id,json=incarnationId,proto3" json:"incarnation_id,omitempty"`
 	LogDirs       []string `protobuf:"bytes,5,rep,name=log_dirs,json=logDirs,proto3" json:"log_dirs,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// The broker epoch of this broker's previous life when that life ended
+	// with nothing lost: a clean shutdown, or a crash of the process on a
+	// machine that kept running (its page cache survived). -1 (or 0, from a
+	// broker that does not say) otherwise: a power loss, a kernel crash, a
+	// wiped log dir. The controller takes a broker that may have lost records
+	// it acknowledged out of every ELR (KIP-966).
+	PreviousBrokerEpoch int64 `protobuf:"varint,6,opt,name=previous_broker_epoch,json=previousBrokerEpoch,proto3" json:"previous_broker_epoch,omitempty"`
+	// The broker's --min-insync-replicas: the controller keeps replicas that
+	// leave an ISR smaller than that as eligible leaders (ELR).
+	MinInsyncReplicas int32 `protobuf:"varint,7,opt,name=min_insync_replicas,json=minInsyncReplicas,proto3" json:"min_insync_replicas,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *RegisterBrokerRequest) Reset() {
@@ -96,6 +106,20 @@ func (x *RegisterBrokerRequest) GetLogDirs() []string {
 		return x.LogDirs
 	}
 	return nil
+}
+
+func (x *RegisterBrokerRequest) GetPreviousBrokerEpoch() int64 {
+	if x != nil {
+		return x.PreviousBrokerEpoch
+	}
+	return 0
+}
+
+func (x *RegisterBrokerRequest) GetMinInsyncReplicas() int32 {
+	if x != nil {
+		return x.MinInsyncReplicas
+	}
+	return 0
 }
 
 type RegisterBrokerResponse struct {
@@ -179,12 +203,17 @@ func (x *RegisterBrokerResponse) GetControllerId() int32 {
 }
 
 type BrokerHeartbeatRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	BrokerId      int32                  `protobuf:"varint,1,opt,name=broker_id,json=brokerId,proto3" json:"broker_id,omitempty"`
-	BrokerEpoch   int64                  `protobuf:"varint,2,opt,name=broker_epoch,json=brokerEpoch,proto3" json:"broker_epoch,omitempty"`
-	WantShutdown  bool                   `protobuf:"varint,3,opt,name=want_shutdown,json=wantShutdown,proto3" json:"want_shutdown,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	BrokerId     int32                  `protobuf:"varint,1,opt,name=broker_id,json=brokerId,proto3" json:"broker_id,omitempty"`
+	BrokerEpoch  int64                  `protobuf:"varint,2,opt,name=broker_epoch,json=brokerEpoch,proto3" json:"broker_epoch,omitempty"`
+	WantShutdown bool                   `protobuf:"varint,3,opt,name=want_shutdown,json=wantShutdown,proto3" json:"want_shutdown,omitempty"`
+	// Every replica of this broker that is offline (its log dir failed, or its
+	// log could not be opened): the controller moves their leadership and ISR
+	// membership away and elects none of them (as KRaft's heartbeat carries
+	// offline log dirs, KIP-858). The whole set, every heartbeat.
+	OfflinePartitions []*PartitionRef `protobuf:"bytes,4,rep,name=offline_partitions,json=offlinePartitions,proto3" json:"offline_partitions,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *BrokerHeartbeatRequest) Reset() {
@@ -238,6 +267,66 @@ func (x *BrokerHeartbeatRequest) GetWantShutdown() bool {
 	return false
 }
 
+func (x *BrokerHeartbeatRequest) GetOfflinePartitions() []*PartitionRef {
+	if x != nil {
+		return x.OfflinePartitions
+	}
+	return nil
+}
+
+// PartitionRef names a partition.
+type PartitionRef struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition     int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PartitionRef) Reset() {
+	*x = PartitionRef{}
+	mi := &file_replicad_v1_controller_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PartitionRef) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PartitionRef) ProtoMessage() {}
+
+func (x *PartitionRef) ProtoReflect() protoreflect.Message {
+	mi := &file_replicad_v1_controller_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PartitionRef.ProtoReflect.Descriptor instead.
+func (*PartitionRef) Descriptor() ([]byte, []int) {
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *PartitionRef) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *PartitionRef) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
 type BrokerHeartbeatResponse struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	ErrorCode      ErrorCode              `protobuf:"varint,1,opt,name=error_code,json=errorCode,proto3,enum=replicad.v1.ErrorCode" json:"error_code,omitempty"`
@@ -254,7 +343,7 @@ type BrokerHeartbeatResponse struct {
 
 func (x *BrokerHeartbeatResponse) Reset() {
 	*x = BrokerHeartbeatResponse{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[3]
+	mi := &file_replicad_v1_controller_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -266,7 +355,7 @@ func (x *BrokerHeartbeatResponse) String() string {
 func (*BrokerHeartbeatResponse) ProtoMessage() {}
 
 func (x *BrokerHeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[3]
+	mi := &file_replicad_v1_controller_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -279,7 +368,7 @@ func (x *BrokerHeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BrokerHeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*BrokerHeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{3}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *BrokerHeartbeatResponse) GetErrorCode() ErrorCode {
@@ -327,7 +416,7 @@ type BrokerEpoch struct {
 
 func (x *BrokerEpoch) Reset() {
 	*x = BrokerEpoch{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[4]
+	mi := &file_replicad_v1_controller_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -339,7 +428,7 @@ func (x *BrokerEpoch) String() string {
 func (*BrokerEpoch) ProtoMessage() {}
 
 func (x *BrokerEpoch) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[4]
+	mi := &file_replicad_v1_controller_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -352,7 +441,7 @@ func (x *BrokerEpoch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BrokerEpoch.ProtoReflect.Descriptor instead.
 func (*BrokerEpoch) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{4}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *BrokerEpoch) GetBrokerId() int32 {
@@ -382,7 +471,7 @@ type AlterPartitionItem struct {
 
 func (x *AlterPartitionItem) Reset() {
 	*x = AlterPartitionItem{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[5]
+	mi := &file_replicad_v1_controller_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -394,7 +483,7 @@ func (x *AlterPartitionItem) String() string {
 func (*AlterPartitionItem) ProtoMessage() {}
 
 func (x *AlterPartitionItem) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[5]
+	mi := &file_replicad_v1_controller_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -407,7 +496,7 @@ func (x *AlterPartitionItem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterPartitionItem.ProtoReflect.Descriptor instead.
 func (*AlterPartitionItem) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{5}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *AlterPartitionItem) GetTopic() string {
@@ -456,7 +545,7 @@ type AlterPartitionRequest struct {
 
 func (x *AlterPartitionRequest) Reset() {
 	*x = AlterPartitionRequest{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[6]
+	mi := &file_replicad_v1_controller_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -468,7 +557,7 @@ func (x *AlterPartitionRequest) String() string {
 func (*AlterPartitionRequest) ProtoMessage() {}
 
 func (x *AlterPartitionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[6]
+	mi := &file_replicad_v1_controller_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -481,7 +570,7 @@ func (x *AlterPartitionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterPartitionRequest.ProtoReflect.Descriptor instead.
 func (*AlterPartitionRequest) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{6}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *AlterPartitionRequest) GetBrokerId() int32 {
@@ -520,7 +609,7 @@ type AlterPartitionResult struct {
 
 func (x *AlterPartitionResult) Reset() {
 	*x = AlterPartitionResult{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[7]
+	mi := &file_replicad_v1_controller_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -532,7 +621,7 @@ func (x *AlterPartitionResult) String() string {
 func (*AlterPartitionResult) ProtoMessage() {}
 
 func (x *AlterPartitionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[7]
+	mi := &file_replicad_v1_controller_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -545,7 +634,7 @@ func (x *AlterPartitionResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterPartitionResult.ProtoReflect.Descriptor instead.
 func (*AlterPartitionResult) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{7}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *AlterPartitionResult) GetTopic() string {
@@ -607,7 +696,7 @@ type AlterPartitionResponse struct {
 
 func (x *AlterPartitionResponse) Reset() {
 	*x = AlterPartitionResponse{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[8]
+	mi := &file_replicad_v1_controller_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -619,7 +708,7 @@ func (x *AlterPartitionResponse) String() string {
 func (*AlterPartitionResponse) ProtoMessage() {}
 
 func (x *AlterPartitionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[8]
+	mi := &file_replicad_v1_controller_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -632,7 +721,7 @@ func (x *AlterPartitionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterPartitionResponse.ProtoReflect.Descriptor instead.
 func (*AlterPartitionResponse) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{8}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *AlterPartitionResponse) GetErrorCode() ErrorCode {
@@ -660,7 +749,7 @@ type CreateTopicRequest struct {
 
 func (x *CreateTopicRequest) Reset() {
 	*x = CreateTopicRequest{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[9]
+	mi := &file_replicad_v1_controller_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -672,7 +761,7 @@ func (x *CreateTopicRequest) String() string {
 func (*CreateTopicRequest) ProtoMessage() {}
 
 func (x *CreateTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[9]
+	mi := &file_replicad_v1_controller_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -685,7 +774,7 @@ func (x *CreateTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTopicRequest.ProtoReflect.Descriptor instead.
 func (*CreateTopicRequest) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{9}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CreateTopicRequest) GetTopic() string {
@@ -720,7 +809,7 @@ type CreateTopicResponse struct {
 
 func (x *CreateTopicResponse) Reset() {
 	*x = CreateTopicResponse{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[10]
+	mi := &file_replicad_v1_controller_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -732,7 +821,7 @@ func (x *CreateTopicResponse) String() string {
 func (*CreateTopicResponse) ProtoMessage() {}
 
 func (x *CreateTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[10]
+	mi := &file_replicad_v1_controller_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -745,7 +834,7 @@ func (x *CreateTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTopicResponse.ProtoReflect.Descriptor instead.
 func (*CreateTopicResponse) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{10}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *CreateTopicResponse) GetErrorCode() ErrorCode {
@@ -778,7 +867,7 @@ type DeleteTopicRequest struct {
 
 func (x *DeleteTopicRequest) Reset() {
 	*x = DeleteTopicRequest{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[11]
+	mi := &file_replicad_v1_controller_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -790,7 +879,7 @@ func (x *DeleteTopicRequest) String() string {
 func (*DeleteTopicRequest) ProtoMessage() {}
 
 func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[11]
+	mi := &file_replicad_v1_controller_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -803,7 +892,7 @@ func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTopicRequest) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{11}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *DeleteTopicRequest) GetTopic() string {
@@ -823,7 +912,7 @@ type DeleteTopicResponse struct {
 
 func (x *DeleteTopicResponse) Reset() {
 	*x = DeleteTopicResponse{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[12]
+	mi := &file_replicad_v1_controller_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -835,7 +924,7 @@ func (x *DeleteTopicResponse) String() string {
 func (*DeleteTopicResponse) ProtoMessage() {}
 
 func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[12]
+	mi := &file_replicad_v1_controller_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -848,7 +937,7 @@ func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTopicResponse) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{12}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *DeleteTopicResponse) GetErrorCode() ErrorCode {
@@ -877,7 +966,7 @@ type ElectLeaderRequest struct {
 
 func (x *ElectLeaderRequest) Reset() {
 	*x = ElectLeaderRequest{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[13]
+	mi := &file_replicad_v1_controller_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -889,7 +978,7 @@ func (x *ElectLeaderRequest) String() string {
 func (*ElectLeaderRequest) ProtoMessage() {}
 
 func (x *ElectLeaderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[13]
+	mi := &file_replicad_v1_controller_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -902,7 +991,7 @@ func (x *ElectLeaderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElectLeaderRequest.ProtoReflect.Descriptor instead.
 func (*ElectLeaderRequest) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{13}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ElectLeaderRequest) GetTopic() string {
@@ -937,7 +1026,7 @@ type ElectLeaderResponse struct {
 
 func (x *ElectLeaderResponse) Reset() {
 	*x = ElectLeaderResponse{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[14]
+	mi := &file_replicad_v1_controller_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -949,7 +1038,7 @@ func (x *ElectLeaderResponse) String() string {
 func (*ElectLeaderResponse) ProtoMessage() {}
 
 func (x *ElectLeaderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[14]
+	mi := &file_replicad_v1_controller_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -962,7 +1051,7 @@ func (x *ElectLeaderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElectLeaderResponse.ProtoReflect.Descriptor instead.
 func (*ElectLeaderResponse) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{14}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ElectLeaderResponse) GetErrorCode() ErrorCode {
@@ -997,7 +1086,7 @@ type ReassignPartitionRequest struct {
 
 func (x *ReassignPartitionRequest) Reset() {
 	*x = ReassignPartitionRequest{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[15]
+	mi := &file_replicad_v1_controller_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1009,7 +1098,7 @@ func (x *ReassignPartitionRequest) String() string {
 func (*ReassignPartitionRequest) ProtoMessage() {}
 
 func (x *ReassignPartitionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[15]
+	mi := &file_replicad_v1_controller_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1022,7 +1111,7 @@ func (x *ReassignPartitionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReassignPartitionRequest.ProtoReflect.Descriptor instead.
 func (*ReassignPartitionRequest) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{15}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ReassignPartitionRequest) GetTopic() string {
@@ -1057,7 +1146,7 @@ type ReassignPartitionResponse struct {
 
 func (x *ReassignPartitionResponse) Reset() {
 	*x = ReassignPartitionResponse{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[16]
+	mi := &file_replicad_v1_controller_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1069,7 +1158,7 @@ func (x *ReassignPartitionResponse) String() string {
 func (*ReassignPartitionResponse) ProtoMessage() {}
 
 func (x *ReassignPartitionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[16]
+	mi := &file_replicad_v1_controller_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1082,7 +1171,7 @@ func (x *ReassignPartitionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReassignPartitionResponse.ProtoReflect.Descriptor instead.
 func (*ReassignPartitionResponse) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{16}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ReassignPartitionResponse) GetErrorCode() ErrorCode {
@@ -1114,7 +1203,7 @@ type DescribeClusterRequest struct {
 
 func (x *DescribeClusterRequest) Reset() {
 	*x = DescribeClusterRequest{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[17]
+	mi := &file_replicad_v1_controller_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1126,7 +1215,7 @@ func (x *DescribeClusterRequest) String() string {
 func (*DescribeClusterRequest) ProtoMessage() {}
 
 func (x *DescribeClusterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[17]
+	mi := &file_replicad_v1_controller_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1139,7 +1228,7 @@ func (x *DescribeClusterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeClusterRequest.ProtoReflect.Descriptor instead.
 func (*DescribeClusterRequest) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{17}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{18}
 }
 
 type BrokerDescription struct {
@@ -1155,7 +1244,7 @@ type BrokerDescription struct {
 
 func (x *BrokerDescription) Reset() {
 	*x = BrokerDescription{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[18]
+	mi := &file_replicad_v1_controller_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1167,7 +1256,7 @@ func (x *BrokerDescription) String() string {
 func (*BrokerDescription) ProtoMessage() {}
 
 func (x *BrokerDescription) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[18]
+	mi := &file_replicad_v1_controller_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1180,7 +1269,7 @@ func (x *BrokerDescription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BrokerDescription.ProtoReflect.Descriptor instead.
 func (*BrokerDescription) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{18}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *BrokerDescription) GetId() int32 {
@@ -1231,13 +1320,22 @@ type ClusterPartition struct {
 	// replicas to remove once the added ones are in the ISR.
 	AddingReplicas   []int32 `protobuf:"varint,8,rep,packed,name=adding_replicas,json=addingReplicas,proto3" json:"adding_replicas,omitempty"`
 	RemovingReplicas []int32 `protobuf:"varint,9,rep,packed,name=removing_replicas,json=removingReplicas,proto3" json:"removing_replicas,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Eligible leader replicas (KIP-966): out of the ISR but holding every
+	// committed record, because they left it while it was below
+	// min.insync.replicas. A clean election takes them after the ISR.
+	Elr []int32 `protobuf:"varint,10,rep,packed,name=elr,proto3" json:"elr,omitempty"`
+	// ELR members that came back from an unclean shutdown while nobody else
+	// was left: the last resort of an election.
+	LastKnownElr []int32 `protobuf:"varint,11,rep,packed,name=last_known_elr,json=lastKnownElr,proto3" json:"last_known_elr,omitempty"`
+	// Replicas their brokers report offline (never elected, not in the ISR).
+	OfflineReplicas []int32 `protobuf:"varint,12,rep,packed,name=offline_replicas,json=offlineReplicas,proto3" json:"offline_replicas,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ClusterPartition) Reset() {
 	*x = ClusterPartition{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[19]
+	mi := &file_replicad_v1_controller_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1249,7 +1347,7 @@ func (x *ClusterPartition) String() string {
 func (*ClusterPartition) ProtoMessage() {}
 
 func (x *ClusterPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[19]
+	mi := &file_replicad_v1_controller_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1262,7 +1360,7 @@ func (x *ClusterPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterPartition.ProtoReflect.Descriptor instead.
 func (*ClusterPartition) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{19}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ClusterPartition) GetTopic() string {
@@ -1328,6 +1426,27 @@ func (x *ClusterPartition) GetRemovingReplicas() []int32 {
 	return nil
 }
 
+func (x *ClusterPartition) GetElr() []int32 {
+	if x != nil {
+		return x.Elr
+	}
+	return nil
+}
+
+func (x *ClusterPartition) GetLastKnownElr() []int32 {
+	if x != nil {
+		return x.LastKnownElr
+	}
+	return nil
+}
+
+func (x *ClusterPartition) GetOfflineReplicas() []int32 {
+	if x != nil {
+		return x.OfflineReplicas
+	}
+	return nil
+}
+
 type DescribeClusterResponse struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	ControllerEpoch int32                  `protobuf:"varint,1,opt,name=controller_epoch,json=controllerEpoch,proto3" json:"controller_epoch,omitempty"`
@@ -1344,7 +1463,7 @@ type DescribeClusterResponse struct {
 
 func (x *DescribeClusterResponse) Reset() {
 	*x = DescribeClusterResponse{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[20]
+	mi := &file_replicad_v1_controller_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1356,7 +1475,7 @@ func (x *DescribeClusterResponse) String() string {
 func (*DescribeClusterResponse) ProtoMessage() {}
 
 func (x *DescribeClusterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[20]
+	mi := &file_replicad_v1_controller_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1369,7 +1488,7 @@ func (x *DescribeClusterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeClusterResponse.ProtoReflect.Descriptor instead.
 func (*DescribeClusterResponse) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{20}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DescribeClusterResponse) GetControllerEpoch() int32 {
@@ -1424,7 +1543,7 @@ type ControlledShutdownRequest struct {
 
 func (x *ControlledShutdownRequest) Reset() {
 	*x = ControlledShutdownRequest{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[21]
+	mi := &file_replicad_v1_controller_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1436,7 +1555,7 @@ func (x *ControlledShutdownRequest) String() string {
 func (*ControlledShutdownRequest) ProtoMessage() {}
 
 func (x *ControlledShutdownRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[21]
+	mi := &file_replicad_v1_controller_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1449,7 +1568,7 @@ func (x *ControlledShutdownRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ControlledShutdownRequest.ProtoReflect.Descriptor instead.
 func (*ControlledShutdownRequest) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{21}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ControlledShutdownRequest) GetBrokerId() int32 {
@@ -1477,7 +1596,7 @@ type ControlledShutdownResponse struct {
 
 func (x *ControlledShutdownResponse) Reset() {
 	*x = ControlledShutdownResponse{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[22]
+	mi := &file_replicad_v1_controller_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1489,7 +1608,7 @@ func (x *ControlledShutdownResponse) String() string {
 func (*ControlledShutdownResponse) ProtoMessage() {}
 
 func (x *ControlledShutdownResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[22]
+	mi := &file_replicad_v1_controller_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1502,7 +1621,7 @@ func (x *ControlledShutdownResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ControlledShutdownResponse.ProtoReflect.Descriptor instead.
 func (*ControlledShutdownResponse) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{22}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ControlledShutdownResponse) GetErrorCode() ErrorCode {
@@ -1523,24 +1642,30 @@ var File_replicad_v1_controller_proto protoreflect.FileDescriptor
 
 const file_replicad_v1_controller_proto_rawDesc = "" +
 	"\n" +
-	"\x1creplicad/v1/controller.proto\x12\vreplicad.v1\x1a\x18replicad/v1/common.proto\"\x9e\x01\n" +
+	"\x1creplicad/v1/controller.proto\x12\vreplicad.v1\x1a\x18replicad/v1/common.proto\"\x82\x02\n" +
 	"\x15RegisterBrokerRequest\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12\x12\n" +
 	"\x04host\x18\x02 \x01(\tR\x04host\x12\x12\n" +
 	"\x04port\x18\x03 \x01(\x05R\x04port\x12%\n" +
 	"\x0eincarnation_id\x18\x04 \x01(\tR\rincarnationId\x12\x19\n" +
-	"\blog_dirs\x18\x05 \x03(\tR\alogDirs\"\xf0\x01\n" +
+	"\blog_dirs\x18\x05 \x03(\tR\alogDirs\x122\n" +
+	"\x15previous_broker_epoch\x18\x06 \x01(\x03R\x13previousBrokerEpoch\x12.\n" +
+	"\x13min_insync_replicas\x18\a \x01(\x05R\x11minInsyncReplicas\"\xf0\x01\n" +
 	"\x16RegisterBrokerResponse\x125\n" +
 	"\n" +
 	"error_code\x18\x01 \x01(\x0e2\x16.replicad.v1.ErrorCodeR\terrorCode\x12!\n" +
 	"\fbroker_epoch\x18\x02 \x01(\x03R\vbrokerEpoch\x12)\n" +
 	"\x10controller_epoch\x18\x03 \x01(\x05R\x0fcontrollerEpoch\x12,\n" +
 	"\x12session_timeout_ms\x18\x04 \x01(\x05R\x10sessionTimeoutMs\x12#\n" +
-	"\rcontroller_id\x18\x05 \x01(\x05R\fcontrollerId\"}\n" +
+	"\rcontroller_id\x18\x05 \x01(\x05R\fcontrollerId\"\xc7\x01\n" +
 	"\x16BrokerHeartbeatRequest\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12!\n" +
 	"\fbroker_epoch\x18\x02 \x01(\x03R\vbrokerEpoch\x12#\n" +
-	"\rwant_shutdown\x18\x03 \x01(\bR\fwantShutdown\"\xe6\x01\n" +
+	"\rwant_shutdown\x18\x03 \x01(\bR\fwantShutdown\x12H\n" +
+	"\x12offline_partitions\x18\x04 \x03(\v2\x19.replicad.v1.PartitionRefR\x11offlinePartitions\"B\n" +
+	"\fPartitionRef\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\"\xe6\x01\n" +
 	"\x17BrokerHeartbeatResponse\x125\n" +
 	"\n" +
 	"error_code\x18\x01 \x01(\x0e2\x16.replicad.v1.ErrorCodeR\terrorCode\x12\x1b\n" +
@@ -1622,7 +1747,7 @@ const file_replicad_v1_controller_proto_rawDesc = "" +
 	"\x04host\x18\x02 \x01(\tR\x04host\x12\x12\n" +
 	"\x04port\x18\x03 \x01(\x05R\x04port\x12!\n" +
 	"\fbroker_epoch\x18\x04 \x01(\x03R\vbrokerEpoch\x12\x14\n" +
-	"\x05alive\x18\x05 \x01(\bR\x05alive\"\xae\x02\n" +
+	"\x05alive\x18\x05 \x01(\bR\x05alive\"\x91\x03\n" +
 	"\x10ClusterPartition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
@@ -1632,7 +1757,11 @@ const file_replicad_v1_controller_proto_rawDesc = "" +
 	"\x03isr\x18\x06 \x03(\x05R\x03isr\x12\x1a\n" +
 	"\breplicas\x18\a \x03(\x05R\breplicas\x12'\n" +
 	"\x0fadding_replicas\x18\b \x03(\x05R\x0eaddingReplicas\x12+\n" +
-	"\x11removing_replicas\x18\t \x03(\x05R\x10removingReplicas\"\xda\x02\n" +
+	"\x11removing_replicas\x18\t \x03(\x05R\x10removingReplicas\x12\x10\n" +
+	"\x03elr\x18\n" +
+	" \x03(\x05R\x03elr\x12$\n" +
+	"\x0elast_known_elr\x18\v \x03(\x05R\flastKnownElr\x12)\n" +
+	"\x10offline_replicas\x18\f \x03(\x05R\x0fofflineReplicas\"\xda\x02\n" +
 	"\x17DescribeClusterResponse\x12)\n" +
 	"\x10controller_epoch\x18\x01 \x01(\x05R\x0fcontrollerEpoch\x128\n" +
 	"\abrokers\x18\x02 \x03(\v2\x1e.replicad.v1.BrokerDescriptionR\abrokers\x12=\n" +
@@ -1674,77 +1803,79 @@ func file_replicad_v1_controller_proto_rawDescGZIP() []byte {
 	return file_replicad_v1_controller_proto_rawDescData
 }
 
-var file_replicad_v1_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_replicad_v1_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_replicad_v1_controller_proto_goTypes = []any{
 	(*RegisterBrokerRequest)(nil),      // 0: replicad.v1.RegisterBrokerRequest
 	(*RegisterBrokerResponse)(nil),     // 1: replicad.v1.RegisterBrokerResponse
 	(*BrokerHeartbeatRequest)(nil),     // 2: replicad.v1.BrokerHeartbeatRequest
-	(*BrokerHeartbeatResponse)(nil),    // 3: replicad.v1.BrokerHeartbeatResponse
-	(*BrokerEpoch)(nil),                // 4: replicad.v1.BrokerEpoch
-	(*AlterPartitionItem)(nil),         // 5: replicad.v1.AlterPartitionItem
-	(*AlterPartitionRequest)(nil),      // 6: replicad.v1.AlterPartitionRequest
-	(*AlterPartitionResult)(nil),       // 7: replicad.v1.AlterPartitionResult
-	(*AlterPartitionResponse)(nil),     // 8: replicad.v1.AlterPartitionResponse
-	(*CreateTopicRequest)(nil),         // 9: replicad.v1.CreateTopicRequest
-	(*CreateTopicResponse)(nil),        // 10: replicad.v1.CreateTopicResponse
-	(*DeleteTopicRequest)(nil),         // 11: replicad.v1.DeleteTopicRequest
-	(*DeleteTopicResponse)(nil),        // 12: replicad.v1.DeleteTopicResponse
-	(*ElectLeaderRequest)(nil),         // 13: replicad.v1.ElectLeaderRequest
-	(*ElectLeaderResponse)(nil),        // 14: replicad.v1.ElectLeaderResponse
-	(*ReassignPartitionRequest)(nil),   // 15: replicad.v1.ReassignPartitionRequest
-	(*ReassignPartitionResponse)(nil),  // 16: replicad.v1.ReassignPartitionResponse
-	(*DescribeClusterRequest)(nil),     // 17: replicad.v1.DescribeClusterRequest
-	(*BrokerDescription)(nil),          // 18: replicad.v1.BrokerDescription
-	(*ClusterPartition)(nil),           // 19: replicad.v1.ClusterPartition
-	(*DescribeClusterResponse)(nil),    // 20: replicad.v1.DescribeClusterResponse
-	(*ControlledShutdownRequest)(nil),  // 21: replicad.v1.ControlledShutdownRequest
-	(*ControlledShutdownResponse)(nil), // 22: replicad.v1.ControlledShutdownResponse
-	(ErrorCode)(0),                     // 23: replicad.v1.ErrorCode
-	(*PartitionError)(nil),             // 24: replicad.v1.PartitionError
+	(*PartitionRef)(nil),               // 3: replicad.v1.PartitionRef
+	(*BrokerHeartbeatResponse)(nil),    // 4: replicad.v1.BrokerHeartbeatResponse
+	(*BrokerEpoch)(nil),                // 5: replicad.v1.BrokerEpoch
+	(*AlterPartitionItem)(nil),         // 6: replicad.v1.AlterPartitionItem
+	(*AlterPartitionRequest)(nil),      // 7: replicad.v1.AlterPartitionRequest
+	(*AlterPartitionResult)(nil),       // 8: replicad.v1.AlterPartitionResult
+	(*AlterPartitionResponse)(nil),     // 9: replicad.v1.AlterPartitionResponse
+	(*CreateTopicRequest)(nil),         // 10: replicad.v1.CreateTopicRequest
+	(*CreateTopicResponse)(nil),        // 11: replicad.v1.CreateTopicResponse
+	(*DeleteTopicRequest)(nil),         // 12: replicad.v1.DeleteTopicRequest
+	(*DeleteTopicResponse)(nil),        // 13: replicad.v1.DeleteTopicResponse
+	(*ElectLeaderRequest)(nil),         // 14: replicad.v1.ElectLeaderRequest
+	(*ElectLeaderResponse)(nil),        // 15: replicad.v1.ElectLeaderResponse
+	(*ReassignPartitionRequest)(nil),   // 16: replicad.v1.ReassignPartitionRequest
+	(*ReassignPartitionResponse)(nil),  // 17: replicad.v1.ReassignPartitionResponse
+	(*DescribeClusterRequest)(nil),     // 18: replicad.v1.DescribeClusterRequest
+	(*BrokerDescription)(nil),          // 19: replicad.v1.BrokerDescription
+	(*ClusterPartition)(nil),           // 20: replicad.v1.ClusterPartition
+	(*DescribeClusterResponse)(nil),    // 21: replicad.v1.DescribeClusterResponse
+	(*ControlledShutdownRequest)(nil),  // 22: replicad.v1.ControlledShutdownRequest
+	(*ControlledShutdownResponse)(nil), // 23: replicad.v1.ControlledShutdownResponse
+	(ErrorCode)(0),                     // 24: replicad.v1.ErrorCode
+	(*PartitionError)(nil),             // 25: replicad.v1.PartitionError
 }
 var file_replicad_v1_controller_proto_depIdxs = []int32{
-	23, // 0: replicad.v1.RegisterBrokerResponse.error_code:type_name -> replicad.v1.ErrorCode
-	23, // 1: replicad.v1.BrokerHeartbeatResponse.error_code:type_name -> replicad.v1.ErrorCode
-	4,  // 2: replicad.v1.AlterPartitionItem.new_isr:type_name -> replicad.v1.BrokerEpoch
-	5,  // 3: replicad.v1.AlterPartitionRequest.partitions:type_name -> replicad.v1.AlterPartitionItem
-	23, // 4: replicad.v1.AlterPartitionResult.error_code:type_name -> replicad.v1.ErrorCode
-	23, // 5: replicad.v1.AlterPartitionResponse.error_code:type_name -> replicad.v1.ErrorCode
-	7,  // 6: replicad.v1.AlterPartitionResponse.partitions:type_name -> replicad.v1.AlterPartitionResult
-	23, // 7: replicad.v1.CreateTopicResponse.error_code:type_name -> replicad.v1.ErrorCode
-	19, // 8: replicad.v1.CreateTopicResponse.partitions:type_name -> replicad.v1.ClusterPartition
-	23, // 9: replicad.v1.DeleteTopicResponse.error_code:type_name -> replicad.v1.ErrorCode
-	23, // 10: replicad.v1.ElectLeaderResponse.error_code:type_name -> replicad.v1.ErrorCode
-	19, // 11: replicad.v1.ElectLeaderResponse.partition:type_name -> replicad.v1.ClusterPartition
-	23, // 12: replicad.v1.ReassignPartitionResponse.error_code:type_name -> replicad.v1.ErrorCode
-	19, // 13: replicad.v1.ReassignPartitionResponse.partition:type_name -> replicad.v1.ClusterPartition
-	18, // 14: replicad.v1.DescribeClusterResponse.brokers:type_name -> replicad.v1.BrokerDescription
-	19, // 15: replicad.v1.DescribeClusterResponse.partitions:type_name -> replicad.v1.ClusterPartition
-	23, // 16: replicad.v1.DescribeClusterResponse.error_code:type_name -> replicad.v1.ErrorCode
-	23, // 17: replicad.v1.ControlledShutdownResponse.error_code:type_name -> replicad.v1.ErrorCode
-	24, // 18: replicad.v1.ControlledShutdownResponse.remaining_partitions:type_name -> replicad.v1.PartitionError
-	0,  // 19: replicad.v1.ControllerService.RegisterBroker:input_type -> replicad.v1.RegisterBrokerRequest
-	2,  // 20: replicad.v1.ControllerService.BrokerHeartbeat:input_type -> replicad.v1.BrokerHeartbeatRequest
-	6,  // 21: replicad.v1.ControllerService.AlterPartition:input_type -> replicad.v1.AlterPartitionRequest
-	9,  // 22: replicad.v1.ControllerService.CreateTopic:input_type -> replicad.v1.CreateTopicRequest
-	11, // 23: replicad.v1.ControllerService.DeleteTopic:input_type -> replicad.v1.DeleteTopicRequest
-	13, // 24: replicad.v1.ControllerService.ElectLeader:input_type -> replicad.v1.ElectLeaderRequest
-	15, // 25: replicad.v1.ControllerService.ReassignPartition:input_type -> replicad.v1.ReassignPartitionRequest
-	17, // 26: replicad.v1.ControllerService.DescribeCluster:input_type -> replicad.v1.DescribeClusterRequest
-	21, // 27: replicad.v1.ControllerService.ControlledShutdown:input_type -> replicad.v1.ControlledShutdownRequest
-	1,  // 28: replicad.v1.ControllerService.RegisterBroker:output_type -> replicad.v1.RegisterBrokerResponse
-	3,  // 29: replicad.v1.ControllerService.BrokerHeartbeat:output_type -> replicad.v1.BrokerHeartbeatResponse
-	8,  // 30: replicad.v1.ControllerService.AlterPartition:output_type -> replicad.v1.AlterPartitionResponse
-	10, // 31: replicad.v1.ControllerService.CreateTopic:output_type -> replicad.v1.CreateTopicResponse
-	12, // 32: replicad.v1.ControllerService.DeleteTopic:output_type -> replicad.v1.DeleteTopicResponse
-	14, // 33: replicad.v1.ControllerService.ElectLeader:output_type -> replicad.v1.ElectLeaderResponse
-	16, // 34: replicad.v1.ControllerService.ReassignPartition:output_type -> replicad.v1.ReassignPartitionResponse
-	20, // 35: replicad.v1.ControllerService.DescribeCluster:output_type -> replicad.v1.DescribeClusterResponse
-	22, // 36: replicad.v1.ControllerService.ControlledShutdown:output_type -> replicad.v1.ControlledShutdownResponse
-	28, // [28:37] is the sub-list for method output_type
-	19, // [19:28] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	24, // 0: replicad.v1.RegisterBrokerResponse.error_code:type_name -> replicad.v1.ErrorCode
+	3,  // 1: replicad.v1.BrokerHeartbeatRequest.offline_partitions:type_name -> replicad.v1.PartitionRef
+	24, // 2: replicad.v1.BrokerHeartbeatResponse.error_code:type_name -> replicad.v1.ErrorCode
+	5,  // 3: replicad.v1.AlterPartitionItem.new_isr:type_name -> replicad.v1.BrokerEpoch
+	6,  // 4: replicad.v1.AlterPartitionRequest.partitions:type_name -> replicad.v1.AlterPartitionItem
+	24, // 5: replicad.v1.AlterPartitionResult.error_code:type_name -> replicad.v1.ErrorCode
+	24, // 6: replicad.v1.AlterPartitionResponse.error_code:type_name -> replicad.v1.ErrorCode
+	8,  // 7: replicad.v1.AlterPartitionResponse.partitions:type_name -> replicad.v1.AlterPartitionResult
+	24, // 8: replicad.v1.CreateTopicResponse.error_code:type_name -> replicad.v1.ErrorCode
+	20, // 9: replicad.v1.CreateTopicResponse.partitions:type_name -> replicad.v1.ClusterPartition
+	24, // 10: replicad.v1.DeleteTopicResponse.error_code:type_name -> replicad.v1.ErrorCode
+	24, // 11: replicad.v1.ElectLeaderResponse.error_code:type_name -> replicad.v1.ErrorCode
+	20, // 12: replicad.v1.ElectLeaderResponse.partition:type_name -> replicad.v1.ClusterPartition
+	24, // 13: replicad.v1.ReassignPartitionResponse.error_code:type_name -> replicad.v1.ErrorCode
+	20, // 14: replicad.v1.ReassignPartitionResponse.partition:type_name -> replicad.v1.ClusterPartition
+	19, // 15: replicad.v1.DescribeClusterResponse.brokers:type_name -> replicad.v1.BrokerDescription
+	20, // 16: replicad.v1.DescribeClusterResponse.partitions:type_name -> replicad.v1.ClusterPartition
+	24, // 17: replicad.v1.DescribeClusterResponse.error_code:type_name -> replicad.v1.ErrorCode
+	24, // 18: replicad.v1.ControlledShutdownResponse.error_code:type_name -> replicad.v1.ErrorCode
+	25, // 19: replicad.v1.ControlledShutdownResponse.remaining_partitions:type_name -> replicad.v1.PartitionError
+	0,  // 20: replicad.v1.ControllerService.RegisterBroker:input_type -> replicad.v1.RegisterBrokerRequest
+	2,  // 21: replicad.v1.ControllerService.BrokerHeartbeat:input_type -> replicad.v1.BrokerHeartbeatRequest
+	7,  // 22: replicad.v1.ControllerService.AlterPartition:input_type -> replicad.v1.AlterPartitionRequest
+	10, // 23: replicad.v1.ControllerService.CreateTopic:input_type -> replicad.v1.CreateTopicRequest
+	12, // 24: replicad.v1.ControllerService.DeleteTopic:input_type -> replicad.v1.DeleteTopicRequest
+	14, // 25: replicad.v1.ControllerService.ElectLeader:input_type -> replicad.v1.ElectLeaderRequest
+	16, // 26: replicad.v1.ControllerService.ReassignPartition:input_type -> replicad.v1.ReassignPartitionRequest
+	18, // 27: replicad.v1.ControllerService.DescribeCluster:input_type -> replicad.v1.DescribeClusterRequest
+	22, // 28: replicad.v1.ControllerService.ControlledShutdown:input_type -> replicad.v1.ControlledShutdownRequest
+	1,  // 29: replicad.v1.ControllerService.RegisterBroker:output_type -> replicad.v1.RegisterBrokerResponse
+	4,  // 30: replicad.v1.ControllerService.BrokerHeartbeat:output_type -> replicad.v1.BrokerHeartbeatResponse
+	9,  // 31: replicad.v1.ControllerService.AlterPartition:output_type -> replicad.v1.AlterPartitionResponse
+	11, // 32: replicad.v1.ControllerService.CreateTopic:output_type -> replicad.v1.CreateTopicResponse
+	13, // 33: replicad.v1.ControllerService.DeleteTopic:output_type -> replicad.v1.DeleteTopicResponse
+	15, // 34: replicad.v1.ControllerService.ElectLeader:output_type -> replicad.v1.ElectLeaderResponse
+	17, // 35: replicad.v1.ControllerService.ReassignPartition:output_type -> replicad.v1.ReassignPartitionResponse
+	21, // 36: replicad.v1.ControllerService.DescribeCluster:output_type -> replicad.v1.DescribeClusterResponse
+	23, // 37: replicad.v1.ControllerService.ControlledShutdown:output_type -> replicad.v1.ControlledShutdownResponse
+	29, // [29:38] is the sub-list for method output_type
+	20, // [20:29] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_replicad_v1_controller_proto_init() }
@@ -1753,14 +1884,14 @@ func file_replicad_v1_controller_proto_init() {
 		return
 	}
 	file_replicad_v1_common_proto_init()
-	file_replicad_v1_controller_proto_msgTypes[13].OneofWrappers = []any{}
+	file_replicad_v1_controller_proto_msgTypes[14].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_replicad_v1_controller_proto_rawDesc), len(file_replicad_v1_controller_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   23,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -1,0 +1,157 @@
+package controller
+
+import (
+	"context"
+	"slices"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/replicad/replicad/controller/store"
+	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
+)
+
+// Who may lead a partition or join its ISR, replica by replica.
+
+// eligibleLocked reports whether broker id may lead or join an ISR at all:
+// it is registered, not fenced, and not shutting down.
+func (c *Controller) eligibleLocked(id int32) bool {
+	bs, ok := c.brokers[id]
+	return ok && !bs.info.Fenced && !bs.shuttingDown
+}
+
+// eligibleForLocked is eligibleLocked for the replicas of one partition: a
+// broker whose replica of it is offline (its log dir failed, or it answered
+// STORAGE_ERROR) can neither lead it nor be in its ISR.
+func (c *Controller) eligibleForLocked(k partitionKey) func(int32) bool {
+	return func(id int32) bool {
+		return c.eligibleLocked(id) && !c.brokers[id].replicaOffline(k)
+	}
+}
+
+// minIsrLocked is the effective min.insync.replicas of p as its possible
+// leaders apply it: the smallest --min-insync-replicas any of its replicas
+// registered with (a broker that did not say counts as 1), capped at the
+// replica count. The ELR rests on leaders not moving the HW under it, so
+// the controller must never assume a larger minimum than a leader uses.
+func (c *Controller) minIsrLocked(p store.Partition) int {
+	minIsr := 0
+	for _, r := range p.Replicas {
+		m := 1
+		if bs, ok := c.brokers[r]; ok && bs.info.MinInsyncReplicas > 0 {
+			m = int(bs.info.MinInsyncReplicas)
+		}
+		if minIsr == 0 || m < minIsr {
+			minIsr = m
+		}
+	}
+	return effectiveMinIsr(minIsr, len(p.Replicas))
+}
+
+// replicaOffline reports whether the broker said its replica of k is
+// offline: in its last heartbeat, or by answering a LeaderAndIsr for it
+// with STORAGE_ERROR. A nil broker has no replicas offline.
+func (bs *brokerState) replicaOffline(k partitionKey) bool {
+	if bs == nil {
+		return false
+	}
+	_, reported := bs.offline[k]
+	_, refused := bs.storageErrors[k]
+	return reported || refused
+}
+
+// setOfflineLocked replaces the replicas broker bs reports offline (its
+// heartbeat carries them all) and moves leadership and ISR membership of
+// those replicas away (KIP-858's offline log dirs, by partition). It
+// reports whether anything was newly offline.
+func (c *Controller) setOfflineLocked(ctx context.Context, bs *brokerState, reported []*replicadv1.PartitionRef) {
+	next := make(map[partitionKey]struct{}, len(reported))
+	var fresh []partitionKey
+	for _, r := range reported {
+		k := partitionKey{r.GetTopic(), r.GetPartition()}
+		next[k] = struct{}{}
+		if !bs.replicaOffline(k) {
+			fresh = append(fresh, k)
+		}
+	}
+	bs.offline = next
+	if len(fresh) > 0 {
+		c.log.Warn().Int32("broker", bs.info.ID).Int("partitions", len(fresh)).Str("topic", fresh[0].topic).
+			Int32("partition", fresh[0].partition).Msg("broker reports offline replicas")
+	}
+	c.moveOfflineReplicasLocked(ctx, bs, "offline replicas in the broker's heartbeat")
+}
+
+// storageErrors are the partitions a LeaderAndIsr answer refused with
+// STORAGE_ERROR.
+func storageErrors(resp *replicadv1.LeaderAndIsrResponse) []partitionKey {
+	var failed []partitionKey
+	for _, pe := range resp.GetPartitionErrors() {
+		if pe.GetErrorCode() == replicadv1.ErrorCode_ERROR_CODE_STORAGE_ERROR {
+			failed = append(failed, partitionKey{pe.GetTopic(), pe.GetPartition()})
+		}
+	}
+	return failed
+}
+
+// noteStorageErrors handles the partitions a LeaderAndIsr answer of broker
+// id's incarnation epoch refused with STORAGE_ERROR: they are offline on it
+// until it registers again, and are moved away. It runs on its own
+// goroutine: the broker queue that got the answer must not wait for the
+// controller's lock.
+func (c *Controller) noteStorageErrors(id int32, epoch int64, failed []partitionKey) {
+	ctx, span := c.tracer.Start(context.Background(), "Controller.handleStorageErrors", trace.WithAttributes(
+		attribute.Int("replicad.broker", int(id)), attribute.Int64("replicad.broker_epoch", epoch),
+		attribute.Int("replicad.partitions", len(failed))))
+	defer span.End()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	bs, found := c.brokers[id]
+	if !c.active || !found || bs.info.Epoch != epoch || bs.info.Fenced {
+		return
+	}
+	if bs.storageErrors == nil {
+		bs.storageErrors = make(map[partitionKey]struct{})
+	}
+	for _, k := range failed {
+		bs.storageErrors[k] = struct{}{}
+	}
+	c.log.Warn().Int32("broker", id).Int("partitions", len(failed)).Str("topic", failed[0].topic).Int32("partition", failed[0].partition).
+		Msg("broker answered STORAGE_ERROR: its replicas are offline")
+	c.moveOfflineReplicasLocked(ctx, bs, "STORAGE_ERROR in the broker's LeaderAndIsr answer")
+}
+
+// moveOfflineReplicasLocked moves leadership and ISR membership away from
+// bs's offline replicas, in one transaction, as a fencing does for a whole
+// broker. A failed store write is retried at the broker's next heartbeat,
+// which reports the replicas again.
+func (c *Controller) moveOfflineReplicasLocked(ctx context.Context, bs *brokerState, reason string) {
+	var updates []store.PartitionUpdate
+	for _, p := range c.sortedPartitionsLocked() {
+		k := keyOf(p)
+		if !bs.replicaOffline(k) || (p.Leader != bs.info.ID && !slices.Contains(p.ISR, bs.info.ID)) {
+			continue
+		}
+		next, _ := moveAway(p, bs.info.ID, c.eligibleForLocked(k), c.minIsrLocked(p))
+		if p.Leader == bs.info.ID && next.Leader == store.NoLeader && c.cfg.UncleanLeaderElection {
+			if l := c.uncleanLeaderLocked(ctx, next); l != store.NoLeader {
+				next = withUncleanLeader(next, l)
+			}
+		}
+		updates = append(updates, update(p, next))
+	}
+	if len(updates) == 0 {
+		return
+	}
+	ctx, span := c.tracer.Start(ctx, "Controller.moveOfflineReplicas", trace.WithAttributes(
+		attribute.Int("replicad.broker", int(bs.info.ID)), attribute.String("replicad.reason", reason),
+		attribute.Int("replicad.partitions", len(updates))))
+	defer span.End()
+	if _, err := c.commitLocked(ctx, updates, nil); err != nil {
+		span.RecordError(err)
+		c.log.Error().Err(err).Int32("broker", bs.info.ID).Msg("move leadership and ISR membership away from offline replicas")
+		return
+	}
+	c.log.Info().Int32("broker", bs.info.ID).Int("partitions", len(updates)).Str("reason", reason).
+		Msg("moved leadership and ISR membership away from offline replicas")
+}
