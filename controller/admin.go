@@ -50,9 +50,14 @@ func (c *Controller) createTopic(ctx context.Context, topic string, partitions, 
 			"replication factor %d is larger than the %d live brokers %v", rf, len(live), live)
 	}
 	assignment := assignReplicas(live, partitions, rf, c.topicsCreated)
+	id, err := newTopicID()
+	if err != nil {
+		c.mu.Unlock()
+		return nil, err
+	}
 	parts := make([]store.Partition, partitions)
 	for i, rs := range assignment {
-		parts[i] = store.Partition{Topic: topic, Partition: int32(i), Leader: rs[0], ISR: slices.Clone(rs), Replicas: rs}
+		parts[i] = store.Partition{Topic: topic, TopicID: id, Partition: int32(i), Leader: rs[0], ISR: slices.Clone(rs), Replicas: rs}
 	}
 	if err := c.cfg.Store.CreateTopic(ctx, topic, parts); err != nil {
 		c.mu.Unlock()
@@ -94,26 +99,28 @@ func (c *Controller) deleteTopic(ctx context.Context, topic string) error {
 		}
 		return c.storeErr(err)
 	}
-	stops := make(map[int32][]*replicadv1.StopReplicaPartition)
-	for k, p := range c.parts {
-		if k.topic != topic {
-			continue
-		}
-		delete(c.parts, k)
-		for _, r := range p.Replicas {
-			stops[r] = append(stops[r], &replicadv1.StopReplicaPartition{Topic: p.Topic, Partition: p.Partition,
-				LeaderEpoch: -1, DeletePartition: true})
+	// The store recorded every replica as pending deletion; the ones that
+	// are up are told now, the others when they register again.
+	deleted := store.Topic{Name: topic}
+	for _, p := range c.sortedPartitionsLocked() {
+		if p.Topic == topic {
+			deleted.Partitions = append(deleted.Partitions, p)
+			delete(c.parts, keyOf(p))
 		}
 	}
+	d, pending := store.NewDeletedTopic(deleted)
 	var touched []int32
-	for id, ps := range stops {
-		if bs := c.brokers[id]; bs.reachable() {
-			bs.queue.StopReplicaContext(ctx, ps)
-			touched = append(touched, id)
+	if pending {
+		c.deleted[d.ID] = d
+		for _, id := range c.sortedBrokerIDsLocked() {
+			if c.sendPendingDeletionsLocked(ctx, c.brokers[id]) {
+				touched = append(touched, id)
+			}
 		}
 	}
 	c.mu.Unlock()
-	c.log.Info().Str("topic", topic).Msg("topic deleted")
+	span.SetAttributes(attribute.String("replicad.topic_id", d.ID))
+	c.log.Info().Str("topic", topic).Str("topic_id", d.ID).Msg("topic deleted: every replica deletes its log")
 	c.waitDelivered(ctx, touched)
 	return nil
 }
@@ -287,7 +294,7 @@ func (c *Controller) maybeCompleteReassignmentLocked(ctx context.Context, k part
 	for _, r := range p.RemovingReplicas {
 		if bs := c.brokers[r]; bs.reachable() {
 			bs.queue.StopReplicaContext(ctx, []*replicadv1.StopReplicaPartition{{Topic: p.Topic, Partition: p.Partition,
-				LeaderEpoch: next.LeaderEpoch, DeletePartition: true}})
+				LeaderEpoch: next.LeaderEpoch, DeletePartition: true, TopicId: p.TopicID}})
 		}
 	}
 	c.log.Info().Str("topic", p.Topic).Int32("partition", p.Partition).Ints32("replicas", target).Int32("leader", next.Leader).
@@ -302,6 +309,8 @@ type clusterView struct {
 	partitions []store.Partition
 	// offline are the replicas reported offline, by partition.
 	offline map[partitionKey][]int32
+	// deleted are the deletions pending.
+	deleted []store.DeletedTopic
 }
 
 type brokerView struct {
@@ -315,7 +324,7 @@ func (c *Controller) describe() (clusterView, error) {
 	if !c.active {
 		return clusterView{}, errNotController
 	}
-	v := clusterView{epoch: c.epoch, partitions: c.sortedPartitionsLocked()}
+	v := clusterView{epoch: c.epoch, partitions: c.sortedPartitionsLocked(), deleted: c.deletedSnapshotLocked()}
 	for _, id := range c.sortedBrokerIDsLocked() {
 		bs := c.brokers[id]
 		v.brokers = append(v.brokers, brokerView{info: bs.info, alive: !bs.info.Fenced})

@@ -97,6 +97,9 @@ func (c *Controller) registerBroker(ctx context.Context, b store.Broker, reg reg
 	if _, err := c.commitLocked(ctx, updates, nil); err != nil {
 		return store.Broker{}, 0, err
 	}
+	// What it still holds of deleted topics goes first: a log of a topic
+	// deleted while it was away must not serve a topic created since.
+	c.sendPendingDeletionsLocked(ctx, bs)
 	c.sendFullStateLocked(ctx, bs)
 	// Everyone else learns the new endpoint.
 	live := c.liveBrokersLocked()

@@ -94,6 +94,8 @@ type Controller struct {
 	parts   map[partitionKey]store.Partition
 	// topics counts the topics created, to rotate where assignments start.
 	topicsCreated int
+	// deleted mirrors the store's pending deletions, by topic ID.
+	deleted map[string]store.DeletedTopic
 	// moveRetryAt is when the session check may next run after a fencing
 	// or a move away from fenced brokers failed, moveFailures how many
 	// failed in a row: a store that stays down is retried with backoff,
@@ -292,6 +294,9 @@ func (c *Controller) activate(ctx context.Context) error {
 		topics[p.Topic] = true
 	}
 	c.topicsCreated = len(topics)
+	if err := c.loadDeletedLocked(ctx); err != nil {
+		return err
+	}
 	now := c.cfg.Clock.Now()
 	for _, b := range brokers {
 		// Unfenced brokers get a whole session from now: this controller has
@@ -334,8 +339,12 @@ func (c *Controller) activate(ctx context.Context) error {
 	if _, err := c.commitLocked(ctx, elections, nil); err != nil {
 		return err
 	}
+	if err := c.giveLegacyTopicsIDsLocked(ctx); err != nil {
+		return err
+	}
 	for _, bs := range c.brokers {
 		if !bs.info.Fenced {
+			c.sendPendingDeletionsLocked(ctx, bs)
 			c.sendFullStateLocked(ctx, bs)
 		}
 	}
@@ -355,6 +364,7 @@ func (c *Controller) deactivate(reason string) {
 	}
 	c.brokers = nil
 	c.parts = nil
+	c.deleted = nil
 }
 
 // signalLost asks Run to stop acting; it never blocks.

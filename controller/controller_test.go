@@ -447,8 +447,8 @@ func TestActivationFinishesFencing(t *testing.T) {
 		epochs[id] = b.Epoch
 	}
 	if err := st.CreateTopic(ctx, "t", []store.Partition{
-		{Partition: 0, Leader: 1, ISR: []int32{1, 2, 3}, Replicas: []int32{1, 2, 3}},
-		{Partition: 1, Leader: 2, ISR: []int32{2, 1}, Replicas: []int32{2, 1}},
+		{Partition: 0, TopicID: "t-id", Leader: 1, ISR: []int32{1, 2, 3}, Replicas: []int32{1, 2, 3}},
+		{Partition: 1, TopicID: "t-id", Leader: 2, ISR: []int32{2, 1}, Replicas: []int32{2, 1}},
 	}); err != nil {
 		t.Fatal(err)
 	}

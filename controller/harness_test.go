@@ -134,7 +134,11 @@ func (f *fakeBroker) StopReplica(ctx context.Context, in *replicadv1.StopReplica
 	defer f.mu.Unlock()
 	f.sr = append(f.sr, in)
 	f.srSpans = append(f.srSpans, trace.SpanContextFromContext(ctx))
-	return &replicadv1.StopReplicaResponse{}, nil
+	resp := &replicadv1.StopReplicaResponse{}
+	for _, p := range in.GetPartitions() {
+		resp.PartitionErrors = append(resp.PartitionErrors, &replicadv1.PartitionError{Topic: p.GetTopic(), Partition: p.GetPartition()})
+	}
+	return resp, nil
 }
 
 func (f *fakeBroker) CheckpointHighWatermarks(context.Context, *replicadv1.CheckpointHighWatermarksRequest, ...grpc.CallOption) (*replicadv1.CheckpointHighWatermarksResponse, error) {

@@ -39,6 +39,11 @@ func (c *Controller) openQueueLocked(bs *brokerState) {
 				go c.noteStorageErrors(id, epoch, failed)
 			}
 		},
+		OnStopReplicaResponse: func(_ int32, req *replicadv1.StopReplicaRequest, resp *replicadv1.StopReplicaResponse) {
+			if slices.ContainsFunc(req.GetPartitions(), (*replicadv1.StopReplicaPartition).GetDeletePartition) {
+				go c.completeDeletions(id, epoch, req, resp)
+			}
+		},
 		OnStaleControllerEpoch: func(brokerEpoch int32) {
 			c.log.Warn().Int32("broker", id).Int32("broker_controller_epoch", brokerEpoch).Msg("broker knows a newer controller epoch")
 			c.notePastEpoch(brokerEpoch)
@@ -73,6 +78,7 @@ func (c *Controller) stateProto(p store.Partition, isNew bool) *replicadv1.Parti
 		PartitionEpoch:  p.PartitionEpoch,
 		Replicas:        slices.Clone(p.Replicas),
 		IsNew:           isNew,
+		TopicId:         p.TopicID,
 	}
 }
 

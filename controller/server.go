@@ -251,6 +251,13 @@ func (c *Controller) DescribeCluster(context.Context, *replicadv1.DescribeCluste
 		cp.OfflineReplicas = v.offline[keyOf(p)]
 		resp.Partitions = append(resp.Partitions, cp)
 	}
+	for _, d := range v.deleted {
+		dt := &replicadv1.DeletedTopic{Topic: d.Name, TopicId: d.ID}
+		for _, pr := range d.Pending {
+			dt.Pending = append(dt.Pending, &replicadv1.PendingReplicas{Partition: pr.Partition, Brokers: slices.Clone(pr.Brokers)})
+		}
+		resp.PendingDeletions = append(resp.PendingDeletions, dt)
+	}
 	return resp, nil
 }
 
@@ -293,7 +300,7 @@ func clusterPartition(p store.Partition) *replicadv1.ClusterPartition {
 	return &replicadv1.ClusterPartition{Topic: p.Topic, Partition: p.Partition, Leader: p.Leader, LeaderEpoch: p.LeaderEpoch,
 		PartitionEpoch: p.PartitionEpoch, Isr: slices.Clone(p.ISR), Replicas: slices.Clone(p.Replicas),
 		AddingReplicas: slices.Clone(p.AddingReplicas), RemovingReplicas: slices.Clone(p.RemovingReplicas),
-		Elr: slices.Clone(p.ELR), LastKnownElr: slices.Clone(p.LastKnownELR)}
+		Elr: slices.Clone(p.ELR), LastKnownElr: slices.Clone(p.LastKnownELR), TopicId: p.TopicID}
 }
 
 var _ replicadv1.ControllerServiceServer = (*Controller)(nil)

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"slices"
@@ -81,6 +82,21 @@ func (rm *ReplicaManager) BecomeLeaderOrFollower(ctx context.Context, req Leader
 			stateFields(slog.Warn(), st).Msg("Ignoring LeaderAndIsr request: the local replica is in an offline log dir")
 			ignore(st, ErrStorageError, "offline log dir", -1)
 			continue
+		}
+		if stray := rm.strayTopicID(p, st); stray != "" {
+			// The replica here is of a topic of the same name that was
+			// deleted (while this broker was away): its log is never
+			// reused, whatever its epochs say (they restart at 0 with a new
+			// topic). It goes, and the partition starts over.
+			if code := rm.deleteStrayLocked(ctx, slog, st, stray); code != ErrNone {
+				ignore(st, code, "stray log of another topic ID not deleted", -1)
+				continue
+			}
+			p, created = rm.getOrCreateHostedPartition(t)
+			if p == nil {
+				ignore(st, ErrStorageError, "offline log dir", -1)
+				continue
+			}
 		}
 		oldLeader, current, currentPartitionEpoch := p.leaderAndEpochs()
 		switch {
@@ -170,6 +186,38 @@ func (rm *ReplicaManager) BecomeLeaderOrFollower(ctx context.Context, req Leader
 	slog.Info().Int("partitions", len(req.PartitionStates)).Int("became_leader", len(becameLeader)).
 		Int("became_follower", len(becameFollower)).Int("partition_errors", failed).Msg("Completed LeaderAndIsr request")
 	return resp
+}
+
+// strayTopicID is the topic ID of the replica of st's partition here when it
+// is another topic's than st's (the hosted partition's, or else its log's),
+// "" when it is the same, or either is unknown.
+func (rm *ReplicaManager) strayTopicID(p *Partition, st PartitionState) string {
+	if st.TopicID == "" {
+		return ""
+	}
+	id := cmp.Or(p.TopicID(), rm.logs.TopicID(st.TopicPartition))
+	if id == "" || id == st.TopicID {
+		return ""
+	}
+	return id
+}
+
+// deleteStrayLocked stops and deletes the replica of st's partition that is
+// of the topic ID stray, not st's (KRaft's stray partitions): its fetchers
+// are removed, it is no longer hosted, and its log is deleted. Runs under
+// stateChangeMu.
+func (rm *ReplicaManager) deleteStrayLocked(ctx context.Context, slog zerolog.Logger, st PartitionState, stray string) ErrorCode {
+	t := st.TopicPartition
+	_, span := rm.tracer.Start(ctx, "ReplicaManager.deleteStrayLog", trace.WithAttributes(append(partitionAttrs(t),
+		attribute.String("replicad.stray_topic_id", stray), attribute.String("replicad.topic_id", st.TopicID))...))
+	defer span.End()
+	stateFields(slog.Warn(), st).Str("stray_topic_id", stray).Str("topic_id", st.TopicID).
+		Msg("Deleting a stray replica: its topic ID is not the controller's (a topic of this name was deleted and created again)")
+	rm.cfg.Fetchers.RemoveFetcherForPartitions([]tp.TopicPartition{t})
+	rm.cfg.AlterLogDirsFetchers.RemoveFetcherForPartitions([]tp.TopicPartition{t})
+	code := rm.stopPartition(slog, StopReplicaPartition{TopicPartition: t, LeaderEpoch: NoEpoch, Delete: true})
+	setErrorCode(span, code)
+	return code
 }
 
 // isRefresh reports a LeaderAndIsr that keeps the partition's leader and
@@ -340,7 +388,7 @@ func (rm *ReplicaManager) makeFollowers(ctx context.Context, slog zerolog.Logger
 			// partition's HW stays in the checkpoint file (KAFKA-1647).
 			stateFields(slog.Error(), tr.state).
 				Msg("Received LeaderAndIsr request but cannot become follower since the new leader is unavailable")
-			errs[i] = tr.partition.createLogOnly(tr.state.IsNew, false)
+			errs[i] = tr.partition.createLogOnly(tr.state, false)
 			outcome[i] = "leader unavailable"
 		}
 		if pspan != nil {
@@ -411,7 +459,7 @@ func (rm *ReplicaManager) makeFollowers(ctx context.Context, slog zerolog.Logger
 		}
 		// Start from the log end offset: truncation by leader epoch (KIP-101,
 		// KIP-279) decides what to keep, not the HW.
-		initial[p.topicPartition] = InitialFetchState{Leader: b, LeaderEpoch: epoch, InitOffset: l.LogEndOffset()}
+		initial[p.topicPartition] = InitialFetchState{Leader: b, LeaderEpoch: epoch, InitOffset: l.LogEndOffset(), TopicID: p.TopicID()}
 		if !slices.Contains(leaders, int(leader)) {
 			leaders = append(leaders, int(leader))
 		}

@@ -27,6 +27,8 @@ const (
 	ErrUnknownLeaderEpoch           ErrorCode = 75
 	ErrStaleBrokerEpoch             ErrorCode = 77
 	ErrInvalidUpdateVersion         ErrorCode = 96
+	ErrUnknownTopicID               ErrorCode = 100
+	ErrInconsistentTopicID          ErrorCode = 103
 	// Answers of the controller to AlterPartition, named so logs read well.
 	ErrNotController     ErrorCode = 41
 	ErrIneligibleReplica ErrorCode = 107
@@ -54,6 +56,8 @@ var errorNames = map[ErrorCode]string{
 	ErrUnknownLeaderEpoch:           "UNKNOWN_LEADER_EPOCH",
 	ErrStaleBrokerEpoch:             "STALE_BROKER_EPOCH",
 	ErrInvalidUpdateVersion:         "INVALID_UPDATE_VERSION",
+	ErrUnknownTopicID:               "UNKNOWN_TOPIC_ID",
+	ErrInconsistentTopicID:          "INCONSISTENT_TOPIC_ID",
 	ErrNotController:                "NOT_CONTROLLER",
 	ErrIneligibleReplica:            "INELIGIBLE_REPLICA",
 }

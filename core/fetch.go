@@ -181,6 +181,12 @@ func (p *Partition) readForFollower(replicaID int32, fp FetchPartition, maxBytes
 		res.Error = ErrNotLeaderOrFollower
 		return res, 0, nil
 	}
+	// A follower of another topic of this name (deleted and created
+	// again) must not take this log's records for its own.
+	if fp.TopicID != "" && p.topicID != "" && fp.TopicID != p.topicID {
+		res.Error = ErrInconsistentTopicID
+		return res, 0, nil
+	}
 	// Kafka checks the epoch before the role: a fetch from an older epoch is
 	// fenced whatever this broker is now.
 	if res.Error = p.checkCurrentLeaderEpochLocked(fp.CurrentLeaderEpoch); res.Error != ErrNone {

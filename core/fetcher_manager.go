@@ -11,6 +11,8 @@ type InitialFetchState struct {
 	Leader      Broker
 	LeaderEpoch int32
 	InitOffset  int64
+	// TopicID is the partition's topic ID, sent with every fetch ("": none).
+	TopicID string
 }
 
 // FetcherManager is the follower side of replication as the replica manager

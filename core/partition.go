@@ -1,6 +1,7 @@
 package core
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -85,8 +86,11 @@ type Partition struct {
 	leaderEpochStartOffset int64
 	partitionEpoch         int32
 	leader                 int32 // noLeader when unknown
-	assignment             []int32
-	isr                    []int32 // sorted; empty on a follower; committed only
+	// topicID is the partition's topic ID: the controller's, or its log's
+	// when the controller has not named one. "" when unknown.
+	topicID    string
+	assignment []int32
+	isr        []int32 // sorted; empty on a follower; committed only
 	// pendingIsr is the ISR change in flight (at most one), nil when none.
 	pendingIsr     *pendingIsrChange
 	remoteReplicas map[int32]*replicaState
@@ -130,6 +134,13 @@ func (p *Partition) leaderAndEpochs() (leader, leaderEpoch, partitionEpoch int32
 	return p.leader, p.leaderEpoch, p.partitionEpoch
 }
 
+// TopicID is the partition's topic ID ("" when unknown).
+func (p *Partition) TopicID() string {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.topicID
+}
+
 // Log returns the local log, nil before it is created.
 func (p *Partition) Log() *log.Log {
 	p.mu.RLock()
@@ -171,11 +182,11 @@ func (p *Partition) updateAssignmentAndIsrLocked(replicas, isr []int32) {
 // pose as the replica (Kafka's LogManager.getOrCreateLog rule).
 func (p *Partition) createLogIfNotExistsLocked(isNew, syncMetadata bool) error {
 	if p.log != nil {
-		return nil
+		return p.adoptTopicIDLocked()
 	}
 	if l, ok := p.env.logs.GetLog(p.topicPartition); ok {
 		p.log = l
-		return nil
+		return p.adoptTopicIDLocked()
 	}
 	if !isNew {
 		for _, d := range p.env.logs.Dirs() {
@@ -184,11 +195,28 @@ func (p *Partition) createLogIfNotExistsLocked(isNew, syncMetadata bool) error {
 			}
 		}
 	}
-	l, err := p.env.logs.GetOrCreateLog(p.topicPartition, syncMetadata)
+	l, err := p.env.logs.GetOrCreateLogOfTopic(p.topicPartition, p.topicID, syncMetadata)
 	if err != nil {
 		return fmt.Errorf("create log %s: %w", p.topicPartition, err)
 	}
 	p.log = l
+	return p.adoptTopicIDLocked()
+}
+
+// adoptTopicIDLocked reconciles the partition's topic ID with its log's: a
+// log from before topic IDs takes the controller's, and a partition the
+// controller named none for takes the log's. (A log of another topic ID
+// never gets here: BecomeLeaderOrFollower deletes it first.)
+func (p *Partition) adoptTopicIDLocked() error {
+	logID := p.env.logs.TopicID(p.topicPartition)
+	switch {
+	case p.topicID == "":
+		p.topicID = logID
+	case logID == "":
+		if err := p.env.logs.SetTopicID(p.topicPartition, p.topicID); err != nil {
+			return fmt.Errorf("record topic ID of %s: %w", p.topicPartition, err)
+		}
+	}
 	return nil
 }
 
@@ -212,6 +240,7 @@ func (p *Partition) makeLeaderLocked(st PartitionState, syncMetadata bool) (isNe
 	// Record the epoch of the controller that made the decision.
 	p.controllerEpoch = st.ControllerEpoch
 	p.updateAssignmentAndIsrLocked(st.Replicas, st.ISR)
+	p.topicID = cmp.Or(st.TopicID, p.topicID)
 	if err := p.createLogIfNotExistsLocked(st.IsNew, syncMetadata); err != nil {
 		return false, err
 	}
@@ -272,6 +301,7 @@ func (p *Partition) makeFollowerLocked(st PartitionState, syncMetadata bool) (bo
 	p.controllerEpoch = st.ControllerEpoch
 	// A follower keeps the assignment but no ISR: only the leader tracks it.
 	p.updateAssignmentAndIsrLocked(st.Replicas, nil)
+	p.topicID = cmp.Or(st.TopicID, p.topicID)
 	if err := p.createLogIfNotExistsLocked(st.IsNew, syncMetadata); err != nil {
 		return false, err
 	}
@@ -288,10 +318,11 @@ func (p *Partition) makeFollowerLocked(st PartitionState, syncMetadata bool) (bo
 // createLogOnly creates the local log without a role change, so that the
 // partition's HW stays in the checkpoint file even while its leader is
 // unavailable (KAFKA-1647).
-func (p *Partition) createLogOnly(isNew, syncMetadata bool) error {
+func (p *Partition) createLogOnly(st PartitionState, syncMetadata bool) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.createLogIfNotExistsLocked(isNew, syncMetadata)
+	p.topicID = cmp.Or(st.TopicID, p.topicID)
+	return p.createLogIfNotExistsLocked(st.IsNew, syncMetadata)
 }
 
 // maybeIncrementLeaderHWLocked moves the leader's HW to the smallest LEO in
@@ -362,6 +393,7 @@ func (p *Partition) info() PartitionInfo {
 		HighWatermark:   -1,
 		LogEndOffset:    -1,
 		LogStartOffset:  -1,
+		TopicID:         p.topicID,
 	}
 	switch {
 	case p.isLeaderLocked():

@@ -50,6 +50,14 @@ func (rm *ReplicaManager) StopReplicas(ctx context.Context, req StopReplicaReque
 	for i, sp := range req.Partitions {
 		t := sp.TopicPartition
 		h := rm.getPartition(t)
+		if id := rm.replicaTopicID(h, t); sp.TopicID != "" && id != "" && id != sp.TopicID {
+			// The replica here is of another topic of the name (one
+			// created after the one being stopped): none of the stopped
+			// topic is left, which is what the controller waits to hear.
+			slog.Info().Str("topic", t.Topic).Int32("partition", t.Partition).Str("topic_id", sp.TopicID).Str("replica_topic_id", id).
+				Msg("Skipping StopReplica: the replica here is of another topic ID")
+			continue
+		}
 		switch {
 		case h == nil:
 			// Not hosted (Kafka's HostedPartition.None): nothing to stop, but a
@@ -103,6 +111,17 @@ func (rm *ReplicaManager) StopReplicas(ctx context.Context, req StopReplicaReque
 	span.SetAttributes(attribute.Int("replicad.partition_errors", failed), attribute.String("replicad.error_code", ErrNone.String()))
 	slog.Info().Int("partitions", len(req.Partitions)).Int("stopped", len(toStop)).Int("partition_errors", failed).Msg("Completed StopReplica request")
 	return resp
+}
+
+// replicaTopicID is the topic ID of this broker's replica of t (h is its
+// hosted entry, nil when not hosted): the partition's, or its log's.
+func (rm *ReplicaManager) replicaTopicID(h *hostedPartition, t tp.TopicPartition) string {
+	if h != nil {
+		if id := h.partition.TopicID(); id != "" {
+			return id
+		}
+	}
+	return rm.logs.TopicID(t)
 }
 
 // stopPartition un-hosts one partition, completes its waiting requests and,

@@ -33,6 +33,9 @@ type PartitionState struct {
 	PartitionEpoch  int32
 	Replicas        []int32
 	IsNew           bool
+	// TopicID is the topic's identity (KIP-516), "" when the sender did not
+	// say: a log of another topic ID is never reused for the partition.
+	TopicID string
 }
 
 // LeaderAndIsrRequest tells a broker what to lead and follow.
@@ -70,6 +73,8 @@ type StopReplicaPartition struct {
 	TopicPartition tp.TopicPartition
 	LeaderEpoch    int32 // NoEpoch: any
 	Delete         bool
+	// TopicID, when set, stops the replica only if it is of this topic ID.
+	TopicID string
 }
 
 // StopReplicaRequest stops replicas (and deletes them with Delete).
@@ -123,6 +128,7 @@ type PartitionInfo struct {
 	LogStartOffset  int64
 	LogDir          string
 	FutureLogDir    string
+	TopicID         string
 }
 
 // LogDirInfo describes one log dir.
@@ -209,6 +215,8 @@ type FetchPartition struct {
 	// when its log is empty (no divergence check).
 	LastFetchedEpoch int32
 	LogStartOffset   int64
+	// TopicID is the follower's topic ID of the partition; "" is not checked.
+	TopicID string
 }
 
 // EpochEndOffset is the end offset of a leader epoch on the leader.

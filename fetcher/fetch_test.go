@@ -2,6 +2,7 @@ package fetcher
 
 import (
 	"context"
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -482,6 +483,52 @@ func TestFetchOrderRotatesSoNoPartitionStarves(t *testing.T) {
 				})
 				t.Fatalf("%v first progressed before fetch %d, want within the first 2 fetches (request orders %v)", p, i, order)
 			}
+		}
+	})
+}
+
+// A truncation that makes no progress (the follower truncates, fetches the
+// same offsets back, and is told to truncate again, as a stale log of a
+// topic deleted and created again once made it, many times a second) backs
+// off, and after stuckLimit rounds sets the partition aside as failed
+// instead of looping for ever (issue 10, path 8).
+func TestTruncationWithoutProgressBacksOffAndEnds(t *testing.T) {
+	forEachTransport(t, func(t *testing.T, e *env) {
+		clk := clock.NewManual(time.Unix(0, 0))
+		e.cfg.Clock = clk
+		e.cfg.PartitionBackoff = 10 * time.Millisecond
+		fl := newFakeLeader(t)
+		l := fl.addPartition(p0, 1, 0)
+		appendBatches(t, l, 1, 3)
+		// Records to a follower at 0, and to a follower past 0 "epoch 0
+		// ends at 0": it truncates to 0 and fetches them again.
+		fl.script = func(n int, fp *replicadv1.FetchPartition) *replicadv1.FetchPartitionResult {
+			if fp.GetFetchOffset() == 0 {
+				return nil
+			}
+			return &replicadv1.FetchPartitionResult{DivergingEpoch: &replicadv1.EpochEndOffset{Epoch: 0, EndOffset: 0}, HighWatermark: 3, LogEndOffset: 3}
+		}
+		leader := e.serve(1, fl)
+		e.follow(p0, 1, 0)
+		m := e.manager()
+		e.add(p0, leader, 1)
+		deadline := time.Now().Add(30 * time.Second)
+		for !m.IsFailed(p0) {
+			if time.Now().After(deadline) {
+				t.Fatalf("partition not set aside after %d fetches", len(fl.requestsFor(p0)))
+			}
+			// Each backoff waits on the clock: move it on, a little at a time.
+			clk.Advance(50 * time.Millisecond)
+			runtime.Gosched()
+		}
+		truncations := 0
+		for _, fp := range fl.requestsFor(p0) {
+			if fp.GetFetchOffset() > 0 {
+				truncations++
+			}
+		}
+		if truncations != stuckLimit+1 {
+			t.Fatalf("%d diverging answers before the partition was set aside, want %d", truncations, stuckLimit+1)
 		}
 	})
 }

@@ -219,6 +219,7 @@ func (f *fetcher) buildFetchRequest() (req *replicadv1.FetchRequest, requested m
 			CurrentLeaderEpoch: st.leaderEpoch,
 			LastFetchedEpoch:   st.replica.LatestEpoch(),
 			LogStartOffset:     st.replica.LogStartOffset(),
+			TopicId:            st.topicID,
 		})
 	}
 	return req, requested, wait

@@ -89,7 +89,7 @@ func (m *Manager) AddFetcherForPartitions(ctx context.Context, partitions map[tp
 		if offset < 0 {
 			offset = r.LogEndOffset()
 		}
-		g.states[t] = &partitionState{replica: r, fetchOffset: offset, leaderEpoch: init.LeaderEpoch, cause: cause}
+		g.states[t] = &partitionState{replica: r, fetchOffset: offset, leaderEpoch: init.LeaderEpoch, topicID: init.TopicID, cause: cause}
 		added.add(t, key, init, offset, len(partitions) == 1)
 	}
 	for key, g := range groups {

@@ -2,6 +2,7 @@ package fetcher
 
 import (
 	"errors"
+	"time"
 
 	"github.com/rs/zerolog"
 	"go.opentelemetry.io/otel/attribute"
@@ -55,6 +56,11 @@ func (f *fetcher) processPartition(t tp.TopicPartition, st *partitionState, res 
 		// Our epoch is older than the leader's: only a new LeaderAndIsr
 		// (with the new epoch) can resume this partition.
 		f.markFailed(t, lg, "fenced leader epoch: awaiting the new LeaderAndIsr")
+	case replicadv1.ErrorCode_ERROR_CODE_INCONSISTENT_TOPIC_ID, replicadv1.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_ID:
+		// The leader's partition is another topic of the name (one side was
+		// deleted and created again): nothing it sends is ours, and only a
+		// LeaderAndIsr can sort out which topic this broker follows.
+		f.markFailed(t, lg, "the leader's partition has another topic ID: awaiting the next LeaderAndIsr")
 	default:
 		// UNKNOWN_LEADER_EPOCH and NOT_LEADER_OR_FOLLOWER mean the leader has
 		// not yet applied the LeaderAndIsr we already have; it will, so these
@@ -99,6 +105,9 @@ func (f *fetcher) truncateOnDivergence(t tp.TopicPartition, st *partitionState, 
 			offset = min(de.GetEndOffset(), followerEnd, leo)
 		}
 	}
+	if !f.noteTruncation(t, st, leo, offset, lg) {
+		return
+	}
 	lg.Info().Int32("diverging_epoch", de.GetEpoch()).Int64("diverging_end_offset", de.GetEndOffset()).
 		Int64("truncate_to", offset).Msg("truncating on diverging epoch")
 	span := f.startTruncate(t, st, "diverging epoch", offset, attribute.Int("replicad.diverging_epoch", int(de.GetEpoch())),
@@ -117,6 +126,55 @@ func (f *fetcher) truncateOnDivergence(t tp.TopicPartition, st *partitionState, 
 			Msg("truncation on diverging epoch changed nothing, retrying partition after backoff")
 		f.delay(st)
 	}
+}
+
+// Bounds of truncations that make no progress (see noteTruncation).
+const (
+	// stuckBackoffAfter truncations in a row without progress, each next
+	// one waits PartitionBackoff doubled per truncation since, up to
+	// maxStuckBackoff.
+	stuckBackoffAfter = 2
+	maxStuckBackoff   = 30 * time.Second
+	// stuckLimit truncations in a row without progress set the partition
+	// aside as failed, until the next LeaderAndIsr for it.
+	stuckLimit = 10
+)
+
+// noteTruncation counts a truncation of the replica from logEnd to offset,
+// and reports whether to go on with it. Truncating on divergence converges
+// within a few rounds (one per epoch the logs disagree on), each below the
+// last with no records fetched in between. A truncation after records were
+// fetched again, from a log end no further than the replica had already
+// reached before an earlier truncation, makes no progress: it truncated,
+// fetched the same offsets back, and is told to truncate again. Such a
+// loop, which a log of another topic of the same name once caused many
+// times a second, backs off exponentially, and ends with the partition set
+// aside as failed: a loop that reached stuckLimit will not converge by
+// itself, and is logged at error so an operator looks.
+func (f *fetcher) noteTruncation(t tp.TopicPartition, st *partitionState, logEnd, offset int64, lg zerolog.Logger) bool {
+	refetched := logEnd > st.truncatedTo
+	st.truncatedTo = min(offset, logEnd)
+	switch {
+	case logEnd > st.highest:
+		st.highest, st.stuck = logEnd, 0
+		return true
+	case !refetched:
+		return true // the next round of one convergence
+	}
+	st.stuck++
+	if st.stuck >= stuckLimit {
+		lg.Error().Int("truncations", st.stuck).Int64("truncate_to", offset).Int64("log_end_offset", logEnd).
+			Msg("truncation makes no progress: setting the partition aside until its next LeaderAndIsr")
+		f.markFailed(t, lg, "truncation makes no progress")
+		return false
+	}
+	if st.stuck >= stuckBackoffAfter {
+		d := min(f.cfg.PartitionBackoff<<(st.stuck-stuckBackoffAfter), maxStuckBackoff)
+		lg.Warn().Int("truncations", st.stuck).Int64("truncate_to", offset).Int64("log_end_offset", logEnd).Dur("backoff", d).
+			Msg("truncation makes no progress, backing off")
+		st.delayedUntil = f.cfg.Clock.Now().Add(d)
+	}
+	return true
 }
 
 // truncationBelowEpochs is the truncation offset when the follower holds no
@@ -192,6 +250,9 @@ func (f *fetcher) handleOutOfRange(t tp.TopicPartition, st *partitionState, res 
 		attribute.Int64("replicad.leader_log_start_offset", leaderStart)}
 	switch {
 	case leaderEnd < st.fetchOffset:
+		if !f.noteTruncation(t, st, r.LogEndOffset(), leaderEnd, lg) {
+			return
+		}
 		lg.Warn().Int64("leader_log_end_offset", leaderEnd).Msg("fetch offset beyond the leader's log end, truncating to it")
 		span := f.startTruncate(t, st, "fetch offset beyond the leader's log end", leaderEnd, leaderAttrs...)
 		err = r.TruncateTo(leaderEnd)

@@ -22,6 +22,14 @@ type partitionState struct {
 	fetchOffset int64
 	// leaderEpoch is the epoch this state fetches for (current_leader_epoch).
 	leaderEpoch int32
+	// topicID is the partition's topic ID, sent with every fetch ("": none).
+	topicID string
+	// stuck counts the truncations in a row that made no progress (see
+	// fetcher.noteTruncation); highest is the largest log end offset the
+	// replica had before one of them, truncatedTo where the last one left
+	// it.
+	stuck                int
+	highest, truncatedTo int64
 	// lag is the leader's LEO (or HW) minus fetchOffset at the last answer.
 	lag int64
 	// delayedUntil, when set, keeps the partition out of fetches until then

@@ -29,6 +29,7 @@ func partitionStateFromProto(p *replicadv1.PartitionState) core.PartitionState {
 		PartitionEpoch:  p.GetPartitionEpoch(),
 		Replicas:        cloneInt32s(p.GetReplicas()),
 		IsNew:           p.GetIsNew(),
+		TopicID:         p.GetTopicId(),
 	}
 }
 
@@ -94,6 +95,7 @@ func stopReplicaFromProto(req *replicadv1.StopReplicaRequest) core.StopReplicaRe
 			TopicPartition: topicPartition(p.GetTopic(), p.GetPartition()),
 			LeaderEpoch:    p.GetLeaderEpoch(),
 			Delete:         p.GetDeletePartition(),
+			TopicID:        p.GetTopicId(),
 		}
 	}
 	return core.StopReplicaRequest{
@@ -162,6 +164,7 @@ func describeToProto(d core.Description) *replicadv1.DescribePartitionsResponse 
 			LogDir:          p.LogDir,
 			ControllerEpoch: p.ControllerEpoch,
 			FutureLogDir:    p.FutureLogDir,
+			TopicId:         p.TopicID,
 		})
 	}
 	for _, dir := range d.LogDirs {
@@ -291,6 +294,7 @@ func FetchRequestFromProto(req *replicadv1.FetchRequest) core.FetchRequest {
 			CurrentLeaderEpoch: p.GetCurrentLeaderEpoch(),
 			LastFetchedEpoch:   p.GetLastFetchedEpoch(),
 			LogStartOffset:     p.GetLogStartOffset(),
+			TopicID:            p.GetTopicId(),
 		}
 	}
 	return out

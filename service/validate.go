@@ -116,6 +116,9 @@ func validatePartitionState(path string, p *replicadv1.PartitionState) error {
 	if p.GetLeader() != noLeader && !inReplicas[p.GetLeader()] {
 		return invalid(path+".leader", "broker %d is not in replicas %v", p.GetLeader(), replicas)
 	}
+	if err := validateTopicID(path+".topic_id", p.GetTopicId()); err != nil {
+		return err
+	}
 	inISR := make(map[int32]bool, len(p.GetIsr()))
 	for _, r := range p.GetIsr() {
 		if !inReplicas[r] {
@@ -196,7 +199,7 @@ func validateStopReplica(req *replicadv1.StopReplicaRequest) error {
 		if p.GetLeaderEpoch() < -1 {
 			return invalid(path+".leader_epoch", "must be -1 (any) or non-negative (got %d)", p.GetLeaderEpoch())
 		}
-		return nil
+		return validateTopicID(path+".topic_id", p.GetTopicId())
 	})
 }
 
@@ -296,8 +299,19 @@ func validateFetch(req *replicadv1.FetchRequest) error {
 		return err
 	}
 	return validatePartitionList("partitions", req.GetPartitions(), func(path string, p *replicadv1.FetchPartition) error {
+		if err := validateTopicID(path+".topic_id", p.GetTopicId()); err != nil {
+			return err
+		}
 		return validateNonNegative(path+".fetch_offset", p.GetFetchOffset())
 	})
+}
+
+// validateTopicID checks a topic ID field: empty (not given) or Kafka's form.
+func validateTopicID(field, id string) error {
+	if err := tp.ValidateTopicID(id); err != nil {
+		return invalid(field, "%v", err)
+	}
+	return nil
 }
 
 // validateOffsetsForLeaderEpoch leaves replica_id alone: tools ask as -1

@@ -56,11 +56,12 @@ func stopReplicaCommand() *command {
 	return &command{
 		name:    "stop-replica",
 		summary: "stop replicating a partition, optionally deleting its log",
-		usage:   "--controller-id N --controller-epoch N --topic T --partition P [--leader-epoch E] [--delete] [--broker-epoch N]",
+		usage:   "--controller-id N --controller-epoch N --topic T --partition P [--leader-epoch E] [--delete] [--topic-id ID] [--broker-epoch N]",
 		details: `The broker stops its fetcher for the partition and forgets it; with --delete
 it also removes the log. --leader-epoch older than the partition's answers
-FENCED_LEADER_EPOCH; -1 (the default) matches any epoch. Exits 1 unless all
-error codes are NONE.`,
+FENCED_LEADER_EPOCH; -1 (the default) matches any epoch. With --topic-id, a
+replica of another topic ID is left alone (answered NONE). Exits 1 unless
+all error codes are NONE.`,
 		example: "ctlclient stop-replica --controller-id 0 --controller-epoch 1 --topic orders --partition 0 --leader-epoch 2 --delete",
 		flags: func(fs *flag.FlagSet) func(context.Context, *env) error {
 			controllerID := int32Var(fs, "controller-id", 0, "id of the controller sending the request")
@@ -70,6 +71,7 @@ error codes are NONE.`,
 			partition := int32Var(fs, "partition", 0, "partition")
 			leaderEpoch := int32Var(fs, "leader-epoch", -1, "leader epoch the stop is for; -1: any")
 			del := fs.Bool("delete", false, "also delete the partition's log")
+			topicID := fs.String("topic-id", "", "stop only a replica of this topic `ID`")
 			return func(ctx context.Context, e *env) error {
 				if err := requireFlags(fs, "controller-id", "controller-epoch", "topic", "partition"); err != nil {
 					return err
@@ -78,7 +80,8 @@ error codes are NONE.`,
 				err := e.callReplicaManager(ctx, func(rctx context.Context, c replicadv1.ReplicaManagerServiceClient) (err error) {
 					resp, err = c.StopReplica(rctx, &replicadv1.StopReplicaRequest{
 						ControllerId: *controllerID, ControllerEpoch: *controllerEpoch, BrokerEpoch: *brokerEpoch,
-						Partitions: []*replicadv1.StopReplicaPartition{{Topic: *topic, Partition: *partition, LeaderEpoch: *leaderEpoch, DeletePartition: *del}},
+						Partitions: []*replicadv1.StopReplicaPartition{{Topic: *topic, Partition: *partition, LeaderEpoch: *leaderEpoch,
+							DeletePartition: *del, TopicId: *topicID}},
 					})
 					return err
 				})

@@ -452,7 +452,20 @@ func printCluster(w io.Writer, resp *replicadv1.DescribeClusterResponse) error {
 		return err
 	}
 	fmt.Fprintln(w)
-	return printClusterPartitions(w, resp.GetPartitions())
+	if err := printClusterPartitions(w, resp.GetPartitions()); err != nil {
+		return err
+	}
+	if len(resp.GetPendingDeletions()) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w, "\npending deletions (replicas that have not deleted their logs yet):")
+	t = newTable(w, "TOPIC", "TOPIC-ID", "PARTITION", "BROKERS")
+	for _, d := range resp.GetPendingDeletions() {
+		for _, p := range d.GetPending() {
+			t.row(d.GetTopic(), d.GetTopicId(), p.GetPartition(), idsOrDash(p.GetBrokers()))
+		}
+	}
+	return t.flush()
 }
 
 // printClusterPartitions is the partitions table, sorted by topic and

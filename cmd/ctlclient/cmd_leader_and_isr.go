@@ -17,10 +17,12 @@ func leaderAndIsrCommand() *command {
 		name:    "leader-and-isr",
 		summary: "tell the broker to lead or follow partitions (what the controller sends)",
 		usage: "--controller-id N --controller-epoch N --topic T --partition P --leader B --leader-epoch E\n" +
-			"        --replicas 1,2,3 [--isr 1,2,3] [--partition-epoch N] [--new] [--broker-epoch N] [--live-broker ID=HOST:PORT ...]\n" +
+			"        --replicas 1,2,3 [--isr 1,2,3] [--partition-epoch N] [--new] [--topic-id ID] [--broker-epoch N] [--live-broker ID=HOST:PORT ...]\n" +
 			"   or: ctlclient leader-and-isr --file req.json",
 		details: `Sends one LeaderAndIsr request. The broker becomes leader of the partition
 when --leader is its id, else follower. --isr defaults to --replicas.
+--topic-id names the topic's identity: a replica of another topic ID here
+(a topic of the name deleted and created again) is deleted first.
 --file reads a whole LeaderAndIsrRequest in protojson (- for stdin), for many
 partitions at once; grpcurl's field spellings are accepted.
 Prints each partition's error code; exits 1 unless all are NONE (a stale
@@ -44,6 +46,7 @@ EOF`,
 			fs.Var(&isr, "isr", "in-sync replicas, comma-separated (default: --replicas)")
 			fs.Var(&replicas, "replicas", "assigned replicas, comma-separated")
 			isNew := fs.Bool("new", false, "the partition was just created (its log may start empty)")
+			topicID := fs.String("topic-id", "", "the topic's `ID` (22 characters of URL-safe base64); a replica of another one is deleted")
 			var live brokerList
 			fs.Var(&live, "live-broker", "endpoint of a leader, `ID=HOST:PORT` (repeatable)")
 			file := fs.String("file", "", "read the whole request from this protojson `file` (- for stdin)")
@@ -52,7 +55,7 @@ EOF`,
 				var req *replicadv1.LeaderAndIsrRequest
 				if *file != "" {
 					if err := forbidFlags(fs, "--file", "controller-id", "controller-epoch", "broker-epoch", "topic", "partition", "leader",
-						"leader-epoch", "partition-epoch", "isr", "replicas", "new", "live-broker"); err != nil {
+						"leader-epoch", "partition-epoch", "isr", "replicas", "new", "topic-id", "live-broker"); err != nil {
 						return err
 					}
 					var err error
@@ -73,6 +76,7 @@ EOF`,
 						PartitionStates: []*replicadv1.PartitionState{{
 							Topic: *topic, Partition: *partition, ControllerEpoch: *controllerEpoch, Leader: *leader,
 							LeaderEpoch: *leaderEpoch, Isr: isr, PartitionEpoch: *partitionEpoch, Replicas: replicas, IsNew: *isNew,
+							TopicId: *topicID,
 						}},
 						LiveLeaders: live,
 					}

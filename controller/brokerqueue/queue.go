@@ -110,6 +110,10 @@ type Config struct {
 	// while it runs; it must not call Close of this Queue (Close waits for
 	// that goroutine).
 	OnLeaderAndIsrResponse func(brokerID int32, resp *replicadv1.LeaderAndIsrResponse)
+	// OnStopReplicaResponse, if set, gets every StopReplica request the
+	// broker answered (with a top-level NONE) and its answer, as
+	// OnLeaderAndIsrResponse does.
+	OnStopReplicaResponse func(brokerID int32, req *replicadv1.StopReplicaRequest, resp *replicadv1.StopReplicaResponse)
 	// OnStaleControllerEpoch, if set, is called once when the broker answers
 	// STALE_CONTROLLER_EPOCH, with the controller epoch the broker follows
 	// (0 when its answer did not say): a newer controller acts, or the
@@ -676,6 +680,9 @@ func (q *Queue) call(ctx context.Context, r *request, span trace.Span) (replicad
 		}
 		setPartitionErrors(span, resp.GetPartitionErrors())
 		q.logPartitionErrors(r.kind, resp.GetPartitionErrors())
+		if q.cfg.OnStopReplicaResponse != nil && resp.GetErrorCode() == replicadv1.ErrorCode_ERROR_CODE_NONE && q.ctx.Err() == nil {
+			q.cfg.OnStopReplicaResponse(q.cfg.BrokerID, r.sr, resp)
+		}
 		return resp.GetErrorCode(), resp.GetControllerEpoch(), nil
 	}
 }
@@ -792,6 +799,9 @@ func (k kind) String() string {
 type partitionKey struct {
 	topic     string
 	partition int32
+	// topicID tells apart the stops of two topics of one name (one deleted,
+	// the other created since): they never merge. Empty for states.
+	topicID string
 }
 
 type topicPartition interface {
@@ -800,7 +810,7 @@ type topicPartition interface {
 }
 
 func keyOf(m topicPartition) partitionKey {
-	return partitionKey{m.GetTopic(), m.GetPartition()}
+	return partitionKey{topic: m.GetTopic(), partition: m.GetPartition()}
 }
 
 // entry is one request waiting in the queue, made of one or more calls of
@@ -852,6 +862,7 @@ func (e *entry) addState(s *replicadv1.PartitionState) {
 // deletion asked earlier is kept.
 func (e *entry) addStop(p *replicadv1.StopReplicaPartition) {
 	k := keyOf(p)
+	k.topicID = p.GetTopicId()
 	i, ok := e.index[k]
 	if !ok {
 		e.index[k] = len(e.stops)
@@ -864,6 +875,7 @@ func (e *entry) addStop(p *replicadv1.StopReplicaPartition) {
 			Partition:       p.GetPartition(),
 			LeaderEpoch:     p.GetLeaderEpoch(),
 			DeletePartition: true,
+			TopicId:         p.GetTopicId(),
 		}
 	}
 	e.stops[i] = p

@@ -41,10 +41,13 @@ const boltLockTimeout = time.Second
 //	topics/
 //	  <name>/            one bucket per topic
 //	    <partition uint32>  JSON Partition
+//	deleted/
+//	  <topic id>         JSON DeletedTopic: replicas that have not deleted their logs yet
 var (
 	bucketMeta    = []byte("meta")
 	bucketBrokers = []byte("brokers")
 	bucketTopics  = []byte("topics")
+	bucketDeleted = []byte("deleted")
 
 	keySchemaVersion   = []byte("schema_version")
 	keyControllerEpoch = []byte("controller_epoch")
@@ -91,7 +94,7 @@ func OpenBolt(dir string) (*BoltStore, error) {
 		case len(v) != 4 || binary.BigEndian.Uint32(v) != boltSchemaVersion:
 			return fmt.Errorf("schema version %x, want %d", v, boltSchemaVersion)
 		}
-		for _, name := range [][]byte{bucketBrokers, bucketTopics} {
+		for _, name := range [][]byte{bucketBrokers, bucketTopics, bucketDeleted} {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return err
 			}
@@ -258,14 +261,65 @@ func (s *BoltStore) CreateTopic(ctx context.Context, name string, parts []Partit
 
 func (s *BoltStore) DeleteTopic(ctx context.Context, name string) error {
 	err := s.update(ctx, func(tx *bolt.Tx) error {
-		err := tx.Bucket(bucketTopics).DeleteBucket([]byte(name))
-		if errors.Is(err, berrors.ErrBucketNotFound) {
+		tb := topicBucket(tx, name)
+		if tb == nil {
 			return ErrNotFound
 		}
-		return err
+		parts, err := appendPartitions(nil, name, tb)
+		if err != nil {
+			return err
+		}
+		if d, ok := NewDeletedTopic(Topic{Name: name, Partitions: parts}); ok {
+			if err := putJSON(tx.Bucket(bucketDeleted), []byte(d.ID), d); err != nil {
+				return err
+			}
+		}
+		return tx.Bucket(bucketTopics).DeleteBucket([]byte(name))
 	})
 	if err != nil {
 		return fmt.Errorf("delete topic %s: %w", name, err)
+	}
+	return nil
+}
+
+func (s *BoltStore) DeletedTopics(ctx context.Context) ([]DeletedTopic, error) {
+	var out []DeletedTopic
+	err := s.view(ctx, func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketDeleted).ForEach(func(k, v []byte) error {
+			var d DeletedTopic
+			if err := json.Unmarshal(v, &d); err != nil {
+				return fmt.Errorf("decode deleted topic %s: %w", k, err)
+			}
+			out = append(out, d)
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("deleted topics: %w", err)
+	}
+	sortDeleted(out)
+	return out, nil
+}
+
+func (s *BoltStore) CompleteDeletions(ctx context.Context, topicID string, done []Replica) error {
+	err := s.update(ctx, func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketDeleted)
+		v := b.Get([]byte(topicID))
+		if v == nil {
+			return nil
+		}
+		var d DeletedTopic
+		if err := json.Unmarshal(v, &d); err != nil {
+			return fmt.Errorf("decode: %w", err)
+		}
+		next, left := completeDeletions(d, done)
+		if !left {
+			return b.Delete([]byte(topicID))
+		}
+		return putJSON(b, []byte(topicID), next)
+	})
+	if err != nil {
+		return fmt.Errorf("complete deletions of topic %s: %w", topicID, err)
 	}
 	return nil
 }

@@ -68,6 +68,8 @@ const etcdSchemaVersion = "1"
 //	                    shared by all brokers (absent: 0)
 //	brokers/<id>        JSON Broker, id in decimal
 //	topics/<name>       JSON Topic: the topic with ALL its partitions
+//	deleted/<topic id>  JSON DeletedTopic: its replicas that have not deleted
+//	                    their logs yet (a topic is one key here too)
 //	election/<lease>    one key per candidate controller (concurrency.Election,
 //	                    bound to its session lease); the oldest one leads
 //
@@ -84,6 +86,7 @@ const (
 	etcdKeyBrokerEpoch     = "broker_epoch"
 	etcdDirBrokers         = "brokers/"
 	etcdDirTopics          = "topics/"
+	etcdDirDeleted         = "deleted/"
 	etcdElection           = "election" // concurrency.NewElection adds the "/"
 )
 
@@ -543,16 +546,93 @@ func (s *EtcdStore) CreateTopic(ctx context.Context, name string, parts []Partit
 }
 
 func (s *EtcdStore) DeleteTopic(ctx context.Context, name string) error {
-	key := s.topicKey(name)
-	ok, err := s.commit(ctx, []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), ">", 0)},
-		[]clientv3.Op{clientv3.OpDelete(key)})
-	if err != nil {
+	if err := s.beginWrite(ctx); err != nil {
 		return fmt.Errorf("delete topic %s: %w", name, err)
 	}
-	if !ok {
-		return fmt.Errorf("delete topic %s: %w", name, ErrNotFound)
+	key := s.topicKey(name)
+	for {
+		kv, err := s.get(ctx, key)
+		if err != nil {
+			return fmt.Errorf("delete topic %s: %w", name, err)
+		}
+		if kv == nil {
+			return fmt.Errorf("delete topic %s: %w", name, ErrNotFound)
+		}
+		t, err := decodeTopic(kv, name)
+		if err != nil {
+			return fmt.Errorf("delete topic %s: %w", name, err)
+		}
+		ops := []clientv3.Op{clientv3.OpDelete(key)}
+		if d, ok := NewDeletedTopic(t); ok {
+			data, err := json.Marshal(d)
+			if err != nil {
+				return fmt.Errorf("delete topic %s: %w", name, err)
+			}
+			ops = append(ops, clientv3.OpPut(s.deletedKey(d.ID), string(data)))
+		}
+		ok, err := s.commit(ctx, []clientv3.Cmp{modRevIs(key, kv)}, ops)
+		if err != nil {
+			return fmt.Errorf("delete topic %s: %w", name, err)
+		}
+		if ok {
+			return nil
+		}
+		// The topic changed between the read and the write: read again.
 	}
-	return nil
+}
+
+func (s *EtcdStore) deletedKey(topicID string) string { return s.prefix + etcdDirDeleted + topicID }
+
+func (s *EtcdStore) DeletedTopics(ctx context.Context) ([]DeletedTopic, error) {
+	kvs, err := s.list(ctx, etcdDirDeleted)
+	if err != nil {
+		return nil, fmt.Errorf("deleted topics: %w", err)
+	}
+	out := make([]DeletedTopic, 0, len(kvs))
+	for _, kv := range kvs {
+		var d DeletedTopic
+		if err := json.Unmarshal(kv.Value, &d); err != nil {
+			return nil, fmt.Errorf("deleted topics: decode %s: %w", kv.Key, err)
+		}
+		out = append(out, d)
+	}
+	sortDeleted(out)
+	return out, nil
+}
+
+func (s *EtcdStore) CompleteDeletions(ctx context.Context, topicID string, done []Replica) error {
+	if err := s.beginWrite(ctx); err != nil {
+		return fmt.Errorf("complete deletions of topic %s: %w", topicID, err)
+	}
+	key := s.deletedKey(topicID)
+	for {
+		kv, err := s.get(ctx, key)
+		if err != nil || kv == nil {
+			if err != nil {
+				err = fmt.Errorf("complete deletions of topic %s: %w", topicID, err)
+			}
+			return err
+		}
+		var d DeletedTopic
+		if err := json.Unmarshal(kv.Value, &d); err != nil {
+			return fmt.Errorf("complete deletions of topic %s: decode: %w", topicID, err)
+		}
+		op := clientv3.OpDelete(key)
+		if next, left := completeDeletions(d, done); left {
+			data, err := json.Marshal(next)
+			if err != nil {
+				return fmt.Errorf("complete deletions of topic %s: %w", topicID, err)
+			}
+			op = clientv3.OpPut(key, string(data))
+		}
+		ok, err := s.commit(ctx, []clientv3.Cmp{modRevIs(key, kv)}, []clientv3.Op{op})
+		if err != nil {
+			return fmt.Errorf("complete deletions of topic %s: %w", topicID, err)
+		}
+		if ok {
+			return nil
+		}
+	}
 }
 
 func (s *EtcdStore) Topic(ctx context.Context, name string) (Topic, error) {

@@ -18,14 +18,15 @@ type Memory struct {
 	controllerEpoch int32
 	lastBrokerEpoch int64
 	brokers         map[int32]Broker
-	topics          map[string][]Partition // sorted by partition, index == partition
+	topics          map[string][]Partition  // sorted by partition, index == partition
+	deleted         map[string]DeletedTopic // by ID
 }
 
 var _ Store = (*Memory)(nil)
 
 // NewMemory returns an empty in-memory store.
 func NewMemory() *Memory {
-	return &Memory{brokers: map[int32]Broker{}, topics: map[string][]Partition{}}
+	return &Memory{brokers: map[int32]Broker{}, topics: map[string][]Partition{}, deleted: map[string]DeletedTopic{}}
 }
 
 // lock checks ctx and takes m.mu; on success the caller must unlock.
@@ -130,10 +131,44 @@ func (m *Memory) DeleteTopic(ctx context.Context, name string) error {
 		return err
 	}
 	defer m.mu.Unlock()
-	if _, ok := m.topics[name]; !ok {
+	parts, ok := m.topics[name]
+	if !ok {
 		return fmt.Errorf("delete topic %s: %w", name, ErrNotFound)
 	}
+	if d, ok := NewDeletedTopic(Topic{Name: name, Partitions: parts}); ok {
+		m.deleted[d.ID] = d
+	}
 	delete(m.topics, name)
+	return nil
+}
+
+func (m *Memory) DeletedTopics(ctx context.Context) ([]DeletedTopic, error) {
+	if err := m.lock(ctx); err != nil {
+		return nil, err
+	}
+	defer m.mu.Unlock()
+	out := make([]DeletedTopic, 0, len(m.deleted))
+	for _, d := range m.deleted {
+		out = append(out, cloneDeleted(d))
+	}
+	sortDeleted(out)
+	return out, nil
+}
+
+func (m *Memory) CompleteDeletions(ctx context.Context, topicID string, done []Replica) error {
+	if err := m.lock(ctx); err != nil {
+		return err
+	}
+	defer m.mu.Unlock()
+	d, ok := m.deleted[topicID]
+	if !ok {
+		return nil
+	}
+	if next, left := completeDeletions(d, done); left {
+		m.deleted[topicID] = next
+	} else {
+		delete(m.deleted, topicID)
+	}
 	return nil
 }
 

@@ -65,6 +65,11 @@ type Broker struct {
 type Partition struct {
 	Topic     string `json:"topic"`
 	Partition int32  `json:"partition"`
+	// TopicID is the topic's identity (Kafka's KIP-516 topic ID), the same
+	// in every partition of a topic: a topic deleted and created again
+	// under the same name has another one. Empty for topics stored before
+	// topic IDs (the controller gives them one when it activates).
+	TopicID string `json:"topic_id,omitempty"`
 	// Leader is a broker id, or -1 (NoLeader) when no replica may lead.
 	Leader      int32 `json:"leader"`
 	LeaderEpoch int32 `json:"leader_epoch"`
@@ -103,6 +108,29 @@ func (p Partition) Clone() Partition {
 	p.ELR = slices.Clone(p.ELR)
 	p.LastKnownELR = slices.Clone(p.LastKnownELR)
 	return p
+}
+
+// DeletedTopic is a deleted topic some replicas of which have not deleted
+// their logs yet (a broker that was down or failing when it was deleted):
+// its deletion is pending until each has.
+type DeletedTopic struct {
+	Name string `json:"name"`
+	ID   string `json:"id"`
+	// Pending are the replicas still to delete, by partition, sorted.
+	Pending []PendingReplicas `json:"pending"`
+}
+
+// PendingReplicas are the brokers that still hold a log of one partition of
+// a deleted topic.
+type PendingReplicas struct {
+	Partition int32   `json:"partition"`
+	Brokers   []int32 `json:"brokers"`
+}
+
+// Replica names one broker's replica of one partition.
+type Replica struct {
+	Partition int32
+	Broker    int32
 }
 
 // Topic is a topic with all its partitions, sorted by partition.
@@ -148,9 +176,17 @@ type Store interface {
 	// any order), each with Topic equal to name or empty (then set to name).
 	// ErrExists if the topic exists.
 	CreateTopic(ctx context.Context, name string, parts []Partition) error
-	// DeleteTopic removes a topic and all its partitions; ErrNotFound if
-	// there is none.
+	// DeleteTopic removes a topic and all its partitions, and records in
+	// the same transaction every replica of them as pending deletion
+	// (DeletedTopics) under the topic's ID; ErrNotFound if there is none.
 	DeleteTopic(ctx context.Context, name string) error
+	// DeletedTopics returns the deleted topics with deletions pending,
+	// sorted by name then ID.
+	DeletedTopics(ctx context.Context) ([]DeletedTopic, error)
+	// CompleteDeletions marks replicas of the deleted topic with topicID as
+	// deleted; a topic with none left pending is forgotten. Replicas (or a
+	// topic) not pending are ignored.
+	CompleteDeletions(ctx context.Context, topicID string, done []Replica) error
 	// Topic returns one topic; ErrNotFound if there is none.
 	Topic(ctx context.Context, name string) (Topic, error)
 	// Partitions returns every partition of every topic, sorted by topic
@@ -207,6 +243,11 @@ func newTopic(name string, parts []Partition) (Topic, error) {
 		}
 		t.Partitions[i] = p.Clone()
 	}
+	for _, p := range t.Partitions {
+		if p.TopicID != t.Partitions[0].TopicID {
+			return Topic{}, fmt.Errorf("create topic %s: partitions with topic IDs %q and %q: %w", name, t.Partitions[0].TopicID, p.TopicID, ErrInvalid)
+		}
+	}
 	slices.SortFunc(t.Partitions, func(a, b Partition) int { return cmp.Compare(a.Partition, b.Partition) })
 	for i, p := range t.Partitions {
 		if p.Partition != int32(i) {
@@ -214,6 +255,56 @@ func newTopic(name string, parts []Partition) (Topic, error) {
 		}
 	}
 	return t, nil
+}
+
+// NewDeletedTopic is the DeletedTopic of t: every replica of every
+// partition, sorted, under the topic's ID ("name:<topic>" for a topic
+// stored without one). ok is false when t has no replicas at all.
+func NewDeletedTopic(t Topic) (DeletedTopic, bool) {
+	d := DeletedTopic{Name: t.Name}
+	for _, p := range t.Partitions {
+		if d.ID == "" {
+			d.ID = p.TopicID
+		}
+		if len(p.Replicas) == 0 {
+			continue
+		}
+		brokers := slices.Clone(p.Replicas)
+		slices.Sort(brokers)
+		d.Pending = append(d.Pending, PendingReplicas{Partition: p.Partition, Brokers: slices.Compact(brokers)})
+	}
+	if d.ID == "" {
+		d.ID = "name:" + t.Name // a topic stored before topic IDs
+	}
+	return d, len(d.Pending) > 0
+}
+
+// cloneDeleted copies d so that it shares no slice.
+func cloneDeleted(d DeletedTopic) DeletedTopic {
+	out := DeletedTopic{Name: d.Name, ID: d.ID, Pending: make([]PendingReplicas, len(d.Pending))}
+	for i, pr := range d.Pending {
+		out.Pending[i] = PendingReplicas{Partition: pr.Partition, Brokers: slices.Clone(pr.Brokers)}
+	}
+	return out
+}
+
+// sortDeleted sorts deleted topics by name, then ID.
+func sortDeleted(ds []DeletedTopic) {
+	slices.SortFunc(ds, func(a, b DeletedTopic) int { return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.ID, b.ID)) })
+}
+
+// completeDeletions is d without done; ok is false when nothing is left.
+func completeDeletions(d DeletedTopic, done []Replica) (DeletedTopic, bool) {
+	next := DeletedTopic{Name: d.Name, ID: d.ID}
+	for _, pr := range d.Pending {
+		brokers := slices.DeleteFunc(slices.Clone(pr.Brokers), func(b int32) bool {
+			return slices.Contains(done, Replica{Partition: pr.Partition, Broker: b})
+		})
+		if len(brokers) > 0 {
+			next.Pending = append(next.Pending, PendingReplicas{Partition: pr.Partition, Brokers: brokers})
+		}
+	}
+	return next, len(next.Pending) > 0
 }
 
 // partitionKey identifies a partition.

@@ -13,13 +13,21 @@ import (
 	"github.com/replicad/replicad/core/tp"
 )
 
-// GetOrCreateLog returns the log, creating it in the online dir with the fewest
-// partitions. With syncMetadata false the new files are not fsynced; call SyncDirs.
+// GetOrCreateLog is GetOrCreateLogOfTopic without a topic ID.
+func (m *Manager) GetOrCreateLog(t tp.TopicPartition, syncMetadata bool) (*log.Log, error) {
+	return m.GetOrCreateLogOfTopic(t, "", syncMetadata)
+}
+
+// GetOrCreateLogOfTopic returns the log, creating it in the online dir with
+// the fewest partitions, with topicID in its partition.metadata (none when
+// empty). An existing log is returned whatever its topic ID: the caller
+// compares (TopicID). With syncMetadata false the new files are not
+// fsynced; call SyncDirs.
 //
 // A storage failure is returned wrapping log.ErrStorage (the caller takes the
 // partition offline) and reported on Failures (the replica manager takes the
 // dir offline).
-func (m *Manager) GetOrCreateLog(t tp.TopicPartition, syncMetadata bool) (*log.Log, error) {
+func (m *Manager) GetOrCreateLogOfTopic(t tp.TopicPartition, topicID string, syncMetadata bool) (*log.Log, error) {
 	if l, ok := m.GetLog(t); ok {
 		return l, nil
 	}
@@ -46,7 +54,7 @@ func (m *Manager) GetOrCreateLog(t tp.TopicPartition, syncMetadata bool) (*log.L
 
 	// With syncMetadata, log.Open also fsyncs the log dir, making the new
 	// partition dir's entry durable.
-	l, err := m.openNewLog(d, t, t.String(), "log", syncMetadata, m.logs, true)
+	l, err := m.openNewLog(d, t, t.String(), "log", topicID, syncMetadata, m.logs, true)
 	if err != nil {
 		return nil, err
 	}
@@ -151,7 +159,7 @@ func (m *Manager) closeAll(logs []*log.Log) {
 // online again once the log is open: a dir that failed meanwhile has already
 // given up its logs (MarkDirOffline), so this one must not be handed out.
 // what names the log in errors ("log", "future log").
-func (m *Manager) openNewLog(d *logDir, t tp.TopicPartition, name, what string, syncMetadata bool, into map[tp.TopicPartition]hostedLog, countPartition bool) (*log.Log, error) {
+func (m *Manager) openNewLog(d *logDir, t tp.TopicPartition, name, what, topicID string, syncMetadata bool, into map[tp.TopicPartition]hostedLog, countPartition bool) (*log.Log, error) {
 	l, err := log.Open(log.Options{
 		Dir:            filepath.Join(d.path, name),
 		TopicPartition: t,
@@ -159,6 +167,12 @@ func (m *Manager) openNewLog(d *logDir, t tp.TopicPartition, name, what string, 
 		SyncMetadata:   syncMetadata,
 		Logger:         m.cfg.Logger,
 	})
+	if err == nil && topicID != "" {
+		if err = writePartitionMetadata(l.Dir(), topicID, syncMetadata); err != nil {
+			_ = l.Close()
+			err = fmt.Errorf("%w: write %s: %w", log.ErrStorage, PartitionMetadataFile, err)
+		}
+	}
 	if err != nil {
 		err = fmt.Errorf("logmgr: create %s %s in %s: %w", what, t, d.path, err)
 		if errors.Is(err, log.ErrStorage) {
@@ -172,7 +186,7 @@ func (m *Manager) openNewLog(d *logDir, t tp.TopicPartition, name, what string, 
 		_ = l.Close()
 		return nil, fmt.Errorf("logmgr: create %s %s in %s: %w", what, t, d.path, ErrDirOffline)
 	}
-	into[t] = hostedLog{log: l, dir: d}
+	into[t] = hostedLog{log: l, dir: d, topicID: topicID}
 	if countPartition {
 		d.partitions++
 	}

@@ -1,6 +1,7 @@
 package logmgr
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -95,7 +96,7 @@ func (m *Manager) GetOrCreateFutureLog(t tp.TopicPartition, dir string) (*log.Lo
 	case hasFut:
 		return nil, fmt.Errorf("logmgr: create future log %s in %s: a future log is in %s", t, d.path, fut.dir.path)
 	}
-	l, err := m.openNewLog(d, t, futureDirName(t), "future log", true, m.futures, false)
+	l, err := m.openNewLog(d, t, futureDirName(t), "future log", cur.topicID, true, m.futures, false)
 	if err != nil {
 		return nil, err
 	}
@@ -203,7 +204,7 @@ func (m *Manager) ReplaceCurrentWithFutureLog(t tp.TopicPartition, highWatermark
 		_ = l.Close()
 		return nil, fmt.Errorf("logmgr: replace %s with its future log: %w", t, ErrDirOffline)
 	}
-	m.logs[t] = hostedLog{log: l, dir: fut.dir}
+	m.logs[t] = hostedLog{log: l, dir: fut.dir, topicID: cmp.Or(fut.topicID, cur.topicID)}
 	fut.dir.partitions++
 	m.mu.Unlock()
 	m.removeInBackground([]string{deleted})
@@ -263,7 +264,7 @@ func (m *Manager) promoteOrphanFutures(futures map[tp.TopicPartition]hostedLog) 
 		}
 		m.logger.Warn().Str("partition", t.String()).Str("log_dir", h.dir.path).
 			Msg("completed a log dir move interrupted by a crash: the future log is now the current log")
-		m.logs[t] = hostedLog{log: l, dir: h.dir}
+		m.logs[t] = hostedLog{log: l, dir: h.dir, topicID: h.topicID}
 		h.dir.partitions++
 		delete(futures, t)
 	}

@@ -126,6 +126,8 @@ type logDir struct {
 type hostedLog struct {
 	log *log.Log
 	dir *logDir
+	// topicID is the log's topic ID (partition.metadata), "" when unknown.
+	topicID string
 }
 
 // Failures reports dirs in which an IO operation of the manager failed

@@ -114,12 +114,13 @@ func (m *Manager) setOffline(d *logDir, err error) {
 func (m *Manager) loadLogs() error {
 	loaded := make([]map[tp.TopicPartition]*log.Log, len(m.dirs))
 	loadedFutures := make([]map[tp.TopicPartition]*log.Log, len(m.dirs))
+	topicIDs := make([]map[string]string, len(m.dirs))
 	stale := make([][]string, len(m.dirs))
 	errs := make([]error, len(m.dirs))
 	var wg sync.WaitGroup
 	for i, d := range m.dirs {
 		if d.online {
-			wg.Go(func() { loaded[i], loadedFutures[i], stale[i], errs[i] = m.loadDir(d.path) })
+			wg.Go(func() { loaded[i], loadedFutures[i], topicIDs[i], stale[i], errs[i] = m.loadDir(d.path) })
 		}
 	}
 	wg.Wait()
@@ -155,10 +156,10 @@ func (m *Manager) loadLogs() error {
 	futures := make(map[tp.TopicPartition]hostedLog)
 	for i, logs := range loaded {
 		for t, l := range logs {
-			m.logs[t] = hostedLog{log: l, dir: m.dirs[i]}
+			m.logs[t] = hostedLog{log: l, dir: m.dirs[i], topicID: topicIDs[i][l.Dir()]}
 		}
 		for t, l := range loadedFutures[i] {
-			futures[t] = hostedLog{log: l, dir: m.dirs[i]}
+			futures[t] = hostedLog{log: l, dir: m.dirs[i], topicID: topicIDs[i][l.Dir()]}
 		}
 		m.dirs[i].partitions = len(logs)
 		m.removeInBackground(stale[i])
@@ -178,21 +179,22 @@ func (m *Manager) loadLogs() error {
 // loadDir reads dir's checkpoints and opens its partition logs and future
 // logs, a few at a time. It returns the logs, the future logs and the
 // deleted-log dirs still to be removed.
-func (m *Manager) loadDir(dir string) (logs, futures map[tp.TopicPartition]*log.Log, stale []string, err error) {
+func (m *Manager) loadDir(dir string) (logs, futures map[tp.TopicPartition]*log.Log, topicIDs map[string]string, stale []string, err error) {
 	start := time.Now()
 	recoveryPoints, err := checkpoint.ReadOffsets(filepath.Join(dir, RecoveryPointCheckpoint))
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("logmgr: load %s: %w", RecoveryPointCheckpoint, err)
+		return nil, nil, nil, nil, fmt.Errorf("logmgr: load %s: %w", RecoveryPointCheckpoint, err)
 	}
 	logStarts, err := checkpoint.ReadOffsets(filepath.Join(dir, LogStartOffsetCheckpoint))
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("logmgr: load %s: %w", LogStartOffsetCheckpoint, err)
+		return nil, nil, nil, nil, fmt.Errorf("logmgr: load %s: %w", LogStartOffsetCheckpoint, err)
 	}
 	parts, stale, err := m.scanDir(dir)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	opened := make([]*log.Log, len(parts))
+	ids := make([]string, len(parts))
 	var mu sync.Mutex
 	var firstErr error
 	runParallel(len(parts), m.cfg.RecoveryThreadsPerDir, func(i int) bool {
@@ -219,11 +221,23 @@ func (m *Manager) loadDir(dir string) (logs, futures map[tp.TopicPartition]*log.
 			return false
 		}
 		opened[i] = l
+		id, err := readPartitionMetadata(l.Dir())
+		if err != nil {
+			// Its log cannot be told from a log of another topic of the
+			// name: it is never reused (see malformedTopicID).
+			m.logger.Warn().Err(err).Str("log", l.Dir()).Msg("partition.metadata does not parse: the log is taken for no topic ID and deleted when a LeaderAndIsr names one")
+			id = malformedTopicID
+		}
+		ids[i] = id
 		return true
 	})
 	if firstErr != nil {
 		m.closeAll(opened)
-		return nil, nil, nil, firstErr
+		return nil, nil, nil, nil, firstErr
+	}
+	topicIDs = make(map[string]string, len(parts))
+	for i, l := range opened {
+		topicIDs[l.Dir()] = ids[i]
 	}
 	logs = make(map[tp.TopicPartition]*log.Log, len(parts))
 	futures = make(map[tp.TopicPartition]*log.Log)
@@ -236,7 +250,7 @@ func (m *Manager) loadDir(dir string) (logs, futures map[tp.TopicPartition]*log.
 	}
 	m.logger.Info().Str("log_dir", dir).Int("logs", len(logs)).Int("future_logs", len(futures)).
 		Dur("took", time.Since(start)).Msg("loaded log dir")
-	return logs, futures, stale, nil
+	return logs, futures, topicIDs, stale, nil
 }
 
 // partitionDir is a partition log dir found by scanDir.

@@ -1,6 +1,7 @@
 package tp
 
 import (
+	"encoding/base64"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -34,6 +35,23 @@ func ValidateTopic(name string) error {
 		return fmt.Errorf("topic %q is not allowed", name)
 	case !legalTopic.MatchString(name):
 		return fmt.Errorf("topic %q has characters outside [a-zA-Z0-9._-]", name)
+	}
+	return nil
+}
+
+// ValidateTopicID returns an error saying why id is not a topic ID in
+// Kafka's text form (16 bytes, URL-safe base64 without padding, not all
+// zero). The empty string, an unknown ID, is valid.
+func ValidateTopicID(id string) error {
+	if id == "" {
+		return nil
+	}
+	b, err := base64.RawURLEncoding.DecodeString(id)
+	switch {
+	case err != nil || len(b) != 16:
+		return fmt.Errorf("topic ID %q is not 16 bytes of URL-safe base64 without padding", id)
+	case [16]byte(b) == [16]byte{}:
+		return fmt.Errorf("topic ID %q is the zero ID", id)
 	}
 	return nil
 }

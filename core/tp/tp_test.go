@@ -35,3 +35,18 @@ func TestParseDirName(t *testing.T) {
 		}
 	}
 }
+
+func TestValidateTopicID(t *testing.T) {
+	for id, ok := range map[string]bool{
+		"":                         true,
+		"vXbx7Hc8TC2-LWVSwTLY7g":   true,
+		"AAAAAAAAAAAAAAAAAAAAAA":   false, // zero
+		"vXbx7Hc8TC2-LWVSwTLY7g==": false, // padded
+		"vXbx7Hc8TC2+LWVSwTLY7g":   false, // not URL-safe
+		"short":                    false,
+	} {
+		if err := ValidateTopicID(id); (err == nil) != ok {
+			t.Errorf("ValidateTopicID(%q) = %v, want ok=%v", id, err, ok)
+		}
+	}
+}

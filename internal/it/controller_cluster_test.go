@@ -239,4 +239,34 @@ func (c *ctlCluster) produceTo(id int32, topic string, partition int32, value st
 	return nil
 }
 
+// produceToLeader sends one acks=all record to the partition's leader as
+// the controller names it.
+func (c *ctlCluster) produceToLeader(topic string, partition int32, value string) error {
+	p, err := c.partitionState(topic, partition)
+	if err != nil {
+		return err
+	}
+	if p.GetLeader() < 0 {
+		return fmt.Errorf("%w: %s-%d is leaderless", errNotAcked, topic, partition)
+	}
+	return c.produceTo(p.GetLeader(), topic, partition, value)
+}
+
+// waitFenced waits until the controller counts broker id as not alive.
+func (c *ctlCluster) waitFenced(id int32) {
+	c.t.Helper()
+	testutil.Eventually(c.t, 30*time.Second, func() error {
+		resp, err := c.cluster()
+		if err != nil {
+			return err
+		}
+		for _, b := range resp.GetBrokers() {
+			if b.GetId() == id && b.GetAlive() {
+				return fmt.Errorf("broker %d not fenced yet", id)
+			}
+		}
+		return nil
+	})
+}
+
 func itoa(i int) string { return strconv.Itoa(i) }

@@ -47,18 +47,7 @@ func TestUncleanShutdownOfTheLastIsrMemberLosesNothing(t *testing.T) {
 		t.Helper()
 		b, _ := c.broker(id)
 		b.Kill()
-		testutil.Eventually(t, 30*time.Second, func() error {
-			st, err := c.cluster()
-			if err != nil {
-				return err
-			}
-			for _, b := range st.GetBrokers() {
-				if b.GetId() == id && b.GetAlive() {
-					return fmt.Errorf("broker %d not fenced yet", id)
-				}
-			}
-			return nil
-		})
+		c.waitFenced(id)
 	}
 	segment := filepath.Join(c.dirs[1], "x-0", "00000000000000000000.log")
 

@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"slices"
 	"sync"
@@ -27,6 +28,7 @@ func RunSuite(t *testing.T, open func(t *testing.T) store.Store) {
 		{"CreateTopic", testCreateTopic},
 		{"CreateTopicRejectsBadPartitions", testCreateTopicInvalid},
 		{"DeleteTopic", testDeleteTopic},
+		{"DeletionsPendUntilCompleted", testPendingDeletions},
 		{"CASSuccess", testCASSuccess},
 		{"CASConflictChangesNothing", testCASConflict},
 		{"UpdateIsAllOrNothing", testUpdateAllOrNothing},
@@ -59,6 +61,7 @@ func RunDurabilitySuite(t *testing.T, open func(t *testing.T) store.Store, reope
 		{"ControllerEpochPersists", testControllerEpochPersists},
 		{"BrokerEpochsGrowAcrossRestart", testBrokerEpochsAcrossRestart},
 		{"PartitionsPersist", testPartitionsPersist},
+		{"PendingDeletionsPersist", testPendingDeletionsPersist},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -754,9 +757,14 @@ func noErrors(t *testing.T, errs []error) {
 // and ISR [1 2 3] and leader 1.
 func createTopic(t *testing.T, s store.Store, topic string, n int) {
 	t.Helper()
+	createTopicWithID(t, s, topic, "", n)
+}
+
+func createTopicWithID(t *testing.T, s store.Store, topic, id string, n int) {
+	t.Helper()
 	parts := make([]store.Partition, n)
 	for i := range parts {
-		parts[i] = store.Partition{Partition: int32(i), Leader: 1, ISR: []int32{1, 2, 3}, Replicas: []int32{1, 2, 3}}
+		parts[i] = store.Partition{Partition: int32(i), TopicID: id, Leader: 1, ISR: []int32{1, 2, 3}, Replicas: []int32{1, 2, 3}}
 	}
 	if err := s.CreateTopic(context.Background(), topic, parts); err != nil {
 		t.Fatalf("create topic %s: %v", topic, err)
@@ -807,4 +815,57 @@ func equalPartition(a, b store.Partition) bool {
 
 func equalPartitions(a, b []store.Partition) bool {
 	return slices.EqualFunc(a, b, equalPartition)
+}
+
+// testPendingDeletions ensures a deleted topic's replicas stay pending
+// deletion, under the topic ID, until each is completed; a topic deleted,
+// created again and deleted again pends twice, under each ID; completing
+// what is not pending is ignored.
+func testPendingDeletions(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	createTopicWithID(t, s, "gone", "id-one", 2)
+	if err := s.DeleteTopic(ctx, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	all := []store.PendingReplicas{{Partition: 0, Brokers: []int32{1, 2, 3}}, {Partition: 1, Brokers: []int32{1, 2, 3}}}
+	wantDeleted(t, s, store.DeletedTopic{Name: "gone", ID: "id-one", Pending: all})
+	createTopicWithID(t, s, "gone", "id-two", 1)
+	if err := s.DeleteTopic(ctx, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	two := store.DeletedTopic{Name: "gone", ID: "id-two", Pending: []store.PendingReplicas{{Partition: 0, Brokers: []int32{1, 2, 3}}}}
+	wantDeleted(t, s, store.DeletedTopic{Name: "gone", ID: "id-one", Pending: all}, two)
+
+	done := []store.Replica{{Partition: 0, Broker: 1}, {Partition: 0, Broker: 2}, {Partition: 1, Broker: 3}, {Partition: 7, Broker: 1}}
+	if err := s.CompleteDeletions(ctx, "id-one", done); err != nil {
+		t.Fatal(err)
+	}
+	left := []store.PendingReplicas{{Partition: 0, Brokers: []int32{3}}, {Partition: 1, Brokers: []int32{1, 2}}}
+	wantDeleted(t, s, store.DeletedTopic{Name: "gone", ID: "id-one", Pending: left}, two)
+	if err := s.CompleteDeletions(ctx, "unknown", done); err != nil {
+		t.Fatalf("completing an unknown topic: %v", err)
+	}
+	if err := s.CompleteDeletions(ctx, "id-one", []store.Replica{{Partition: 0, Broker: 3}, {Partition: 1, Broker: 1}, {Partition: 1, Broker: 2}}); err != nil {
+		t.Fatal(err)
+	}
+	wantDeleted(t, s, two)
+}
+
+// testPendingDeletionsPersist ensures pending deletions survive a restart.
+func testPendingDeletionsPersist(t *testing.T, s store.Store, restart func(store.Store) store.Store) {
+	ctx := context.Background()
+	createTopicWithID(t, s, "gone", "id-one", 1)
+	if err := s.DeleteTopic(ctx, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	s = restart(s)
+	wantDeleted(t, s, store.DeletedTopic{Name: "gone", ID: "id-one", Pending: []store.PendingReplicas{{Partition: 0, Brokers: []int32{1, 2, 3}}}})
+}
+
+func wantDeleted(t *testing.T, s store.Store, want ...store.DeletedTopic) {
+	t.Helper()
+	got := must(s.DeletedTopics(context.Background()))(t)
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("deleted topics %+v, want %+v", got, want)
+	}
 }

@@ -66,7 +66,12 @@ const (
 	// The requested leader already leads.
 	ErrorCode_ERROR_CODE_ELECTION_NOT_NEEDED    ErrorCode = 84
 	ErrorCode_ERROR_CODE_INVALID_UPDATE_VERSION ErrorCode = 96
-	ErrorCode_ERROR_CODE_INELIGIBLE_REPLICA     ErrorCode = 107
+	// The topic ID is not the one this broker holds for the partition.
+	ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_ID ErrorCode = 100
+	// The request's topic ID and the partition's differ: a topic of the same
+	// name that was deleted and created again.
+	ErrorCode_ERROR_CODE_INCONSISTENT_TOPIC_ID ErrorCode = 103
+	ErrorCode_ERROR_CODE_INELIGIBLE_REPLICA    ErrorCode = 107
 )
 
 // Enum value maps for ErrorCode.
@@ -103,6 +108,8 @@ var (
 		83:  "ERROR_CODE_ELIGIBLE_LEADERS_NOT_AVAILABLE",
 		84:  "ERROR_CODE_ELECTION_NOT_NEEDED",
 		96:  "ERROR_CODE_INVALID_UPDATE_VERSION",
+		100: "ERROR_CODE_UNKNOWN_TOPIC_ID",
+		103: "ERROR_CODE_INCONSISTENT_TOPIC_ID",
 		107: "ERROR_CODE_INELIGIBLE_REPLICA",
 	}
 	ErrorCode_value = map[string]int32{
@@ -137,6 +144,8 @@ var (
 		"ERROR_CODE_ELIGIBLE_LEADERS_NOT_AVAILABLE":   83,
 		"ERROR_CODE_ELECTION_NOT_NEEDED":              84,
 		"ERROR_CODE_INVALID_UPDATE_VERSION":           96,
+		"ERROR_CODE_UNKNOWN_TOPIC_ID":                 100,
+		"ERROR_CODE_INCONSISTENT_TOPIC_ID":            103,
 		"ERROR_CODE_INELIGIBLE_REPLICA":               107,
 	}
 )
@@ -297,7 +306,12 @@ type PartitionState struct {
 	PartitionEpoch int32   `protobuf:"varint,7,opt,name=partition_epoch,json=partitionEpoch,proto3" json:"partition_epoch,omitempty"`
 	Replicas       []int32 `protobuf:"varint,8,rep,packed,name=replicas,proto3" json:"replicas,omitempty"`
 	// True when the partition was just created: its log may be created empty.
-	IsNew         bool `protobuf:"varint,9,opt,name=is_new,json=isNew,proto3" json:"is_new,omitempty"`
+	IsNew bool `protobuf:"varint,9,opt,name=is_new,json=isNew,proto3" json:"is_new,omitempty"`
+	// The topic's identity (Kafka's KIP-516 topic ID, 22 characters of
+	// URL-safe base64): a topic deleted and created again under its name has
+	// another. A broker never reuses a log of another topic ID: it deletes it.
+	// Empty: unknown (a hand-made request, or an older controller).
+	TopicId       string `protobuf:"bytes,10,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -393,6 +407,13 @@ func (x *PartitionState) GetIsNew() bool {
 		return x.IsNew
 	}
 	return false
+}
+
+func (x *PartitionState) GetTopicId() string {
+	if x != nil {
+		return x.TopicId
+	}
+	return ""
 }
 
 // PartitionError is one partition's outcome in a batch response.
@@ -517,7 +538,7 @@ const file_replicad_v1_common_proto_rawDesc = "" +
 	"\x06Broker\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x05R\x02id\x12\x12\n" +
 	"\x04host\x18\x02 \x01(\tR\x04host\x12\x12\n" +
-	"\x04port\x18\x03 \x01(\x05R\x04port\"\x98\x02\n" +
+	"\x04port\x18\x03 \x01(\x05R\x04port\"\xb3\x02\n" +
 	"\x0ePartitionState\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12)\n" +
@@ -527,7 +548,9 @@ const file_replicad_v1_common_proto_rawDesc = "" +
 	"\x03isr\x18\x06 \x03(\x05R\x03isr\x12'\n" +
 	"\x0fpartition_epoch\x18\a \x01(\x05R\x0epartitionEpoch\x12\x1a\n" +
 	"\breplicas\x18\b \x03(\x05R\breplicas\x12\x15\n" +
-	"\x06is_new\x18\t \x01(\bR\x05isNew\"{\n" +
+	"\x06is_new\x18\t \x01(\bR\x05isNew\x12\x19\n" +
+	"\btopic_id\x18\n" +
+	" \x01(\tR\atopicId\"{\n" +
 	"\x0ePartitionError\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x125\n" +
@@ -535,7 +558,8 @@ const file_replicad_v1_common_proto_rawDesc = "" +
 	"error_code\x18\x03 \x01(\x0e2\x16.replicad.v1.ErrorCodeR\terrorCode\"0\n" +
 	"\x06Header\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value*\xba\t\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value*\x81\n" +
+	"\n" +
 	"\tErrorCode\x12\x13\n" +
 	"\x0fERROR_CODE_NONE\x10\x00\x12,\n" +
 	"\x1fERROR_CODE_UNKNOWN_SERVER_ERROR\x10\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01\x12\"\n" +
@@ -568,7 +592,9 @@ const file_replicad_v1_common_proto_rawDesc = "" +
 	")ERROR_CODE_PREFERRED_LEADER_NOT_AVAILABLE\x10P\x12-\n" +
 	")ERROR_CODE_ELIGIBLE_LEADERS_NOT_AVAILABLE\x10S\x12\"\n" +
 	"\x1eERROR_CODE_ELECTION_NOT_NEEDED\x10T\x12%\n" +
-	"!ERROR_CODE_INVALID_UPDATE_VERSION\x10`\x12!\n" +
+	"!ERROR_CODE_INVALID_UPDATE_VERSION\x10`\x12\x1f\n" +
+	"\x1bERROR_CODE_UNKNOWN_TOPIC_ID\x10d\x12$\n" +
+	" ERROR_CODE_INCONSISTENT_TOPIC_ID\x10g\x12!\n" +
 	"\x1dERROR_CODE_INELIGIBLE_REPLICA\x10k*y\n" +
 	"\vReplicaRole\x12\x1c\n" +
 	"\x18REPLICA_ROLE_UNSPECIFIED\x10\x00\x12\x17\n" +

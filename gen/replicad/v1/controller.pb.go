@@ -1329,8 +1329,10 @@ type ClusterPartition struct {
 	LastKnownElr []int32 `protobuf:"varint,11,rep,packed,name=last_known_elr,json=lastKnownElr,proto3" json:"last_known_elr,omitempty"`
 	// Replicas their brokers report offline (never elected, not in the ISR).
 	OfflineReplicas []int32 `protobuf:"varint,12,rep,packed,name=offline_replicas,json=offlineReplicas,proto3" json:"offline_replicas,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The topic's ID (KIP-516).
+	TopicId       string `protobuf:"bytes,13,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ClusterPartition) Reset() {
@@ -1447,6 +1449,128 @@ func (x *ClusterPartition) GetOfflineReplicas() []int32 {
 	return nil
 }
 
+func (x *ClusterPartition) GetTopicId() string {
+	if x != nil {
+		return x.TopicId
+	}
+	return ""
+}
+
+// DeletedTopic is a deleted topic whose deletion waits for replicas that
+// have not deleted their logs yet (down, or failing, when it was deleted).
+type DeletedTopic struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	TopicId       string                 `protobuf:"bytes,2,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
+	Pending       []*PendingReplicas     `protobuf:"bytes,3,rep,name=pending,proto3" json:"pending,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeletedTopic) Reset() {
+	*x = DeletedTopic{}
+	mi := &file_replicad_v1_controller_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeletedTopic) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeletedTopic) ProtoMessage() {}
+
+func (x *DeletedTopic) ProtoReflect() protoreflect.Message {
+	mi := &file_replicad_v1_controller_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeletedTopic.ProtoReflect.Descriptor instead.
+func (*DeletedTopic) Descriptor() ([]byte, []int) {
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *DeletedTopic) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *DeletedTopic) GetTopicId() string {
+	if x != nil {
+		return x.TopicId
+	}
+	return ""
+}
+
+func (x *DeletedTopic) GetPending() []*PendingReplicas {
+	if x != nil {
+		return x.Pending
+	}
+	return nil
+}
+
+// PendingReplicas are the brokers still to delete a partition's log.
+type PendingReplicas struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Partition     int32                  `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
+	Brokers       []int32                `protobuf:"varint,2,rep,packed,name=brokers,proto3" json:"brokers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PendingReplicas) Reset() {
+	*x = PendingReplicas{}
+	mi := &file_replicad_v1_controller_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PendingReplicas) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PendingReplicas) ProtoMessage() {}
+
+func (x *PendingReplicas) ProtoReflect() protoreflect.Message {
+	mi := &file_replicad_v1_controller_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PendingReplicas.ProtoReflect.Descriptor instead.
+func (*PendingReplicas) Descriptor() ([]byte, []int) {
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *PendingReplicas) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *PendingReplicas) GetBrokers() []int32 {
+	if x != nil {
+		return x.Brokers
+	}
+	return nil
+}
+
 type DescribeClusterResponse struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	ControllerEpoch int32                  `protobuf:"varint,1,opt,name=controller_epoch,json=controllerEpoch,proto3" json:"controller_epoch,omitempty"`
@@ -1457,13 +1581,15 @@ type DescribeClusterResponse struct {
 	// The session timeout and unclean-election setting the controller runs with.
 	SessionTimeoutMs      int32 `protobuf:"varint,5,opt,name=session_timeout_ms,json=sessionTimeoutMs,proto3" json:"session_timeout_ms,omitempty"`
 	UncleanLeaderElection bool  `protobuf:"varint,6,opt,name=unclean_leader_election,json=uncleanLeaderElection,proto3" json:"unclean_leader_election,omitempty"`
-	unknownFields         protoimpl.UnknownFields
-	sizeCache             protoimpl.SizeCache
+	// Deleted topics whose replicas have not all deleted their logs yet.
+	PendingDeletions []*DeletedTopic `protobuf:"bytes,7,rep,name=pending_deletions,json=pendingDeletions,proto3" json:"pending_deletions,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *DescribeClusterResponse) Reset() {
 	*x = DescribeClusterResponse{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[21]
+	mi := &file_replicad_v1_controller_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1475,7 +1601,7 @@ func (x *DescribeClusterResponse) String() string {
 func (*DescribeClusterResponse) ProtoMessage() {}
 
 func (x *DescribeClusterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[21]
+	mi := &file_replicad_v1_controller_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1488,7 +1614,7 @@ func (x *DescribeClusterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeClusterResponse.ProtoReflect.Descriptor instead.
 func (*DescribeClusterResponse) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{21}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *DescribeClusterResponse) GetControllerEpoch() int32 {
@@ -1533,6 +1659,13 @@ func (x *DescribeClusterResponse) GetUncleanLeaderElection() bool {
 	return false
 }
 
+func (x *DescribeClusterResponse) GetPendingDeletions() []*DeletedTopic {
+	if x != nil {
+		return x.PendingDeletions
+	}
+	return nil
+}
+
 type ControlledShutdownRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	BrokerId      int32                  `protobuf:"varint,1,opt,name=broker_id,json=brokerId,proto3" json:"broker_id,omitempty"`
@@ -1543,7 +1676,7 @@ type ControlledShutdownRequest struct {
 
 func (x *ControlledShutdownRequest) Reset() {
 	*x = ControlledShutdownRequest{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[22]
+	mi := &file_replicad_v1_controller_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1555,7 +1688,7 @@ func (x *ControlledShutdownRequest) String() string {
 func (*ControlledShutdownRequest) ProtoMessage() {}
 
 func (x *ControlledShutdownRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[22]
+	mi := &file_replicad_v1_controller_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1568,7 +1701,7 @@ func (x *ControlledShutdownRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ControlledShutdownRequest.ProtoReflect.Descriptor instead.
 func (*ControlledShutdownRequest) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{22}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ControlledShutdownRequest) GetBrokerId() int32 {
@@ -1596,7 +1729,7 @@ type ControlledShutdownResponse struct {
 
 func (x *ControlledShutdownResponse) Reset() {
 	*x = ControlledShutdownResponse{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[23]
+	mi := &file_replicad_v1_controller_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1608,7 +1741,7 @@ func (x *ControlledShutdownResponse) String() string {
 func (*ControlledShutdownResponse) ProtoMessage() {}
 
 func (x *ControlledShutdownResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[23]
+	mi := &file_replicad_v1_controller_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1621,7 +1754,7 @@ func (x *ControlledShutdownResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ControlledShutdownResponse.ProtoReflect.Descriptor instead.
 func (*ControlledShutdownResponse) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{23}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ControlledShutdownResponse) GetErrorCode() ErrorCode {
@@ -1747,7 +1880,7 @@ const file_replicad_v1_controller_proto_rawDesc = "" +
 	"\x04host\x18\x02 \x01(\tR\x04host\x12\x12\n" +
 	"\x04port\x18\x03 \x01(\x05R\x04port\x12!\n" +
 	"\fbroker_epoch\x18\x04 \x01(\x03R\vbrokerEpoch\x12\x14\n" +
-	"\x05alive\x18\x05 \x01(\bR\x05alive\"\x91\x03\n" +
+	"\x05alive\x18\x05 \x01(\bR\x05alive\"\xac\x03\n" +
 	"\x10ClusterPartition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
@@ -1761,7 +1894,15 @@ const file_replicad_v1_controller_proto_rawDesc = "" +
 	"\x03elr\x18\n" +
 	" \x03(\x05R\x03elr\x12$\n" +
 	"\x0elast_known_elr\x18\v \x03(\x05R\flastKnownElr\x12)\n" +
-	"\x10offline_replicas\x18\f \x03(\x05R\x0fofflineReplicas\"\xda\x02\n" +
+	"\x10offline_replicas\x18\f \x03(\x05R\x0fofflineReplicas\x12\x19\n" +
+	"\btopic_id\x18\r \x01(\tR\atopicId\"w\n" +
+	"\fDeletedTopic\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x19\n" +
+	"\btopic_id\x18\x02 \x01(\tR\atopicId\x126\n" +
+	"\apending\x18\x03 \x03(\v2\x1c.replicad.v1.PendingReplicasR\apending\"I\n" +
+	"\x0fPendingReplicas\x12\x1c\n" +
+	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12\x18\n" +
+	"\abrokers\x18\x02 \x03(\x05R\abrokers\"\xa2\x03\n" +
 	"\x17DescribeClusterResponse\x12)\n" +
 	"\x10controller_epoch\x18\x01 \x01(\x05R\x0fcontrollerEpoch\x128\n" +
 	"\abrokers\x18\x02 \x03(\v2\x1e.replicad.v1.BrokerDescriptionR\abrokers\x12=\n" +
@@ -1771,7 +1912,8 @@ const file_replicad_v1_controller_proto_rawDesc = "" +
 	"\n" +
 	"error_code\x18\x04 \x01(\x0e2\x16.replicad.v1.ErrorCodeR\terrorCode\x12,\n" +
 	"\x12session_timeout_ms\x18\x05 \x01(\x05R\x10sessionTimeoutMs\x126\n" +
-	"\x17unclean_leader_election\x18\x06 \x01(\bR\x15uncleanLeaderElection\"[\n" +
+	"\x17unclean_leader_election\x18\x06 \x01(\bR\x15uncleanLeaderElection\x12F\n" +
+	"\x11pending_deletions\x18\a \x03(\v2\x19.replicad.v1.DeletedTopicR\x10pendingDeletions\"[\n" +
 	"\x19ControlledShutdownRequest\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12!\n" +
 	"\fbroker_epoch\x18\x02 \x01(\x03R\vbrokerEpoch\"\xa3\x01\n" +
@@ -1803,7 +1945,7 @@ func file_replicad_v1_controller_proto_rawDescGZIP() []byte {
 	return file_replicad_v1_controller_proto_rawDescData
 }
 
-var file_replicad_v1_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_replicad_v1_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_replicad_v1_controller_proto_goTypes = []any{
 	(*RegisterBrokerRequest)(nil),      // 0: replicad.v1.RegisterBrokerRequest
 	(*RegisterBrokerResponse)(nil),     // 1: replicad.v1.RegisterBrokerResponse
@@ -1826,56 +1968,60 @@ var file_replicad_v1_controller_proto_goTypes = []any{
 	(*DescribeClusterRequest)(nil),     // 18: replicad.v1.DescribeClusterRequest
 	(*BrokerDescription)(nil),          // 19: replicad.v1.BrokerDescription
 	(*ClusterPartition)(nil),           // 20: replicad.v1.ClusterPartition
-	(*DescribeClusterResponse)(nil),    // 21: replicad.v1.DescribeClusterResponse
-	(*ControlledShutdownRequest)(nil),  // 22: replicad.v1.ControlledShutdownRequest
-	(*ControlledShutdownResponse)(nil), // 23: replicad.v1.ControlledShutdownResponse
-	(ErrorCode)(0),                     // 24: replicad.v1.ErrorCode
-	(*PartitionError)(nil),             // 25: replicad.v1.PartitionError
+	(*DeletedTopic)(nil),               // 21: replicad.v1.DeletedTopic
+	(*PendingReplicas)(nil),            // 22: replicad.v1.PendingReplicas
+	(*DescribeClusterResponse)(nil),    // 23: replicad.v1.DescribeClusterResponse
+	(*ControlledShutdownRequest)(nil),  // 24: replicad.v1.ControlledShutdownRequest
+	(*ControlledShutdownResponse)(nil), // 25: replicad.v1.ControlledShutdownResponse
+	(ErrorCode)(0),                     // 26: replicad.v1.ErrorCode
+	(*PartitionError)(nil),             // 27: replicad.v1.PartitionError
 }
 var file_replicad_v1_controller_proto_depIdxs = []int32{
-	24, // 0: replicad.v1.RegisterBrokerResponse.error_code:type_name -> replicad.v1.ErrorCode
+	26, // 0: replicad.v1.RegisterBrokerResponse.error_code:type_name -> replicad.v1.ErrorCode
 	3,  // 1: replicad.v1.BrokerHeartbeatRequest.offline_partitions:type_name -> replicad.v1.PartitionRef
-	24, // 2: replicad.v1.BrokerHeartbeatResponse.error_code:type_name -> replicad.v1.ErrorCode
+	26, // 2: replicad.v1.BrokerHeartbeatResponse.error_code:type_name -> replicad.v1.ErrorCode
 	5,  // 3: replicad.v1.AlterPartitionItem.new_isr:type_name -> replicad.v1.BrokerEpoch
 	6,  // 4: replicad.v1.AlterPartitionRequest.partitions:type_name -> replicad.v1.AlterPartitionItem
-	24, // 5: replicad.v1.AlterPartitionResult.error_code:type_name -> replicad.v1.ErrorCode
-	24, // 6: replicad.v1.AlterPartitionResponse.error_code:type_name -> replicad.v1.ErrorCode
+	26, // 5: replicad.v1.AlterPartitionResult.error_code:type_name -> replicad.v1.ErrorCode
+	26, // 6: replicad.v1.AlterPartitionResponse.error_code:type_name -> replicad.v1.ErrorCode
 	8,  // 7: replicad.v1.AlterPartitionResponse.partitions:type_name -> replicad.v1.AlterPartitionResult
-	24, // 8: replicad.v1.CreateTopicResponse.error_code:type_name -> replicad.v1.ErrorCode
+	26, // 8: replicad.v1.CreateTopicResponse.error_code:type_name -> replicad.v1.ErrorCode
 	20, // 9: replicad.v1.CreateTopicResponse.partitions:type_name -> replicad.v1.ClusterPartition
-	24, // 10: replicad.v1.DeleteTopicResponse.error_code:type_name -> replicad.v1.ErrorCode
-	24, // 11: replicad.v1.ElectLeaderResponse.error_code:type_name -> replicad.v1.ErrorCode
+	26, // 10: replicad.v1.DeleteTopicResponse.error_code:type_name -> replicad.v1.ErrorCode
+	26, // 11: replicad.v1.ElectLeaderResponse.error_code:type_name -> replicad.v1.ErrorCode
 	20, // 12: replicad.v1.ElectLeaderResponse.partition:type_name -> replicad.v1.ClusterPartition
-	24, // 13: replicad.v1.ReassignPartitionResponse.error_code:type_name -> replicad.v1.ErrorCode
+	26, // 13: replicad.v1.ReassignPartitionResponse.error_code:type_name -> replicad.v1.ErrorCode
 	20, // 14: replicad.v1.ReassignPartitionResponse.partition:type_name -> replicad.v1.ClusterPartition
-	19, // 15: replicad.v1.DescribeClusterResponse.brokers:type_name -> replicad.v1.BrokerDescription
-	20, // 16: replicad.v1.DescribeClusterResponse.partitions:type_name -> replicad.v1.ClusterPartition
-	24, // 17: replicad.v1.DescribeClusterResponse.error_code:type_name -> replicad.v1.ErrorCode
-	24, // 18: replicad.v1.ControlledShutdownResponse.error_code:type_name -> replicad.v1.ErrorCode
-	25, // 19: replicad.v1.ControlledShutdownResponse.remaining_partitions:type_name -> replicad.v1.PartitionError
-	0,  // 20: replicad.v1.ControllerService.RegisterBroker:input_type -> replicad.v1.RegisterBrokerRequest
-	2,  // 21: replicad.v1.ControllerService.BrokerHeartbeat:input_type -> replicad.v1.BrokerHeartbeatRequest
-	7,  // 22: replicad.v1.ControllerService.AlterPartition:input_type -> replicad.v1.AlterPartitionRequest
-	10, // 23: replicad.v1.ControllerService.CreateTopic:input_type -> replicad.v1.CreateTopicRequest
-	12, // 24: replicad.v1.ControllerService.DeleteTopic:input_type -> replicad.v1.DeleteTopicRequest
-	14, // 25: replicad.v1.ControllerService.ElectLeader:input_type -> replicad.v1.ElectLeaderRequest
-	16, // 26: replicad.v1.ControllerService.ReassignPartition:input_type -> replicad.v1.ReassignPartitionRequest
-	18, // 27: replicad.v1.ControllerService.DescribeCluster:input_type -> replicad.v1.DescribeClusterRequest
-	22, // 28: replicad.v1.ControllerService.ControlledShutdown:input_type -> replicad.v1.ControlledShutdownRequest
-	1,  // 29: replicad.v1.ControllerService.RegisterBroker:output_type -> replicad.v1.RegisterBrokerResponse
-	4,  // 30: replicad.v1.ControllerService.BrokerHeartbeat:output_type -> replicad.v1.BrokerHeartbeatResponse
-	9,  // 31: replicad.v1.ControllerService.AlterPartition:output_type -> replicad.v1.AlterPartitionResponse
-	11, // 32: replicad.v1.ControllerService.CreateTopic:output_type -> replicad.v1.CreateTopicResponse
-	13, // 33: replicad.v1.ControllerService.DeleteTopic:output_type -> replicad.v1.DeleteTopicResponse
-	15, // 34: replicad.v1.ControllerService.ElectLeader:output_type -> replicad.v1.ElectLeaderResponse
-	17, // 35: replicad.v1.ControllerService.ReassignPartition:output_type -> replicad.v1.ReassignPartitionResponse
-	21, // 36: replicad.v1.ControllerService.DescribeCluster:output_type -> replicad.v1.DescribeClusterResponse
-	23, // 37: replicad.v1.ControllerService.ControlledShutdown:output_type -> replicad.v1.ControlledShutdownResponse
-	29, // [29:38] is the sub-list for method output_type
-	20, // [20:29] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	22, // 15: replicad.v1.DeletedTopic.pending:type_name -> replicad.v1.PendingReplicas
+	19, // 16: replicad.v1.DescribeClusterResponse.brokers:type_name -> replicad.v1.BrokerDescription
+	20, // 17: replicad.v1.DescribeClusterResponse.partitions:type_name -> replicad.v1.ClusterPartition
+	26, // 18: replicad.v1.DescribeClusterResponse.error_code:type_name -> replicad.v1.ErrorCode
+	21, // 19: replicad.v1.DescribeClusterResponse.pending_deletions:type_name -> replicad.v1.DeletedTopic
+	26, // 20: replicad.v1.ControlledShutdownResponse.error_code:type_name -> replicad.v1.ErrorCode
+	27, // 21: replicad.v1.ControlledShutdownResponse.remaining_partitions:type_name -> replicad.v1.PartitionError
+	0,  // 22: replicad.v1.ControllerService.RegisterBroker:input_type -> replicad.v1.RegisterBrokerRequest
+	2,  // 23: replicad.v1.ControllerService.BrokerHeartbeat:input_type -> replicad.v1.BrokerHeartbeatRequest
+	7,  // 24: replicad.v1.ControllerService.AlterPartition:input_type -> replicad.v1.AlterPartitionRequest
+	10, // 25: replicad.v1.ControllerService.CreateTopic:input_type -> replicad.v1.CreateTopicRequest
+	12, // 26: replicad.v1.ControllerService.DeleteTopic:input_type -> replicad.v1.DeleteTopicRequest
+	14, // 27: replicad.v1.ControllerService.ElectLeader:input_type -> replicad.v1.ElectLeaderRequest
+	16, // 28: replicad.v1.ControllerService.ReassignPartition:input_type -> replicad.v1.ReassignPartitionRequest
+	18, // 29: replicad.v1.ControllerService.DescribeCluster:input_type -> replicad.v1.DescribeClusterRequest
+	24, // 30: replicad.v1.ControllerService.ControlledShutdown:input_type -> replicad.v1.ControlledShutdownRequest
+	1,  // 31: replicad.v1.ControllerService.RegisterBroker:output_type -> replicad.v1.RegisterBrokerResponse
+	4,  // 32: replicad.v1.ControllerService.BrokerHeartbeat:output_type -> replicad.v1.BrokerHeartbeatResponse
+	9,  // 33: replicad.v1.ControllerService.AlterPartition:output_type -> replicad.v1.AlterPartitionResponse
+	11, // 34: replicad.v1.ControllerService.CreateTopic:output_type -> replicad.v1.CreateTopicResponse
+	13, // 35: replicad.v1.ControllerService.DeleteTopic:output_type -> replicad.v1.DeleteTopicResponse
+	15, // 36: replicad.v1.ControllerService.ElectLeader:output_type -> replicad.v1.ElectLeaderResponse
+	17, // 37: replicad.v1.ControllerService.ReassignPartition:output_type -> replicad.v1.ReassignPartitionResponse
+	23, // 38: replicad.v1.ControllerService.DescribeCluster:output_type -> replicad.v1.DescribeClusterResponse
+	25, // 39: replicad.v1.ControllerService.ControlledShutdown:output_type -> replicad.v1.ControlledShutdownResponse
+	31, // [31:40] is the sub-list for method output_type
+	22, // [22:31] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_replicad_v1_controller_proto_init() }
@@ -1891,7 +2037,7 @@ func file_replicad_v1_controller_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_replicad_v1_controller_proto_rawDesc), len(file_replicad_v1_controller_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   24,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -30,8 +30,11 @@ type FetchPartition struct {
 	// Epoch of the last batch the follower holds; -1 when its log is empty.
 	LastFetchedEpoch int32 `protobuf:"varint,5,opt,name=last_fetched_epoch,json=lastFetchedEpoch,proto3" json:"last_fetched_epoch,omitempty"`
 	LogStartOffset   int64 `protobuf:"varint,6,opt,name=log_start_offset,json=logStartOffset,proto3" json:"log_start_offset,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The follower's topic ID of the partition: a leader holding another
+	// answers INCONSISTENT_TOPIC_ID. Empty: not checked.
+	TopicId       string `protobuf:"bytes,7,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *FetchPartition) Reset() {
@@ -104,6 +107,13 @@ func (x *FetchPartition) GetLogStartOffset() int64 {
 		return x.LogStartOffset
 	}
 	return 0
+}
+
+func (x *FetchPartition) GetTopicId() string {
+	if x != nil {
+		return x.TopicId
+	}
+	return ""
 }
 
 type FetchRequest struct {
@@ -649,14 +659,15 @@ var File_replicad_v1_fetch_proto protoreflect.FileDescriptor
 
 const file_replicad_v1_fetch_proto_rawDesc = "" +
 	"\n" +
-	"\x17replicad/v1/fetch.proto\x12\vreplicad.v1\x1a\x18replicad/v1/common.proto\"\xf1\x01\n" +
+	"\x17replicad/v1/fetch.proto\x12\vreplicad.v1\x1a\x18replicad/v1/common.proto\"\x8c\x02\n" +
 	"\x0eFetchPartition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12!\n" +
 	"\ffetch_offset\x18\x03 \x01(\x03R\vfetchOffset\x120\n" +
 	"\x14current_leader_epoch\x18\x04 \x01(\x05R\x12currentLeaderEpoch\x12,\n" +
 	"\x12last_fetched_epoch\x18\x05 \x01(\x05R\x10lastFetchedEpoch\x12(\n" +
-	"\x10log_start_offset\x18\x06 \x01(\x03R\x0elogStartOffset\"\x8e\x02\n" +
+	"\x10log_start_offset\x18\x06 \x01(\x03R\x0elogStartOffset\x12\x19\n" +
+	"\btopic_id\x18\a \x01(\tR\atopicId\"\x8e\x02\n" +
 	"\fFetchRequest\x12%\n" +
 	"\x0ecorrelation_id\x18\x01 \x01(\x03R\rcorrelationId\x12\x1d\n" +
 	"\n" +

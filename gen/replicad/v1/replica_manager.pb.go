@@ -315,8 +315,11 @@ type StopReplicaPartition struct {
 	// -1 means "no epoch": stop whatever the current epoch is (Kafka's EpochDuringDelete sentinel is -2).
 	LeaderEpoch     int32 `protobuf:"varint,3,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
 	DeletePartition bool  `protobuf:"varint,4,opt,name=delete_partition,json=deletePartition,proto3" json:"delete_partition,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// When set, only a replica of this topic ID is stopped (a log of another
+	// one, a topic created again since, is left alone). Empty: any.
+	TopicId       string `protobuf:"bytes,5,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StopReplicaPartition) Reset() {
@@ -375,6 +378,13 @@ func (x *StopReplicaPartition) GetDeletePartition() bool {
 		return x.DeletePartition
 	}
 	return false
+}
+
+func (x *StopReplicaPartition) GetTopicId() string {
+	if x != nil {
+		return x.TopicId
+	}
+	return ""
 }
 
 type StopReplicaRequest struct {
@@ -734,7 +744,9 @@ type PartitionDescription struct {
 	LogDir          string                 `protobuf:"bytes,12,opt,name=log_dir,json=logDir,proto3" json:"log_dir,omitempty"`
 	ControllerEpoch int32                  `protobuf:"varint,13,opt,name=controller_epoch,json=controllerEpoch,proto3" json:"controller_epoch,omitempty"`
 	// The log dir a move (AlterReplicaLogDirs) is copying this replica to, if any.
-	FutureLogDir  string `protobuf:"bytes,14,opt,name=future_log_dir,json=futureLogDir,proto3" json:"future_log_dir,omitempty"`
+	FutureLogDir string `protobuf:"bytes,14,opt,name=future_log_dir,json=futureLogDir,proto3" json:"future_log_dir,omitempty"`
+	// The topic ID of the replica (partition.metadata); empty when unknown.
+	TopicId       string `protobuf:"bytes,15,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -863,6 +875,13 @@ func (x *PartitionDescription) GetControllerEpoch() int32 {
 func (x *PartitionDescription) GetFutureLogDir() string {
 	if x != nil {
 		return x.FutureLogDir
+	}
+	return ""
+}
+
+func (x *PartitionDescription) GetTopicId() string {
+	if x != nil {
+		return x.TopicId
 	}
 	return ""
 }
@@ -1171,12 +1190,13 @@ const file_replicad_v1_replica_manager_proto_rawDesc = "" +
 	"\n" +
 	"error_code\x18\x01 \x01(\x0e2\x16.replicad.v1.ErrorCodeR\terrorCode\x12)\n" +
 	"\x10controller_epoch\x18\x02 \x01(\x05R\x0fcontrollerEpoch\x12#\n" +
-	"\rerror_message\x18\x03 \x01(\tR\ferrorMessage\"\x98\x01\n" +
+	"\rerror_message\x18\x03 \x01(\tR\ferrorMessage\"\xb3\x01\n" +
 	"\x14StopReplicaPartition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12!\n" +
 	"\fleader_epoch\x18\x03 \x01(\x05R\vleaderEpoch\x12)\n" +
-	"\x10delete_partition\x18\x04 \x01(\bR\x0fdeletePartition\"\xca\x01\n" +
+	"\x10delete_partition\x18\x04 \x01(\bR\x0fdeletePartition\x12\x19\n" +
+	"\btopic_id\x18\x05 \x01(\tR\atopicId\"\xca\x01\n" +
 	"\x12StopReplicaRequest\x12#\n" +
 	"\rcontroller_id\x18\x01 \x01(\x05R\fcontrollerId\x12)\n" +
 	"\x10controller_epoch\x18\x02 \x01(\x05R\x0fcontrollerEpoch\x12!\n" +
@@ -1206,7 +1226,7 @@ const file_replicad_v1_replica_manager_proto_rawDesc = "" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12!\n" +
 	"\tpartition\x18\x02 \x01(\x05H\x00R\tpartition\x88\x01\x01B\f\n" +
 	"\n" +
-	"_partition\"\xeb\x03\n" +
+	"_partition\"\x86\x04\n" +
 	"\x14PartitionDescription\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12,\n" +
@@ -1222,7 +1242,8 @@ const file_replicad_v1_replica_manager_proto_rawDesc = "" +
 	"\x10log_start_offset\x18\v \x01(\x03R\x0elogStartOffset\x12\x17\n" +
 	"\alog_dir\x18\f \x01(\tR\x06logDir\x12)\n" +
 	"\x10controller_epoch\x18\r \x01(\x05R\x0fcontrollerEpoch\x12$\n" +
-	"\x0efuture_log_dir\x18\x0e \x01(\tR\ffutureLogDir\"h\n" +
+	"\x0efuture_log_dir\x18\x0e \x01(\tR\ffutureLogDir\x12\x19\n" +
+	"\btopic_id\x18\x0f \x01(\tR\atopicId\"h\n" +
 	"\x11LogDirDescription\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x16\n" +
 	"\x06online\x18\x02 \x01(\bR\x06online\x12'\n" +
