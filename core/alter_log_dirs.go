@@ -232,10 +232,8 @@ func (rm *ReplicaManager) readCurrentLogs(req FetchRequest, maxBytes int) (Fetch
 			var caughtUp bool
 			var err error
 			res, caughtUp, err = p.readForFutureReplica(fp, max(0, maxBytes-total))
-			if err != nil && res.Error == ErrStorageError {
-				if dir, ok := rm.logs.DirOf(fp.TopicPartition); ok {
-					rm.reportDirFailure(dir, err)
-				}
+			if err != nil {
+				rm.readError(context.Background(), fp.TopicPartition, err)
 			}
 			if caughtUp {
 				rm.requestMoveCheck(fp.TopicPartition)
@@ -275,16 +273,12 @@ func (p *Partition) readForFutureReplica(fp FetchPartition, maxBytes int) (res F
 		return res, true, nil
 	}
 	if maxBytes > 0 {
-		ri, err := l.Read(fp.FetchOffset, maxBytes, leo)
-		switch {
-		case errors.Is(err, log.ErrOffsetOutOfRange):
-			res.Error, res.LogStartOffset = ErrOffsetOutOfRange, l.LogStartOffset()
-			return res, false, nil
-		case err != nil:
-			res.Error = storageErrorCode(err)
+		data, code, err := readVerified(l, fp.FetchOffset, maxBytes, leo)
+		if code != ErrNone {
+			res.Error, res.LogStartOffset = code, l.LogStartOffset()
 			return res, false, err
 		}
-		res.Records = ri.Data
+		res.Records = data
 	}
 	return res, false, nil
 }

@@ -2,11 +2,9 @@ package core
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/replicad/replicad/core/epoch"
-	"github.com/replicad/replicad/core/log"
 )
 
 // DefaultFetchMaxBytes bounds a fetch response that gave no max bytes
@@ -122,10 +120,8 @@ func (rm *ReplicaManager) readFromLocalLogs(req FetchRequest, maxBytes int, upda
 		} else {
 			var err error
 			res, err = p.fetchRecords(req.ReplicaID, req.BrokerEpoch, fp, max(0, maxBytes-total), updateFetchState)
-			if err != nil && res.Error == ErrStorageError {
-				if dir, ok := rm.logs.DirOf(fp.TopicPartition); ok {
-					rm.reportDirFailure(dir, err)
-				}
+			if err != nil {
+				rm.readError(context.Background(), fp.TopicPartition, err)
 			}
 		}
 		total += len(res.Records)
@@ -210,17 +206,17 @@ func (p *Partition) readForFollower(replicaID int32, fp FetchPartition, maxBytes
 		return res, p.leaderEpoch, nil
 	}
 	if maxBytes > 0 && fp.FetchOffset < leo {
-		ri, err := l.Read(fp.FetchOffset, maxBytes, leo)
-		switch {
-		case errors.Is(err, log.ErrOffsetOutOfRange):
-			// The log start moved past the offset since the check above.
-			res.Error, res.LogStartOffset = ErrOffsetOutOfRange, l.LogStartOffset()
-			return res, p.leaderEpoch, nil
-		case err != nil:
-			res.Error = storageErrorCode(err)
+		// A follower checks each batch's CRC before appending it, but a
+		// leader must not offer it damaged data either: the follower
+		// would retry for ever, and an operator would not hear of it.
+		data, code, err := readVerified(l, fp.FetchOffset, maxBytes, leo)
+		if code != ErrNone {
+			// Out of range: the log start moved past the offset since
+			// the check above.
+			res.Error, res.LogStartOffset = code, l.LogStartOffset()
 			return res, p.leaderEpoch, err
 		}
-		res.Records = ri.Data
+		res.Records = data
 	}
 	return res, p.leaderEpoch, nil
 }

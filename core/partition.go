@@ -487,20 +487,30 @@ func (p *Partition) readCommitted(offset int64, maxBytes int) (ConsumeResult, in
 			res.Error = ErrOffsetOutOfRange
 			return res, 0, nil
 		}
+		if errors.Is(err, record.ErrCorrupt) {
+			res.Error = ErrCorruptMessage
+			return res, 0, &corruptBatch{offset: offset, err: err}
+		}
 		res.Error = storageErrorCode(err)
 		return res, 0, err
 	}
-	buf := ri.Data
+	// Every batch is checked before it is served: one damaged at rest is
+	// answered CORRUPT_MESSAGE, after the sound ones before it.
+	buf, bad := verifyBatches(ri.Data, offset)
+	if bad != nil && len(buf) == 0 {
+		res.Error = ErrCorruptMessage
+		return res, 0, bad
+	}
 	for len(buf) > 0 {
 		b, rest, err := record.Next(buf)
 		if err != nil {
-			break // a read cut at maxBytes ends inside a batch
+			break // cannot happen: verifyBatches returned whole batches
 		}
 		buf = rest
 		recs, err := b.Records()
 		if err != nil {
 			res.Error = ErrCorruptMessage
-			return res, 0, fmt.Errorf("decode batch at %d: %w", b.BaseOffset(), err)
+			return res, 0, &corruptBatch{offset: b.BaseOffset(), err: fmt.Errorf("decode records: %w", err)}
 		}
 		for _, r := range recs {
 			if r.Offset >= offset && r.Offset < res.HighWatermark {

@@ -104,10 +104,8 @@ func (rm *ReplicaManager) Consume(ctx context.Context, req ConsumeRequest) Consu
 	for {
 		changed := p.changed.wait()
 		res, n, err := p.readCommitted(req.Offset, maxBytes)
-		if err != nil && res.Error == ErrStorageError {
-			if dir, ok := rm.logs.DirOf(req.TopicPartition); ok {
-				rm.reportDirFailure(dir, err)
-			}
+		if err != nil {
+			rm.readError(ctx, req.TopicPartition, err)
 		}
 		if res.Error != ErrNone || n >= req.MinBytes || expired == nil {
 			return res

@@ -1,0 +1,130 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/replicad/replicad/core/log"
+	"github.com/replicad/replicad/core/record"
+	"github.com/replicad/replicad/core/tp"
+)
+
+// Batches damaged at rest.
+//
+// Every batch a leader serves, to a consumer or to a follower, is checked
+// against its CRC first: a damaged one is answered CORRUPT_MESSAGE and never
+// served. Damage is a fault of one log's data, not of the disk, so the log
+// dir stays online; but a leader whose log lost data it committed must not
+// go on leading it, since the other replicas of the ISR hold a good copy.
+// The partition goes offline on this broker (its heartbeats then report the
+// replica offline, and the controller moves the leadership to a healthy ISR
+// member and keeps this one out of the ISR), as Kafka takes a replica
+// offline on a storage error.
+
+// corruptBatch is a damaged batch met at offset while reading a log.
+type corruptBatch struct {
+	offset int64
+	err    error
+}
+
+func (e *corruptBatch) Error() string {
+	return fmt.Sprintf("corrupt batch at offset %d: %v", e.offset, e.err)
+}
+
+func (e *corruptBatch) Unwrap() error { return record.ErrCorrupt }
+
+// verifyBatches returns the batches of data, read from a log starting at
+// offset, up to the first that is damaged (it does not parse or fails its
+// CRC), and that one as a corruptBatch (nil when all are sound).
+func verifyBatches(data []byte, offset int64) ([]byte, *corruptBatch) {
+	rest, n := data, 0
+	for len(rest) > 0 {
+		b, next, err := record.Next(rest)
+		if err == nil {
+			err = b.Verify()
+		}
+		if err != nil {
+			return data[:n], &corruptBatch{offset: nextOffsetAfter(data[:n], offset), err: err}
+		}
+		n += len(b)
+		rest = next
+	}
+	return data, nil
+}
+
+// readVerified reads l from offset (as log.Read does) and returns its sound
+// batches for a replica: ErrOffsetOutOfRange when offset left the log,
+// ErrCorruptMessage (with a corruptBatch error) when the first batch is
+// damaged, ErrStorageError (with the error) when reading failed. The
+// batches after a damaged one are left for the next read, which reports it.
+func readVerified(l *log.Log, offset int64, maxBytes int, maxOffset int64) ([]byte, ErrorCode, error) {
+	ri, err := l.Read(offset, maxBytes, maxOffset)
+	switch {
+	case errors.Is(err, log.ErrOffsetOutOfRange):
+		return nil, ErrOffsetOutOfRange, nil
+	case errors.Is(err, record.ErrCorrupt):
+		return nil, ErrCorruptMessage, &corruptBatch{offset: offset, err: err}
+	case err != nil:
+		return nil, storageErrorCode(err), err
+	}
+	data, bad := verifyBatches(ri.Data, offset)
+	if bad != nil && len(data) == 0 {
+		return nil, ErrCorruptMessage, bad
+	}
+	return data, ErrNone, nil
+}
+
+// nextOffsetAfter is the offset after the whole batches of data, offset
+// when there are none.
+func nextOffsetAfter(data []byte, offset int64) int64 {
+	for len(data) > 0 {
+		b, rest, err := record.Next(data)
+		if err != nil {
+			break
+		}
+		offset = b.NextOffset()
+		data = rest
+	}
+	return offset
+}
+
+// readError sorts an error of reading t's log: a damaged batch takes the
+// partition offline on this broker (handleCorruptBatch), any other storage
+// error its log dir (the log reports it itself, see logmgr).
+func (rm *ReplicaManager) readError(ctx context.Context, t tp.TopicPartition, err error) {
+	var cb *corruptBatch
+	if errors.As(err, &cb) {
+		rm.handleCorruptBatch(ctx, t, cb)
+		return
+	}
+	if dir, ok := rm.logs.DirOf(t); ok {
+		rm.reportDirFailure(dir, err)
+	}
+}
+
+// handleCorruptBatch takes partition t offline on this broker after its log
+// was found damaged at rest while leading it (see the package comment on
+// corruption above). The log dir stays online.
+func (rm *ReplicaManager) handleCorruptBatch(ctx context.Context, t tp.TopicPartition, cb *corruptBatch) {
+	rm.stateChangeMu.Lock()
+	defer rm.stateChangeMu.Unlock()
+	h := rm.getPartition(t)
+	if h == nil || h.offline.Load() {
+		return
+	}
+	_, span := rm.tracer.Start(ctx, "ReplicaManager.markPartitionOffline", trace.WithAttributes(append(partitionAttrs(t),
+		attribute.String("replicad.reason", "corrupt batch"), attribute.Int64("replicad.offset", cb.offset))...))
+	defer span.End()
+	span.RecordError(cb)
+	span.SetStatus(codes.Error, "corrupt batch")
+	rm.stateLog.Error().Str("topic", t.Topic).Int32("partition", t.Partition).Int64("offset", cb.offset).Err(cb.err).
+		Msg("A batch of the log fails its CRC: taking the partition offline on this broker (the controller moves its leadership to another ISR member)")
+	rm.cfg.Fetchers.RemoveFetcherForPartitions([]tp.TopicPartition{t})
+	rm.cfg.AlterLogDirsFetchers.RemoveFetcherForPartitions([]tp.TopicPartition{t})
+	rm.setPartitionOffline(t)
+}

@@ -1,0 +1,110 @@
+package core
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/replicad/replicad/core/record"
+)
+
+// corruptAt overwrites n bytes at pos of the first segment of t's log (below
+// its recovery point: damage at rest, not a torn write).
+func (h *harness) corruptAt(pos int64, b []byte) {
+	h.t.Helper()
+	l := h.rm.getPartition(tp0).partition.Log()
+	if rp := l.RecoveryPoint(); rp < 3 {
+		h.t.Fatalf("recovery point %d: the damage would not be below it", rp)
+	}
+	f, err := os.OpenFile(filepath.Join(l.Dir(), "00000000000000000000.log"), os.O_WRONLY, 0)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(b, pos); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// threeBatches is a leader of orders-0 alone in its ISR with three
+// one-record batches, committed and fsynced; it returns each batch's size.
+func threeBatches(t *testing.T) (*harness, int64) {
+	h := newHarness(t, 1)
+	h.leaderAndIsr(1, state("orders", 0, 1, 1, []int32{1, 2}, []int32{1}))
+	for _, v := range []string{"first", "second", "third"} {
+		if r := h.produce(tp0, AcksLeader, v+strings.Repeat(".", 59)); r.Error != ErrNone {
+			t.Fatalf("produce: %+v", r)
+		}
+	}
+	size := int64(len(record.Build([]record.Record{{Value: []byte("first" + strings.Repeat(".", 59))}}, 1)))
+	return h, size
+}
+
+func (h *harness) consumeAt(offset int64) ConsumeResult {
+	return h.rm.Consume(context.Background(), ConsumeRequest{TopicPartition: tp0, Offset: offset})
+}
+
+func (h *harness) dirsOnline() bool {
+	for _, d := range h.rm.Describe("", nil).LogDirs {
+		if !d.Online {
+			return false
+		}
+	}
+	return true
+}
+
+// A batch damaged at rest (16 bytes flipped inside a record's value, below
+// the recovery point) is never served: the consumer gets the sound records
+// before it, then CORRUPT_MESSAGE at its offset; the partition goes offline
+// on this broker (a leader with corrupt committed data gives up the
+// partition, and its heartbeat reports it), and the log dir stays online
+// (issue 10, path 9).
+func TestBatchDamagedAtRestIsNeverServed(t *testing.T) {
+	h, size := threeBatches(t)
+	h.corruptAt(size+record.HeaderSize+20, []byte("XXXXXXXXXXXXXXXX"))
+	r := h.consumeAt(0)
+	if r.Error != ErrNone || len(r.Records) != 1 || !strings.HasPrefix(string(r.Records[0].Value), "first") {
+		t.Fatalf("consume at 0: %v %d records, want the first record alone", r.Error, len(r.Records))
+	}
+	r = h.consumeAt(1)
+	if r.Error != ErrCorruptMessage || len(r.Records) != 0 {
+		t.Fatalf("consume at the damaged batch: %v with %d records, want CORRUPT_MESSAGE and none", r.Error, len(r.Records))
+	}
+	if got := h.rm.OfflinePartitions(); len(got) != 1 || got[0] != tp0 {
+		t.Fatalf("offline partitions %v, want [%v]", got, tp0)
+	}
+	if !h.dirsOnline() {
+		t.Fatal("one damaged batch took the log dir offline")
+	}
+}
+
+// A damaged length field is reported too (CORRUPT_MESSAGE), rather than
+// read as nothing at that offset, which left consumers waiting for ever.
+func TestDamagedBatchLengthIsReported(t *testing.T) {
+	h, size := threeBatches(t)
+	h.corruptAt(size+8, []byte{0x7f, 0, 0, 0}) // the second batch claims about 2 GiB
+	if r := h.consumeAt(0); r.Error != ErrNone || len(r.Records) != 1 {
+		t.Fatalf("consume at 0: %v %d records, want the first record", r.Error, len(r.Records))
+	}
+	if r := h.consumeAt(1); r.Error != ErrCorruptMessage {
+		t.Fatalf("consume at the batch with a damaged length: %v, want CORRUPT_MESSAGE", r.Error)
+	}
+	if !h.dirsOnline() {
+		t.Fatal("one damaged batch took the log dir offline")
+	}
+}
+
+// A follower fetching across a damaged batch gets CORRUPT_MESSAGE, not the
+// damaged bytes (which it would refuse and ask for again for ever).
+func TestFollowerFetchOfADamagedBatch(t *testing.T) {
+	h, size := threeBatches(t)
+	h.corruptAt(size+record.HeaderSize+20, []byte("XXXXXXXXXXXXXXXX"))
+	if r := h.fetch(2, fetchAt(1, 1)); r.Error != ErrCorruptMessage || len(r.Records) != 0 {
+		t.Fatalf("fetch at the damaged batch: %v with %d bytes, want CORRUPT_MESSAGE", r.Error, len(r.Records))
+	}
+	if !h.dirsOnline() {
+		t.Fatal("one damaged batch took the log dir offline")
+	}
+}
