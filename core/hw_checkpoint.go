@@ -80,7 +80,7 @@ func (rm *ReplicaManager) writeHighWatermarkCheckpoints(byDir map[string]map[tp.
 			continue
 		}
 		res := DirCheckpoint{Dir: dir, Partitions: len(hws)}
-		if err := checkpoint.WriteOffsets(filepath.Join(dir, logmgr.ReplicationOffsetCheckpoint), hws, true); err != nil {
+		if err := checkpoint.WriteOffsets(rm.cfg.FS, filepath.Join(dir, logmgr.ReplicationOffsetCheckpoint), hws, true); err != nil {
 			rm.logger.Error().Err(err).Str("log_dir", dir).Msg("write the HW checkpoint")
 			res.Error = ErrStorageError
 			rm.handleLogDirFailure(dir, err)

@@ -21,6 +21,7 @@ import (
 	"github.com/replicad/replicad/core/log"
 	"github.com/replicad/replicad/core/logmgr"
 	"github.com/replicad/replicad/core/tp"
+	"github.com/replicad/replicad/core/vfs"
 )
 
 // Config configures a ReplicaManager.
@@ -65,9 +66,14 @@ type Config struct {
 	// Metrics counts ISR changes and times HW checkpoints (see
 	// MetricsRecorder); nil records nothing.
 	Metrics MetricsRecorder
+	// FS is the file system of the log dirs, for the logs and every
+	// checkpoint; nil means the real one (vfs.OS). Tests pass a simulated
+	// disk (core/vfs/crashfs).
+	FS vfs.FS
 }
 
 func (c *Config) setDefaults() {
+	c.FS = vfs.Or(c.FS)
 	if c.Clock == nil {
 		c.Clock = clock.Real{}
 	}
@@ -167,7 +173,7 @@ type dirFailure struct {
 // handler.
 func NewReplicaManager(cfg Config) (*ReplicaManager, error) {
 	cfg.setDefaults()
-	logs, err := logmgr.Open(logmgr.Config{Dirs: cfg.LogDirs, BrokerID: cfg.BrokerID, LogConfig: cfg.LogConfig, Logger: cfg.Logger})
+	logs, err := logmgr.Open(logmgr.Config{Dirs: cfg.LogDirs, BrokerID: cfg.BrokerID, LogConfig: cfg.LogConfig, Logger: cfg.Logger, FS: cfg.FS})
 	if err != nil {
 		return nil, err
 	}
@@ -226,7 +232,7 @@ func (rm *ReplicaManager) loadHighWatermarks() {
 		if !d.Online {
 			continue
 		}
-		hws, err := checkpoint.ReadOffsets(filepath.Join(d.Path, logmgr.ReplicationOffsetCheckpoint))
+		hws, err := checkpoint.ReadOffsets(rm.cfg.FS, filepath.Join(d.Path, logmgr.ReplicationOffsetCheckpoint))
 		if err != nil {
 			rm.logger.Error().Err(err).Str("log_dir", d.Path).Msg("cannot read the HW checkpoint; taking the log dir offline")
 			rm.logs.MarkDirOffline(d.Path, err)

@@ -17,6 +17,7 @@ import (
 	"github.com/replicad/replicad/core/logmgr"
 	"github.com/replicad/replicad/core/record"
 	"github.com/replicad/replicad/core/tp"
+	"github.com/replicad/replicad/core/vfs"
 )
 
 // fakeFetchers records what the replica manager asks of its fetcher manager.
@@ -251,7 +252,7 @@ func TestMakeFollowersLeaderUnavailable(t *testing.T) {
 		t.Fatal("log not created for a follower whose leader is unavailable")
 	}
 	h.rm.CheckpointHighWatermarks(context.Background())
-	hws, err := checkpoint.ReadOffsets(filepath.Join(h.dirs[0], logmgr.ReplicationOffsetCheckpoint))
+	hws, err := checkpoint.ReadOffsets(vfs.OS, filepath.Join(h.dirs[0], logmgr.ReplicationOffsetCheckpoint))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -342,7 +343,7 @@ func TestHighWatermarkInitializedFromCheckpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Pretend the last checkpoint saw HW 3, as after a crash between checkpoints.
-	if err := checkpoint.WriteOffsets(filepath.Join(h.dirs[0], logmgr.ReplicationOffsetCheckpoint), map[tp.TopicPartition]int64{tp0: 3}, true); err != nil {
+	if err := checkpoint.WriteOffsets(vfs.OS, filepath.Join(h.dirs[0], logmgr.ReplicationOffsetCheckpoint), map[tp.TopicPartition]int64{tp0: 3}, true); err != nil {
 		t.Fatal(err)
 	}
 	h.open()
@@ -619,7 +620,7 @@ func TestCheckpointLoopRunsOnInterval(t *testing.T) {
 	h.leaderAndIsr(1, state("orders", 0, 1, 1, []int32{1}, []int32{1}))
 	h.produce(tp0, AcksLeader, "a")
 	h.clock.Advance(5 * time.Second)
-	hws, err := checkpoint.ReadOffsets(path)
+	hws, err := checkpoint.ReadOffsets(vfs.OS, path)
 	if err != nil || hws[tp0] != 1 {
 		t.Fatalf("checkpoint %v %v, want orders-0 at 1", hws, err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/replicad/replicad/core/epoch"
 	"github.com/replicad/replicad/core/tp"
+	"github.com/replicad/replicad/core/vfs"
 )
 
 // Errors. IO failures are wrapped in ErrStorage so the caller can take the
@@ -56,6 +57,7 @@ const EpochCheckpointFile = "leader-epoch-checkpoint"
 // atomically, and a truncation, which rewrites bytes readers may be reading,
 // is fenced by the truncations sequence counter instead.
 type Log struct {
+	fsys   vfs.FS
 	dir    string
 	tp     tp.TopicPartition
 	cfg    Config

@@ -1,10 +1,6 @@
 package log
 
-import (
-	"fmt"
-
-	"github.com/replicad/replicad/core/checkpoint"
-)
+import "fmt"
 
 // TruncateTo drops everything at or after offset, trimming the epoch cache
 // and clamping HW and recovery point. When offset >= LEO no record goes, but
@@ -125,7 +121,7 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 		return storageError(err, "truncate fully")
 	}
 	// The old segments must not come back after a crash next to the new one.
-	if err := checkpoint.SyncDir(l.dir); err != nil {
+	if err := l.fsys.SyncDir(l.dir); err != nil {
 		return storageError(err, "truncate fully")
 	}
 	if err := l.epochs.Clear(); err != nil {
@@ -147,7 +143,7 @@ func (l *Log) replaceSegmentsLocked(offset int64) error {
 			return fmt.Errorf("delete segment %d: %w", segs[i].baseOffset, err)
 		}
 	}
-	seg, err := createSegment(l.dir, offset)
+	seg, err := createSegment(l.fsys, l.dir, offset)
 	if err != nil {
 		return err
 	}

@@ -3,11 +3,9 @@ package logmgr
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 
-	"github.com/replicad/replicad/core/checkpoint"
 	"github.com/replicad/replicad/core/log"
 	"github.com/replicad/replicad/core/tp"
 )
@@ -117,10 +115,10 @@ func (m *Manager) DeleteFutureLog(t tp.TopicPartition) error {
 	}
 	_ = h.log.Close()
 	deleted := h.log.Dir() + "." + uniqueID() + DeleteDirSuffix
-	if err := os.Rename(h.log.Dir(), deleted); err != nil {
+	if err := m.fsys.Rename(h.log.Dir(), deleted); err != nil {
 		return m.deleteFailed(h.dir, t, err)
 	}
-	if err := checkpoint.SyncDir(h.dir.path); err != nil {
+	if err := m.fsys.SyncDir(h.dir.path); err != nil {
 		return m.deleteFailed(h.dir, t, err)
 	}
 	m.removeInBackground([]string{deleted})
@@ -171,17 +169,17 @@ func (m *Manager) ReplaceCurrentWithFutureLog(t tp.TopicPartition, highWatermark
 		return nil, m.replaceFailed(cur.dir, t, "close current log", err)
 	}
 	deleted := cur.log.Dir() + "." + uniqueID() + DeleteDirSuffix
-	if err := os.Rename(cur.log.Dir(), deleted); err != nil {
+	if err := m.fsys.Rename(cur.log.Dir(), deleted); err != nil {
 		return nil, m.replaceFailed(cur.dir, t, "rename current log", err)
 	}
-	if err := checkpoint.SyncDir(cur.dir.path); err != nil {
+	if err := m.fsys.SyncDir(cur.dir.path); err != nil {
 		return nil, m.replaceFailed(cur.dir, t, "sync current log dir", err)
 	}
 	final := filepath.Join(fut.dir.path, t.String())
-	if err := os.Rename(fut.log.Dir(), final); err != nil {
+	if err := m.fsys.Rename(fut.log.Dir(), final); err != nil {
 		return nil, m.replaceFailed(fut.dir, t, "rename future log", err)
 	}
-	if err := checkpoint.SyncDir(fut.dir.path); err != nil {
+	if err := m.fsys.SyncDir(fut.dir.path); err != nil {
 		return nil, m.replaceFailed(fut.dir, t, "sync future log dir", err)
 	}
 	l, err := log.Open(log.Options{
@@ -192,6 +190,7 @@ func (m *Manager) ReplaceCurrentWithFutureLog(t tp.TopicPartition, highWatermark
 		LogStartOffset: logStart,
 		SyncMetadata:   true,
 		Logger:         m.cfg.Logger,
+		FS:             m.fsys,
 	})
 	if err != nil {
 		return nil, m.replaceFailed(fut.dir, t, "reopen moved log", err)
@@ -243,10 +242,10 @@ func (m *Manager) promoteOrphanFutures(futures map[tp.TopicPartition]hostedLog) 
 			return nil, fmt.Errorf("logmgr: promote future log %s: %w", t, err)
 		}
 		final := filepath.Join(h.dir.path, t.String())
-		if err := os.Rename(h.log.Dir(), final); err != nil {
+		if err := m.fsys.Rename(h.log.Dir(), final); err != nil {
 			return nil, fmt.Errorf("logmgr: promote future log %s: %w", t, err)
 		}
-		if err := checkpoint.SyncDir(h.dir.path); err != nil {
+		if err := m.fsys.SyncDir(h.dir.path); err != nil {
 			return nil, fmt.Errorf("logmgr: promote future log %s: %w", t, err)
 		}
 		l, err := log.Open(log.Options{
@@ -257,6 +256,7 @@ func (m *Manager) promoteOrphanFutures(futures map[tp.TopicPartition]hostedLog) 
 			LogStartOffset: logStart,
 			SyncMetadata:   true,
 			Logger:         m.cfg.Logger,
+			FS:             m.fsys,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("logmgr: promote future log %s: %w", t, err)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/replicad/replicad/core/log"
 	"github.com/replicad/replicad/core/tp"
+	"github.com/replicad/replicad/core/vfs"
 )
 
 // Errors.
@@ -54,6 +55,8 @@ type Config struct {
 	// closed in parallel (Kafka's num.recovery.threads.per.data.dir);
 	// 0 means DefaultRecoveryThreadsPerDir.
 	RecoveryThreadsPerDir int
+	// FS is the file system of every dir; nil means vfs.OS.
+	FS vfs.FS
 }
 
 // DirInfo describes one log dir.
@@ -74,6 +77,7 @@ type DirFailure struct {
 // Manager is safe for concurrent use.
 type Manager struct {
 	cfg      Config
+	fsys     vfs.FS
 	logger   zerolog.Logger
 	failures chan DirFailure
 

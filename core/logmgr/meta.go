@@ -4,12 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 
 	"github.com/replicad/replicad/core/checkpoint"
+	"github.com/replicad/replicad/core/vfs"
 )
 
 // metaVersion is the meta.properties version holding broker.id (Kafka's v0).
@@ -20,11 +20,11 @@ var errBadMeta = errors.New("logmgr: malformed meta.properties")
 
 // checkMeta makes sure dir belongs to brokerID: it writes meta.properties
 // when missing and fails with ErrOtherBroker when it names another broker.
-func checkMeta(dir string, brokerID int32) error {
+func checkMeta(fsys vfs.FS, dir string, brokerID int32) error {
 	path := filepath.Join(dir, MetaPropertiesFile)
-	data, err := os.ReadFile(path)
+	data, err := fsys.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return writeMeta(path, brokerID)
+		return writeMeta(fsys, path, brokerID)
 	}
 	if err != nil {
 		return ioError("read meta.properties", err)
@@ -41,9 +41,9 @@ func checkMeta(dir string, brokerID int32) error {
 
 // writeMeta writes meta.properties atomically and durably: a dir whose
 // ownership was not recorded could later be taken by another broker.
-func writeMeta(path string, brokerID int32) error {
+func writeMeta(fsys vfs.FS, path string, brokerID int32) error {
 	data := "version=" + metaVersion + "\nbroker.id=" + strconv.FormatInt(int64(brokerID), 10) + "\n"
-	if err := checkpoint.WriteFileAtomic(path, []byte(data), true); err != nil {
+	if err := checkpoint.WriteFileAtomic(fsys, path, []byte(data), true); err != nil {
 		return ioError("write meta.properties", err)
 	}
 	return nil

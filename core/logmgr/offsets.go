@@ -9,6 +9,7 @@ import (
 	"github.com/replicad/replicad/core/checkpoint"
 	"github.com/replicad/replicad/core/log"
 	"github.com/replicad/replicad/core/tp"
+	"github.com/replicad/replicad/core/vfs"
 )
 
 // FlushAll flushes every online log (used by the interval flush policy and at
@@ -50,7 +51,7 @@ func (m *Manager) CheckpointLogOffsets() map[string]error {
 	errs := make([]error, len(dirs))
 	var wg sync.WaitGroup
 	for i, d := range dirs {
-		wg.Go(func() { errs[i] = writeOffsetCheckpoints(d.path, byDir[d]) })
+		wg.Go(func() { errs[i] = writeOffsetCheckpoints(m.fsys, d.path, byDir[d]) })
 	}
 	wg.Wait()
 	failed := make(map[string]error)
@@ -94,22 +95,22 @@ func (m *Manager) checkpointDir(d *logDir) error {
 	m.checkpointMu.Lock()
 	defer m.checkpointMu.Unlock()
 	_, byDir := m.snapshot()
-	return writeOffsetCheckpoints(d.path, byDir[d])
+	return writeOffsetCheckpoints(m.fsys, d.path, byDir[d])
 }
 
 // writeOffsetCheckpoints writes the recovery points and log start offsets of
 // the logs of dir.
-func writeOffsetCheckpoints(dir string, logs []hostedLogEntry) error {
+func writeOffsetCheckpoints(fsys vfs.FS, dir string, logs []hostedLogEntry) error {
 	recoveryPoints := make(map[tp.TopicPartition]int64, len(logs))
 	logStarts := make(map[tp.TopicPartition]int64, len(logs))
 	for _, h := range logs {
 		recoveryPoints[h.t] = h.log.RecoveryPoint()
 		logStarts[h.t] = h.log.LogStartOffset()
 	}
-	if err := checkpoint.WriteOffsets(filepath.Join(dir, RecoveryPointCheckpoint), recoveryPoints, true); err != nil {
+	if err := checkpoint.WriteOffsets(fsys, filepath.Join(dir, RecoveryPointCheckpoint), recoveryPoints, true); err != nil {
 		return ioError("write recovery points", err)
 	}
-	if err := checkpoint.WriteOffsets(filepath.Join(dir, LogStartOffsetCheckpoint), logStarts, true); err != nil {
+	if err := checkpoint.WriteOffsets(fsys, filepath.Join(dir, LogStartOffsetCheckpoint), logStarts, true); err != nil {
 		return ioError("write log start offsets", err)
 	}
 	return nil

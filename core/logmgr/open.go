@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"github.com/replicad/replicad/core/checkpoint"
 	"github.com/replicad/replicad/core/log"
 	"github.com/replicad/replicad/core/tp"
+	"github.com/replicad/replicad/core/vfs"
 )
 
 // Open prepares every dir: creates it and meta.properties if missing (refusing
@@ -39,6 +39,7 @@ func Open(cfg Config) (*Manager, error) {
 	}
 	m := &Manager{
 		cfg:         cfg,
+		fsys:        vfs.Or(cfg.FS),
 		logger:      cfg.Logger.With().Str("component", "logmgr").Logger(),
 		failures:    make(chan DirFailure, len(paths)),
 		removeSlots: make(chan struct{}, 2),
@@ -48,7 +49,7 @@ func Open(cfg Config) (*Manager, error) {
 	for _, p := range paths {
 		d := &logDir{path: p, online: true}
 		m.dirs = append(m.dirs, d)
-		if err := prepareDir(p, cfg.BrokerID); err != nil {
+		if err := m.prepareDir(p); err != nil {
 			if errors.Is(err, ErrOtherBroker) {
 				return nil, err
 			}
@@ -90,11 +91,11 @@ func absDirs(dirs []string) ([]string, error) {
 }
 
 // prepareDir creates dir when missing and checks its meta.properties.
-func prepareDir(dir string, brokerID int32) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+func (m *Manager) prepareDir(dir string) error {
+	if err := m.fsys.MkdirAll(dir, 0o755); err != nil {
 		return ioError("create log dir", err)
 	}
-	return checkMeta(dir, brokerID)
+	return checkMeta(m.fsys, dir, m.cfg.BrokerID)
 }
 
 // setOffline records at start-up that d is offline.
@@ -175,11 +176,11 @@ func (m *Manager) loadLogs() error {
 // deleted-log dirs still to be removed.
 func (m *Manager) loadDir(dir string) (logs, futures map[tp.TopicPartition]*log.Log, stale []string, err error) {
 	start := time.Now()
-	recoveryPoints, err := checkpoint.ReadOffsets(filepath.Join(dir, RecoveryPointCheckpoint))
+	recoveryPoints, err := checkpoint.ReadOffsets(m.fsys, filepath.Join(dir, RecoveryPointCheckpoint))
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("logmgr: load %s: %w", RecoveryPointCheckpoint, err)
 	}
-	logStarts, err := checkpoint.ReadOffsets(filepath.Join(dir, LogStartOffsetCheckpoint))
+	logStarts, err := checkpoint.ReadOffsets(m.fsys, filepath.Join(dir, LogStartOffsetCheckpoint))
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("logmgr: load %s: %w", LogStartOffsetCheckpoint, err)
 	}
@@ -204,6 +205,7 @@ func (m *Manager) loadDir(dir string) (logs, futures map[tp.TopicPartition]*log.
 			LogStartOffset: logStarts[t],
 			SyncMetadata:   true,
 			Logger:         m.cfg.Logger,
+			FS:             m.fsys,
 		})
 		if err != nil {
 			mu.Lock()
@@ -243,7 +245,7 @@ type partitionDir struct {
 
 // scanDir lists dir's partition logs (current and future) and its deleted-log dirs.
 func (m *Manager) scanDir(dir string) (parts []partitionDir, stale []string, err error) {
-	entries, err := os.ReadDir(dir)
+	entries, err := m.fsys.ReadDir(dir)
 	if err != nil {
 		return nil, nil, ioError("list log dir", err)
 	}
