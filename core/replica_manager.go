@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -16,7 +15,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
-	"github.com/replicad/replicad/core/checkpoint"
 	"github.com/replicad/replicad/core/clock"
 	"github.com/replicad/replicad/core/log"
 	"github.com/replicad/replicad/core/logmgr"
@@ -232,7 +230,7 @@ func (rm *ReplicaManager) loadHighWatermarks() {
 		if !d.Online {
 			continue
 		}
-		hws, err := checkpoint.ReadOffsets(rm.cfg.FS, filepath.Join(d.Path, logmgr.ReplicationOffsetCheckpoint))
+		hws, err := rm.logs.ReadHighWatermarks(d.Path)
 		if err != nil {
 			rm.logger.Error().Err(err).Str("log_dir", d.Path).Msg("cannot read the HW checkpoint; taking the log dir offline")
 			rm.logs.MarkDirOffline(d.Path, err)

@@ -158,3 +158,30 @@ func (m *Manager) Shutdown() error {
 	m.removals.Wait()
 	return errors.Join(errs...)
 }
+
+// HighWatermarks returns the HW of every log (future logs included) by
+// online log dir: what the replica manager writes to each dir's
+// replication-offset-checkpoint with WriteHighWatermarks.
+func (m *Manager) HighWatermarks() map[string]map[tp.TopicPartition]int64 {
+	byDir := make(map[string]map[tp.TopicPartition]int64)
+	for dir, logs := range m.LogsByDir() {
+		hws := make(map[tp.TopicPartition]int64, len(logs))
+		for t, l := range logs {
+			hws[t] = l.HighWatermark()
+		}
+		byDir[dir] = hws
+	}
+	return byDir
+}
+
+// WriteHighWatermarks replaces dir's replication-offset-checkpoint with hws
+// (Kafka's checkpointHighWatermarks for one dir). The caller serializes the
+// writers of one dir and takes the dir offline when it fails.
+func (m *Manager) WriteHighWatermarks(dir string, hws map[tp.TopicPartition]int64) error {
+	return checkpoint.WriteOffsets(m.fsys, filepath.Join(dir, ReplicationOffsetCheckpoint), hws, true)
+}
+
+// ReadHighWatermarks reads dir's replication-offset-checkpoint (missing: none).
+func (m *Manager) ReadHighWatermarks(dir string) (map[tp.TopicPartition]int64, error) {
+	return checkpoint.ReadOffsets(m.fsys, filepath.Join(dir, ReplicationOffsetCheckpoint))
+}

@@ -1,0 +1,9 @@
+package crashtest
+
+// regressionSeeds are the seeds that found a bug, by flush mode. They run
+// first, every time, whatever -crash.seeds says.
+var regressionSeeds = map[string][]uint64{
+	"every-batch": {},
+	"interval":    {},
+	"os":          {},
+}
