@@ -3,6 +3,7 @@ package logmgr
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"path/filepath"
 	"slices"
@@ -92,10 +93,32 @@ func absDirs(dirs []string) ([]string, error) {
 
 // prepareDir creates dir when missing and checks its meta.properties.
 func (m *Manager) prepareDir(dir string) error {
-	if err := m.fsys.MkdirAll(dir, 0o755); err != nil {
+	if err := mkdirDurable(m.fsys, dir); err != nil {
 		return ioError("create log dir", err)
 	}
 	return checkMeta(m.fsys, dir, m.cfg.BrokerID)
+}
+
+// mkdirDurable creates dir and its missing parents, fsyncing the parent of
+// each one it creates: a log dir whose own entry a power loss takes away
+// takes every log in it along, however durably each was created.
+func mkdirDurable(fsys vfs.FS, dir string) error {
+	err := fsys.Mkdir(dir, 0o755)
+	if errors.Is(err, fs.ErrNotExist) {
+		if parent := filepath.Dir(dir); parent != dir {
+			if err := mkdirDurable(fsys, parent); err != nil {
+				return err
+			}
+		}
+		err = fsys.Mkdir(dir, 0o755)
+	}
+	switch {
+	case errors.Is(err, fs.ErrExist):
+		return nil
+	case err != nil:
+		return err
+	}
+	return fsys.SyncDir(filepath.Dir(dir))
 }
 
 // setOffline records at start-up that d is offline.
