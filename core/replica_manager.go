@@ -376,9 +376,9 @@ func (rm *ReplicaManager) Describe(topic string, partition *int32) Description {
 	return d
 }
 
-// Shutdown stops fetchers, fails waiting requests, checkpoints HWs, and
-// flushes and closes the logs. In-flight requests should have been drained by
-// the caller (the gRPC server's graceful stop) first.
+// Shutdown stops fetchers, fails waiting requests, flushes the logs,
+// checkpoints HWs, and closes the logs. In-flight requests should have been
+// drained by the caller (the gRPC server's graceful stop) first.
 func (rm *ReplicaManager) Shutdown(ctx context.Context) error {
 	if !rm.shuttingDown.CompareAndSwap(false, true) {
 		return nil
@@ -394,6 +394,12 @@ func (rm *ReplicaManager) Shutdown(ctx context.Context) error {
 	}
 	rm.partitionsMu.RUnlock()
 	var errs []error
+	// Flushed first: the HW checkpoint is capped at each log's recovery
+	// point, and written before the flush it would restart the broker
+	// with HWs below what it had (in os and interval flush modes).
+	if err := rm.logs.FlushAll(); err != nil {
+		errs = append(errs, err)
+	}
 	for _, c := range rm.CheckpointHighWatermarks(ctx) {
 		if c.Error != ErrNone {
 			errs = append(errs, fmt.Errorf("checkpoint HWs in %s: %s", c.Dir, c.Error))

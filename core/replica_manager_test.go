@@ -14,6 +14,7 @@ import (
 
 	"github.com/replicad/replicad/core/checkpoint"
 	"github.com/replicad/replicad/core/clock"
+	"github.com/replicad/replicad/core/log"
 	"github.com/replicad/replicad/core/logmgr"
 	"github.com/replicad/replicad/core/record"
 	"github.com/replicad/replicad/core/tp"
@@ -671,5 +672,22 @@ func waitFor(t *testing.T, cond func() bool) {
 			t.Fatal("condition not met within 10s")
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestShutdownKeepsHighWatermarksWithOSFlush ensures a clean restart keeps the HWs under the os flush policy: Shutdown flushes the logs before it writes the HW checkpoint, which is capped at each log's recovery point.
+func TestShutdownKeepsHighWatermarksWithOSFlush(t *testing.T) {
+	h := newHarness(t, 1, func(c *Config) {
+		c.LogConfig = log.DefaultConfig()
+		c.LogConfig.FlushPolicy = log.FlushOS
+	})
+	h.leaderAndIsr(1, state("orders", 0, 1, 1, []int32{1}, []int32{1}))
+	h.produce(tp0, AcksLeader, "a", "b", "c")
+	if info, _ := h.describe(tp0); info.HighWatermark != 3 {
+		t.Fatalf("HW %d before the restart, want 3", info.HighWatermark)
+	}
+	h.restart()
+	if l, ok := h.rm.logs.GetLog(tp0); !ok || l.HighWatermark() != 3 {
+		t.Fatalf("HW after a clean restart %v (log %v), want 3", l.HighWatermark(), ok)
 	}
 }

@@ -160,14 +160,24 @@ func (m *Manager) Shutdown() error {
 }
 
 // HighWatermarks returns the HW of every log (future logs included) by
-// online log dir: what the replica manager writes to each dir's
-// replication-offset-checkpoint with WriteHighWatermarks.
+// online log dir, each capped at its log's recovery point: what the replica
+// manager writes to each dir's replication-offset-checkpoint with
+// WriteHighWatermarks.
+//
+// The cap keeps the checkpoint from claiming records that are not durable:
+// with the interval and os flush policies the HW routinely runs ahead of
+// the recovery point (replicas acknowledged records the page cache holds),
+// and a power loss takes those records away. A HW checkpointed above them
+// would survive the loss and, after a restart, count records as committed
+// that this log no longer has, or that the log later fills with others.
+// Records above the capped HW are not lost for it: the HW moves up again
+// as soon as the leader says so.
 func (m *Manager) HighWatermarks() map[string]map[tp.TopicPartition]int64 {
 	byDir := make(map[string]map[tp.TopicPartition]int64)
 	for dir, logs := range m.LogsByDir() {
 		hws := make(map[tp.TopicPartition]int64, len(logs))
 		for t, l := range logs {
-			hws[t] = l.HighWatermark()
+			hws[t] = min(l.HighWatermark(), l.RecoveryPoint())
 		}
 		byDir[dir] = hws
 	}
