@@ -68,6 +68,16 @@ func (l *Log) truncateSegmentsLocked(offset int64) (int64, error) {
 			return 0, fmt.Errorf("delete segment %d: %w", segs[i].baseOffset, err)
 		}
 	}
+	if keep+1 < len(segs) {
+		// The removals must be durable before the cut of the segment that
+		// stays can be: a power loss keeping the cut but not the removals
+		// would leave a gap that recovery, trusting the segments below the
+		// recovery point the owner has not lowered yet, would serve.
+		if err := l.fsys.SyncDir(l.dir); err != nil {
+			l.setSegments(segs[:keep+1])
+			return 0, err
+		}
+	}
 	segs = segs[:keep+1]
 	l.setSegments(segs)
 	logEndOffset, err := segs[keep].truncateAt(offset)
