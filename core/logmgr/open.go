@@ -245,6 +245,10 @@ func (m *Manager) loadDir(dir string) (logs, futures map[tp.TopicPartition]*log.
 		m.closeAll(opened)
 		return nil, nil, nil, firstErr
 	}
+	if err := m.rewriteStaleCheckpoints(dir, parts, opened, recoveryPoints, logStarts); err != nil {
+		m.closeAll(opened)
+		return nil, nil, nil, err
+	}
 	logs = make(map[tp.TopicPartition]*log.Log, len(parts))
 	futures = make(map[tp.TopicPartition]*log.Log)
 	for i, pd := range parts {
@@ -257,6 +261,40 @@ func (m *Manager) loadDir(dir string) (logs, futures map[tp.TopicPartition]*log.
 	m.logger.Info().Str("log_dir", dir).Int("logs", len(logs)).Int("future_logs", len(futures)).
 		Dur("took", time.Since(start)).Msg("loaded log dir")
 	return logs, futures, stale, nil
+}
+
+// rewriteStaleCheckpoints rewrites dir's recovery-point and log-start
+// checkpoints when they claim more than recovery found: a log recovered
+// below its checkpointed recovery point (a power loss took records, or cut
+// a truncation before its checkpoint), or an entry for a partition with no
+// log in the dir (a deletion or a move cut before its checkpoint). Left as
+// it is, the file would go on claiming the lost offsets: after the next
+// crash recovery would trust, unread, whatever unflushed records were
+// appended there since, and a log created again under the same name would
+// inherit the old one's offsets.
+func (m *Manager) rewriteStaleCheckpoints(dir string, parts []partitionDir, opened []*log.Log, recoveryPoints, logStarts map[tp.TopicPartition]int64) error {
+	stale := false
+	entries := make([]hostedLogEntry, len(parts))
+	found := make(map[tp.TopicPartition]bool, len(parts))
+	for i, pd := range parts {
+		entries[i] = hostedLogEntry{t: pd.t, log: opened[i]}
+		found[pd.t] = true
+		stale = stale || opened[i].RecoveryPoint() < recoveryPoints[pd.t]
+	}
+	for _, checkpointed := range []map[tp.TopicPartition]int64{recoveryPoints, logStarts} {
+		for t := range checkpointed {
+			stale = stale || !found[t]
+		}
+	}
+	if !stale {
+		return nil
+	}
+	m.checkpointMu.Lock()
+	defer m.checkpointMu.Unlock()
+	if err := writeOffsetCheckpoints(m.fsys, dir, entries); err != nil {
+		return fmt.Errorf("logmgr: rewrite stale checkpoints: %w", err)
+	}
+	return nil
 }
 
 // partitionDir is a partition log dir found by scanDir.

@@ -2,11 +2,16 @@ package logmgr
 
 import (
 	"math/rand/v2"
+	"path"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/rs/zerolog"
 
+	"github.com/replicad/replicad/core/checkpoint"
 	"github.com/replicad/replicad/core/log"
+	"github.com/replicad/replicad/core/tp"
 	"github.com/replicad/replicad/core/vfs/crashfs"
 )
 
@@ -49,4 +54,87 @@ func TestNewLogDirSurvivesPowerLoss(t *testing.T) {
 			t.Fatalf("seed %d: the log created with synced metadata is gone", seed)
 		}
 	})
+}
+
+// readRecoveryPoints reads dir's recovery-point checkpoint on fsys.
+func readRecoveryPoints(t *testing.T, fsys *crashfs.FS, dir string) map[tp.TopicPartition]int64 {
+	t.Helper()
+	rps, err := checkpoint.ReadOffsets(fsys, filepath.Join(dir, RecoveryPointCheckpoint))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rps
+}
+
+// TestOpenRewritesLoweredRecoveryPoints ensures recovery that finds a log below its checkpointed recovery point rewrites the checkpoint before anything is appended (crashtest every-batch seed 135: a truncation cut before its checkpoint left the file claiming offsets that later, unflushed appends would have had trusted).
+func TestOpenRewritesLoweredRecoveryPoints(t *testing.T) {
+	dir, p := "/d1", tpOf("t", 0)
+	fsys := crashfs.New()
+	m, err := Open(crashConfig(fsys, dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	create(t, m, p)
+	appendRecords(t, m, p, 5)
+	if failed := m.CheckpointLogOffsets(); len(failed) > 0 {
+		t.Fatal(failed)
+	}
+	l, _ := m.GetLog(p)
+	if err := l.TruncateTo(2); err != nil { // the crash comes before CheckpointLogOffsetsOf
+		t.Fatal(err)
+	}
+	must(t, fsys.SyncFS(dir))
+	after := fsys.CutPower(rand.New(rand.NewPCG(1, 1)))
+	recovered, err := Open(crashConfig(after, dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer recovered.Shutdown()
+	if rp := readRecoveryPoints(t, after, dir)[p]; rp > 2 {
+		t.Fatalf("recovery-point checkpoint still claims %d of a log recovered to 2", rp)
+	}
+}
+
+// TestOpenRewritesCheckpointsOfMissingLogs ensures recovery drops the checkpoint entries of a log whose deletion was cut before it rewrote them, so a log created again under the name does not inherit them (crashtest every-batch seed 433).
+func TestOpenRewritesCheckpointsOfMissingLogs(t *testing.T) {
+	dir, p := "/d1", tpOf("t", 0)
+	fsys := crashfs.New()
+	m, err := Open(crashConfig(fsys, dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	create(t, m, p)
+	appendRecords(t, m, p, 5)
+	if failed := m.CheckpointLogOffsets(); len(failed) > 0 {
+		t.Fatal(failed)
+	}
+	// The power goes as DeleteLog, its dir renamed away durably, rewrites the checkpoints.
+	fsys.SetFault(func(op crashfs.Op) error {
+		if op.Kind == crashfs.OpOpen && strings.HasPrefix(path.Base(op.Path), RecoveryPointCheckpoint) {
+			fsys.CutPower(rand.New(rand.NewPCG(1, 1)))
+		}
+		return nil
+	})
+	if err := m.DeleteLog(p); err == nil {
+		t.Fatal("DeleteLog outlived the power")
+	}
+	after := fsys.PowerCut()
+	recovered, err := Open(crashConfig(after, dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer recovered.Shutdown()
+	if _, ok := recovered.GetLog(p); ok {
+		t.Fatal("the deleted log is back")
+	}
+	if rp, ok := readRecoveryPoints(t, after, dir)[p]; ok {
+		t.Fatalf("recovery-point checkpoint still holds %d for a log that is gone", rp)
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
 }
