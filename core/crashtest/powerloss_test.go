@@ -167,7 +167,7 @@ type sim struct {
 	hws map[tp.TopicPartition]int64
 
 	cuts       int
-	steps      []string // the trace of this phase
+	steps      []string // the trace of the run
 	lastFS     *crashfs.FS
 	lastReport []string
 	goroutines int
@@ -219,7 +219,7 @@ func (s *sim) describe() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "config: segment bytes %d, index interval %d; cut %d of the run\n",
 		s.cfg.LogConfig.SegmentBytes, s.cfg.LogConfig.IndexIntervalBytes, s.cuts)
-	b.WriteString("steps of this phase:\n")
+	b.WriteString("steps:\n")
 	for _, st := range s.steps {
 		b.WriteString("  " + st + "\n")
 	}
@@ -248,8 +248,8 @@ func (s *sim) run() error {
 	}
 	s.m = m
 	phases := 1 + s.rng.IntN(3)
-	for range phases {
-		s.steps = s.steps[:0]
+	for phase := range phases {
+		s.logf("-- phase %d", phase+1)
 		steps := 4 + s.rng.IntN(30)
 		s.fs.CutPowerAfter(int64(s.rng.IntN(steps*12)), s.cutRng)
 		for range steps {
@@ -484,7 +484,7 @@ func (s *sim) truncateFully(p *partition) error {
 	offset := l.LogEndOffset() + s.rng.Int64N(5)
 	s.logf("%s: truncate fully and start at %d", p.t, offset)
 	dir, _ := s.m.DirOf(p.t)
-	s.lowerBounds(p, dir, offset)
+	s.lowerBounds(p, dir, p.cur.logStart) // a cut may leave any prefix of the old segments
 	p.cur.restartAt(offset)
 	if err := l.TruncateFullyAndStartAt(offset); err != nil {
 		return fmt.Errorf("truncate fully: %w", err)
