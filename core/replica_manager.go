@@ -214,39 +214,17 @@ func NewReplicaManager(cfg Config) (*ReplicaManager, error) {
 }
 
 // loadHighWatermarks reads every online dir's replication-offset-checkpoint
-// once, at start-up, and gives each loaded log its HW. Reading the file once
-// instead of per partition is the lesson of Kafka's LazyOffsetCheckpoints:
-// a LeaderAndIsr for thousands of partitions must not parse it thousands of
-// times. From then on the HW lives in the log, and the checkpoint file is
-// only ever written.
+// once, at start-up, and gives each loaded log its HW (logmgr's
+// LoadHighWatermarks). Reading the file once instead of per partition is the
+// lesson of Kafka's LazyOffsetCheckpoints: a LeaderAndIsr for thousands of
+// partitions must not parse it thousands of times. From then on the HW lives
+// in the log, and the checkpoint file is only ever written. A dir whose file
+// cannot be read (or, claiming more than its logs hold, rewritten) goes
+// offline.
 func (rm *ReplicaManager) loadHighWatermarks() {
-	byDir := make(map[string][]tp.TopicPartition)
-	for t := range rm.logs.Logs() {
-		if dir, ok := rm.logs.DirOf(t); ok {
-			byDir[dir] = append(byDir[dir], t)
-		}
-	}
-	for _, d := range rm.logs.Dirs() {
-		if !d.Online {
-			continue
-		}
-		hws, err := rm.logs.ReadHighWatermarks(d.Path)
-		if err != nil {
-			rm.logger.Error().Err(err).Str("log_dir", d.Path).Msg("cannot read the HW checkpoint; taking the log dir offline")
-			rm.logs.MarkDirOffline(d.Path, err)
-			continue
-		}
-		for _, t := range byDir[d.Path] {
-			if l, ok := rm.logs.GetLog(t); ok {
-				l.UpdateHighWatermark(hws[t])
-			}
-		}
-		// A future log's HW is in its own dir's file (SPEC: "and future replica").
-		for t, fut := range rm.logs.FutureLogs() {
-			if dir, ok := rm.logs.FutureDirOf(t); ok && dir == d.Path {
-				fut.UpdateHighWatermark(hws[t])
-			}
-		}
+	for dir, err := range rm.logs.LoadHighWatermarks() {
+		rm.logger.Error().Err(err).Str("log_dir", dir).Msg("cannot load the HW checkpoint; taking the log dir offline")
+		rm.logs.MarkDirOffline(dir, err)
 	}
 }
 

@@ -691,3 +691,26 @@ func TestShutdownKeepsHighWatermarksWithOSFlush(t *testing.T) {
 		t.Fatalf("HW after a clean restart %v (log %v), want 3", l.HighWatermark(), ok)
 	}
 }
+
+// TestStartupRewritesHighWatermarksPastTheLog ensures a HW checkpoint that claims more than a log holds at start-up (a truncation or power loss took the records after it was written), or names a partition with no log, is rewritten at once (crashtest every-batch seed 391: a follower's truncation to 0 cut before the next HW checkpoint, and the stale HW of 4 outlived a restart).
+func TestStartupRewritesHighWatermarksPastTheLog(t *testing.T) {
+	h := newHarness(t, 1)
+	h.leaderAndIsr(1, state("orders", 0, 1, 1, []int32{1}, []int32{1}))
+	h.produce(tp0, AcksLeader, "a", "b", "c")
+	if err := h.rm.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(h.dirs[0], logmgr.ReplicationOffsetCheckpoint)
+	gone := tp.TopicPartition{Topic: "gone", Partition: 0}
+	if err := checkpoint.WriteOffsets(vfs.OS, path, map[tp.TopicPartition]int64{tp0: 10, gone: 5}, true); err != nil {
+		t.Fatal(err)
+	}
+	h.open()
+	hws, err := checkpoint.ReadOffsets(vfs.OS, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := hws[gone]; ok || hws[tp0] != 3 {
+		t.Fatalf("HW checkpoint after start-up %v, want orders-0 at 3 alone", hws)
+	}
+}

@@ -842,9 +842,8 @@ func (s *sim) recover(fsys *crashfs.FS, clean bool) error {
 		}
 	}
 	// As the replica manager does at start (loadHighWatermarks).
-	for t, l := range m.Logs() {
-		dir, _ := m.DirOf(t)
-		l.UpdateHighWatermark(hws[dir][t])
+	if failed := m.LoadHighWatermarks(); len(failed) > 0 {
+		return fmt.Errorf("load HW checkpoints: %v", failed)
 	}
 	for _, p := range s.parts {
 		if err := s.checkPartition(p, rps, hws, clean); err != nil {

@@ -195,3 +195,41 @@ func (m *Manager) WriteHighWatermarks(dir string, hws map[tp.TopicPartition]int6
 func (m *Manager) ReadHighWatermarks(dir string) (map[tp.TopicPartition]int64, error) {
 	return checkpoint.ReadOffsets(m.fsys, filepath.Join(dir, ReplicationOffsetCheckpoint))
 }
+
+// LoadHighWatermarks reads every online dir's replication-offset-checkpoint
+// and gives each log in the dir, future logs included, its HW (clamped to
+// the log). A file that claims more than a log holds now (a truncation or a
+// power loss took the records after the HW was written) or names a
+// partition with no log in the dir is rewritten at once: it would otherwise
+// go on claiming those offsets, and after the next restart count as
+// committed whatever records had been appended there since. It returns the
+// dirs whose file could not be read or rewritten, to be taken offline.
+func (m *Manager) LoadHighWatermarks() map[string]error {
+	failed := make(map[string]error)
+	for dir, logs := range m.LogsByDir() {
+		hws, err := m.ReadHighWatermarks(dir)
+		if err != nil {
+			failed[dir] = err
+			continue
+		}
+		stale := false
+		for t, hw := range hws {
+			l, ok := logs[t]
+			if !ok || l.UpdateHighWatermark(hw) < hw {
+				stale = true
+			}
+		}
+		for t, l := range logs {
+			if _, ok := hws[t]; !ok {
+				l.UpdateHighWatermark(0)
+			}
+		}
+		if !stale {
+			continue
+		}
+		if err := m.WriteHighWatermarks(dir, m.HighWatermarks()[dir]); err != nil {
+			failed[dir] = fmt.Errorf("logmgr: rewrite stale HW checkpoint: %w", err)
+		}
+	}
+	return failed
+}
