@@ -5,5 +5,5 @@ package crashtest
 var regressionSeeds = map[string][]uint64{
 	"every-batch": {1, 58, 135, 391, 433},
 	"interval":    {10},
-	"os":          {1},
+	"os":          {1, 111},
 }

@@ -98,6 +98,11 @@ func (l *Log) load(opts Options) error {
 		return err
 	}
 	if len(segs) == 0 {
+		// Every segment is gone (a full truncation cut before its new
+		// segment): so is every record the cache could describe.
+		if err := l.epochs.Clear(); err != nil {
+			return storageError(err, "clear epoch cache")
+		}
 		return l.startEmptyAt(opts.LogStartOffset, opts.SyncMetadata)
 	}
 	kept, logEndOffset, err := l.recoverSegments(segs, indexValid, opts.RecoveryPoint)

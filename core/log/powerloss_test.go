@@ -63,16 +63,49 @@ func TestTruncationRemovesSegmentsDurablyFirst(t *testing.T) {
 		checkpointed := l.RecoveryPoint() // what the owner's checkpoint still says
 		// The power goes as the truncation writes the trimmed epoch cache,
 		// whose directory fsync would have made the removals durable.
-		fsys.SetFault(func(op crashfs.Op) error {
-			if op.Kind == crashfs.OpOpen && strings.HasSuffix(op.Path, EpochCheckpointFile+".tmp") {
-				fsys.CutPower(cutRng(seed))
-			}
-			return nil
-		})
+		cutAt(fsys, crashfs.OpOpen, EpochCheckpointFile+".tmp", seed)
 		if err := l.TruncateTo(1); err == nil {
 			t.Fatal("the truncation outlived the power")
 		}
 		recovered := openOnDisk(t, fsys.PowerCut(), cfg, checkpointed)
 		checkContiguous(t, seed, recovered)
+	}
+}
+
+// cutAt makes the power go at the first operation on a file whose name ends in suffix.
+func cutAt(fsys *crashfs.FS, kind crashfs.OpKind, suffix string, seed uint64) {
+	fsys.SetFault(func(op crashfs.Op) error {
+		if op.Kind == kind && strings.HasSuffix(op.Path, suffix) {
+			fsys.CutPower(cutRng(seed))
+		}
+		return nil
+	})
+}
+
+// TestFullTruncationCutBeforeItsSegmentClearsEpochs ensures a log whose full truncation lost power between removing the old segments and creating the new one comes back without the old epochs (crashtest os seed 111: entries past the empty log's end).
+func TestFullTruncationCutBeforeItsSegmentClearsEpochs(t *testing.T) {
+	cfg := smallConfig()
+	cfg.SegmentBytes = 300
+	for seed := range uint64(powerCuts) {
+		fsys := crashfs.New()
+		l := openOnDisk(t, fsys, cfg, 0)
+		for i := range 4 {
+			if _, err := l.AppendAsLeader(newBatch("batch-with-a-longer-tag", 3), int32(1+i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := l.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		cutAt(fsys, crashfs.OpOpen, "00000000000000000020.log", seed)
+		if err := l.TruncateFullyAndStartAt(20); err == nil {
+			t.Fatal("the truncation outlived the power")
+		}
+		recovered := openOnDisk(t, fsys.PowerCut(), cfg, l.RecoveryPoint())
+		for _, e := range recovered.EpochCache().Entries() {
+			if e.StartOffset > recovered.LogEndOffset() {
+				t.Fatalf("seed %d: log ending at %d keeps epoch entry %v", seed, recovered.LogEndOffset(), e)
+			}
+		}
 	}
 }
