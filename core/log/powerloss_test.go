@@ -109,3 +109,44 @@ func TestFullTruncationCutBeforeItsSegmentClearsEpochs(t *testing.T) {
 		}
 	}
 }
+
+// checkEpochs fails when a batch's epoch is not the one the cache gives its offset.
+func checkEpochs(t *testing.T, seed uint64, l *Log) {
+	t.Helper()
+	info, err := l.Read(l.LogStartOffset(), math.MaxInt32, math.MaxInt64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range splitBatches(t, info.Data) {
+		if got := l.EpochCache().EpochForOffset(b.BaseOffset()); got != b.LeaderEpoch() {
+			t.Fatalf("seed %d: batch at %d has epoch %d, the cache %v says %d", seed, b.BaseOffset(), b.LeaderEpoch(), l.EpochCache().Entries(), got)
+		}
+	}
+}
+
+// TestUnsyncedTruncationCannotComeBackUnderNewEpochs ensures a truncation is durable before the epoch cache forgets the truncated epochs (crashtest os seed 77: the cut undid the truncation, and the old batch of epoch 1 came back under the cache's entry for epoch 2).
+func TestUnsyncedTruncationCannotComeBackUnderNewEpochs(t *testing.T) {
+	cfg := smallConfig()
+	for seed := range uint64(powerCuts) {
+		fsys := crashfs.New()
+		l := openOnDisk(t, fsys, cfg, 0)
+		for range 2 {
+			if _, err := l.AppendAsLeader(newBatch("epoch-one", 2), 1); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := l.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.TruncateTo(0); err != nil { // a follower of a new leader
+			t.Fatal(err)
+		}
+		b := newBatch("epoch-two", 3)
+		b.SetLeaderEpoch(2)
+		if _, err := l.AppendAsFollower(b); err != nil {
+			t.Fatal(err)
+		}
+		// The owner checkpointed the lowered recovery point: 0.
+		checkEpochs(t, seed, openOnDisk(t, fsys.CutPower(cutRng(seed)), cfg, 0))
+	}
+}
