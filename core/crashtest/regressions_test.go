@@ -4,6 +4,6 @@ package crashtest
 // first, every time, whatever -crash.seeds says.
 var regressionSeeds = map[string][]uint64{
 	"every-batch": {1, 58, 135, 391, 433},
-	"interval":    {10, 583},
-	"os":          {1, 77, 111},
+	"interval":    {10, 583, 2047},
+	"os":          {1, 77, 111, 2890},
 }

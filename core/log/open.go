@@ -99,11 +99,15 @@ func (l *Log) load(opts Options) error {
 	}
 	if len(segs) == 0 {
 		// Every segment is gone (a full truncation cut before its new
-		// segment): so is every record the cache could describe.
+		// segment): so is every record the cache could describe. The log
+		// restarts no lower than its recovery point: the offsets below it
+		// were durable, and the truncation was taking the log past them
+		// (the log-start checkpoint, written after the recovery points,
+		// may not say so yet).
 		if err := l.epochs.Clear(); err != nil {
 			return storageError(err, "clear epoch cache")
 		}
-		return l.startEmptyAt(opts.LogStartOffset, opts.SyncMetadata)
+		return l.startEmptyAt(max(opts.LogStartOffset, opts.RecoveryPoint), opts.SyncMetadata)
 	}
 	kept, logEndOffset, err := l.recoverSegments(segs, indexValid, opts.RecoveryPoint)
 	if err != nil {

@@ -150,3 +150,14 @@ func TestUnsyncedTruncationCannotComeBackUnderNewEpochs(t *testing.T) {
 		checkEpochs(t, seed, openOnDisk(t, fsys.CutPower(cutRng(seed)), cfg, 0))
 	}
 }
+
+// TestLogWithNoSegmentRestartsAtItsRecoveryPoint ensures a log whose segments a cut full truncation all removed restarts no lower than its checkpointed recovery point, which the log-start checkpoint may lag (crashtest interval seed 2047: the log came back at 0 under a recovery point of 9).
+func TestLogWithNoSegmentRestartsAtItsRecoveryPoint(t *testing.T) {
+	opts := testOptions(t.TempDir(), smallConfig()) // the partition dir, empty
+	opts.RecoveryPoint = 12
+	l := openAt(t, opts)
+	defer closeLog(t, l)
+	if l.LogEndOffset() != 12 || l.LogStartOffset() != 12 {
+		t.Fatalf("log restarted at [%d, %d), want at the recovery point 12", l.LogStartOffset(), l.LogEndOffset())
+	}
+}
