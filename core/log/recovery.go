@@ -142,6 +142,14 @@ func (l *Log) dropSegmentsAfter(segs []*segment, last int, logEndOffset int64) (
 			return nil, 0, storageError(err, "delete segment %d", dropped[i].baseOffset)
 		}
 	}
+	if len(dropped) > 0 {
+		// Durable before anything new is appended: a dropped segment that
+		// came back after a later power loss, below a recovery point the
+		// new records moved, would be trusted in their place.
+		if err := l.fsys.SyncDir(l.dir); err != nil {
+			return nil, 0, storageError(err, "delete segments after %d", logEndOffset)
+		}
+	}
 	return segs[:last+1], logEndOffset, nil
 }
 
