@@ -685,6 +685,8 @@ func (s *sim) startMove(p *partition) error {
 // alter-log-dirs fetcher does.
 func (s *sim) startFutureAt(p *partition, fut *log.Log, start int64) error {
 	s.logf("%s: future log starts at %d", p.t, start)
+	dir, _ := s.m.FutureDirOf(p.t)
+	s.lowerBounds(p, dir, p.fut.logStart) // as truncateFully
 	p.fut.restartAt(start)
 	if err := fut.TruncateFullyAndStartAt(start); err != nil {
 		return fmt.Errorf("start future log at %d: %w", start, err)
@@ -692,6 +694,7 @@ func (s *sim) startFutureAt(p *partition, fut *log.Log, start int64) error {
 	if err := s.m.CheckpointLogOffsetsOfFuture(p.t); err != nil {
 		return fmt.Errorf("checkpoint future log offsets: %w", err)
 	}
+	s.rpBound[dir][p.t] = math.MaxInt64
 	return nil
 }
 
