@@ -64,7 +64,9 @@ type Log struct {
 	logger zerolog.Logger
 	epochs *epoch.Cache
 
-	// mu serialises writers. No fsync of appended data runs under it.
+	// mu serialises writers. No fsync of appended data runs under it, but
+	// for a truncation's (rare: a follower's divergence), which makes its
+	// cut durable before anything else may depend on it.
 	mu sync.Mutex
 	// syncMu admits one data fsync at a time: appenders queued behind it find
 	// their bytes made durable by the fsync ahead of them (group commit).
