@@ -56,6 +56,33 @@ func TestNewLogDirSurvivesPowerLoss(t *testing.T) {
 	})
 }
 
+// checkpointedLog opens a manager on fsys with p's log in dir holding five
+// records, durable, and the dir's checkpoints written.
+func checkpointedLog(t *testing.T, fsys *crashfs.FS, dir string, p tp.TopicPartition) *Manager {
+	t.Helper()
+	m, err := Open(crashConfig(fsys, dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	create(t, m, p)
+	appendRecords(t, m, p, 5)
+	if failed := m.CheckpointLogOffsets(); len(failed) > 0 {
+		t.Fatal(failed)
+	}
+	return m
+}
+
+// openRecovered opens a manager on what a cut left, shut down when the test ends.
+func openRecovered(t *testing.T, after *crashfs.FS, dir string) *Manager {
+	t.Helper()
+	m, err := Open(crashConfig(after, dir))
+	if err != nil {
+		t.Fatalf("recovery failed: %v", err)
+	}
+	t.Cleanup(func() { _ = m.Shutdown() })
+	return m
+}
+
 // readRecoveryPoints reads dir's recovery-point checkpoint on fsys.
 func readRecoveryPoints(t *testing.T, fsys *crashfs.FS, dir string) map[tp.TopicPartition]int64 {
 	t.Helper()
@@ -70,26 +97,14 @@ func readRecoveryPoints(t *testing.T, fsys *crashfs.FS, dir string) map[tp.Topic
 func TestOpenRewritesLoweredRecoveryPoints(t *testing.T) {
 	dir, p := "/d1", tpOf("t", 0)
 	fsys := crashfs.New()
-	m, err := Open(crashConfig(fsys, dir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	create(t, m, p)
-	appendRecords(t, m, p, 5)
-	if failed := m.CheckpointLogOffsets(); len(failed) > 0 {
-		t.Fatal(failed)
-	}
+	m := checkpointedLog(t, fsys, dir, p)
 	l, _ := m.GetLog(p)
 	if err := l.TruncateTo(2); err != nil { // the crash comes before CheckpointLogOffsetsOf
 		t.Fatal(err)
 	}
 	must(t, fsys.SyncFS(dir))
 	after := fsys.CutPower(rand.New(rand.NewPCG(1, 1)))
-	recovered, err := Open(crashConfig(after, dir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer recovered.Shutdown()
+	openRecovered(t, after, dir)
 	if rp := readRecoveryPoints(t, after, dir)[p]; rp > 2 {
 		t.Fatalf("recovery-point checkpoint still claims %d of a log recovered to 2", rp)
 	}
@@ -99,15 +114,7 @@ func TestOpenRewritesLoweredRecoveryPoints(t *testing.T) {
 func TestOpenRewritesCheckpointsOfMissingLogs(t *testing.T) {
 	dir, p := "/d1", tpOf("t", 0)
 	fsys := crashfs.New()
-	m, err := Open(crashConfig(fsys, dir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	create(t, m, p)
-	appendRecords(t, m, p, 5)
-	if failed := m.CheckpointLogOffsets(); len(failed) > 0 {
-		t.Fatal(failed)
-	}
+	m := checkpointedLog(t, fsys, dir, p)
 	// The power goes as DeleteLog, its dir renamed away durably, rewrites the checkpoints.
 	fsys.SetFault(func(op crashfs.Op) error {
 		if op.Kind == crashfs.OpOpen && strings.HasPrefix(path.Base(op.Path), RecoveryPointCheckpoint) {
@@ -119,11 +126,7 @@ func TestOpenRewritesCheckpointsOfMissingLogs(t *testing.T) {
 		t.Fatal("DeleteLog outlived the power")
 	}
 	after := fsys.PowerCut()
-	recovered, err := Open(crashConfig(after, dir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer recovered.Shutdown()
+	recovered := openRecovered(t, after, dir)
 	if _, ok := recovered.GetLog(p); ok {
 		t.Fatal("the deleted log is back")
 	}
