@@ -163,8 +163,6 @@ type sim struct {
 	// recovery-point and HW checkpoints may claim, after a truncation or
 	// deletion that the checkpoint does not reflect yet.
 	rpBound, hwBound map[string]map[tp.TopicPartition]int64
-	// hws are the HWs the simulation set, for the check after a clean restart.
-	hws map[tp.TopicPartition]int64
 
 	cuts       int
 	steps      []string // the trace of the run
@@ -181,7 +179,6 @@ func newSim(mode string, policy log.FlushPolicy, seed uint64) *sim {
 		rng:    rand.New(rand.NewPCG(seed, uint64(policy))),
 		cutRng: rand.New(rand.NewPCG(seed, uint64(policy)+1000)),
 		fs:     crashfs.New(),
-		hws:    make(map[tp.TopicPartition]int64),
 	}
 	for _, t := range partitions {
 		s.parts = append(s.parts, &partition{t: t})
@@ -357,7 +354,6 @@ func (s *sim) create(p *partition) error {
 	p.creating = false
 	p.cur = &replica{logStart: l.LogStartOffset(), promised: l.LogStartOffset()}
 	p.durable = syncMetadata
-	delete(s.hws, p.t)
 	return nil
 }
 
@@ -542,7 +538,7 @@ func (s *sim) checkpointHighWatermarks() error {
 	for _, p := range s.parts {
 		if p.cur != nil && s.rng.IntN(2) == 0 {
 			l := s.log(p)
-			s.hws[p.t] = l.UpdateHighWatermark(l.LogStartOffset() + s.rng.Int64N(l.LogEndOffset()-l.LogStartOffset()+1))
+			l.UpdateHighWatermark(l.LogStartOffset() + s.rng.Int64N(l.LogEndOffset()-l.LogStartOffset()+1))
 		}
 	}
 	s.logf("checkpoint HWs")
@@ -596,7 +592,6 @@ func (s *sim) deleteLog(p *partition) error {
 	p.deleting, p.cur, p.durable = false, nil, false
 	s.lowerBounds(p, dir, 0)
 	s.rpBound[dir][p.t] = math.MaxInt64 // DeleteLog rewrote the dir's checkpoints
-	delete(s.hws, p.t)
 	return nil
 }
 
@@ -667,14 +662,15 @@ func (s *sim) startMove(p *partition) error {
 	}
 	s.logf("%s: create future log in %s", p.t, to)
 	p.futChanging = true
+	// The dir's HW checkpoint may still name the partition from a log that
+	// moved away or a future log deleted; the future log's HW is not used
+	// until the swap (and a stale one is rewritten at start-up).
+	s.hwBound[to][p.t] = 0
 	fut, err := s.m.GetOrCreateFutureLog(p.t, to)
 	if err != nil {
 		return fmt.Errorf("create future log: %w", err)
 	}
 	p.fut, p.futDurable, p.futChanging = &replica{}, true, false
-	// The dir's HW checkpoint may still name the partition from a log
-	// that moved away; the future log's HW is not used until the swap.
-	s.hwBound[to][p.t] = 0
 	if start := p.cur.logStart; start > 0 {
 		return s.startFutureAt(p, fut, start)
 	}
@@ -867,10 +863,9 @@ func (s *sim) recover(fsys *crashfs.FS, clean bool) error {
 	}
 	s.resetBounds()
 	for _, p := range s.parts {
-		if l, ok := m.GetLog(p.t); ok {
+		if _, ok := m.GetLog(p.t); ok {
 			dir, _ := m.DirOf(p.t)
 			s.rpBound[dir][p.t], s.hwBound[dir][p.t] = math.MaxInt64, math.MaxInt64
-			s.hws[p.t] = l.HighWatermark()
 		}
 	}
 	return nil

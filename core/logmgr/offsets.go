@@ -171,7 +171,9 @@ func (m *Manager) Shutdown() error {
 // would survive the loss and, after a restart, count records as committed
 // that this log no longer has, or that the log later fills with others.
 // Records above the capped HW are not lost for it: the HW moves up again
-// as soon as the leader says so.
+// as soon as the leader says so. Under FlushOS only a clean shutdown moves
+// the recovery point (a roll fsyncs its segment but does not move it), so
+// between restarts the checkpoint keeps the HWs of the last clean start.
 func (m *Manager) HighWatermarks() map[string]map[tp.TopicPartition]int64 {
 	byDir := make(map[string]map[tp.TopicPartition]int64)
 	for dir, logs := range m.LogsByDir() {
