@@ -65,9 +65,10 @@ type Op struct {
 	Path string
 	// NewPath is a rename's new name.
 	NewPath string
-	// Offset is where a read or write starts, or a truncation's size.
+	// Offset is where a read or write starts (-1 for Write, which writes
+	// at the file's offset), or a truncation's size.
 	Offset int64
-	// Len is the number of bytes of a read or write.
+	// Len is the number of bytes of a read or write (-1 for ReadFile).
 	Len int
 	// Flag is OpenFile's flag.
 	Flag int
