@@ -84,6 +84,9 @@ func (l *Log) truncateSegmentsLocked(offset int64) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
+	l.logEndOffset.Store(logEndOffset)
+	l.lowerRecoveryPointLocked(logEndOffset)
+	l.clampHighWatermark()
 	// Durable before the epoch cache is trimmed and before any new epoch
 	// is written at once below epochFloor: a power loss that undid the cut
 	// would bring back batches whose epochs the durable cache no longer
@@ -91,9 +94,6 @@ func (l *Log) truncateSegmentsLocked(offset int64) (int64, error) {
 	if err := segs[keep].sync(); err != nil {
 		return 0, err
 	}
-	l.logEndOffset.Store(logEndOffset)
-	l.lowerRecoveryPointLocked(logEndOffset)
-	l.clampHighWatermark()
 	return logEndOffset, nil
 }
 
