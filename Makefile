@@ -9,7 +9,7 @@ BIN   := $(CURDIR)/bin
 GEN_TOOLS := $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc
 GO_TEST_FLAGS ?=
 
-.PHONY: all build tools gen check-gen lint test fuzz bench perf-tracing demo jaeger jaeger-build clean
+.PHONY: all build tools gen check-gen lint test crash-test fuzz bench perf-tracing demo jaeger jaeger-build clean
 
 all: build
 
@@ -65,6 +65,14 @@ lint: $(GEN_TOOLS)
 # with REPLICAD_JAEGER_BIN set it fails rather than skips when the binary is missing).
 test: $(BIN)/jaeger
 	REPLICAD_JAEGER_BIN=$(BIN)/jaeger go test -race -count=1 $(GO_TEST_FLAGS) ./...
+
+# The power-loss simulation of the storage code (core/crashtest) at length:
+# SEEDS seeds for each flush mode (every-batch, interval, os), about 1.7 power
+# cuts a seed, without -race, with progress and a summary (`make test` runs
+# 2,000 seeds a mode under -race).
+SEEDS ?= 100000
+crash-test:
+	go test ./core/crashtest -run '^TestPowerLoss$$' -count=1 -timeout 0 -v -crash.seeds=$(SEEDS) -crash.progress
 
 # Coverage-guided fuzzing of log recovery (runs until FUZZTIME).
 FUZZTIME ?= 60s

@@ -136,7 +136,7 @@ func BenchmarkCheckpointHighWatermarks(b *testing.B) {
 		rm.BecomeLeaderOrFollower(context.Background(), LeaderAndIsrRequest{ControllerEpoch: 1, PartitionStates: leaderStates(10_000, 1)})
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
-			if n := len(rm.collectHighWatermarks()); n != 2 {
+			if n := len(rm.logs.HighWatermarks()); n != 2 {
 				b.Fatal(n)
 			}
 		}

@@ -2,16 +2,13 @@ package core
 
 import (
 	"context"
-	"path/filepath"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 
-	"github.com/replicad/replicad/core/checkpoint"
 	"github.com/replicad/replicad/core/clock"
 	"github.com/replicad/replicad/core/log"
-	"github.com/replicad/replicad/core/logmgr"
 	"github.com/replicad/replicad/core/tp"
 )
 
@@ -51,23 +48,10 @@ func (rm *ReplicaManager) checkpointHighWatermarks() []DirCheckpoint {
 	rm.checkpointMu.Lock()
 	defer rm.checkpointMu.Unlock()
 	start := time.Now()
-	out := rm.writeHighWatermarkCheckpoints(rm.collectHighWatermarks())
+	out := rm.writeHighWatermarkCheckpoints(rm.logs.HighWatermarks())
 	rm.cfg.Metrics.HighWatermarkCheckpointed(time.Since(start))
 	rm.logger.Debug().Dur("took", time.Since(start)).Int("log_dirs", len(out)).Msg("checkpointed high watermarks")
 	return out
-}
-
-// collectHighWatermarks groups the HW of every open log by online log dir.
-func (rm *ReplicaManager) collectHighWatermarks() map[string]map[tp.TopicPartition]int64 {
-	byDir := make(map[string]map[tp.TopicPartition]int64)
-	for dir, logs := range rm.logs.LogsByDir() {
-		hws := make(map[tp.TopicPartition]int64, len(logs))
-		for t, l := range logs {
-			hws[t] = l.HighWatermark()
-		}
-		byDir[dir] = hws
-	}
-	return byDir
 }
 
 // writeHighWatermarkCheckpoints writes one replication-offset-checkpoint per
@@ -80,7 +64,7 @@ func (rm *ReplicaManager) writeHighWatermarkCheckpoints(byDir map[string]map[tp.
 			continue
 		}
 		res := DirCheckpoint{Dir: dir, Partitions: len(hws)}
-		if err := checkpoint.WriteOffsets(filepath.Join(dir, logmgr.ReplicationOffsetCheckpoint), hws, true); err != nil {
+		if err := rm.logs.WriteHighWatermarks(dir, hws); err != nil {
 			rm.logger.Error().Err(err).Str("log_dir", dir).Msg("write the HW checkpoint")
 			res.Error = ErrStorageError
 			rm.handleLogDirFailure(dir, err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -16,11 +15,11 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
-	"github.com/replicad/replicad/core/checkpoint"
 	"github.com/replicad/replicad/core/clock"
 	"github.com/replicad/replicad/core/log"
 	"github.com/replicad/replicad/core/logmgr"
 	"github.com/replicad/replicad/core/tp"
+	"github.com/replicad/replicad/core/vfs"
 )
 
 // Config configures a ReplicaManager.
@@ -69,9 +68,14 @@ type Config struct {
 	// logmgr.Config.BootID); empty: only a clean shutdown counts as a life
 	// that lost nothing.
 	BootID string
+	// FS is the file system of the log dirs, for the logs and every
+	// checkpoint; nil means the real one (vfs.OS). Tests pass a simulated
+	// disk (core/vfs/crashfs).
+	FS vfs.FS
 }
 
 func (c *Config) setDefaults() {
+	c.FS = vfs.Or(c.FS)
 	if c.Clock == nil {
 		c.Clock = clock.Real{}
 	}
@@ -171,7 +175,8 @@ type dirFailure struct {
 // handler.
 func NewReplicaManager(cfg Config) (*ReplicaManager, error) {
 	cfg.setDefaults()
-	logs, err := logmgr.Open(logmgr.Config{Dirs: cfg.LogDirs, BrokerID: cfg.BrokerID, LogConfig: cfg.LogConfig, Logger: cfg.Logger, BootID: cfg.BootID})
+	logs, err := logmgr.Open(logmgr.Config{Dirs: cfg.LogDirs, BrokerID: cfg.BrokerID, LogConfig: cfg.LogConfig, Logger: cfg.Logger,
+		BootID: cfg.BootID, FS: cfg.FS})
 	if err != nil {
 		return nil, err
 	}
@@ -214,39 +219,17 @@ func NewReplicaManager(cfg Config) (*ReplicaManager, error) {
 }
 
 // loadHighWatermarks reads every online dir's replication-offset-checkpoint
-// once, at start-up, and gives each loaded log its HW. Reading the file once
-// instead of per partition is the lesson of Kafka's LazyOffsetCheckpoints:
-// a LeaderAndIsr for thousands of partitions must not parse it thousands of
-// times. From then on the HW lives in the log, and the checkpoint file is
-// only ever written.
+// once, at start-up, and gives each loaded log its HW (logmgr's
+// LoadHighWatermarks). Reading the file once instead of per partition is the
+// lesson of Kafka's LazyOffsetCheckpoints: a LeaderAndIsr for thousands of
+// partitions must not parse it thousands of times. From then on the HW lives
+// in the log, and the checkpoint file is only ever written. A dir whose file
+// cannot be read (or, claiming more than its logs hold, rewritten) goes
+// offline.
 func (rm *ReplicaManager) loadHighWatermarks() {
-	byDir := make(map[string][]tp.TopicPartition)
-	for t := range rm.logs.Logs() {
-		if dir, ok := rm.logs.DirOf(t); ok {
-			byDir[dir] = append(byDir[dir], t)
-		}
-	}
-	for _, d := range rm.logs.Dirs() {
-		if !d.Online {
-			continue
-		}
-		hws, err := checkpoint.ReadOffsets(filepath.Join(d.Path, logmgr.ReplicationOffsetCheckpoint))
-		if err != nil {
-			rm.logger.Error().Err(err).Str("log_dir", d.Path).Msg("cannot read the HW checkpoint; taking the log dir offline")
-			rm.logs.MarkDirOffline(d.Path, err)
-			continue
-		}
-		for _, t := range byDir[d.Path] {
-			if l, ok := rm.logs.GetLog(t); ok {
-				l.UpdateHighWatermark(hws[t])
-			}
-		}
-		// A future log's HW is in its own dir's file (SPEC: "and future replica").
-		for t, fut := range rm.logs.FutureLogs() {
-			if dir, ok := rm.logs.FutureDirOf(t); ok && dir == d.Path {
-				fut.UpdateHighWatermark(hws[t])
-			}
-		}
+	for dir, err := range rm.logs.LoadHighWatermarks() {
+		rm.logger.Error().Err(err).Str("log_dir", dir).Msg("cannot load the HW checkpoint; taking the log dir offline")
+		rm.logs.MarkDirOffline(dir, err)
 	}
 }
 
@@ -404,9 +387,9 @@ func (rm *ReplicaManager) Describe(topic string, partition *int32) Description {
 	return d
 }
 
-// Shutdown stops fetchers, fails waiting requests, checkpoints HWs, and
-// flushes and closes the logs. In-flight requests should have been drained by
-// the caller (the gRPC server's graceful stop) first.
+// Shutdown stops fetchers, fails waiting requests, flushes the logs,
+// checkpoints HWs, and closes the logs. In-flight requests should have been
+// drained by the caller (the gRPC server's graceful stop) first.
 func (rm *ReplicaManager) Shutdown(ctx context.Context) error {
 	if !rm.shuttingDown.CompareAndSwap(false, true) {
 		return nil
@@ -422,6 +405,12 @@ func (rm *ReplicaManager) Shutdown(ctx context.Context) error {
 	}
 	rm.partitionsMu.RUnlock()
 	var errs []error
+	// Flushed first: the HW checkpoint is capped at each log's recovery
+	// point, and written before the flush it would restart the broker
+	// with HWs below what it had (in os and interval flush modes).
+	if err := rm.logs.FlushAll(); err != nil {
+		errs = append(errs, err)
+	}
 	for _, c := range rm.CheckpointHighWatermarks(ctx) {
 		if c.Error != ErrNone {
 			errs = append(errs, fmt.Errorf("checkpoint HWs in %s: %s", c.Dir, c.Error))

@@ -15,9 +15,11 @@ import (
 
 	"github.com/replicad/replicad/core/checkpoint"
 	"github.com/replicad/replicad/core/clock"
+	"github.com/replicad/replicad/core/log"
 	"github.com/replicad/replicad/core/logmgr"
 	"github.com/replicad/replicad/core/record"
 	"github.com/replicad/replicad/core/tp"
+	"github.com/replicad/replicad/core/vfs"
 )
 
 // fakeFetchers records what the replica manager asks of its fetcher manager.
@@ -252,7 +254,7 @@ func TestMakeFollowersLeaderUnavailable(t *testing.T) {
 		t.Fatal("log not created for a follower whose leader is unavailable")
 	}
 	h.rm.CheckpointHighWatermarks(context.Background())
-	hws, err := checkpoint.ReadOffsets(filepath.Join(h.dirs[0], logmgr.ReplicationOffsetCheckpoint))
+	hws, err := checkpoint.ReadOffsets(vfs.OS, filepath.Join(h.dirs[0], logmgr.ReplicationOffsetCheckpoint))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -343,7 +345,7 @@ func TestHighWatermarkInitializedFromCheckpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Pretend the last checkpoint saw HW 3, as after a crash between checkpoints.
-	if err := checkpoint.WriteOffsets(filepath.Join(h.dirs[0], logmgr.ReplicationOffsetCheckpoint), map[tp.TopicPartition]int64{tp0: 3}, true); err != nil {
+	if err := checkpoint.WriteOffsets(vfs.OS, filepath.Join(h.dirs[0], logmgr.ReplicationOffsetCheckpoint), map[tp.TopicPartition]int64{tp0: 3}, true); err != nil {
 		t.Fatal(err)
 	}
 	h.open()
@@ -620,7 +622,7 @@ func TestCheckpointLoopRunsOnInterval(t *testing.T) {
 	h.leaderAndIsr(1, state("orders", 0, 1, 1, []int32{1}, []int32{1}))
 	h.produce(tp0, AcksLeader, "a")
 	h.clock.Advance(5 * time.Second)
-	hws, err := checkpoint.ReadOffsets(path)
+	hws, err := checkpoint.ReadOffsets(vfs.OS, path)
 	if err != nil || hws[tp0] != 1 {
 		t.Fatalf("checkpoint %v %v, want orders-0 at 1", hws, err)
 	}
@@ -687,5 +689,45 @@ func TestOfflinePartitionsListsTheFailedDirsPartitions(t *testing.T) {
 	got := h.rm.OfflinePartitions()
 	if len(got) != 1 || got[0] != tp0 {
 		t.Fatalf("offline partitions %v, want [%v] (the other is in the other dir)", got, tp0)
+	}
+}
+
+// TestShutdownKeepsHighWatermarksWithOSFlush ensures a clean restart keeps the HWs under the os flush policy: Shutdown flushes the logs before it writes the HW checkpoint, which is capped at each log's recovery point.
+func TestShutdownKeepsHighWatermarksWithOSFlush(t *testing.T) {
+	h := newHarness(t, 1, func(c *Config) {
+		c.LogConfig = log.DefaultConfig()
+		c.LogConfig.FlushPolicy = log.FlushOS
+	})
+	h.leaderAndIsr(1, state("orders", 0, 1, 1, []int32{1}, []int32{1}))
+	h.produce(tp0, AcksLeader, "a", "b", "c")
+	if info, _ := h.describe(tp0); info.HighWatermark != 3 {
+		t.Fatalf("HW %d before the restart, want 3", info.HighWatermark)
+	}
+	h.restart()
+	if l, ok := h.rm.logs.GetLog(tp0); !ok || l.HighWatermark() != 3 {
+		t.Fatalf("HW after a clean restart %v (log %v), want 3", l.HighWatermark(), ok)
+	}
+}
+
+// TestStartupRewritesHighWatermarksPastTheLog ensures a HW checkpoint that claims more than a log holds at start-up (a truncation or power loss took the records after it was written), or names a partition with no log, is rewritten at once (crashtest every-batch seed 391: a follower's truncation to 0 cut before the next HW checkpoint, and the stale HW of 4 outlived a restart).
+func TestStartupRewritesHighWatermarksPastTheLog(t *testing.T) {
+	h := newHarness(t, 1)
+	h.leaderAndIsr(1, state("orders", 0, 1, 1, []int32{1}, []int32{1}))
+	h.produce(tp0, AcksLeader, "a", "b", "c")
+	if err := h.rm.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(h.dirs[0], logmgr.ReplicationOffsetCheckpoint)
+	gone := tp.TopicPartition{Topic: "gone", Partition: 0}
+	if err := checkpoint.WriteOffsets(vfs.OS, path, map[tp.TopicPartition]int64{tp0: 10, gone: 5}, true); err != nil {
+		t.Fatal(err)
+	}
+	h.open()
+	hws, err := checkpoint.ReadOffsets(vfs.OS, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := hws[gone]; ok || hws[tp0] != 3 {
+		t.Fatalf("HW checkpoint after start-up %v, want orders-0 at 3 alone", hws)
 	}
 }

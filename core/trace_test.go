@@ -18,6 +18,7 @@ import (
 	"github.com/replicad/replicad/core/checkpoint"
 	"github.com/replicad/replicad/core/logmgr"
 	"github.com/replicad/replicad/core/tp"
+	"github.com/replicad/replicad/core/vfs"
 	"github.com/replicad/replicad/internal/spantest"
 )
 
@@ -314,7 +315,7 @@ func TestOnlyRequestedCheckpointsAreTraced(t *testing.T) {
 	h.produce(tp0, AcksLeader, "a")
 	path := filepath.Join(h.dirs[0], logmgr.ReplicationOffsetCheckpoint)
 	h.clock.Advance(5 * time.Second)
-	if hws, err := checkpoint.ReadOffsets(path); err != nil || hws[tp0] != 1 {
+	if hws, err := checkpoint.ReadOffsets(vfs.OS, path); err != nil || hws[tp0] != 1 {
 		t.Fatalf("periodic checkpoint %v %v, want orders-0 at 1", hws, err)
 	}
 	if n := len(spantest.Named(rec, "ReplicaManager.checkpointHighWatermarks")); n != 0 {

@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"github.com/replicad/replicad/core/tp"
+	"github.com/replicad/replicad/core/vfs"
 )
 
 // ErrMalformed wraps every parse failure. A malformed checkpoint must take its
@@ -25,7 +26,7 @@ const Version = 0
 // WriteOffsets atomically replaces path with the given offsets, sorted by topic
 // and partition. With sync false the data and rename are not fsynced (the
 // caller makes them durable later, e.g. with one syncfs for many files).
-func WriteOffsets(path string, offsets map[tp.TopicPartition]int64, sync bool) error {
+func WriteOffsets(fsys vfs.FS, path string, offsets map[tp.TopicPartition]int64, sync bool) error {
 	entries, topics, err := sortedOffsets(path, offsets)
 	if err != nil {
 		return err
@@ -44,7 +45,7 @@ func WriteOffsets(path string, offsets map[tp.TopicPartition]int64, sync bool) e
 		buf = strconv.AppendInt(buf, e.offset, 10)
 		buf = append(buf, '\n')
 	}
-	return writeAtomic(path, buf, sync)
+	return writeAtomic(fsys, path, buf, sync)
 }
 
 // offsetEntry is one line of an offset checkpoint; topic indexes the sorted
@@ -103,8 +104,8 @@ func sortedOffsets(path string, offsets map[tp.TopicPartition]int64) ([]offsetEn
 }
 
 // ReadOffsets reads an offset checkpoint. A missing file is an empty map.
-func ReadOffsets(path string) (map[tp.TopicPartition]int64, error) {
-	data, err := readFile(path)
+func ReadOffsets(fsys vfs.FS, path string) (map[tp.TopicPartition]int64, error) {
+	data, err := readFile(fsys, path)
 	if err != nil {
 		return nil, err
 	}
@@ -121,7 +122,7 @@ type EpochEntry struct {
 }
 
 // WriteEpochs atomically replaces path with the entries, in the order given.
-func WriteEpochs(path string, entries []EpochEntry, sync bool) error {
+func WriteEpochs(fsys vfs.FS, path string, entries []EpochEntry, sync bool) error {
 	buf := appendHeader(make([]byte, 0, 32+len(entries)*32), len(entries))
 	for _, e := range entries {
 		if e.Epoch < 0 || e.StartOffset < 0 {
@@ -133,12 +134,12 @@ func WriteEpochs(path string, entries []EpochEntry, sync bool) error {
 		buf = strconv.AppendInt(buf, e.StartOffset, 10)
 		buf = append(buf, '\n')
 	}
-	return writeAtomic(path, buf, sync)
+	return writeAtomic(fsys, path, buf, sync)
 }
 
 // ReadEpochs reads a leader-epoch-checkpoint. A missing file is no entries.
-func ReadEpochs(path string) ([]EpochEntry, error) {
-	data, err := readFile(path)
+func ReadEpochs(fsys vfs.FS, path string) ([]EpochEntry, error) {
+	data, err := readFile(fsys, path)
 	if err != nil || data == nil {
 		return nil, err
 	}

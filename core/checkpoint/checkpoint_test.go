@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/replicad/replicad/core/tp"
+	"github.com/replicad/replicad/core/vfs"
 )
 
 func readString(t *testing.T, path string) string {
@@ -29,7 +30,7 @@ func TestWriteOffsetsExactBytes(t *testing.T) {
 		{Topic: "a", Partition: 2}:       3,
 		{Topic: "a.b_c-d", Partition: 0}: 9223372036854775807,
 	}
-	if err := WriteOffsets(path, offsets, true); err != nil {
+	if err := WriteOffsets(vfs.OS, path, offsets, true); err != nil {
 		t.Fatal(err)
 	}
 	want := "0\n4\na 2 3\na 10 7\na.b_c-d 0 9223372036854775807\nb 1 5\n"
@@ -41,13 +42,13 @@ func TestWriteOffsetsExactBytes(t *testing.T) {
 // Ensures an empty offset map is written as version and a zero count, and reads back empty.
 func TestWriteOffsetsEmpty(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "cp")
-	if err := WriteOffsets(path, nil, false); err != nil {
+	if err := WriteOffsets(vfs.OS, path, nil, false); err != nil {
 		t.Fatal(err)
 	}
 	if got := readString(t, path); got != "0\n0\n" {
 		t.Fatalf("file = %q", got)
 	}
-	got, err := ReadOffsets(path)
+	got, err := ReadOffsets(vfs.OS, path)
 	if err != nil || len(got) != 0 {
 		t.Fatalf("ReadOffsets = %v, %v", got, err)
 	}
@@ -57,13 +58,13 @@ func TestWriteOffsetsEmpty(t *testing.T) {
 func TestWriteEpochsExactBytes(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "leader-epoch-checkpoint")
 	entries := []EpochEntry{{0, 0}, {3, 100}, {7, 250}}
-	if err := WriteEpochs(path, entries, true); err != nil {
+	if err := WriteEpochs(vfs.OS, path, entries, true); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := readString(t, path), "0\n3\n0 0\n3 100\n7 250\n"; got != want {
 		t.Fatalf("file = %q, want %q", got, want)
 	}
-	got, err := ReadEpochs(path)
+	got, err := ReadEpochs(vfs.OS, path)
 	if err != nil || !reflect.DeepEqual(got, entries) {
 		t.Fatalf("ReadEpochs = %v, %v; want %v", got, err, entries)
 	}
@@ -79,13 +80,13 @@ func TestOffsetsRoundTrip(t *testing.T) {
 			want[tp.TopicPartition{Topic: "t" + strconv.Itoa(i%7), Partition: int32(i)}] = int64(i * 1000)
 		}
 		// Write twice: the second write must replace the first.
-		if err := WriteOffsets(path, map[tp.TopicPartition]int64{{Topic: "old", Partition: 0}: 1}, sync); err != nil {
+		if err := WriteOffsets(vfs.OS, path, map[tp.TopicPartition]int64{{Topic: "old", Partition: 0}: 1}, sync); err != nil {
 			t.Fatal(err)
 		}
-		if err := WriteOffsets(path, want, sync); err != nil {
+		if err := WriteOffsets(vfs.OS, path, want, sync); err != nil {
 			t.Fatal(err)
 		}
-		got, err := ReadOffsets(path)
+		got, err := ReadOffsets(vfs.OS, path)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -101,11 +102,11 @@ func TestOffsetsRoundTrip(t *testing.T) {
 // Ensures a missing checkpoint reads as empty without error (a dir that never wrote one).
 func TestReadMissing(t *testing.T) {
 	dir := t.TempDir()
-	offs, err := ReadOffsets(filepath.Join(dir, "none"))
+	offs, err := ReadOffsets(vfs.OS, filepath.Join(dir, "none"))
 	if err != nil || offs == nil || len(offs) != 0 {
 		t.Fatalf("ReadOffsets = %v, %v; want empty map", offs, err)
 	}
-	eps, err := ReadEpochs(filepath.Join(dir, "none"))
+	eps, err := ReadEpochs(vfs.OS, filepath.Join(dir, "none"))
 	if err != nil || len(eps) != 0 {
 		t.Fatalf("ReadEpochs = %v, %v; want none", eps, err)
 	}
@@ -117,7 +118,7 @@ func TestReadWithoutFinalNewline(t *testing.T) {
 	if err := os.WriteFile(path, []byte("0\n1\na 0 5"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	got, err := ReadOffsets(path)
+	got, err := ReadOffsets(vfs.OS, path)
 	if err != nil || got[tp.TopicPartition{Topic: "a"}] != 5 || len(got) != 1 {
 		t.Fatalf("ReadOffsets = %v, %v", got, err)
 	}
@@ -162,7 +163,7 @@ func TestReadOffsetsMalformed(t *testing.T) {
 			if err := os.WriteFile(path, []byte(c.data), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			got, err := ReadOffsets(path)
+			got, err := ReadOffsets(vfs.OS, path)
 			checkMalformed(t, err, path, c.line)
 			if got != nil {
 				t.Fatalf("returned entries %v with the error", got)
@@ -197,7 +198,7 @@ func TestReadEpochsMalformed(t *testing.T) {
 			if err := os.WriteFile(path, []byte(c.data), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			got, err := ReadEpochs(path)
+			got, err := ReadEpochs(vfs.OS, path)
 			checkMalformed(t, err, path, c.line)
 			if got != nil {
 				t.Fatalf("returned entries %v with the error", got)
@@ -223,7 +224,7 @@ func checkMalformed(t *testing.T, err error, path string, line int) {
 // Ensures the writers refuse entries the readers would reject, and leave the existing file untouched.
 func TestWriteRejectsInvalidEntries(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "cp")
-	if err := WriteOffsets(path, map[tp.TopicPartition]int64{{Topic: "ok"}: 1}, false); err != nil {
+	if err := WriteOffsets(vfs.OS, path, map[tp.TopicPartition]int64{{Topic: "ok"}: 1}, false); err != nil {
 		t.Fatal(err)
 	}
 	bad := []map[tp.TopicPartition]int64{
@@ -234,13 +235,13 @@ func TestWriteRejectsInvalidEntries(t *testing.T) {
 		{{Topic: "a", Partition: 0}: -1},
 	}
 	for _, m := range bad {
-		if err := WriteOffsets(path, m, false); !errors.Is(err, ErrInvalidEntry) {
-			t.Errorf("WriteOffsets(%v) = %v, want ErrInvalidEntry", m, err)
+		if err := WriteOffsets(vfs.OS, path, m, false); !errors.Is(err, ErrInvalidEntry) {
+			t.Errorf("WriteOffsets(vfs.OS, %v) = %v, want ErrInvalidEntry", m, err)
 		}
 	}
 	for _, e := range []EpochEntry{{-1, 0}, {0, -1}} {
-		if err := WriteEpochs(path, []EpochEntry{e}, false); !errors.Is(err, ErrInvalidEntry) {
-			t.Errorf("WriteEpochs(%v) = %v, want ErrInvalidEntry", e, err)
+		if err := WriteEpochs(vfs.OS, path, []EpochEntry{e}, false); !errors.Is(err, ErrInvalidEntry) {
+			t.Errorf("WriteEpochs(vfs.OS, %v) = %v, want ErrInvalidEntry", e, err)
 		}
 	}
 	if got := readString(t, path); got != "0\n1\nok 0 1\n" {
@@ -252,20 +253,20 @@ func TestWriteRejectsInvalidEntries(t *testing.T) {
 func TestFailedWriteKeepsOldFile(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "cp")
-	if err := WriteEpochs(path, []EpochEntry{{1, 10}}, true); err != nil {
+	if err := WriteEpochs(vfs.OS, path, []EpochEntry{{1, 10}}, true); err != nil {
 		t.Fatal(err)
 	}
 	// A directory where the tmp file should go makes the create fail.
 	if err := os.MkdirAll(filepath.Join(path+".tmp", "x"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := WriteEpochs(path, []EpochEntry{{2, 20}}, true); err == nil {
+	if err := WriteEpochs(vfs.OS, path, []EpochEntry{{2, 20}}, true); err == nil {
 		t.Fatal("write succeeded, want an error")
 	}
 	if got := readString(t, path); got != "0\n1\n1 10\n" {
 		t.Fatalf("file = %q, want the old contents", got)
 	}
-	if err := WriteOffsets(filepath.Join(dir, "missing", "cp"), nil, true); err == nil {
+	if err := WriteOffsets(vfs.OS, filepath.Join(dir, "missing", "cp"), nil, true); err == nil {
 		t.Fatal("write into a missing dir succeeded")
 	}
 }
@@ -286,7 +287,7 @@ func BenchmarkWriteOffsets50k(b *testing.B) {
 			path := filepath.Join(b.TempDir(), "replication-offset-checkpoint")
 			b.ReportAllocs()
 			for b.Loop() {
-				if err := WriteOffsets(path, offsets, sync); err != nil {
+				if err := WriteOffsets(vfs.OS, path, offsets, sync); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -297,12 +298,12 @@ func BenchmarkWriteOffsets50k(b *testing.B) {
 // BenchmarkReadOffsets50k reads a 50,000-entry checkpoint, as a dir does at start-up.
 func BenchmarkReadOffsets50k(b *testing.B) {
 	path := filepath.Join(b.TempDir(), "cp")
-	if err := WriteOffsets(path, benchOffsets(50_000), false); err != nil {
+	if err := WriteOffsets(vfs.OS, path, benchOffsets(50_000), false); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := ReadOffsets(path); err != nil {
+		if _, err := ReadOffsets(vfs.OS, path); err != nil {
 			b.Fatal(err)
 		}
 	}

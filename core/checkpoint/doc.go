@@ -8,7 +8,8 @@
 //
 // A write goes to "<name>.tmp", is fsynced, renamed over the file, and the
 // directory is fsynced, so a crash leaves either the old file or the new one.
-// Writers of the same file must be serialized by the caller.
+// Writers of the same file must be serialized by the caller. Every function
+// takes the vfs.FS the file is on (vfs.OS in production).
 //
 // Reading is strict, because a checkpoint that is misread could silently reset
 // a high watermark or a leader epoch: a wrong version, an entry count that does

@@ -18,6 +18,7 @@ import (
 	"sync"
 
 	"github.com/replicad/replicad/core/checkpoint"
+	"github.com/replicad/replicad/core/vfs"
 )
 
 // Undefined is returned for an epoch or offset the cache cannot answer.
@@ -26,6 +27,7 @@ const Undefined = -1
 // Cache is safe for concurrent use.
 // Invariant: entries are strictly increasing in both Epoch and StartOffset.
 type Cache struct {
+	fsys       vfs.FS
 	path       string
 	syncWrites bool
 
@@ -43,10 +45,11 @@ type Cache struct {
 	version uint64
 }
 
-// Open loads the cache from path (missing file: empty). With syncWrites false
-// the file is written without fsync; the caller makes it durable.
-func Open(path string, syncWrites bool) (*Cache, error) {
-	entries, err := checkpoint.ReadEpochs(path)
+// Open loads the cache from path on fsys (missing file: empty). With
+// syncWrites false the file is written without fsync; the caller makes it
+// durable.
+func Open(fsys vfs.FS, path string, syncWrites bool) (*Cache, error) {
+	entries, err := checkpoint.ReadEpochs(fsys, path)
 	if err != nil {
 		return nil, fmt.Errorf("epoch: load cache: %w", err)
 	}
@@ -60,7 +63,7 @@ func Open(path string, syncWrites bool) (*Cache, error) {
 				checkpoint.ErrMalformed, path, i+3, e.Epoch, e.StartOffset, prev.Epoch, prev.StartOffset)
 		}
 	}
-	return &Cache{path: path, syncWrites: syncWrites, entries: entries}, nil
+	return &Cache{fsys: fsys, path: path, syncWrites: syncWrites, entries: entries}, nil
 }
 
 // Path returns the checkpoint file's path.

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/replicad/replicad/core/checkpoint"
+	"github.com/replicad/replicad/core/vfs"
 )
 
 // E is a local copy of checkpoint.EpochEntry so tables can use short literals.
@@ -24,7 +25,7 @@ func entries(es []E) []checkpoint.EpochEntry {
 
 func open(t *testing.T) *Cache {
 	t.Helper()
-	c, err := Open(filepath.Join(t.TempDir(), "leader-epoch-checkpoint"), true)
+	c, err := Open(vfs.OS, filepath.Join(t.TempDir(), "leader-epoch-checkpoint"), true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +48,7 @@ func check(t *testing.T, c *Cache, wantE ...E) {
 	if got := c.Entries(); !reflect.DeepEqual(got, want) && !(len(got) == 0 && len(want) == 0) {
 		t.Fatalf("entries = %v, want %v", got, want)
 	}
-	onDisk, err := checkpoint.ReadEpochs(c.Path())
+	onDisk, err := checkpoint.ReadEpochs(vfs.OS, c.Path())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,7 +229,7 @@ func TestClear(t *testing.T) {
 // Ensures a reopened cache reads back exactly what was persisted, in Kafka's file format.
 func TestPersistenceRoundTrip(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "leader-epoch-checkpoint")
-	c, err := Open(path, false)
+	c, err := Open(vfs.OS, path, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,7 +244,7 @@ func TestPersistenceRoundTrip(t *testing.T) {
 	if want := "0\n3\n0 0\n3 100\n4 180\n"; string(b) != want {
 		t.Fatalf("file = %q, want %q", b, want)
 	}
-	again, err := Open(path, true)
+	again, err := Open(vfs.OS, path, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,7 +260,7 @@ func TestOpenRejectsBadFile(t *testing.T) {
 		if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := Open(path, true); !errors.Is(err, checkpoint.ErrMalformed) {
+		if _, err := Open(vfs.OS, path, true); !errors.Is(err, checkpoint.ErrMalformed) {
 			t.Errorf("Open(%q) = %v, want ErrMalformed", data, err)
 		}
 	}
@@ -269,7 +270,7 @@ func TestOpenRejectsBadFile(t *testing.T) {
 func TestFailedWriteKeepsEntries(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "leader-epoch-checkpoint")
-	c, err := Open(path, true)
+	c, err := Open(vfs.OS, path, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -309,7 +310,7 @@ func TestConcurrentUse(t *testing.T) {
 			t.Fatalf("entries not strictly increasing: %v", es)
 		}
 	}
-	onDisk, err := checkpoint.ReadEpochs(c.Path())
+	onDisk, err := checkpoint.ReadEpochs(vfs.OS, c.Path())
 	if err != nil || !reflect.DeepEqual(onDisk, es) {
 		t.Fatalf("checkpoint file = %v, %v; want %v", onDisk, err, es)
 	}
@@ -319,7 +320,7 @@ func TestConcurrentUse(t *testing.T) {
 // and any later change writes the deferred entry along with its own.
 func TestAssignDeferredPersists(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "leader-epoch-checkpoint")
-	c, err := Open(path, true)
+	c, err := Open(vfs.OS, path, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -333,7 +334,7 @@ func TestAssignDeferredPersists(t *testing.T) {
 		t.Fatalf("latest %d dirty %v, want 3 and dirty", c.LatestEpoch(), c.Dirty())
 	}
 	reopen := func() []checkpoint.EpochEntry {
-		re, err := Open(path, true)
+		re, err := Open(vfs.OS, path, true)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -364,7 +365,7 @@ func TestAssignDeferredPersists(t *testing.T) {
 // lands while it writes leaves the cache dirty for the next call.
 func TestCheckpointWritesDeferredEntries(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "leader-epoch-checkpoint")
-	c, err := Open(path, true)
+	c, err := Open(vfs.OS, path, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -377,13 +378,13 @@ func TestCheckpointWritesDeferredEntries(t *testing.T) {
 	if err := c.AssignDeferred(3, 10); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := checkpoint.ReadEpochs(path); len(got) != 0 {
+	if got, _ := checkpoint.ReadEpochs(vfs.OS, path); len(got) != 0 {
 		t.Fatalf("AssignDeferred wrote %v", got)
 	}
 	if err := c.Checkpoint(); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := checkpoint.ReadEpochs(path); err != nil || !reflect.DeepEqual(got, []checkpoint.EpochEntry{{Epoch: 3, StartOffset: 10}}) || c.Dirty() {
+	if got, err := checkpoint.ReadEpochs(vfs.OS, path); err != nil || !reflect.DeepEqual(got, []checkpoint.EpochEntry{{Epoch: 3, StartOffset: 10}}) || c.Dirty() {
 		t.Fatalf("after Checkpoint: file %v %v, dirty %v; want [3 10], clean", got, err, c.Dirty())
 	}
 
@@ -409,7 +410,7 @@ func TestCheckpointWritesDeferredEntries(t *testing.T) {
 	if err := c.Checkpoint(); err != nil {
 		t.Fatal(err)
 	}
-	got, err := checkpoint.ReadEpochs(path)
+	got, err := checkpoint.ReadEpochs(vfs.OS, path)
 	if err != nil || len(got) != 197 || got[len(got)-1] != (checkpoint.EpochEntry{Epoch: 199, StartOffset: 1990}) || c.Dirty() {
 		t.Fatalf("after the race: %d entries %v, dirty %v; want 197 ending [199 1990], clean", len(got), err, c.Dirty())
 	}

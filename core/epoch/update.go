@@ -68,7 +68,7 @@ func (c *Cache) Checkpoint() error {
 	}
 	version, entries := c.version, slices.Clone(c.entries)
 	c.mu.RUnlock()
-	if err := checkpoint.WriteEpochs(c.path, entries, c.syncWrites); err != nil {
+	if err := checkpoint.WriteEpochs(c.fsys, c.path, entries, c.syncWrites); err != nil {
 		return fmt.Errorf("epoch: write cache: %w", err)
 	}
 	c.mu.Lock()
@@ -181,7 +181,7 @@ func (c *Cache) Clear() error {
 // holds fileMu (ordering the writers of the file) and the write lock. next
 // must not share an array with c.entries, so a failed write changes nothing.
 func (c *Cache) replace(next []checkpoint.EpochEntry) error {
-	if err := checkpoint.WriteEpochs(c.path, next, c.syncWrites); err != nil {
+	if err := checkpoint.WriteEpochs(c.fsys, c.path, next, c.syncWrites); err != nil {
 		return fmt.Errorf("epoch: write cache: %w", err)
 	}
 	c.entries = next

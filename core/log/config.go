@@ -9,6 +9,7 @@ import (
 
 	"github.com/replicad/replicad/core/record"
 	"github.com/replicad/replicad/core/tp"
+	"github.com/replicad/replicad/core/vfs"
 )
 
 // FlushPolicy says when appended data is fsynced.
@@ -80,4 +81,6 @@ type Options struct {
 	// partitions are created by one LeaderAndIsr).
 	SyncMetadata bool
 	Logger       zerolog.Logger
+	// FS is the file system the log is on; nil means vfs.OS.
+	FS vfs.FS
 }

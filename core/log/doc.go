@@ -56,9 +56,15 @@
 //   - FlushInterval: appends do not fsync; the owner calls Flush every
 //     Config.FlushInterval. A power loss can lose up to that interval of
 //     acknowledged appends that were not yet replicated elsewhere.
-//   - FlushOS: the log never fsyncs appended data except on roll and Close;
-//     durability comes from replication, as in Kafka by default. A power loss
-//     can lose whatever the kernel had not yet written back and no replica holds.
+//   - FlushOS: the log never fsyncs appended data except on roll, Close and
+//     truncation; durability comes from replication, as in Kafka by default.
+//     A power loss can lose whatever the kernel had not yet written back and
+//     no replica holds.
+//
+// A truncation fsyncs the segment it cuts (and the directory, when it
+// removes segments) before it trims the epoch cache: a power loss must not
+// bring back cut batches under epochs the durable cache no longer has, nor
+// removed segments after a cut one.
 //
 // Throughput runs the other way: FlushOS and FlushInterval append at memory
 // speed, FlushEveryBatch at the disk's fsync rate times the group size.
@@ -66,7 +72,7 @@
 // # Concurrency
 //
 // A Log is safe for concurrent use. Appends, rolls and truncation serialise on
-// one mutex; fsyncs of appended data run outside it. Reads take no lock: they
+// one mutex; fsyncs of appended data run outside it, but for a truncation's. Reads take no lock: they
 // see a segment list that writers replace rather than modify, and segment
 // sizes that are published only after the bytes are written. Truncation, the
 // one writer that rewrites bytes a reader might be reading, runs inside a

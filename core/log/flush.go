@@ -1,7 +1,5 @@
 package log
 
-import "github.com/replicad/replicad/core/checkpoint"
-
 // Flush fsyncs up to the LEO and moves the recovery point there. The epoch
 // entries of those records are written by the same flush (syncOnce); an
 // epoch without records needs no durable entry.
@@ -53,7 +51,7 @@ func (l *Log) syncOnce(target int64) (int64, error) {
 
 	var syncErr error
 	if l.dirDirty.Swap(false) {
-		if syncErr = checkpoint.SyncDir(l.dir); syncErr != nil {
+		if syncErr = l.fsys.SyncDir(l.dir); syncErr != nil {
 			l.dirDirty.Store(true)
 		}
 	}

@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"sync"
 	"sync/atomic"
+
+	"github.com/replicad/replicad/core/vfs"
 )
 
 const (
@@ -36,16 +39,24 @@ const (
 // Appends and truncation run under Log.mu; lookups run concurrently and only
 // read the first count entries, which were written before being counted.
 type offsetIndex struct {
+	fsys       vfs.FS
 	baseOffset int64
 	path       string
 	// file is nil until the index has entries. Set under Log.mu before count
 	// becomes positive, and then never unset until the segment closes, so a
 	// reader that sees count > 0 sees the file.
-	file  *os.File
+	file  vfs.File
 	count atomic.Int64  // entries in the file
 	last  atomic.Uint64 // the newest entry, packed; meaningful when count > 0
 	dirty atomic.Bool   // entries written since the last fsync
+	// scratch is the buffer of the entry reads and writes that run under
+	// Log.mu (append, setCount). A local array handed to File.WriteAt or
+	// ReadAt, interface methods, would be allocated on every call.
+	scratch [indexEntrySize]byte
 }
+
+// indexChunk is one chunk of entries.
+type indexChunk = [indexChunkEntries * indexEntrySize]byte
 
 type indexEntry struct {
 	relOffset uint32
@@ -62,7 +73,7 @@ func decodeEntry(b []byte) indexEntry {
 }
 
 // indexChunks lends lookups a buffer of one chunk of entries.
-var indexChunks = sync.Pool{New: func() any { return new([indexChunkEntries * indexEntrySize]byte) }}
+var indexChunks = sync.Pool{New: func() any { return new(indexChunk) }}
 
 // errIndexInvalid: the index file does not match the log; recovery rebuilds it.
 var errIndexInvalid = errors.New("index invalid")
@@ -72,8 +83,8 @@ var errIndexInvalid = errors.New("index invalid")
 // every sealed segment, so only the active one may lack it, and recovery
 // rebuilds that one anyway.
 func (ix *offsetIndex) load() error {
-	f, err := os.OpenFile(ix.path, os.O_RDWR, 0)
-	if errors.Is(err, os.ErrNotExist) {
+	f, err := ix.fsys.OpenFile(ix.path, os.O_RDWR, 0)
+	if errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("%w: missing", errIndexInvalid)
 	}
 	if err != nil {
@@ -101,7 +112,7 @@ func (ix *offsetIndex) create() error {
 	if ix.file != nil {
 		return nil
 	}
-	f, err := os.OpenFile(ix.path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := ix.fsys.OpenFile(ix.path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return err
 	}
@@ -112,7 +123,7 @@ func (ix *offsetIndex) create() error {
 // setCount makes the first n entries the index, re-reading the last one.
 func (ix *offsetIndex) setCount(n int64) error {
 	if n > 0 {
-		e, err := ix.entry(n - 1)
+		e, err := ix.entry(n-1, ix.scratch[:])
 		if err != nil {
 			return err
 		}
@@ -122,12 +133,13 @@ func (ix *offsetIndex) setCount(n int64) error {
 	return nil
 }
 
-func (ix *offsetIndex) entry(i int64) (indexEntry, error) {
-	var b [indexEntrySize]byte
-	if _, err := ix.file.ReadAt(b[:], i*indexEntrySize); err != nil {
+// entry reads entry i using buf, which the caller owns (see scratch).
+func (ix *offsetIndex) entry(i int64, buf []byte) (indexEntry, error) {
+	b := buf[:indexEntrySize]
+	if _, err := ix.file.ReadAt(b, i*indexEntrySize); err != nil {
 		return indexEntry{}, err
 	}
-	return decodeEntry(b[:]), nil
+	return decodeEntry(b), nil
 }
 
 // lastEntry returns the newest entry, if any.
@@ -148,14 +160,14 @@ func (ix *offsetIndex) lastPosition() int64 {
 // append adds an entry after the newest one. Runs under Log.mu.
 func (ix *offsetIndex) append(offset, position int64) error {
 	e := indexEntry{relOffset: uint32(offset - ix.baseOffset), position: uint32(position)}
-	var b [indexEntrySize]byte
-	binary.BigEndian.PutUint32(b[:], e.relOffset)
+	b := ix.scratch[:]
+	binary.BigEndian.PutUint32(b, e.relOffset)
 	binary.BigEndian.PutUint32(b[4:], e.position)
 	if err := ix.create(); err != nil {
 		return err
 	}
 	n := ix.count.Load()
-	if _, err := ix.file.WriteAt(b[:], n*indexEntrySize); err != nil {
+	if _, err := ix.file.WriteAt(b, n*indexEntrySize); err != nil {
 		return err
 	}
 	ix.dirty.Store(true)
@@ -176,23 +188,25 @@ func (ix *offsetIndex) lookup(offset int64) (indexEntry, bool, error) {
 	if last := unpackEntry(ix.last.Load()); rel >= int64(last.relOffset) {
 		return last, true, nil
 	}
-	k, err := ix.search(n, func(e indexEntry) bool { return int64(e.relOffset) <= rel })
+	chunk := indexChunks.Get().(*indexChunk)
+	defer indexChunks.Put(chunk)
+	k, err := ix.search(n, func(e indexEntry) bool { return int64(e.relOffset) <= rel }, chunk)
 	if err != nil || k == 0 {
 		return indexEntry{}, false, err
 	}
-	e, err := ix.entry(k - 1)
+	e, err := ix.entry(k-1, chunk[:])
 	return e, err == nil, err
 }
 
 // search returns how many leading entries among the first n satisfy below,
 // which must hold for a prefix of the entries (they increase in both fields).
 // It probes single entries until the range fits in one chunk, then reads the
-// chunk: about log2(n/512)+1 preads.
-func (ix *offsetIndex) search(n int64, below func(indexEntry) bool) (int64, error) {
+// chunk: about log2(n/512)+1 preads, all into the caller's chunk.
+func (ix *offsetIndex) search(n int64, below func(indexEntry) bool, chunk *indexChunk) (int64, error) {
 	lo, hi := int64(0), n // entries before lo are below; entries from hi on are not
 	for hi-lo > indexChunkEntries {
 		mid := lo + (hi-lo)/2
-		e, err := ix.entry(mid)
+		e, err := ix.entry(mid, chunk[:])
 		if err != nil {
 			return 0, err
 		}
@@ -205,8 +219,6 @@ func (ix *offsetIndex) search(n int64, below func(indexEntry) bool) (int64, erro
 	if lo == hi {
 		return lo, nil
 	}
-	chunk := indexChunks.Get().(*[indexChunkEntries * indexEntrySize]byte)
-	defer indexChunks.Put(chunk)
 	buf := chunk[:(hi-lo)*indexEntrySize]
 	if _, err := ix.file.ReadAt(buf, lo*indexEntrySize); err != nil && !errors.Is(err, io.EOF) {
 		return 0, err
@@ -225,7 +237,9 @@ func (ix *offsetIndex) truncateBelowPosition(position int64) error {
 	if n == 0 {
 		return nil
 	}
-	k, err := ix.search(n, func(e indexEntry) bool { return int64(e.position) < position })
+	chunk := indexChunks.Get().(*indexChunk)
+	defer indexChunks.Put(chunk)
+	k, err := ix.search(n, func(e indexEntry) bool { return int64(e.position) < position }, chunk)
 	if err != nil {
 		return err
 	}
@@ -248,7 +262,7 @@ func (ix *offsetIndex) truncateEntries(k int64) error {
 func (ix *offsetIndex) reset() error {
 	ix.count.Store(0)
 	if ix.file == nil {
-		return removeIfExists(ix.path)
+		return removeIfExists(ix.fsys, ix.path)
 	}
 	if err := ix.file.Truncate(0); err != nil {
 		return err
@@ -262,7 +276,7 @@ func (ix *offsetIndex) reset() error {
 // index without entries gets its (empty) file here.
 func (ix *offsetIndex) seal() error {
 	if ix.file == nil {
-		f, err := os.OpenFile(ix.path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+		f, err := ix.fsys.OpenFile(ix.path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 		if err != nil {
 			return err
 		}

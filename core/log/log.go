@@ -11,6 +11,7 @@ import (
 
 	"github.com/replicad/replicad/core/epoch"
 	"github.com/replicad/replicad/core/tp"
+	"github.com/replicad/replicad/core/vfs"
 )
 
 // Errors. IO failures are wrapped in ErrStorage so the caller can take the
@@ -56,13 +57,16 @@ const EpochCheckpointFile = "leader-epoch-checkpoint"
 // atomically, and a truncation, which rewrites bytes readers may be reading,
 // is fenced by the truncations sequence counter instead.
 type Log struct {
+	fsys   vfs.FS
 	dir    string
 	tp     tp.TopicPartition
 	cfg    Config
 	logger zerolog.Logger
 	epochs *epoch.Cache
 
-	// mu serialises writers. No fsync of appended data runs under it.
+	// mu serialises writers. No fsync of appended data runs under it, but
+	// for a truncation's (rare: a follower's divergence), which makes its
+	// cut durable before anything else may depend on it.
 	mu sync.Mutex
 	// syncMu admits one data fsync at a time: appenders queued behind it find
 	// their bytes made durable by the fsync ahead of them (group commit).

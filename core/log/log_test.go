@@ -12,6 +12,7 @@ import (
 	"github.com/replicad/replicad/core/checkpoint"
 	"github.com/replicad/replicad/core/epoch"
 	"github.com/replicad/replicad/core/record"
+	"github.com/replicad/replicad/core/vfs"
 )
 
 // TestNewLogLayout ensures a new log is one empty segment named by its start offset, its index created only with a first entry.
@@ -406,7 +407,7 @@ func TestAssignedEpochPersistedBeforeFirstAppend(t *testing.T) {
 	if _, err := l.AppendAsLeader(record.Build([]record.Record{{Value: []byte("a")}}, 1), 7); err != nil {
 		t.Fatal(err)
 	}
-	got, err := checkpoint.ReadEpochs(filepath.Join(dir, EpochCheckpointFile))
+	got, err := checkpoint.ReadEpochs(vfs.OS, filepath.Join(dir, EpochCheckpointFile))
 	if err != nil || len(got) != 1 || got[0] != (checkpoint.EpochEntry{Epoch: 7, StartOffset: 0}) {
 		t.Fatalf("leader-epoch-checkpoint %v %v, want [{7 0}]", got, err)
 	}
@@ -420,7 +421,7 @@ func TestAssignedEpochPersistedBeforeFirstAppend(t *testing.T) {
 func TestNewEpochEntryWrittenByTheFlush(t *testing.T) {
 	epochFile := func(dir string) []checkpoint.EpochEntry {
 		t.Helper()
-		got, err := checkpoint.ReadEpochs(filepath.Join(dir, EpochCheckpointFile))
+		got, err := checkpoint.ReadEpochs(vfs.OS, filepath.Join(dir, EpochCheckpointFile))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -477,7 +478,7 @@ func TestUnflushedEpochRecoveredFromBatches(t *testing.T) {
 	if _, err := f.AppendAsFollower(data); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := checkpoint.ReadEpochs(filepath.Join(dir, EpochCheckpointFile)); len(got) != 0 || f.LatestEpoch() != 7 {
+	if got, _ := checkpoint.ReadEpochs(vfs.OS, filepath.Join(dir, EpochCheckpointFile)); len(got) != 0 || f.LatestEpoch() != 7 {
 		t.Fatalf("follower: file %v, latest epoch %d; want nothing written, 7 in memory", got, f.LatestEpoch())
 	}
 	// The process dies: no Close, no flush. (The page cache keeps the
@@ -541,7 +542,7 @@ func TestNewEpochBelowAStaleRecoveryPointWrittenAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	appendBatches(t, l2, 8, 1, 10)
-	if got, _ := checkpoint.ReadEpochs(filepath.Join(l2.Dir(), EpochCheckpointFile)); len(got) != 2 || got[1].Epoch != 7 {
+	if got, _ := checkpoint.ReadEpochs(vfs.OS, filepath.Join(l2.Dir(), EpochCheckpointFile)); len(got) != 2 || got[1].Epoch != 7 {
 		t.Fatalf("epoch file: %v, want epoch 8 not yet written (in memory until the flush)", got)
 	}
 }
@@ -596,7 +597,7 @@ func TestMalformedEpochCheckpointRebuiltFromBatches(t *testing.T) {
 	if got := reopened.EpochCache().Entries(); !slices.Equal(got, want) || len(want) != 2 {
 		t.Fatalf("epochs after the rebuild: %v, want %v", got, want)
 	}
-	if got, err := checkpoint.ReadEpochs(path); err != nil || !slices.Equal(got, want) {
+	if got, err := checkpoint.ReadEpochs(vfs.OS, path); err != nil || !slices.Equal(got, want) {
 		t.Fatalf("rewritten file: %v %v, want %v", got, err, want)
 	}
 	if b, err := os.ReadFile(path + ".corrupt"); err != nil || !strings.Contains(string(b), "garbage") {

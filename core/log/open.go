@@ -3,11 +3,12 @@ package log
 import (
 	"errors"
 	"fmt"
-	"os"
+	"io/fs"
 	"path/filepath"
 
 	"github.com/replicad/replicad/core/checkpoint"
 	"github.com/replicad/replicad/core/epoch"
+	"github.com/replicad/replicad/core/vfs"
 )
 
 // Open opens or creates the log in opts.Dir and recovers every segment past
@@ -20,7 +21,8 @@ func Open(opts Options) (*Log, error) {
 	if opts.LogStartOffset < 0 {
 		return nil, fmt.Errorf("log: negative log start offset %d", opts.LogStartOffset)
 	}
-	created, err := makeDir(opts.Dir, opts.SyncMetadata)
+	fsys := vfs.Or(opts.FS)
+	created, err := makeDir(fsys, opts.Dir, opts.SyncMetadata)
 	if err != nil {
 		return nil, err
 	}
@@ -29,7 +31,7 @@ func Open(opts Options) (*Log, error) {
 	// epochs in memory only, for the next flush to write. SyncMetadata
 	// concerns only the files of creation.
 	epochPath := filepath.Join(opts.Dir, EpochCheckpointFile)
-	cache, err := epoch.Open(epochPath, true)
+	cache, err := epoch.Open(fsys, epochPath, true)
 	if errors.Is(err, checkpoint.ErrMalformed) {
 		// Unlike a HW checkpoint, this one can be rebuilt without loss:
 		// every batch carries its epoch. Rather than take the whole log dir
@@ -38,16 +40,17 @@ func Open(opts Options) (*Log, error) {
 		corrupt := epochPath + ".corrupt"
 		opts.Logger.Warn().Err(err).Str("dir", opts.Dir).Str("kept_as", corrupt).
 			Msg("leader-epoch-checkpoint does not parse: rebuilding it from the log's batches")
-		if rerr := os.Rename(epochPath, corrupt); rerr != nil {
+		if rerr := fsys.Rename(epochPath, corrupt); rerr != nil {
 			return nil, storageError(rerr, "set aside %s", epochPath)
 		}
 		opts.RecoveryPoint = 0
-		cache, err = epoch.Open(epochPath, true)
+		cache, err = epoch.Open(fsys, epochPath, true)
 	}
 	if err != nil {
 		return nil, storageError(err, "open %s", opts.Dir)
 	}
 	l := &Log{
+		fsys:   fsys,
 		dir:    opts.Dir,
 		tp:     opts.TopicPartition,
 		cfg:    cfg,
@@ -69,19 +72,19 @@ func Open(opts Options) (*Log, error) {
 }
 
 // makeDir creates the partition directory; created is false when it existed.
-func makeDir(dir string, syncMetadata bool) (created bool, err error) {
-	err = os.Mkdir(dir, 0o755)
-	if errors.Is(err, os.ErrNotExist) {
-		err = os.MkdirAll(dir, 0o755)
+func makeDir(fsys vfs.FS, dir string, syncMetadata bool) (created bool, err error) {
+	err = fsys.Mkdir(dir, 0o755)
+	if errors.Is(err, fs.ErrNotExist) {
+		err = fsys.MkdirAll(dir, 0o755)
 	}
-	if errors.Is(err, os.ErrExist) {
+	if errors.Is(err, fs.ErrExist) {
 		return false, nil
 	}
 	if err != nil {
 		return false, storageError(err, "create dir")
 	}
 	if syncMetadata {
-		if err := checkpoint.SyncDir(filepath.Dir(dir)); err != nil {
+		if err := fsys.SyncDir(filepath.Dir(dir)); err != nil {
 			return false, storageError(err, "create dir")
 		}
 	}
@@ -95,7 +98,16 @@ func (l *Log) load(opts Options) error {
 		return err
 	}
 	if len(segs) == 0 {
-		return l.startEmptyAt(opts.LogStartOffset, opts.SyncMetadata)
+		// Every segment is gone (a full truncation cut before its new
+		// segment): so is every record the cache could describe. The log
+		// restarts no lower than its recovery point: the offsets below it
+		// were durable, and the truncation was taking the log past them
+		// (the log-start checkpoint, written after the recovery points,
+		// may not say so yet).
+		if err := l.epochs.Clear(); err != nil {
+			return storageError(err, "clear epoch cache")
+		}
+		return l.startEmptyAt(max(opts.LogStartOffset, opts.RecoveryPoint), opts.SyncMetadata)
 	}
 	kept, logEndOffset, err := l.recoverSegments(segs, indexValid, opts.RecoveryPoint)
 	if err != nil {
@@ -124,13 +136,13 @@ func (l *Log) load(opts Options) error {
 
 // startEmptyAt gives a log without segments its first, empty one.
 func (l *Log) startEmptyAt(offset int64, syncMetadata bool) error {
-	seg, err := createSegment(l.dir, offset)
+	seg, err := createSegment(l.fsys, l.dir, offset)
 	if err != nil {
 		return storageError(err, "create log")
 	}
 	l.setSegments([]*segment{seg})
 	if syncMetadata {
-		if err := checkpoint.SyncDir(l.dir); err != nil {
+		if err := l.fsys.SyncDir(l.dir); err != nil {
 			return storageError(err, "create log")
 		}
 	}
@@ -147,7 +159,7 @@ func (l *Log) Close() error { return l.shutdown(true) }
 // Delete closes the log and removes its directory.
 func (l *Log) Delete() error {
 	closeErr := l.shutdown(false) // the data is going away: no point making it durable
-	if err := os.RemoveAll(l.dir); err != nil {
+	if err := l.fsys.RemoveAll(l.dir); err != nil {
 		return storageError(err, "delete %s", l.dir)
 	}
 	return closeErr
@@ -169,7 +181,7 @@ func (l *Log) shutdown(flush bool) error {
 			errs = append(errs, err)
 		}
 		if l.dirDirty.Load() {
-			if err := checkpoint.SyncDir(l.dir); err != nil {
+			if err := l.fsys.SyncDir(l.dir); err != nil {
 				errs = append(errs, err)
 			} else {
 				l.dirDirty.Store(false)

@@ -3,7 +3,7 @@ package log
 import (
 	"errors"
 	"fmt"
-	"os"
+	"io/fs"
 )
 
 // Read returns whole batches starting with the one holding startOffset, up to
@@ -47,7 +47,7 @@ func (l *Log) read(startOffset int64, maxBytes int, maxOffset int64) (ReadInfo, 
 	for _, s := range segs[segmentIndex(segs, startOffset):] {
 		data, found, err := s.read(startOffset, maxBytes, maxOffset)
 		if err != nil {
-			if l.closed.Load() && errors.Is(err, os.ErrClosed) {
+			if l.closed.Load() && errors.Is(err, fs.ErrClosed) {
 				return ReadInfo{}, ErrClosed
 			}
 			return ReadInfo{}, storageError(err, "read offset %d", startOffset)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"slices"
 
 	"github.com/replicad/replicad/core/record"
@@ -16,7 +15,7 @@ import (
 // which have an index that passed the sanity check. Index files without their
 // log file are leftovers of a deleted segment and are removed.
 func (l *Log) openSegments() (segs []*segment, indexValid []bool, err error) {
-	entries, err := os.ReadDir(l.dir)
+	entries, err := l.fsys.ReadDir(l.dir)
 	if err != nil {
 		return nil, nil, storageError(err, "read dir %s", l.dir)
 	}
@@ -34,13 +33,13 @@ func (l *Log) openSegments() (segs []*segment, indexValid []bool, err error) {
 		}
 	}
 	for _, base := range orphans {
-		if err := removeIfExists(segmentPath(l.dir, base, indexFileSuffix)); err != nil {
+		if err := removeIfExists(l.fsys, segmentPath(l.dir, base, indexFileSuffix)); err != nil {
 			return nil, nil, storageError(err, "remove orphan index %d", base)
 		}
 	}
 	slices.Sort(bases)
 	for _, base := range bases {
-		s, valid, err := openSegment(l.dir, base)
+		s, valid, err := openSegment(l.fsys, l.dir, base)
 		if err != nil {
 			closeSegments(segs)
 			return nil, nil, storageError(err, "open log")
@@ -143,6 +142,14 @@ func (l *Log) dropSegmentsAfter(segs []*segment, last int, logEndOffset int64) (
 			return nil, 0, storageError(err, "delete segment %d", dropped[i].baseOffset)
 		}
 	}
+	if len(dropped) > 0 {
+		// Durable before anything new is appended: a dropped segment that
+		// came back after a later power loss, below a recovery point the
+		// new records moved, would be trusted in their place.
+		if err := l.fsys.SyncDir(l.dir); err != nil {
+			return nil, 0, storageError(err, "delete segments after %d", logEndOffset)
+		}
+	}
 	return segs[:last+1], logEndOffset, nil
 }
 
@@ -224,7 +231,7 @@ func newBatchScanner() *batchScanner {
 	return &batchScanner{r: bufio.NewReaderSize(nil, 64<<10)}
 }
 
-func (sc *batchScanner) reset(f *os.File, from, to int64) {
+func (sc *batchScanner) reset(f io.ReaderAt, from, to int64) {
 	sc.r.Reset(io.NewSectionReader(f, from, to-from))
 	sc.remaining = to - from
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/replicad/replicad/core/checkpoint"
 	"github.com/replicad/replicad/core/record"
+	"github.com/replicad/replicad/core/vfs"
 )
 
 // recoveryFixture writes 40 batches of 3 records over several segments
@@ -159,7 +160,7 @@ func TestRecoveryRestoresEpochsFromBatches(t *testing.T) {
 	want := l.EpochCache().Entries()
 	closeLog(t, l)
 	// The checkpoint as it was before epoch 3, as if its rewrite never reached the disk.
-	if err := checkpoint.WriteEpochs(filepath.Join(dir, EpochCheckpointFile), want[:1], false); err != nil {
+	if err := checkpoint.WriteEpochs(vfs.OS, filepath.Join(dir, EpochCheckpointFile), want[:1], false); err != nil {
 		t.Fatal(err)
 	}
 	l = reopen(t, dir, 0)

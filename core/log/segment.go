@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 	"sync/atomic"
 
 	"github.com/replicad/replicad/core/record"
+	"github.com/replicad/replicad/core/vfs"
 )
 
 const (
@@ -28,7 +30,7 @@ const (
 // after the bytes below it are written, so a reader never sees part of a batch.
 type segment struct {
 	baseOffset int64
-	file       *os.File
+	file       vfs.File
 	index      offsetIndex
 	size       atomic.Int64 // bytes of whole batches in file
 }
@@ -57,14 +59,14 @@ func parseSegmentName(name string) (baseOffset int64, suffix string, ok bool) {
 
 // createSegment creates the empty log file of a new segment, replacing a
 // leftover with the same name. Its index file comes with the first entry.
-func createSegment(dir string, baseOffset int64) (*segment, error) {
-	return openSegmentFile(dir, baseOffset, os.O_CREATE|os.O_TRUNC)
+func createSegment(fsys vfs.FS, dir string, baseOffset int64) (*segment, error) {
+	return openSegmentFile(fsys, dir, baseOffset, os.O_CREATE|os.O_TRUNC)
 }
 
 // openSegment opens an existing segment. indexValid is false when the index
 // is missing or unusable, and recovery must rebuild it.
-func openSegment(dir string, baseOffset int64) (s *segment, indexValid bool, err error) {
-	s, err = openSegmentFile(dir, baseOffset, 0)
+func openSegment(fsys vfs.FS, dir string, baseOffset int64) (s *segment, indexValid bool, err error) {
+	s, err = openSegmentFile(fsys, dir, baseOffset, 0)
 	if err != nil {
 		return nil, false, err
 	}
@@ -89,13 +91,13 @@ func openSegment(dir string, baseOffset int64) (s *segment, indexValid bool, err
 	return s, valid, nil
 }
 
-func openSegmentFile(dir string, baseOffset int64, flag int) (*segment, error) {
-	file, err := os.OpenFile(segmentPath(dir, baseOffset, logFileSuffix), os.O_RDWR|flag, 0o644)
+func openSegmentFile(fsys vfs.FS, dir string, baseOffset int64, flag int) (*segment, error) {
+	file, err := fsys.OpenFile(segmentPath(dir, baseOffset, logFileSuffix), os.O_RDWR|flag, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("open segment %d: %w", baseOffset, err)
 	}
 	s := &segment{baseOffset: baseOffset, file: file}
-	s.index.baseOffset, s.index.path = baseOffset, segmentPath(dir, baseOffset, indexFileSuffix)
+	s.index.fsys, s.index.baseOffset, s.index.path = fsys, baseOffset, segmentPath(dir, baseOffset, indexFileSuffix)
 	return s, nil
 }
 
@@ -198,11 +200,11 @@ func (s *segment) close() error {
 // remove closes and deletes the segment's files.
 func (s *segment) remove() error {
 	_ = s.close()
-	return errors.Join(removeIfExists(s.file.Name()), removeIfExists(s.index.path))
+	return errors.Join(removeIfExists(s.index.fsys, s.file.Name()), removeIfExists(s.index.fsys, s.index.path))
 }
 
-func removeIfExists(path string) error {
-	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+func removeIfExists(fsys vfs.FS, path string) error {
+	if err := fsys.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
 	return nil

@@ -1,10 +1,6 @@
 package log
 
-import (
-	"fmt"
-
-	"github.com/replicad/replicad/core/checkpoint"
-)
+import "fmt"
 
 // TruncateTo drops everything at or after offset, trimming the epoch cache
 // and clamping HW and recovery point. When offset >= LEO no record goes, but
@@ -72,6 +68,16 @@ func (l *Log) truncateSegmentsLocked(offset int64) (int64, error) {
 			return 0, fmt.Errorf("delete segment %d: %w", segs[i].baseOffset, err)
 		}
 	}
+	if keep+1 < len(segs) {
+		// The removals must be durable before the cut of the segment that
+		// stays can be: a power loss keeping the cut but not the removals
+		// would leave a gap that recovery, trusting the segments below the
+		// recovery point the owner has not lowered yet, would serve.
+		if err := l.fsys.SyncDir(l.dir); err != nil {
+			l.setSegments(segs[:keep+1])
+			return 0, err
+		}
+	}
 	segs = segs[:keep+1]
 	l.setSegments(segs)
 	logEndOffset, err := segs[keep].truncateAt(offset)
@@ -81,6 +87,13 @@ func (l *Log) truncateSegmentsLocked(offset int64) (int64, error) {
 	l.logEndOffset.Store(logEndOffset)
 	l.lowerRecoveryPointLocked(logEndOffset)
 	l.clampHighWatermark()
+	// Durable before the epoch cache is trimmed and before any new epoch
+	// is written at once below epochFloor: a power loss that undid the cut
+	// would bring back batches whose epochs the durable cache no longer
+	// has, where recovery trusts the cache.
+	if err := segs[keep].sync(); err != nil {
+		return 0, err
+	}
 	return logEndOffset, nil
 }
 
@@ -125,7 +138,7 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 		return storageError(err, "truncate fully")
 	}
 	// The old segments must not come back after a crash next to the new one.
-	if err := checkpoint.SyncDir(l.dir); err != nil {
+	if err := l.fsys.SyncDir(l.dir); err != nil {
 		return storageError(err, "truncate fully")
 	}
 	if err := l.epochs.Clear(); err != nil {
@@ -147,7 +160,7 @@ func (l *Log) replaceSegmentsLocked(offset int64) error {
 			return fmt.Errorf("delete segment %d: %w", segs[i].baseOffset, err)
 		}
 	}
-	seg, err := createSegment(l.dir, offset)
+	seg, err := createSegment(l.fsys, l.dir, offset)
 	if err != nil {
 		return err
 	}

@@ -4,10 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/replicad/replicad/core/checkpoint"
+	"github.com/replicad/replicad/core/vfs"
 )
 
 // BrokerStateFile is each log dir's record of the broker's current life:
@@ -45,13 +47,13 @@ func (m *Manager) PreviousBrokerEpoch() int64 { return m.previousBrokerEpoch }
 
 // previousLife reads every dir's BrokerStateFile at start-up (see
 // PreviousBrokerEpoch). fresh says which dirs had no meta.properties yet.
-func previousLife(dirs []*logDir, fresh map[*logDir]bool, bootID string) int64 {
+func previousLife(fsys vfs.FS, dirs []*logDir, fresh map[*logDir]bool, bootID string) int64 {
 	epoch := int64(-1)
 	for i, d := range dirs {
 		if !d.online || fresh[d] {
 			return -1
 		}
-		st, err := readBrokerState(d.path)
+		st, err := readBrokerState(fsys, d.path)
 		if err != nil {
 			return -1
 		}
@@ -99,7 +101,7 @@ func (m *Manager) writeBrokerState(st brokerState) error {
 	dirs, _ := m.snapshot()
 	var errs []error
 	for _, d := range dirs {
-		if err := writeBrokerStateFile(d.path, st); err != nil {
+		if err := writeBrokerStateFile(m.fsys, d.path, st); err != nil {
 			err = ioError("write "+BrokerStateFile, err)
 			m.reportFailure(d, err)
 			errs = append(errs, err)
@@ -108,17 +110,17 @@ func (m *Manager) writeBrokerState(st brokerState) error {
 	return errors.Join(errs...)
 }
 
-func writeBrokerStateFile(dir string, st brokerState) error {
+func writeBrokerStateFile(fsys vfs.FS, dir string, st brokerState) error {
 	data := "version=" + brokerStateVersion + "\nbroker.epoch=" + strconv.FormatInt(st.epoch, 10) +
 		"\nboot.id=" + st.bootID + "\nclean.shutdown=" + strconv.FormatBool(st.clean) + "\n"
-	return writeFileAtomic(filepath.Join(dir, BrokerStateFile), []byte(data))
+	return checkpoint.WriteFileAtomic(fsys, filepath.Join(dir, BrokerStateFile), []byte(data), true)
 }
 
 // readBrokerState reads dir's BrokerStateFile; a missing or malformed file
 // is an error (the life it would describe is unknown).
-func readBrokerState(dir string) (brokerState, error) {
+func readBrokerState(fsys vfs.FS, dir string) (brokerState, error) {
 	path := filepath.Join(dir, BrokerStateFile)
-	data, err := os.ReadFile(path)
+	data, err := fsys.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return brokerState{}, fmt.Errorf("%s: missing", path)
 	}

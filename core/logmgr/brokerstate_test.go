@@ -4,6 +4,8 @@ import (
 	"errors"
 	"os"
 	"testing"
+
+	"github.com/replicad/replicad/core/vfs"
 )
 
 // The previous broker epoch tells a life that lost nothing (a clean
@@ -97,7 +99,7 @@ func TestPreviousBrokerEpoch(t *testing.T) {
 		if got := m.PreviousBrokerEpoch(); got != -1 {
 			t.Fatalf("previous broker epoch after a dir failed %d, want -1", got)
 		}
-		if st, err := readBrokerState(dirs[0]); err != nil || st.epoch != -1 {
+		if st, err := readBrokerState(vfs.OS, dirs[0]); err != nil || st.epoch != -1 {
 			t.Fatalf("the surviving dir records %+v (%v), want epoch -1", st, err)
 		}
 	})

@@ -5,10 +5,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 
-	"github.com/replicad/replicad/core/checkpoint"
 	"github.com/replicad/replicad/core/log"
 	"github.com/replicad/replicad/core/tp"
 )
@@ -99,10 +97,10 @@ func (m *Manager) DeleteLog(t tp.TopicPartition) error {
 	_ = h.log.Close()
 	dir := filepath.Join(h.dir.path, t.String())
 	deleted := dir + "." + uniqueID() + DeleteDirSuffix
-	if err := os.Rename(dir, deleted); err != nil {
+	if err := m.fsys.Rename(dir, deleted); err != nil {
 		return m.deleteFailed(h.dir, t, err)
 	}
-	if err := checkpoint.SyncDir(h.dir.path); err != nil {
+	if err := m.fsys.SyncDir(h.dir.path); err != nil {
 		return m.deleteFailed(h.dir, t, err)
 	}
 	m.removeInBackground([]string{deleted})
@@ -127,7 +125,7 @@ func (m *Manager) removeInBackground(paths []string) {
 		m.removals.Go(func() {
 			m.removeSlots <- struct{}{}
 			defer func() { <-m.removeSlots }()
-			if err := os.RemoveAll(p); err != nil {
+			if err := m.fsys.RemoveAll(p); err != nil {
 				m.logger.Warn().Err(err).Str("dir", p).Msg("cannot remove a deleted log")
 			}
 		})
@@ -166,9 +164,10 @@ func (m *Manager) openNewLog(d *logDir, t tp.TopicPartition, name, what, topicID
 		Config:         m.cfg.LogConfig,
 		SyncMetadata:   syncMetadata,
 		Logger:         m.cfg.Logger,
+		FS:             m.fsys,
 	})
 	if err == nil && topicID != "" {
-		if err = writePartitionMetadata(l.Dir(), topicID, syncMetadata); err != nil {
+		if err = writePartitionMetadata(m.fsys, l.Dir(), topicID, syncMetadata); err != nil {
 			_ = l.Close()
 			err = fmt.Errorf("%w: write %s: %w", log.ErrStorage, PartitionMetadataFile, err)
 		}

@@ -65,7 +65,7 @@ func (m *Manager) SyncDirs() error {
 	var wg sync.WaitGroup
 	for i, d := range dirs {
 		wg.Go(func() {
-			if err := syncFS(d.path); err != nil {
+			if err := m.fsys.SyncFS(d.path); err != nil {
 				errs[i] = ioError("sync log dir "+d.path, err)
 				m.reportFailure(d, errs[i])
 			}

@@ -4,11 +4,9 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 
-	"github.com/replicad/replicad/core/checkpoint"
 	"github.com/replicad/replicad/core/log"
 	"github.com/replicad/replicad/core/tp"
 )
@@ -118,10 +116,10 @@ func (m *Manager) DeleteFutureLog(t tp.TopicPartition) error {
 	}
 	_ = h.log.Close()
 	deleted := h.log.Dir() + "." + uniqueID() + DeleteDirSuffix
-	if err := os.Rename(h.log.Dir(), deleted); err != nil {
+	if err := m.fsys.Rename(h.log.Dir(), deleted); err != nil {
 		return m.deleteFailed(h.dir, t, err)
 	}
-	if err := checkpoint.SyncDir(h.dir.path); err != nil {
+	if err := m.fsys.SyncDir(h.dir.path); err != nil {
 		return m.deleteFailed(h.dir, t, err)
 	}
 	m.removeInBackground([]string{deleted})
@@ -172,17 +170,17 @@ func (m *Manager) ReplaceCurrentWithFutureLog(t tp.TopicPartition, highWatermark
 		return nil, m.replaceFailed(cur.dir, t, "close current log", err)
 	}
 	deleted := cur.log.Dir() + "." + uniqueID() + DeleteDirSuffix
-	if err := os.Rename(cur.log.Dir(), deleted); err != nil {
+	if err := m.fsys.Rename(cur.log.Dir(), deleted); err != nil {
 		return nil, m.replaceFailed(cur.dir, t, "rename current log", err)
 	}
-	if err := checkpoint.SyncDir(cur.dir.path); err != nil {
+	if err := m.fsys.SyncDir(cur.dir.path); err != nil {
 		return nil, m.replaceFailed(cur.dir, t, "sync current log dir", err)
 	}
 	final := filepath.Join(fut.dir.path, t.String())
-	if err := os.Rename(fut.log.Dir(), final); err != nil {
+	if err := m.fsys.Rename(fut.log.Dir(), final); err != nil {
 		return nil, m.replaceFailed(fut.dir, t, "rename future log", err)
 	}
-	if err := checkpoint.SyncDir(fut.dir.path); err != nil {
+	if err := m.fsys.SyncDir(fut.dir.path); err != nil {
 		return nil, m.replaceFailed(fut.dir, t, "sync future log dir", err)
 	}
 	l, err := log.Open(log.Options{
@@ -193,6 +191,7 @@ func (m *Manager) ReplaceCurrentWithFutureLog(t tp.TopicPartition, highWatermark
 		LogStartOffset: logStart,
 		SyncMetadata:   true,
 		Logger:         m.cfg.Logger,
+		FS:             m.fsys,
 	})
 	if err != nil {
 		return nil, m.replaceFailed(fut.dir, t, "reopen moved log", err)
@@ -244,10 +243,10 @@ func (m *Manager) promoteOrphanFutures(futures map[tp.TopicPartition]hostedLog) 
 			return nil, fmt.Errorf("logmgr: promote future log %s: %w", t, err)
 		}
 		final := filepath.Join(h.dir.path, t.String())
-		if err := os.Rename(h.log.Dir(), final); err != nil {
+		if err := m.fsys.Rename(h.log.Dir(), final); err != nil {
 			return nil, fmt.Errorf("logmgr: promote future log %s: %w", t, err)
 		}
-		if err := checkpoint.SyncDir(h.dir.path); err != nil {
+		if err := m.fsys.SyncDir(h.dir.path); err != nil {
 			return nil, fmt.Errorf("logmgr: promote future log %s: %w", t, err)
 		}
 		l, err := log.Open(log.Options{
@@ -258,6 +257,7 @@ func (m *Manager) promoteOrphanFutures(futures map[tp.TopicPartition]hostedLog) 
 			LogStartOffset: logStart,
 			SyncMetadata:   true,
 			Logger:         m.cfg.Logger,
+			FS:             m.fsys,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("logmgr: promote future log %s: %w", t, err)

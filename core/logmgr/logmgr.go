@@ -10,6 +10,7 @@ import (
 
 	"github.com/replicad/replicad/core/log"
 	"github.com/replicad/replicad/core/tp"
+	"github.com/replicad/replicad/core/vfs"
 )
 
 // Errors.
@@ -59,6 +60,8 @@ type Config struct {
 	// boot lost nothing it had written (see PreviousBrokerEpoch). Empty:
 	// unknown, and only a clean shutdown counts.
 	BootID string
+	// FS is the file system of every dir; nil means vfs.OS.
+	FS vfs.FS
 }
 
 // DirInfo describes one log dir.
@@ -79,6 +82,7 @@ type DirFailure struct {
 // Manager is safe for concurrent use.
 type Manager struct {
 	cfg      Config
+	fsys     vfs.FS
 	logger   zerolog.Logger
 	failures chan DirFailure
 

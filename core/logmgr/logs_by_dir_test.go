@@ -9,6 +9,7 @@ import (
 	"github.com/replicad/replicad/core/log"
 	"github.com/replicad/replicad/core/record"
 	"github.com/replicad/replicad/core/tp"
+	"github.com/replicad/replicad/core/vfs"
 )
 
 // Ensures LogsByDir groups every online log under its own dir and leaves out offline dirs.
@@ -63,7 +64,7 @@ func TestCheckpointLogOffsetsOfAfterTruncation(t *testing.T) {
 	if err := m.CheckpointLogOffsetsOf(part); err != nil {
 		t.Fatal(err)
 	}
-	got, err := checkpoint.ReadOffsets(filepath.Join(dir, RecoveryPointCheckpoint))
+	got, err := checkpoint.ReadOffsets(vfs.OS, filepath.Join(dir, RecoveryPointCheckpoint))
 	if err != nil || got[part] != 1 {
 		t.Fatalf("recovery points %v %v, want t-0 at 1", got, err)
 	}

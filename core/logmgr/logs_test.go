@@ -285,3 +285,29 @@ func TestOpenUsesLogStartCheckpoint(t *testing.T) {
 		}
 	}
 }
+
+// TestHighWatermarksCappedAtRecoveryPoint ensures the HWs to checkpoint never pass the recovery point: a power loss may take the records above it (crashtest os seed 1: a HW checkpoint claiming 14 records of a log that came back with 10).
+func TestHighWatermarksCappedAtRecoveryPoint(t *testing.T) {
+	dir := tempDirs(t, 1)[0]
+	cfg := config(dir)
+	cfg.LogConfig.FlushPolicy = log.FlushOS
+	m, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Shutdown()
+	p := tpOf("t", 0)
+	create(t, m, p)
+	appendRecords(t, m, p, 5)
+	l, _ := m.GetLog(p)
+	l.UpdateHighWatermark(5)
+	if got := m.HighWatermarks()[dir][p]; got != 0 {
+		t.Fatalf("HW to checkpoint %d before any flush, want the recovery point 0", got)
+	}
+	if err := l.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if got := m.HighWatermarks()[dir][p]; got != 5 {
+		t.Fatalf("HW to checkpoint %d after the flush, want 5", got)
+	}
+}

@@ -4,12 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 
 	"github.com/replicad/replicad/core/checkpoint"
+	"github.com/replicad/replicad/core/vfs"
 )
 
 // metaVersion is the meta.properties version holding broker.id (Kafka's v0).
@@ -21,11 +21,11 @@ var errBadMeta = errors.New("logmgr: malformed meta.properties")
 // checkMeta makes sure dir belongs to brokerID: it writes meta.properties
 // when missing (created: the dir is new to this broker) and fails with
 // ErrOtherBroker when it names another broker.
-func checkMeta(dir string, brokerID int32) (created bool, err error) {
+func checkMeta(fsys vfs.FS, dir string, brokerID int32) (created bool, err error) {
 	path := filepath.Join(dir, MetaPropertiesFile)
-	data, err := os.ReadFile(path)
+	data, err := fsys.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return true, writeMeta(path, brokerID)
+		return true, writeMeta(fsys, path, brokerID)
 	}
 	if err != nil {
 		return false, ioError("read meta.properties", err)
@@ -42,18 +42,15 @@ func checkMeta(dir string, brokerID int32) (created bool, err error) {
 
 // writeMeta writes meta.properties atomically and durably: a dir whose
 // ownership was not recorded could later be taken by another broker.
-func writeMeta(path string, brokerID int32) error {
+func writeMeta(fsys vfs.FS, path string, brokerID int32) error {
 	data := "version=" + metaVersion + "\nbroker.id=" + strconv.FormatInt(int64(brokerID), 10) + "\n"
-	if err := writeFileAtomic(path, []byte(data)); err != nil {
+	if err := checkpoint.WriteFileAtomic(fsys, path, []byte(data), true); err != nil {
 		return ioError("write meta.properties", err)
 	}
 	return nil
 }
 
-// writeFileAtomic replaces path with data durably, as checkpoints are.
-func writeFileAtomic(path string, data []byte) error {
-	return checkpoint.WriteFileAtomic(path, data, true)
-}
+
 
 // parseProperties reads a Java properties file: "key=value" or "key:value"
 // lines, with '#' and '!' comment lines and blank lines ignored.

@@ -9,6 +9,7 @@ import (
 	"github.com/replicad/replicad/core/checkpoint"
 	"github.com/replicad/replicad/core/log"
 	"github.com/replicad/replicad/core/tp"
+	"github.com/replicad/replicad/core/vfs"
 )
 
 // FlushAll flushes every online log (used by the interval flush policy and at
@@ -50,7 +51,7 @@ func (m *Manager) CheckpointLogOffsets() map[string]error {
 	errs := make([]error, len(dirs))
 	var wg sync.WaitGroup
 	for i, d := range dirs {
-		wg.Go(func() { errs[i] = writeOffsetCheckpoints(d.path, byDir[d]) })
+		wg.Go(func() { errs[i] = writeOffsetCheckpoints(m.fsys, d.path, byDir[d]) })
 	}
 	wg.Wait()
 	failed := make(map[string]error)
@@ -94,22 +95,22 @@ func (m *Manager) checkpointDir(d *logDir) error {
 	m.checkpointMu.Lock()
 	defer m.checkpointMu.Unlock()
 	_, byDir := m.snapshot()
-	return writeOffsetCheckpoints(d.path, byDir[d])
+	return writeOffsetCheckpoints(m.fsys, d.path, byDir[d])
 }
 
 // writeOffsetCheckpoints writes the recovery points and log start offsets of
 // the logs of dir.
-func writeOffsetCheckpoints(dir string, logs []hostedLogEntry) error {
+func writeOffsetCheckpoints(fsys vfs.FS, dir string, logs []hostedLogEntry) error {
 	recoveryPoints := make(map[tp.TopicPartition]int64, len(logs))
 	logStarts := make(map[tp.TopicPartition]int64, len(logs))
 	for _, h := range logs {
 		recoveryPoints[h.t] = h.log.RecoveryPoint()
 		logStarts[h.t] = h.log.LogStartOffset()
 	}
-	if err := checkpoint.WriteOffsets(filepath.Join(dir, RecoveryPointCheckpoint), recoveryPoints, true); err != nil {
+	if err := checkpoint.WriteOffsets(fsys, filepath.Join(dir, RecoveryPointCheckpoint), recoveryPoints, true); err != nil {
 		return ioError("write recovery points", err)
 	}
-	if err := checkpoint.WriteOffsets(filepath.Join(dir, LogStartOffsetCheckpoint), logStarts, true); err != nil {
+	if err := checkpoint.WriteOffsets(fsys, filepath.Join(dir, LogStartOffsetCheckpoint), logStarts, true); err != nil {
 		return ioError("write log start offsets", err)
 	}
 	return nil
@@ -167,4 +168,81 @@ func (m *Manager) Shutdown() error {
 	m.closeAll(logs)
 	m.removals.Wait()
 	return errors.Join(errs...)
+}
+
+// HighWatermarks returns the HW of every log (future logs included) by
+// online log dir, each capped at its log's recovery point: what the replica
+// manager writes to each dir's replication-offset-checkpoint with
+// WriteHighWatermarks.
+//
+// The cap keeps the checkpoint from claiming records that are not durable:
+// with the interval and os flush policies the HW routinely runs ahead of
+// the recovery point (replicas acknowledged records the page cache holds),
+// and a power loss takes those records away. A HW checkpointed above them
+// would survive the loss and, after a restart, count records as committed
+// that this log no longer has, or that the log later fills with others.
+// Records above the capped HW are not lost for it: the HW moves up again
+// as soon as the leader says so. Under FlushOS only a clean shutdown moves
+// the recovery point (a roll fsyncs its segment but does not move it), so
+// between restarts the checkpoint keeps the HWs of the last clean start.
+func (m *Manager) HighWatermarks() map[string]map[tp.TopicPartition]int64 {
+	byDir := make(map[string]map[tp.TopicPartition]int64)
+	for dir, logs := range m.LogsByDir() {
+		hws := make(map[tp.TopicPartition]int64, len(logs))
+		for t, l := range logs {
+			hws[t] = min(l.HighWatermark(), l.RecoveryPoint())
+		}
+		byDir[dir] = hws
+	}
+	return byDir
+}
+
+// WriteHighWatermarks replaces dir's replication-offset-checkpoint with hws
+// (Kafka's checkpointHighWatermarks for one dir). The caller serializes the
+// writers of one dir and takes the dir offline when it fails.
+func (m *Manager) WriteHighWatermarks(dir string, hws map[tp.TopicPartition]int64) error {
+	return checkpoint.WriteOffsets(m.fsys, filepath.Join(dir, ReplicationOffsetCheckpoint), hws, true)
+}
+
+// ReadHighWatermarks reads dir's replication-offset-checkpoint (missing: none).
+func (m *Manager) ReadHighWatermarks(dir string) (map[tp.TopicPartition]int64, error) {
+	return checkpoint.ReadOffsets(m.fsys, filepath.Join(dir, ReplicationOffsetCheckpoint))
+}
+
+// LoadHighWatermarks reads every online dir's replication-offset-checkpoint
+// and gives each log in the dir, future logs included, its HW (clamped to
+// the log). A file that claims more than a log holds now (a truncation or a
+// power loss took the records after the HW was written) or names a
+// partition with no log in the dir is rewritten at once: it would otherwise
+// go on claiming those offsets, and after the next restart count as
+// committed whatever records had been appended there since. It returns the
+// dirs whose file could not be read or rewritten, to be taken offline.
+func (m *Manager) LoadHighWatermarks() map[string]error {
+	failed := make(map[string]error)
+	for dir, logs := range m.LogsByDir() {
+		hws, err := m.ReadHighWatermarks(dir)
+		if err != nil {
+			failed[dir] = err
+			continue
+		}
+		stale := false
+		for t, hw := range hws {
+			l, ok := logs[t]
+			if !ok || l.UpdateHighWatermark(hw) < hw {
+				stale = true
+			}
+		}
+		for t, l := range logs {
+			if _, ok := hws[t]; !ok {
+				l.UpdateHighWatermark(0)
+			}
+		}
+		if !stale {
+			continue
+		}
+		if err := m.WriteHighWatermarks(dir, m.HighWatermarks()[dir]); err != nil {
+			failed[dir] = fmt.Errorf("logmgr: rewrite stale HW checkpoint: %w", err)
+		}
+	}
+	return failed
 }

@@ -3,8 +3,8 @@ package logmgr
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -14,6 +14,7 @@ import (
 	"github.com/replicad/replicad/core/checkpoint"
 	"github.com/replicad/replicad/core/log"
 	"github.com/replicad/replicad/core/tp"
+	"github.com/replicad/replicad/core/vfs"
 )
 
 // Open prepares every dir: creates it and meta.properties if missing (refusing
@@ -39,6 +40,7 @@ func Open(cfg Config) (*Manager, error) {
 	}
 	m := &Manager{
 		cfg:         cfg,
+		fsys:        vfs.Or(cfg.FS),
 		logger:      cfg.Logger.With().Str("component", "logmgr").Logger(),
 		failures:    make(chan DirFailure, len(paths)),
 		removeSlots: make(chan struct{}, 2),
@@ -49,7 +51,7 @@ func Open(cfg Config) (*Manager, error) {
 	for _, p := range paths {
 		d := &logDir{path: p, online: true}
 		m.dirs = append(m.dirs, d)
-		created, err := prepareDir(p, cfg.BrokerID)
+		created, err := m.prepareDir(p)
 		if err != nil {
 			if errors.Is(err, ErrOtherBroker) {
 				return nil, err
@@ -61,7 +63,7 @@ func Open(cfg Config) (*Manager, error) {
 	if err := m.loadLogs(); err != nil {
 		return nil, err
 	}
-	m.previousBrokerEpoch = previousLife(m.dirs, fresh, cfg.BootID)
+	m.previousBrokerEpoch = previousLife(m.fsys, m.dirs, fresh, cfg.BootID)
 	var causes []string
 	for _, d := range m.dirs {
 		if d.online {
@@ -95,11 +97,33 @@ func absDirs(dirs []string) ([]string, error) {
 
 // prepareDir creates dir when missing and checks its meta.properties;
 // created says the dir had none (it is new to this broker).
-func prepareDir(dir string, brokerID int32) (created bool, err error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+func (m *Manager) prepareDir(dir string) (created bool, err error) {
+	if err := mkdirDurable(m.fsys, dir); err != nil {
 		return false, ioError("create log dir", err)
 	}
-	return checkMeta(dir, brokerID)
+	return checkMeta(m.fsys, dir, m.cfg.BrokerID)
+}
+
+// mkdirDurable creates dir and its missing parents, fsyncing the parent of
+// each one it creates: a log dir whose own entry a power loss takes away
+// takes every log in it along, however durably each was created.
+func mkdirDurable(fsys vfs.FS, dir string) error {
+	err := fsys.Mkdir(dir, 0o755)
+	if errors.Is(err, fs.ErrNotExist) {
+		if parent := filepath.Dir(dir); parent != dir {
+			if err := mkdirDurable(fsys, parent); err != nil {
+				return err
+			}
+		}
+		err = fsys.Mkdir(dir, 0o755)
+	}
+	switch {
+	case errors.Is(err, fs.ErrExist):
+		return nil
+	case err != nil:
+		return err
+	}
+	return fsys.SyncDir(filepath.Dir(dir))
 }
 
 // setOffline records at start-up that d is offline.
@@ -181,11 +205,11 @@ func (m *Manager) loadLogs() error {
 // deleted-log dirs still to be removed.
 func (m *Manager) loadDir(dir string) (logs, futures map[tp.TopicPartition]*log.Log, topicIDs map[string]string, stale []string, err error) {
 	start := time.Now()
-	recoveryPoints, err := checkpoint.ReadOffsets(filepath.Join(dir, RecoveryPointCheckpoint))
+	recoveryPoints, err := checkpoint.ReadOffsets(m.fsys, filepath.Join(dir, RecoveryPointCheckpoint))
 	if err != nil {
 		return nil, nil, nil, nil, fmt.Errorf("logmgr: load %s: %w", RecoveryPointCheckpoint, err)
 	}
-	logStarts, err := checkpoint.ReadOffsets(filepath.Join(dir, LogStartOffsetCheckpoint))
+	logStarts, err := checkpoint.ReadOffsets(m.fsys, filepath.Join(dir, LogStartOffsetCheckpoint))
 	if err != nil {
 		return nil, nil, nil, nil, fmt.Errorf("logmgr: load %s: %w", LogStartOffsetCheckpoint, err)
 	}
@@ -211,6 +235,7 @@ func (m *Manager) loadDir(dir string) (logs, futures map[tp.TopicPartition]*log.
 			LogStartOffset: logStarts[t],
 			SyncMetadata:   true,
 			Logger:         m.cfg.Logger,
+			FS:             m.fsys,
 		})
 		if err != nil {
 			mu.Lock()
@@ -221,7 +246,7 @@ func (m *Manager) loadDir(dir string) (logs, futures map[tp.TopicPartition]*log.
 			return false
 		}
 		opened[i] = l
-		id, err := readPartitionMetadata(l.Dir())
+		id, err := readPartitionMetadata(m.fsys, l.Dir())
 		if err != nil {
 			// Its log cannot be told from a log of another topic of the
 			// name: it is never reused (see malformedTopicID).
@@ -239,6 +264,10 @@ func (m *Manager) loadDir(dir string) (logs, futures map[tp.TopicPartition]*log.
 	for i, l := range opened {
 		topicIDs[l.Dir()] = ids[i]
 	}
+	if err := m.rewriteStaleCheckpoints(dir, parts, opened, recoveryPoints, logStarts); err != nil {
+		m.closeAll(opened)
+		return nil, nil, nil, nil, err
+	}
 	logs = make(map[tp.TopicPartition]*log.Log, len(parts))
 	futures = make(map[tp.TopicPartition]*log.Log)
 	for i, pd := range parts {
@@ -253,6 +282,40 @@ func (m *Manager) loadDir(dir string) (logs, futures map[tp.TopicPartition]*log.
 	return logs, futures, topicIDs, stale, nil
 }
 
+// rewriteStaleCheckpoints rewrites dir's recovery-point and log-start
+// checkpoints when they claim more than recovery found: a log recovered
+// below its checkpointed recovery point (a power loss took records, or cut
+// a truncation before its checkpoint), or an entry for a partition with no
+// log in the dir (a deletion or a move cut before its checkpoint). Left as
+// it is, the file would go on claiming the lost offsets: after the next
+// crash recovery would trust, unread, whatever unflushed records were
+// appended there since, and a log created again under the same name would
+// inherit the old one's offsets.
+func (m *Manager) rewriteStaleCheckpoints(dir string, parts []partitionDir, opened []*log.Log, recoveryPoints, logStarts map[tp.TopicPartition]int64) error {
+	stale := false
+	entries := make([]hostedLogEntry, len(parts))
+	found := make(map[tp.TopicPartition]bool, len(parts))
+	for i, pd := range parts {
+		entries[i] = hostedLogEntry{t: pd.t, log: opened[i]}
+		found[pd.t] = true
+		stale = stale || opened[i].RecoveryPoint() < recoveryPoints[pd.t]
+	}
+	for _, checkpointed := range []map[tp.TopicPartition]int64{recoveryPoints, logStarts} {
+		for t := range checkpointed {
+			stale = stale || !found[t]
+		}
+	}
+	if !stale {
+		return nil
+	}
+	m.checkpointMu.Lock()
+	defer m.checkpointMu.Unlock()
+	if err := writeOffsetCheckpoints(m.fsys, dir, entries); err != nil {
+		return fmt.Errorf("logmgr: rewrite stale checkpoints: %w", err)
+	}
+	return nil
+}
+
 // partitionDir is a partition log dir found by scanDir.
 type partitionDir struct {
 	t      tp.TopicPartition
@@ -262,7 +325,7 @@ type partitionDir struct {
 
 // scanDir lists dir's partition logs (current and future) and its deleted-log dirs.
 func (m *Manager) scanDir(dir string) (parts []partitionDir, stale []string, err error) {
-	entries, err := os.ReadDir(dir)
+	entries, err := m.fsys.ReadDir(dir)
 	if err != nil {
 		return nil, nil, ioError("list log dir", err)
 	}

@@ -4,12 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/replicad/replicad/core/checkpoint"
 	"github.com/replicad/replicad/core/tp"
+	"github.com/replicad/replicad/core/vfs"
 )
 
 // PartitionMetadataFile is each partition dir's record of its topic's ID
@@ -53,7 +53,7 @@ func (m *Manager) SetTopicID(t tp.TopicPartition, id string) error {
 	case h.topicID != "":
 		return fmt.Errorf("%w: %s has topic ID %s, not %s", ErrInconsistentTopicID, t, h.topicID, id)
 	}
-	if err := writePartitionMetadata(h.log.Dir(), id, true); err != nil {
+	if err := writePartitionMetadata(m.fsys, h.log.Dir(), id, true); err != nil {
 		err = ioError("write "+PartitionMetadataFile+" of "+t.String(), err)
 		m.reportFailure(h.dir, err)
 		return err
@@ -75,17 +75,17 @@ func (m *Manager) SetTopicID(t tp.TopicPartition, id string) error {
 const malformedTopicID = "-malformed"
 
 // writePartitionMetadata writes dir's partition.metadata naming id.
-func writePartitionMetadata(dir, id string, sync bool) error {
+func writePartitionMetadata(fsys vfs.FS, dir, id string, sync bool) error {
 	data := "version: " + partitionMetadataVersion + "\ntopic_id: " + id + "\n"
-	return checkpoint.WriteFileAtomic(filepath.Join(dir, PartitionMetadataFile), []byte(data), sync)
+	return checkpoint.WriteFileAtomic(fsys, filepath.Join(dir, PartitionMetadataFile), []byte(data), sync)
 }
 
 // readPartitionMetadata returns the topic ID in dir's partition.metadata,
 // "" when there is none. A file that does not parse is an error: its log
 // cannot be told from a log of another topic of the same name.
-func readPartitionMetadata(dir string) (string, error) {
+func readPartitionMetadata(fsys vfs.FS, dir string) (string, error) {
 	path := filepath.Join(dir, PartitionMetadataFile)
-	data, err := os.ReadFile(path)
+	data, err := fsys.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return "", nil
 	}

@@ -1,6 +1,6 @@
 //go:build linux && !amd64 && !386
 
-package logmgr
+package vfs
 
 import "syscall"
 

@@ -1,4 +1,4 @@
-package logmgr
+package vfs
 
 // sysSyncfs is syncfs(2)'s number; package syscall lacks it on amd64.
 const sysSyncfs = 306
