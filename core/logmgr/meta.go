@@ -50,8 +50,6 @@ func writeMeta(fsys vfs.FS, path string, brokerID int32) error {
 	return nil
 }
 
-
-
 // parseProperties reads a Java properties file: "key=value" or "key:value"
 // lines, with '#' and '!' comment lines and blank lines ignored.
 func parseProperties(data []byte) (map[string]string, error) {
