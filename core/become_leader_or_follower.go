@@ -3,7 +3,6 @@ package core
 import (
 	"cmp"
 	"context"
-	"errors"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -13,7 +12,6 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/replicad/replicad/core/log"
 	"github.com/replicad/replicad/core/tp"
 	"github.com/replicad/replicad/internal/spanevents"
 )
@@ -538,17 +536,12 @@ func setErrorCode(span trace.Span, code ErrorCode) {
 	}
 }
 
-// stateChangeFailed logs a failed transition and reports a storage failure so
-// the log dir is taken offline.
+// stateChangeFailed logs a transition that failed on storage. The failure
+// itself was reported by whoever met it (the log or the log manager), and
+// takes the log dir offline from there.
 func (rm *ReplicaManager) stateChangeFailed(slog zerolog.Logger, st PartitionState, transition string, err error) {
 	stateFields(slog.Error(), st).Err(err).Str("transition", transition).
 		Msg("Skipped the state change since the replica for the partition is offline due to disk error")
-	t := st.TopicPartition
-	if errors.Is(err, log.ErrStorage) {
-		if dir, ok := rm.logs.DirOf(t); ok {
-			rm.reportDirFailure(dir, err)
-		}
-	}
 }
 
 // forEachParallel runs fn(0..n-1), fanning out over a few goroutines when n is

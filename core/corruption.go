@@ -94,16 +94,12 @@ func nextOffsetAfter(data []byte, offset int64) int64 {
 }
 
 // readError sorts an error of reading t's log: a damaged batch takes the
-// partition offline on this broker (handleCorruptBatch), any other storage
-// error its log dir (the log reports it itself, see logmgr).
+// partition offline on this broker (handleCorruptBatch); any other storage
+// error takes its log dir offline, reported by the log itself (logmgr).
 func (rm *ReplicaManager) readError(ctx context.Context, t tp.TopicPartition, err error) {
 	var cb *corruptBatch
 	if errors.As(err, &cb) {
 		rm.handleCorruptBatch(ctx, t, cb)
-		return
-	}
-	if dir, ok := rm.logs.DirOf(t); ok {
-		rm.reportDirFailure(dir, err)
 	}
 }
 

@@ -32,9 +32,6 @@ type partitionEnv struct {
 	logs              *logmgr.Manager
 	minInsyncReplicas int
 	logger            zerolog.Logger
-	// onStorageError reports a log dir that failed under a partition, so the
-	// replica manager takes the dir offline (Kafka's LogDirFailureChannel).
-	onStorageError func(dir string, err error)
 	// isrChanger commits the ISR changes a leader proposes.
 	isrChanger IsrChanger
 	// metrics counts committed ISR changes; never nil in a replica
@@ -529,7 +526,8 @@ func storageErrorCode(err error) ErrorCode {
 		return ErrNone
 	case errors.Is(err, log.ErrBatchTooLarge):
 		return ErrMessageTooLarge
-	case errors.Is(err, log.ErrStorage), errors.Is(err, logmgr.ErrDirOffline), errors.Is(err, logmgr.ErrNoOnlineDir), errors.Is(err, log.ErrClosed):
+	case errors.Is(err, log.ErrStorage), errors.Is(err, log.ErrFileLimit), errors.Is(err, logmgr.ErrDirOffline),
+		errors.Is(err, logmgr.ErrNoOnlineDir), errors.Is(err, log.ErrClosed):
 		return ErrStorageError
 	default:
 		return ErrUnknownServerError

@@ -36,9 +36,8 @@ func (rm *ReplicaManager) Produce(ctx context.Context, req ProduceRequest) Produ
 	}
 	info, epoch, code, err := p.appendRecordsToLeader(batch, req.Acks)
 	if err != nil {
-		if dir, ok := rm.logs.DirOf(req.TopicPartition); ok && code == ErrStorageError {
-			rm.reportDirFailure(dir, err)
-		}
+		// A storage failure was reported by the log itself (its dir goes
+		// offline); the client hears STORAGE_ERROR either way.
 		return fail(code, err.Error())
 	}
 	if code != ErrNone {

@@ -162,12 +162,6 @@ type ReplicaManager struct {
 	wg           sync.WaitGroup
 	fatalOnce    sync.Once
 	fatal        chan error
-	dirFailures  chan dirFailure
-}
-
-type dirFailure struct {
-	dir string
-	err error
 }
 
 // NewReplicaManager opens the log dirs, reads each dir's HW checkpoint once
@@ -181,17 +175,16 @@ func NewReplicaManager(cfg Config) (*ReplicaManager, error) {
 		return nil, err
 	}
 	rm := &ReplicaManager{
-		cfg:         cfg,
-		logger:      cfg.Logger,
-		stateLog:    stateChangeLogger(cfg),
-		tracer:      cfg.Tracer,
-		logs:        logs,
-		metadata:    newMetadataCache(),
-		partitions:  make(map[tp.TopicPartition]*hostedPartition),
-		stopCh:      make(chan struct{}),
-		fatal:       make(chan error, 1),
-		dirFailures: make(chan dirFailure, 64),
-		loopTimers:  make(map[clock.Timer]struct{}),
+		cfg:        cfg,
+		logger:     cfg.Logger,
+		stateLog:   stateChangeLogger(cfg),
+		tracer:     cfg.Tracer,
+		logs:       logs,
+		metadata:   newMetadataCache(),
+		partitions: make(map[tp.TopicPartition]*hostedPartition),
+		stopCh:     make(chan struct{}),
+		fatal:      make(chan error, 1),
+		loopTimers: make(map[clock.Timer]struct{}),
 
 		moveCheckWake: make(chan struct{}, 1),
 	}
@@ -202,7 +195,6 @@ func NewReplicaManager(cfg Config) (*ReplicaManager, error) {
 		logs:              logs,
 		minInsyncReplicas: cfg.MinInsyncReplicas,
 		logger:            cfg.Logger,
-		onStorageError:    rm.reportDirFailure,
 		isrChanger:        cfg.IsrChanger,
 		metrics:           cfg.Metrics,
 		tracer:            cfg.Tracer,
@@ -422,14 +414,15 @@ func (rm *ReplicaManager) Shutdown(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// reportDirFailure queues a log dir failure for the failure handler, which
-// takes the state-change lock (the reporter may already hold it).
+// reportDirFailure reports a storage failure of dir that did not come from
+// one of its logs (those report their own, see logmgr): both reach the log
+// manager's Failures, the one path to handleLogDirFailure (Kafka's
+// LogDirFailureChannel). Only log.ErrStorage counts: running out of file
+// descriptors (log.ErrFileLimit) fails the request, not the dir. It never
+// blocks, so the reporter may hold the state-change lock.
 func (rm *ReplicaManager) reportDirFailure(dir string, err error) {
-	select {
-	case rm.dirFailures <- dirFailure{dir: dir, err: err}:
-	default:
-		// The queue holds dozens of reports; a dir already queued many times
-		// loses nothing by losing one more.
+	if errors.Is(err, log.ErrStorage) {
+		rm.logs.ReportFailure(dir, err)
 	}
 }
 
@@ -440,8 +433,6 @@ func (rm *ReplicaManager) dirFailureLoop() {
 		select {
 		case <-rm.stopCh:
 			return
-		case f := <-rm.dirFailures:
-			rm.handleLogDirFailure(f.dir, f.err)
 		case f := <-failures:
 			rm.handleLogDirFailure(f.Dir, f.Err)
 		}

@@ -2,6 +2,7 @@ package fetcher
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"sync/atomic"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/replicad/replicad/core"
 	"github.com/replicad/replicad/core/clock"
+	"github.com/replicad/replicad/core/log"
 	"github.com/replicad/replicad/core/record"
 	"github.com/replicad/replicad/core/tp"
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
@@ -529,6 +531,45 @@ func TestTruncationWithoutProgressBacksOffAndEnds(t *testing.T) {
 		}
 		if truncations != stuckLimit+1 {
 			t.Fatalf("%d diverging answers before the partition was set aside, want %d", truncations, stuckLimit+1)
+		}
+	})
+}
+
+// descriptorLimited fails its first fails appends as a log out of file
+// descriptors does: nothing appended, log.ErrFileLimit.
+type descriptorLimited struct {
+	Replica
+	fails atomic.Int32
+}
+
+func (r *descriptorLimited) AppendAsFollower(data []byte) (log.AppendInfo, error) {
+	if r.fails.Add(-1) >= 0 {
+		return log.AppendInfo{}, fmt.Errorf("append: %w", log.ErrFileLimit)
+	}
+	return r.Replica.AppendAsFollower(data)
+}
+
+// Running out of file descriptors is no fault of the partition: it is
+// fetched again after a backoff, not set aside as failed (issue 10, path 3).
+func TestOutOfDescriptorsIsRetried(t *testing.T) {
+	forEachTransport(t, func(t *testing.T, e *env) {
+		fl := newFakeLeader(t)
+		ll := fl.addPartition(p0, 1, 0)
+		appendBatches(t, ll, 1, 3)
+		leader := e.serve(1, fl)
+		r := e.follow(p0, 1, 0)
+		limited := &descriptorLimited{Replica: r.Replica}
+		limited.fails.Store(2)
+		r.Replica = limited
+		m := e.manager()
+		e.add(p0, leader, 1)
+		waitCaughtUp(t, r, ll)
+		sameLog(t, r.log, ll)
+		if m.IsFailed(p0) {
+			t.Fatal("partition failed for want of file descriptors")
+		}
+		if n := limited.fails.Load(); n >= 0 {
+			t.Fatalf("%d injected failures left: the appends never failed", n+1)
 		}
 	})
 }

@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/replicad/replicad/core/epoch"
+	"github.com/replicad/replicad/core/log"
 	"github.com/replicad/replicad/core/record"
 	"github.com/replicad/replicad/core/tp"
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
@@ -225,6 +226,15 @@ func (f *fetcher) appendRecords(t tp.TopicPartition, st *partitionState, res *re
 			if errors.Is(err, record.ErrCorrupt) || errors.Is(err, record.ErrTruncated) {
 				// Nothing was appended; fetch the same offset again later.
 				lg.Warn().Err(err).Msg("corrupt batch from leader, retrying partition after backoff")
+				f.delay(st)
+				return false
+			}
+			if errors.Is(err, log.ErrFileLimit) {
+				// Out of file descriptors (a roll needs one): the log is as
+				// it was, or holds a prefix of the answer; fetch on from
+				// its end once the backoff is over.
+				lg.Warn().Err(err).Msg("out of file descriptors, retrying partition after backoff")
+				st.fetchOffset = r.LogEndOffset()
 				f.delay(st)
 				return false
 			}

@@ -1,8 +1,10 @@
 package log
 
 import (
+	"errors"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/replicad/replicad/core/record"
 )
@@ -28,9 +30,9 @@ func (l *Log) AppendAsLeaderUnflushed(b record.Batch, leaderEpoch int32) (Append
 		return AppendInfo{}, fmt.Errorf("append as leader: %w", err)
 	}
 	l.mu.Lock()
-	if l.closed.Load() {
+	if err := l.usableLocked(); err != nil {
 		l.mu.Unlock()
-		return AppendInfo{}, ErrClosed
+		return AppendInfo{}, err
 	}
 	base := l.logEndOffset.Load()
 	// Kafka records the epoch's first offset before writing its first batch.
@@ -83,9 +85,9 @@ func (l *Log) AppendAsFollower(data []byte) (AppendInfo, error) {
 	}
 
 	l.mu.Lock()
-	if l.closed.Load() {
+	if err := l.usableLocked(); err != nil {
 		l.mu.Unlock()
-		return AppendInfo{}, ErrClosed
+		return AppendInfo{}, err
 	}
 	leo := l.logEndOffset.Load()
 	if len(batches) == 0 {
@@ -173,8 +175,10 @@ func (l *Log) writeLocked(seg *segment, run []byte, batches []record.Batch) erro
 	if len(batches) == 0 {
 		return nil
 	}
+	// A write that fails publishes nothing: bytes it left past the
+	// segment's size are overwritten by the next one.
 	if err := seg.write(run, batches, l.cfg.IndexIntervalBytes); err != nil {
-		return storageError(err, "append")
+		return l.ioError(err, "append")
 	}
 	seg.size.Add(int64(len(run)))
 	l.logEndOffset.Store(batches[len(batches)-1].NextOffset())
@@ -194,7 +198,7 @@ func (l *Log) rollLocked(baseOffset int64) (*segment, error) {
 	old := segs[len(segs)-1]
 	seg, err := createSegment(l.fsys, l.dir, baseOffset)
 	if err != nil {
-		return nil, storageError(err, "roll")
+		return nil, l.ioError(err, "roll")
 	}
 	// The new file's directory entry must be durable before data fsynced into
 	// it counts as durable. That fsync of the directory is left to the next
@@ -210,17 +214,23 @@ func (l *Log) rollLocked(baseOffset int64) (*segment, error) {
 
 // sealInBackground makes a rolled segment durable, index included. It runs
 // under syncMu, one fsync at a time with the group commit, and after Close it
-// does nothing. A failure is only logged: the recovery point has not moved
-// past the segment, so the next Flush syncs it again and reports the error.
+// does nothing. A failed fsync fails the log: the next flush's fsync of the
+// same file could report success over pages the kernel dropped (see fail).
+// Running out of descriptors for the index file is only logged: the
+// recovery point has not moved past the segment, and recovery rebuilds a
+// missing index.
 func (l *Log) sealInBackground(s *segment) {
 	l.syncMu.Lock()
 	defer l.syncMu.Unlock()
-	if l.closed.Load() {
+	// A truncation (which takes syncMu too) may have removed the segment
+	// before we got here.
+	if l.closed.Load() || l.failed() != nil || !slices.Contains(l.segmentList(), s) {
 		return
 	}
-	gen := l.truncations.Load()
-	if err := s.seal(); err != nil && l.truncations.Load() == gen {
-		l.logger.Warn().Err(err).Str("dir", l.dir).Int64("base_offset", s.baseOffset).Msg("seal rolled segment")
+	if err := s.seal(); err != nil {
+		if err = l.ioError(err, "seal segment %d", s.baseOffset); errors.Is(err, ErrFileLimit) {
+			l.logger.Warn().Err(err).Str("dir", l.dir).Int64("base_offset", s.baseOffset).Msg("seal rolled segment")
+		}
 	}
 }
 
@@ -236,7 +246,7 @@ func (l *Log) assignEpochLocked(epoch int32, base int64) error {
 		assign = l.epochs.Assign
 	}
 	if err := assign(epoch, base); err != nil {
-		return storageError(err, "assign epoch %d at %d", epoch, base)
+		return l.ioError(err, "assign epoch %d at %d", epoch, base)
 	}
 	return nil
 }

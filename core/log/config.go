@@ -83,4 +83,10 @@ type Options struct {
 	Logger       zerolog.Logger
 	// FS is the file system the log is on; nil means vfs.OS.
 	FS vfs.FS
+	// OnStorageError, when set, hears the log's first I/O failure after it
+	// opened (a write, an fsync, a truncation, a roll, a checkpoint, a read
+	// that failed on the disk), once: the owner takes the log dir offline
+	// (Kafka's LogDirFailureChannel). It may be called with the log's
+	// locks held: it must not call the log.
+	OnStorageError func(error)
 }

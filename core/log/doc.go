@@ -79,5 +79,24 @@
 // sequence counter that makes an overlapping read retry. LogEndOffset,
 // HighWatermark, LogStartOffset and RecoveryPoint are atomic loads.
 //
-// Every IO failure is wrapped in ErrStorage: the owner takes the log dir offline.
+// # Storage failures
+//
+// Every I/O failure (a write, an fsync, a roll, a truncation, an epoch
+// checkpoint, a read the disk fails) is wrapped in ErrStorage and fails the
+// log for good: it takes no more appends, flushes or truncations, and its
+// recovery point never moves again. After a failed fsync Linux may mark
+// the dirty pages clean and report the next fsync of the file as a success
+// (PostgreSQL's "fsyncgate"), so a retry could count lost bytes durable.
+// The first failure is reported once to Options.OnStorageError: the log
+// manager takes the log dir offline (Kafka's LogDirFailureChannel), and a
+// restart recovers what was durable before it. A truncation that fails
+// partway leaves the offsets where the segments left end.
+//
+// Running out of file descriptors (EMFILE, ENFILE) is not a disk failure:
+// the append or flush that needed a file fails with ErrFileLimit, changes
+// nothing, and the log goes on. A truncation fails the log even then, as it
+// may have cut part of what it meant to.
+//
+// A damaged batch found by a read is record.ErrCorrupt, not a storage
+// failure: the log stays usable and the owner decides (core's corruption.go).
 package log

@@ -1,11 +1,19 @@
 package log
 
+import (
+	"errors"
+	"io/fs"
+)
+
 // Flush fsyncs up to the LEO and moves the recovery point there. The epoch
 // entries of those records are written by the same flush (syncOnce); an
 // epoch without records needs no durable entry.
 func (l *Log) Flush() error {
 	if l.closed.Load() {
 		return ErrClosed
+	}
+	if err := l.failed(); err != nil {
+		return err
 	}
 	return l.flushTo(l.logEndOffset.Load())
 }
@@ -40,9 +48,9 @@ func (l *Log) syncOnce(target int64) (int64, error) {
 		return rp, nil
 	}
 	l.mu.Lock()
-	if l.closed.Load() {
+	if err := l.usableLocked(); err != nil {
 		l.mu.Unlock()
-		return 0, ErrClosed
+		return 0, err
 	}
 	end, gen := l.logEndOffset.Load(), l.truncations.Load()
 	segs := l.segmentList()
@@ -72,13 +80,15 @@ func (l *Log) syncOnce(target int64) (int64, error) {
 
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.truncations.Load() != gen {
+	if l.truncations.Load() != gen && (syncErr == nil || errors.Is(syncErr, fs.ErrClosed)) {
 		// A truncation ran meanwhile: it may have closed what we were
-		// syncing, and bytes below end may be new ones. Let the caller retry.
+		// syncing, and bytes below end may be new ones. Let the caller
+		// retry. Any other failure stands: the fsync did fail.
 		return l.recoveryPoint.Load(), nil
 	}
 	if syncErr != nil {
-		return 0, storageError(syncErr, "flush")
+		// The recovery point stays: a failed fsync fails the log (fail).
+		return 0, l.ioError(syncErr, "flush")
 	}
 	l.recoveryPoint.Store(max(l.recoveryPoint.Load(), end))
 	if l.recoveryPoint.Load() >= l.epochFloor {

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+	"syscall"
 
 	"github.com/rs/zerolog"
 
@@ -15,9 +16,14 @@ import (
 )
 
 // Errors. IO failures are wrapped in ErrStorage so the caller can take the
-// log dir offline.
+// log dir offline; the first one also fails the log (see Log.fail).
 var (
-	ErrStorage          = errors.New("log: storage error")
+	ErrStorage = errors.New("log: storage error")
+	// ErrFileLimit: a file could not be opened because the process or the
+	// system is out of file descriptors (EMFILE, ENFILE). It is no fault of
+	// the disk: the operation that needed the file failed and changed
+	// nothing, and the log is not failed.
+	ErrFileLimit        = errors.New("log: out of file descriptors")
 	ErrOffsetOutOfRange = errors.New("log: offset out of range")
 	ErrOffsetMismatch   = errors.New("log: batch does not start at the log end offset")
 	ErrBatchTooLarge    = errors.New("log: batch larger than the limit")
@@ -27,6 +33,63 @@ var (
 // storageError wraps an IO failure in ErrStorage with short context.
 func storageError(err error, format string, args ...any) error {
 	return fmt.Errorf("%w: %s: %w", ErrStorage, fmt.Sprintf(format, args...), err)
+}
+
+// outOfDescriptors says whether err is a failed open for want of a file
+// descriptor.
+func outOfDescriptors(err error) bool {
+	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE)
+}
+
+// ioError is the error of an operation that failed before it changed the
+// log (an append's write, roll or epoch entry, a flush): running out of
+// descriptors is ErrFileLimit and leaves the log as it was; anything else
+// fails the log.
+func (l *Log) ioError(err error, format string, args ...any) error {
+	if outOfDescriptors(err) {
+		return fmt.Errorf("%w: %s: %w", ErrFileLimit, fmt.Sprintf(format, args...), err)
+	}
+	return l.fail(storageError(err, format, args...))
+}
+
+// fail makes err, wrapping ErrStorage, the log's failure unless it already
+// has one, and returns it. A failed log takes no more writes, flushes or
+// truncations and its recovery point never moves again: after a failed
+// fsync Linux may have marked the dirty pages clean and report the next
+// fsync as a success ("fsyncgate"), so nothing written since the last good
+// fsync can be known durable. The first failure is logged and reported to
+// Options.OnStorageError, which takes the log dir offline; what was durable
+// before it is recovered from disk when the dir comes back.
+func (l *Log) fail(err error) error {
+	if !l.failure.CompareAndSwap(nil, &err) {
+		return err
+	}
+	l.logger.Error().Err(err).Str("dir", l.dir).Int64("recovery_point", l.recoveryPoint.Load()).
+		Int64("log_end_offset", l.logEndOffset.Load()).Msg("log failed: no more writes until its dir is reopened")
+	if l.onStorageError != nil {
+		l.onStorageError(err)
+	}
+	return err
+}
+
+// failed returns the log's failure, or nil while it has none.
+func (l *Log) failed() error {
+	if p := l.failure.Load(); p != nil {
+		return fmt.Errorf("log %s failed earlier: %w", l.dir, *p)
+	}
+	return nil
+}
+
+// Failed returns the I/O failure that failed the log, or nil.
+func (l *Log) Failed() error { return l.failed() }
+
+// usableLocked is the check every writer makes under mu before it changes
+// the log: ErrClosed, the log's failure, or nil.
+func (l *Log) usableLocked() error {
+	if l.closed.Load() {
+		return ErrClosed
+	}
+	return l.failed()
 }
 
 // AppendInfo describes an append.
@@ -104,6 +167,11 @@ type Log struct {
 	// epoch starting below it is written to the leader-epoch-checkpoint at
 	// once instead of at the next flush (assignEpochLocked). 0: none.
 	epochFloor int64
+
+	// failure holds the log's first storage failure (see fail); nil while
+	// healthy. onStorageError is Options.OnStorageError.
+	failure        atomic.Pointer[error]
+	onStorageError func(error)
 }
 
 func (l *Log) segmentList() []*segment  { return *l.segments.Load() }
@@ -168,13 +236,11 @@ func (l *Log) MaybeAssignEpochStartOffset(leaderEpoch int32, startOffset int64) 
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.closed.Load() {
-		return ErrClosed
+	if err := l.usableLocked(); err != nil {
+		return err
 	}
-	if err := l.epochs.AssignDeferred(leaderEpoch, startOffset); err != nil {
-		return storageError(err, "assign epoch %d at %d", leaderEpoch, startOffset)
-	}
-	return nil
+	// In memory only: nothing here touches the disk.
+	return l.epochs.AssignDeferred(leaderEpoch, startOffset)
 }
 
 // Size is the total bytes of all segments.

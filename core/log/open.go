@@ -56,6 +56,8 @@ func Open(opts Options) (*Log, error) {
 		cfg:    cfg,
 		logger: opts.Logger,
 		epochs: cache,
+
+		onStorageError: opts.OnStorageError,
 	}
 	if created {
 		err = l.startEmptyAt(opts.LogStartOffset, opts.SyncMetadata)
@@ -176,7 +178,9 @@ func (l *Log) shutdown(flush bool) error {
 	}
 	segs := l.segmentList()
 	var errs []error
-	if flush {
+	// A failed log fsyncs nothing more: its recovery point stays where the
+	// last good fsync left it (see fail).
+	if flush && l.failed() == nil {
 		if err := l.epochs.Persist(); err != nil {
 			errs = append(errs, err)
 		}

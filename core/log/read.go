@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+
+	"github.com/replicad/replicad/core/record"
 )
 
 // Read returns whole batches starting with the one holding startOffset, up to
@@ -25,6 +27,10 @@ func (l *Log) Read(startOffset int64, maxBytes int, maxOffset int64) (ReadInfo, 
 		}
 		info, err := l.read(startOffset, maxBytes, maxOffset)
 		if l.truncations.Load() == gen {
+			if errors.Is(err, ErrStorage) {
+				// Not a file a truncation closed under us: the disk failed.
+				err = l.fail(err)
+			}
 			return info, err
 		}
 		// A truncation ran during the read: what we read may mix old and new bytes.
@@ -49,6 +55,11 @@ func (l *Log) read(startOffset int64, maxBytes int, maxOffset int64) (ReadInfo, 
 		if err != nil {
 			if l.closed.Load() && errors.Is(err, fs.ErrClosed) {
 				return ReadInfo{}, ErrClosed
+			}
+			if errors.Is(err, record.ErrCorrupt) {
+				// Damage at rest, not a failing disk: the owner deals with
+				// the partition, the log goes on (core's corruption.go).
+				return ReadInfo{}, fmt.Errorf("log: read offset %d: %w", startOffset, err)
 			}
 			return ReadInfo{}, storageError(err, "read offset %d", startOffset)
 		}

@@ -24,8 +24,8 @@ func (l *Log) TruncateTo(offset int64) error {
 	defer l.syncMu.Unlock()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.closed.Load() {
-		return ErrClosed
+	if err := l.usableLocked(); err != nil {
+		return err
 	}
 	if leo := l.logEndOffset.Load(); offset >= leo {
 		// Always trim the epoch cache, as Kafka's UnifiedLog.truncateTo
@@ -34,19 +34,22 @@ func (l *Log) TruncateTo(offset int64) error {
 		// last fetched epoch, the leader would answer the same diverging
 		// epoch forever, and the truncation it asks for would change nothing.
 		if err := l.epochs.TruncateFromEnd(leo); err != nil {
-			return storageError(err, "truncate epoch cache to %d", leo)
+			return l.fail(storageError(err, "truncate epoch cache to %d", leo))
 		}
 		return nil
 	}
 	if offset < l.logStartOffset.Load() {
 		return l.truncateFullyLocked(offset)
 	}
+	// Whatever fails here fails the log, even running out of descriptors:
+	// the segments may be cut partway, and the epoch cache may be ahead of
+	// them. The offsets always follow what is left (truncateSegmentsLocked).
 	logEndOffset, err := l.truncateSegmentsLocked(offset)
 	if err != nil {
-		return storageError(err, "truncate to %d", offset)
+		return l.fail(storageError(err, "truncate to %d", offset))
 	}
 	if err := l.epochs.TruncateFromEnd(logEndOffset); err != nil {
-		return storageError(err, "truncate epoch cache to %d", logEndOffset)
+		return l.fail(storageError(err, "truncate epoch cache to %d", logEndOffset))
 	}
 	l.logger.Info().Str("dir", l.dir).Int64("offset", offset).Int64("log_end_offset", logEndOffset).
 		Msg("truncated log")
@@ -56,6 +59,11 @@ func (l *Log) TruncateTo(offset int64) error {
 // truncateSegmentsLocked cuts the segments before the batch holding offset
 // and moves the offsets down; it returns the new LEO. Readers retry around
 // it (see Read), so it does no more than that.
+//
+// When a step fails the log still ends where its segments do: a removal
+// that fails leaves the segments before the one it failed on, and the LEO
+// at that one's base offset; a cut that fails leaves the LEO at the end of
+// the segments kept, uncut. The caller fails the log.
 func (l *Log) truncateSegmentsLocked(offset int64) (int64, error) {
 	l.beginTruncation()
 	defer l.endTruncation()
@@ -64,29 +72,28 @@ func (l *Log) truncateSegmentsLocked(offset int64) (int64, error) {
 	// Newest first, so that a crash midway leaves the log a contiguous prefix.
 	for i := len(segs) - 1; i > keep; i-- {
 		if err := segs[i].remove(); err != nil {
-			l.setSegments(segs[:i])
+			l.endAtLocked(segs[:i], segs[i].baseOffset)
 			return 0, fmt.Errorf("delete segment %d: %w", segs[i].baseOffset, err)
 		}
 	}
 	if keep+1 < len(segs) {
+		l.endAtLocked(segs[:keep+1], segs[keep+1].baseOffset)
 		// The removals must be durable before the cut of the segment that
 		// stays can be: a power loss keeping the cut but not the removals
 		// would leave a gap that recovery, trusting the segments below the
 		// recovery point the owner has not lowered yet, would serve.
 		if err := l.fsys.SyncDir(l.dir); err != nil {
-			l.setSegments(segs[:keep+1])
 			return 0, err
 		}
 	}
 	segs = segs[:keep+1]
-	l.setSegments(segs)
+	// On failure the segment's size is the one it had: truncate publishes
+	// the new one only once the file is cut.
 	logEndOffset, err := segs[keep].truncateAt(offset)
 	if err != nil {
 		return 0, err
 	}
-	l.logEndOffset.Store(logEndOffset)
-	l.lowerRecoveryPointLocked(logEndOffset)
-	l.clampHighWatermark()
+	l.endAtLocked(segs, logEndOffset)
 	// Durable before the epoch cache is trimmed and before any new epoch
 	// is written at once below epochFloor: a power loss that undid the cut
 	// would bring back batches whose epochs the durable cache no longer
@@ -95,6 +102,15 @@ func (l *Log) truncateSegmentsLocked(offset int64) (int64, error) {
 		return 0, err
 	}
 	return logEndOffset, nil
+}
+
+// endAtLocked makes segs, which end at end, the log's segments, with the
+// offsets following them down: LEO, recovery point, HW.
+func (l *Log) endAtLocked(segs []*segment, end int64) {
+	l.setSegments(segs)
+	l.logEndOffset.Store(end)
+	l.lowerRecoveryPointLocked(end)
+	l.clampHighWatermark()
 }
 
 // truncateAt cuts the segment before the batch holding offset, returning
@@ -125,24 +141,25 @@ func (l *Log) TruncateFullyAndStartAt(offset int64) error {
 	defer l.syncMu.Unlock()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.closed.Load() {
-		return ErrClosed
+	if err := l.usableLocked(); err != nil {
+		return err
 	}
 	return l.truncateFullyLocked(offset)
 }
 
 // truncateFullyLocked deletes every segment and starts an empty one at
 // offset, which becomes every offset of the log. Runs under mu (or in Open).
+// Any failure fails the log (see truncateSegmentsLocked).
 func (l *Log) truncateFullyLocked(offset int64) error {
 	if err := l.replaceSegmentsLocked(offset); err != nil {
-		return storageError(err, "truncate fully")
+		return l.fail(storageError(err, "truncate fully"))
 	}
 	// The old segments must not come back after a crash next to the new one.
 	if err := l.fsys.SyncDir(l.dir); err != nil {
-		return storageError(err, "truncate fully")
+		return l.fail(storageError(err, "truncate fully"))
 	}
 	if err := l.epochs.Clear(); err != nil {
-		return storageError(err, "clear epoch cache")
+		return l.fail(storageError(err, "clear epoch cache"))
 	}
 	l.logger.Info().Str("dir", l.dir).Int64("offset", offset).Msg("truncated log fully")
 	return nil
@@ -156,12 +173,13 @@ func (l *Log) replaceSegmentsLocked(offset int64) error {
 	segs := l.segmentList()
 	for i := len(segs) - 1; i >= 0; i-- {
 		if err := segs[i].remove(); err != nil {
-			l.setSegments(segs[:i+1])
+			l.emptiedLocked(segs[:max(i, 1)], segs[i].baseOffset, i == 0)
 			return fmt.Errorf("delete segment %d: %w", segs[i].baseOffset, err)
 		}
 	}
 	seg, err := createSegment(l.fsys, l.dir, offset)
 	if err != nil {
+		l.emptiedLocked(segs[:1], offset, true)
 		return err
 	}
 	l.setSegments([]*segment{seg})
@@ -173,6 +191,20 @@ func (l *Log) replaceSegmentsLocked(offset int64) error {
 	l.highWatermark.Store(offset)
 	l.hwMu.Unlock()
 	return nil
+}
+
+// emptiedLocked is where a full truncation that failed leaves the log:
+// ending at end with segs, the segments not removed. With none left
+// (empty), segs is the oldest, closed and unreadable, kept only because the
+// list is never empty: the log is empty then (log start = LEO = end), so no
+// read reaches it. The caller fails the log.
+func (l *Log) emptiedLocked(segs []*segment, end int64, empty bool) {
+	if empty {
+		l.logStartOffset.Store(end)
+	} else {
+		l.logStartOffset.Store(min(l.logStartOffset.Load(), end))
+	}
+	l.endAtLocked(segs, end)
 }
 
 // beginTruncation and endTruncation bracket changes to bytes that readers

@@ -158,14 +158,9 @@ func (m *Manager) closeAll(logs []*log.Log) {
 // given up its logs (MarkDirOffline), so this one must not be handed out.
 // what names the log in errors ("log", "future log").
 func (m *Manager) openNewLog(d *logDir, t tp.TopicPartition, name, what, topicID string, syncMetadata bool, into map[tp.TopicPartition]hostedLog, countPartition bool) (*log.Log, error) {
-	l, err := log.Open(log.Options{
-		Dir:            filepath.Join(d.path, name),
-		TopicPartition: t,
-		Config:         m.cfg.LogConfig,
-		SyncMetadata:   syncMetadata,
-		Logger:         m.cfg.Logger,
-		FS:             m.fsys,
-	})
+	opts := m.logOptions(d, filepath.Join(d.path, name), t)
+	opts.SyncMetadata = syncMetadata
+	l, err := log.Open(opts)
 	if err == nil && topicID != "" {
 		if err = writePartitionMetadata(m.fsys, l.Dir(), topicID, syncMetadata); err != nil {
 			_ = l.Close()

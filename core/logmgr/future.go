@@ -183,16 +183,9 @@ func (m *Manager) ReplaceCurrentWithFutureLog(t tp.TopicPartition, highWatermark
 	if err := m.fsys.SyncDir(fut.dir.path); err != nil {
 		return nil, m.replaceFailed(fut.dir, t, "sync future log dir", err)
 	}
-	l, err := log.Open(log.Options{
-		Dir:            final,
-		TopicPartition: t,
-		Config:         m.cfg.LogConfig,
-		RecoveryPoint:  fut.log.RecoveryPoint(),
-		LogStartOffset: logStart,
-		SyncMetadata:   true,
-		Logger:         m.cfg.Logger,
-		FS:             m.fsys,
-	})
+	opts := m.logOptions(fut.dir, final, t)
+	opts.RecoveryPoint, opts.LogStartOffset = fut.log.RecoveryPoint(), logStart
+	l, err := log.Open(opts)
 	if err != nil {
 		return nil, m.replaceFailed(fut.dir, t, "reopen moved log", err)
 	}
@@ -249,16 +242,9 @@ func (m *Manager) promoteOrphanFutures(futures map[tp.TopicPartition]hostedLog) 
 		if err := m.fsys.SyncDir(h.dir.path); err != nil {
 			return nil, fmt.Errorf("logmgr: promote future log %s: %w", t, err)
 		}
-		l, err := log.Open(log.Options{
-			Dir:            final,
-			TopicPartition: t,
-			Config:         m.cfg.LogConfig,
-			RecoveryPoint:  recoveryPoint,
-			LogStartOffset: logStart,
-			SyncMetadata:   true,
-			Logger:         m.cfg.Logger,
-			FS:             m.fsys,
-		})
+		opts := m.logOptions(h.dir, final, t)
+		opts.RecoveryPoint, opts.LogStartOffset = recoveryPoint, logStart
+		l, err := log.Open(opts)
 		if err != nil {
 			return nil, fmt.Errorf("logmgr: promote future log %s: %w", t, err)
 		}

@@ -220,6 +220,36 @@ func (m *Manager) reportFailure(d *logDir, err error) {
 	}
 }
 
+// logOptions are the options every log of d opens with, at path: the
+// manager's config, metadata fsynced, and the log's storage failures
+// reported as d's (Kafka's LogDirFailureChannel: every I/O error of a log,
+// leader, follower or future, reaches the one path that takes d offline).
+func (m *Manager) logOptions(d *logDir, path string, t tp.TopicPartition) log.Options {
+	return log.Options{
+		Dir:            path,
+		TopicPartition: t,
+		Config:         m.cfg.LogConfig,
+		SyncMetadata:   true,
+		Logger:         m.cfg.Logger,
+		FS:             m.fsys,
+		OnStorageError: func(err error) {
+			m.reportFailure(d, fmt.Errorf("logmgr: log %s in %s: %w", t, d.path, err))
+		},
+	}
+}
+
+// ReportFailure reports a storage failure of the dir at path, as the logs
+// of the dir report theirs: the dir's first failure reaches Failures. An
+// unknown path is ignored.
+func (m *Manager) ReportFailure(path string, err error) {
+	m.mu.RLock()
+	d := m.findDirLocked(path)
+	m.mu.RUnlock()
+	if d != nil {
+		m.reportFailure(d, err)
+	}
+}
+
 // findDirLocked returns the configured dir at path, or nil.
 func (m *Manager) findDirLocked(path string) *logDir {
 	if abs, err := filepath.Abs(path); err == nil {

@@ -144,7 +144,7 @@ func (m *Manager) loadLogs() error {
 	var wg sync.WaitGroup
 	for i, d := range m.dirs {
 		if d.online {
-			wg.Go(func() { loaded[i], loadedFutures[i], topicIDs[i], stale[i], errs[i] = m.loadDir(d.path) })
+			wg.Go(func() { loaded[i], loadedFutures[i], topicIDs[i], stale[i], errs[i] = m.loadDir(d) })
 		}
 	}
 	wg.Wait()
@@ -203,8 +203,9 @@ func (m *Manager) loadLogs() error {
 // loadDir reads dir's checkpoints and opens its partition logs and future
 // logs, a few at a time. It returns the logs, the future logs and the
 // deleted-log dirs still to be removed.
-func (m *Manager) loadDir(dir string) (logs, futures map[tp.TopicPartition]*log.Log, topicIDs map[string]string, stale []string, err error) {
+func (m *Manager) loadDir(d *logDir) (logs, futures map[tp.TopicPartition]*log.Log, topicIDs map[string]string, stale []string, err error) {
 	start := time.Now()
+	dir := d.path
 	recoveryPoints, err := checkpoint.ReadOffsets(m.fsys, filepath.Join(dir, RecoveryPointCheckpoint))
 	if err != nil {
 		return nil, nil, nil, nil, fmt.Errorf("logmgr: load %s: %w", RecoveryPointCheckpoint, err)
@@ -227,16 +228,9 @@ func (m *Manager) loadDir(dir string) (logs, futures map[tp.TopicPartition]*log.
 		// every segment is recovered. A dir holds at most one of a
 		// partition's current and future logs, so the checkpoint entry is
 		// that one's.
-		l, err := log.Open(log.Options{
-			Dir:            filepath.Join(dir, parts[i].name),
-			TopicPartition: t,
-			Config:         m.cfg.LogConfig,
-			RecoveryPoint:  recoveryPoints[t],
-			LogStartOffset: logStarts[t],
-			SyncMetadata:   true,
-			Logger:         m.cfg.Logger,
-			FS:             m.fsys,
-		})
+		opts := m.logOptions(d, filepath.Join(dir, parts[i].name), t)
+		opts.RecoveryPoint, opts.LogStartOffset = recoveryPoints[t], logStarts[t]
+		l, err := log.Open(opts)
 		if err != nil {
 			mu.Lock()
 			if firstErr == nil {
