@@ -78,6 +78,7 @@ func (c *Controller) registerBroker(ctx context.Context, b store.Broker, reg reg
 	}
 	bs.info, bs.lastSeen, bs.shuttingDown, bs.incarnation, bs.movePending = info, c.cfg.Clock.Now(), false, incarnation, false
 	bs.offline, bs.storageErrors = nil, nil // a new life: its heartbeats say again
+	bs.refusing.Store(false)
 	c.openQueueLocked(bs)
 	c.log.Info().Int32("broker", info.ID).Int64("broker_epoch", info.Epoch).Str("host", info.Host).Int32("port", info.Port).
 		Msg("broker registered")

@@ -121,9 +121,12 @@ type brokerState struct {
 	movePending bool
 	// offline are the replicas the broker's last heartbeat reported
 	// offline, storageErrors those it answered a LeaderAndIsr for with
-	// STORAGE_ERROR: neither leads nor
-	// joins an ISR. Both are cleared when it registers again.
+	// STORAGE_ERROR (until it takes one for them): neither leads nor joins
+	// an ISR. Both are cleared when it registers again. refusing says
+	// storageErrors is not empty, for the broker queue's goroutine, which
+	// cannot take the controller's lock.
 	offline, storageErrors map[partitionKey]struct{}
+	refusing               atomic.Bool
 	client                 replicadv1.ReplicaManagerServiceClient
 	conn                   io.Closer
 	queue                  *brokerqueue.Queue

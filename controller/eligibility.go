@@ -82,40 +82,62 @@ func (c *Controller) setOfflineLocked(ctx context.Context, bs *brokerState, repo
 	c.moveOfflineReplicasLocked(ctx, bs, "offline replicas in the broker's heartbeat")
 }
 
-// storageErrors are the partitions a LeaderAndIsr answer refused with
-// STORAGE_ERROR.
-func storageErrors(resp *replicadv1.LeaderAndIsrResponse) []partitionKey {
-	var failed []partitionKey
+// storageOutcomes sorts the partitions of a LeaderAndIsr answer: failed,
+// refused with STORAGE_ERROR; healthy, taken (NONE).
+func storageOutcomes(resp *replicadv1.LeaderAndIsrResponse) (failed, healthy []partitionKey) {
 	for _, pe := range resp.GetPartitionErrors() {
-		if pe.GetErrorCode() == replicadv1.ErrorCode_ERROR_CODE_STORAGE_ERROR {
-			failed = append(failed, partitionKey{pe.GetTopic(), pe.GetPartition()})
+		k := partitionKey{pe.GetTopic(), pe.GetPartition()}
+		switch pe.GetErrorCode() {
+		case replicadv1.ErrorCode_ERROR_CODE_STORAGE_ERROR:
+			failed = append(failed, k)
+		case replicadv1.ErrorCode_ERROR_CODE_NONE:
+			healthy = append(healthy, k)
 		}
 	}
-	return failed
+	return failed, healthy
 }
 
-// noteStorageErrors handles the partitions a LeaderAndIsr answer of broker
-// id's incarnation epoch refused with STORAGE_ERROR: they are offline on it
-// until it registers again, and are moved away. It runs on its own
+// noteStorageOutcomes handles a LeaderAndIsr answer of broker id's
+// incarnation epoch. The partitions it refused with STORAGE_ERROR are
+// offline on the broker, and moved away, until it takes a LeaderAndIsr for
+// them again or registers again: a replica in a failed log dir answers
+// STORAGE_ERROR to every one, while one that refused to lead a damaged log
+// takes the next, as a follower, once it repaired it (core's
+// repairDamagedLog), and may then rejoin the ISR. It runs on its own
 // goroutine: the broker queue that got the answer must not wait for the
-// controller's lock.
-func (c *Controller) noteStorageErrors(id int32, epoch int64, failed []partitionKey) {
-	ctx, span := c.tracer.Start(context.Background(), "Controller.handleStorageErrors", trace.WithAttributes(
-		attribute.Int("replicad.broker", int(id)), attribute.Int64("replicad.broker_epoch", epoch),
-		attribute.Int("replicad.partitions", len(failed))))
-	defer span.End()
+// controller's lock. Two answers' goroutines may run out of order; either
+// way the replica is at worst kept offline until its next answer, or
+// offered leadership that it refuses again: the broker, not this mark,
+// guards its data.
+func (c *Controller) noteStorageOutcomes(id int32, epoch int64, failed, healthy []partitionKey) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	bs, found := c.brokers[id]
 	if !c.active || !found || bs.info.Epoch != epoch || bs.info.Fenced {
 		return
 	}
+	for _, k := range healthy {
+		if _, ok := bs.storageErrors[k]; ok {
+			delete(bs.storageErrors, k)
+			c.log.Info().Int32("broker", id).Str("topic", k.topic).Int32("partition", k.partition).
+				Msg("broker took a LeaderAndIsr for a replica it had refused with STORAGE_ERROR: it may rejoin the ISR")
+		}
+	}
+	bs.refusing.Store(len(bs.storageErrors) > 0)
+	if len(failed) == 0 {
+		return
+	}
+	ctx, span := c.tracer.Start(context.Background(), "Controller.handleStorageErrors", trace.WithAttributes(
+		attribute.Int("replicad.broker", int(id)), attribute.Int64("replicad.broker_epoch", epoch),
+		attribute.Int("replicad.partitions", len(failed))))
+	defer span.End()
 	if bs.storageErrors == nil {
 		bs.storageErrors = make(map[partitionKey]struct{})
 	}
 	for _, k := range failed {
 		bs.storageErrors[k] = struct{}{}
 	}
+	bs.refusing.Store(true)
 	c.log.Warn().Int32("broker", id).Int("partitions", len(failed)).Str("topic", failed[0].topic).Int32("partition", failed[0].partition).
 		Msg("broker answered STORAGE_ERROR: its replicas are offline")
 	c.moveOfflineReplicasLocked(ctx, bs, "STORAGE_ERROR in the broker's LeaderAndIsr answer")

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"slices"
 	"testing"
 
 	"github.com/replicad/replicad/controller/store"
@@ -120,5 +121,50 @@ func TestOfflineReplicasLeaveTheIsrAndAreNotElected(t *testing.T) {
 	waitFor(t, "t-1's leadership to move off broker 3 after its STORAGE_ERROR", func() bool {
 		p := h.part("t", 1)
 		return p.Leader != 3 && p.Leader != store.NoLeader && len(p.ISR) == 2
+	})
+}
+
+// A replica that refused a LeaderAndIsr with STORAGE_ERROR (a broker whose
+// log is damaged refuses to lead) is offline only until it takes one: once
+// it answers NONE (it followed, and repaired its log), its leader may bring
+// it back into the ISR (issue 10, path 9).
+func TestStorageErrorEndsWhenTheReplicaTakesALeaderAndIsr(t *testing.T) {
+	h := startCluster(t, 3)
+	h.createTopic("t", 2, 3) // t-1 [2 3 1] leader 2
+	ctx := context.Background()
+	f3 := h.fake(3)
+	f3.mu.Lock()
+	f3.storageErrorFor = map[partitionKey]bool{{"t", 1}: true}
+	f3.mu.Unlock()
+	three := int32(3)
+	if er, err := h.c.ElectLeader(ctx, &replicadv1.ElectLeaderRequest{Topic: "t", Partition: 1, Leader: &three}); err != nil || er.GetErrorCode() != codeNone {
+		t.Fatalf("elect 3 for t-1: %v %v", er, err)
+	}
+	waitFor(t, "t-1's leadership to move off broker 3 after its STORAGE_ERROR", func() bool {
+		p := h.part("t", 1)
+		return p.Leader != 3 && p.Leader != store.NoLeader && !slices.Contains(p.ISR, 3)
+	})
+	p := h.part("t", 1)
+	if ar := h.alter(p.Leader, p, append(slices.Clone(p.ISR), 3)...); ar.GetPartitions()[0].GetErrorCode() != replicadv1.ErrorCode_ERROR_CODE_INELIGIBLE_REPLICA {
+		t.Fatalf("ISR expansion with the refusing replica: %v, want INELIGIBLE_REPLICA", ar)
+	}
+
+	// Broker 3 follows now: the next LeaderAndIsr for t-1 is answered NONE.
+	f3.mu.Lock()
+	f3.storageErrorFor = nil
+	f3.mu.Unlock()
+	other := p.ISR[0]
+	if other == p.Leader {
+		other = p.ISR[1]
+	}
+	if er, err := h.c.ElectLeader(ctx, &replicadv1.ElectLeaderRequest{Topic: "t", Partition: 1, Leader: &other}); err != nil || er.GetErrorCode() != codeNone {
+		t.Fatalf("elect %d for t-1: %v %v", other, er, err)
+	}
+	p = h.part("t", 1)
+	waitLAI(t, h, 3, p)
+	waitFor(t, "broker 3 back in t-1's ISR", func() bool {
+		p := h.part("t", 1)
+		ar := h.alter(p.Leader, p, append(slices.Clone(p.ISR), 3)...)
+		return ar.GetPartitions()[0].GetErrorCode() == codeNone
 	})
 }

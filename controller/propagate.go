@@ -35,8 +35,8 @@ func (c *Controller) openQueueLocked(bs *brokerState) {
 		// Off the queue's goroutine: the answer is handled under the
 		// controller's lock, which a decision closing this queue may hold.
 		OnLeaderAndIsrResponse: func(_ int32, resp *replicadv1.LeaderAndIsrResponse) {
-			if failed := storageErrors(resp); len(failed) > 0 {
-				go c.noteStorageErrors(id, epoch, failed)
+			if failed, healthy := storageOutcomes(resp); len(failed) > 0 || (len(healthy) > 0 && bs.refusing.Load()) {
+				go c.noteStorageOutcomes(id, epoch, failed, healthy)
 			}
 		},
 		OnStopReplicaResponse: func(_ int32, req *replicadv1.StopReplicaRequest, resp *replicadv1.StopReplicaResponse) {

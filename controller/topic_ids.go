@@ -135,7 +135,7 @@ func deletionStop(d store.DeletedTopic, partition int32) *replicadv1.StopReplica
 // completeDeletions records the replicas of deleted topics that broker id
 // (incarnation epoch) answered a StopReplica with delete for with NONE: it
 // holds no log of them any more. It runs on its own goroutine, off the
-// broker queue's (see noteStorageErrors).
+// broker queue's (see noteStorageOutcomes).
 func (c *Controller) completeDeletions(id int32, epoch int64, req *replicadv1.StopReplicaRequest, resp *replicadv1.StopReplicaResponse) {
 	if len(resp.GetPartitionErrors()) != len(req.GetPartitions()) {
 		return // not an answer item by item: the next registration resends

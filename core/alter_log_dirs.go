@@ -438,19 +438,18 @@ func (p *Partition) replaceCurrentWithFutureLog() (bool, error) {
 }
 
 // truncateDivergedFutureLocked cuts the future log at d, the first offset at
-// which its records' epochs differ from the current log's, and checkpoints its
-// lowered recovery point; the alter-log-dirs fetcher, added back by the
-// caller, copies the current log's records from there.
+// which its records' epochs differ from the current log's; the
+// alter-log-dirs fetcher, added back by the caller, copies the current log's
+// records from there.
 func (p *Partition) truncateDivergedFutureLocked(fut *log.Log, d int64) error {
 	t := p.topicPartition
 	p.env.logger.Warn().Str("topic", t.Topic).Int32("partition", t.Partition).Int64("offset", d).
 		Int64("log_end_offset", fut.LogEndOffset()).
 		Msg("future log diverges from the current log at an equal log end offset: truncating it instead of swapping it in")
+	// The truncation has the future's dir checkpoint its lowered recovery
+	// point first (logmgr).
 	if err := fut.TruncateTo(d); err != nil {
 		return fmt.Errorf("%w: truncate diverged future log to %d: %w", errFutureCopy, d, err)
-	}
-	if err := p.env.logs.CheckpointLogOffsetsOfFuture(t); err != nil {
-		return fmt.Errorf("%w: %w", errFutureCopy, err)
 	}
 	return nil
 }

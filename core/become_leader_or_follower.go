@@ -3,6 +3,7 @@ package core
 import (
 	"cmp"
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -12,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/replicad/replicad/core/log"
 	"github.com/replicad/replicad/core/tp"
 	"github.com/replicad/replicad/internal/spanevents"
 )
@@ -218,6 +220,35 @@ func (rm *ReplicaManager) deleteStrayLocked(ctx context.Context, slog zerolog.Lo
 	return code
 }
 
+// repairDamagedLog cuts the partition's log at its damage, when it opened
+// damaged below its recovery point (log.Damaged), before the partition
+// follows a live leader: the leader has the records from there, and the
+// fetcher brings them back. A partition without a live leader keeps its
+// damaged log, and every byte of it, until it has one.
+func (rm *ReplicaManager) repairDamagedLog(ctx context.Context, slog zerolog.Logger, tr partitionTransition) error {
+	l := tr.partition.Log()
+	if l == nil {
+		return nil
+	}
+	d, ok := l.Damaged()
+	if !ok {
+		return nil
+	}
+	_, span := rm.tracer.Start(ctx, "Partition.repairDamagedLog", trace.WithAttributes(append(transitionAttrs(tr),
+		attribute.Int64("replicad.damaged_offset", d.Offset), attribute.Int64("replicad.recovery_point", d.RecoveryPoint),
+		attribute.String("replicad.reason", d.Cause.Error()))...))
+	defer span.End()
+	err := l.RepairDamage()
+	stateFields(slog.Warn(), tr.state).Int64("damaged_offset", d.Offset).Int64("recovery_point", d.RecoveryPoint).
+		Str("damage", d.Cause.Error()).Err(err).
+		Msg("Repairing a log damaged below its recovery point before following the leader: it is cut at the damage and fetched again from there")
+	if err != nil {
+		span.RecordError(err)
+		setErrorCode(span, storageErrorCode(err))
+	}
+	return err
+}
+
 // isRefresh reports a LeaderAndIsr that keeps the partition's leader and
 // leader epoch but carries a newer partition epoch: the controller's ISR
 // for the same leadership (Kafka's makeLeader takes partitionEpoch >=
@@ -371,6 +402,9 @@ func (rm *ReplicaManager) makeFollowers(ctx context.Context, slog zerolog.Logger
 		_, alive := rm.metadata.aliveBroker(tr.state.Leader)
 		switch {
 		case alive:
+			if errs[i] = rm.repairDamagedLog(ctx, slog, tr); errs[i] != nil {
+				break
+			}
 			didChange[i], errs[i] = tr.partition.makeFollower(tr.state, false /* syncMetadata */)
 		case tr.state.Leader == noLeader:
 			// The controller left the partition without a leader (no ISR
@@ -540,6 +574,11 @@ func setErrorCode(span trace.Span, code ErrorCode) {
 // itself was reported by whoever met it (the log or the log manager), and
 // takes the log dir offline from there.
 func (rm *ReplicaManager) stateChangeFailed(slog zerolog.Logger, st PartitionState, transition string, err error) {
+	if errors.Is(err, log.ErrDamaged) {
+		stateFields(slog.Error(), st).Err(err).Str("transition", transition).
+			Msg("Refused the state change: the local log is damaged below its recovery point; another replica must lead, and this one is repaired when it follows")
+		return
+	}
 	stateFields(slog.Error(), st).Err(err).Str("transition", transition).
 		Msg("Skipped the state change since the replica for the partition is offline due to disk error")
 }

@@ -39,22 +39,43 @@ func (e *corruptBatch) Error() string {
 func (e *corruptBatch) Unwrap() error { return record.ErrCorrupt }
 
 // verifyBatches returns the batches of data, read from a log starting at
-// offset, up to the first that is damaged (it does not parse or fails its
-// CRC), and that one as a corruptBatch (nil when all are sound).
+// offset, up to the first that is damaged, and that one as a corruptBatch
+// (nil when all are sound). Damaged: it does not parse, fails its CRC, or
+// has a base offset (outside the CRC) that its place contradicts: the first
+// must hold offset, and each next one start where the one before ended.
+// (The leader epoch is outside the CRC too, and not checked.)
 func verifyBatches(data []byte, offset int64) ([]byte, *corruptBatch) {
 	rest, n := data, 0
+	next := int64(-1) // where the next batch must start; -1: the first holds offset
 	for len(rest) > 0 {
-		b, next, err := record.Next(rest)
+		b, after, err := record.Next(rest)
 		if err == nil {
-			err = b.Verify()
+			// The CRC alone: the batch passed Verify when it was appended.
+			err = b.VerifyChecksum()
+		}
+		if err == nil {
+			err = placeError(b, offset, next)
 		}
 		if err != nil {
 			return data[:n], &corruptBatch{offset: nextOffsetAfter(data[:n], offset), err: err}
 		}
 		n += len(b)
-		rest = next
+		rest = after
+		next = b.NextOffset()
 	}
 	return data, nil
+}
+
+// placeError says why b cannot be the batch read where it was: the first
+// (next < 0) must hold offset, a later one start at next.
+func placeError(b record.Batch, offset, next int64) error {
+	switch {
+	case next < 0 && (b.BaseOffset() > offset || b.LastOffset() < offset):
+		return fmt.Errorf("%w: batch at base offset %d (last %d) read for offset %d", record.ErrCorrupt, b.BaseOffset(), b.LastOffset(), offset)
+	case next >= 0 && b.BaseOffset() != next:
+		return fmt.Errorf("%w: batch at base offset %d follows one ending at %d", record.ErrCorrupt, b.BaseOffset(), next)
+	}
+	return nil
 }
 
 // readVerified reads l from offset (as log.Read does) and returns its sound

@@ -108,3 +108,18 @@ func TestFollowerFetchOfADamagedBatch(t *testing.T) {
 		t.Fatal("one damaged batch took the log dir offline")
 	}
 }
+
+// The base offset is outside a batch's CRC: damage to it is found by the
+// batch's place instead (the first batch read holds the offset asked for,
+// each next one starts where the one before ended), and answered
+// CORRUPT_MESSAGE rather than served at the wrong offsets.
+func TestDamagedBatchBaseOffsetIsReported(t *testing.T) {
+	h, size := threeBatches(t)
+	h.corruptAt(2*size+7, []byte{9}) // the third batch's base offset becomes 9
+	if r := h.consumeAt(0); r.Error != ErrNone || len(r.Records) != 2 {
+		t.Fatalf("consume at 0: %v with %d records, want the two sound batches", r.Error, len(r.Records))
+	}
+	if r := h.consumeAt(2); r.Error != ErrCorruptMessage || len(r.Records) != 0 {
+		t.Fatalf("consume at the damaged batch: %v with %d records, want CORRUPT_MESSAGE", r.Error, len(r.Records))
+	}
+}

@@ -21,19 +21,3 @@ func (rm *ReplicaManager) FollowerLog(t tp.TopicPartition) (*log.Log, func() int
 	}
 	return p.log, p.LeaderEpoch, true
 }
-
-// CheckpointAfterTruncation writes the recovery-point checkpoint of the log
-// dir holding t, after a follower truncated t's log: see
-// logmgr.Manager.CheckpointLogOffsetsOf. A failure takes the dir offline.
-func (rm *ReplicaManager) CheckpointAfterTruncation(t tp.TopicPartition) error {
-	return rm.logs.CheckpointLogOffsetsOf(t)
-}
-
-// CheckpointFutureAfterTruncation is CheckpointAfterTruncation for t's future
-// log (a replica being moved between log dirs), after the alter-log-dirs
-// fetcher truncated it: it writes the recovery-point checkpoint of the dir the
-// future log is in (logmgr.Manager.CheckpointLogOffsetsOfFuture). A failure
-// takes that dir offline.
-func (rm *ReplicaManager) CheckpointFutureAfterTruncation(t tp.TopicPartition) error {
-	return rm.logs.CheckpointLogOffsetsOfFuture(t)
-}

@@ -234,6 +234,19 @@ func (p *Partition) makeLeader(st PartitionState, syncMetadata bool) (isNewLeade
 func (p *Partition) makeLeaderLocked(st PartitionState, syncMetadata bool) (isNewLeader bool, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	// A log damaged below its recovery point lacks committed records its
+	// ISR peers have: leading would truncate them from every follower. It
+	// refuses, changing nothing, and the controller, answered
+	// STORAGE_ERROR, elects another replica (see log.Damaged).
+	// The log may not be the partition's yet (the first LeaderAndIsr after a
+	// restart): the log manager opened it.
+	if l, ok := p.env.logs.GetLog(p.topicPartition); ok {
+		if d, ok := l.Damaged(); ok {
+			p.log = l // the partition's all the same: it is not offline
+			return false, fmt.Errorf("%w: refusing leadership at epoch %d: the log is damaged at offset %d, below its recovery point %d: %w",
+				log.ErrDamaged, st.LeaderEpoch, d.Offset, d.RecoveryPoint, d.Cause)
+		}
+	}
 	// Record the epoch of the controller that made the decision.
 	p.controllerEpoch = st.ControllerEpoch
 	p.updateAssignmentAndIsrLocked(st.Replicas, st.ISR)
@@ -404,6 +417,9 @@ func (p *Partition) info() PartitionInfo {
 		in.LogStartOffset = p.log.LogStartOffset()
 		in.LogDir, _ = p.env.logs.DirOf(p.topicPartition)
 		in.FutureLogDir, _ = p.env.logs.FutureDirOf(p.topicPartition)
+		if d, ok := p.log.Damaged(); ok {
+			in.DamagedOffset = &d.Offset
+		}
 	}
 	return in
 }
@@ -526,7 +542,7 @@ func storageErrorCode(err error) ErrorCode {
 		return ErrNone
 	case errors.Is(err, log.ErrBatchTooLarge):
 		return ErrMessageTooLarge
-	case errors.Is(err, log.ErrStorage), errors.Is(err, log.ErrFileLimit), errors.Is(err, logmgr.ErrDirOffline),
+	case errors.Is(err, log.ErrStorage), errors.Is(err, log.ErrFileLimit), errors.Is(err, log.ErrDamaged), errors.Is(err, logmgr.ErrDirOffline),
 		errors.Is(err, logmgr.ErrNoOnlineDir), errors.Is(err, log.ErrClosed):
 		return ErrStorageError
 	default:

@@ -129,6 +129,9 @@ type PartitionInfo struct {
 	LogDir          string
 	FutureLogDir    string
 	TopicID         string
+	// DamagedOffset is where the log's sound part ends when it opened
+	// damaged below its recovery point (log.Damaged); nil for a sound log.
+	DamagedOffset *int64
 }
 
 // LogDirInfo describes one log dir.

@@ -165,6 +165,7 @@ func describeToProto(d core.Description) *replicadv1.DescribePartitionsResponse 
 			ControllerEpoch: p.ControllerEpoch,
 			FutureLogDir:    p.FutureLogDir,
 			TopicId:         p.TopicID,
+			DamagedOffset:   p.DamagedOffset,
 		})
 	}
 	for _, dir := range d.LogDirs {

@@ -103,7 +103,8 @@ func TestDescribeAndCheckpointTranslate(t *testing.T) {
 	rm := &fakeRM{
 		description: core.Description{BrokerID: 1, ControllerEpoch: 4,
 			Partitions: []core.PartitionInfo{{TopicPartition: tp.TopicPartition{Topic: "t", Partition: 2}, Role: core.RoleFollower, Leader: 2, LeaderEpoch: 5,
-				PartitionEpoch: 6, ControllerEpoch: 4, Replicas: []int32{1, 2}, ISR: []int32{2}, HighWatermark: 10, LogEndOffset: 12, LogStartOffset: 1, LogDir: "/d"}},
+				PartitionEpoch: 6, ControllerEpoch: 4, Replicas: []int32{1, 2}, ISR: []int32{2}, HighWatermark: 10, LogEndOffset: 12, LogStartOffset: 1, LogDir: "/d",
+				DamagedOffset: ptr(int64(7))}},
 			LogDirs: []core.LogDirInfo{{Path: "/d", Online: true, PartitionCount: 1}, {Path: "/e"}},
 		},
 		checkpoint: []core.DirCheckpoint{{Dir: "/d", Partitions: 1}, {Dir: "/e", Error: core.ErrStorageError}},
@@ -118,7 +119,8 @@ func TestDescribeAndCheckpointTranslate(t *testing.T) {
 	}
 	mustProtoEqual(t, "describe", d, &replicadv1.DescribePartitionsResponse{BrokerId: 1, ControllerEpoch: 4,
 		Partitions: []*replicadv1.PartitionDescription{{Topic: "t", Partition: 2, Role: replicadv1.ReplicaRole_REPLICA_ROLE_FOLLOWER, Leader: 2, LeaderEpoch: 5,
-			PartitionEpoch: 6, ControllerEpoch: 4, Replicas: []int32{1, 2}, Isr: []int32{2}, HighWatermark: 10, LogEndOffset: 12, LogStartOffset: 1, LogDir: "/d"}},
+			PartitionEpoch: 6, ControllerEpoch: 4, Replicas: []int32{1, 2}, Isr: []int32{2}, HighWatermark: 10, LogEndOffset: 12, LogStartOffset: 1, LogDir: "/d",
+			DamagedOffset: ptr(int64(7))}},
 		LogDirs: []*replicadv1.LogDirDescription{{Path: "/d", Online: true, PartitionCount: 1}, {Path: "/e"}},
 	})
 	if _, err := c.DescribePartitions(ctx, &replicadv1.DescribePartitionsRequest{}); err != nil {

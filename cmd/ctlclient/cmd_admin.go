@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"flag"
+	"fmt"
 	"strings"
 
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
@@ -139,6 +140,9 @@ func printDescription(e *env, resp *replicadv1.DescribePartitionsResponse) error
 		dir := p.GetLogDir()
 		if p.GetFutureLogDir() != "" {
 			dir += " -> " + p.GetFutureLogDir()
+		}
+		if p.DamagedOffset != nil {
+			dir += fmt.Sprintf(" (DAMAGED at %d: refuses leadership until repaired)", p.GetDamagedOffset())
 		}
 		t.row(p.GetTopic(), p.GetPartition(), roleName(p.GetRole()), p.GetLeader(), p.GetLeaderEpoch(), p.GetPartitionEpoch(),
 			joinInt32s(p.GetReplicas()), joinInt32s(p.GetIsr()), p.GetHighWatermark(), p.GetLogEndOffset(), p.GetLogStartOffset(), dir)

@@ -106,6 +106,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	flushInterval := fs.Duration("log-flush-interval", def.FlushInterval, "fsync period with --log-flush=interval")
 	segmentBytes := fs.Int64("segment-bytes", def.SegmentBytes, "a log segment rolls beyond this size (>= 1024)")
 	maxBatchBytes := fs.Int("max-batch-bytes", 1048576, "largest encoded produce batch accepted (>= 1024, <= --segment-bytes)")
+	truncateDamaged := fs.Bool("truncate-damaged-logs", false, "at start-up, cut a log found damaged below its recovery point (a batch failing its CRC\nwhere everything was fsynced: damage at rest) at the damage, losing the intact records after\nit, as Kafka does; by default such a log keeps them, refuses leadership, and is repaired\nfrom its leader. For a partition whose only copy is damaged: restart once with it to accept the loss")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
 	}
@@ -172,6 +173,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	check(*maxBatchBytes >= 1024 && int64(*maxBatchBytes) <= *segmentBytes, "max-batch-bytes",
 		"must be in 1024..--segment-bytes (%d) (got %d)", *segmentBytes, *maxBatchBytes)
 	cfg.logConfig.MaxBatchBytes = *maxBatchBytes
+	cfg.logConfig.TruncateDamaged = *truncateDamaged
 	return cfg, errors.Join(errs...)
 }
 

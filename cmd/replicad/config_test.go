@@ -44,12 +44,14 @@ func TestFlagsReachConfig(t *testing.T) {
 		"--log-level", "debug", "--log-format", "json", "--metrics-listen", "127.0.0.1:0", "--log-flush", "interval",
 		"--log-flush-interval", "250ms", "--segment-bytes", "4096", "--max-batch-bytes", "2048",
 		"--controller", "127.0.0.1:9090", "--trace-data-plane", "--state-change-log-level", "trace",
+		"--truncate-damaged-logs",
 	}, &bytes.Buffer{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	lc := log.DefaultConfig()
 	lc.FlushPolicy, lc.FlushInterval, lc.SegmentBytes, lc.MaxBatchBytes = log.FlushInterval, 250*time.Millisecond, 4096, 2048
+	lc.TruncateDamaged = true
 	trace := zerolog.TraceLevel
 	want := config{
 		brokerID: 0, listen: "0.0.0.0:0", logDirs: []string{"/a", "/c"}, hwCheckpointInterval: time.Second,
@@ -125,7 +127,8 @@ func TestHelpExplainsEveryFlag(t *testing.T) {
 	}
 	for _, name := range []string{"id", "listen", "log-dirs", "controller", "hw-checkpoint-interval", "replica-lag-time-max",
 		"num-replica-fetchers", "min-insync-replicas", "log-level", "log-format", "metrics-listen", "log-flush",
-		"log-flush-interval", "segment-bytes", "max-batch-bytes", "state-change-log-level", "trace-data-plane"} {
+		"log-flush-interval", "segment-bytes", "max-batch-bytes", "state-change-log-level", "trace-data-plane",
+		"truncate-damaged-logs"} {
 		if !strings.Contains(stderr.String(), "-"+name+" ") && !strings.Contains(stderr.String(), "-"+name+"\n") {
 			t.Errorf("--help does not explain -%s", name)
 		}

@@ -29,8 +29,7 @@ func newFetcherManager(cfg config, logger zerolog.Logger, rm **core.ReplicaManag
 			if !ok {
 				return nil, false
 			}
-			return checkpointingReplica{Replica: fetcher.NewLogReplica(l, leaderEpoch),
-				checkpoint: func() error { return (*rm).CheckpointAfterTruncation(t) }}, true
+			return fetcher.NewLogReplica(l, leaderEpoch), true
 		}),
 		Logger: logger.With().Str("component", "fetcher").Logger(),
 		// The provider telemetry.Setup installed (run sets it up first).
@@ -58,38 +57,12 @@ func newAlterLogDirsManager(cfg config, logger zerolog.Logger, rm **core.Replica
 			if !ok {
 				return nil, false
 			}
-			// A future log truncated (its current log was) must have its
-			// lowered recovery point checkpointed too: Open recovers future
-			// logs from their dir's checkpoint like current ones.
-			return checkpointingReplica{Replica: fetcher.NewLogReplica(l, leaderEpoch),
-				checkpoint: func() error { return (*rm).CheckpointFutureAfterTruncation(t) }}, true
+			// A truncation of the log (follower or future) checkpoints its
+			// dir's lowered recovery point itself, before it cuts anything
+			// (logmgr's logOptions).
+			return fetcher.NewLogReplica(l, leaderEpoch), true
 		}),
 		Logger: logger.With().Str("component", "alter-log-dirs").Logger(),
 		Tracer: otel.Tracer("github.com/replicad/replicad/fetcher/alter-log-dirs"),
 	})
-}
-
-// checkpointingReplica writes the log dir's recovery-point checkpoint after
-// every truncation of a follower's log, or of a future log being filled by the
-// alter-log-dirs fetcher, as Kafka's LogManager.truncateTo does:
-// a truncation lowers the recovery point in memory only, and a crash before
-// the next periodic checkpoint would otherwise make recovery trust bytes
-// appended after the truncation that never reached the disk.
-type checkpointingReplica struct {
-	fetcher.Replica
-	checkpoint func() error
-}
-
-func (r checkpointingReplica) TruncateTo(offset int64) error {
-	if err := r.Replica.TruncateTo(offset); err != nil {
-		return err
-	}
-	return r.checkpoint()
-}
-
-func (r checkpointingReplica) TruncateFullyAndStartAt(offset int64) error {
-	if err := r.Replica.TruncateFullyAndStartAt(offset); err != nil {
-		return err
-	}
-	return r.checkpoint()
 }

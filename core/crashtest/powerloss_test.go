@@ -455,9 +455,9 @@ func (s *sim) lowerBounds(p *partition, dir string, offset int64) {
 	}
 }
 
-// truncateTo is a follower's truncation to the leader's epoch end offset,
-// followed by the checkpoint of the lowered recovery point (Kafka's
-// LogManager.truncateTo, core's checkpointingReplica).
+// truncateTo is a follower's truncation to the leader's epoch end offset;
+// the log has its dir checkpoint the lowered recovery point before it cuts
+// (logmgr's logOptions).
 func (s *sim) truncateTo(p *partition) error {
 	l := s.log(p)
 	offset := p.cur.logStart + s.rng.Int64N(l.LogEndOffset()-p.cur.logStart+1)
@@ -470,9 +470,6 @@ func (s *sim) truncateTo(p *partition) error {
 	}
 	if l.LogEndOffset() != p.cur.leo() {
 		return fmt.Errorf("truncate to %d left log end %d, want %d", offset, l.LogEndOffset(), p.cur.leo())
-	}
-	if err := s.m.CheckpointLogOffsetsOf(p.t); err != nil {
-		return fmt.Errorf("checkpoint after truncation: %w", err)
 	}
 	s.rpBound[dir][p.t] = math.MaxInt64
 	return nil
@@ -488,9 +485,6 @@ func (s *sim) truncateFully(p *partition) error {
 	p.cur.restartAt(offset)
 	if err := l.TruncateFullyAndStartAt(offset); err != nil {
 		return fmt.Errorf("truncate fully: %w", err)
-	}
-	if err := s.m.CheckpointLogOffsetsOf(p.t); err != nil {
-		return fmt.Errorf("checkpoint after full truncation: %w", err)
 	}
 	s.rpBound[dir][p.t] = math.MaxInt64
 	return nil
@@ -630,9 +624,6 @@ func (s *sim) moveStep(p *partition) error {
 		if err := fut.TruncateTo(offset); err != nil {
 			return fmt.Errorf("truncate future log: %w", err)
 		}
-		if err := s.m.CheckpointLogOffsetsOfFuture(p.t); err != nil {
-			return fmt.Errorf("checkpoint future log offsets: %w", err)
-		}
 		s.rpBound[futDir][p.t] = math.MaxInt64
 		return nil
 	}
@@ -686,9 +677,6 @@ func (s *sim) startFutureAt(p *partition, fut *log.Log, start int64) error {
 	p.fut.restartAt(start)
 	if err := fut.TruncateFullyAndStartAt(start); err != nil {
 		return fmt.Errorf("start future log at %d: %w", start, err)
-	}
-	if err := s.m.CheckpointLogOffsetsOfFuture(p.t); err != nil {
-		return fmt.Errorf("checkpoint future log offsets: %w", err)
 	}
 	s.rpBound[dir][p.t] = math.MaxInt64
 	return nil
@@ -925,6 +913,11 @@ func (s *sim) checkLog(p *partition, l *log.Log, what, dir string, want *replica
 }
 
 func (s *sim) checkLogAgainst(p *partition, l *log.Log, dir string, want *replica, rps, hws map[string]map[tp.TopicPartition]int64, clean bool) (*replica, error) {
+	if d, ok := l.Damaged(); ok {
+		// Only damage at rest is found below the recovery point: a power
+		// loss tears nothing that was fsynced.
+		return nil, fmt.Errorf("the log opened damaged at %d, below its recovery point %d: %v", d.Offset, d.RecoveryPoint, d.Cause)
+	}
 	rp := rps[dir][p.t]
 	batches, err := scanSegments(s.fs, l.Dir(), rp)
 	if err != nil {

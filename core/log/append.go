@@ -30,7 +30,7 @@ func (l *Log) AppendAsLeaderUnflushed(b record.Batch, leaderEpoch int32) (Append
 		return AppendInfo{}, fmt.Errorf("append as leader: %w", err)
 	}
 	l.mu.Lock()
-	if err := l.usableLocked(); err != nil {
+	if err := l.appendableLocked(); err != nil {
 		l.mu.Unlock()
 		return AppendInfo{}, err
 	}
@@ -85,7 +85,7 @@ func (l *Log) AppendAsFollower(data []byte) (AppendInfo, error) {
 	}
 
 	l.mu.Lock()
-	if err := l.usableLocked(); err != nil {
+	if err := l.appendableLocked(); err != nil {
 		l.mu.Unlock()
 		return AppendInfo{}, err
 	}

@@ -33,6 +33,12 @@ type Config struct {
 	MaxBatchBytes      int   // reject batches larger than this
 	FlushPolicy        FlushPolicy
 	FlushInterval      time.Duration // for FlushInterval, used by the owner
+	// TruncateDamaged: a batch that recovery finds damaged below the
+	// recovery point (damage at rest, not a torn write) is cut off with
+	// everything after it, as Kafka does. Off, the log opens damaged
+	// instead (see Damaged), keeping the records after the damage on disk
+	// until a leader's copy replaces them.
+	TruncateDamaged bool
 }
 
 // DefaultConfig is the configuration replicad starts with.
@@ -89,4 +95,12 @@ type Options struct {
 	// (Kafka's LogDirFailureChannel). It may be called with the log's
 	// locks held: it must not call the log.
 	OnStorageError func(error)
+	// OnRecoveryPointLowered, when set, makes the log's recovery point and
+	// log start durable in the owner's checkpoints (they are read from
+	// RecoveryPoint and LogStartOffset). A truncation calls it after it
+	// lowered the recovery point and before it cuts anything, and a full
+	// truncation before it returns; a failure fails the truncation. It is
+	// called with the log's locks held: it must not call the log but for
+	// those two.
+	OnRecoveryPointLowered func() error
 }

@@ -99,4 +99,17 @@
 //
 // A damaged batch found by a read is record.ErrCorrupt, not a storage
 // failure: the log stays usable and the owner decides (core's corruption.go).
+//
+// # Damage at rest
+//
+// Recovery reads the segments from the recovery point on, and any segment
+// below it whose index is missing or unsound. A bad batch past the
+// recovery point is a torn tail and is cut off. One below it was fsynced
+// and then damaged (a failing disk): the log opens damaged (Damaged), cuts
+// nothing, serves what precedes the damage, and waits for its owner to
+// repair it (RepairDamage) once another replica can supply the rest;
+// Config.TruncateDamaged restores Kafka's cut. For the recovery point to
+// mean this, a truncation has the owner checkpoint its lowered recovery
+// point (Options.OnRecoveryPointLowered) before it cuts: a cut interrupted
+// by a power loss may leave its page zeroed under the old file size.
 package log

@@ -271,6 +271,20 @@ func (ix *offsetIndex) reset() error {
 	return nil
 }
 
+// discard closes and deletes the index file and empties the index: lookups
+// then scan the segment from its start, and a restart finds the index
+// missing and re-reads the whole segment.
+func (ix *offsetIndex) discard() error {
+	var err error
+	if ix.file != nil {
+		err = ix.file.Close()
+		ix.file = nil
+	}
+	ix.count.Store(0)
+	ix.dirty.Store(false)
+	return errors.Join(err, removeIfExists(ix.fsys, ix.path))
+}
+
 // seal makes the index durable for a segment that will not change: recovery
 // trusts a sealed segment's index, and reads a missing one as damage, so an
 // index without entries gets its (empty) file here.

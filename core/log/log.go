@@ -92,6 +92,18 @@ func (l *Log) usableLocked() error {
 	return l.failed()
 }
 
+// appendableLocked is usableLocked for what adds to the log: a damaged log
+// takes nothing until it is repaired.
+func (l *Log) appendableLocked() error {
+	if err := l.usableLocked(); err != nil {
+		return err
+	}
+	if d := l.damage.Load(); d != nil {
+		return fmt.Errorf("%w at offset %d (%w): repair it first", ErrDamaged, d.Offset, d.Cause)
+	}
+	return nil
+}
+
 // AppendInfo describes an append.
 type AppendInfo struct {
 	FirstOffset int64
@@ -172,6 +184,12 @@ type Log struct {
 	// healthy. onStorageError is Options.OnStorageError.
 	failure        atomic.Pointer[error]
 	onStorageError func(error)
+
+	// onRecoveryPointLowered is Options.OnRecoveryPointLowered.
+	onRecoveryPointLowered func() error
+
+	// damage is set while the log is damaged at rest (see Damaged).
+	damage atomic.Pointer[Damage]
 }
 
 func (l *Log) segmentList() []*segment  { return *l.segments.Load() }
@@ -236,7 +254,7 @@ func (l *Log) MaybeAssignEpochStartOffset(leaderEpoch int32, startOffset int64) 
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if err := l.usableLocked(); err != nil {
+	if err := l.appendableLocked(); err != nil {
 		return err
 	}
 	// In memory only: nothing here touches the disk.

@@ -57,7 +57,8 @@ func Open(opts Options) (*Log, error) {
 		logger: opts.Logger,
 		epochs: cache,
 
-		onStorageError: opts.OnStorageError,
+		onStorageError:         opts.OnStorageError,
+		onRecoveryPointLowered: opts.OnRecoveryPointLowered,
 	}
 	if created {
 		err = l.startEmptyAt(opts.LogStartOffset, opts.SyncMetadata)
@@ -111,13 +112,16 @@ func (l *Log) load(opts Options) error {
 		}
 		return l.startEmptyAt(max(opts.LogStartOffset, opts.RecoveryPoint), opts.SyncMetadata)
 	}
-	kept, logEndOffset, err := l.recoverSegments(segs, indexValid, opts.RecoveryPoint)
+	kept, logEndOffset, damage, err := l.recoverSegments(segs, indexValid, opts.RecoveryPoint)
 	if err != nil {
 		closeSegments(segs)
 		return err
 	}
 	l.setSegments(kept)
 	logStartOffset := max(opts.LogStartOffset, kept[0].baseOffset)
+	if damage != nil {
+		return l.openDamaged(damage, logStartOffset, opts.RecoveryPoint)
+	}
 	if logEndOffset < logStartOffset {
 		// Kafka does the same: the records up to the log start were deleted
 		// (or never came back from the crash); the log restarts empty there.
@@ -133,6 +137,38 @@ func (l *Log) load(opts Options) error {
 	l.logStartOffset.Store(logStartOffset)
 	l.highWatermark.Store(logStartOffset)
 	l.recoveryPoint.Store(min(max(opts.RecoveryPoint, kept[0].baseOffset), logEndOffset))
+	return nil
+}
+
+// openDamaged opens the log damaged at d (see Damaged): it ends at the
+// damage, every byte stays on disk, and the recovery point stays where it
+// was, above the LEO, so that the damage is found below it again.
+func (l *Log) openDamaged(d *Damage, logStartOffset, recoveryPoint int64) error {
+	end := max(d.Offset, logStartOffset)
+	// The epochs of the records past the damage go: until the repair cuts
+	// them off, the log ends at the damage for everyone, divergence checks
+	// included.
+	if err := l.epochs.TruncateFromEnd(end); err != nil {
+		return storageError(err, "trim epoch cache to %d", end)
+	}
+	// Recovery rebuilt the damaged segment's index up to the damage, and a
+	// restart would trust such an index, below the recovery point, without
+	// reading the segment: it goes, durably, so that every restart finds
+	// the damage again until the repair.
+	if err := d.seg.index.discard(); err != nil {
+		return storageError(err, "discard index of damaged segment %d", d.seg.baseOffset)
+	}
+	if err := l.fsys.SyncDir(l.dir); err != nil {
+		return storageError(err, "discard index of damaged segment %d", d.seg.baseOffset)
+	}
+	d.RecoveryPoint = recoveryPoint
+	l.damage.Store(d)
+	l.logEndOffset.Store(end)
+	l.logStartOffset.Store(logStartOffset)
+	l.highWatermark.Store(logStartOffset)
+	l.recoveryPoint.Store(max(recoveryPoint, end))
+	l.logger.Error().Err(d.Cause).Str("dir", l.dir).Int64("offset", d.Offset).Int64("recovery_point", recoveryPoint).
+		Msg("log damaged below its recovery point: it serves the records before the damage and keeps the rest on disk; as a follower it is repaired from the leader, and it refuses leadership")
 	return nil
 }
 
@@ -209,7 +245,8 @@ func (l *Log) shutdown(flush bool) error {
 			}
 		}
 		if len(errs) == 0 {
-			l.recoveryPoint.Store(l.logEndOffset.Load())
+			// Raised only: a damaged log's stays above its LEO (Damaged).
+			l.recoveryPoint.Store(max(l.recoveryPoint.Load(), l.logEndOffset.Load()))
 		}
 	}
 	for _, s := range segs {

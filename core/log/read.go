@@ -49,6 +49,9 @@ func (l *Log) read(startOffset int64, maxBytes int, maxOffset int64) (ReadInfo, 
 	if startOffset == logEndOffset {
 		return ReadInfo{}, nil
 	}
+	// Nothing at or past the LEO is served: a damaged log's segments hold
+	// bytes past it (see Damaged).
+	maxOffset = min(maxOffset, logEndOffset)
 	segs := l.segmentList()
 	for _, s := range segs[segmentIndex(segs, startOffset):] {
 		data, found, err := s.read(startOffset, maxBytes, maxOffset)

@@ -51,15 +51,18 @@ func (l *Log) openSegments() (segs []*segment, indexValid []bool, err error) {
 }
 
 // recoverSegments checks the opened segments and returns the ones that form
-// the log, with its end offset.
+// the log, with its end offset, and the damage found below the recovery
+// point, if any.
 //
 // Segments below the one holding the recovery point were fsynced, so they are
 // trusted; only a missing or invalid index makes one of them be re-read
 // (verifying it on the way). From the segment holding the recovery point on,
 // writes may not have reached the disk before a crash: every batch is read and
-// must be whole, pass its CRC and continue the offsets. The first that does not
-// is cut off with everything after it, later segments included.
-func (l *Log) recoverSegments(segs []*segment, indexValid []bool, recoveryPoint int64) ([]*segment, int64, error) {
+// must be whole, pass its CRC and continue the offsets. The first past the
+// recovery point that does not is a torn tail, cut off with everything after
+// it, later segments included. One below the recovery point is damage at
+// rest: nothing is cut (see Damage), unless Config.TruncateDamaged.
+func (l *Log) recoverSegments(segs []*segment, indexValid []bool, recoveryPoint int64) ([]*segment, int64, *Damage, error) {
 	from := 0 // the segment holding the recovery point
 	for from+1 < len(segs) && segs[from+1].baseOffset <= recoveryPoint {
 		from++
@@ -69,42 +72,73 @@ func (l *Log) recoverSegments(segs []*segment, indexValid []bool, recoveryPoint 
 		if indexValid[i] {
 			continue
 		}
-		next, truncated, err := l.recoverSegment(segs[i], 0, segs[i].baseOffset, scanner)
-		if err == nil {
+		next, cut, dmg, err := l.recoverSegment(segs[i], 0, segs[i].baseOffset, recoveryPoint, scanner)
+		if err == nil && dmg == nil {
 			// flushTo only syncs from the recovery point on: seal the rebuilt index now.
 			err = segs[i].seal()
 		}
 		if err != nil {
-			return nil, 0, storageError(err, "recover segment %d", segs[i].baseOffset)
+			return nil, 0, nil, storageError(err, "recover segment %d", segs[i].baseOffset)
 		}
-		if truncated || next != segs[i+1].baseOffset {
-			return l.dropSegmentsAfter(segs, i, next)
+		if dmg != nil {
+			return segs, dmg.Offset, dmg, nil
+		}
+		if !cut && next != segs[i+1].baseOffset {
+			if dmg := l.gapBelow(recoveryPoint, segs[i], next, segs[i+1].baseOffset); dmg != nil {
+				return segs, next, dmg, nil
+			}
+		}
+		if cut || next != segs[i+1].baseOffset {
+			return l.withoutDamage(l.dropSegmentsAfter(segs, i, next))
 		}
 	}
 
 	pos, next, err := recoveryStart(segs[from], indexValid[from], recoveryPoint)
 	if err != nil {
-		return nil, 0, storageError(err, "recover segment %d", segs[from].baseOffset)
+		return nil, 0, nil, storageError(err, "recover segment %d", segs[from].baseOffset)
 	}
 	for i := from; i < len(segs); i++ {
 		s := segs[i]
 		if i > from {
 			if s.baseOffset != next {
 				// A gap or an overlap: the previous segment lost its tail.
-				return l.dropSegmentsAfter(segs, i-1, next)
+				if dmg := l.gapBelow(recoveryPoint, segs[i-1], next, s.baseOffset); dmg != nil {
+					return segs, next, dmg, nil
+				}
+				return l.withoutDamage(l.dropSegmentsAfter(segs, i-1, next))
 			}
 			pos = 0
 		}
-		var truncated bool
-		next, truncated, err = l.recoverSegment(s, pos, next, scanner)
+		var cut bool
+		var dmg *Damage
+		next, cut, dmg, err = l.recoverSegment(s, pos, next, recoveryPoint, scanner)
 		if err != nil {
-			return nil, 0, storageError(err, "recover segment %d", s.baseOffset)
+			return nil, 0, nil, storageError(err, "recover segment %d", s.baseOffset)
 		}
-		if truncated {
-			return l.dropSegmentsAfter(segs, i, next)
+		if dmg != nil {
+			return segs, dmg.Offset, dmg, nil
+		}
+		if cut {
+			return l.withoutDamage(l.dropSegmentsAfter(segs, i, next))
 		}
 	}
-	return segs, next, nil
+	return segs, next, nil, nil
+}
+
+// gapBelow is the damage of a segment s that ends at next, below the
+// recovery point, where the following one starts elsewhere (at base):
+// records below the recovery point are missing or doubled. nil when next is
+// not below the recovery point (a torn tail) or Config.TruncateDamaged.
+func (l *Log) gapBelow(recoveryPoint int64, s *segment, next, base int64) *Damage {
+	if next >= recoveryPoint || l.cfg.TruncateDamaged {
+		return nil
+	}
+	return &Damage{Offset: next, Cause: fmt.Errorf("%w: segment %d ends at offset %d, the next one starts at %d",
+		record.ErrCorrupt, s.baseOffset, next, base), seg: s, position: s.size.Load()}
+}
+
+func (l *Log) withoutDamage(segs []*segment, end int64, err error) ([]*segment, int64, *Damage, error) {
+	return segs, end, nil, err
 }
 
 // recoveryStart returns where recovery of the segment holding the recovery
@@ -155,41 +189,51 @@ func (l *Log) dropSegmentsAfter(segs []*segment, last int, logEndOffset int64) (
 
 // recoverSegment verifies the batches of s from pos, where the batch with
 // offset nextOffset starts, to the end of the file, rebuilds their index
-// entries and records epochs newer than the cache's latest. At the first batch that is torn, fails its CRC or breaks the
-// offset sequence, the file is cut. It returns the offset after the last
-// valid batch and whether the file was cut.
-func (l *Log) recoverSegment(s *segment, pos, nextOffset int64, scanner *batchScanner) (int64, bool, error) {
-	var err error
+// entries and records epochs newer than the cache's latest. It returns the
+// offset after the last valid batch. At the first batch that is torn, fails
+// its CRC or breaks the offset sequence, the file is cut (cut true), unless
+// that batch is below recoveryPoint: then nothing is cut and the damage is
+// returned (see Damage), or cut all the same with Config.TruncateDamaged.
+func (l *Log) recoverSegment(s *segment, pos, nextOffset, recoveryPoint int64, scanner *batchScanner) (next int64, cut bool, atRest *Damage, err error) {
 	if pos == 0 {
 		err = s.index.reset()
 	} else {
 		err = s.index.truncateBelowPosition(pos + 1)
 	}
 	if err != nil {
-		return 0, false, fmt.Errorf("reset index: %w", err)
+		return 0, false, nil, fmt.Errorf("reset index: %w", err)
 	}
 	scanner.reset(s.file, pos, s.size.Load())
 	for {
 		b, damage := scanner.next()
 		if damage == io.EOF {
-			return nextOffset, false, nil
+			return nextOffset, false, nil, nil
 		}
 		if damage == nil {
 			damage = checkRecovered(s, b, nextOffset)
 		}
 		if damage != nil {
 			if !errors.Is(damage, record.ErrCorrupt) && !errors.Is(damage, record.ErrTruncated) {
-				return 0, false, damage // reading failed: the disk, not the data
+				return 0, false, nil, damage // reading failed: the disk, not the data
 			}
-			l.logger.Warn().Str("dir", l.dir).Int64("base_offset", s.baseOffset).Int64("position", pos).
-				Int64("bytes", s.size.Load()-pos).Err(damage).Msg("truncating torn or corrupt log tail")
+			lg := l.logger.Warn().Str("dir", l.dir).Int64("base_offset", s.baseOffset).Int64("position", pos).
+				Int64("offset", nextOffset).Int64("recovery_point", recoveryPoint).Int64("bytes", s.size.Load()-pos).Err(damage)
+			if nextOffset < recoveryPoint {
+				if !l.cfg.TruncateDamaged {
+					lg.Msg("batch damaged below the recovery point: the log opens damaged, nothing is cut")
+					return nextOffset, false, &Damage{Offset: nextOffset, Cause: damage, seg: s, position: pos}, nil
+				}
+				lg.Msg("batch damaged below the recovery point: truncating it and everything after it (truncate damaged logs is on)")
+			} else {
+				lg.Msg("truncating torn or corrupt log tail")
+			}
 			if err := s.truncate(pos); err != nil {
-				return 0, false, err
+				return 0, false, nil, err
 			}
-			return nextOffset, true, nil
+			return nextOffset, true, nil, nil
 		}
 		if err := s.maybeIndex(nextOffset, pos, l.cfg.IndexIntervalBytes); err != nil {
-			return 0, false, err
+			return 0, false, nil, err
 		}
 		// As Kafka's segment recovery does: an epoch checkpoint written
 		// without fsync, or truncated bytes that came back after a crash,
@@ -197,7 +241,7 @@ func (l *Log) recoverSegment(s *segment, pos, nextOffset int64, scanner *batchSc
 		// checks would then compare the wrong epochs.
 		if e := b.LeaderEpoch(); e >= 0 && e > l.epochs.LatestEpoch() {
 			if err := l.epochs.Assign(e, b.BaseOffset()); err != nil {
-				return 0, false, err
+				return 0, false, nil, err
 			}
 		}
 		pos += int64(len(b))

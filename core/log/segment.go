@@ -278,8 +278,19 @@ func (s *segment) read(offset int64, maxBytes int, maxOffset int64) (data []byte
 		return nil, false, err
 	}
 	loc, found, err := s.locate(offset, pos, end)
-	if err != nil || !found || loc.baseOffset >= maxOffset {
+	if err != nil || !found {
 		return nil, found, err
+	}
+	if loc.baseOffset > offset {
+		// Offsets are contiguous: the batch holding offset starts at or
+		// before it. One that starts after it has a damaged base offset
+		// (a field outside the CRC); serving nothing here would leave a
+		// reader waiting at offset for ever.
+		return nil, true, fmt.Errorf("%w: segment %d: the batch at %d for offset %d has base offset %d",
+			record.ErrCorrupt, s.baseOffset, loc.position, offset, loc.baseOffset)
+	}
+	if loc.baseOffset >= maxOffset {
+		return nil, true, nil
 	}
 	n := min(end-loc.position, int64(max(maxBytes, loc.size)))
 	buf := make([]byte, n)

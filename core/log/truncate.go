@@ -27,6 +27,11 @@ func (l *Log) TruncateTo(offset int64) error {
 	if err := l.usableLocked(); err != nil {
 		return err
 	}
+	// A damaged log is cut at its damage first: whatever the truncation
+	// keeps must be what the log serves.
+	if err := l.repairLocked(); err != nil {
+		return err
+	}
 	if leo := l.logEndOffset.Load(); offset >= leo {
 		// Always trim the epoch cache, as Kafka's UnifiedLog.truncateTo
 		// does: a broker that led an epoch and appended nothing in it holds
@@ -65,10 +70,17 @@ func (l *Log) TruncateTo(offset int64) error {
 // at that one's base offset; a cut that fails leaves the LEO at the end of
 // the segments kept, uncut. The caller fails the log.
 func (l *Log) truncateSegmentsLocked(offset int64) (int64, error) {
-	l.beginTruncation()
-	defer l.endTruncation()
 	segs := l.segmentList()
 	keep := segmentIndex(segs, offset)
+	pos, logEndOffset, err := segs[keep].cutPoint(offset)
+	if err != nil {
+		return 0, err
+	}
+	if err := l.lowerRecoveryPointDurablyLocked(logEndOffset); err != nil {
+		return 0, err
+	}
+	l.beginTruncation()
+	defer l.endTruncation()
 	// Newest first, so that a crash midway leaves the log a contiguous prefix.
 	for i := len(segs) - 1; i > keep; i-- {
 		if err := segs[i].remove(); err != nil {
@@ -80,8 +92,7 @@ func (l *Log) truncateSegmentsLocked(offset int64) (int64, error) {
 		l.endAtLocked(segs[:keep+1], segs[keep+1].baseOffset)
 		// The removals must be durable before the cut of the segment that
 		// stays can be: a power loss keeping the cut but not the removals
-		// would leave a gap that recovery, trusting the segments below the
-		// recovery point the owner has not lowered yet, would serve.
+		// would leave a gap in the log.
 		if err := l.fsys.SyncDir(l.dir); err != nil {
 			return 0, err
 		}
@@ -89,8 +100,7 @@ func (l *Log) truncateSegmentsLocked(offset int64) (int64, error) {
 	segs = segs[:keep+1]
 	// On failure the segment's size is the one it had: truncate publishes
 	// the new one only once the file is cut.
-	logEndOffset, err := segs[keep].truncateAt(offset)
-	if err != nil {
+	if err := segs[keep].truncate(pos); err != nil {
 		return 0, err
 	}
 	l.endAtLocked(segs, logEndOffset)
@@ -104,6 +114,30 @@ func (l *Log) truncateSegmentsLocked(offset int64) (int64, error) {
 	return logEndOffset, nil
 }
 
+// lowerRecoveryPointDurablyLocked lowers the recovery point to end before a
+// truncation cuts below it, and has the owner make that durable
+// (Options.OnRecoveryPointLowered) before anything is cut. A cut that a
+// power loss interrupts can leave the page it cut torn or zeroed under the
+// file's old size; below a recovery point still on disk, recovery would
+// take that for damage at rest (see Damaged), and trust the bytes below it
+// unread. Kafka checkpoints after the truncation, as this log's owner did,
+// which leaves that window open.
+func (l *Log) lowerRecoveryPointDurablyLocked(end int64) error {
+	if l.recoveryPoint.Load() <= end {
+		return nil
+	}
+	l.lowerRecoveryPointLocked(end)
+	if l.onRecoveryPointLowered == nil {
+		return nil
+	}
+	if err := l.onRecoveryPointLowered(); err != nil {
+		return fmt.Errorf("checkpoint the recovery point lowered to %d: %w", end, err)
+	}
+	// The owner's checkpoint holds no recovery point above end any more.
+	l.epochFloor = 0
+	return nil
+}
+
 // endAtLocked makes segs, which end at end, the log's segments, with the
 // offsets following them down: LEO, recovery point, HW.
 func (l *Log) endAtLocked(segs []*segment, end int64) {
@@ -113,21 +147,21 @@ func (l *Log) endAtLocked(segs []*segment, end int64) {
 	l.clampHighWatermark()
 }
 
-// truncateAt cuts the segment before the batch holding offset, returning
-// the new end offset (that batch's base offset).
-func (s *segment) truncateAt(offset int64) (int64, error) {
+// cutPoint is where a truncation to offset cuts the segment: the position
+// and base offset of the batch holding offset (or the first after it).
+func (s *segment) cutPoint(offset int64) (position, baseOffset int64, err error) {
 	pos, err := s.startFor(offset)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	loc, found, err := s.locate(offset, pos, s.size.Load())
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	if !found {
-		return 0, fmt.Errorf("segment %d holds no batch at or after %d", s.baseOffset, offset)
+		return 0, 0, fmt.Errorf("segment %d holds no batch at or after %d", s.baseOffset, offset)
 	}
-	return loc.baseOffset, s.truncate(loc.position)
+	return loc.position, loc.baseOffset, nil
 }
 
 // TruncateFullyAndStartAt deletes every segment and restarts the log empty at offset.
@@ -161,6 +195,13 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 	if err := l.epochs.Clear(); err != nil {
 		return l.fail(storageError(err, "clear epoch cache"))
 	}
+	// Before anything is appended at the new offsets, the owner's
+	// checkpoints say where the log now starts and what of it is durable.
+	if l.onRecoveryPointLowered != nil {
+		if err := l.onRecoveryPointLowered(); err != nil {
+			return l.fail(storageError(err, "checkpoint the log restarted at %d", offset))
+		}
+	}
 	l.logger.Info().Str("dir", l.dir).Int64("offset", offset).Msg("truncated log fully")
 	return nil
 }
@@ -183,6 +224,7 @@ func (l *Log) replaceSegmentsLocked(offset int64) error {
 		return err
 	}
 	l.setSegments([]*segment{seg})
+	l.damage.Store(nil) // gone with every segment
 	l.logEndOffset.Store(offset)
 	l.logStartOffset.Store(offset)
 	l.lowerRecoveryPointLocked(offset)

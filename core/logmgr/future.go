@@ -256,17 +256,3 @@ func (m *Manager) promoteOrphanFutures(futures map[tp.TopicPartition]hostedLog) 
 	}
 	return futures, nil
 }
-
-// CheckpointLogOffsetsOfFuture is CheckpointLogOffsetsOf for t's future log,
-// right after it was truncated (by the alter-log-dirs fetcher, or by the swap
-// on finding it diverged): it rewrites the recovery-point and log-start
-// checkpoints of the dir holding the future log. A future log has its entry
-// in its dir's checkpoints like a current log (snapshot lists both; a dir
-// never holds both logs of a partition) and Open recovers it from that entry
-// alone, so until the lowered recovery point is written a crash would make
-// recovery trust unflushed bytes appended to the future log after the
-// truncation. A partition with no future log does nothing; a failure takes
-// the dir offline.
-func (m *Manager) CheckpointLogOffsetsOfFuture(t tp.TopicPartition) error {
-	return m.checkpointDirOf(m.futures, t)
-}

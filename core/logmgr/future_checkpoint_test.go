@@ -5,14 +5,13 @@ import (
 	"testing"
 )
 
-// Ensures CheckpointLogOffsetsOfFuture writes a truncated future log's lowered recovery point to the future's own dir, which CheckpointLogOffsetsOf leaves stale.
-func TestCheckpointLogOffsetsOfFutureAfterTruncation(t *testing.T) {
+// A truncation of a future log has the future's own dir checkpoint the
+// lowered recovery point, before the cut and without being asked; the
+// current log's dir is left alone.
+func TestTruncationCheckpointsTheLoweredRecoveryPoint(t *testing.T) {
 	dirs := tempDirs(t, 2)
 	m := open(t, dirs...)
 	p := tpOf("t", 0)
-	if err := m.CheckpointLogOffsetsOfFuture(p); err != nil {
-		t.Fatalf("no future log: %v", err)
-	}
 	create(t, m, p)
 	appendRecords(t, m, p, 5)
 	cur, _ := m.GetLog(p)
@@ -46,21 +45,8 @@ func TestCheckpointLogOffsetsOfFutureAfterTruncation(t *testing.T) {
 	if err := fut.TruncateTo(2); err != nil {
 		t.Fatal(err)
 	}
-	if fut.RecoveryPoint() != 2 {
-		t.Fatalf("future recovery point %d after truncating to 2", fut.RecoveryPoint())
-	}
-	// The current log's variant checkpoints only the current log's dir.
-	if err := m.CheckpointLogOffsetsOf(p); err != nil {
-		t.Fatal(err)
-	}
-	if got := readFile(t, rp); got != "0\n1\nt 0 5\n" {
-		t.Fatalf("CheckpointLogOffsetsOf wrote the future's dir: %q", got)
-	}
-	if err := m.CheckpointLogOffsetsOfFuture(p); err != nil {
-		t.Fatal(err)
-	}
 	if got, want := readFile(t, rp), "0\n1\nt 0 2\n"; got != want {
-		t.Fatalf("%s = %q, want %q", rp, got, want)
+		t.Fatalf("%s = %q after the truncation, want %q", rp, got, want)
 	}
 	if got, want := readFile(t, filepath.Join(curDir, RecoveryPointCheckpoint)), "0\n1\nt 0 5\n"; got != want {
 		t.Fatalf("current dir's recovery points %q, want %q", got, want)

@@ -221,9 +221,11 @@ func (m *Manager) reportFailure(d *logDir, err error) {
 }
 
 // logOptions are the options every log of d opens with, at path: the
-// manager's config, metadata fsynced, and the log's storage failures
-// reported as d's (Kafka's LogDirFailureChannel: every I/O error of a log,
-// leader, follower or future, reaches the one path that takes d offline).
+// manager's config, metadata fsynced, the log's storage failures reported
+// as d's (Kafka's LogDirFailureChannel: every I/O error of a log, leader,
+// follower or future, reaches the one path that takes d offline), and d's
+// checkpoints rewritten whenever a truncation lowers the log's recovery
+// point.
 func (m *Manager) logOptions(d *logDir, path string, t tp.TopicPartition) log.Options {
 	return log.Options{
 		Dir:            path,
@@ -234,6 +236,15 @@ func (m *Manager) logOptions(d *logDir, path string, t tp.TopicPartition) log.Op
 		FS:             m.fsys,
 		OnStorageError: func(err error) {
 			m.reportFailure(d, fmt.Errorf("logmgr: log %s in %s: %w", t, d.path, err))
+		},
+		// A truncation's lowered recovery point reaches d's checkpoint
+		// before the truncation cuts anything (see log.Options).
+		OnRecoveryPointLowered: func() error {
+			if err := m.checkpointDir(d); err != nil {
+				m.reportFailure(d, err)
+				return err
+			}
+			return nil
 		},
 	}
 }

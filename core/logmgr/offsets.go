@@ -64,33 +64,12 @@ func (m *Manager) CheckpointLogOffsets() map[string]error {
 	return failed
 }
 
-// CheckpointLogOffsetsOf rewrites the recovery-point and log-start checkpoints
-// of the dir holding t's log. Called right after a truncation (Kafka's
-// LogManager.truncateTo does the same): the truncation lowered the log's
-// recovery point in memory, and until the file says so too, a crash would make
-// recovery trust whatever unflushed bytes were appended after the truncation.
-func (m *Manager) CheckpointLogOffsetsOf(t tp.TopicPartition) error {
-	return m.checkpointDirOf(m.logs, t)
-}
-
-// checkpointDirOf rewrites the checkpoints of the dir holding t's log in
-// logs (the current or the future logs); no log there does nothing, and a
-// failure takes the dir offline.
-func (m *Manager) checkpointDirOf(logs map[tp.TopicPartition]hostedLog, t tp.TopicPartition) error {
-	m.mu.RLock()
-	h, ok := logs[t]
-	m.mu.RUnlock()
-	if !ok {
-		return nil
-	}
-	if err := m.checkpointDir(h.dir); err != nil {
-		m.reportFailure(h.dir, err)
-		return fmt.Errorf("logmgr: checkpoint offsets of %s: %w", h.dir.path, err)
-	}
-	return nil
-}
-
-// checkpointDir rewrites one dir's checkpoints from its current logs.
+// checkpointDir rewrites one dir's checkpoints from its current logs (and
+// future logs): a log whose truncation lowered its recovery point calls it
+// before cutting anything (logOptions), as Kafka's LogManager.truncateTo
+// checkpoints after the truncation. Until the file says so too, a power
+// loss would make recovery trust, unread, bytes below the old recovery
+// point: pages the cut tore, or unflushed records appended since.
 func (m *Manager) checkpointDir(d *logDir) error {
 	m.checkpointMu.Lock()
 	defer m.checkpointMu.Unlock()

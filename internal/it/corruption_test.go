@@ -1,7 +1,6 @@
 package it
 
 import (
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -30,23 +29,7 @@ func TestDamagedLeaderLogGivesUpLeadership(t *testing.T) {
 	}
 	old := p.GetLeader()
 	// Flip bytes inside the second record's value on the leader's disk.
-	segment := filepath.Join(c.dirs[old], "x-0", "00000000000000000000.log")
-	data, err := os.ReadFile(segment)
-	if err != nil {
-		t.Fatal(err)
-	}
-	at := strings.Index(string(data), want[1])
-	if at < 0 {
-		t.Fatal("the second record is not in the leader's segment")
-	}
-	f, err := os.OpenFile(segment, os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.WriteAt([]byte("XXXXXXXXXXXXXXXX"), int64(at+10)); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
+	damageRecord(t, filepath.Join(c.dirs[old], "x-0", "00000000000000000000.log"), want[1])
 
 	_, lcl := c.broker(old)
 	resp, err := lcl.log.Consume(ctx(t), &replicadv1.ConsumeRequest{Topic: "x", Partition: 0, Offset: 1})

@@ -746,7 +746,12 @@ type PartitionDescription struct {
 	// The log dir a move (AlterReplicaLogDirs) is copying this replica to, if any.
 	FutureLogDir string `protobuf:"bytes,14,opt,name=future_log_dir,json=futureLogDir,proto3" json:"future_log_dir,omitempty"`
 	// The topic ID of the replica (partition.metadata); empty when unknown.
-	TopicId       string `protobuf:"bytes,15,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
+	TopicId string `protobuf:"bytes,15,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
+	// Set when the replica's log was found damaged at rest below its recovery
+	// point at start-up: where its sound part ends. Such a replica refuses
+	// leadership (STORAGE_ERROR) until it is repaired, which it is when it
+	// follows a live leader. Unset for a sound log.
+	DamagedOffset *int64 `protobuf:"varint,16,opt,name=damaged_offset,json=damagedOffset,proto3,oneof" json:"damaged_offset,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -884,6 +889,13 @@ func (x *PartitionDescription) GetTopicId() string {
 		return x.TopicId
 	}
 	return ""
+}
+
+func (x *PartitionDescription) GetDamagedOffset() int64 {
+	if x != nil && x.DamagedOffset != nil {
+		return *x.DamagedOffset
+	}
+	return 0
 }
 
 type LogDirDescription struct {
@@ -1226,7 +1238,7 @@ const file_replicad_v1_replica_manager_proto_rawDesc = "" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12!\n" +
 	"\tpartition\x18\x02 \x01(\x05H\x00R\tpartition\x88\x01\x01B\f\n" +
 	"\n" +
-	"_partition\"\x86\x04\n" +
+	"_partition\"\xc5\x04\n" +
 	"\x14PartitionDescription\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12,\n" +
@@ -1243,7 +1255,9 @@ const file_replicad_v1_replica_manager_proto_rawDesc = "" +
 	"\alog_dir\x18\f \x01(\tR\x06logDir\x12)\n" +
 	"\x10controller_epoch\x18\r \x01(\x05R\x0fcontrollerEpoch\x12$\n" +
 	"\x0efuture_log_dir\x18\x0e \x01(\tR\ffutureLogDir\x12\x19\n" +
-	"\btopic_id\x18\x0f \x01(\tR\atopicId\"h\n" +
+	"\btopic_id\x18\x0f \x01(\tR\atopicId\x12*\n" +
+	"\x0edamaged_offset\x18\x10 \x01(\x03H\x00R\rdamagedOffset\x88\x01\x01B\x11\n" +
+	"\x0f_damaged_offset\"h\n" +
 	"\x11LogDirDescription\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x16\n" +
 	"\x06online\x18\x02 \x01(\bR\x06online\x12'\n" +
@@ -1356,6 +1370,7 @@ func file_replicad_v1_replica_manager_proto_init() {
 	}
 	file_replicad_v1_common_proto_init()
 	file_replicad_v1_replica_manager_proto_msgTypes[10].OneofWrappers = []any{}
+	file_replicad_v1_replica_manager_proto_msgTypes[11].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

@@ -1,0 +1,170 @@
+package log
+
+import (
+	"errors"
+	"os"
+	"slices"
+	"testing"
+
+	"github.com/replicad/replicad/core/record"
+)
+
+// damageFixture is recoveryFixture with the first batch of its second
+// segment damaged at rest (a flipped byte inside it, after the log was
+// flushed and closed), that segment's index gone so that recovery reads it,
+// and the log reopened with its recovery point at the log end. It returns
+// the log, the batches written and the damaged batch's index in them.
+func damageFixture(t *testing.T, cfg Config) (*Log, []record.Batch, int) {
+	t.Helper()
+	dir, written := recoveryFixture(t)
+	l := reopen(t, dir, 1<<40)
+	segs, rp := l.Segments(), l.RecoveryPoint()
+	closeLog(t, l)
+	second := segs[1].BaseOffset
+	flipByte(t, segmentPath(dir, second, logFileSuffix), record.HeaderSize+2)
+	if err := os.Remove(segmentPath(dir, second, indexFileSuffix)); err != nil {
+		t.Fatal(err)
+	}
+	opts := testOptions(dir, cfg)
+	opts.RecoveryPoint = rp
+	l = openAt(t, opts)
+	t.Cleanup(func() { _ = l.Close() })
+	return l, written, slices.IndexFunc(written, func(b record.Batch) bool { return b.BaseOffset() == second })
+}
+
+// A batch damaged below the recovery point is damage at rest, not a torn
+// write: recovery cuts nothing. The log serves the records before it, takes
+// no appends, keeps every byte on disk, and finds the damage again at the
+// next restart; a repair cuts it and the log goes on from there (issue 10,
+// path 9). Before, recovery truncated there and dropped the 30-odd intact,
+// committed batches after it.
+func TestDamageBelowTheRecoveryPointCutsNothing(t *testing.T) {
+	l, written, bad := damageFixture(t, smallConfig())
+	damagedAt := written[bad].BaseOffset()
+	d, ok := l.Damaged()
+	if !ok || d.Offset != damagedAt || !errors.Is(d.Cause, record.ErrCorrupt) {
+		t.Fatalf("Damaged() = %+v, %v; want damage at %d (a bad CRC)", d, ok, damagedAt)
+	}
+	if l.LogEndOffset() != damagedAt {
+		t.Fatalf("LEO %d, want %d: the log ends at the damage", l.LogEndOffset(), damagedAt)
+	}
+	if l.RecoveryPoint() != d.RecoveryPoint || d.RecoveryPoint <= damagedAt {
+		t.Fatalf("recovery point %d (damage says %d), want it kept above the damage at %d", l.RecoveryPoint(), d.RecoveryPoint, damagedAt)
+	}
+	requireSameBatches(t, readAll(t, l, 0, 700), written[:bad])
+	if _, err := l.Read(damagedAt+1, 1<<20, 1<<40); !errors.Is(err, ErrOffsetOutOfRange) {
+		t.Fatalf("read past the damage: %v, want ErrOffsetOutOfRange", err)
+	}
+	segsBefore := l.Segments()
+	var onDisk int64
+	for _, s := range segsBefore {
+		onDisk += fileSize(t, segmentPath(l.Dir(), s.BaseOffset, logFileSuffix))
+	}
+	var wrote int64
+	for _, b := range written {
+		wrote += int64(len(b))
+	}
+	if onDisk != wrote {
+		t.Fatalf("%d bytes on disk, %d written: recovery cut something", onDisk, wrote)
+	}
+	if _, err := l.AppendAsLeader(newBatch("x", 1), 3); !errors.Is(err, ErrDamaged) {
+		t.Fatalf("append to a damaged log: %v, want ErrDamaged", err)
+	}
+	if _, err := l.AppendAsFollower(written[bad]); !errors.Is(err, ErrDamaged) {
+		t.Fatalf("follower append to a damaged log: %v, want ErrDamaged", err)
+	}
+
+	// A restart (the checkpointed recovery point is the log's) finds it again.
+	dir, rp := l.Dir(), l.RecoveryPoint()
+	closeLog(t, l)
+	l = reopen(t, dir, rp)
+	defer closeLog(t, l)
+	if d2, ok := l.Damaged(); !ok || d2.Offset != damagedAt {
+		t.Fatalf("after a restart: Damaged() = %+v, %v; want damage at %d again", d2, ok, damagedAt)
+	}
+
+	if err := l.RepairDamage(); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := l.Damaged(); ok {
+		t.Fatal("still damaged after the repair")
+	}
+	if l.LogEndOffset() != damagedAt || l.RecoveryPoint() > damagedAt {
+		t.Fatalf("after the repair: LEO %d, RP %d; want %d and at most that", l.LogEndOffset(), l.RecoveryPoint(), damagedAt)
+	}
+	if len(segmentFiles(t, dir)) != len(l.Segments()) || len(l.Segments()) != 2 {
+		t.Fatalf("after the repair: files %v, segments %v; want the first and the cut one", segmentFiles(t, dir), l.Segments())
+	}
+	if e := l.LatestEpoch(); e != written[bad-1].LeaderEpoch() {
+		t.Fatalf("latest epoch %d after the repair, want %d, the last batch kept's", e, written[bad-1].LeaderEpoch())
+	}
+	// The leader's copy of the damaged batch goes where it was.
+	if _, err := l.AppendAsFollower(written[bad]); err != nil {
+		t.Fatalf("follower append after the repair: %v", err)
+	}
+	requireSameBatches(t, readAll(t, l, 0, 700), written[:bad+1])
+}
+
+// A truncation of a damaged log repairs it first: what it keeps is what the
+// log served.
+func TestTruncationOfADamagedLogRepairsIt(t *testing.T) {
+	l, written, bad := damageFixture(t, smallConfig())
+	if err := l.TruncateTo(written[bad].BaseOffset()); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := l.Damaged(); ok {
+		t.Fatal("still damaged after a truncation")
+	}
+	if n := len(segmentFiles(t, l.Dir())); n != 2 {
+		t.Fatalf("%d segment files after the truncation, want 2", n)
+	}
+	if _, err := l.AppendAsLeader(newBatch("x", 1), 3); err != nil {
+		t.Fatalf("append after the truncation: %v", err)
+	}
+}
+
+// With Config.TruncateDamaged, recovery does what Kafka's does: the damaged
+// batch goes with everything after it.
+func TestTruncateDamagedCutsAsKafkaDoes(t *testing.T) {
+	cfg := smallConfig()
+	cfg.TruncateDamaged = true
+	l, written, bad := damageFixture(t, cfg)
+	if _, ok := l.Damaged(); ok {
+		t.Fatal("damaged, want truncated")
+	}
+	requireRecoveredTo(t, l, written[:bad])
+}
+
+// A segment missing below the recovery point is damage too: the log ends
+// before the gap, and the segments after it stay on disk.
+func TestGapBelowTheRecoveryPointCutsNothing(t *testing.T) {
+	dir := t.TempDir()
+	l := openTestLog(t, dir, smallConfig())
+	written := appendBatches(t, l, 1, 60, 3)
+	closeLog(t, l)
+	l = reopen(t, dir, 1<<40)
+	segs, rp := l.Segments(), l.RecoveryPoint()
+	closeLog(t, l)
+	if len(segs) < 4 {
+		t.Fatalf("segments %v, want a middle one to remove", segs)
+	}
+	if err := os.Remove(segmentPath(dir, segs[2].BaseOffset, logFileSuffix)); err != nil {
+		t.Fatal(err)
+	}
+	// Segment 1's index must go too, or recovery trusts it and never
+	// reads where it ends.
+	if err := os.Remove(segmentPath(dir, segs[1].BaseOffset, indexFileSuffix)); err != nil {
+		t.Fatal(err)
+	}
+	l = reopen(t, dir, rp)
+	defer closeLog(t, l)
+	d, ok := l.Damaged()
+	if !ok || d.Offset != segs[2].BaseOffset {
+		t.Fatalf("Damaged() = %+v, %v; want the gap at %d", d, ok, segs[2].BaseOffset)
+	}
+	if n := len(segmentFiles(t, dir)); n != len(segs)-1 {
+		t.Fatalf("%d segment files, want %d: none deleted", n, len(segs)-1)
+	}
+	keep := slices.IndexFunc(written, func(b record.Batch) bool { return b.BaseOffset() == segs[2].BaseOffset })
+	requireSameBatches(t, readAll(t, l, 0, 700), written[:keep])
+}
