@@ -96,6 +96,14 @@ func (rm *ReplicaManager) alterReplicaLogDirLocked(ctx context.Context, r AlterR
 	if p.Log() == nil {
 		return ErrReplicaNotAvailable
 	}
+	if d, ok := p.Log().Damaged(); ok {
+		// A copy would stop at the damage and then replace the log, which
+		// keeps the records after it on disk, with one that lacks them
+		// and no longer says so. It is repaired when it follows a leader.
+		rm.logger.Error().Str("topic", t.Topic).Int32("partition", t.Partition).Int64("damaged_offset", d.Offset).Str("log_dir", dir).
+			Msg("refusing to move a log damaged below its recovery point: it is repaired when it follows a live leader")
+		return ErrStorageError
+	}
 	curDir, _ := rm.logs.DirOf(t)
 	futDir, moving := rm.logs.FutureDirOf(t)
 	switch {
@@ -407,6 +415,14 @@ func (p *Partition) replaceCurrentWithFutureLog() (bool, error) {
 		return false, nil
 	}
 	cur := p.log
+	if _, damaged := cur.Damaged(); damaged {
+		return false, nil // never swapped in for a damaged log (see alterReplicaLogDirLocked)
+	}
+	if err := fut.Failed(); err != nil {
+		// Its writes since the failure may be lost: the move stops, the
+		// current log stays (the future's dir goes offline).
+		return false, fmt.Errorf("%w: %w", errFutureCopy, err)
+	}
 	if err := p.copyTailLocked(cur, fut); err != nil {
 		return false, err
 	}

@@ -226,8 +226,10 @@ func (rm *ReplicaManager) deleteStrayLocked(ctx context.Context, slog zerolog.Lo
 // fetcher brings them back. A partition without a live leader keeps its
 // damaged log, and every byte of it, until it has one.
 func (rm *ReplicaManager) repairDamagedLog(ctx context.Context, slog zerolog.Logger, tr partitionTransition) error {
-	l := tr.partition.Log()
-	if l == nil {
+	// The log manager's: after a restart the partition has not adopted its
+	// log before its first transition.
+	l, ok := rm.logs.GetLog(tr.state.TopicPartition)
+	if !ok {
 		return nil
 	}
 	d, ok := l.Damaged()

@@ -115,6 +115,10 @@ func (f *fetcher) truncateOnDivergence(t tp.TopicPartition, st *partitionState, 
 		attribute.Int64("replicad.diverging_end_offset", de.GetEndOffset()))
 	err := r.TruncateTo(offset)
 	endTruncate(span, r, err)
+	if errors.Is(err, log.ErrFileLimit) {
+		f.retryOutOfDescriptors(st, lg, err)
+		return
+	}
 	if err != nil {
 		f.markFailedErr(t, lg, err, "truncate on diverging epoch")
 		return
@@ -230,12 +234,9 @@ func (f *fetcher) appendRecords(t tp.TopicPartition, st *partitionState, res *re
 				return false
 			}
 			if errors.Is(err, log.ErrFileLimit) {
-				// Out of file descriptors (a roll needs one): the log is as
-				// it was, or holds a prefix of the answer; fetch on from
-				// its end once the backoff is over.
-				lg.Warn().Err(err).Msg("out of file descriptors, retrying partition after backoff")
-				st.fetchOffset = r.LogEndOffset()
-				f.delay(st)
+				// The log is as it was, or holds a prefix of the answer
+				// (a roll needed the descriptor).
+				f.retryOutOfDescriptors(st, lg, err)
 				return false
 			}
 			f.markFailedErr(t, lg, err, "append as follower")
@@ -278,11 +279,25 @@ func (f *fetcher) handleOutOfRange(t tp.TopicPartition, st *partitionState, res 
 		f.delay(st)
 		return
 	}
+	if errors.Is(err, log.ErrFileLimit) {
+		f.retryOutOfDescriptors(st, lg, err)
+		return
+	}
 	if err != nil {
 		f.markFailedErr(t, lg, err, "truncate on offset out of range")
 		return
 	}
 	st.fetchOffset = r.LogEndOffset()
+}
+
+// retryOutOfDescriptors handles an append or truncation that failed for
+// want of a file descriptor (log.ErrFileLimit): no fault of the partition's,
+// and the log changed at most by a prefix of what was asked. The partition
+// fetches on from the log's end once its backoff is over.
+func (f *fetcher) retryOutOfDescriptors(st *partitionState, lg zerolog.Logger, err error) {
+	lg.Warn().Err(err).Msg("out of file descriptors, retrying partition after backoff")
+	st.fetchOffset = st.replica.LogEndOffset()
+	f.delay(st)
 }
 
 // delay keeps the partition out of fetches for PartitionBackoff.

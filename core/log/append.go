@@ -109,8 +109,33 @@ func (l *Log) AppendAsFollower(data []byte) (AppendInfo, error) {
 		}
 	}
 	info, err := l.appendLocked(data, batches)
+	if err != nil {
+		return AppendInfo{}, l.abandonFollowerAppendLocked(leo, err)
+	}
 	l.mu.Unlock()
 	return l.finishAppend(info, err)
+}
+
+// abandonFollowerAppendLocked ends a follower append that failed after
+// starting at leo, with mu held, which it releases. A roll that failed for
+// want of a descriptor may have let a prefix of the batches in: the epochs
+// assigned for the batches that did not go are removed, and under
+// FlushEveryBatch the prefix is fsynced before the fetcher reports the new
+// log end to the leader, which counts it toward the HW.
+func (l *Log) abandonFollowerAppendLocked(leo int64, err error) error {
+	end := l.logEndOffset.Load()
+	if l.failed() == nil {
+		if terr := l.epochs.TruncateFromEnd(end); terr != nil {
+			err = errors.Join(err, l.fail(storageError(terr, "truncate epoch cache to %d", end)))
+		}
+	}
+	l.mu.Unlock()
+	if end > leo && l.cfg.FlushPolicy == FlushEveryBatch && l.failed() == nil {
+		if ferr := l.flushTo(end); ferr != nil {
+			err = errors.Join(err, ferr)
+		}
+	}
+	return err
 }
 
 // finishAppend applies the flush policy once the log lock is released, so
@@ -175,9 +200,15 @@ func (l *Log) writeLocked(seg *segment, run []byte, batches []record.Batch) erro
 	if len(batches) == 0 {
 		return nil
 	}
-	// A write that fails publishes nothing: bytes it left past the
-	// segment's size are overwritten by the next one.
 	if err := seg.write(run, batches, l.cfg.IndexIntervalBytes); err != nil {
+		// A write that fails publishes nothing, and leaves nothing behind:
+		// the bytes it wrote past the segment's size, and index entries
+		// for them, would otherwise come back at the next recovery as
+		// records never acknowledged, at offsets other records take.
+		// Cutting them needs no new descriptor.
+		if cerr := seg.truncate(seg.size.Load()); cerr != nil {
+			return l.fail(storageError(errors.Join(err, cerr), "append, and undo it"))
+		}
 		return l.ioError(err, "append")
 	}
 	seg.size.Add(int64(len(run)))

@@ -74,22 +74,25 @@ func (l *Log) repairLocked() error {
 	if d == nil {
 		return nil
 	}
-	segs := l.segmentList()
-	k := slices.Index(segs, d.seg)
-	if k < 0 {
-		return l.fail(fmt.Errorf("%w: repair at %d: the damaged segment %d is gone", ErrStorage, d.Offset, d.seg.baseOffset))
-	}
-	if err := l.cutAtLocked(segs, k, d.position, d.Offset); err != nil {
-		return l.fail(storageError(err, "repair damage at %d", d.Offset))
-	}
-	l.damage.Store(nil)
-	if d.Offset < l.logStartOffset.Load() {
-		// The damage was below the log start: nothing before it is kept.
-		if err := l.truncateFullyLocked(l.logStartOffset.Load()); err != nil {
+	if start := l.logStartOffset.Load(); d.Offset < start {
+		// The damage is below the log start: nothing before it is kept,
+		// and the log restarts empty there (which clears the damage).
+		if err := l.truncateFullyLocked(start); err != nil {
 			return err
 		}
-	} else if err := l.epochs.TruncateFromEnd(d.Offset); err != nil {
-		return l.fail(storageError(err, "truncate epoch cache to %d", d.Offset))
+	} else {
+		segs := l.segmentList()
+		k := slices.Index(segs, d.seg)
+		if k < 0 {
+			return l.fail(fmt.Errorf("%w: repair at %d: the damaged segment %d is gone", ErrStorage, d.Offset, d.seg.baseOffset))
+		}
+		if err := l.cutAtLocked(segs, k, d.position, d.Offset); err != nil {
+			return l.fail(storageError(err, "repair damage at %d", d.Offset))
+		}
+		l.damage.Store(nil)
+		if err := l.epochs.TruncateFromEnd(d.Offset); err != nil {
+			return l.fail(storageError(err, "truncate epoch cache to %d", d.Offset))
+		}
 	}
 	l.logger.Warn().Str("dir", l.dir).Int64("offset", d.Offset).Int64("recovery_point", d.RecoveryPoint).
 		Msg("repaired damaged log: cut at the damage, the rest comes from the leader")

@@ -168,3 +168,71 @@ func TestGapBelowTheRecoveryPointCutsNothing(t *testing.T) {
 	keep := slices.IndexFunc(written, func(b record.Batch) bool { return b.BaseOffset() == segs[2].BaseOffset })
 	requireSameBatches(t, readAll(t, l, 0, 700), written[:keep])
 }
+
+// A segment that overlaps the damaged one (it claims a base offset below
+// where the damaged one ends) serves nothing: the damaged log reads only
+// from its segments up to the damage.
+func TestDamagedLogReadsNoSegmentPastTheDamage(t *testing.T) {
+	dir, written := recoveryFixture(t)
+	l := reopen(t, dir, 1<<40)
+	segs, rp := l.Segments(), l.RecoveryPoint()
+	closeLog(t, l)
+	last := segs[len(segs)-1].BaseOffset
+	lower := last - 5 // the last segment now claims to start inside the one before it
+	for _, suffix := range []string{logFileSuffix, indexFileSuffix} {
+		if err := os.Rename(segmentPath(dir, last, suffix), segmentPath(dir, lower, suffix)); err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Remove(segmentPath(dir, segs[len(segs)-2].BaseOffset, indexFileSuffix)); err != nil {
+		t.Fatal(err)
+	}
+	l = reopen(t, dir, rp)
+	defer closeLog(t, l)
+	if d, ok := l.Damaged(); !ok || d.Offset != last {
+		t.Fatalf("Damaged() = %+v, %v; want the overlap at %d", d, ok, last)
+	}
+	keep := slices.IndexFunc(written, func(b record.Batch) bool { return b.BaseOffset() == last })
+	requireSameBatches(t, readAll(t, l, 0, 700), written[:keep])
+	ri, err := l.Read(lower+1, 1<<20, last)
+	if err != nil || len(ri.Data) == 0 {
+		t.Fatalf("read at %d, below the damage: %v, %d bytes", lower+1, err, len(ri.Data))
+	}
+}
+
+// Damage below the log start leaves the log empty at its start; the repair
+// restarts it there, every offset in order.
+func TestRepairOfDamageBelowTheLogStart(t *testing.T) {
+	dir, written := recoveryFixture(t)
+	l := reopen(t, dir, 1<<40)
+	segs, rp := l.Segments(), l.RecoveryPoint()
+	closeLog(t, l)
+	flipByte(t, segmentPath(dir, segs[1].BaseOffset, logFileSuffix), record.HeaderSize+2)
+	if err := os.Remove(segmentPath(dir, segs[1].BaseOffset, indexFileSuffix)); err != nil {
+		t.Fatal(err)
+	}
+	start := written[len(written)-3].BaseOffset() // past the damage
+	opts := testOptions(dir, smallConfig())
+	opts.RecoveryPoint, opts.LogStartOffset = rp, start
+	l = openAt(t, opts)
+	defer closeLog(t, l)
+	if d, ok := l.Damaged(); !ok || d.Offset != segs[1].BaseOffset {
+		t.Fatalf("Damaged() = %+v, %v; want damage at %d", d, ok, segs[1].BaseOffset)
+	}
+	if l.LogStartOffset() != start || l.LogEndOffset() != start {
+		t.Fatalf("start %d, end %d; want both %d", l.LogStartOffset(), l.LogEndOffset(), start)
+	}
+	if err := l.RepairDamage(); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := l.Damaged(); ok {
+		t.Fatal("still damaged")
+	}
+	if l.LogStartOffset() != start || l.LogEndOffset() != start || l.HighWatermark() != start || l.RecoveryPoint() != start {
+		t.Fatalf("after the repair: start %d, HW %d, RP %d, end %d; want all %d", l.LogStartOffset(), l.HighWatermark(),
+			l.RecoveryPoint(), l.LogEndOffset(), start)
+	}
+	if b := appendBatches(t, l, 3, 1, 1); b[0].BaseOffset() != start {
+		t.Fatalf("append after the repair at %d, want %d", b[0].BaseOffset(), start)
+	}
+}

@@ -90,6 +90,11 @@ func (l *Log) syncOnce(target int64) (int64, error) {
 		// The recovery point stays: a failed fsync fails the log (fail).
 		return 0, l.ioError(syncErr, "flush")
 	}
+	if err := l.failed(); err != nil {
+		// Something else failed the log meanwhile (a write, a read): its
+		// recovery point moves no more.
+		return 0, err
+	}
 	l.recoveryPoint.Store(max(l.recoveryPoint.Load(), end))
 	if l.recoveryPoint.Load() >= l.epochFloor {
 		l.epochFloor = 0

@@ -41,6 +41,11 @@ func outOfDescriptors(err error) bool {
 	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE)
 }
 
+// OutOfDescriptors says whether err comes from running out of file
+// descriptors (ErrFileLimit, EMFILE, ENFILE): no fault of a disk, and no
+// reason to take a log dir offline.
+func OutOfDescriptors(err error) bool { return errors.Is(err, ErrFileLimit) || outOfDescriptors(err) }
+
 // ioError is the error of an operation that failed before it changed the
 // log (an append's write, roll or epoch entry, a flush): running out of
 // descriptors is ErrFileLimit and leaves the log as it was; anything else

@@ -257,5 +257,10 @@ func (l *Log) shutdown(flush bool) error {
 	if err := errors.Join(errs...); err != nil {
 		return storageError(err, "close %s", l.dir)
 	}
+	if flush {
+		// Nothing since the failure was made durable: a Close that is to
+		// leave the log complete on disk did not.
+		return l.failed()
+	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"slices"
 
 	"github.com/replicad/replicad/core/record"
 )
@@ -53,6 +54,13 @@ func (l *Log) read(startOffset int64, maxBytes int, maxOffset int64) (ReadInfo, 
 	// bytes past it (see Damaged).
 	maxOffset = min(maxOffset, logEndOffset)
 	segs := l.segmentList()
+	if d := l.damage.Load(); d != nil {
+		// Nor any segment after the damaged one: one that overlaps it
+		// would be chosen for offsets below the damage.
+		if k := slices.Index(segs, d.seg); k >= 0 {
+			segs = segs[:k+1]
+		}
+	}
 	for _, s := range segs[segmentIndex(segs, startOffset):] {
 		data, found, err := s.read(startOffset, maxBytes, maxOffset)
 		if err != nil {

@@ -2,11 +2,14 @@ package log
 
 import (
 	"errors"
+	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 
+	"github.com/replicad/replicad/core/record"
 	"github.com/replicad/replicad/core/vfs/crashfs"
 )
 
@@ -217,5 +220,82 @@ func TestFailedReadFailsTheLog(t *testing.T) {
 	}
 	if _, err := l.AppendAsLeader(newBatch("after", 1), 1); !errors.Is(err, ErrStorage) {
 		t.Fatalf("append after a failed read: %v, want ErrStorage", err)
+	}
+}
+
+// followerBatches are n batches of records records each from offset 0 at
+// epoch, as a leader sends them, concatenated.
+func followerBatches(n, records int, epoch int32, tag string) []byte {
+	var data []byte
+	var next int64
+	for i := range n {
+		b := newBatch(fmt.Sprintf("%s-%d", tag, i), records)
+		b.SetBaseOffset(next)
+		b.SetLeaderEpoch(epoch)
+		next = b.NextOffset()
+		data = append(data, b...)
+	}
+	return data
+}
+
+// An append that fails for want of a descriptor (its index file could not
+// be opened) leaves nothing of itself in the segment: the bytes it wrote
+// would otherwise come back at the next recovery as records never
+// appended, behind the records that took their offsets.
+func TestAppendOutOfDescriptorsLeavesNothingBehind(t *testing.T) {
+	fsys := crashfs.New()
+	rep := &failures{}
+	l := openReporting(t, fsys, smallConfig(), rep)
+	failOnce(fsys, crashfs.OpOpen, indexFileSuffix, syscall.EMFILE)
+	if _, err := l.AppendAsFollower(followerBatches(3, 20, 1, "old")); !errors.Is(err, ErrFileLimit) {
+		t.Fatalf("append without a descriptor for the index: %v, want ErrFileLimit", err)
+	}
+	fsys.SetFault(nil)
+	if l.LogEndOffset() != 0 || l.LatestEpoch() != -1 {
+		t.Fatalf("after the failed append: LEO %d, latest epoch %d; want 0 and none", l.LogEndOffset(), l.LatestEpoch())
+	}
+	if _, err := l.AppendAsFollower(followerBatches(1, 20, 2, "new")); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	opts := testOptions("/p", smallConfig())
+	opts.FS = fsys
+	reopened := openAt(t, opts) // recovery point 0: every batch is read
+	defer reopened.Close()
+	if leo := reopened.LogEndOffset(); leo != 20 {
+		t.Fatalf("log end %d after a restart, want 20: the failed append's batches came back", leo)
+	}
+	if rep.count() != 0 {
+		t.Fatalf("%d failures reported for running out of descriptors", rep.count())
+	}
+}
+
+// A truncation that cannot find where to cut because a batch before the
+// cut point is damaged changes nothing and does not fail the log: damage
+// is the partition's to handle, not a failing disk's.
+func TestTruncationPastADamagedBatchDoesNotFailTheLog(t *testing.T) {
+	fsys := crashfs.New()
+	rep := &failures{}
+	cfg := smallConfig()
+	cfg.IndexIntervalBytes = 1 << 20 // no index entry: the cut point is found by reading headers
+	l := openReporting(t, fsys, cfg, rep)
+	batches := appendBatches(t, l, 1, 4, 1)
+	f, err := fsys.OpenFile(segmentPath("/p", 0, logFileSuffix), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The second batch's length field claims 2 GiB.
+	if _, err := f.WriteAt([]byte{0x7f, 0, 0, 0}, int64(len(batches[0]))+8); err != nil {
+		t.Fatal(err)
+	}
+	_ = f.Close()
+	err = l.TruncateTo(3)
+	if !errors.Is(err, record.ErrCorrupt) || errors.Is(err, ErrStorage) {
+		t.Fatalf("truncation past a damaged batch: %v, want record.ErrCorrupt and no storage error", err)
+	}
+	if l.Failed() != nil || rep.count() != 0 || l.LogEndOffset() != 4 {
+		t.Fatalf("failed %v, %d reports, LEO %d: want the log as it was", l.Failed(), rep.count(), l.LogEndOffset())
 	}
 }

@@ -1,6 +1,11 @@
 package log
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+
+	"github.com/replicad/replicad/core/record"
+)
 
 // TruncateTo drops everything at or after offset, trimming the epoch cache
 // and clamping HW and recovery point. When offset >= LEO no record goes, but
@@ -11,9 +16,11 @@ import "fmt"
 // matches the data (Kafka cuts at the same batch but sets the LEO to offset).
 // An offset below the log start empties the log and restarts it at offset.
 //
-// The new recovery point is not durable until the owner checkpoints it; as
-// Kafka's LogManager.truncateTo does, it should do so right away, or a crash
-// could make recovery trust unflushed bytes written after the truncation.
+// A truncation that lowers the recovery point has the owner checkpoint the
+// lowered one before it cuts anything (Options.OnRecoveryPointLowered):
+// Kafka's LogManager.truncateTo checkpoints after the truncation, which
+// lets a power loss in between leave torn pages, or unflushed records
+// appended since, below a recovery point still on disk.
 func (l *Log) TruncateTo(offset int64) error {
 	if offset < 0 {
 		return fmt.Errorf("log: truncate to negative offset %d", offset)
@@ -50,6 +57,15 @@ func (l *Log) TruncateTo(offset int64) error {
 	// the segments may be cut partway, and the epoch cache may be ahead of
 	// them. The offsets always follow what is left (truncateSegmentsLocked).
 	logEndOffset, err := l.truncateSegmentsLocked(offset)
+	if errors.Is(err, record.ErrCorrupt) {
+		// Where to cut could not be read past a damaged batch, and nothing
+		// was changed: damage is the partition's to handle, not a failing
+		// disk's.
+		return fmt.Errorf("log: truncate to %d: %w", offset, err)
+	}
+	if errors.Is(err, ErrFileLimit) {
+		return err // the checkpoint before the cut could not be opened
+	}
 	if err != nil {
 		return l.fail(storageError(err, "truncate to %d", offset))
 	}
@@ -131,6 +147,9 @@ func (l *Log) lowerRecoveryPointDurablyLocked(end int64) error {
 		return nil
 	}
 	if err := l.onRecoveryPointLowered(); err != nil {
+		if outOfDescriptors(err) {
+			return fmt.Errorf("%w: checkpoint the recovery point lowered to %d: %w", ErrFileLimit, end, err)
+		}
 		return fmt.Errorf("checkpoint the recovery point lowered to %d: %w", end, err)
 	}
 	// The owner's checkpoint holds no recovery point above end any more.

@@ -155,6 +155,14 @@ func (m *Manager) ReplaceCurrentWithFutureLog(t tp.TopicPartition, highWatermark
 		m.mu.Unlock()
 		return nil, fmt.Errorf("logmgr: replace %s with its future log: current %v, future %v", t, hasCur, hasFut)
 	}
+	for _, h := range []hostedLog{fut, cur} {
+		if err := h.log.Failed(); err != nil {
+			// Never swap in a log that lost writes, nor away from one
+			// whose failure is its dir's to handle: both stay as they are.
+			m.mu.Unlock()
+			return nil, fmt.Errorf("logmgr: replace %s with its future log: %w", t, err)
+		}
+	}
 	// From here the partition is in neither map until the swap is done, so
 	// checkpoints and flushes leave both logs alone.
 	delete(m.logs, t)

@@ -12,25 +12,9 @@ func TestTruncationCheckpointsTheLoweredRecoveryPoint(t *testing.T) {
 	dirs := tempDirs(t, 2)
 	m := open(t, dirs...)
 	p := tpOf("t", 0)
-	create(t, m, p)
-	appendRecords(t, m, p, 5)
-	cur, _ := m.GetLog(p)
+	_, fut, _ := copiedToFuture(t, m, dirs, p)
 	curDir, _ := m.DirOf(p)
-	dest := dirs[0]
-	if curDir == dest {
-		dest = dirs[1]
-	}
-	fut, err := m.GetOrCreateFutureLog(p, dest)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ri, err := cur.Read(0, 1<<20, 5)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := fut.AppendAsFollower(ri.Data); err != nil {
-		t.Fatal(err)
-	}
+	dest := filepath.Dir(fut.Dir())
 	if err := m.FlushAll(); err != nil {
 		t.Fatal(err)
 	}

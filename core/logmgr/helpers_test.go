@@ -115,3 +115,30 @@ func failure(m *Manager) (DirFailure, bool) {
 		return DirFailure{}, false
 	}
 }
+
+// copiedToFuture gives p (created in m, five records) a future log in the
+// other of dirs holding a copy of them all, as a move that caught up does,
+// and returns both logs and the five batches.
+func copiedToFuture(t *testing.T, m *Manager, dirs []string, p tp.TopicPartition) (cur, fut *log.Log, batches []byte) {
+	t.Helper()
+	create(t, m, p)
+	appendRecords(t, m, p, 5)
+	cur, _ = m.GetLog(p)
+	curDir, _ := m.DirOf(p)
+	dest := dirs[0]
+	if curDir == dest {
+		dest = dirs[1]
+	}
+	fut, err := m.GetOrCreateFutureLog(p, dest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ri, err := cur.Read(0, 1<<20, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fut.AppendAsFollower(ri.Data); err != nil {
+		t.Fatal(err)
+	}
+	return cur, fut, ri.Data
+}

@@ -102,6 +102,9 @@ type Manager struct {
 	// dir (at most one per partition, never in the dir of its current log).
 	futures map[tp.TopicPartition]hostedLog
 	closed  bool
+	// loaded: Open registered every log it found. Until then a dir's
+	// checkpoints must not be written from the logs registered so far.
+	loaded bool
 
 	// removals are background removals of deleted logs; Shutdown waits.
 	removals    sync.WaitGroup
@@ -205,7 +208,13 @@ func (m *Manager) Dirs() []DirInfo {
 }
 
 // reportFailure sends dir's first failure on the failures channel.
+// Running out of file descriptors is not one: the operation failed, the dir
+// is fine.
 func (m *Manager) reportFailure(d *logDir, err error) {
+	if log.OutOfDescriptors(err) {
+		m.logger.Warn().Err(err).Str("log_dir", d.path).Msg("out of file descriptors: the operation failed, the log dir stays online")
+		return
+	}
 	m.mu.Lock()
 	first := d.online && !d.reported
 	d.reported = true
@@ -238,8 +247,14 @@ func (m *Manager) logOptions(d *logDir, path string, t tp.TopicPartition) log.Op
 			m.reportFailure(d, fmt.Errorf("logmgr: log %s in %s: %w", t, d.path, err))
 		},
 		// A truncation's lowered recovery point reaches d's checkpoint
-		// before the truncation cuts anything (see log.Options).
+		// before the truncation cuts anything (see log.Options). Not for a
+		// log being opened (a recovery that truncates fully): the dir's
+		// other logs may not be registered yet, and the checkpoints would
+		// lose them; Open rewrites a checkpoint that recovery made stale.
 		OnRecoveryPointLowered: func() error {
+			if !m.hosts(d, t) {
+				return nil
+			}
 			if err := m.checkpointDir(d); err != nil {
 				m.reportFailure(d, err)
 				return err
@@ -247,6 +262,21 @@ func (m *Manager) logOptions(d *logDir, path string, t tp.TopicPartition) log.Op
 			return nil
 		},
 	}
+}
+
+// hosts reports whether the manager, done loading, holds t's current or
+// future log in d.
+func (m *Manager) hosts(d *logDir, t tp.TopicPartition) bool {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if !m.loaded {
+		return false
+	}
+	if h, ok := m.logs[t]; ok && h.dir == d {
+		return true
+	}
+	h, ok := m.futures[t]
+	return ok && h.dir == d
 }
 
 // ReportFailure reports a storage failure of the dir at path, as the logs

@@ -197,7 +197,29 @@ func (m *Manager) loadLogs() error {
 		return err
 	}
 	maps.Copy(m.futures, futures)
+	m.mu.Lock()
+	m.loaded = true
+	m.mu.Unlock()
+	m.repairDamagedFutures()
 	return nil
+}
+
+// repairDamagedFutures cuts every future log that opened damaged (see
+// log.Damaged) at its damage: it is a copy of its partition's current log,
+// which the alter-log-dirs fetcher copies the rest from. (A current log
+// keeps its damage until it follows a leader; an orphan future promoted to
+// current above is one.) A repair that fails has failed the log, which
+// takes its dir offline.
+func (m *Manager) repairDamagedFutures() {
+	for t, fut := range m.FutureLogs() {
+		d, ok := fut.Damaged()
+		if !ok {
+			continue
+		}
+		err := fut.RepairDamage()
+		m.logger.Warn().Err(err).Str("partition", t.String()).Str("log", fut.Dir()).Int64("damaged_offset", d.Offset).
+			AnErr("damage", d.Cause).Msg("future log damaged below its recovery point: cut at the damage, the move copies the rest again")
+	}
 }
 
 // loadDir reads dir's checkpoints and opens its partition logs and future
