@@ -1,8 +1,10 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"slices"
+	"strings"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
@@ -148,10 +150,27 @@ func (c *Controller) noteStorageOutcomes(id int32, epoch int64, failed, healthy 
 // broker. A failed store write is retried at the broker's next heartbeat,
 // which reports the replicas again.
 func (c *Controller) moveOfflineReplicasLocked(ctx context.Context, bs *brokerState, reason string) {
+	// Only the broker's offline replicas are looked at: this runs at every
+	// heartbeat, and a controller may hold many partitions.
+	keys := make([]partitionKey, 0, len(bs.offline)+len(bs.storageErrors))
+	for k := range bs.offline {
+		keys = append(keys, k)
+	}
+	for k := range bs.storageErrors {
+		if _, dup := bs.offline[k]; !dup {
+			keys = append(keys, k)
+		}
+	}
+	slices.SortFunc(keys, func(a, b partitionKey) int {
+		if c := strings.Compare(a.topic, b.topic); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.partition, b.partition)
+	})
 	var updates []store.PartitionUpdate
-	for _, p := range c.sortedPartitionsLocked() {
-		k := keyOf(p)
-		if !bs.replicaOffline(k) || (p.Leader != bs.info.ID && !slices.Contains(p.ISR, bs.info.ID)) {
+	for _, k := range keys {
+		p, ok := c.parts[k]
+		if !ok || (p.Leader != bs.info.ID && !slices.Contains(p.ISR, bs.info.ID)) {
 			continue
 		}
 		next, _ := moveAway(p, bs.info.ID, c.eligibleForLocked(k), c.minIsrLocked(p))

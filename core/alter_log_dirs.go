@@ -138,10 +138,8 @@ func (rm *ReplicaManager) alterReplicaLogDirLocked(ctx context.Context, r AlterR
 // abortMoveLocked stops a move in progress and deletes its future log.
 func (rm *ReplicaManager) abortMoveLocked(t tp.TopicPartition) ErrorCode {
 	rm.alterLogDirsFetchers().RemoveFetcherForPartitions([]tp.TopicPartition{t})
-	dir, _ := rm.logs.FutureDirOf(t)
 	if err := rm.logs.DeleteFutureLog(t); err != nil {
 		rm.logger.Error().Err(err).Str("topic", t.Topic).Int32("partition", t.Partition).Msg("delete future log")
-		rm.reportDirFailure(dir, err)
 		return ErrStorageError
 	}
 	return ErrNone
@@ -241,7 +239,7 @@ func (rm *ReplicaManager) readCurrentLogs(req FetchRequest, maxBytes int) (Fetch
 			var err error
 			res, caughtUp, err = p.readForFutureReplica(fp, max(0, maxBytes-total))
 			if err != nil {
-				rm.readError(context.Background(), fp.TopicPartition, err)
+				rm.handleReadError(context.Background(), fp.TopicPartition, err)
 			}
 			if caughtUp {
 				rm.requestMoveCheck(fp.TopicPartition)
@@ -364,14 +362,12 @@ func (rm *ReplicaManager) maybeReplaceCurrentWithFutureReplica(t tp.TopicPartiti
 	switch {
 	case errors.Is(err, errFutureCopy):
 		// The future log failed, the current one is intact: the move stops.
+		// The future log reported its failure itself (its dir goes offline).
 		rm.logger.Error().Err(err).Str("topic", t.Topic).Int32("partition", t.Partition).Msg("finish log dir move")
-		if dir, ok := rm.logs.FutureDirOf(t); ok {
-			rm.reportDirFailure(dir, err)
-		}
 	case err != nil:
 		// The swap failed half way: the partition may have no log left.
 		rm.logger.Error().Err(err).Str("topic", t.Topic).Int32("partition", t.Partition).Msg("swap in the moved log")
-		rm.markPartitionOffline(context.Background(), t)
+		rm.markPartitionOffline(context.Background(), t, offlineSwapFailed, err)
 		return
 	case !swapped:
 		if fut, ok := rm.logs.FutureLog(t); ok {

@@ -1,7 +1,6 @@
 package core
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"slices"
@@ -14,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/replicad/replicad/core/log"
+	"github.com/replicad/replicad/core/logmgr"
 	"github.com/replicad/replicad/core/tp"
 	"github.com/replicad/replicad/internal/spanevents"
 )
@@ -149,7 +149,7 @@ func (rm *ReplicaManager) BecomeLeaderOrFollower(ctx context.Context, req Leader
 	// A partition whose log could not be created is offline.
 	for _, tr := range slices.Concat(toLeader, toFollower) {
 		if tr.partition.Log() == nil {
-			rm.markPartitionOffline(ctx, tr.state.TopicPartition)
+			rm.markPartitionOffline(ctx, tr.state.TopicPartition, offlineNoLog, nil)
 			responses[tr.state.TopicPartition] = ErrStorageError
 		}
 	}
@@ -192,14 +192,10 @@ func (rm *ReplicaManager) BecomeLeaderOrFollower(ctx context.Context, req Leader
 // is another topic's than st's (the hosted partition's, or else its log's),
 // "" when it is the same, or either is unknown.
 func (rm *ReplicaManager) strayTopicID(p *Partition, st PartitionState) string {
-	if st.TopicID == "" {
-		return ""
+	if id := rm.replicaTopicID(p, st.TopicPartition); topicIDsConflict(id, st.TopicID) {
+		return id
 	}
-	id := cmp.Or(p.TopicID(), rm.logs.TopicID(st.TopicPartition))
-	if id == "" || id == st.TopicID {
-		return ""
-	}
-	return id
+	return ""
 }
 
 // deleteStrayLocked stops and deletes the replica of st's partition that is
@@ -224,8 +220,10 @@ func (rm *ReplicaManager) deleteStrayLocked(ctx context.Context, slog zerolog.Lo
 // damaged below its recovery point (log.Damaged), before the partition
 // follows a live leader: the leader has the records from there, and the
 // fetcher brings them back. A partition without a live leader keeps its
-// damaged log, and every byte of it, until it has one.
-func (rm *ReplicaManager) repairDamagedLog(ctx context.Context, slog zerolog.Logger, tr partitionTransition) error {
+// damaged log, and every byte of it, until it has one. The repair is a
+// Partition.repairDamagedLog span under ctx's, the transition's, when
+// spanned (within MaxPartitionSpans), and logged either way.
+func (rm *ReplicaManager) repairDamagedLog(ctx context.Context, spanned bool, slog zerolog.Logger, tr partitionTransition) error {
 	// The log manager's: after a restart the partition has not adopted its
 	// log before its first transition.
 	l, ok := rm.logs.GetLog(tr.state.TopicPartition)
@@ -236,10 +234,14 @@ func (rm *ReplicaManager) repairDamagedLog(ctx context.Context, slog zerolog.Log
 	if !ok {
 		return nil
 	}
-	_, span := rm.tracer.Start(ctx, "Partition.repairDamagedLog", trace.WithAttributes(append(transitionAttrs(tr),
-		attribute.Int64("replicad.damaged_offset", d.Offset), attribute.Int64("replicad.recovery_point", d.RecoveryPoint),
-		attribute.String("replicad.reason", d.Cause.Error()))...))
-	defer span.End()
+	span := trace.SpanFromContext(context.Background()) // records nothing
+	if spanned {
+		_, span = rm.tracer.Start(ctx, "Partition.repairDamagedLog", trace.WithAttributes(append(transitionAttrs(tr),
+			attribute.Int64("replicad.damaged_offset", d.Offset), attribute.Int64("replicad.recovery_point", d.RecoveryPoint),
+			attribute.String("replicad.reason", "damaged below the recovery point"))...))
+		defer span.End()
+		span.RecordError(d.Cause)
+	}
 	err := l.RepairDamage()
 	stateFields(slog.Warn(), tr.state).Int64("damaged_offset", d.Offset).Int64("recovery_point", d.RecoveryPoint).
 		Str("damage", d.Cause.Error()).Err(err).
@@ -353,7 +355,7 @@ func (rm *ReplicaManager) makeLeaders(ctx context.Context, slog zerolog.Logger, 
 		t := tr.state.TopicPartition
 		switch {
 		case errs[i] != nil:
-			rm.stateChangeFailed(slog, tr.state, "become-leader", errs[i])
+			stateChangeFailed(slog, tr.state, "become-leader", errs[i])
 			responses[t] = storageErrorCode(errs[i])
 		case isNewLeader[i]:
 			became = append(became, t)
@@ -398,13 +400,14 @@ func (rm *ReplicaManager) makeFollowers(ctx context.Context, slog zerolog.Logger
 	forEachParallel(len(transitions), func(i int) {
 		tr := transitions[i]
 		var pspan trace.Span
+		pctx := ctx // the transition's span's, when it has one
 		if childSpans {
-			_, pspan = rm.tracer.Start(ctx, "Partition.makeFollower", trace.WithAttributes(transitionAttrs(tr)...))
+			pctx, pspan = rm.tracer.Start(ctx, "Partition.makeFollower", trace.WithAttributes(transitionAttrs(tr)...))
 		}
 		_, alive := rm.metadata.aliveBroker(tr.state.Leader)
 		switch {
 		case alive:
-			if errs[i] = rm.repairDamagedLog(ctx, slog, tr); errs[i] != nil {
+			if errs[i] = rm.repairDamagedLog(pctx, childSpans, slog, tr); errs[i] != nil {
 				break
 			}
 			didChange[i], errs[i] = tr.partition.makeFollower(tr.state, false /* syncMetadata */)
@@ -437,7 +440,7 @@ func (rm *ReplicaManager) makeFollowers(ctx context.Context, slog zerolog.Logger
 	for i, tr := range transitions {
 		switch {
 		case errs[i] != nil:
-			rm.stateChangeFailed(slog, tr.state, "become-follower", errs[i])
+			stateChangeFailed(slog, tr.state, "become-follower", errs[i])
 			responses[tr.state.TopicPartition] = storageErrorCode(errs[i])
 		case didChange[i]:
 			changed = append(changed, tr)
@@ -575,14 +578,15 @@ func setErrorCode(span trace.Span, code ErrorCode) {
 // stateChangeFailed logs a transition that failed on storage. The failure
 // itself was reported by whoever met it (the log or the log manager), and
 // takes the log dir offline from there.
-func (rm *ReplicaManager) stateChangeFailed(slog zerolog.Logger, st PartitionState, transition string, err error) {
-	if errors.Is(err, log.ErrDamaged) {
-		stateFields(slog.Error(), st).Err(err).Str("transition", transition).
-			Msg("Refused the state change: the local log is damaged below its recovery point; another replica must lead, and this one is repaired when it follows")
-		return
+func stateChangeFailed(slog zerolog.Logger, st PartitionState, transition string, err error) {
+	msg := "Skipped the state change: the local replica could not take it"
+	switch {
+	case errors.Is(err, log.ErrDamaged):
+		msg = "Refused the state change: the local log is damaged below its recovery point; another replica must lead, and this one is repaired when it follows"
+	case errors.Is(err, log.ErrStorage), errors.Is(err, logmgr.ErrDirOffline), errors.Is(err, logmgr.ErrNoOnlineDir):
+		msg = "Skipped the state change since the replica for the partition is offline due to disk error"
 	}
-	stateFields(slog.Error(), st).Err(err).Str("transition", transition).
-		Msg("Skipped the state change since the replica for the partition is offline due to disk error")
+	stateFields(slog.Error(), st).Err(err).Str("transition", transition).Msg(msg)
 }
 
 // forEachParallel runs fn(0..n-1), fanning out over a few goroutines when n is

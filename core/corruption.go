@@ -6,8 +6,6 @@ import (
 	"fmt"
 
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/replicad/replicad/core/log"
 	"github.com/replicad/replicad/core/record"
@@ -16,12 +14,13 @@ import (
 
 // Batches damaged at rest.
 //
-// Every batch a leader serves, to a consumer or to a follower, is checked
-// against its CRC first: a damaged one is answered CORRUPT_MESSAGE and never
-// served. Damage is a fault of one log's data, not of the disk, so the log
-// dir stays online; but a leader whose log lost data it committed must not
-// go on leading it, since the other replicas of the ISR hold a good copy.
-// The partition goes offline on this broker (its heartbeats then report the
+// Every batch a broker serves, to a consumer, a follower or a move's copy,
+// is checked first (its CRC and its place): a damaged one is answered
+// CORRUPT_MESSAGE and never served. Damage is a fault of one log's data,
+// not of the disk, so the log dir stays online; but a replica whose log
+// lost data it committed must not go on leading, or be copied, since the
+// other replicas of the ISR hold a good copy. The partition goes offline on
+// this broker (its heartbeats then report the
 // replica offline, and the controller moves the leadership to a healthy ISR
 // member and keeps this one out of the ISR), as Kafka takes a replica
 // offline on a storage error.
@@ -57,7 +56,11 @@ func verifyBatches(data []byte, offset int64) ([]byte, *corruptBatch) {
 			err = placeError(b, offset, next)
 		}
 		if err != nil {
-			return data[:n], &corruptBatch{offset: nextOffsetAfter(data[:n], offset), err: err}
+			at := offset
+			if next >= 0 {
+				at = next
+			}
+			return data[:n], &corruptBatch{offset: at, err: err}
 		}
 		n += len(b)
 		rest = after
@@ -67,7 +70,9 @@ func verifyBatches(data []byte, offset int64) ([]byte, *corruptBatch) {
 }
 
 // placeError says why b cannot be the batch read where it was: the first
-// (next < 0) must hold offset, a later one start at next.
+// (next < 0) must hold offset, a later one start at next. (A log's read
+// already refuses a first batch that starts past offset; the check stands
+// for the other readers.)
 func placeError(b record.Batch, offset, next int64) error {
 	switch {
 	case next < 0 && (b.BaseOffset() > offset || b.LastOffset() < offset):
@@ -100,48 +105,24 @@ func readVerified(l *log.Log, offset int64, maxBytes int, maxOffset int64) ([]by
 	return data, ErrNone, nil
 }
 
-// nextOffsetAfter is the offset after the whole batches of data, offset
-// when there are none.
-func nextOffsetAfter(data []byte, offset int64) int64 {
-	for len(data) > 0 {
-		b, rest, err := record.Next(data)
-		if err != nil {
-			break
-		}
-		offset = b.NextOffset()
-		data = rest
-	}
-	return offset
-}
-
-// readError sorts an error of reading t's log: a damaged batch takes the
-// partition offline on this broker (handleCorruptBatch); any other storage
-// error takes its log dir offline, reported by the log itself (logmgr).
-func (rm *ReplicaManager) readError(ctx context.Context, t tp.TopicPartition, err error) {
+// handleReadError takes partition t offline on this broker when err, from
+// reading its log, is a damaged batch (a *corruptBatch): see the comment on
+// corruption above. The log dir stays online. Any other error of the disk
+// has taken the log dir offline already (the log reports it itself).
+func (rm *ReplicaManager) handleReadError(ctx context.Context, t tp.TopicPartition, err error) {
 	var cb *corruptBatch
-	if errors.As(err, &cb) {
-		rm.handleCorruptBatch(ctx, t, cb)
+	if !errors.As(err, &cb) {
+		return
 	}
-}
-
-// handleCorruptBatch takes partition t offline on this broker after its log
-// was found damaged at rest while leading it (see the package comment on
-// corruption above). The log dir stays online.
-func (rm *ReplicaManager) handleCorruptBatch(ctx context.Context, t tp.TopicPartition, cb *corruptBatch) {
 	rm.stateChangeMu.Lock()
 	defer rm.stateChangeMu.Unlock()
 	h := rm.getPartition(t)
 	if h == nil || h.offline.Load() {
 		return
 	}
-	_, span := rm.tracer.Start(ctx, "ReplicaManager.markPartitionOffline", trace.WithAttributes(append(partitionAttrs(t),
-		attribute.String("replicad.reason", "corrupt batch"), attribute.Int64("replicad.offset", cb.offset))...))
-	defer span.End()
-	span.RecordError(cb)
-	span.SetStatus(codes.Error, "corrupt batch")
 	rm.stateLog.Error().Str("topic", t.Topic).Int32("partition", t.Partition).Int64("offset", cb.offset).Err(cb.err).
-		Msg("A batch of the log fails its CRC: taking the partition offline on this broker (the controller moves its leadership to another ISR member)")
+		Msg("A batch of the log is damaged: taking the partition offline on this broker (the controller moves its leadership to another ISR member)")
 	rm.cfg.Fetchers.RemoveFetcherForPartitions([]tp.TopicPartition{t})
 	rm.cfg.AlterLogDirsFetchers.RemoveFetcherForPartitions([]tp.TopicPartition{t})
-	rm.setPartitionOffline(t)
+	rm.markPartitionOffline(ctx, t, offlineCorrupt, cb, attribute.Int64("replicad.offset", cb.offset))
 }

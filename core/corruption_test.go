@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"go.opentelemetry.io/otel/codes"
+
 	"github.com/replicad/replicad/core/record"
 )
 
@@ -97,15 +99,44 @@ func TestDamagedBatchLengthIsReported(t *testing.T) {
 }
 
 // A follower fetching across a damaged batch gets CORRUPT_MESSAGE, not the
-// damaged bytes (which it would refuse and ask for again for ever).
+// damaged bytes (which it would refuse and ask for again for ever), and
+// the leader gives the partition up as a consumer's read makes it do.
 func TestFollowerFetchOfADamagedBatch(t *testing.T) {
 	h, size := threeBatches(t)
 	h.corruptAt(size+record.HeaderSize+20, []byte("XXXXXXXXXXXXXXXX"))
 	if r := h.fetch(2, fetchAt(1, 1)); r.Error != ErrCorruptMessage || len(r.Records) != 0 {
 		t.Fatalf("fetch at the damaged batch: %v with %d bytes, want CORRUPT_MESSAGE", r.Error, len(r.Records))
 	}
+	if got := h.rm.OfflinePartitions(); len(got) != 1 || got[0] != tp0 {
+		t.Fatalf("offline partitions %v, want [%v]", got, tp0)
+	}
 	if !h.dirsOnline() {
 		t.Fatal("one damaged batch took the log dir offline")
+	}
+}
+
+// The partition taken offline for a damaged batch is traced with where the
+// damage is and why, the damage recorded as the span's error.
+func TestDamagedBatchOfflineSpan(t *testing.T) {
+	h, rec, _ := tracedHarness(t)
+	h.leaderAndIsr(1, state("orders", 0, 1, 1, []int32{1, 2}, []int32{1}))
+	for _, v := range []string{"first", "second", "third"} {
+		if r := h.produce(tp0, AcksLeader, v+strings.Repeat(".", 59)); r.Error != ErrNone {
+			t.Fatalf("produce: %+v", r)
+		}
+	}
+	size := int64(len(record.Build([]record.Record{{Value: []byte("first" + strings.Repeat(".", 59))}}, 1)))
+	h.corruptAt(2*size+record.HeaderSize+20, []byte("XXXXXXXXXXXXXXXX"))
+	if r := h.consumeAt(0); r.Error != ErrNone || len(r.Records) != 2 {
+		t.Fatalf("consume at 0: %v with %d records, want the two sound ones", r.Error, len(r.Records))
+	}
+	if r := h.consumeAt(2); r.Error != ErrCorruptMessage {
+		t.Fatalf("consume at the damaged batch: %v", r.Error)
+	}
+	s := oneSpan(t, rec, "ReplicaManager.markPartitionOffline")
+	wantAttrs(t, "markPartitionOffline", s.Attributes(), map[string]any{"replicad.reason": string(offlineCorrupt), "replicad.offset": 2})
+	if s.Status().Code != codes.Error || len(s.Events()) == 0 {
+		t.Fatalf("status %v, events %v: want the damage recorded as an error", s.Status(), s.Events())
 	}
 }
 

@@ -121,7 +121,7 @@ func (rm *ReplicaManager) readFromLocalLogs(req FetchRequest, maxBytes int, upda
 			var err error
 			res, err = p.fetchRecords(req.ReplicaID, req.BrokerEpoch, fp, max(0, maxBytes-total), updateFetchState)
 			if err != nil {
-				rm.readError(context.Background(), fp.TopicPartition, err)
+				rm.handleReadError(context.Background(), fp.TopicPartition, err)
 			}
 		}
 		total += len(res.Records)
@@ -179,7 +179,7 @@ func (p *Partition) readForFollower(replicaID int32, fp FetchPartition, maxBytes
 	}
 	// A follower of another topic of this name (deleted and created
 	// again) must not take this log's records for its own.
-	if fp.TopicID != "" && p.topicID != "" && fp.TopicID != p.topicID {
+	if topicIDsConflict(fp.TopicID, p.topicID) {
 		res.Error = ErrInconsistentTopicID
 		return res, 0, nil
 	}

@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -67,7 +68,12 @@ func (rm *ReplicaManager) writeHighWatermarkCheckpoints(byDir map[string]map[tp.
 		if err := rm.logs.WriteHighWatermarks(dir, hws); err != nil {
 			rm.logger.Error().Err(err).Str("log_dir", dir).Msg("write the HW checkpoint")
 			res.Error = ErrStorageError
-			rm.handleLogDirFailure(dir, err)
+			// The log manager reports the failure too; it is handled here
+			// at once, so the caller sees the dir offline when answered.
+			// Running out of descriptors is no failure of the dir.
+			if !errors.Is(err, log.ErrFileLimit) {
+				rm.handleLogDirFailure(dir, err)
+			}
 		}
 		out = append(out, res)
 	}
@@ -84,9 +90,7 @@ func (rm *ReplicaManager) startHighWatermarkCheckpointLoop() {
 		rm.every(rm.cfg.ReplicaLagTimeMax/2, rm.maybeShrinkIsr)
 		rm.every(rm.cfg.HWCheckpointInterval, func() {
 			rm.periodicHighWatermarkCheckpoint()
-			for dir, err := range rm.logs.CheckpointLogOffsets() {
-				rm.reportDirFailure(dir, err)
-			}
+			rm.logs.CheckpointLogOffsets() // a dir that fails is reported by the log manager
 		})
 		if rm.cfg.LogConfig.FlushPolicy == log.FlushInterval && rm.cfg.LogConfig.FlushInterval > 0 {
 			rm.every(rm.cfg.LogConfig.FlushInterval, func() {

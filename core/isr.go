@@ -243,12 +243,14 @@ func (p *Partition) completeIsrChange(pending *pendingIsrChange, res IsrChangeRe
 		Ints32("proposed_isr", pending.change.NewIsr).Ints32("isr", p.isr).Msg("ISR change completed")
 	p.maybeIncrementLeaderHWLocked()
 	p.mu.Unlock()
-	endIsrChangeSpan(pending.span, res, outcome)
 	if outcome == isrOutcomeRetried {
+		// The span goes on with the retry, to the outcome that ends it.
+		pending.span.AddEvent("retried", trace.WithAttributes(attribute.String("replicad.error_code", res.Error.String())))
 		// Outside p.mu: the changer may answer at once.
 		p.submitIsrChange(pending)
 		return
 	}
+	endIsrChangeSpan(pending.span, res, outcome)
 	// Waiters re-check: the HW may have moved, and an acks=-1 produce's
 	// min.insync.replicas check depends on the ISR.
 	p.changed.notify()

@@ -3,6 +3,8 @@ package core
 import (
 	"slices"
 	"testing"
+
+	"github.com/replicad/replicad/internal/spantest"
 )
 
 // A possibly committed ISR expansion is kept on an unclear answer: the
@@ -123,5 +125,26 @@ func TestSameLeaderEpochHigherPartitionEpochRefreshesIsr(t *testing.T) {
 	moved.PartitionEpoch, moved.IsNew = 2, false
 	if code := codeOf(h.leaderAndIsr(1, moved), tp0); code != ErrStaleControllerEpoch {
 		t.Fatalf("another leader at the same epoch: %v, want STALE_CONTROLLER_EPOCH", code)
+	}
+}
+
+// A retried ISR change keeps its span open: the retry is an event on it,
+// and the span ends with the final outcome (here the commit), so a trace
+// shows how the change ended, not only that it was retried.
+func TestRetriedIsrChangeSpanEndsWithItsOutcome(t *testing.T) {
+	changer := &heldIsrChanger{}
+	h, rec, _ := tracedHarness(t, func(cfg *Config) { cfg.MinInsyncReplicas = 2; cfg.IsrChanger = changer })
+	h.leaderAndIsr(1, state("orders", 0, 1, 1, []int32{1, 2, 3}, []int32{1, 2}))
+	h.fetch(2, fetchAt(0, 1))
+	h.fetch(3, fetchAt(0, 1))
+	changer.answer(0, IsrChangeResult{Error: ErrRequestTimedOut})
+	if n := len(spantest.Named(rec, "Partition.expandIsr")); n != 0 {
+		t.Fatalf("%d expandIsr spans ended on a retried answer, want none", n)
+	}
+	changer.answer(1, IsrChangeResult{Error: ErrNone, Isr: []int32{1, 2, 3}, PartitionEpoch: 1})
+	s := oneSpan(t, rec, "Partition.expandIsr")
+	wantAttrs(t, "expandIsr", s.Attributes(), map[string]any{"replicad.outcome": string(isrOutcomeCommitted), "replicad.partition_epoch": 1})
+	if ev := s.Events(); len(ev) != 1 || ev[0].Name != "retried" {
+		t.Fatalf("events %+v, want one retried event", ev)
 	}
 }

@@ -494,27 +494,15 @@ func (p *Partition) readCommitted(offset int64, maxBytes int) (ConsumeResult, in
 	if offset >= res.HighWatermark {
 		return res, 0, nil
 	}
-	ri, err := l.Read(offset, maxBytes, res.HighWatermark)
-	if err != nil {
-		if errors.Is(err, log.ErrOffsetOutOfRange) {
-			res.Error = ErrOffsetOutOfRange
-			return res, 0, nil
-		}
-		if errors.Is(err, record.ErrCorrupt) {
-			res.Error = ErrCorruptMessage
-			return res, 0, &corruptBatch{offset: offset, err: err}
-		}
-		res.Error = storageErrorCode(err)
-		return res, 0, err
-	}
 	// Every batch is checked before it is served: one damaged at rest is
 	// answered CORRUPT_MESSAGE, after the sound ones before it.
-	buf, bad := verifyBatches(ri.Data, offset)
-	if bad != nil && len(buf) == 0 {
-		res.Error = ErrCorruptMessage
-		return res, 0, bad
+	data, code, err := readVerified(l, offset, maxBytes, res.HighWatermark)
+	if code != ErrNone {
+		res.Error = code
+		return res, 0, err
 	}
-	for len(buf) > 0 {
+	read := len(data)
+	for buf := data; len(buf) > 0; {
 		b, rest, err := record.Next(buf)
 		if err != nil {
 			break // cannot happen: verifyBatches returned whole batches
@@ -532,7 +520,7 @@ func (p *Partition) readCommitted(offset int64, maxBytes int) (ConsumeResult, in
 			}
 		}
 	}
-	return res, len(ri.Data), nil
+	return res, read, nil
 }
 
 // storageErrorCode maps a log error to its protocol code.

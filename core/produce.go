@@ -104,7 +104,7 @@ func (rm *ReplicaManager) Consume(ctx context.Context, req ConsumeRequest) Consu
 		changed := p.changed.wait()
 		res, n, err := p.readCommitted(req.Offset, maxBytes)
 		if err != nil {
-			rm.readError(ctx, req.TopicPartition, err)
+			rm.handleReadError(ctx, req.TopicPartition, err)
 		}
 		if res.Error != ErrNone || n >= req.MinBytes || expired == nil {
 			return res

@@ -414,18 +414,10 @@ func (rm *ReplicaManager) Shutdown(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// reportDirFailure reports a storage failure of dir that did not come from
-// one of its logs (those report their own, see logmgr): both reach the log
-// manager's Failures, the one path to handleLogDirFailure (Kafka's
-// LogDirFailureChannel). Only log.ErrStorage counts: running out of file
-// descriptors (log.ErrFileLimit) fails the request, not the dir. It never
-// blocks, so the reporter may hold the state-change lock.
-func (rm *ReplicaManager) reportDirFailure(dir string, err error) {
-	if errors.Is(err, log.ErrStorage) {
-		rm.logs.ReportFailure(dir, err)
-	}
-}
-
+// Every storage failure reaches the log manager's Failures, the one path
+// to handleLogDirFailure (Kafka's LogDirFailureChannel): the logs report
+// their own (log.Options.OnStorageError), the log manager its checkpoints,
+// creations and deletions.
 func (rm *ReplicaManager) dirFailureLoop() {
 	defer rm.wg.Done()
 	failures := rm.logs.Failures()
@@ -465,13 +457,13 @@ func (rm *ReplicaManager) handleLogDirFailure(dir string, cause error) {
 	events := newPartitionEvents(span)
 	for _, t := range lost {
 		if len(lost) <= MaxPartitionSpans {
-			rm.markPartitionOffline(ctx, t)
+			rm.markPartitionOffline(ctx, t, offlineDirFailed, nil)
 			continue
 		}
 		if events.Want() {
-			events.Add("ReplicaManager.markPartitionOffline", partitionAttrs(t)...)
+			events.Add("ReplicaManager.markPartitionOffline", append(partitionAttrs(t), attribute.String("replicad.reason", string(offlineDirFailed)))...)
 		}
-		rm.setPartitionOffline(t)
+		rm.setPartitionOffline(t, offlineDirFailed)
 	}
 	events.Done()
 	if len(rm.onlineDirs()) == 0 {
@@ -481,16 +473,32 @@ func (rm *ReplicaManager) handleLogDirFailure(dir string, cause error) {
 	}
 }
 
+// offlineReason says why a partition goes offline on this broker.
+type offlineReason string
+
+const (
+	offlineDirFailed  offlineReason = "its log dir is offline"
+	offlineNoLog      offlineReason = "its log could not be opened or created"
+	offlineSwapFailed offlineReason = "a log dir move failed half way"
+	offlineCorrupt    offlineReason = "corrupt batch"
+)
+
 // markPartitionOffline sets a hosted partition Offline and fails its
-// waiters, in a ReplicaManager.markPartitionOffline span under ctx's.
-func (rm *ReplicaManager) markPartitionOffline(ctx context.Context, t tp.TopicPartition) {
-	_, span := rm.tracer.Start(ctx, "ReplicaManager.markPartitionOffline", trace.WithAttributes(partitionAttrs(t)...))
+// waiters, in a ReplicaManager.markPartitionOffline span under ctx's with
+// replicad.reason, attrs, and cause recorded when there is one.
+func (rm *ReplicaManager) markPartitionOffline(ctx context.Context, t tp.TopicPartition, reason offlineReason, cause error, attrs ...attribute.KeyValue) {
+	_, span := rm.tracer.Start(ctx, "ReplicaManager.markPartitionOffline", trace.WithAttributes(
+		append(append(partitionAttrs(t), attribute.String("replicad.reason", string(reason))), attrs...)...))
 	defer span.End()
-	rm.setPartitionOffline(t)
+	if cause != nil {
+		span.RecordError(cause)
+		span.SetStatus(codes.Error, string(reason))
+	}
+	rm.setPartitionOffline(t, reason)
 }
 
 // setPartitionOffline is markPartitionOffline without its span.
-func (rm *ReplicaManager) setPartitionOffline(t tp.TopicPartition) {
+func (rm *ReplicaManager) setPartitionOffline(t tp.TopicPartition, reason offlineReason) {
 	rm.partitionsMu.Lock()
 	h, ok := rm.partitions[t]
 	if !ok {
@@ -503,7 +511,7 @@ func (rm *ReplicaManager) setPartitionOffline(t tp.TopicPartition) {
 	h.partition.log = nil
 	h.partition.mu.Unlock()
 	h.partition.stop()
-	rm.stateLog.Warn().Str("topic", t.Topic).Int32("partition", t.Partition).Msg("Marked the partition offline: its log dir is offline")
+	rm.stateLog.Warn().Str("topic", t.Topic).Int32("partition", t.Partition).Msg("Marked the partition offline: " + string(reason))
 }
 
 // noFetchers is the FetcherManager of a broker without replication.

@@ -50,7 +50,11 @@ func (rm *ReplicaManager) StopReplicas(ctx context.Context, req StopReplicaReque
 	for i, sp := range req.Partitions {
 		t := sp.TopicPartition
 		h := rm.getPartition(t)
-		if id := rm.replicaTopicID(h, t); sp.TopicID != "" && id != "" && id != sp.TopicID {
+		var p *Partition
+		if h != nil {
+			p = h.partition
+		}
+		if id := rm.replicaTopicID(p, t); topicIDsConflict(id, sp.TopicID) {
 			// The replica here is of another topic of the name (one
 			// created after the one being stopped): none of the stopped
 			// topic is left, which is what the controller waits to hear.
@@ -113,16 +117,20 @@ func (rm *ReplicaManager) StopReplicas(ctx context.Context, req StopReplicaReque
 	return resp
 }
 
-// replicaTopicID is the topic ID of this broker's replica of t (h is its
-// hosted entry, nil when not hosted): the partition's, or its log's.
-func (rm *ReplicaManager) replicaTopicID(h *hostedPartition, t tp.TopicPartition) string {
-	if h != nil {
-		if id := h.partition.TopicID(); id != "" {
+// replicaTopicID is the topic ID of this broker's replica of t (p is its
+// partition, nil when not hosted): the partition's, or its log's.
+func (rm *ReplicaManager) replicaTopicID(p *Partition, t tp.TopicPartition) string {
+	if p != nil {
+		if id := p.TopicID(); id != "" {
 			return id
 		}
 	}
 	return rm.logs.TopicID(t)
 }
+
+// topicIDsConflict says whether two topic IDs name different topics; an
+// unknown ID ("") conflicts with none.
+func topicIDsConflict(a, b string) bool { return a != "" && b != "" && a != b }
 
 // stopPartition un-hosts one partition, completes its waiting requests and,
 // with Delete, removes its log.
@@ -142,20 +150,17 @@ func (rm *ReplicaManager) stopPartition(slog zerolog.Logger, sp StopReplicaParti
 		// resumes it.
 		return ErrNone
 	}
-	if futDir, ok := rm.logs.FutureDirOf(t); ok {
+	if _, ok := rm.logs.FutureDirOf(t); ok {
 		if err := rm.logs.DeleteFutureLog(t); err != nil {
 			rm.logger.Error().Err(err).Str("topic", t.Topic).Int32("partition", t.Partition).Msg("delete future log")
-			rm.reportDirFailure(futDir, err)
 			return ErrStorageError
 		}
 	}
 	if _, ok := rm.logs.GetLog(t); !ok {
 		return ErrNone
 	}
-	dir, _ := rm.logs.DirOf(t)
 	if err := rm.logs.DeleteLog(t); err != nil {
 		rm.logger.Error().Err(err).Str("topic", t.Topic).Int32("partition", t.Partition).Msg("delete log")
-		rm.reportDirFailure(dir, err)
 		return ErrStorageError
 	}
 	return ErrNone

@@ -36,12 +36,20 @@ import (
 //   - Partition.shrinkIsr / Partition.expandIsr on the leader, roots from
 //     proposal to outcome: old_isr, proposed_isr, out_of_sync_replicas or
 //     replica, leader_epoch, old_partition_epoch, high_watermark,
-//     log_end_offset, then isr, partition_epoch, error_code, superseded. The
-//     IsrChanger gets the span context (IsrChange.SpanContext), so the
-//     controller's AlterPartition joins the trace.
+//     log_end_offset, then isr, partition_epoch, error_code, superseded,
+//     outcome; an event "retried" per answer that submitted the change
+//     again. The IsrChanger gets the span context (IsrChange.SpanContext),
+//     so the controller's AlterPartition joins the trace.
+//   - ReplicaManager.deleteStrayLog (topic, partition, stray_topic_id,
+//     topic_id, error_code), under the LeaderAndIsr naming another topic ID.
+//   - Partition.repairDamagedLog under a Partition.makeFollower of a log
+//     damaged at rest: the transition's attributes, damaged_offset,
+//     recovery_point, reason, the damage as its recorded error.
 //   - ReplicaManager.handleLogDirFailure (a root: log_dir, partitions) and
-//     ReplicaManager.markPartitionOffline (topic, partition), under it or
-//     under the LeaderAndIsr whose log could not be created.
+//     ReplicaManager.markPartitionOffline (topic, partition, reason; offset
+//     and the recorded damage for a corrupt batch), under it, under the
+//     LeaderAndIsr whose log could not be created, or under the read that
+//     met a damaged batch.
 //   - ReplicaManager.checkpointHighWatermarks (log_dirs, failed_log_dirs) when
 //     one is asked for (the RPC, shutdown); the periodic checkpoint makes no
 //     span, a dir it fails being traced as handleLogDirFailure.

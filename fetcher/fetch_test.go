@@ -549,6 +549,20 @@ func (r *descriptorLimited) AppendAsFollower(data []byte) (log.AppendInfo, error
 	return r.Replica.AppendAsFollower(data)
 }
 
+// truncationLimited fails its first fails truncations as a log out of file
+// descriptors does (the checkpoint before the cut could not be opened).
+type truncationLimited struct {
+	Replica
+	fails atomic.Int32
+}
+
+func (r *truncationLimited) TruncateTo(offset int64) error {
+	if r.fails.Add(-1) >= 0 {
+		return fmt.Errorf("truncate: %w", log.ErrFileLimit)
+	}
+	return r.Replica.TruncateTo(offset)
+}
+
 // Running out of file descriptors is no fault of the partition: it is
 // fetched again after a backoff, not set aside as failed (issue 10, path 3).
 func TestOutOfDescriptorsIsRetried(t *testing.T) {
@@ -570,6 +584,36 @@ func TestOutOfDescriptorsIsRetried(t *testing.T) {
 		}
 		if n := limited.fails.Load(); n >= 0 {
 			t.Fatalf("%d injected failures left: the appends never failed", n+1)
+		}
+	})
+}
+
+// A truncation that fails for want of a descriptor truncated nothing: it is
+// retried after a backoff, and however often it fails it never counts as a
+// truncation that makes no progress (which would set the partition aside
+// after stuckLimit rounds).
+func TestTruncationOutOfDescriptorsIsRetried(t *testing.T) {
+	forEachTransport(t, func(t *testing.T, e *env) {
+		fl := newFakeLeader(t)
+		ll := fl.addPartition(p0, 2, 0)
+		appendBatches(t, ll, 1, 2)
+		appendBatches(t, ll, 2, 2)
+		leader := e.serve(1, fl)
+		r := e.follow(p0, 2, 0)
+		appendBatches(t, r.log, 1, 2)
+		appendBatches(t, r.log, 3, 1) // diverges from the leader at 2
+		limited := &truncationLimited{Replica: r.Replica}
+		limited.fails.Store(stuckLimit + 3)
+		r.Replica = limited
+		m := e.manager()
+		e.add(p0, leader, 2)
+		waitCaughtUp(t, r, ll)
+		sameLog(t, r.log, ll)
+		if m.IsFailed(p0) {
+			t.Fatal("partition set aside for want of file descriptors")
+		}
+		if n := limited.fails.Load(); n >= 0 {
+			t.Fatalf("%d injected failures left: the truncations never failed", n+1)
 		}
 	})
 }

@@ -106,6 +106,7 @@ func (f *fetcher) truncateOnDivergence(t tp.TopicPartition, st *partitionState, 
 			offset = min(de.GetEndOffset(), followerEnd, leo)
 		}
 	}
+	before := st.progress
 	if !f.noteTruncation(t, st, leo, offset, lg) {
 		return
 	}
@@ -116,6 +117,7 @@ func (f *fetcher) truncateOnDivergence(t tp.TopicPartition, st *partitionState, 
 	err := r.TruncateTo(offset)
 	endTruncate(span, r, err)
 	if errors.Is(err, log.ErrFileLimit) {
+		st.progress = before // nothing was truncated: no round of a loop
 		f.retryOutOfDescriptors(st, lg, err)
 		return
 	}
@@ -157,25 +159,26 @@ const (
 // aside as failed: a loop that reached stuckLimit will not converge by
 // itself, and is logged at error so an operator looks.
 func (f *fetcher) noteTruncation(t tp.TopicPartition, st *partitionState, logEnd, offset int64, lg zerolog.Logger) bool {
-	refetched := logEnd > st.truncatedTo
-	st.truncatedTo = min(offset, logEnd)
+	pr := &st.progress
+	refetched := logEnd > pr.truncatedTo
+	pr.truncatedTo = min(offset, logEnd)
 	switch {
-	case logEnd > st.highest:
-		st.highest, st.stuck = logEnd, 0
+	case logEnd > pr.highest:
+		pr.highest, pr.stuck = logEnd, 0
 		return true
 	case !refetched:
 		return true // the next round of one convergence
 	}
-	st.stuck++
-	if st.stuck >= stuckLimit {
-		lg.Error().Int("truncations", st.stuck).Int64("truncate_to", offset).Int64("log_end_offset", logEnd).
+	pr.stuck++
+	if pr.stuck >= stuckLimit {
+		lg.Error().Int("truncations", pr.stuck).Int64("truncate_to", offset).Int64("log_end_offset", logEnd).
 			Msg("truncation makes no progress: setting the partition aside until its next LeaderAndIsr")
 		f.markFailed(t, lg, "truncation makes no progress")
 		return false
 	}
-	if st.stuck >= stuckBackoffAfter {
-		d := min(f.cfg.PartitionBackoff<<(st.stuck-stuckBackoffAfter), maxStuckBackoff)
-		lg.Warn().Int("truncations", st.stuck).Int64("truncate_to", offset).Int64("log_end_offset", logEnd).Dur("backoff", d).
+	if pr.stuck >= stuckBackoffAfter {
+		d := min(f.cfg.PartitionBackoff<<(pr.stuck-stuckBackoffAfter), maxStuckBackoff)
+		lg.Warn().Int("truncations", pr.stuck).Int64("truncate_to", offset).Int64("log_end_offset", logEnd).Dur("backoff", d).
 			Msg("truncation makes no progress, backing off")
 		st.delayedUntil = f.cfg.Clock.Now().Add(d)
 	}
@@ -259,6 +262,7 @@ func (f *fetcher) handleOutOfRange(t tp.TopicPartition, st *partitionState, res 
 	var err error
 	leaderAttrs := []attribute.KeyValue{attribute.Int64("replicad.leader_log_end_offset", leaderEnd),
 		attribute.Int64("replicad.leader_log_start_offset", leaderStart)}
+	before := st.progress
 	switch {
 	case leaderEnd < st.fetchOffset:
 		if !f.noteTruncation(t, st, r.LogEndOffset(), leaderEnd, lg) {
@@ -280,6 +284,7 @@ func (f *fetcher) handleOutOfRange(t tp.TopicPartition, st *partitionState, res 
 		return
 	}
 	if errors.Is(err, log.ErrFileLimit) {
+		st.progress = before
 		f.retryOutOfDescriptors(st, lg, err)
 		return
 	}

@@ -24,12 +24,9 @@ type partitionState struct {
 	leaderEpoch int32
 	// topicID is the partition's topic ID, sent with every fetch ("": none).
 	topicID string
-	// stuck counts the truncations in a row that made no progress (see
-	// fetcher.noteTruncation); highest is the largest log end offset the
-	// replica had before one of them, truncatedTo where the last one left
-	// it.
-	stuck                int
-	highest, truncatedTo int64
+	// progress tracks truncations that make no progress (see
+	// fetcher.noteTruncation).
+	progress truncationProgress
 	// lag is the leader's LEO (or HW) minus fetchOffset at the last answer.
 	lag int64
 	// delayedUntil, when set, keeps the partition out of fetches until then
@@ -112,4 +109,13 @@ func compareTP(a, b tp.TopicPartition) int {
 		return 1
 	}
 	return int(a.Partition) - int(b.Partition)
+}
+
+// truncationProgress is what noteTruncation knows of a partition's
+// truncations: stuck counts those in a row that made no progress, highest
+// is the largest log end offset the replica had before one of them, and
+// truncatedTo is where the last one left it.
+type truncationProgress struct {
+	stuck                int
+	highest, truncatedTo int64
 }

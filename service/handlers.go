@@ -65,30 +65,59 @@ type replicaManagerService struct {
 // controller holds cannot make a second leader. An error (no controller
 // answered) is the caller's to retry.
 type ControllerGuard interface {
-	CheckController(ctx context.Context, controllerID, controllerEpoch int32) (code replicadv1.ErrorCode, message string, err error)
+	CheckController(ctx context.Context, controllerID, controllerEpoch int32) (ControllerCheck, error)
 }
 
-// checkController runs the guard on a control request. code NONE: go on.
-// Otherwise the request is refused whole with code and message, and the
-// refusal is logged.
-func (s *replicaManagerService) checkController(ctx context.Context, request string, controllerID, controllerEpoch int32) (replicadv1.ErrorCode, string, error) {
+// ControllerCheck is a ControllerGuard's verdict on a control request.
+type ControllerCheck struct {
+	// Code is NONE to take the request, or the code it is refused with.
+	Code    replicadv1.ErrorCode
+	Message string // why it is refused
+	// FollowedEpoch is the epoch of the controller the broker follows,
+	// which a refusal reports (the replica manager's may be older).
+	FollowedEpoch int32
+}
+
+// checkController runs the guard on a control request. Code NONE: go on.
+// Otherwise the request is refused whole, and the refusal is logged.
+func (s *replicaManagerService) checkController(ctx context.Context, request string, controllerID, controllerEpoch int32) (ControllerCheck, error) {
 	if s.guard == nil {
-		return replicadv1.ErrorCode_ERROR_CODE_NONE, "", nil
+		return ControllerCheck{}, nil
 	}
-	code, msg, err := s.guard.CheckController(ctx, controllerID, controllerEpoch)
+	c, err := s.guard.CheckController(ctx, controllerID, controllerEpoch)
 	if err != nil {
-		return 0, "", status.Errorf(codes.Unavailable, "%s from controller %d at controller epoch %d: cannot confirm the active controller: %v; retry",
+		return c, status.Errorf(codes.Unavailable, "%s from controller %d at controller epoch %d: cannot confirm the active controller: %v; retry",
 			request, controllerID, controllerEpoch, err)
 	}
-	if code != replicadv1.ErrorCode_ERROR_CODE_NONE {
+	if c.Code != replicadv1.ErrorCode_ERROR_CODE_NONE {
 		trace.SpanFromContext(ctx).AddEvent("control request refused", trace.WithAttributes(
 			attribute.Int("replicad.controller_id", int(controllerID)), attribute.Int("replicad.controller_epoch", int(controllerEpoch)),
-			telemetry.ErrorCode(code), attribute.String("replicad.reason", msg)))
+			telemetry.ErrorCode(c.Code), attribute.String("replicad.reason", c.Message)))
 		s.logger.Warn().Str("logger", "state.change").Str("request", request).Int32("controller_id", controllerID).
-			Int32("controller_epoch", controllerEpoch).Str("error_code", telemetry.ErrorCodeName(code)).Str("reason", msg).
+			Int32("controller_epoch", controllerEpoch).Str("error_code", telemetry.ErrorCodeName(c.Code)).Str("reason", c.Message).
 			Msg("Refusing " + request + " request: it does not come from the controller this broker follows")
 	}
-	return code, msg, nil
+	return c, nil
+}
+
+// refusedPartitions is every partition's error for a control request the
+// guard refused whole.
+func refusedPartitions[P interface {
+	GetTopic() string
+	GetPartition() int32
+}](code replicadv1.ErrorCode, ps []P) []*replicadv1.PartitionError {
+	out := make([]*replicadv1.PartitionError, len(ps))
+	for i, p := range ps {
+		out[i] = &replicadv1.PartitionError{Topic: p.GetTopic(), Partition: p.GetPartition(), ErrorCode: code}
+	}
+	return out
+}
+
+// answerEpoch is the controller epoch a control request's answer reports:
+// the one this broker follows, which the guard may know before the replica
+// manager does.
+func (s *replicaManagerService) answerEpoch(c ControllerCheck) int32 {
+	return max(s.rm.ControllerEpoch(), c.FollowedEpoch)
 }
 
 // checkRegistered refuses, as Unavailable (retried by the controller's
@@ -110,20 +139,18 @@ func (s *replicaManagerService) LeaderAndIsr(ctx context.Context, req *replicadv
 	if err := s.checkRegistered(req.GetBrokerEpoch()); err != nil {
 		return nil, err
 	}
-	code, msg, err := s.checkController(ctx, "LeaderAndIsr", req.GetControllerId(), req.GetControllerEpoch())
+	c, err := s.checkController(ctx, "LeaderAndIsr", req.GetControllerId(), req.GetControllerEpoch())
 	if err != nil {
 		return nil, err
 	}
 	var resp *replicadv1.LeaderAndIsrResponse
-	if code != replicadv1.ErrorCode_ERROR_CODE_NONE {
-		resp = &replicadv1.LeaderAndIsrResponse{ErrorCode: code, ErrorMessage: msg}
-		for _, st := range req.GetPartitionStates() {
-			resp.PartitionErrors = append(resp.PartitionErrors, &replicadv1.PartitionError{Topic: st.GetTopic(), Partition: st.GetPartition(), ErrorCode: code})
-		}
+	if c.Code != replicadv1.ErrorCode_ERROR_CODE_NONE {
+		resp = &replicadv1.LeaderAndIsrResponse{ErrorCode: c.Code, ErrorMessage: c.Message,
+			PartitionErrors: refusedPartitions(c.Code, req.GetPartitionStates())}
 	} else {
 		resp = leaderAndIsrToProto(s.rm.BecomeLeaderOrFollower(ctx, leaderAndIsrFromProto(req)))
 	}
-	resp.ControllerEpoch = s.rm.ControllerEpoch()
+	resp.ControllerEpoch = s.answerEpoch(c)
 	return resp, nil
 }
 
@@ -134,15 +161,15 @@ func (s *replicaManagerService) UpdateMetadata(ctx context.Context, req *replica
 	if err := s.checkRegistered(req.GetBrokerEpoch()); err != nil {
 		return nil, err
 	}
-	code, msg, err := s.checkController(ctx, "UpdateMetadata", req.GetControllerId(), req.GetControllerEpoch())
+	c, err := s.checkController(ctx, "UpdateMetadata", req.GetControllerId(), req.GetControllerEpoch())
 	if err != nil {
 		return nil, err
 	}
-	resp := &replicadv1.UpdateMetadataResponse{ErrorCode: code, ErrorMessage: msg}
-	if code == replicadv1.ErrorCode_ERROR_CODE_NONE {
+	resp := &replicadv1.UpdateMetadataResponse{ErrorCode: c.Code, ErrorMessage: c.Message}
+	if c.Code == replicadv1.ErrorCode_ERROR_CODE_NONE {
 		resp.ErrorCode = errorCodeToProto(s.rm.UpdateMetadata(ctx, updateMetadataFromProto(req)))
 	}
-	resp.ControllerEpoch = s.rm.ControllerEpoch()
+	resp.ControllerEpoch = s.answerEpoch(c)
 	return resp, nil
 }
 
@@ -153,20 +180,18 @@ func (s *replicaManagerService) StopReplica(ctx context.Context, req *replicadv1
 	if err := s.checkRegistered(req.GetBrokerEpoch()); err != nil {
 		return nil, err
 	}
-	code, msg, err := s.checkController(ctx, "StopReplica", req.GetControllerId(), req.GetControllerEpoch())
+	c, err := s.checkController(ctx, "StopReplica", req.GetControllerId(), req.GetControllerEpoch())
 	if err != nil {
 		return nil, err
 	}
 	var resp *replicadv1.StopReplicaResponse
-	if code != replicadv1.ErrorCode_ERROR_CODE_NONE {
-		resp = &replicadv1.StopReplicaResponse{ErrorCode: code, ErrorMessage: msg}
-		for _, p := range req.GetPartitions() {
-			resp.PartitionErrors = append(resp.PartitionErrors, &replicadv1.PartitionError{Topic: p.GetTopic(), Partition: p.GetPartition(), ErrorCode: code})
-		}
+	if c.Code != replicadv1.ErrorCode_ERROR_CODE_NONE {
+		resp = &replicadv1.StopReplicaResponse{ErrorCode: c.Code, ErrorMessage: c.Message,
+			PartitionErrors: refusedPartitions(c.Code, req.GetPartitions())}
 	} else {
 		resp = stopReplicaToProto(s.rm.StopReplicas(ctx, stopReplicaFromProto(req)))
 	}
-	resp.ControllerEpoch = s.rm.ControllerEpoch()
+	resp.ControllerEpoch = s.answerEpoch(c)
 	return resp, nil
 }
 

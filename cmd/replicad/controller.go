@@ -198,27 +198,28 @@ func (l *controllerLink) guard() service.ControllerGuard {
 // CheckController implements service.ControllerGuard through the session.
 // Before the registration there is no session, and nothing can be judged:
 // the controller retries.
-func (l *controllerLink) CheckController(ctx context.Context, id, epoch int32) (replicadv1.ErrorCode, string, error) {
+func (l *controllerLink) CheckController(ctx context.Context, id, epoch int32) (service.ControllerCheck, error) {
 	s := l.session.Load()
 	if s == nil {
-		return 0, "", errors.New("this broker has not registered with the controller yet")
+		return service.ControllerCheck{}, errors.New("this broker has not registered with the controller yet")
 	}
 	verdict, active, err := s.CheckController(ctx, id, epoch)
 	if err != nil {
-		return 0, "", err
+		return service.ControllerCheck{}, err
 	}
+	check := service.ControllerCheck{FollowedEpoch: active.Epoch}
 	followed := fmt.Sprintf("controller %d at controller epoch %d (%s)", active.ID, active.Epoch, active.Addr)
 	switch verdict {
 	case brokersession.ControllerActive:
-		return replicadv1.ErrorCode_ERROR_CODE_NONE, "", nil
 	case brokersession.ControllerStale:
-		return replicadv1.ErrorCode_ERROR_CODE_STALE_CONTROLLER_EPOCH,
-			fmt.Sprintf("controller epoch %d is older than the one this broker follows: %s", epoch, followed), nil
+		check.Code = replicadv1.ErrorCode_ERROR_CODE_STALE_CONTROLLER_EPOCH
+		check.Message = fmt.Sprintf("controller epoch %d is older than the one this broker follows: %s", epoch, followed)
 	default:
-		return replicadv1.ErrorCode_ERROR_CODE_NOT_CONTROLLER,
-			fmt.Sprintf("controller %d at controller epoch %d is not the controller this broker follows: %s; "+
-				"a broker registered with a controller takes control requests only from it", id, epoch, followed), nil
+		check.Code = replicadv1.ErrorCode_ERROR_CODE_NOT_CONTROLLER
+		check.Message = fmt.Sprintf("controller %d at controller epoch %d is not the controller this broker follows: %s; "+
+			"a broker registered with a controller takes control requests only from it", id, epoch, followed)
 	}
+	return check, nil
 }
 
 // advertisedEndpoint is the host and port the broker registers:

@@ -99,8 +99,10 @@ type Options struct {
 	// log start durable in the owner's checkpoints (they are read from
 	// RecoveryPoint and LogStartOffset). A truncation calls it after it
 	// lowered the recovery point and before it cuts anything, and a full
-	// truncation before it returns; a failure fails the truncation. It is
-	// called with the log's locks held: it must not call the log but for
-	// those two.
+	// truncation before it returns; a failure fails the truncation. nil
+	// promises the checkpoint holds no recovery point above the log's, or
+	// will before anything is appended (an owner still opening its logs
+	// rewrites stale checkpoints itself). It is called with the log's locks
+	// held: it must not call the log but for those two.
 	OnRecoveryPointLowered func() error
 }

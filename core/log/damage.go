@@ -86,42 +86,14 @@ func (l *Log) repairLocked() error {
 		if k < 0 {
 			return l.fail(fmt.Errorf("%w: repair at %d: the damaged segment %d is gone", ErrStorage, d.Offset, d.seg.baseOffset))
 		}
-		if err := l.cutAtLocked(segs, k, d.position, d.Offset); err != nil {
+		if err := l.cutLocked(segs, k, d.position, d.Offset); err != nil {
 			return l.fail(storageError(err, "repair damage at %d", d.Offset))
 		}
+		// The epoch cache already ends at the damage (openDamaged), and no
+		// epoch could be assigned since.
 		l.damage.Store(nil)
-		if err := l.epochs.TruncateFromEnd(d.Offset); err != nil {
-			return l.fail(storageError(err, "truncate epoch cache to %d", d.Offset))
-		}
 	}
 	l.logger.Warn().Str("dir", l.dir).Int64("offset", d.Offset).Int64("recovery_point", d.RecoveryPoint).
 		Msg("repaired damaged log: cut at the damage, the rest comes from the leader")
 	return nil
-}
-
-// cutAtLocked removes the segments after segs[k], newest first, and cuts
-// segs[k] at position, where offset starts, each step durable before the
-// next (as truncateSegmentsLocked does); the log then ends at offset.
-func (l *Log) cutAtLocked(segs []*segment, k int, position, offset int64) error {
-	if err := l.lowerRecoveryPointDurablyLocked(offset); err != nil {
-		return err
-	}
-	l.beginTruncation()
-	defer l.endTruncation()
-	for i := len(segs) - 1; i > k; i-- {
-		if err := segs[i].remove(); err != nil {
-			l.endAtLocked(segs[:i], min(offset, segs[i].baseOffset))
-			return fmt.Errorf("delete segment %d: %w", segs[i].baseOffset, err)
-		}
-	}
-	l.endAtLocked(segs[:k+1], offset)
-	if k+1 < len(segs) {
-		if err := l.fsys.SyncDir(l.dir); err != nil {
-			return err
-		}
-	}
-	if err := segs[k].truncate(position); err != nil {
-		return err
-	}
-	return segs[k].sync()
 }

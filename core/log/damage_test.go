@@ -2,6 +2,7 @@ package log
 
 import (
 	"errors"
+	"math"
 	"os"
 	"slices"
 	"testing"
@@ -108,18 +109,19 @@ func TestDamageBelowTheRecoveryPointCutsNothing(t *testing.T) {
 // A truncation of a damaged log repairs it first: what it keeps is what the
 // log served.
 func TestTruncationOfADamagedLogRepairsIt(t *testing.T) {
-	l, written, bad := damageFixture(t, smallConfig())
-	if err := l.TruncateTo(written[bad].BaseOffset()); err != nil {
-		t.Fatal(err)
-	}
-	if _, ok := l.Damaged(); ok {
-		t.Fatal("still damaged after a truncation")
-	}
-	if n := len(segmentFiles(t, l.Dir())); n != 2 {
-		t.Fatalf("%d segment files after the truncation, want 2", n)
-	}
-	if _, err := l.AppendAsLeader(newBatch("x", 1), 3); err != nil {
-		t.Fatalf("append after the truncation: %v", err)
+	for _, below := range []int{0, 3} { // at the damage, and 3 batches below it
+		l, written, bad := damageFixture(t, smallConfig())
+		to := written[bad-below].BaseOffset()
+		if err := l.TruncateTo(to); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := l.Damaged(); ok {
+			t.Fatal("still damaged after a truncation")
+		}
+		if l.LogEndOffset() != to {
+			t.Fatalf("log end %d after truncating to %d", l.LogEndOffset(), to)
+		}
+		requireRecoveredTo(t, l, written[:bad-below])
 	}
 }
 
@@ -235,4 +237,81 @@ func TestRepairOfDamageBelowTheLogStart(t *testing.T) {
 	if b := appendBatches(t, l, 3, 1, 1); b[0].BaseOffset() != start {
 		t.Fatalf("append after the repair at %d, want %d", b[0].BaseOffset(), start)
 	}
+}
+
+// midSegmentDamage is recoveryFixture closed and then damaged at rest in the
+// last batch of its middle segment, well past that segment's first index
+// entry, the segment's index gone so that recovery reads it. It returns the
+// dir, the recovery point to reopen with, and the damaged batch.
+func midSegmentDamage(t *testing.T) (string, int64, record.Batch) {
+	t.Helper()
+	dir, written := recoveryFixture(t)
+	l := reopen(t, dir, 1<<40)
+	segs, rp := l.Segments(), l.RecoveryPoint()
+	closeLog(t, l)
+	var last record.Batch
+	for _, b := range written {
+		if b.BaseOffset() >= segs[1].BaseOffset && b.BaseOffset() < segs[2].BaseOffset {
+			last = b
+		}
+	}
+	flipByte(t, segmentPath(dir, segs[1].BaseOffset, logFileSuffix), segs[1].Size-int64(len(last))+record.HeaderSize+2)
+	if err := os.Remove(segmentPath(dir, segs[1].BaseOffset, indexFileSuffix)); err != nil {
+		t.Fatal(err)
+	}
+	return dir, rp, last
+}
+
+// Damage far into a segment leaves recovery an index rebuilt up to it. That
+// index goes: a restart would trust the segment by it, unread, and serve
+// the damaged batch as sound. Every restart finds the damage again.
+func TestDamageIsFoundAgainAfterEveryRestart(t *testing.T) {
+	dir, rp, damaged := midSegmentDamage(t)
+	for restart := range 3 {
+		l := reopen(t, dir, rp)
+		d, ok := l.Damaged()
+		if !ok || d.Offset != damaged.BaseOffset() {
+			t.Fatalf("restart %d: Damaged() = %+v, %v; want damage at %d", restart, d, ok, damaged.BaseOffset())
+		}
+		rp = l.RecoveryPoint()
+		closeLog(t, l)
+	}
+}
+
+// A read of a damaged log asked for everything returns nothing from the
+// damage on, though the damaged segment's bytes go on past it.
+func TestDamagedLogServesNothingPastTheDamage(t *testing.T) {
+	dir, rp, damaged := midSegmentDamage(t)
+	l := reopen(t, dir, rp)
+	defer closeLog(t, l)
+	damagedAt := damaged.BaseOffset()
+	for from := int64(0); from < damagedAt; {
+		ri, err := l.Read(from, 1<<20, math.MaxInt64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		batches := splitBatchesUnverified(t, ri.Data)
+		if len(batches) == 0 {
+			t.Fatalf("nothing at %d", from)
+		}
+		if last := batches[len(batches)-1]; last.NextOffset() > damagedAt {
+			t.Fatalf("read from %d served the batch at %d, at or past the damage at %d", from, last.BaseOffset(), damagedAt)
+		}
+		from = batches[len(batches)-1].NextOffset()
+	}
+}
+
+// splitBatchesUnverified splits data into batches without checking them.
+func splitBatchesUnverified(t *testing.T, data []byte) []record.Batch {
+	t.Helper()
+	var out []record.Batch
+	for len(data) > 0 {
+		b, rest, err := record.Next(data)
+		if err != nil {
+			t.Fatalf("split: %v", err)
+		}
+		out = append(out, b)
+		data = rest
+	}
+	return out
 }

@@ -93,9 +93,12 @@
 // partway leaves the offsets where the segments left end.
 //
 // Running out of file descriptors (EMFILE, ENFILE) is not a disk failure:
-// the append or flush that needed a file fails with ErrFileLimit, changes
-// nothing, and the log goes on. A truncation fails the log even then, as it
-// may have cut part of what it meant to.
+// the append, flush or Open that needed a file fails with ErrFileLimit and
+// leaves nothing of itself behind (but the batches before a follower
+// append's failed roll, which are appended), and the log goes on. So does a
+// truncation whose checkpoint before the cut could not be opened; one that
+// ran out of descriptors partway fails the log, as it may have cut part of
+// what it meant to.
 //
 // A damaged batch found by a read is record.ErrCorrupt, not a storage
 // failure: the log stays usable and the owner decides (core's corruption.go).

@@ -1,10 +1,5 @@
 package log
 
-import (
-	"errors"
-	"io/fs"
-)
-
 // Flush fsyncs up to the LEO and moves the recovery point there. The epoch
 // entries of those records are written by the same flush (syncOnce); an
 // epoch without records needs no durable entry.
@@ -52,7 +47,8 @@ func (l *Log) syncOnce(target int64) (int64, error) {
 		l.mu.Unlock()
 		return 0, err
 	}
-	end, gen := l.logEndOffset.Load(), l.truncations.Load()
+	// No truncation runs until we are done: every truncation holds syncMu.
+	end := l.logEndOffset.Load()
 	segs := l.segmentList()
 	segs = segs[segmentIndex(segs, l.recoveryPoint.Load()):]
 	l.mu.Unlock()
@@ -80,12 +76,6 @@ func (l *Log) syncOnce(target int64) (int64, error) {
 
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.truncations.Load() != gen && (syncErr == nil || errors.Is(syncErr, fs.ErrClosed)) {
-		// A truncation ran meanwhile: it may have closed what we were
-		// syncing, and bytes below end may be new ones. Let the caller
-		// retry. Any other failure stands: the fsync did fail.
-		return l.recoveryPoint.Load(), nil
-	}
 	if syncErr != nil {
 		// The recovery point stays: a failed fsync fails the log (fail).
 		return 0, l.ioError(syncErr, "flush")

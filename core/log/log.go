@@ -21,8 +21,9 @@ var (
 	ErrStorage = errors.New("log: storage error")
 	// ErrFileLimit: a file could not be opened because the process or the
 	// system is out of file descriptors (EMFILE, ENFILE). It is no fault of
-	// the disk: the operation that needed the file failed and changed
-	// nothing, and the log is not failed.
+	// the disk: the operation that needed the file failed and left nothing
+	// of itself behind (see the package comment), and the log is not
+	// failed.
 	ErrFileLimit        = errors.New("log: out of file descriptors")
 	ErrOffsetOutOfRange = errors.New("log: offset out of range")
 	ErrOffsetMismatch   = errors.New("log: batch does not start at the log end offset")
@@ -47,9 +48,9 @@ func outOfDescriptors(err error) bool {
 func OutOfDescriptors(err error) bool { return errors.Is(err, ErrFileLimit) || outOfDescriptors(err) }
 
 // ioError is the error of an operation that failed before it changed the
-// log (an append's write, roll or epoch entry, a flush): running out of
-// descriptors is ErrFileLimit and leaves the log as it was; anything else
-// fails the log.
+// log, or that undoes what it did (an append's write, roll or epoch entry, a
+// flush): running out of descriptors is ErrFileLimit and the log goes on;
+// anything else fails the log.
 func (l *Log) ioError(err error, format string, args ...any) error {
 	if outOfDescriptors(err) {
 		return fmt.Errorf("%w: %s: %w", ErrFileLimit, fmt.Sprintf(format, args...), err)

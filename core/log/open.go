@@ -14,6 +14,16 @@ import (
 // Open opens or creates the log in opts.Dir and recovers every segment past
 // the recovery point, truncating a torn or corrupt tail.
 func Open(opts Options) (*Log, error) {
+	l, err := open(opts)
+	if err != nil && outOfDescriptors(err) {
+		// Opening changed nothing that a later Open does not redo: no
+		// fault of the disk.
+		err = fmt.Errorf("%w: %w", ErrFileLimit, err)
+	}
+	return l, err
+}
+
+func open(opts Options) (*Log, error) {
 	cfg, err := opts.Config.withDefaults()
 	if err != nil {
 		return nil, err
@@ -120,7 +130,7 @@ func (l *Log) load(opts Options) error {
 	l.setSegments(kept)
 	logStartOffset := max(opts.LogStartOffset, kept[0].baseOffset)
 	if damage != nil {
-		return l.openDamaged(damage, logStartOffset, opts.RecoveryPoint)
+		return l.openDamaged(damage, logStartOffset)
 	}
 	if logEndOffset < logStartOffset {
 		// Kafka does the same: the records up to the log start were deleted
@@ -143,7 +153,7 @@ func (l *Log) load(opts Options) error {
 // openDamaged opens the log damaged at d (see Damaged): it ends at the
 // damage, every byte stays on disk, and the recovery point stays where it
 // was, above the LEO, so that the damage is found below it again.
-func (l *Log) openDamaged(d *Damage, logStartOffset, recoveryPoint int64) error {
+func (l *Log) openDamaged(d *Damage, logStartOffset int64) error {
 	end := max(d.Offset, logStartOffset)
 	// The epochs of the records past the damage go: until the repair cuts
 	// them off, the log ends at the damage for everyone, divergence checks
@@ -161,13 +171,12 @@ func (l *Log) openDamaged(d *Damage, logStartOffset, recoveryPoint int64) error 
 	if err := l.fsys.SyncDir(l.dir); err != nil {
 		return storageError(err, "discard index of damaged segment %d", d.seg.baseOffset)
 	}
-	d.RecoveryPoint = recoveryPoint
 	l.damage.Store(d)
 	l.logEndOffset.Store(end)
 	l.logStartOffset.Store(logStartOffset)
 	l.highWatermark.Store(logStartOffset)
-	l.recoveryPoint.Store(max(recoveryPoint, end))
-	l.logger.Error().Err(d.Cause).Str("dir", l.dir).Int64("offset", d.Offset).Int64("recovery_point", recoveryPoint).
+	l.recoveryPoint.Store(max(d.RecoveryPoint, end))
+	l.logger.Error().Err(d.Cause).Str("dir", l.dir).Int64("offset", d.Offset).Int64("recovery_point", d.RecoveryPoint).
 		Msg("log damaged below its recovery point: it serves the records before the damage and keeps the rest on disk; as a follower it is repaired from the leader, and it refuses leadership")
 	return nil
 }

@@ -116,11 +116,16 @@ func TestFullTruncationCutBeforeItsSegmentClearsEpochs(t *testing.T) {
 			t.Fatal("the truncation outlived the power")
 		}
 		recovered := openOnDisk(t, fsys.PowerCut(), cfg, l.RecoveryPoint())
-		for _, e := range recovered.EpochCache().Entries() {
+		entries := recovered.EpochCache().Entries()
+		if recovered.LogEndOffset() == recovered.LogStartOffset() && len(entries) != 0 {
+			t.Fatalf("seed %d: empty log at %d keeps epoch entries %v", seed, recovered.LogEndOffset(), entries)
+		}
+		for _, e := range entries {
 			if e.StartOffset > recovered.LogEndOffset() {
 				t.Fatalf("seed %d: log ending at %d keeps epoch entry %v", seed, recovered.LogEndOffset(), e)
 			}
 		}
+		checkEpochs(t, seed, recovered)
 	}
 }
 

@@ -89,7 +89,7 @@ func (l *Log) recoverSegments(segs []*segment, indexValid []bool, recoveryPoint 
 			}
 		}
 		if cut || next != segs[i+1].baseOffset {
-			return l.withoutDamage(l.dropSegmentsAfter(segs, i, next))
+			return l.dropSegmentsAfter(segs, i, next)
 		}
 	}
 
@@ -105,7 +105,7 @@ func (l *Log) recoverSegments(segs []*segment, indexValid []bool, recoveryPoint 
 				if dmg := l.gapBelow(recoveryPoint, segs[i-1], next, s.baseOffset); dmg != nil {
 					return segs, next, dmg, nil
 				}
-				return l.withoutDamage(l.dropSegmentsAfter(segs, i-1, next))
+				return l.dropSegmentsAfter(segs, i-1, next)
 			}
 			pos = 0
 		}
@@ -119,7 +119,7 @@ func (l *Log) recoverSegments(segs []*segment, indexValid []bool, recoveryPoint 
 			return segs, dmg.Offset, dmg, nil
 		}
 		if cut {
-			return l.withoutDamage(l.dropSegmentsAfter(segs, i, next))
+			return l.dropSegmentsAfter(segs, i, next)
 		}
 	}
 	return segs, next, nil, nil
@@ -133,12 +133,8 @@ func (l *Log) gapBelow(recoveryPoint int64, s *segment, next, base int64) *Damag
 	if next >= recoveryPoint || l.cfg.TruncateDamaged {
 		return nil
 	}
-	return &Damage{Offset: next, Cause: fmt.Errorf("%w: segment %d ends at offset %d, the next one starts at %d",
+	return &Damage{Offset: next, RecoveryPoint: recoveryPoint, Cause: fmt.Errorf("%w: segment %d ends at offset %d, the next one starts at %d",
 		record.ErrCorrupt, s.baseOffset, next, base), seg: s, position: s.size.Load()}
-}
-
-func (l *Log) withoutDamage(segs []*segment, end int64, err error) ([]*segment, int64, *Damage, error) {
-	return segs, end, nil, err
 }
 
 // recoveryStart returns where recovery of the segment holding the recovery
@@ -164,8 +160,8 @@ func recoveryStart(s *segment, indexValid bool, recoveryPoint int64) (pos, offse
 }
 
 // dropSegmentsAfter deletes the segments after segs[last]; the log ends at
-// logEndOffset inside segs[last].
-func (l *Log) dropSegmentsAfter(segs []*segment, last int, logEndOffset int64) ([]*segment, int64, error) {
+// logEndOffset inside segs[last], undamaged (recoverSegments' results).
+func (l *Log) dropSegmentsAfter(segs []*segment, last int, logEndOffset int64) ([]*segment, int64, *Damage, error) {
 	dropped := segs[last+1:]
 	if len(dropped) > 0 {
 		l.logger.Warn().Str("dir", l.dir).Int64("log_end_offset", logEndOffset).Int("segments", len(dropped)).
@@ -173,7 +169,7 @@ func (l *Log) dropSegmentsAfter(segs []*segment, last int, logEndOffset int64) (
 	}
 	for i := len(dropped) - 1; i >= 0; i-- {
 		if err := dropped[i].remove(); err != nil {
-			return nil, 0, storageError(err, "delete segment %d", dropped[i].baseOffset)
+			return nil, 0, nil, storageError(err, "delete segment %d", dropped[i].baseOffset)
 		}
 	}
 	if len(dropped) > 0 {
@@ -181,10 +177,10 @@ func (l *Log) dropSegmentsAfter(segs []*segment, last int, logEndOffset int64) (
 		// came back after a later power loss, below a recovery point the
 		// new records moved, would be trusted in their place.
 		if err := l.fsys.SyncDir(l.dir); err != nil {
-			return nil, 0, storageError(err, "delete segments after %d", logEndOffset)
+			return nil, 0, nil, storageError(err, "delete segments after %d", logEndOffset)
 		}
 	}
-	return segs[:last+1], logEndOffset, nil
+	return segs[:last+1], logEndOffset, nil, nil
 }
 
 // recoverSegment verifies the batches of s from pos, where the batch with
@@ -221,7 +217,7 @@ func (l *Log) recoverSegment(s *segment, pos, nextOffset, recoveryPoint int64, s
 			if nextOffset < recoveryPoint {
 				if !l.cfg.TruncateDamaged {
 					lg.Msg("batch damaged below the recovery point: the log opens damaged, nothing is cut")
-					return nextOffset, false, &Damage{Offset: nextOffset, Cause: damage, seg: s, position: pos}, nil
+					return nextOffset, false, &Damage{Offset: nextOffset, RecoveryPoint: recoveryPoint, Cause: damage, seg: s, position: pos}, nil
 				}
 				lg.Msg("batch damaged below the recovery point: truncating it and everything after it (truncate damaged logs is on)")
 			} else {

@@ -139,13 +139,18 @@ func TestOutOfDescriptorsDoesNotFailTheLog(t *testing.T) {
 		return nil
 	})
 	var err error
+	leo := l.LogEndOffset()
 	for range 20 { // until a roll (or an index file) needs a descriptor
+		leo = l.LogEndOffset()
 		if _, err = l.AppendAsLeader(newBatch("x", 4), 1); err != nil {
 			break
 		}
 	}
-	if err == nil || errors.Is(err, ErrStorage) {
-		t.Fatalf("append without a descriptor: %v, want an error that is not ErrStorage", err)
+	if !errors.Is(err, ErrFileLimit) || errors.Is(err, ErrStorage) {
+		t.Fatalf("append without a descriptor: %v, want ErrFileLimit and no storage error", err)
+	}
+	if l.LogEndOffset() != leo || l.Failed() != nil {
+		t.Fatalf("after the failed append: LEO %d (was %d), failed %v; want the log as it was", l.LogEndOffset(), leo, l.Failed())
 	}
 	mu.Lock()
 	failing = false
@@ -193,7 +198,7 @@ func TestFailedFullTruncationKeepsSegmentsAndLogEndInAgreement(t *testing.T) {
 				if want := segs[len(left)].BaseOffset; leo != want {
 					t.Fatalf("log end %d, want %d, where the %d segments left end", leo, want, len(left))
 				}
-				if _, err := l.Read(start, 1<<20, leo); err != nil && !errors.Is(err, ErrStorage) {
+				if _, err := l.Read(start, 1<<20, leo); err != nil {
 					t.Fatalf("read of what is left: %v", err)
 				}
 			}
@@ -297,5 +302,44 @@ func TestTruncationPastADamagedBatchDoesNotFailTheLog(t *testing.T) {
 	}
 	if l.Failed() != nil || rep.count() != 0 || l.LogEndOffset() != 4 {
 		t.Fatalf("failed %v, %d reports, LEO %d: want the log as it was", l.Failed(), rep.count(), l.LogEndOffset())
+	}
+}
+
+// A follower append whose roll runs out of descriptors after a first run
+// of batches went in keeps that prefix, and under FlushEveryBatch fsyncs it
+// before the fetcher reports the new log end to the leader, which counts it
+// toward the HW.
+func TestFollowerAppendPrefixBeforeAFailedRollIsFlushed(t *testing.T) {
+	fsys := crashfs.New()
+	cfg := smallConfig()
+	cfg.FlushPolicy = FlushEveryBatch
+	l := openReporting(t, fsys, cfg, &failures{})
+	data := followerBatches(12, 20, 1, "run")                     // more than one 2 KiB segment
+	failOnce(fsys, crashfs.OpOpen, logFileSuffix, syscall.EMFILE) // the roll's new segment
+	if _, err := l.AppendAsFollower(data); !errors.Is(err, ErrFileLimit) {
+		t.Fatalf("append whose roll had no descriptor: %v, want ErrFileLimit", err)
+	}
+	leo := l.LogEndOffset()
+	if leo == 0 {
+		t.Fatal("no prefix went in: the test needs the roll to come after a first run")
+	}
+	if rp := l.RecoveryPoint(); rp != leo {
+		t.Fatalf("recovery point %d, log end %d: the prefix that went in is not fsynced", rp, leo)
+	}
+}
+
+// Close of a failed log reports its failure: what was written since was
+// never made durable, and an owner must not take the log for complete (a
+// move's future log would be swapped in over the good one).
+func TestCloseOfAFailedLogReportsTheFailure(t *testing.T) {
+	fsys := crashfs.New()
+	l := openReporting(t, fsys, smallConfig(), &failures{})
+	appendBatches(t, l, 1, 2, 1)
+	failOnce(fsys, crashfs.OpSync, logFileSuffix, syscall.EIO)
+	if err := l.Flush(); !errors.Is(err, ErrStorage) {
+		t.Fatalf("flush: %v", err)
+	}
+	if err := l.Close(); !errors.Is(err, ErrStorage) {
+		t.Fatalf("close of a failed log: %v, want its failure", err)
 	}
 }

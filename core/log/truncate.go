@@ -53,9 +53,11 @@ func (l *Log) TruncateTo(offset int64) error {
 	if offset < l.logStartOffset.Load() {
 		return l.truncateFullyLocked(offset)
 	}
-	// Whatever fails here fails the log, even running out of descriptors:
-	// the segments may be cut partway, and the epoch cache may be ahead of
-	// them. The offsets always follow what is left (truncateSegmentsLocked).
+	// A failure here fails the log, out of descriptors included, unless it
+	// came before anything was cut (the cut point unreadable, the
+	// checkpoint before the cut not opened): the segments may be cut
+	// partway, and the epoch cache may be ahead of them. The offsets always
+	// follow what is left (truncateSegmentsLocked).
 	logEndOffset, err := l.truncateSegmentsLocked(offset)
 	if errors.Is(err, record.ErrCorrupt) {
 		// Where to cut could not be read past a damaged batch, and nothing
@@ -79,55 +81,55 @@ func (l *Log) TruncateTo(offset int64) error {
 
 // truncateSegmentsLocked cuts the segments before the batch holding offset
 // and moves the offsets down; it returns the new LEO. Readers retry around
-// it (see Read), so it does no more than that.
-//
-// When a step fails the log still ends where its segments do: a removal
-// that fails leaves the segments before the one it failed on, and the LEO
-// at that one's base offset; a cut that fails leaves the LEO at the end of
-// the segments kept, uncut. The caller fails the log.
+// it (see Read), so it does no more than that. An error before anything was
+// cut is record.ErrCorrupt (the cut point could not be read) or, from the
+// checkpoint before the cut, ErrFileLimit.
 func (l *Log) truncateSegmentsLocked(offset int64) (int64, error) {
 	segs := l.segmentList()
 	keep := segmentIndex(segs, offset)
-	pos, logEndOffset, err := segs[keep].cutPoint(offset)
+	pos, end, err := segs[keep].cutPoint(offset)
 	if err != nil {
 		return 0, err
 	}
-	if err := l.lowerRecoveryPointDurablyLocked(logEndOffset); err != nil {
-		return 0, err
+	return end, l.cutLocked(segs, keep, pos, end)
+}
+
+// cutLocked removes the segments after segs[k], newest first, and cuts
+// segs[k] at position, where the batch at end starts; the log then ends at
+// end. The lowered recovery point is checkpointed first, and each step is
+// durable before the next: a power loss keeping a cut but not the removals
+// before it would leave a gap in the log, and one that undid the cut would
+// bring back batches whose epochs the durable cache (trimmed next) no
+// longer has, where recovery trusts the cache.
+//
+// When a step fails the log still ends where its segments do: a removal
+// that fails leaves the segments before the one it failed on, and the LEO
+// at that one's base offset (or lower, a damaged log's); a cut that fails
+// leaves the segments kept, uncut: truncate publishes the new size only
+// once the file is cut. The caller fails the log.
+func (l *Log) cutLocked(segs []*segment, k int, position, end int64) error {
+	if err := l.lowerRecoveryPointDurablyLocked(end); err != nil {
+		return err
 	}
 	l.beginTruncation()
 	defer l.endTruncation()
-	// Newest first, so that a crash midway leaves the log a contiguous prefix.
-	for i := len(segs) - 1; i > keep; i-- {
+	for i := len(segs) - 1; i > k; i-- {
 		if err := segs[i].remove(); err != nil {
-			l.endAtLocked(segs[:i], segs[i].baseOffset)
-			return 0, fmt.Errorf("delete segment %d: %w", segs[i].baseOffset, err)
+			l.endAtLocked(segs[:i], min(l.logEndOffset.Load(), segs[i].baseOffset))
+			return fmt.Errorf("delete segment %d: %w", segs[i].baseOffset, err)
 		}
 	}
-	if keep+1 < len(segs) {
-		l.endAtLocked(segs[:keep+1], segs[keep+1].baseOffset)
-		// The removals must be durable before the cut of the segment that
-		// stays can be: a power loss keeping the cut but not the removals
-		// would leave a gap in the log.
+	if k+1 < len(segs) {
+		l.endAtLocked(segs[:k+1], min(l.logEndOffset.Load(), segs[k+1].baseOffset))
 		if err := l.fsys.SyncDir(l.dir); err != nil {
-			return 0, err
+			return err
 		}
 	}
-	segs = segs[:keep+1]
-	// On failure the segment's size is the one it had: truncate publishes
-	// the new one only once the file is cut.
-	if err := segs[keep].truncate(pos); err != nil {
-		return 0, err
+	if err := segs[k].truncate(position); err != nil {
+		return err
 	}
-	l.endAtLocked(segs, logEndOffset)
-	// Durable before the epoch cache is trimmed and before any new epoch
-	// is written at once below epochFloor: a power loss that undid the cut
-	// would bring back batches whose epochs the durable cache no longer
-	// has, where recovery trusts the cache.
-	if err := segs[keep].sync(); err != nil {
-		return 0, err
-	}
-	return logEndOffset, nil
+	l.endAtLocked(segs[:k+1], end)
+	return segs[k].sync()
 }
 
 // lowerRecoveryPointDurablyLocked lowers the recovery point to end before a
@@ -143,16 +145,23 @@ func (l *Log) lowerRecoveryPointDurablyLocked(end int64) error {
 		return nil
 	}
 	l.lowerRecoveryPointLocked(end)
+	return l.checkpointOffsetsLocked()
+}
+
+// checkpointOffsetsLocked has the owner checkpoint the log's recovery point
+// and log start (Options.OnRecoveryPointLowered). The owner's checkpoint
+// then holds no recovery point above the log's: epochFloor has done its
+// work.
+func (l *Log) checkpointOffsetsLocked() error {
 	if l.onRecoveryPointLowered == nil {
 		return nil
 	}
 	if err := l.onRecoveryPointLowered(); err != nil {
 		if outOfDescriptors(err) {
-			return fmt.Errorf("%w: checkpoint the recovery point lowered to %d: %w", ErrFileLimit, end, err)
+			return fmt.Errorf("%w: checkpoint the recovery point lowered to %d: %w", ErrFileLimit, l.recoveryPoint.Load(), err)
 		}
-		return fmt.Errorf("checkpoint the recovery point lowered to %d: %w", end, err)
+		return fmt.Errorf("checkpoint the recovery point lowered to %d: %w", l.recoveryPoint.Load(), err)
 	}
-	// The owner's checkpoint holds no recovery point above end any more.
 	l.epochFloor = 0
 	return nil
 }
@@ -216,10 +225,8 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 	}
 	// Before anything is appended at the new offsets, the owner's
 	// checkpoints say where the log now starts and what of it is durable.
-	if l.onRecoveryPointLowered != nil {
-		if err := l.onRecoveryPointLowered(); err != nil {
-			return l.fail(storageError(err, "checkpoint the log restarted at %d", offset))
-		}
+	if err := l.checkpointOffsetsLocked(); err != nil {
+		return l.fail(storageError(err, "checkpoint the log restarted at %d", offset))
 	}
 	l.logger.Info().Str("dir", l.dir).Int64("offset", offset).Msg("truncated log fully")
 	return nil

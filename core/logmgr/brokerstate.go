@@ -91,8 +91,11 @@ func (m *Manager) markLifeLossy() {
 }
 
 // writeBrokerState writes st to every online dir, or epoch -1 once the
-// life is lossy.
+// life is lossy. brokerStateMu orders the writers: a write that read the
+// life as not lossy must not land after the one that marks it lossy.
 func (m *Manager) writeBrokerState(st brokerState) error {
+	m.brokerStateMu.Lock()
+	defer m.brokerStateMu.Unlock()
 	m.mu.RLock()
 	if m.lossy {
 		st.epoch, st.clean = -1, false

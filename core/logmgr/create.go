@@ -164,7 +164,7 @@ func (m *Manager) openNewLog(d *logDir, t tp.TopicPartition, name, what, topicID
 	if err == nil && topicID != "" {
 		if err = writePartitionMetadata(m.fsys, l.Dir(), topicID, syncMetadata); err != nil {
 			_ = l.Close()
-			err = fmt.Errorf("%w: write %s: %w", log.ErrStorage, PartitionMetadataFile, err)
+			err = ioError("write "+PartitionMetadataFile, err)
 		}
 	}
 	if err != nil {

@@ -2,7 +2,6 @@ package logmgr
 
 import (
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -134,20 +133,45 @@ func TestFailedFutureLogIsNotSwappedIn(t *testing.T) {
 	}
 }
 
-// Running out of file descriptors is no fault of a dir: reported, it takes
-// nothing offline.
-func TestOutOfDescriptorsDoesNotTakeADirOffline(t *testing.T) {
-	dir := tempDirs(t, 1)[0]
-	m := open(t, dir)
-	m.ReportFailure(dir, fmt.Errorf("logmgr: write recovery points: open: %w", syscall.EMFILE))
+// Running out of file descriptors is no fault of a dir: a checkpoint that
+// could not open its file fails, the dir stays online. But a log that
+// failed itself for it (a truncation cut partway) takes no more writes, so
+// its dir must go offline to reopen it.
+func TestOutOfDescriptorsTakesADirOfflineOnlyWhenALogFailed(t *testing.T) {
+	fsys := crashfs.New()
+	dir := "/d/a"
+	m, err := Open(crashConfig(fsys, dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Shutdown()
+	p := tpOf("t", 0)
+	create(t, m, p)
+	appendRecords(t, m, p, 3)
+	l, _ := m.GetLog(p)
+	emfile := func(suffix string) {
+		fsys.SetFault(func(op crashfs.Op) error {
+			if op.Kind == crashfs.OpOpen && strings.HasSuffix(op.Path, suffix) {
+				return syscall.EMFILE
+			}
+			return nil
+		})
+	}
+	emfile(RecoveryPointCheckpoint + ".tmp")
+	if failed := m.CheckpointLogOffsets(); !errors.Is(failed[dir], log.ErrFileLimit) {
+		t.Fatalf("checkpoint without a descriptor: %v, want log.ErrFileLimit", failed)
+	}
 	if f, ok := failure(m); ok {
-		t.Fatalf("failure reported: %+v", f)
+		t.Fatalf("running out of descriptors in a checkpoint took the dir offline: %+v", f)
 	}
-	if d := m.Dirs()[0]; !d.Online {
-		t.Fatalf("dir %s offline", d.Path)
+	// The new segment of a full truncation cannot be opened: the old ones
+	// are gone, the log has failed.
+	emfile("00000000000000000009.log")
+	if err := l.TruncateFullyAndStartAt(9); !errors.Is(err, log.ErrStorage) {
+		t.Fatalf("full truncation without a descriptor: %v, want the log failed", err)
 	}
-	m.ReportFailure(dir, fmt.Errorf("logmgr: write recovery points: %w", syscall.EIO))
-	if _, ok := failure(m); !ok {
-		t.Fatal("an I/O error was not reported")
+	fsys.SetFault(nil)
+	if f, ok := failure(m); !ok || f.Dir != dir {
+		t.Fatalf("failure %+v, %v: want the failed log's dir %s reported", f, ok, dir)
 	}
 }

@@ -1,7 +1,6 @@
 package logmgr
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -204,7 +203,7 @@ func (m *Manager) ReplaceCurrentWithFutureLog(t tp.TopicPartition, highWatermark
 		_ = l.Close()
 		return nil, fmt.Errorf("logmgr: replace %s with its future log: %w", t, ErrDirOffline)
 	}
-	m.logs[t] = hostedLog{log: l, dir: fut.dir, topicID: cmp.Or(fut.topicID, cur.topicID)}
+	m.logs[t] = hostedLog{log: l, dir: fut.dir, topicID: fut.topicID}
 	fut.dir.partitions++
 	m.mu.Unlock()
 	m.removeInBackground([]string{deleted})
@@ -223,7 +222,7 @@ func (m *Manager) replaceFailed(d *logDir, t tp.TopicPartition, op string, err e
 	return err
 }
 
-// promoteOrphanFuturesLocked completes a swap a crash interrupted: a future
+// promoteOrphanFutures completes a swap a crash interrupted: a future
 // log whose partition has no current log in any dir (the current dir was
 // already renamed to "-delete") becomes the current log, renamed to
 // "<name>". It runs only when every dir is online: a current log in an

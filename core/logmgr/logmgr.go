@@ -94,6 +94,8 @@ type Manager struct {
 	// checkpointMu serializes writers of the per-dir checkpoint files, which
 	// share their tmp files.
 	checkpointMu sync.Mutex
+	// brokerStateMu serializes writers of the broker-state files.
+	brokerStateMu sync.Mutex
 
 	mu   sync.RWMutex // guards the fields below and every logDir
 	dirs []*logDir    // in config order, which breaks ties between dirs
@@ -102,9 +104,6 @@ type Manager struct {
 	// dir (at most one per partition, never in the dir of its current log).
 	futures map[tp.TopicPartition]hostedLog
 	closed  bool
-	// loaded: Open registered every log it found. Until then a dir's
-	// checkpoints must not be written from the logs registered so far.
-	loaded bool
 
 	// removals are background removals of deleted logs; Shutdown waits.
 	removals    sync.WaitGroup
@@ -208,10 +207,12 @@ func (m *Manager) Dirs() []DirInfo {
 }
 
 // reportFailure sends dir's first failure on the failures channel.
-// Running out of file descriptors is not one: the operation failed, the dir
-// is fine.
+// Running out of file descriptors (log.ErrFileLimit) is not one: the
+// operation failed, the dir is fine. A log that failed itself (Log.fail)
+// reports ErrStorage whatever the cause: it takes no more writes, and only
+// its dir going offline, then coming back, reopens it.
 func (m *Manager) reportFailure(d *logDir, err error) {
-	if log.OutOfDescriptors(err) {
+	if errors.Is(err, log.ErrFileLimit) {
 		m.logger.Warn().Err(err).Str("log_dir", d.path).Msg("out of file descriptors: the operation failed, the log dir stays online")
 		return
 	}
@@ -264,14 +265,11 @@ func (m *Manager) logOptions(d *logDir, path string, t tp.TopicPartition) log.Op
 	}
 }
 
-// hosts reports whether the manager, done loading, holds t's current or
-// future log in d.
+// hosts reports whether the manager holds t's current or future log in d.
+// A log being opened (at start, or reopened by a move) is not held yet.
 func (m *Manager) hosts(d *logDir, t tp.TopicPartition) bool {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	if !m.loaded {
-		return false
-	}
 	if h, ok := m.logs[t]; ok && h.dir == d {
 		return true
 	}
@@ -330,10 +328,14 @@ type hostedLogEntry struct {
 }
 
 // ioError wraps a failed file operation of the manager in log.ErrStorage,
-// the error that takes a dir offline.
+// the error that takes a dir offline, or in log.ErrFileLimit when the
+// process ran out of file descriptors, which does not.
 func ioError(op string, err error) error {
-	if errors.Is(err, log.ErrStorage) {
+	switch {
+	case errors.Is(err, log.ErrStorage), errors.Is(err, log.ErrFileLimit):
 		return fmt.Errorf("logmgr: %s: %w", op, err)
+	case log.OutOfDescriptors(err):
+		return fmt.Errorf("logmgr: %s: %w (%w)", op, err, log.ErrFileLimit)
 	}
 	return fmt.Errorf("logmgr: %s: %w (%w)", op, err, log.ErrStorage)
 }

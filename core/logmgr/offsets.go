@@ -180,7 +180,12 @@ func (m *Manager) HighWatermarks() map[string]map[tp.TopicPartition]int64 {
 // (Kafka's checkpointHighWatermarks for one dir). The caller serializes the
 // writers of one dir and takes the dir offline when it fails.
 func (m *Manager) WriteHighWatermarks(dir string, hws map[tp.TopicPartition]int64) error {
-	return checkpoint.WriteOffsets(m.fsys, filepath.Join(dir, ReplicationOffsetCheckpoint), hws, true)
+	if err := checkpoint.WriteOffsets(m.fsys, filepath.Join(dir, ReplicationOffsetCheckpoint), hws, true); err != nil {
+		err = ioError("write "+ReplicationOffsetCheckpoint, err)
+		m.ReportFailure(dir, err)
+		return err
+	}
+	return nil
 }
 
 // ReadHighWatermarks reads dir's replication-offset-checkpoint (missing: none).

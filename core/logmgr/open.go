@@ -197,9 +197,6 @@ func (m *Manager) loadLogs() error {
 		return err
 	}
 	maps.Copy(m.futures, futures)
-	m.mu.Lock()
-	m.loaded = true
-	m.mu.Unlock()
 	m.repairDamagedFutures()
 	return nil
 }
@@ -300,9 +297,9 @@ func (m *Manager) loadDir(d *logDir) (logs, futures map[tp.TopicPartition]*log.L
 
 // rewriteStaleCheckpoints rewrites dir's recovery-point and log-start
 // checkpoints when they claim more than recovery found: a log recovered
-// below its checkpointed recovery point (a power loss took records, or cut
-// a truncation before its checkpoint), or an entry for a partition with no
-// log in the dir (a deletion or a move cut before its checkpoint). Left as
+// below its checkpointed recovery point (a power loss took records, or a
+// recovery truncated fully), or an entry for a partition with no log in the
+// dir (a deletion or a move cut before its checkpoint). Left as
 // it is, the file would go on claiming the lost offsets: after the next
 // crash recovery would trust, unread, whatever unflushed records were
 // appended there since, and a log created again under the same name would

@@ -36,8 +36,10 @@ func (m *Manager) TopicID(t tp.TopicPartition) string {
 
 // SetTopicID records id as the topic ID of the partition's log, which has
 // none yet (a log created before topic IDs): partition.metadata is written,
-// durably. A log of another topic ID is ErrInconsistentTopicID; no log, or
-// the same ID, does nothing. A failed write takes the dir offline.
+// durably, for its future log too when it is being moved, so that the ID
+// survives the move. A log of another topic ID is ErrInconsistentTopicID;
+// no log, or the same ID, does nothing. A failed write takes the dir
+// offline. createMu keeps a move from swapping the logs meanwhile.
 func (m *Manager) SetTopicID(t tp.TopicPartition, id string) error {
 	if id == "" {
 		return nil
@@ -46,6 +48,7 @@ func (m *Manager) SetTopicID(t tp.TopicPartition, id string) error {
 	defer m.createMu.Unlock()
 	m.mu.RLock()
 	h, ok := m.logs[t]
+	fut, moving := m.futures[t]
 	m.mu.RUnlock()
 	switch {
 	case !ok || h.topicID == id:
@@ -53,17 +56,28 @@ func (m *Manager) SetTopicID(t tp.TopicPartition, id string) error {
 	case h.topicID != "":
 		return fmt.Errorf("%w: %s has topic ID %s, not %s", ErrInconsistentTopicID, t, h.topicID, id)
 	}
-	if err := writePartitionMetadata(m.fsys, h.log.Dir(), id, true); err != nil {
-		err = ioError("write "+PartitionMetadataFile+" of "+t.String(), err)
-		m.reportFailure(h.dir, err)
+	record := func(logs map[tp.TopicPartition]hostedLog, h hostedLog) error {
+		if err := writePartitionMetadata(m.fsys, h.log.Dir(), id, true); err != nil {
+			err = ioError("write "+PartitionMetadataFile+" of "+t.String(), err)
+			m.reportFailure(h.dir, err)
+			return err
+		}
+		m.mu.Lock()
+		if cur, ok := logs[t]; ok && cur.log == h.log {
+			cur.topicID = id
+			logs[t] = cur
+		}
+		m.mu.Unlock()
+		return nil
+	}
+	if err := record(m.logs, h); err != nil {
 		return err
 	}
-	m.mu.Lock()
-	if cur, ok := m.logs[t]; ok && cur.log == h.log {
-		cur.topicID = id
-		m.logs[t] = cur
+	if moving {
+		if err := record(m.futures, fut); err != nil {
+			return err
+		}
 	}
-	m.mu.Unlock()
 	m.logger.Info().Str("partition", t.String()).Str("topic_id", id).Msg("log takes its topic ID")
 	return nil
 }

@@ -61,3 +61,32 @@ func TestMalformedPartitionMetadataMatchesNoTopic(t *testing.T) {
 		t.Fatalf("topic ID of a log with a malformed partition.metadata: %q", id)
 	}
 }
+
+// A log given its topic ID while it is being moved keeps it through the
+// swap and a restart: the future log's partition.metadata is written too.
+// Lost, the log would be taken for any topic's of its name.
+func TestTopicIDSetDuringAMoveSurvivesIt(t *testing.T) {
+	dirs := tempDirs(t, 2)
+	m := open(t, dirs...)
+	p := tpOf("t", 0)
+	copiedToFuture(t, m, dirs, p) // created without a topic ID
+	if err := m.SetTopicID(p, topicIDA); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.ReplaceCurrentWithFutureLog(p, 5); err != nil {
+		t.Fatal(err)
+	}
+	if got := m.TopicID(p); got != topicIDA {
+		t.Fatalf("after the swap: topic ID %q, want %s", got, topicIDA)
+	}
+	if err := m.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	m = open(t, dirs...)
+	if got := m.TopicID(p); got != topicIDA {
+		t.Fatalf("after a restart: topic ID %q, want %s", got, topicIDA)
+	}
+	if err := m.SetTopicID(p, topicIDB); !errors.Is(err, ErrInconsistentTopicID) {
+		t.Fatalf("another topic's ID accepted after the move: %v", err)
+	}
+}

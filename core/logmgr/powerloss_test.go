@@ -93,19 +93,22 @@ func readRecoveryPoints(t *testing.T, fsys *crashfs.FS, dir string) map[tp.Topic
 	return rps
 }
 
-// TestOpenRewritesLoweredRecoveryPoints ensures recovery that finds a log below its checkpointed recovery point rewrites the checkpoint before anything is appended (crashtest every-batch seed 135: a truncation cut before its checkpoint left the file claiming offsets that later, unflushed appends would have had trusted).
+// TestOpenRewritesLoweredRecoveryPoints ensures recovery that finds a log below its checkpointed recovery point rewrites the checkpoint before anything is appended (crashtest every-batch seed 135: a truncation cut before its checkpoint left the file claiming offsets that later, unflushed appends would have had trusted). A truncation now checkpoints before it cuts; the stale file is made by hand, as a power loss after an older version's truncation left it.
 func TestOpenRewritesLoweredRecoveryPoints(t *testing.T) {
 	dir, p := "/d1", tpOf("t", 0)
 	fsys := crashfs.New()
 	m := checkpointedLog(t, fsys, dir, p)
 	l, _ := m.GetLog(p)
-	if err := l.TruncateTo(2); err != nil { // the crash comes before CheckpointLogOffsetsOf
+	if err := l.TruncateTo(2); err != nil {
 		t.Fatal(err)
 	}
-	must(t, fsys.SyncFS(dir))
-	after := fsys.CutPower(rand.New(rand.NewPCG(1, 1)))
-	openRecovered(t, after, dir)
-	if rp := readRecoveryPoints(t, after, dir)[p]; rp > 2 {
+	if err := m.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	stale := map[tp.TopicPartition]int64{p: 5}
+	must(t, checkpoint.WriteOffsets(fsys, filepath.Join(dir, RecoveryPointCheckpoint), stale, true))
+	openRecovered(t, fsys, dir)
+	if rp := readRecoveryPoints(t, fsys, dir)[p]; rp > 2 {
 		t.Fatalf("recovery-point checkpoint still claims %d of a log recovered to 2", rp)
 	}
 }

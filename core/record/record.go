@@ -214,7 +214,8 @@ func (b Batch) Verify() error {
 // VerifyChecksum is the part of Verify that finds damage to a batch that
 // passed Verify once: its length field and its CRC, without decoding the
 // records. A batch read back from a log (appended verified) that passes it
-// is the batch appended; reads check this much before serving one.
+// is the batch appended; core checks this much of every batch it serves
+// (verifyBatches).
 func (b Batch) VerifyChecksum() error {
 	if len(b) < HeaderSize {
 		return fmt.Errorf("%w: %d bytes, shorter than the header", ErrCorrupt, len(b))
