@@ -198,6 +198,18 @@ func TestRejectionsMapToTheirChanges(t *testing.T) {
 			wantA: core.ErrInvalidUpdateVersion, wantB: core.ErrNone, wantIsrB: []int32{1, 2},
 		},
 		{
+			// A joining replica's stale broker epoch: refused against the
+			// committed state, so core may drop the expansion and propose
+			// again with the replica's new epoch (internal/sim seed
+			// 117115516: left pending, the replica never rejoined).
+			name: "partition STALE_BROKER_EPOCH",
+			resp: &replicadv1.AlterPartitionResponse{Partitions: []*replicadv1.AlterPartitionResult{
+				{Topic: "a", Partition: 0, ErrorCode: replicadv1.ErrorCode_ERROR_CODE_STALE_BROKER_EPOCH},
+				{Topic: "b", Partition: 0, Leader: 1, LeaderEpoch: 4, Isr: []int32{1, 2}, PartitionEpoch: 7},
+			}},
+			wantA: core.ErrIneligibleReplica, wantB: core.ErrNone, wantIsrB: []int32{1, 2},
+		},
+		{
 			name:  "top-level STALE_BROKER_EPOCH",
 			resp:  &replicadv1.AlterPartitionResponse{ErrorCode: replicadv1.ErrorCode_ERROR_CODE_STALE_BROKER_EPOCH},
 			wantA: core.ErrStaleBrokerEpoch, wantB: core.ErrStaleBrokerEpoch,

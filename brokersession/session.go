@@ -109,6 +109,12 @@ type Config struct {
 	// TracerProvider makes the controlled shutdown's span; nil means the
 	// global one (otel.GetTracerProvider).
 	TracerProvider trace.TracerProvider
+	// Int64N draws the backoff jitter, in [0, n); nil means math/rand/v2's.
+	// It may be called from several goroutines at once. With
+	// IncarnationID (default: a random text drawn at Start) it lets a
+	// seeded test replay a run exactly (internal/sim).
+	Int64N        func(n int64) int64
+	IncarnationID string
 }
 
 func (c *Config) validate() error {
@@ -147,6 +153,12 @@ func (c *Config) setDefaults() {
 	}
 	if c.Dial == nil {
 		c.Dial = grpcDialer(c.RetryBackoff, c.MaxRetryBackoff, c.RequestTimeout)
+	}
+	if c.Int64N == nil {
+		c.Int64N = mrand.Int64N
+	}
+	if c.IncarnationID == "" {
+		c.IncarnationID = rand.Text()
 	}
 }
 
@@ -188,9 +200,13 @@ type Session struct {
 	// epoch a controller answered a registration or heartbeat with, and its
 	// id and address. Never nil after Start; its epoch never goes down.
 	active atomic.Pointer[ActiveController]
-	// confirmMu admits one confirmation of a newer controller at a time:
-	// the requests that need it wait for it and read its outcome.
-	confirmMu sync.Mutex
+	// confirm admits one confirmation of a newer controller at a time (a
+	// token held while it is in the channel): the requests that need it
+	// wait for it and read its outcome. A channel, not a mutex, because the
+	// holder waits on the network: a waiter then blocks durably, gives up
+	// when its ctx is done, and a testing/synctest bubble (internal/sim)
+	// sees the broker as idle rather than busy.
+	confirm chan struct{}
 
 	mu sync.Mutex
 	// current is the index in cfg.Controllers of the controller that last
@@ -234,7 +250,8 @@ func Start(ctx context.Context, cfg Config) (*Session, error) {
 		cfg:           cfg,
 		logger:        cfg.Logger.With().Str("component", "broker_session").Logger(),
 		tracer:        tracerProvider(cfg.TracerProvider).Tracer("github.com/replicad/replicad/brokersession"),
-		incarnationID: rand.Text(),
+		incarnationID: cfg.IncarnationID,
+		confirm:       make(chan struct{}, 1),
 		current:       -1,
 		clients:       make(map[string]controllerClient),
 		ctx:           sctx,
@@ -587,7 +604,7 @@ func (s *Session) backoff(failures int) time.Duration {
 		d *= 2
 	}
 	d = min(d, s.cfg.MaxRetryBackoff)
-	return d - time.Duration(mrand.Int64N(int64(d/2)+1))
+	return d - time.Duration(s.cfg.Int64N(int64(d/2)+1))
 }
 
 // sleep waits d on the clock and reports false if ctx is done first.
@@ -666,8 +683,12 @@ func (s *Session) CheckController(ctx context.Context, id, epoch int32) (Control
 	if v, ok := s.judge(id, epoch); ok {
 		return v, s.ActiveController(), nil
 	}
-	s.confirmMu.Lock()
-	defer s.confirmMu.Unlock()
+	select {
+	case s.confirm <- struct{}{}:
+	case <-ctx.Done():
+		return ControllerNotActive, s.ActiveController(), ctx.Err()
+	}
+	defer func() { <-s.confirm }()
 	if v, ok := s.judge(id, epoch); ok {
 		return v, s.ActiveController(), nil
 	}

@@ -172,3 +172,12 @@ func (s *Server) Shutdown(ctx context.Context) (graceful bool) {
 		return false
 	}
 }
+
+// NewReplicaManagerService returns the ReplicaManagerService handlers that
+// NewServer registers (the controller guard and the registration check
+// included), without a gRPC server: a cluster run in one process over an
+// in-memory network (internal/sim) calls them directly.
+func NewReplicaManagerService(opts Options) replicadv1.ReplicaManagerServiceServer {
+	return &replicaManagerService{rm: opts.ReplicaManager, brokerEpoch: opts.BrokerEpoch,
+		guard: opts.ControllerGuard, logger: opts.Logger}
+}

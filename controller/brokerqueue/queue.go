@@ -125,6 +125,10 @@ type Config struct {
 	// Tracer starts the SendSpanName span of each attempt. Nil: the global
 	// tracer provider's.
 	Tracer trace.Tracer
+	// Int64N draws the backoff jitter, in [0, n); nil means math/rand/v2's.
+	// It may be called from several queues' goroutines at once. Set by a
+	// seeded test that replays a run exactly (internal/sim).
+	Int64N func(n int64) int64
 }
 
 func (c *Config) setDefaults() {
@@ -143,6 +147,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.Tracer == nil {
 		c.Tracer = otel.Tracer("github.com/replicad/replicad/controller/brokerqueue")
+	}
+	if c.Int64N == nil {
+		c.Int64N = rand.Int64N
 	}
 }
 
@@ -759,7 +766,11 @@ func (q *Queue) backoff(failures int) time.Duration {
 		d *= 2
 	}
 	d = min(d, q.cfg.MaxBackoff)
-	return d - time.Duration(rand.Int64N(int64(d/2)+1))
+	draw := q.cfg.Int64N
+	if draw == nil { // a Queue made without New (tests)
+		draw = rand.Int64N
+	}
+	return d - time.Duration(draw(int64(d/2)+1))
 }
 
 // sleep waits d and reports false if the Queue closes first.

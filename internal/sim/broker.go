@@ -1,0 +1,294 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"sync/atomic"
+	"time"
+
+	"github.com/replicad/replicad/alterpartition"
+	"github.com/replicad/replicad/brokersession"
+	"github.com/replicad/replicad/core"
+	"github.com/replicad/replicad/core/clock"
+	"github.com/replicad/replicad/core/log"
+	"github.com/replicad/replicad/core/record"
+	"github.com/replicad/replicad/core/tp"
+	"github.com/replicad/replicad/core/vfs/crashfs"
+	"github.com/replicad/replicad/fetcher"
+	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
+	"github.com/replicad/replicad/service"
+)
+
+const (
+	brokerPort     = 9092
+	controllerAddr = "ctl:9090"
+	logDir         = "/data"
+)
+
+// brokerNode is one simulated broker machine: its disk survives its lives,
+// everything else is made anew at each start (cmd/replicad/main.go's
+// wiring, with the network and the disk replaced).
+type brokerNode struct {
+	sim  *Sim
+	id   int32
+	name string
+	// fs is the disk as the current (or next) life sees it; a crash
+	// replaces it with what the power cut left.
+	fs    *crashfs.FS
+	boots int // power cycles, for the BootID
+	lives int
+	cur   *brokerLife // nil while down
+	// stopped is closed when the last life's components have stopped; a
+	// restart waits for it so two lives never run on one disk.
+	stopped chan struct{}
+}
+
+// brokerLife is one run of the broker process.
+type brokerLife struct {
+	life     int
+	rm       *core.ReplicaManager
+	fetchers *fetcher.Manager
+	ap       *alterpartition.Manager
+	session  atomic.Pointer[brokersession.Session]
+	// regCancel stops a registration in progress; regDone is closed when
+	// the registration goroutine ends.
+	regCancel context.CancelFunc
+	regDone   chan struct{}
+}
+
+func (l *brokerLife) brokerEpoch() int64 {
+	if s := l.session.Load(); s != nil {
+		return s.BrokerEpoch()
+	}
+	return 0
+}
+
+func (b *brokerNode) up() bool { return b.cur != nil }
+
+// canStart: down, and the previous life has stopped.
+func (b *brokerNode) canStart() bool {
+	if b.cur != nil {
+		return false
+	}
+	if b.stopped == nil {
+		return true
+	}
+	select {
+	case <-b.stopped:
+		return true
+	default:
+		return false
+	}
+}
+
+// start boots a new life from the disk. It runs on the scheduler's
+// goroutine; the registration goes on in the background.
+func (b *brokerNode) start() error {
+	s := b.sim
+	b.lives++
+	l := &brokerLife{life: b.lives, regDone: make(chan struct{})}
+	logger := s.logger.With().Str("node", b.name).Int("life", l.life).Logger()
+	ctx, stop := context.WithCancel(context.Background())
+	fetchers, err := fetcher.NewManager(fetcher.Config{
+		BrokerID:    b.id,
+		BrokerEpoch: l.brokerEpoch,
+		Client:      leaderClient{net: s.net, node: b.name, life: l.life},
+		Replicas: fetcher.ReplicasFunc(func(t tp.TopicPartition) (fetcher.Replica, bool) {
+			lg, leaderEpoch, ok := l.rm.FollowerLog(t)
+			if !ok {
+				return nil, false
+			}
+			return fetcher.NewLogReplica(lg, leaderEpoch), true
+		}),
+		Rand:   s.float64,
+		Logger: logger.With().Str("component", "fetcher").Logger(),
+	})
+	if err != nil {
+		stop()
+		return err
+	}
+	ap, err := alterpartition.New(alterpartition.Config{
+		Controller:  controllerAddr,
+		BrokerID:    b.id,
+		BrokerEpoch: l.brokerEpoch,
+		Logger:      logger,
+		Rand:        rand.New(rand.NewPCG(s.seed, uint64(b.id)<<32|uint64(l.life))),
+		Dial: func(addr string) (replicadv1.ControllerServiceClient, io.Closer, error) {
+			return controllerClient{&conn{net: s.net, client: b.name, clientLife: l.life, server: nodeOf(addr), kind: "alterpartition"}}, nopCloser{}, nil
+		},
+	})
+	if err != nil {
+		stop()
+		return err
+	}
+	rm, err := core.NewReplicaManager(core.Config{
+		BrokerID:             b.id,
+		LogDirs:              []string{logDir},
+		LogConfig:            log.Config{SegmentBytes: 4096, IndexIntervalBytes: 512, MaxBatchBytes: 1 << 20, FlushPolicy: log.FlushEveryBatch, FlushInterval: time.Second},
+		HWCheckpointInterval: time.Second,
+		ReplicaLagTimeMax:    s.cfg.ReplicaLagTimeMax,
+		MinInsyncReplicas:    minISR,
+		Clock:                clock.Real{},
+		Logger:               logger,
+		Fetchers:             fetchers,
+		IsrChanger:           ap,
+		BrokerEpoch:          l.brokerEpoch,
+		// Every crash is a power cut: a new boot, so the broker's last life
+		// counts as one that may have lost its unflushed tail.
+		BootID: fmt.Sprintf("boot-%d", b.boots),
+		FS:     b.fs,
+	})
+	if err != nil {
+		_ = ap.Close()
+		fetchers.Shutdown()
+		stop()
+		return fmt.Errorf("start %s: %w", b.name, err)
+	}
+	l.rm, l.fetchers, l.ap = rm, fetchers, ap
+	svc := service.NewReplicaManagerService(service.Options{ReplicaManager: rm, BrokerEpoch: l.brokerEpoch,
+		ControllerGuard: guard{l}, Logger: logger})
+	ep := &endpoint{name: b.name, life: l.life, ctx: ctx, stop: stop,
+		unary: map[string]unaryHandler{
+			"LeaderAndIsr":   unary(svc.LeaderAndIsr),
+			"UpdateMetadata": unary(svc.UpdateMetadata),
+			"StopReplica":    unary(svc.StopReplica),
+			"Produce":        unary(b.produceHandler(rm)),
+		},
+		fetch: func(ctx context.Context, req any) (any, error) {
+			r := req.(*replicadv1.FetchRequest)
+			return service.FetchResponseToProto(r.GetCorrelationId(), rm.FetchMessages(ctx, service.FetchRequestFromProto(r))), nil
+		},
+	}
+	s.net.serve(ep)
+	b.cur = l
+	b.stopped = make(chan struct{})
+
+	regCtx, cancel := context.WithCancel(ctx)
+	l.regCancel = cancel
+	previous := rm.PreviousBrokerEpoch()
+	go func() {
+		defer close(l.regDone)
+		sess, err := brokersession.Start(regCtx, brokersession.Config{
+			Controllers:         []string{controllerAddr},
+			BrokerID:            b.id,
+			Host:                b.name,
+			Port:                brokerPort,
+			LogDirs:             []string{logDir},
+			Logger:              logger,
+			OnControllerChange:  ap.UseController,
+			MinInsyncReplicas:   minISR,
+			PreviousBrokerEpoch: previous,
+			OfflinePartitions:   rm.OfflinePartitions,
+			OnRegistered: func(epoch int64) {
+				_ = rm.RecordBrokerEpoch(epoch)
+			},
+			Dial: func(addr string) (replicadv1.ControllerServiceClient, io.Closer, error) {
+				return controllerClient{&conn{net: s.net, client: b.name, clientLife: l.life, server: nodeOf(addr), kind: "session"}}, nopCloser{}, nil
+			},
+			Int64N:        s.int64N,
+			IncarnationID: fmt.Sprintf("%s-life%d", b.name, l.life),
+		})
+		if err == nil {
+			l.session.Store(sess)
+		}
+	}()
+	return nil
+}
+
+// produceHandler is the leader's core produce path (service's Produce
+// without the proto batch encoding): an acks=all produce of one record. An
+// answer NONE is an acknowledged write, recorded at once: the leader has
+// promised it, whether or not the client hears.
+func (b *brokerNode) produceHandler(rm *core.ReplicaManager) func(context.Context, *replicadv1.ProduceRequest) (*replicadv1.ProduceResponse, error) {
+	return func(ctx context.Context, req *replicadv1.ProduceRequest) (*replicadv1.ProduceResponse, error) {
+		t := tp.TopicPartition{Topic: req.GetTopic(), Partition: req.GetPartition()}
+		var recs []record.Record
+		for _, r := range req.GetRecords() {
+			recs = append(recs, record.Record{Value: r.GetValue()})
+		}
+		res := rm.Produce(ctx, core.ProduceRequest{TopicPartition: t, Acks: core.AcksAll,
+			Timeout: time.Duration(req.GetTimeoutMs()) * time.Millisecond, Records: recs})
+		if res.Error == core.ErrNone {
+			b.sim.workload.acked(t, res.BaseOffset, string(recs[0].Value), b.id)
+		}
+		return &replicadv1.ProduceResponse{ErrorCode: replicadv1.ErrorCode(res.Error), BaseOffset: res.BaseOffset,
+			HighWatermark: res.HighWatermark}, nil
+	}
+}
+
+// crash cuts the power: the disk keeps what was fsynced (and, page by page,
+// maybe more), the node drops off the network, and the life's components
+// are stopped in the background (on a dead disk and a dead network they can
+// change nothing any more).
+func (b *brokerNode) crash(rng *rand.Rand) {
+	l := b.cur
+	if l == nil {
+		return
+	}
+	b.cur = nil
+	b.fs = b.fs.CutPower(rng)
+	b.boots++
+	b.sim.net.down(b.name)
+	stopped := b.stopped
+	go func() {
+		defer close(stopped)
+		l.stop()
+	}()
+}
+
+// stop stops a life's components, as main.go does at exit.
+func (l *brokerLife) stop() {
+	l.regCancel()
+	<-l.regDone
+	if s := l.session.Load(); s != nil {
+		s.Close()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_ = l.rm.Shutdown(ctx)
+	_ = l.ap.Close()
+}
+
+// shutdown stops the broker cleanly at the end of a run.
+func (b *brokerNode) shutdown() {
+	l := b.cur
+	if l == nil {
+		return
+	}
+	b.cur = nil
+	b.sim.net.down(b.name)
+	stopped := b.stopped
+	go func() {
+		defer close(stopped)
+		l.stop()
+	}()
+}
+
+// guard is the broker's service.ControllerGuard through its session, as
+// cmd/replicad's controllerLink implements it.
+type guard struct{ l *brokerLife }
+
+func (g guard) CheckController(ctx context.Context, id, epoch int32) (service.ControllerCheck, error) {
+	s := g.l.session.Load()
+	if s == nil {
+		return service.ControllerCheck{}, errors.New("this broker has not registered with the controller yet")
+	}
+	verdict, active, err := s.CheckController(ctx, id, epoch)
+	if err != nil {
+		return service.ControllerCheck{}, err
+	}
+	check := service.ControllerCheck{FollowedEpoch: active.Epoch}
+	switch verdict {
+	case brokersession.ControllerActive:
+	case brokersession.ControllerStale:
+		check.Code = replicadv1.ErrorCode_ERROR_CODE_STALE_CONTROLLER_EPOCH
+		check.Message = fmt.Sprintf("controller epoch %d is older than %d", epoch, active.Epoch)
+	default:
+		check.Code = replicadv1.ErrorCode_ERROR_CODE_NOT_CONTROLLER
+		check.Message = fmt.Sprintf("controller %d at epoch %d is not the one followed", id, epoch)
+	}
+	return check, nil
+}

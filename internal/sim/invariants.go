@@ -1,0 +1,294 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/replicad/replicad/controller/store"
+	"github.com/replicad/replicad/core"
+	"github.com/replicad/replicad/core/log"
+	"github.com/replicad/replicad/core/record"
+	"github.com/replicad/replicad/core/tp"
+)
+
+// checker holds what the invariants compare each step against: everything
+// seen so far that must never be contradicted. It runs on the scheduler's
+// goroutine while every other goroutine is blocked, so what it reads is one
+// consistent cut of the cluster.
+type checker struct {
+	// committed is every record seen below some replica's HW, by offset,
+	// and committedHW the highest HW seen: the committed log.
+	committed   map[tp.TopicPartition]map[int64]string
+	committedHW map[tp.TopicPartition]int64
+	// leaderHW is the last HW of a leader, per (broker life, partition,
+	// leader epoch).
+	leaderHW map[leaderKey]int64
+	// epochLeader is the broker that led each (partition, leader epoch),
+	// as the brokers say and as the store says.
+	epochLeader      map[epochKey]int32
+	storeEpochLeader map[epochKey]int32
+	controllerEpoch  int32
+	brokerEpochs     map[int32]int64
+	maxBrokerEpoch   int64
+	// logs caches each replica's records, re-read when its LEO moves.
+	logs map[replicaKey]*cachedLog
+
+	violations []string
+}
+
+type leaderKey struct {
+	broker int32
+	life   int
+	t      tp.TopicPartition
+	epoch  int32
+}
+
+type epochKey struct {
+	t     tp.TopicPartition
+	epoch int32
+}
+
+type replicaKey struct {
+	broker int32
+	life   int
+	t      tp.TopicPartition
+}
+
+type cachedLog struct {
+	leo, start int64
+	readAt     int // step of the last full read
+	values     map[int64]string
+}
+
+func newChecker() *checker {
+	return &checker{
+		committed: map[tp.TopicPartition]map[int64]string{}, committedHW: map[tp.TopicPartition]int64{},
+		leaderHW: map[leaderKey]int64{}, epochLeader: map[epochKey]int32{}, storeEpochLeader: map[epochKey]int32{},
+		brokerEpochs: map[int32]int64{}, logs: map[replicaKey]*cachedLog{},
+	}
+}
+
+func (c *checker) fail(format string, args ...any) {
+	c.violations = append(c.violations, fmt.Sprintf(format, args...))
+}
+
+// replicaView is one live replica as the checker reads it.
+type replicaView struct {
+	broker int32
+	info   core.PartitionInfo
+	log    *cachedLog
+}
+
+// check runs every invariant on the cluster as it is now.
+func (c *checker) check(s *Sim, step int) {
+	ctx := context.Background()
+	parts, err := s.ctl.store.Partitions(ctx)
+	if err != nil {
+		c.fail("store: %v", err)
+		return
+	}
+	c.checkStore(s, parts)
+
+	current := map[tp.TopicPartition]store.Partition{}
+	for _, p := range parts {
+		current[tp.TopicPartition{Topic: p.Topic, Partition: p.Partition}] = p
+	}
+	views := map[tp.TopicPartition][]replicaView{}
+	for _, b := range s.brokers {
+		l := b.cur
+		if l == nil {
+			continue
+		}
+		for _, in := range l.rm.Describe("", nil).Partitions {
+			if in.Role == core.RoleOffline {
+				continue
+			}
+			lg, ok := l.rm.LocalLog(in.TopicPartition)
+			if !ok {
+				continue
+			}
+			cl := c.readLog(replicaKey{b.id, l.life, in.TopicPartition}, lg, step)
+			views[in.TopicPartition] = append(views[in.TopicPartition], replicaView{broker: b.id, info: in, log: cl})
+			if in.Role == core.RoleLeader {
+				c.checkLeader(b.id, l.life, in)
+			}
+		}
+	}
+	for t, vs := range views {
+		// Leader completeness first, against the committed log as it
+		// stood before this step's HWs extend it. It binds the leader the
+		// controller elected, once it knows: a deposed leader that has not
+		// heard yet (partitioned away) still calls itself leader at its old
+		// epoch, and can commit nothing more.
+		for _, v := range vs {
+			if v.info.Role != core.RoleLeader || current[t].Leader != v.broker || current[t].LeaderEpoch != v.info.LeaderEpoch {
+				continue
+			}
+			for o := v.log.start; o < c.committedHW[t]; o++ {
+				want, ok := c.committed[t][o]
+				if got, has := v.log.values[o]; ok && (!has || got != want) {
+					c.fail("leader completeness: broker %d leads %s at epoch %d without committed offset %d %q (has %q, LEO %d, committed HW %d)",
+						v.broker, t, v.info.LeaderEpoch, o, want, got, v.log.leo, c.committedHW[t])
+					break
+				}
+			}
+		}
+		// Log matching below the HW: every replica's records below its HW
+		// are the committed log.
+		for _, v := range vs {
+			hw := min(v.info.HighWatermark, v.log.leo)
+			m := c.committed[t]
+			if m == nil {
+				m = map[int64]string{}
+				c.committed[t] = m
+			}
+			for o := v.log.start; o < hw; o++ {
+				got, has := v.log.values[o]
+				if !has {
+					continue
+				}
+				if want, ok := m[o]; ok && want != got {
+					c.fail("log matching: broker %d has %q at %s offset %d below its HW %d; committed is %q", v.broker, got, t, o, hw, want)
+					continue
+				}
+				m[o] = got
+			}
+			c.committedHW[t] = max(c.committedHW[t], hw)
+		}
+	}
+	c.checkAcked(s, parts, views)
+	for _, p := range s.workload.drainProblems() {
+		c.fail("produce: %s", p)
+	}
+}
+
+// checkStore: the ISR is a subset of the replicas and holds the leader;
+// one leader per leader epoch; controller and broker epochs only grow.
+func (c *checker) checkStore(s *Sim, parts []store.Partition) {
+	ctx := context.Background()
+	for _, p := range parts {
+		t := tp.TopicPartition{Topic: p.Topic, Partition: p.Partition}
+		for _, r := range p.ISR {
+			if !slices.Contains(p.Replicas, r) {
+				c.fail("store: %s ISR %v not within replicas %v", t, p.ISR, p.Replicas)
+			}
+		}
+		if p.Leader != store.NoLeader {
+			if !slices.Contains(p.ISR, p.Leader) {
+				c.fail("store: %s leader %d not in ISR %v", t, p.Leader, p.ISR)
+			}
+			k := epochKey{t, p.LeaderEpoch}
+			if prev, ok := c.storeEpochLeader[k]; ok && prev != p.Leader {
+				c.fail("store: %s leader epoch %d names leader %d, earlier %d", t, p.LeaderEpoch, p.Leader, prev)
+			}
+			c.storeEpochLeader[k] = p.Leader
+		}
+	}
+	if e, err := s.ctl.store.ControllerEpoch(ctx); err == nil {
+		if e < c.controllerEpoch {
+			c.fail("store: controller epoch went back from %d to %d", c.controllerEpoch, e)
+		}
+		c.controllerEpoch = max(c.controllerEpoch, e)
+	}
+	brokers, err := s.ctl.store.Brokers(ctx)
+	if err != nil {
+		return
+	}
+	for _, b := range brokers {
+		prev, seen := c.brokerEpochs[b.ID]
+		switch {
+		case b.Epoch < prev:
+			c.fail("store: broker %d epoch went back from %d to %d", b.ID, prev, b.Epoch)
+		case b.Epoch > prev && seen && b.Epoch <= c.maxBrokerEpoch:
+			c.fail("store: broker %d registered at epoch %d, not above every earlier epoch (%d)", b.ID, b.Epoch, c.maxBrokerEpoch)
+		}
+		c.brokerEpochs[b.ID] = max(prev, b.Epoch)
+	}
+	for _, b := range brokers {
+		c.maxBrokerEpoch = max(c.maxBrokerEpoch, b.Epoch)
+	}
+}
+
+// checkLeader: one leader per (partition, leader epoch), and a leader's HW
+// never moves back within its epoch.
+func (c *checker) checkLeader(broker int32, life int, in core.PartitionInfo) {
+	k := epochKey{in.TopicPartition, in.LeaderEpoch}
+	if prev, ok := c.epochLeader[k]; ok && prev != broker {
+		c.fail("two leaders: brokers %d and %d both lead %s at leader epoch %d", prev, broker, in.TopicPartition, in.LeaderEpoch)
+	}
+	c.epochLeader[k] = broker
+	lk := leaderKey{broker, life, in.TopicPartition, in.LeaderEpoch}
+	if prev, ok := c.leaderHW[lk]; ok && in.HighWatermark < prev {
+		c.fail("HW moved back: broker %d leading %s at epoch %d from %d to %d", broker, in.TopicPartition, in.LeaderEpoch, prev, in.HighWatermark)
+	}
+	c.leaderHW[lk] = max(c.leaderHW[lk], in.HighWatermark)
+}
+
+// checkAcked: an acknowledged acks=all record at offset o is on every
+// member of the ISR the controller records, as far as that member's log is
+// open (a live broker hosting the partition): its LEO is past o and the
+// record at o is the acknowledged one. Members down or not hosting the
+// partition yet are checked when they are back; replicas join the ISR only
+// through AlterPartition, after they caught up past the HW.
+func (c *checker) checkAcked(s *Sim, parts []store.Partition, views map[tp.TopicPartition][]replicaView) {
+	isr := map[tp.TopicPartition][]int32{}
+	for _, p := range parts {
+		isr[tp.TopicPartition{Topic: p.Topic, Partition: p.Partition}] = p.ISR
+	}
+	for _, a := range s.workload.snapshot() {
+		for _, v := range views[a.t] {
+			if !slices.Contains(isr[a.t], v.broker) {
+				continue
+			}
+			if a.offset < v.log.start {
+				continue
+			}
+			got, has := v.log.values[a.offset]
+			if v.log.leo <= a.offset || !has || got != a.value {
+				c.fail("acked record lost: %s offset %d %q acknowledged, but ISR member %d (ISR %v) has LEO %d and %q there",
+					a.t, a.offset, a.value, v.broker, isr[a.t], v.log.leo, got)
+			}
+		}
+	}
+}
+
+// readLog returns a replica's records, read again when its LEO or log
+// start moved since the last read (a truncation and an append of as many
+// records between two steps would go unseen; every 64 steps it reads
+// again anyway).
+func (c *checker) readLog(k replicaKey, l *log.Log, step int) *cachedLog {
+	leo, start := l.LogEndOffset(), l.LogStartOffset()
+	if cl := c.logs[k]; cl != nil && cl.leo == leo && cl.start == start && step-cl.readAt < 64 {
+		return cl
+	}
+	cl := &cachedLog{leo: leo, start: start, readAt: step, values: map[int64]string{}}
+	for off := start; off < leo; {
+		info, err := l.Read(off, 1<<20, leo)
+		if err != nil || len(info.Data) == 0 {
+			break
+		}
+		next := off
+		for buf := info.Data; len(buf) > 0; {
+			b, rest, err := record.Next(buf)
+			if err != nil {
+				break
+			}
+			recs, err := b.Records()
+			if err != nil {
+				break
+			}
+			for _, r := range recs {
+				cl.values[r.Offset] = string(r.Value)
+			}
+			next = b.NextOffset()
+			buf = rest
+		}
+		if next <= off {
+			break
+		}
+		off = next
+	}
+	c.logs[k] = cl
+	return cl
+}

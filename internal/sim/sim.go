@@ -1,0 +1,520 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/replicad/replicad/controller/store"
+	"github.com/replicad/replicad/core"
+	"github.com/replicad/replicad/core/tp"
+	"github.com/replicad/replicad/core/vfs/crashfs"
+	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
+)
+
+const (
+	topic = "sim"
+	// minISR is every broker's --min-insync-replicas; topics are RF 3.
+	minISR            = 2
+	replicationFactor = 3
+)
+
+// Config is one simulated run.
+type Config struct {
+	Seed       uint64
+	Brokers    int // default 3
+	Partitions int // default 3
+	// FaultTime is how long (virtual) faults are injected after the
+	// cluster is up; HealTime bounds the time, after faults stop and every
+	// node is back, until every partition has a leader and a full ISR.
+	FaultTime, HealTime time.Duration
+	// MaxFaults stops injecting faults after that many (-1: no limit): the
+	// shrinker replays a failing seed with fewer.
+	MaxFaults int
+	// FaultRate is the chance that a step injects a fault (default 0.01).
+	FaultRate         float64
+	SessionTimeout    time.Duration // the controller's; default 3s
+	ReplicaLagTimeMax time.Duration // the brokers'; default 4s
+	// Wait is synctest.Wait: it returns once every other goroutine of the
+	// bubble is durably blocked. Required.
+	Wait   func()
+	Logger zerolog.Logger
+	// KeepTrace keeps every step's line in Result.Trace (the hash is
+	// always computed).
+	KeepTrace bool
+}
+
+func (c *Config) setDefaults() {
+	if c.Brokers <= 0 {
+		c.Brokers = 3
+	}
+	if c.Partitions <= 0 {
+		c.Partitions = 3
+	}
+	if c.FaultTime <= 0 {
+		c.FaultTime = 20 * time.Second
+	}
+	if c.HealTime <= 0 {
+		c.HealTime = 60 * time.Second
+	}
+	if c.FaultRate <= 0 {
+		c.FaultRate = 0.01
+	}
+	if c.SessionTimeout <= 0 {
+		c.SessionTimeout = 3 * time.Second
+	}
+	if c.ReplicaLagTimeMax <= 0 {
+		c.ReplicaLagTimeMax = 4 * time.Second
+	}
+}
+
+// Result is what a run did and found.
+type Result struct {
+	Seed  uint64
+	Steps int
+	// Hash is FNV-1a of the schedule: every step's action and virtual
+	// time. Two runs of one seed that hash alike made the same choices.
+	Hash uint64
+	// Faults are the fault steps, in order: the schedule to shrink.
+	Faults      []string
+	Trace       []string
+	Violations  []string
+	VirtualTime time.Duration
+	Produced    int
+	Acked       int
+	Errors      map[string]int
+}
+
+// Failed says whether an invariant was broken (liveness included).
+func (r Result) Failed() bool { return len(r.Violations) > 0 }
+
+// Sim is one simulated cluster.
+type Sim struct {
+	cfg      Config
+	seed     uint64
+	rng      *rand.Rand // the scheduler's: only its goroutine draws
+	net      *network
+	ctl      *controllerNode
+	brokers  []*brokerNode
+	workload *workload
+	checker  *checker
+	logger   zerolog.Logger
+
+	t0     time.Time
+	steps  int
+	faults []string
+	trace  []string
+	hash   hashWriter
+}
+
+type hashWriter struct{ h uint64 }
+
+// float64 and int64N are the product's jitter: a fixed midpoint, not a
+// draw. Goroutines draw jitter in whatever order they run, so a shared
+// seeded source would hand the same draws to different goroutines from one
+// run to the next; the scheduler's choices already vary the timing.
+func (s *Sim) float64() float64 { return 0.5 }
+
+func (s *Sim) int64N(n int64) int64 { return n / 2 }
+
+// Run runs one simulation. It must run inside a synctest bubble (the test
+// wraps it in synctest.Test): time is virtual, and cfg.Wait is the
+// bubble's Wait.
+func Run(cfg Config) Result {
+	cfg.setDefaults()
+	s := &Sim{
+		cfg: cfg, seed: cfg.Seed,
+		rng:      rand.New(rand.NewPCG(cfg.Seed, 0x5e1ec7)),
+		net:      newNetwork(),
+		workload: newWorkload(),
+		checker:  newChecker(),
+		logger:   cfg.Logger,
+		t0:       time.Now(),
+	}
+	s.hash.h = fnvOffset
+	s.ctl = &controllerNode{sim: s, store: store.NewMemory()}
+	for i := 1; i <= cfg.Brokers; i++ {
+		s.brokers = append(s.brokers, &brokerNode{sim: s, id: int32(i), name: brokerName(int32(i)), fs: crashfs.New()})
+	}
+	cliCtx, cliStop := context.WithCancel(context.Background())
+	s.net.serve(&endpoint{name: clientName, life: 1, ctx: cliCtx, stop: cliStop})
+
+	res := s.run()
+	res.Seed = cfg.Seed
+	res.Steps = s.steps
+	res.Hash = s.hash.h
+	res.Faults = s.faults
+	res.Trace = s.trace
+	res.VirtualTime = time.Since(s.t0)
+	res.Violations = append(res.Violations, s.checker.violations...)
+	res.Produced, res.Acked = s.workload.count()
+	res.Errors = s.workload.errors
+	return res
+}
+
+const fnvOffset = 14695981039346656037
+
+// record adds one step's action to the schedule.
+func (s *Sim) record(action string) {
+	line := fmt.Sprintf("%d %s", time.Since(s.t0).Milliseconds(), action)
+	h := fnv.New64a()
+	var b [8]byte
+	for i := range 8 {
+		b[i] = byte(s.hash.h >> (8 * i))
+	}
+	h.Write(b[:])
+	h.Write([]byte(line))
+	s.hash.h = h.Sum64()
+	if s.cfg.KeepTrace {
+		s.trace = append(s.trace, line)
+	}
+}
+
+func (s *Sim) run() Result {
+	var res Result
+	if err := s.ctl.start(); err != nil {
+		res.Violations = append(res.Violations, err.Error())
+		return res
+	}
+	for _, b := range s.brokers {
+		if err := b.start(); err != nil {
+			res.Violations = append(res.Violations, err.Error())
+			return res
+		}
+	}
+	prodCtx, stopProducers := context.WithCancel(context.Background())
+	var producers sync.WaitGroup
+	defer func() {
+		stopProducers()
+		s.teardown(&producers)
+	}()
+
+	// Setup, without faults: the brokers register, the topic is created
+	// and gets its leaders and full ISRs.
+	if !s.runUntil(30*time.Second, false, s.allRegistered) {
+		res.Violations = append(res.Violations, "setup: brokers did not all register within 30s")
+		return res
+	}
+	created := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		resp, err := s.ctl.cur.ctl.CreateTopic(ctx, &replicadv1.CreateTopicRequest{Topic: topic,
+			Partitions: int32(s.cfg.Partitions), ReplicationFactor: replicationFactor})
+		if err == nil && resp.GetErrorCode() != replicadv1.ErrorCode_ERROR_CODE_NONE {
+			err = fmt.Errorf("create topic: %s %s", resp.GetErrorCode(), resp.GetErrorMessage())
+		}
+		created <- err
+	}()
+	if !s.runUntil(30*time.Second, false, func() bool { return len(created) > 0 }) {
+		res.Violations = append(res.Violations, "setup: topic creation did not return within 30s")
+		return res
+	}
+	if err := <-created; err != nil {
+		res.Violations = append(res.Violations, "setup: "+err.Error())
+		return res
+	}
+	if !s.runUntil(30*time.Second, false, s.healthy) {
+		res.Violations = append(res.Violations, "setup: partitions did not get leaders and full ISRs within 30s: "+s.describe())
+		return res
+	}
+	s.record("setup done")
+	for p := range s.cfg.Partitions {
+		t := tp.TopicPartition{Topic: topic, Partition: int32(p)}
+		producers.Add(1)
+		go s.produce(prodCtx, t, rand.New(rand.NewPCG(s.seed, uint64(1000+p))), producers.Done)
+	}
+
+	// Faults.
+	s.runUntil(s.cfg.FaultTime, true, func() bool { return false })
+	if len(s.checker.violations) > 0 {
+		return res
+	}
+
+	// Healing: no more faults, every cut healed, every node restarted.
+	for _, c := range s.net.cuts() {
+		s.net.heal(c[0], c[1])
+		s.record(fmt.Sprintf("heal %s-%s", c[0], c[1]))
+	}
+	s.record("faults end")
+	healStart := time.Now()
+	ok := s.runUntil(s.cfg.HealTime, false, func() bool {
+		s.restartDown()
+		return s.healthy()
+	})
+	if len(s.checker.violations) > 0 {
+		return res
+	}
+	if !ok {
+		res.Violations = append(res.Violations, fmt.Sprintf("liveness: %v after healing, not every partition has a leader and a full ISR: %s",
+			time.Since(healStart), s.describe()))
+	}
+	// A last check with everything healthy: with full ISRs, every
+	// acknowledged record is on every replica.
+	s.cfg.Wait()
+	s.checker.check(s, s.steps)
+	return res
+}
+
+// runUntil steps until done holds (checked after each step) or d of
+// virtual time passed; it reports whether done held. With faults, steps may
+// inject them.
+func (s *Sim) runUntil(d time.Duration, faults bool, done func() bool) bool {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		s.step(faults)
+		if len(s.checker.violations) > 0 {
+			return false
+		}
+		// Idle again before done looks or acts: a sleep's timers may have
+		// woken goroutines that run at the same instant.
+		s.cfg.Wait()
+		if done() {
+			return true
+		}
+	}
+	return false
+}
+
+// delays are the sleeps a step may take: virtual time passing with
+// messages in flight is network latency.
+var delays = []time.Duration{time.Millisecond, 5 * time.Millisecond, 20 * time.Millisecond, 100 * time.Millisecond}
+
+// step waits until the cluster is idle, checks the invariants, and takes
+// one action: deliver one pending message, let time pass, or (with
+// faults) inject a fault.
+func (s *Sim) step(faults bool) {
+	s.cfg.Wait()
+	s.checker.check(s, s.steps)
+	s.steps++
+	pend := s.net.pending()
+	r := s.rng.Float64()
+	switch {
+	case faults && r < s.cfg.FaultRate:
+		if s.cfg.MaxFaults >= 0 && len(s.faults) >= s.cfg.MaxFaults {
+			s.sleep()
+			return
+		}
+		s.fault(pend)
+	case len(pend) > 0 && r < 0.9:
+		m := pend[s.rng.IntN(len(pend))]
+		s.record("deliver " + m.Key())
+		s.net.deliver(m)
+	default:
+		s.sleep()
+	}
+}
+
+func (s *Sim) sleep() {
+	d := delays[s.rng.IntN(len(delays))]
+	s.record("sleep " + d.String())
+	time.Sleep(d)
+}
+
+// fault injects one fault, chosen among those possible now.
+func (s *Sim) fault(pend []*message) {
+	type option struct {
+		weight int
+		what   string
+		do     func()
+	}
+	var opts []option
+	if len(pend) > 0 {
+		opts = append(opts, option{4, "drop", func() {
+			m := pend[s.rng.IntN(len(pend))]
+			s.noteFault("drop " + m.Key())
+			s.net.drop(m)
+		}})
+	}
+	var up, down []*brokerNode
+	for _, b := range s.brokers {
+		if b.up() {
+			up = append(up, b)
+		} else if b.canStart() {
+			down = append(down, b)
+		}
+	}
+	if len(up) > 1 {
+		opts = append(opts, option{1, "crash", func() {
+			b := up[s.rng.IntN(len(up))]
+			s.noteFault("crash " + b.name)
+			b.crash(rand.New(rand.NewPCG(s.rng.Uint64(), s.rng.Uint64())))
+		}})
+	}
+	if len(down) > 0 {
+		opts = append(opts, option{3, "restart", func() {
+			b := down[s.rng.IntN(len(down))]
+			s.noteFault("restart " + b.name)
+			if err := b.start(); err != nil {
+				s.checker.fail("restart %s: %v", b.name, err)
+			}
+		}})
+	}
+	if s.ctl.up() {
+		opts = append(opts, option{1, "crash controller", func() {
+			s.noteFault("crash " + controllerName)
+			s.ctl.crash()
+		}})
+	} else if s.ctl.canStart() {
+		opts = append(opts, option{4, "restart controller", func() {
+			s.noteFault("restart " + controllerName)
+			if err := s.ctl.start(); err != nil {
+				s.checker.fail("restart controller: %v", err)
+			}
+		}})
+	}
+	nodes := []string{controllerName}
+	for _, b := range s.brokers {
+		nodes = append(nodes, b.name)
+	}
+	cuts := s.net.cuts()
+	opts = append(opts, option{1, "partition", func() {
+		a := s.rng.IntN(len(nodes))
+		b := (a + 1 + s.rng.IntN(len(nodes)-1)) % len(nodes)
+		s.noteFault(fmt.Sprintf("partition %s-%s", nodes[a], nodes[b]))
+		s.net.partition(nodes[a], nodes[b])
+	}})
+	if len(cuts) > 0 {
+		opts = append(opts, option{2, "heal", func() {
+			c := cuts[s.rng.IntN(len(cuts))]
+			s.noteFault(fmt.Sprintf("heal %s-%s", c[0], c[1]))
+			s.net.heal(c[0], c[1])
+		}})
+	}
+	total := 0
+	for _, o := range opts {
+		total += o.weight
+	}
+	pick := s.rng.IntN(total)
+	for _, o := range opts {
+		if pick < o.weight {
+			o.do()
+			return
+		}
+		pick -= o.weight
+	}
+}
+
+func (s *Sim) noteFault(what string) {
+	line := fmt.Sprintf("step %d t=%dms: %s", s.steps, time.Since(s.t0).Milliseconds(), what)
+	s.faults = append(s.faults, line)
+	s.record("fault " + what)
+}
+
+// restartDown restarts every node that is down and may start.
+func (s *Sim) restartDown() {
+	if s.ctl.canStart() {
+		s.record("restart " + controllerName)
+		if err := s.ctl.start(); err != nil {
+			s.checker.fail("restart controller: %v", err)
+		}
+	}
+	for _, b := range s.brokers {
+		if b.canStart() {
+			s.record("restart " + b.name)
+			if err := b.start(); err != nil {
+				s.checker.fail("restart %s: %v", b.name, err)
+			}
+		}
+	}
+}
+
+func (s *Sim) allRegistered() bool {
+	bs, err := s.ctl.store.Brokers(context.Background())
+	if err != nil {
+		return false
+	}
+	n := 0
+	for _, b := range bs {
+		if !b.Fenced && b.Epoch > 0 {
+			n++
+		}
+	}
+	return n == s.cfg.Brokers
+}
+
+// healthy: every partition has a leader that knows it leads at the
+// store's epoch, and a full ISR.
+func (s *Sim) healthy() bool {
+	parts, err := s.ctl.store.Partitions(context.Background())
+	if err != nil || len(parts) < s.cfg.Partitions {
+		return false
+	}
+	for _, p := range parts {
+		if p.Leader == store.NoLeader || len(p.ISR) != len(p.Replicas) {
+			return false
+		}
+		b := s.brokers[p.Leader-1]
+		if b.cur == nil {
+			return false
+		}
+		part := p.Partition
+		d := b.cur.rm.Describe(p.Topic, &part)
+		if len(d.Partitions) != 1 || d.Partitions[0].Role != core.RoleLeader || d.Partitions[0].LeaderEpoch != p.LeaderEpoch {
+			return false
+		}
+	}
+	return true
+}
+
+// describe is the cluster's state for a failure message.
+func (s *Sim) describe() string {
+	parts, _ := s.ctl.store.Partitions(context.Background())
+	out := ""
+	for _, p := range parts {
+		out += fmt.Sprintf("[%s-%d leader %d epoch %d isr %v elr %v] ", p.Topic, p.Partition, p.Leader, p.LeaderEpoch, p.ISR, p.ELR)
+	}
+	var down []string
+	for _, b := range s.brokers {
+		if !b.up() {
+			down = append(down, b.name)
+		}
+	}
+	if !s.ctl.up() {
+		down = append(down, controllerName)
+	}
+	slices.Sort(down)
+	out += fmt.Sprintf("down %v", down)
+	bs, _ := s.ctl.store.Brokers(context.Background())
+	for _, b := range bs {
+		out += fmt.Sprintf(" [broker %d epoch %d fenced %v]", b.ID, b.Epoch, b.Fenced)
+	}
+	for _, b := range s.brokers {
+		if b.cur == nil {
+			continue
+		}
+		out += fmt.Sprintf(" [%s life %d epoch %d:", b.name, b.cur.life, b.cur.brokerEpoch())
+		for _, in := range b.cur.rm.Describe("", nil).Partitions {
+			out += fmt.Sprintf(" %s %s leader %d epoch %d isr %v hw %d leo %d;", in.TopicPartition, in.Role, in.Leader, in.LeaderEpoch, in.ISR, in.HighWatermark, in.LogEndOffset)
+		}
+		out += "]"
+	}
+	return out
+}
+
+// teardown stops everything, so that the bubble's goroutines all exit.
+func (s *Sim) teardown(producers *sync.WaitGroup) {
+	producers.Wait()
+	s.ctl.crash()
+	for _, b := range s.brokers {
+		b.shutdown()
+	}
+	for _, b := range s.brokers {
+		if b.stopped != nil {
+			<-b.stopped
+		}
+	}
+	if s.ctl.stopped != nil {
+		<-s.ctl.stopped
+	}
+	s.net.down(clientName)
+}
+
+var _ = errors.New

@@ -1,0 +1,136 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/replicad/replicad/core/tp"
+	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
+)
+
+const clientName = "cli"
+
+// workload is the producers: one per partition, each with one acks=all
+// produce of a unique value in flight at a time, sent to the leader the
+// controller's store names (a client that looked the leader up; a stale
+// answer costs a NOT_LEADER_OR_FOLLOWER). The acknowledged writes are what
+// the invariants hold the cluster to.
+type workload struct {
+	mu sync.Mutex
+	// acks are the acknowledged records: offset -> value, per partition.
+	acks     map[tp.TopicPartition]map[int64]string
+	produced int
+	errors   map[string]int
+	// problems are double acknowledgements of one offset.
+	problems []string
+}
+
+func newWorkload() *workload {
+	return &workload{acks: map[tp.TopicPartition]map[int64]string{}, errors: map[string]int{}}
+}
+
+// acked records that leader answered NONE for value at offset.
+func (w *workload) acked(t tp.TopicPartition, offset int64, value string, leader int32) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	m := w.acks[t]
+	if m == nil {
+		m = map[int64]string{}
+		w.acks[t] = m
+	}
+	if old, ok := m[offset]; ok && old != value {
+		w.problems = append(w.problems, fmt.Sprintf("%s offset %d acknowledged twice: %q, then %q by broker %d", t, offset, old, value, leader))
+	}
+	m[offset] = value
+}
+
+type ackedRecord struct {
+	t      tp.TopicPartition
+	offset int64
+	value  string
+}
+
+// snapshot lists the acknowledged records in a stable order.
+func (w *workload) snapshot() []ackedRecord {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []ackedRecord
+	for t, m := range w.acks {
+		for o, v := range m {
+			out = append(out, ackedRecord{t, o, v})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].t != out[j].t {
+			return tp.Less(out[i].t, out[j].t)
+		}
+		return out[i].offset < out[j].offset
+	})
+	return out
+}
+
+func (w *workload) count() (produced, acked int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, m := range w.acks {
+		acked += len(m)
+	}
+	return w.produced, acked
+}
+
+// produce runs one partition's producer until ctx is done. Its randomness
+// is its own (seeded), so the producers' draws do not depend on how the
+// goroutines interleave.
+func (s *Sim) produce(ctx context.Context, t tp.TopicPartition, rng *rand.Rand, done func()) {
+	defer done()
+	conns := map[int32]*conn{}
+	for n := 0; ; n++ {
+		d := time.Duration(20+rng.IntN(180)) * time.Millisecond
+		timer := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return
+		case <-timer.C:
+		}
+		p, err := s.ctl.store.Partition(ctx, t.Topic, t.Partition)
+		if err != nil || p.Leader < 0 {
+			continue
+		}
+		c := conns[p.Leader]
+		if c == nil {
+			c = &conn{net: s.net, client: clientName, clientLife: 1, server: brokerName(p.Leader), kind: "produce-" + t.String()}
+			conns[p.Leader] = c
+		}
+		value := fmt.Sprintf("%s/v%d", t, n)
+		s.workload.mu.Lock()
+		s.workload.produced++
+		s.workload.mu.Unlock()
+		cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		resp, err := invoke[*replicadv1.ProduceResponse](cctx, c, "Produce", &replicadv1.ProduceRequest{
+			Topic: t.Topic, Partition: t.Partition, Acks: -1, TimeoutMs: 2000,
+			Records: []*replicadv1.Record{{Value: []byte(value)}},
+		})
+		cancel()
+		code := "transport"
+		if err == nil {
+			code = resp.GetErrorCode().String()
+		}
+		s.workload.mu.Lock()
+		s.workload.errors[code]++
+		s.workload.mu.Unlock()
+	}
+}
+
+// drainProblems returns the problems found since the last call.
+func (w *workload) drainProblems() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	p := w.problems
+	w.problems = nil
+	return p
+}
