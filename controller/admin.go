@@ -33,9 +33,9 @@ func (c *Controller) createTopic(ctx context.Context, topic string, partitions, 
 		attribute.String("replicad.topic", topic), attribute.Int("replicad.partitions", partitions),
 		attribute.Int("replicad.replication_factor", rf)))
 	defer span.End()
-	c.mu.Lock()
+	c.lock()
 	if !c.active {
-		c.mu.Unlock()
+		c.unlock()
 		return nil, errNotController
 	}
 	var live []int32
@@ -45,14 +45,14 @@ func (c *Controller) createTopic(ctx context.Context, topic string, partitions, 
 		}
 	}
 	if rf > len(live) {
-		c.mu.Unlock()
+		c.unlock()
 		return nil, refuse(replicadv1.ErrorCode_ERROR_CODE_INVALID_REPLICATION_FACTOR,
 			"replication factor %d is larger than the %d live brokers %v", rf, len(live), live)
 	}
 	assignment := assignReplicas(live, partitions, rf, c.topicsCreated)
 	id, err := newTopicID()
 	if err != nil {
-		c.mu.Unlock()
+		c.unlock()
 		return nil, err
 	}
 	parts := make([]store.Partition, partitions)
@@ -60,7 +60,7 @@ func (c *Controller) createTopic(ctx context.Context, topic string, partitions, 
 		parts[i] = store.Partition{Topic: topic, TopicID: id, Partition: int32(i), Leader: rs[0], ISR: slices.Clone(rs), Replicas: rs}
 	}
 	if err := c.cfg.Store.CreateTopic(ctx, topic, parts); err != nil {
-		c.mu.Unlock()
+		c.unlock()
 		if errors.Is(err, store.ErrExists) {
 			return nil, refuse(replicadv1.ErrorCode_ERROR_CODE_TOPIC_ALREADY_EXISTS, "topic %q already exists", topic)
 		}
@@ -76,7 +76,7 @@ func (c *Controller) createTopic(ctx context.Context, topic string, partitions, 
 	}
 	tracePartitionChanges(ctx, "partition created", changes)
 	touched := c.announceLocked(ctx, parts, newReplicas)
-	c.mu.Unlock()
+	c.unlock()
 	c.log.Info().Str("topic", topic).Int("partitions", partitions).Int("replication_factor", rf).Msg("topic created")
 	c.waitDelivered(ctx, touched)
 	return parts, nil
@@ -87,13 +87,13 @@ func (c *Controller) createTopic(ctx context.Context, topic string, partitions, 
 func (c *Controller) deleteTopic(ctx context.Context, topic string) error {
 	ctx, span := c.tracer.Start(ctx, "Controller.deleteTopic", trace.WithAttributes(attribute.String("replicad.topic", topic)))
 	defer span.End()
-	c.mu.Lock()
+	c.lock()
 	if !c.active {
-		c.mu.Unlock()
+		c.unlock()
 		return errNotController
 	}
 	if err := c.cfg.Store.DeleteTopic(ctx, topic); err != nil {
-		c.mu.Unlock()
+		c.unlock()
 		if errors.Is(err, store.ErrNotFound) {
 			return refuse(replicadv1.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_OR_PARTITION, "topic %q does not exist", topic)
 		}
@@ -118,7 +118,7 @@ func (c *Controller) deleteTopic(ctx context.Context, topic string) error {
 			}
 		}
 	}
-	c.mu.Unlock()
+	c.unlock()
 	span.SetAttributes(attribute.String("replicad.topic_id", d.ID))
 	c.log.Info().Str("topic", topic).Str("topic_id", d.ID).Msg("topic deleted: every replica deletes its log")
 	c.waitDelivered(ctx, touched)
@@ -132,10 +132,10 @@ func (c *Controller) electLeader(ctx context.Context, topic string, partition in
 	ctx, span := c.tracer.Start(ctx, "Controller.electLeader", trace.WithAttributes(
 		attribute.String("replicad.topic", topic), attribute.Int("replicad.partition", int(partition))))
 	defer span.End()
-	c.mu.Lock()
+	c.lock()
 	p, err := c.partitionLocked(topic, partition)
 	if err != nil {
-		c.mu.Unlock()
+		c.unlock()
 		return p, err
 	}
 	eligible := c.eligibleForLocked(keyOf(p))
@@ -144,28 +144,28 @@ func (c *Controller) electLeader(ctx context.Context, topic string, partition in
 		target = *leader
 		switch {
 		case !slices.Contains(p.Replicas, target):
-			c.mu.Unlock()
+			c.unlock()
 			return p, refuse(replicadv1.ErrorCode_ERROR_CODE_INELIGIBLE_REPLICA, "broker %d is not a replica of %s-%d (replicas %v)", target, topic, partition, p.Replicas)
 		case !(slices.Contains(p.ISR, target) || slices.Contains(p.ELR, target)) || !eligible(target):
-			c.mu.Unlock()
+			c.unlock()
 			return p, refuse(replicadv1.ErrorCode_ERROR_CODE_INELIGIBLE_REPLICA, "broker %d is not a live ISR or ELR member of %s-%d (ISR %v, ELR %v)",
 				target, topic, partition, p.ISR, p.ELR)
 		}
 	}
 	if target == store.NoLeader {
-		c.mu.Unlock()
+		c.unlock()
 		return p, refuse(replicadv1.ErrorCode_ERROR_CODE_ELIGIBLE_LEADERS_NOT_AVAILABLE, "no live ISR or ELR member of %s-%d (ISR %v, ELR %v)",
 			topic, partition, p.ISR, p.ELR)
 	}
 	if target == p.Leader {
-		c.mu.Unlock()
+		c.unlock()
 		return p, refuse(replicadv1.ErrorCode_ERROR_CODE_ELECTION_NOT_NEEDED, "broker %d already leads %s-%d", target, topic, partition)
 	}
 	next := withLeader(p, target)
 	next.LeaderEpoch++
 	next.PartitionEpoch++
 	touched, err := c.commitLocked(ctx, []store.PartitionUpdate{update(p, next)}, nil)
-	c.mu.Unlock()
+	c.unlock()
 	if err != nil {
 		return p, err
 	}
@@ -184,24 +184,24 @@ func (c *Controller) reassignPartition(ctx context.Context, topic string, partit
 	ctx, span := c.tracer.Start(ctx, "Controller.reassignPartition", trace.WithAttributes(
 		attribute.String("replicad.topic", topic), attribute.Int("replicad.partition", int(partition))))
 	defer span.End()
-	c.mu.Lock()
+	c.lock()
 	p, err := c.partitionLocked(topic, partition)
 	if err != nil {
-		c.mu.Unlock()
+		c.unlock()
 		return p, err
 	}
 	if len(p.AddingReplicas) > 0 || len(p.RemovingReplicas) > 0 {
-		c.mu.Unlock()
+		c.unlock()
 		return p, refuse(replicadv1.ErrorCode_ERROR_CODE_REASSIGNMENT_IN_PROGRESS, "%s-%d is already being reassigned to %v", topic, partition, targetOf(p))
 	}
 	for _, id := range target {
 		if _, ok := c.brokers[id]; !ok {
-			c.mu.Unlock()
+			c.unlock()
 			return p, refuse(replicadv1.ErrorCode_ERROR_CODE_INVALID_REPLICA_ASSIGNMENT, "broker %d has never registered", id)
 		}
 	}
 	if slices.Equal(target, p.Replicas) {
-		c.mu.Unlock()
+		c.unlock()
 		return p, nil
 	}
 	next := p.Clone()
@@ -231,7 +231,7 @@ func (c *Controller) reassignPartition(ctx context.Context, topic string, partit
 		err = c.maybeCompleteReassignmentLocked(ctx, keyOf(next))
 	}
 	current := c.parts[keyOf(next)]
-	c.mu.Unlock()
+	c.unlock()
 	if err != nil {
 		return p, err
 	}
@@ -319,8 +319,8 @@ type brokerView struct {
 }
 
 func (c *Controller) describe() (clusterView, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.lock()
+	defer c.unlock()
 	if !c.active {
 		return clusterView{}, errNotController
 	}

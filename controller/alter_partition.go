@@ -21,8 +21,8 @@ func (c *Controller) alterPartition(ctx context.Context, req *replicadv1.AlterPa
 		attribute.Int("replicad.broker", int(req.GetBrokerId())), attribute.Int64("replicad.broker_epoch", req.GetBrokerEpoch()),
 		attribute.Int("replicad.partitions", len(req.GetPartitions()))))
 	defer span.End()
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.lock()
+	defer c.unlock()
 	if !c.active {
 		return nil, errNotController
 	}

@@ -45,8 +45,8 @@ func (c *Controller) registerBroker(ctx context.Context, b store.Broker, reg reg
 	incarnation := reg.incarnation
 	ctx, span := c.tracer.Start(ctx, "Controller.registerBroker", trace.WithAttributes(attribute.Int("replicad.broker", int(b.ID))))
 	defer span.End()
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.lock()
+	defer c.unlock()
 	if !c.active {
 		return store.Broker{}, 0, errNotController
 	}
@@ -243,8 +243,8 @@ func (c *Controller) heartbeat(ctx context.Context, id int32, epoch int64, wantS
 	// a long decision (a 10,000-partition failover) still proves the broker
 	// alive when it arrived.
 	arrived := c.cfg.Clock.Now()
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.lock()
+	defer c.unlock()
 	if !c.active {
 		return 0, false, 0, errNotController
 	}
@@ -271,8 +271,8 @@ func (c *Controller) heartbeat(ctx context.Context, id int32, epoch int64, wantS
 // partition moves of brokers fenced earlier whose move failed.
 func (c *Controller) expireSessions(ctx context.Context) {
 	waitStart := time.Now()
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.lock()
+	defer c.unlock()
 	if !c.active {
 		return
 	}
@@ -302,7 +302,7 @@ func (c *Controller) expireSessions(ctx context.Context) {
 		reason := fmt.Sprintf("session expired: silent for %v", silentFor)
 		if err := c.fenceLocked(ctx, expired, reason); err != nil {
 			c.log.Error().Err(err).Msg("fence brokers")
-			c.moveFailedLocked(now)
+			c.moveFailedLocked(c.cfg.Clock.Now())
 		} else {
 			c.moveFailures = 0
 		}
@@ -343,7 +343,7 @@ func (c *Controller) retryMoveAwayLocked(ctx context.Context, now time.Time, ids
 		span.RecordError(err)
 		span.SetStatus(codes.Error, "move failed")
 		c.log.Error().Err(err).Ints32("brokers", ids).Int("failures", c.moveFailures+1).Msg("move partitions away from fenced brokers")
-		c.moveFailedLocked(now)
+		c.moveFailedLocked(c.cfg.Clock.Now())
 		return
 	}
 	c.moveFailures, c.moveRetryAt = 0, time.Time{}
@@ -353,8 +353,8 @@ func (c *Controller) retryMoveAwayLocked(ctx context.Context, now time.Time, ids
 // calls it when it finds it was itself paused (a stopped process, a stalled
 // VM): the brokers' silence was its own, and fencing them all would be wrong.
 func (c *Controller) extendSessions(pause time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.lock()
+	defer c.unlock()
 	if !c.active {
 		return
 	}
@@ -466,14 +466,14 @@ func toInts(ids []int32) []int {
 func (c *Controller) controlledShutdown(ctx context.Context, id int32, epoch int64) (replicadv1.ErrorCode, []store.Partition, error) {
 	ctx, span := c.tracer.Start(ctx, "Controller.controlledShutdown", trace.WithAttributes(attribute.Int("replicad.broker", int(id))))
 	defer span.End()
-	c.mu.Lock()
+	c.lock()
 	if !c.active {
-		c.mu.Unlock()
+		c.unlock()
 		return 0, nil, errNotController
 	}
 	bs, ok := c.brokers[id]
 	if !ok || bs.info.Epoch != epoch || bs.info.Fenced {
-		c.mu.Unlock()
+		c.unlock()
 		return replicadv1.ErrorCode_ERROR_CODE_STALE_BROKER_EPOCH, nil, nil
 	}
 	if !bs.shuttingDown {
@@ -504,7 +504,7 @@ func (c *Controller) controlledShutdown(ctx context.Context, id int32, epoch int
 			remaining = append(remaining, p)
 		}
 	}
-	c.mu.Unlock()
+	c.unlock()
 	if err != nil {
 		return 0, nil, err
 	}

@@ -64,6 +64,9 @@ type Config struct {
 	// TracerProvider makes the controller's spans (Controller.*, and the
 	// broker queues' ControllerChannel.send). Nil: the global provider.
 	TracerProvider trace.TracerProvider
+	// QueueInt64N is the broker queues' jitter source (brokerqueue's
+	// Config.Int64N); nil: math/rand/v2's. A seeded simulation sets it.
+	QueueInt64N func(n int64) int64
 }
 
 // Controller is the controller. Create it with New, drive it with Run, and
@@ -86,9 +89,12 @@ type Controller struct {
 	pastEpoch atomic.Int32
 
 	// mu serialises every decision, as Kafka's controller event thread does.
-	mu     sync.Mutex
-	active bool
-	epoch  int32
+	// Take it with lock and unlock (deafness.go), which measure how long it
+	// was held.
+	mu       sync.Mutex
+	lockedAt time.Time
+	active   bool
+	epoch    int32
 	// brokers and parts mirror the store while active.
 	brokers map[int32]*brokerState
 	parts   map[partitionKey]store.Partition
@@ -286,8 +292,8 @@ func (c *Controller) activate(ctx context.Context) error {
 	}
 	topics := make(map[string]bool)
 
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.lock()
+	defer c.unlock()
 	c.epoch = epoch
 	c.active = true
 	c.brokers = make(map[int32]*brokerState, len(brokers))
@@ -356,8 +362,8 @@ func (c *Controller) activate(ctx context.Context) error {
 
 // deactivate stops acting: queues closed, requests answered NOT_CONTROLLER.
 func (c *Controller) deactivate(reason string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.lock()
+	defer c.unlock()
 	if c.active {
 		c.log.Warn().Str("reason", reason).Int32("controller_epoch", c.epoch).Msg("no longer the active controller")
 	}
@@ -398,8 +404,8 @@ func (c *Controller) storeErr(err error) error {
 
 // Active reports whether this controller is acting, and its epoch.
 func (c *Controller) Active() (bool, int32) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.lock()
+	defer c.unlock()
 	return c.active, c.epoch
 }
 

@@ -112,8 +112,8 @@ func storageOutcomes(resp *replicadv1.LeaderAndIsrResponse) (failed, healthy []p
 // offered leadership that it refuses again: the broker, not this mark,
 // guards its data.
 func (c *Controller) noteStorageOutcomes(id int32, epoch int64, failed, healthy []partitionKey) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.lock()
+	defer c.unlock()
 	bs, found := c.brokers[id]
 	if !c.active || !found || bs.info.Epoch != epoch || bs.info.Fenced {
 		return

@@ -32,6 +32,7 @@ func (c *Controller) openQueueLocked(bs *brokerState) {
 		Client:          client,
 		Backoff:         c.cfg.QueueBackoff,
 		MaxBackoff:      c.cfg.QueueMaxBackoff,
+		Int64N:          c.cfg.QueueInt64N,
 		// Off the queue's goroutine: the answer is handled under the
 		// controller's lock, which a decision closing this queue may hold.
 		OnLeaderAndIsrResponse: func(_ int32, resp *replicadv1.LeaderAndIsrResponse) {
@@ -237,7 +238,7 @@ func (c *Controller) sortedPartitionsLocked() []store.Partition {
 // brokers has been delivered, or SendTimeout passes, or ctx is done. Admin
 // calls use it so that "elect" returning means the brokers know.
 func (c *Controller) waitDelivered(ctx context.Context, brokers []int32) {
-	c.mu.Lock()
+	c.lock()
 	queues := make([]*brokerqueue.Queue, 0, len(brokers))
 	for _, id := range brokers {
 		// A stopping broker may already be gone: waiting on it would hold
@@ -246,7 +247,7 @@ func (c *Controller) waitDelivered(ctx context.Context, brokers []int32) {
 			queues = append(queues, bs.queue)
 		}
 	}
-	c.mu.Unlock()
+	c.unlock()
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.SendTimeout)
 	defer cancel()
 	done := make(chan struct{}, len(queues))

@@ -140,8 +140,8 @@ func (c *Controller) completeDeletions(id int32, epoch int64, req *replicadv1.St
 	if len(resp.GetPartitionErrors()) != len(req.GetPartitions()) {
 		return // not an answer item by item: the next registration resends
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.lock()
+	defer c.unlock()
 	bs, ok := c.brokers[id]
 	if !c.active || !ok || bs.info.Epoch != epoch {
 		return

@@ -132,6 +132,13 @@ func OpenEtcd(ctx context.Context, cfg EtcdConfig) (*EtcdStore, error) {
 	client, err := clientv3.New(clientv3.Config{
 		Endpoints:   cfg.Endpoints,
 		DialTimeout: cfg.DialTimeout,
+		// Keepalive pings find a connection to a member that went silent
+		// (a partition drops packets; no reset comes), so the client moves
+		// to another endpoint instead of waiting on it. 5 s is the most
+		// often an etcd server accepts pings by default
+		// (--grpc-keepalive-min-time); more often, it hangs up.
+		DialKeepAliveTime:    5 * time.Second,
+		DialKeepAliveTimeout: 3 * time.Second,
 		// The client's own zap logs would bypass the service's zerolog
 		// output; its failures reach us as errors anyway.
 		Logger: zap.NewNop(),

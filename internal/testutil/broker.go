@@ -134,7 +134,7 @@ func startProcess(t testing.TB, bin string, args, env []string, prefix string) (
 		// Wait only after stderr is drained: cmd.Wait closes the pipe.
 		<-copied
 		err := b.cmd.Wait()
-		b.exitCode = exitCode(err)
+		b.exitCode = ExitCode(err)
 		close(b.exited)
 	}()
 	t.Cleanup(func() {
@@ -163,7 +163,9 @@ func (b *Broker) scanStderr(r io.Reader) {
 	_, _ = io.Copy(io.Discard, r)
 }
 
-func exitCode(err error) int {
+// ExitCode is the status of a process that ended with err from cmd.Wait:
+// 128+signal when a signal killed it, -1 when it could not run.
+func ExitCode(err error) int {
 	if err == nil {
 		return 0
 	}

@@ -102,7 +102,7 @@ func startJaeger(t testing.TB, bin, config, otlp, queryHTTP, queryGRPC string) (
 	}()
 	go func() {
 		<-copied
-		j.exitCode = exitCode(j.cmd.Wait())
+		j.exitCode = ExitCode(j.cmd.Wait())
 		close(j.exited)
 	}()
 	t.Cleanup(func() {

@@ -1,0 +1,330 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
+)
+
+// healthy says whether the controller shows every partition of the topic
+// with a leader, a full ISR and no offline replica, and every broker alive.
+func healthy(resp *replicadv1.DescribeClusterResponse, parts int32) error {
+	for _, b := range resp.GetBrokers() {
+		if !b.GetAlive() {
+			return fmt.Errorf("broker %d not alive", b.GetId())
+		}
+	}
+	seen := int32(0)
+	for _, p := range resp.GetPartitions() {
+		if p.GetTopic() != Topic {
+			continue
+		}
+		seen++
+		isr, replicas := slices.Clone(p.GetIsr()), slices.Clone(p.GetReplicas())
+		slices.Sort(isr)
+		slices.Sort(replicas)
+		switch {
+		case p.GetLeader() <= 0:
+			return fmt.Errorf("partition %d has no leader", p.GetPartition())
+		case !slices.Equal(isr, replicas):
+			return fmt.Errorf("partition %d: ISR %v of replicas %v", p.GetPartition(), p.GetIsr(), p.GetReplicas())
+		case len(p.GetOfflineReplicas()) > 0:
+			return fmt.Errorf("partition %d: offline replicas %v", p.GetPartition(), p.GetOfflineReplicas())
+		}
+	}
+	if seen != parts {
+		return fmt.Errorf("%d of %d partitions described", seen, parts)
+	}
+	return nil
+}
+
+// settle waits until the cluster is healthy, at most timeout.
+func (c *Cluster) settle(ctx context.Context, parts int32, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	var last error
+	for time.Now().Before(deadline) {
+		_, resp, err := c.ActiveController(ctx)
+		if err == nil {
+			if err = healthy(resp, parts); err == nil {
+				if err = c.brokersAgree(ctx, resp); err == nil {
+					return nil
+				}
+			}
+		}
+		last = err
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("not healthy within %v: %v", timeout, last)
+}
+
+// brokersAgree checks that every broker has every log dir online and has
+// taken the controller's latest decision for each of its replicas (same
+// leader and leader epoch): a restarted broker that the controller has not
+// yet noticed is not healthy, though the controller still shows it so.
+func (c *Cluster) brokersAgree(ctx context.Context, resp *replicadv1.DescribeClusterResponse) error {
+	for _, n := range c.brokers {
+		id, _ := strconv.Atoi(strings.TrimPrefix(n.name, "broker-"))
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		d, err := c.replicaManager(int32(id)).DescribePartitions(cctx, &replicadv1.DescribePartitionsRequest{Topic: Topic})
+		cancel()
+		if err != nil {
+			return fmt.Errorf("%s: %w", n.name, err)
+		}
+		for _, ld := range d.GetLogDirs() {
+			if !ld.GetOnline() {
+				return fmt.Errorf("%s: log dir %s offline", n.name, ld.GetPath())
+			}
+		}
+		hosted := map[int32]*replicadv1.PartitionDescription{}
+		for _, pd := range d.GetPartitions() {
+			hosted[pd.GetPartition()] = pd
+		}
+		for _, cp := range resp.GetPartitions() {
+			if cp.GetTopic() != Topic || !slices.Contains(cp.GetReplicas(), int32(id)) {
+				continue
+			}
+			pd := hosted[cp.GetPartition()]
+			if pd == nil || pd.GetLeader() != cp.GetLeader() || pd.GetLeaderEpoch() != cp.GetLeaderEpoch() {
+				return fmt.Errorf("%s: partition %d not at the controller's leader %d epoch %d (%v)", n.name, cp.GetPartition(), cp.GetLeader(), cp.GetLeaderEpoch(), pd)
+			}
+		}
+	}
+	return nil
+}
+
+// readLog reads partition p from broker b, which must lead it, from
+// offset 0 to its HW once that is at least atLeast (a new leader's HW
+// catches up as its followers fetch).
+func (c *Cluster) readLog(ctx context.Context, b, p int32, atLeast int64) (map[int64]string, int64, error) {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		log, hw, err := c.readOnce(ctx, b, p)
+		if err == nil && hw >= atLeast {
+			return log, hw, nil
+		}
+		if time.Now().After(deadline) {
+			if err == nil {
+				err = fmt.Errorf("HW %d, want at least %d", hw, atLeast)
+			}
+			return nil, 0, fmt.Errorf("read partition %d from broker %d: %w", p, b, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func (c *Cluster) readOnce(ctx context.Context, b, p int32) (map[int64]string, int64, error) {
+	log := map[int64]string{}
+	next, hw := int64(0), int64(-1)
+	for range 1 << 20 {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		resp, err := c.log(b).Consume(cctx, &replicadv1.ConsumeRequest{Topic: Topic, Partition: p, Offset: next, MaxBytes: 1 << 20})
+		cancel()
+		if err != nil {
+			return nil, 0, err
+		}
+		if resp.GetErrorCode() != replicadv1.ErrorCode_ERROR_CODE_NONE {
+			return nil, 0, fmt.Errorf("consume at %d: %v", next, resp.GetErrorCode())
+		}
+		if hw < 0 {
+			hw = resp.GetHighWatermark()
+		}
+		for _, r := range resp.GetRecords() {
+			if r.GetOffset() < hw {
+				log[r.GetOffset()] = string(r.GetValue())
+			}
+		}
+		if n := resp.GetNextOffset(); n > next {
+			next = n
+		}
+		if next >= hw || len(resp.GetRecords()) == 0 {
+			return log, hw, nil
+		}
+	}
+	return nil, 0, errors.New("read did not end")
+}
+
+// elect moves partition p's leadership to broker b and waits until the
+// controller shows it with a full ISR.
+func (c *Cluster) elect(ctx context.Context, p, b int32, parts int32) error {
+	deadline := time.Now().Add(30 * time.Second)
+	var last error
+	for time.Now().Before(deadline) {
+		ctl, resp, err := c.Controller(ctx)
+		if err == nil {
+			for _, cp := range resp.GetPartitions() {
+				if cp.GetTopic() == Topic && cp.GetPartition() == p && cp.GetLeader() == b && healthy(resp, parts) == nil {
+					return nil
+				}
+			}
+			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			er, e := ctl.ElectLeader(cctx, &replicadv1.ElectLeaderRequest{Topic: Topic, Partition: p, Leader: &b})
+			cancel()
+			err = e
+			if e == nil && er.GetErrorCode() != replicadv1.ErrorCode_ERROR_CODE_NONE {
+				err = fmt.Errorf("%v: %s", er.GetErrorCode(), er.GetErrorMessage())
+			}
+		}
+		last = err
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("elect broker %d for partition %d: %v", b, p, last)
+}
+
+// Findings are what the checker found wrong; every list must be empty.
+type Findings struct {
+	Lost, Moved, Divergent, Changed, Duplicates, Problems []string
+	Heal                                                  error
+}
+
+const maxListed = 20
+
+func addf(list *[]string, format string, args ...any) {
+	if len(*list) < maxListed {
+		*list = append(*list, fmt.Sprintf(format, args...))
+	} else if len(*list) == maxListed {
+		*list = append(*list, "...")
+	}
+}
+
+// check reads every partition from every replica (moving leadership to
+// each in turn) and compares with what the workload saw.
+func check(ctx context.Context, c *Cluster, parts int32, acks []ack, reads []map[int64]string, f *Findings, h *History) (finalRecords int) {
+	for p := range parts {
+		_, resp, err := c.ActiveController(ctx)
+		if err != nil {
+			f.Heal = errors.Join(f.Heal, err)
+			return
+		}
+		var cp *replicadv1.ClusterPartition
+		for _, x := range resp.GetPartitions() {
+			if x.GetTopic() == Topic && x.GetPartition() == p {
+				cp = x
+			}
+		}
+		if cp == nil {
+			f.Heal = errors.Join(f.Heal, fmt.Errorf("partition %d not described", p))
+			return
+		}
+		first := cp.GetLeader()
+		final, hw, err := c.readLog(ctx, first, p, 0)
+		if err != nil {
+			f.Heal = errors.Join(f.Heal, err)
+			continue
+		}
+		h.note("check", "partition %d: %d records below HW %d on leader %d", p, len(final), hw, first)
+		finalRecords += len(final)
+		for _, r := range cp.GetReplicas() {
+			if r == first {
+				continue
+			}
+			if err := c.elect(ctx, p, r, parts); err != nil {
+				f.Heal = errors.Join(f.Heal, err)
+				continue
+			}
+			other, ohw, err := c.readLog(ctx, r, p, hw)
+			if err != nil {
+				f.Heal = errors.Join(f.Heal, err)
+				continue
+			}
+			h.note("check", "partition %d: %d records below HW %d on broker %d", p, len(other), ohw, r)
+			for off := range hw {
+				if a, b := final[off], other[off]; a != b {
+					addf(&f.Divergent, "partition %d offset %d: %q on broker %d, %q on broker %d", p, off, a, first, b, r)
+				}
+			}
+		}
+		compareLog(p, final, hw, acks, reads[p], f)
+	}
+	return finalRecords
+}
+
+// compareLog checks partition p's final log (offset -> value below hw)
+// against the acknowledgements and the consumers' reads.
+func compareLog(p int32, final map[int64]string, hw int64, acks []ack, reads map[int64]string, f *Findings) {
+	at := make(map[string]int64, len(final))
+	for off := range hw {
+		v, ok := final[off]
+		if !ok {
+			addf(&f.Divergent, "partition %d offset %d: missing below the HW %d", p, off, hw)
+			continue
+		}
+		if prev, dup := at[v]; dup {
+			addf(&f.Duplicates, "partition %d: %q at offsets %d and %d", p, v, prev, off)
+		}
+		at[v] = off
+	}
+	for _, a := range acks {
+		if a.partition != p {
+			continue
+		}
+		switch off, ok := at[a.value]; {
+		case !ok:
+			addf(&f.Lost, "partition %d: %q acknowledged at offset %d is not in the log (HW %d)", p, a.value, a.offset, hw)
+		case off != a.offset:
+			addf(&f.Moved, "partition %d: %q acknowledged at offset %d is at %d", p, a.value, a.offset, off)
+		}
+	}
+	offs := make([]int64, 0, len(reads))
+	for off := range reads {
+		offs = append(offs, off)
+	}
+	sort.Slice(offs, func(i, j int) bool { return offs[i] < offs[j] })
+	for _, off := range offs {
+		if v := reads[off]; final[off] != v {
+			addf(&f.Changed, "partition %d offset %d: a consumer read %q, the log holds %q (HW %d)", p, off, v, final[off], hw)
+		}
+	}
+}
+
+// gaps is, per partition, the longest time without an acknowledgement
+// between from and to, and the longest once the excused spans are taken
+// out of each gap.
+func gaps(acks []ack, parts int32, from, to time.Time, excused [][2]time.Time) (raw, unexcused []time.Duration) {
+	raw, unexcused = make([]time.Duration, parts), make([]time.Duration, parts)
+	times := make([][]time.Time, parts)
+	for _, a := range acks {
+		times[a.partition] = append(times[a.partition], a.at)
+	}
+	for p := range parts {
+		ts := append([]time.Time{from}, times[p]...)
+		ts = append(ts, to)
+		slices.SortFunc(ts, func(a, b time.Time) int { return a.Compare(b) })
+		for i := 1; i < len(ts); i++ {
+			g := ts[i].Sub(ts[i-1])
+			raw[p] = max(raw[p], g)
+			for _, e := range excused {
+				lo, hi := maxTime(e[0], ts[i-1]), minTime(e[1], ts[i])
+				if hi.After(lo) {
+					g -= hi.Sub(lo)
+				}
+			}
+			unexcused[p] = max(unexcused[p], g)
+		}
+	}
+	return raw, unexcused
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}

@@ -1,0 +1,86 @@
+package chaos
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The checker's comparison finds each kind of wrong history, and nothing in
+// a right one.
+func TestCompareLog(t *testing.T) {
+	final := map[int64]string{0: "a", 1: "b", 2: "c", 3: "d"}
+	acks := []ack{{partition: 0, offset: 0, value: "a"}, {partition: 0, offset: 2, value: "c"}, {partition: 1, offset: 0, value: "x"}}
+	reads := map[int64]string{0: "a", 1: "b"}
+	var f Findings
+	compareLog(0, final, 4, acks, reads, &f)
+	if n := len(f.Lost) + len(f.Moved) + len(f.Divergent) + len(f.Changed) + len(f.Duplicates); n != 0 {
+		t.Fatalf("a right history: %+v", f)
+	}
+	cases := []struct {
+		name   string
+		final  map[int64]string
+		hw     int64
+		acks   []ack
+		reads  map[int64]string
+		list   func(Findings) []string
+		substr string
+	}{
+		{"lost", map[int64]string{0: "a", 1: "b"}, 2, []ack{{offset: 2, value: "c"}}, nil, func(f Findings) []string { return f.Lost }, `"c" acknowledged at offset 2`},
+		{"lost above the HW", map[int64]string{0: "a"}, 1, []ack{{offset: 1, value: "b"}}, nil, func(f Findings) []string { return f.Lost }, `"b"`},
+		{"moved", map[int64]string{0: "b", 1: "a"}, 2, []ack{{offset: 0, value: "a"}}, nil, func(f Findings) []string { return f.Moved }, "is at 1"},
+		{"duplicate", map[int64]string{0: "a", 1: "a"}, 2, nil, nil, func(f Findings) []string { return f.Duplicates }, "offsets 0 and 1"},
+		{"hole", map[int64]string{0: "a", 2: "c"}, 3, nil, nil, func(f Findings) []string { return f.Divergent }, "offset 1: missing"},
+		{"changed read", map[int64]string{0: "a"}, 1, nil, map[int64]string{0: "z"}, func(f Findings) []string { return f.Changed }, `read "z"`},
+		{"read gone", map[int64]string{0: "a"}, 1, nil, map[int64]string{1: "b"}, func(f Findings) []string { return f.Changed }, `read "b"`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var f Findings
+			compareLog(0, c.final, c.hw, c.acks, c.reads, &f)
+			got := c.list(f)
+			if len(got) != 1 || !strings.Contains(got[0], c.substr) {
+				t.Fatalf("findings %+v, want one containing %q", f, c.substr)
+			}
+		})
+	}
+}
+
+// The longest time without an acknowledgement counts the start and end of
+// the workload, and excused spans come out of a gap.
+func TestGaps(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	acks := []ack{{partition: 0, at: at(1)}, {partition: 0, at: at(2)}, {partition: 0, at: at(12)}, {partition: 1, at: at(5)}}
+	raw, unexcused := gaps(acks, 2, at(0), at(14), [][2]time.Time{{at(3), at(7)}})
+	if !slices.Equal(raw, []time.Duration{10 * time.Second, 9 * time.Second}) {
+		t.Fatalf("raw gaps %v, want [10s 9s]", raw)
+	}
+	if !slices.Equal(unexcused, []time.Duration{6 * time.Second, 7 * time.Second}) {
+		t.Fatalf("unexcused gaps %v, want [6s 7s]", unexcused)
+	}
+}
+
+// One seed gives one schedule; another seed another.
+func TestScheduleIsTheSeeds(t *testing.T) {
+	a := Schedule(7, 50, DefaultMix(true, true), 3, 4, 3*time.Second)
+	b := Schedule(7, 50, DefaultMix(true, true), 3, 4, 3*time.Second)
+	c := Schedule(8, 50, DefaultMix(true, true), 3, 4, 3*time.Second)
+	if !slices.Equal(a, b) {
+		t.Fatal("the same seed drew two schedules")
+	}
+	if slices.Equal(a, c) {
+		t.Fatal("two seeds drew one schedule")
+	}
+	kinds := map[string]bool{}
+	for _, f := range Schedule(1, 500, HarshMix(true, true), 3, 4, 3*time.Second) {
+		kinds[f.Kind] = true
+		if f.Hold <= 0 || f.Hold > 10*time.Second {
+			t.Fatalf("fault %v holds out of bounds", f)
+		}
+	}
+	if len(kinds) != len(HarshMix(true, true)) {
+		t.Fatalf("500 rounds drew kinds %v, want all of %v", kinds, HarshMix(true, true))
+	}
+}

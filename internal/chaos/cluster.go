@@ -1,0 +1,413 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
+)
+
+// Options shape a cluster.
+type Options struct {
+	Replicad, Ctlclient, Etcdmember string // binaries
+	Dir                             string // run folder: logs, data, history
+	Brokers                         int    // 3 or 5
+	// Etcd runs 3 controllers on a 3-member etcd cluster; false, one
+	// controller on its embedded store.
+	Etcd           bool
+	SessionTimeout time.Duration
+	ReplicaLag     time.Duration
+	// SmallDirs puts each broker's first log dir on a small tmpfs of its
+	// own, so the nemesis can fill it (needs root; see smallDirsAvailable).
+	SmallDirs bool
+}
+
+// node is one process of the cluster, restartable: its proxy address is
+// what everyone dials, and stays across restarts.
+type node struct {
+	name  string
+	proxy string
+	args  func() []string
+	bin   string
+	ann   string // the announce prefix of its stderr
+	proc  *proc
+	// paused is set while SIGSTOPped.
+	paused bool
+}
+
+// Cluster is the running processes, their network and the problems their
+// logs showed.
+type Cluster struct {
+	opts Options
+	net  *Network
+
+	mu       sync.Mutex
+	problems []string
+
+	etcd        []*node
+	controllers []*node
+	brokers     []*node // brokers[i] is broker id i+1
+	mounts      []string
+
+	conns map[string]*grpc.ClientConn // by proxy address
+}
+
+func (c *Cluster) problem(s string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.problems = append(c.problems, s)
+}
+
+// Problems are the crash markers and unexpected exits seen so far.
+func (c *Cluster) Problems() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.problems...)
+}
+
+// freePort is a loopback address that was free a moment ago (etcd cannot
+// listen on port 0 and say which port it got).
+func freePort() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+// StartCluster starts etcd (with Etcd), the controllers and the brokers,
+// every one behind its proxy.
+func StartCluster(opts Options) (*Cluster, error) {
+	c := &Cluster{opts: opts, net: NewNetwork(), conns: map[string]*grpc.ClientConn{}}
+	ok := false
+	defer func() {
+		if !ok {
+			c.Stop()
+		}
+	}()
+	var storeArg string
+	nControllers := 1
+	if opts.Etcd {
+		nControllers = 3
+		if err := c.startEtcd(); err != nil {
+			return nil, err
+		}
+		var eps []string
+		for _, e := range c.etcd {
+			eps = append(eps, e.proxy)
+		}
+		storeArg = "etcd://" + strings.Join(eps, ",")
+	} else {
+		storeArg = filepath.Join(opts.Dir, "controller-store")
+	}
+	for i := range nControllers {
+		name := fmt.Sprintf("controller-%d", i+1)
+		proxy, err := c.net.Listen(name)
+		if err != nil {
+			return nil, err
+		}
+		n := &node{name: name, proxy: proxy, bin: opts.Ctlclient, ann: "replicad controller listening on "}
+		id := i + 1
+		n.args = func() []string {
+			a := []string{"controller", "run", "--listen", "127.0.0.1:0", "--store", storeArg,
+				"--session-timeout", opts.SessionTimeout.String(), "--id", strconv.Itoa(id)}
+			if opts.Etcd {
+				a = append(a, "--election-ttl", "3s")
+			}
+			return a
+		}
+		c.controllers = append(c.controllers, n)
+		if err := c.start(n); err != nil {
+			return nil, err
+		}
+	}
+	var ctlAddrs []string
+	for _, n := range c.controllers {
+		ctlAddrs = append(ctlAddrs, n.proxy)
+	}
+	for i := range opts.Brokers {
+		id := i + 1
+		name := fmt.Sprintf("broker-%d", id)
+		proxy, err := c.net.Listen(name)
+		if err != nil {
+			return nil, err
+		}
+		dirs, err := c.brokerDirs(id)
+		if err != nil {
+			return nil, err
+		}
+		n := &node{name: name, proxy: proxy, bin: opts.Replicad, ann: "replicad listening on "}
+		n.args = func() []string {
+			return []string{"--id", strconv.Itoa(id), "--listen", "127.0.0.1:0", "--advertised-address", proxy,
+				"--log-dirs", strings.Join(dirs, ","), "--controller", strings.Join(ctlAddrs, ","),
+				"--min-insync-replicas", "2", "--replica-lag-time-max", opts.ReplicaLag.String(),
+				"--segment-bytes", strconv.Itoa(4 << 20), "--controlled-shutdown-timeout", "5s"}
+		}
+		c.brokers = append(c.brokers, n)
+		if err := c.start(n); err != nil {
+			return nil, err
+		}
+	}
+	ok = true
+	return c, nil
+}
+
+// brokerDirs makes broker id's two log dirs: with SmallDirs the first on a
+// 64 MiB tmpfs of its own.
+func (c *Cluster) brokerDirs(id int) ([]string, error) {
+	base := filepath.Join(c.opts.Dir, fmt.Sprintf("broker-%d", id))
+	dirs := []string{filepath.Join(base, "small"), filepath.Join(base, "big")}
+	for _, d := range dirs {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	if c.opts.SmallDirs {
+		if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", dirs[0]).CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("mount a tmpfs on %s: %v: %s", dirs[0], err, out)
+		}
+		c.mounts = append(c.mounts, dirs[0])
+	}
+	return dirs, nil
+}
+
+// smallDirsAvailable says whether tmpfs mounts can be made (root).
+func smallDirsAvailable() bool {
+	if os.Geteuid() != 0 {
+		return false
+	}
+	_, err := exec.LookPath("mount")
+	return err == nil
+}
+
+func (c *Cluster) startEtcd() error {
+	var peers []string
+	type addrs struct{ client, peer string }
+	real := make([]addrs, 3)
+	for i := range 3 {
+		name := fmt.Sprintf("etcd-%d", i+1)
+		proxy, err := c.net.Listen(name)
+		if err != nil {
+			return err
+		}
+		peerProxy, err := c.net.Listen(name + "-peer")
+		if err != nil {
+			return err
+		}
+		cl, err := freePort()
+		if err != nil {
+			return err
+		}
+		pe, err := freePort()
+		if err != nil {
+			return err
+		}
+		real[i] = addrs{cl, pe}
+		peers = append(peers, fmt.Sprintf("%s=http://%s", name, peerProxy))
+		n := &node{name: name, proxy: proxy, bin: c.opts.Etcdmember, ann: "etcd member ready on "}
+		dir := filepath.Join(c.opts.Dir, name)
+		i := i
+		n.args = func() []string {
+			return []string{"--name", name, "--dir", dir, "--listen-client", "http://" + real[i].client,
+				"--advertise-client", "http://" + proxy, "--listen-peer", "http://" + real[i].peer,
+				"--advertise-peer", "http://" + peerProxy, "--initial-cluster", strings.Join(peers, ",")}
+		}
+		c.etcd = append(c.etcd, n)
+	}
+	// The members start together: none is ready before a quorum is.
+	errs := make(chan error, 3)
+	for i, n := range c.etcd {
+		go func() {
+			errs <- c.startAt(n, real[i].client, real[i].peer)
+		}()
+	}
+	var err error
+	for range 3 {
+		err = errors.Join(err, <-errs)
+	}
+	return err
+}
+
+// start starts n and points its proxy at the address it announced.
+func (c *Cluster) start(n *node) error {
+	p, err := startProc(n.name, n.bin, n.args(), filepath.Join(c.opts.Dir, n.name+".log"), n.ann, c.problem,
+		func(pid int) { c.net.SetTarget(n.name, "", pid) })
+	if err != nil {
+		return err
+	}
+	n.proc, n.paused = p, false
+	c.net.SetTarget(n.name, p.addr, p.pid())
+	return nil
+}
+
+// startAt starts an etcd member, whose proxies point at fixed addresses
+// (its client and peer ones) from the start: no member is ready before a
+// quorum of them can talk.
+func (c *Cluster) startAt(n *node, client, peer string) error {
+	p, err := startProc(n.name, n.bin, n.args(), filepath.Join(c.opts.Dir, n.name+".log"), n.ann, c.problem,
+		func(pid int) {
+			c.net.SetTarget(n.name, client, pid)
+			c.net.SetTarget(n.name+"-peer", peer, pid)
+		})
+	if err != nil {
+		return err
+	}
+	n.proc, n.paused = p, false
+	return nil
+}
+
+// Kill is kill -9 of n.
+func (c *Cluster) Kill(n *node) {
+	n.proc.kill()
+	c.net.SetTarget(n.name, "", 0)
+	if strings.HasPrefix(n.name, "etcd-") {
+		c.net.SetTarget(n.name+"-peer", "", 0)
+	}
+}
+
+// Restart starts a killed n again (same flags, same data).
+func (c *Cluster) Restart(n *node) error {
+	if strings.HasPrefix(n.name, "etcd-") {
+		args := n.args()
+		return c.startAt(n, strings.TrimPrefix(argAfter(args, "--listen-client"), "http://"),
+			strings.TrimPrefix(argAfter(args, "--listen-peer"), "http://"))
+	}
+	return c.start(n)
+}
+
+func argAfter(args []string, flag string) string {
+	for i, a := range args {
+		if a == flag && i+1 < len(args) {
+			return args[i+1]
+		}
+	}
+	return ""
+}
+
+// Pause is SIGSTOP; Resume SIGCONT.
+func (c *Cluster) Pause(n *node)  { n.proc.signal(syscall.SIGSTOP); n.paused = true }
+func (c *Cluster) Resume(n *node) { n.proc.signal(syscall.SIGCONT); n.paused = false }
+
+// Stop kills everything and unmounts what it mounted.
+func (c *Cluster) Stop() {
+	for _, group := range [][]*node{c.brokers, c.controllers, c.etcd} {
+		for _, n := range group {
+			if n.proc != nil && n.proc.running() {
+				n.proc.kill()
+			}
+		}
+	}
+	c.net.Close()
+	c.mu.Lock()
+	for _, conn := range c.conns {
+		conn.Close()
+	}
+	c.conns = map[string]*grpc.ClientConn{}
+	c.mu.Unlock()
+	for _, m := range c.mounts {
+		_ = exec.Command("umount", "-l", m).Run()
+	}
+	c.mounts = nil
+}
+
+// conn is the test's client connection to a node (through its proxy, as
+// Client: never faulted).
+func (c *Cluster) conn(n *node) *grpc.ClientConn {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cc := c.conns[n.proxy]; cc != nil {
+		return cc
+	}
+	cc, err := grpc.NewClient(n.proxy, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		panic(err) // only a malformed target fails here
+	}
+	c.conns[n.proxy] = cc
+	return cc
+}
+
+// Broker is the broker with id.
+func (c *Cluster) Broker(id int32) *node { return c.brokers[id-1] }
+
+func (c *Cluster) log(id int32) replicadv1.LogServiceClient {
+	return replicadv1.NewLogServiceClient(c.conn(c.Broker(id)))
+}
+
+func (c *Cluster) replicaManager(id int32) replicadv1.ReplicaManagerServiceClient {
+	return replicadv1.NewReplicaManagerServiceClient(c.conn(c.Broker(id)))
+}
+
+// ActiveController is the controller that answers DescribeCluster (not
+// NOT_CONTROLLER), with its answer.
+func (c *Cluster) ActiveController(ctx context.Context) (*node, *replicadv1.DescribeClusterResponse, error) {
+	var last error = errors.New("no controller running")
+	for _, n := range c.controllers {
+		if n.paused || n.proc == nil || !n.proc.running() {
+			continue
+		}
+		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		resp, err := replicadv1.NewControllerServiceClient(c.conn(n)).DescribeCluster(cctx, &replicadv1.DescribeClusterRequest{})
+		cancel()
+		if err != nil {
+			last = err
+			continue
+		}
+		if resp.GetErrorCode() == replicadv1.ErrorCode_ERROR_CODE_NOT_CONTROLLER {
+			last = fmt.Errorf("%s: NOT_CONTROLLER", n.name)
+			continue
+		}
+		return n, resp, nil
+	}
+	return nil, nil, last
+}
+
+// Controller is the controller service of the active controller.
+func (c *Cluster) Controller(ctx context.Context) (replicadv1.ControllerServiceClient, *replicadv1.DescribeClusterResponse, error) {
+	n, resp, err := c.ActiveController(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	return replicadv1.NewControllerServiceClient(c.conn(n)), resp, nil
+}
+
+// brokerSmallDir is broker id's first log dir (a small tmpfs with SmallDirs).
+func (c *Cluster) brokerSmallDir(id int32) string {
+	return filepath.Join(c.opts.Dir, fmt.Sprintf("broker-%d", id), "small")
+}
+
+// etcdLeader is the etcd member that is the raft leader (nil: none found).
+func (c *Cluster) etcdLeader(ctx context.Context) *node {
+	for _, n := range c.etcd {
+		if n.paused || n.proc == nil || !n.proc.running() {
+			continue
+		}
+		cli, err := clientv3.New(clientv3.Config{Endpoints: []string{n.proxy}, DialTimeout: time.Second, Logger: zap.NewNop()})
+		if err != nil {
+			continue
+		}
+		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		st, err := cli.Status(cctx, n.proxy)
+		cancel()
+		cli.Close()
+		if err == nil && st.Header.GetMemberId() == st.Leader {
+			return n
+		}
+	}
+	return nil
+}
