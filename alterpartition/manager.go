@@ -75,6 +75,9 @@ type Config struct {
 	// brokersession.Config.Dial defaults to). A seam for tests that run the
 	// cluster in one process over an in-memory network (internal/sim).
 	Dial func(addr string) (replicadv1.ControllerServiceClient, io.Closer, error)
+	// DialOptions are added to the default Dial's (its transport
+	// credentials: TLS). Unused with Dial set.
+	DialOptions []grpc.DialOption
 }
 
 func (c *Config) setDefaults() {
@@ -97,16 +100,20 @@ func (c *Config) setDefaults() {
 		c.Rand = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
 	}
 	if c.Dial == nil {
-		c.Dial = grpcDial
+		extra := c.DialOptions
+		c.Dial = func(addr string) (replicadv1.ControllerServiceClient, io.Closer, error) {
+			return grpcDial(addr, extra...)
+		}
 	}
 }
 
 // grpcDial is the default Config.Dial.
-func grpcDial(addr string) (replicadv1.ControllerServiceClient, io.Closer, error) {
+func grpcDial(addr string, extra ...grpc.DialOption) (replicadv1.ControllerServiceClient, io.Closer, error) {
 	opts := append(grpcx.DialOptions(),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithStatsHandler(otelgrpc.NewClientHandler(grpcx.OtelOptions(false)...)),
 	)
+	opts = append(opts, extra...)
 	conn, err := grpc.NewClient(addr, opts...)
 	if err != nil {
 		return nil, nil, err

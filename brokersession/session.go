@@ -28,6 +28,10 @@ import (
 	"github.com/replicad/replicad/internal/telemetry"
 )
 
+// MisconfiguredAttempts is how many registration attempts in a row
+// Config.Misconfigured may refuse before Start gives up.
+const MisconfiguredAttempts = 3
+
 // Defaults of Config, and the heartbeat bounds.
 const (
 	DefaultRetryBackoff              = 100 * time.Millisecond
@@ -85,6 +89,15 @@ type Config struct {
 	// Close. Nil: an insecure gRPC client with replicad's transport options
 	// and OpenTelemetry propagation.
 	Dial func(addr string) (replicadv1.ControllerServiceClient, io.Closer, error)
+	// DialOptions are added to the default Dial's (its transport
+	// credentials: TLS). Unused with Dial set.
+	DialOptions []grpc.DialOption
+	// Misconfigured, when set, tells a registration failure that retrying
+	// cannot fix (one side of the connection speaks TLS, the other
+	// plaintext: tlsconf.IsMismatch). Such failures are logged at error, and
+	// after MisconfiguredAttempts of them in a row Start gives up with the
+	// last one (a later registration, after a fencing, does not).
+	Misconfigured func(error) bool
 	// RequestTimeout bounds one RegisterBroker or ControlledShutdown call
 	// (and a heartbeat, which is also bounded by the session timeout, at
 	// least a second). Default DefaultRequestTimeout.
@@ -152,7 +165,7 @@ func (c *Config) setDefaults() {
 		c.Clock = clock.Real{}
 	}
 	if c.Dial == nil {
-		c.Dial = grpcDialer(c.RetryBackoff, c.MaxRetryBackoff, c.RequestTimeout)
+		c.Dial = grpcDialer(c.RetryBackoff, c.MaxRetryBackoff, c.RequestTimeout, c.DialOptions)
 	}
 	if c.Int64N == nil {
 		c.Int64N = mrand.Int64N
@@ -165,7 +178,7 @@ func (c *Config) setDefaults() {
 // grpcDialer is the default Config.Dial. The channel reconnects with the
 // session's own backoff bounds rather than gRPC's (up to two minutes), so a
 // broker waiting for its controller notices it soon after it comes up.
-func grpcDialer(base, maxDelay, connectTimeout time.Duration) func(addr string) (replicadv1.ControllerServiceClient, io.Closer, error) {
+func grpcDialer(base, maxDelay, connectTimeout time.Duration, extra []grpc.DialOption) func(addr string) (replicadv1.ControllerServiceClient, io.Closer, error) {
 	return func(addr string) (replicadv1.ControllerServiceClient, io.Closer, error) {
 		bc := backoff.DefaultConfig
 		bc.BaseDelay, bc.MaxDelay = base, maxDelay
@@ -174,6 +187,7 @@ func grpcDialer(base, maxDelay, connectTimeout time.Duration) func(addr string) 
 			grpc.WithStatsHandler(otelgrpc.NewClientHandler(grpcx.OtelOptions(false)...)),
 			grpc.WithConnectParams(grpc.ConnectParams{Backoff: bc, MinConnectTimeout: connectTimeout}),
 		)
+		opts = append(opts, extra...)
 		conn, err := grpc.NewClient(addr, opts...)
 		if err != nil {
 			return nil, nil, fmt.Errorf("dial controller %s: %w", addr, err)
@@ -397,6 +411,7 @@ func (s *Session) register(ctx context.Context) error {
 		PreviousBrokerEpoch: previous,
 		MinInsyncReplicas:   s.cfg.MinInsyncReplicas,
 	}
+	misconfigured := 0
 	for attempt := 1; ; attempt++ {
 		resp, err := call(ctx, s, s.cfg.RequestTimeout, func(ctx context.Context, c replicadv1.ControllerServiceClient) (*replicadv1.RegisterBrokerResponse, error) {
 			return c.RegisterBroker(ctx, req)
@@ -412,7 +427,18 @@ func (s *Session) register(ctx context.Context) error {
 			err = fmt.Errorf("controller answered %s", resp.GetErrorCode())
 		}
 		wait := s.backoff(attempt)
-		s.logger.Warn().Err(err).Int("attempt", attempt).Dur("backoff", wait).Msg("broker registration failed, retrying")
+		if s.cfg.Misconfigured != nil && s.cfg.Misconfigured(err) {
+			misconfigured++
+			// Only the first registration gives up: a broker already
+			// registered goes on trying (and logging) until Close.
+			if misconfigured >= MisconfiguredAttempts && s.brokerEpoch.Load() == 0 {
+				return err
+			}
+			s.logger.Error().Err(err).Int("attempt", attempt).Dur("backoff", wait).Msg("broker registration failed: misconfigured, retrying")
+		} else {
+			misconfigured = 0
+			s.logger.Warn().Err(err).Int("attempt", attempt).Dur("backoff", wait).Msg("broker registration failed, retrying")
+		}
 		if !s.sleep(ctx, wait) {
 			return ctx.Err()
 		}

@@ -562,3 +562,20 @@ func TestCloseStopsHeartbeats(t *testing.T) {
 		t.Fatalf("BrokerEpoch() after Close = %d, want the last one (1)", s.BrokerEpoch())
 	}
 }
+
+// Start gives up after MisconfiguredAttempts failures Config.Misconfigured
+// names (a TLS/plaintext mismatch), and goes on retrying other failures.
+func TestStartGivesUpWhenMisconfigured(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	cfg := testConfig(t, freeAddr(t))
+	calls := 0
+	cfg.Misconfigured = func(err error) bool {
+		calls++
+		return strings.Contains(err.Error(), "Unavailable")
+	}
+	s, err := Start(ctx, cfg)
+	if s != nil || err == nil || ctx.Err() != nil || calls != MisconfiguredAttempts {
+		t.Fatalf("Start = %v, %v after %d failures; want it to give up after %d", s, err, calls, MisconfiguredAttempts)
+	}
+}

@@ -380,6 +380,13 @@ func TestValidation(t *testing.T) {
 			_, err := h.c.DeleteTopic(ctx, &replicadv1.DeleteTopicRequest{Topic: "t t"})
 			return err
 		}},
+		// A 249-character topic leaves room for 5 partition digits in its
+		// 255-byte dir names (issue 12): 100001 partitions do not fit
+		// (nor does any topic take more than 100000).
+		{"partitions", func() error {
+			_, err := h.c.CreateTopic(ctx, &replicadv1.CreateTopicRequest{Topic: strings.Repeat("x", 249), Partitions: 100_001, ReplicationFactor: 1})
+			return err
+		}},
 		{"topic", func() error {
 			_, err := h.c.ElectLeader(ctx, &replicadv1.ElectLeaderRequest{Topic: ""})
 			return err

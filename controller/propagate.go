@@ -84,7 +84,8 @@ func (c *Controller) stateProto(p store.Partition, isNew bool) *replicadv1.Parti
 }
 
 func (c *Controller) brokerProto(b store.Broker) *replicadv1.Broker {
-	return &replicadv1.Broker{Id: b.ID, Host: b.Host, Port: b.Port}
+	// The epoch lets a leader fence fetches of the broker's previous life.
+	return &replicadv1.Broker{Id: b.ID, Host: b.Host, Port: b.Port, BrokerEpoch: b.Epoch}
 }
 
 // liveBrokersLocked are the endpoints of every unfenced broker, by id.

@@ -147,6 +147,12 @@ func (c *Controller) CreateTopic(ctx context.Context, req *replicadv1.CreateTopi
 	if n := req.GetPartitions(); n <= 0 || n > maxPartitionsPerTopic {
 		return nil, invalid("partitions", "must be in 1..%d (got %d)", maxPartitionsPerTopic, n)
 	}
+	// Each replica lives in a dir named "topic-partition", which must fit
+	// Linux's 255 bytes: a long topic has room for fewer partition digits.
+	if most := tp.MaxPartitionsFor(req.GetTopic()); int64(req.GetPartitions()) > most {
+		return nil, invalid("partitions", "a %d-character topic can have at most %d partitions (its dir names \"topic-partition\" must fit in %d bytes) (got %d)",
+			len(req.GetTopic()), most, tp.MaxDirNameLength, req.GetPartitions())
+	}
 	if rf := req.GetReplicationFactor(); rf <= 0 {
 		return nil, invalid("replication_factor", "must be positive (got %d)", rf)
 	}

@@ -59,6 +59,7 @@ func (rm *ReplicaManager) BecomeLeaderOrFollower(ctx context.Context, req Leader
 		return wholeRequestError(req, ErrStaleControllerEpoch)
 	}
 	rm.metadata.addLive(req.LiveLeaders)
+	rm.learnBrokerEpochs(req.LiveLeaders)
 
 	responses := make(map[tp.TopicPartition]ErrorCode, len(req.PartitionStates))
 	var toLeader, toFollower []partitionTransition
@@ -77,6 +78,14 @@ func (rm *ReplicaManager) BecomeLeaderOrFollower(ctx context.Context, req Leader
 	}
 	for _, st := range req.PartitionStates {
 		t := st.TopicPartition
+		if err := tp.ValidateDirName(t); err != nil {
+			// A partition this broker can never host: no dir takes its
+			// name. The request's fault, so no dir goes offline for it
+			// (ENAMETOOLONG from the mkdir would look like a disk failure).
+			stateFields(slog.Warn(), st).Err(err).Msg("Ignoring LeaderAndIsr request: the partition's dir name would be too long")
+			ignore(st, ErrInvalidRequest, "partition dir name too long", -1)
+			continue
+		}
 		p, created := rm.getOrCreateHostedPartition(t)
 		if p == nil {
 			stateFields(slog.Warn(), st).Msg("Ignoring LeaderAndIsr request: the local replica is in an offline log dir")

@@ -7,8 +7,9 @@ import (
 	"github.com/replicad/replicad/core/epoch"
 )
 
-// DefaultFetchMaxBytes bounds a fetch response that gave no max bytes
-// (Kafka's replica.fetch.response.max.bytes).
+// DefaultFetchMaxBytes bounds a fetch response that gave no max bytes, and
+// caps one that asked for more (Kafka's replica.fetch.response.max.bytes):
+// what a fetch holds in memory follows the broker, not the request.
 const DefaultFetchMaxBytes = 10 << 20
 
 // FetchMessages answers a follower's fetch as leader (Kafka's
@@ -32,9 +33,10 @@ func (rm *ReplicaManager) FetchMessages(ctx context.Context, req FetchRequest) F
 		return failFetch(req, ErrStaleBrokerEpoch)
 	}
 	maxBytes := req.MaxBytes
-	if maxBytes <= 0 {
+	if maxBytes <= 0 || maxBytes > DefaultFetchMaxBytes {
 		maxBytes = DefaultFetchMaxBytes
 	}
+	req.MaxWait = min(req.MaxWait, MaxConsumeWait)
 	var wake chan struct{}
 	if req.MaxWait > 0 && req.MinBytes > 0 {
 		// Watch before the first read, so an append between that read and
@@ -130,24 +132,41 @@ func (rm *ReplicaManager) readFromLocalLogs(req FetchRequest, maxBytes int, upda
 	return resp, total
 }
 
-// checkBrokerEpoch records the newest broker epoch each follower has shown
-// and reports false for an older one: a fetcher left over from the broker's
-// previous life (KIP-380) must not move the HW or join the ISR. A negative
-// epoch is unknown and passes.
+// checkBrokerEpoch reports false for a fetch whose broker epoch is older
+// than the one the controller last gave for that broker: a fetcher left over
+// from the broker's previous life (KIP-380) must not move the HW or join the
+// ISR. A fetch's claim is never recorded, so it can fence no one: an epoch
+// newer than the known one passes (the broker registered again and the
+// controller has not said so yet, as KIP-903 allows), and so does any epoch
+// of a broker the controller never named (standalone, where no broker has
+// one) and a negative (unknown) one.
 func (rm *ReplicaManager) checkBrokerEpoch(replicaID int32, brokerEpoch int64) bool {
 	if brokerEpoch < 0 {
 		return true
 	}
 	rm.brokerEpochsMu.Lock()
 	defer rm.brokerEpochsMu.Unlock()
-	if rm.brokerEpochs == nil {
-		rm.brokerEpochs = make(map[int32]int64)
+	known, ok := rm.brokerEpochs[replicaID]
+	return !ok || brokerEpoch >= known
+}
+
+// learnBrokerEpochs records the broker epochs a controller request carries
+// (0, unknown, is skipped). Epochs only grow: a registration gets a newer
+// one, and a request carrying an older one (reordered) lowers nothing.
+func (rm *ReplicaManager) learnBrokerEpochs(brokers []Broker) {
+	rm.brokerEpochsMu.Lock()
+	defer rm.brokerEpochsMu.Unlock()
+	for _, b := range brokers {
+		if b.Epoch <= 0 {
+			continue
+		}
+		if rm.brokerEpochs == nil {
+			rm.brokerEpochs = make(map[int32]int64)
+		}
+		if b.Epoch > rm.brokerEpochs[b.ID] {
+			rm.brokerEpochs[b.ID] = b.Epoch
+		}
 	}
-	if known, ok := rm.brokerEpochs[replicaID]; ok && brokerEpoch < known {
-		return false
-	}
-	rm.brokerEpochs[replicaID] = brokerEpoch
-	return true
 }
 
 // fetchRecords answers one partition of a follower's fetch (Kafka's

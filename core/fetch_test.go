@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"math"
 	"slices"
 	"testing"
 	"time"
@@ -299,18 +300,37 @@ func TestLongPollFetchExpires(t *testing.T) {
 	})
 }
 
-// A fetch carrying a broker epoch older than one already seen from that
-// follower is STALE_BROKER_EPOCH and records nothing.
+// A fetch carrying a broker epoch older than the one the controller gave for
+// that follower is STALE_BROKER_EPOCH and records nothing. What a fetch
+// claims is never believed: a forged fetch with the largest epoch, even for
+// a partition that does not exist, fences no one (issue 12).
 func TestFetchStaleBrokerEpoch(t *testing.T) {
 	h := newHarness(t, 1)
 	h.leaderAndIsr(1, state("orders", 0, 1, 1, []int32{1, 2}, []int32{1}))
 	h.produce(tp0, AcksLeader, "a")
-	fetch := func(brokerEpoch int64, offset int64) FetchPartitionResult {
+	fetchOf := func(t tp.TopicPartition, brokerEpoch int64, offset int64) FetchPartitionResult {
+		fp := fetchAt(offset, 1)
+		fp.TopicPartition = t
 		return h.rm.FetchMessages(context.Background(), FetchRequest{ReplicaID: 2, BrokerEpoch: brokerEpoch,
-			Partitions: []FetchPartition{fetchAt(offset, 1)}}).Partitions[0]
+			Partitions: []FetchPartition{fp}}).Partitions[0]
+	}
+	fetch := func(brokerEpoch int64, offset int64) FetchPartitionResult { return fetchOf(tp0, brokerEpoch, offset) }
+
+	// Forged claims, on a partition that does not exist and on one that does.
+	if r := fetchOf(tp.TopicPartition{Topic: "nope", Partition: 0}, math.MaxInt64, 0); r.Error != ErrNotLeaderOrFollower && r.Error != ErrUnknownTopicOrPartition {
+		t.Fatalf("forged fetch of a missing partition: %v", r.Error)
+	}
+	if r := fetch(math.MaxInt64, 0); r.Error != ErrNone {
+		t.Fatalf("forged epoch: %v", r.Error)
 	}
 	if r := fetch(7, 0); r.Error != ErrNone {
-		t.Fatalf("first epoch: %v", r.Error)
+		t.Fatalf("the real broker after a forged claim: got %v, want NONE", r.Error)
+	}
+
+	// The controller says broker 2 is at epoch 7.
+	if code := h.rm.UpdateMetadata(context.Background(), UpdateMetadataRequest{ControllerID: 100, ControllerEpoch: 1,
+		LiveBrokers: []Broker{{ID: 1, Host: "h", Port: 1, Epoch: 3}, {ID: 2, Host: "h", Port: 2, Epoch: 7}}}); code != ErrNone {
+		t.Fatalf("UpdateMetadata: %v", code)
 	}
 	if r := fetch(6, 1); r.Error != ErrStaleBrokerEpoch {
 		t.Fatalf("older epoch: got %v, want STALE_BROKER_EPOCH", r.Error)
@@ -318,8 +338,27 @@ func TestFetchStaleBrokerEpoch(t *testing.T) {
 	if p, _ := h.describe(tp0); !slices.Equal(p.ISR, []int32{1}) {
 		t.Fatalf("a stale fetcher joined the ISR: %v", p.ISR)
 	}
-	if r := fetch(8, 1); r.Error != ErrNone {
-		t.Fatalf("newer epoch: %v", r.Error)
+	if r := fetch(math.MaxInt64, 1); r.Error != ErrNone {
+		t.Fatalf("newer epoch than known: %v", r.Error)
+	}
+	// ... and it raised nothing: the known epoch is still 7.
+	if r := fetch(7, 1); r.Error != ErrNone {
+		t.Fatalf("known epoch after a newer claim: %v", r.Error)
+	}
+	// A LeaderAndIsr's live leaders teach epochs too; they never go down.
+	h.rm.BecomeLeaderOrFollower(context.Background(), LeaderAndIsrRequest{ControllerID: 100, ControllerEpoch: 1,
+		LiveLeaders: []Broker{{ID: 2, Host: "h", Port: 2, Epoch: 9}}})
+	if r := fetch(8, 1); r.Error != ErrStaleBrokerEpoch {
+		t.Fatalf("epoch 8 after the controller said 9: %v", r.Error)
+	}
+	h.rm.UpdateMetadata(context.Background(), UpdateMetadataRequest{ControllerID: 100, ControllerEpoch: 1,
+		LiveBrokers: []Broker{{ID: 2, Host: "h", Port: 2, Epoch: 5}}})
+	if r := fetch(8, 1); r.Error != ErrStaleBrokerEpoch {
+		t.Fatalf("a reordered older epoch lowered the known one: %v", r.Error)
+	}
+	// Without epochs (standalone: negative), nothing is fenced.
+	if r := fetch(-1, 1); r.Error != ErrNone {
+		t.Fatalf("unknown epoch: %v", r.Error)
 	}
 }
 

@@ -530,6 +530,8 @@ func storageErrorCode(err error) ErrorCode {
 		return ErrNone
 	case errors.Is(err, log.ErrBatchTooLarge):
 		return ErrMessageTooLarge
+	case errors.Is(err, log.ErrNameTooLong):
+		return ErrInvalidRequest
 	case errors.Is(err, log.ErrStorage), errors.Is(err, log.ErrFileLimit), errors.Is(err, log.ErrDamaged), errors.Is(err, logmgr.ErrDirOffline),
 		errors.Is(err, logmgr.ErrNoOnlineDir), errors.Is(err, log.ErrClosed):
 		return ErrStorageError

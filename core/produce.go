@@ -13,6 +13,20 @@ const DefaultProduceTimeout = 30 * time.Second
 // DefaultConsumeMaxBytes bounds a consume that gave no max bytes.
 const DefaultConsumeMaxBytes = 1 << 20
 
+// Server-side caps on what a request can ask for (issue 12): a larger ask is
+// served as if it asked for the cap, as Kafka does with fetch.max.bytes.
+const (
+	// MaxConsumeBytes caps a consume's max bytes (Kafka's fetch.max.bytes
+	// default): memory follows the cap, not what the client asks.
+	MaxConsumeBytes = 50 << 20
+	// MaxConsumeWait caps a consume's and a follower fetch's max wait
+	// (a long poll parks a goroutine and its request).
+	MaxConsumeWait = 30 * time.Second
+	// MaxProduceTimeout caps an acks=-1 produce's wait for the ISR: the
+	// delayed produce holds its batch until then.
+	MaxProduceTimeout = 5 * time.Minute
+)
+
 // Produce appends records to a partition this broker leads (Kafka's
 // appendRecords). acks=0 and acks=1 answer after the leader's append; acks=-1
 // waits, as a delayed produce, until the HW passes the batch.
@@ -49,6 +63,7 @@ func (rm *ReplicaManager) Produce(ctx context.Context, req ProduceRequest) Produ
 		if timeout <= 0 {
 			timeout = DefaultProduceTimeout
 		}
+		timeout = min(timeout, MaxProduceTimeout)
 		res.Error = rm.waitForHighWatermark(ctx, p, info.FirstOffset, info.LastOffset+1, epoch, timeout)
 	}
 	if l := p.Log(); l != nil {
@@ -94,10 +109,11 @@ func (rm *ReplicaManager) Consume(ctx context.Context, req ConsumeRequest) Consu
 	if maxBytes <= 0 {
 		maxBytes = DefaultConsumeMaxBytes
 	}
+	maxBytes = min(maxBytes, MaxConsumeBytes)
 	var expired chan struct{}
 	if req.MaxWait > 0 {
 		expired = make(chan struct{})
-		t := rm.cfg.Clock.AfterFunc(req.MaxWait, func() { close(expired) })
+		t := rm.cfg.Clock.AfterFunc(min(req.MaxWait, MaxConsumeWait), func() { close(expired) })
 		defer t.Stop()
 	}
 	for {

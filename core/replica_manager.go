@@ -145,9 +145,12 @@ type ReplicaManager struct {
 	loopTimers   map[clock.Timer]struct{}
 	loopsRunning sync.WaitGroup
 
-	// brokerEpochs is the newest broker epoch seen in a fetch from each
-	// follower broker, to fence fetchers of a broker's previous life. A leaf
-	// lock: nothing else is taken while it is held.
+	// brokerEpochs is the newest registration epoch of each broker that
+	// the controller named (LeaderAndIsr live_leaders, UpdateMetadata
+	// live_brokers), to fence fetchers of a broker's previous life. Only the
+	// controller is believed: what a fetch claims is never recorded, so a
+	// forged fetch cannot fence the real broker (issue 12). A leaf lock:
+	// nothing else is taken while it is held.
 	brokerEpochsMu sync.Mutex
 	brokerEpochs   map[int32]int64
 
@@ -263,6 +266,7 @@ func (rm *ReplicaManager) UpdateMetadata(ctx context.Context, req UpdateMetadata
 		return ErrStaleControllerEpoch
 	}
 	rm.metadata.replace(req.LiveBrokers)
+	rm.learnBrokerEpochs(req.LiveBrokers)
 	slog := rm.requestStateLog(ctx, req.ControllerID, req.ControllerEpoch)
 	slog.Info().Int("live_brokers", len(req.LiveBrokers)).Int("partitions", len(req.PartitionStates)).Msg("Updated metadata")
 	return ErrNone

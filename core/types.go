@@ -17,6 +17,9 @@ type Broker struct {
 	ID   int32
 	Host string
 	Port int32
+	// Epoch is the broker's registration epoch as the controller knows it;
+	// 0 when unknown (standalone). Fetches are fenced against it.
+	Epoch int64
 }
 
 // Addr is host:port.

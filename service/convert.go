@@ -44,7 +44,7 @@ func partitionStatesFromProto(ps []*replicadv1.PartitionState) []core.PartitionS
 func brokersFromProto(bs []*replicadv1.Broker) []core.Broker {
 	out := make([]core.Broker, len(bs))
 	for i, b := range bs {
-		out[i] = core.Broker{ID: b.GetId(), Host: b.GetHost(), Port: b.GetPort()}
+		out[i] = core.Broker{ID: b.GetId(), Host: b.GetHost(), Port: b.GetPort(), Epoch: b.GetBrokerEpoch()}
 	}
 	return out
 }

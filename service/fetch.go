@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	otelcodes "go.opentelemetry.io/otel/codes"
@@ -11,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/replicad/replicad/core"
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
 )
 
@@ -23,6 +25,9 @@ type fetchService struct {
 	// tracer, set with --trace-data-plane, makes a span of every fetch
 	// request; nil makes none.
 	tracer trace.Tracer
+	// limits bound the answer's bytes, parked requests, and how long an
+	// answer may wait to be sent.
+	limits *limiter
 }
 
 // FetchRequestSpanName is the span of one fetch request on its stream (with
@@ -48,8 +53,26 @@ func (s *fetchService) Fetch(stream replicadv1.FetchService_FetchServer) error {
 	reqs := make(chan *replicadv1.FetchRequest)
 	recvErr := make(chan error, 1)
 	go receiveFetches(ctx, stream, reqs, recvErr)
+	// held is the response budget granted to the last answer: gRPC may
+	// still hold it (a send returns once the answer is queued, before flow
+	// control lets it out), so it is given back only when the follower asks
+	// again or the stream ends. A follower keeps a request in flight, asking
+	// again as soon as it has an answer: one that has not for
+	// FetchSendTimeout after an answer stopped reading, and its stream ends.
+	var held int64
+	defer func() { s.limits.response.give(held) }()
+	// allowance is the most this stream's next answer may hold: it starts
+	// at MinResponseGrant and doubles with every request, so a stream
+	// must keep asking (reading) to be answered in bulk, and one that
+	// never reads holds one small answer, not the fetch cap.
+	allowance := int64(MinResponseGrant)
+	idle := time.NewTimer(time.Hour)
+	idle.Stop()
+	defer idle.Stop()
 	for {
 		select {
+		case <-idle.C:
+			return status.Errorf(codes.DeadlineExceeded, "no fetch for %v after the last answer (not read?): closing the stream", s.limits.limits.FetchSendTimeout)
 		case <-ctx.Done():
 			if s.draining != nil && s.draining.Err() != nil {
 				return status.Error(codes.Unavailable, "broker is shutting down")
@@ -61,6 +84,9 @@ func (s *fetchService) Fetch(stream replicadv1.FetchService_FetchServer) error {
 			}
 			return err
 		case req := <-reqs:
+			idle.Stop()
+			s.limits.response.give(held)
+			held = 0
 			if err := validateFetch(req); err != nil {
 				return err
 			}
@@ -69,13 +95,47 @@ func (s *fetchService) Fetch(stream replicadv1.FetchService_FetchServer) error {
 			if span != nil {
 				reqCtx = trace.ContextWithSpan(ctx, span)
 			}
-			resp := FetchResponseToProto(req.GetCorrelationId(), s.rm.FetchMessages(reqCtx, FetchRequestFromProto(req)))
-			err := stream.Send(resp)
+			resp, grant, err := s.fetch(reqCtx, stream, req, allowance)
+			allowance = min(2*allowance, core.DefaultFetchMaxBytes)
+			held = grant
 			endRequestSpan(span, resp, err)
 			if err != nil {
 				return err
 			}
+			idle.Reset(s.limits.limits.FetchSendTimeout)
 		}
+	}
+}
+
+// fetch answers one request and sends the answer, returning the response
+// budget it was granted (the caller gives it back). A long poll takes a
+// waiting slot (ResourceExhausted past Limits.MaxWaiting). A send blocked
+// longer than Limits.FetchSendTimeout (a fetcher that stopped reading, so
+// flow control holds the answer) ends the stream with DeadlineExceeded: the
+// handler's return cancels the stream, which unblocks the send and frees
+// the answer.
+func (s *fetchService) fetch(ctx context.Context, stream replicadv1.FetchService_FetchServer, req *replicadv1.FetchRequest, allowance int64) (*replicadv1.FetchResponse, int64, error) {
+	if req.GetMaxWaitMs() > 0 && req.GetMinBytes() > 0 {
+		unpark, err := s.limits.park("max_wait_ms")
+		if err != nil {
+			return nil, 0, err
+		}
+		defer unpark()
+	}
+	grant := s.limits.fetchBytes(req.GetMaxBytes(), allowance)
+	freq := FetchRequestFromProto(req)
+	freq.MaxBytes = int(grant)
+	resp := FetchResponseToProto(req.GetCorrelationId(), s.rm.FetchMessages(ctx, freq))
+	sent := make(chan error, 1)
+	go func() { sent <- stream.Send(resp) }()
+	timeout := s.limits.limits.FetchSendTimeout
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case err := <-sent:
+		return resp, grant, err
+	case <-t.C:
+		return resp, grant, status.Errorf(codes.DeadlineExceeded, "the answer to fetch %d was not read for %v: closing the stream", req.GetCorrelationId(), timeout)
 	}
 }
 

@@ -225,14 +225,29 @@ func (s *replicaManagerService) AlterReplicaLogDirs(ctx context.Context, req *re
 // logService serves LogService.
 type logService struct {
 	replicadv1.UnimplementedLogServiceServer
-	rm  ReplicaManager
-	now func() time.Time
+	rm     ReplicaManager
+	now    func() time.Time
+	limits *limiter
 }
 
 func (s *logService) Produce(ctx context.Context, req *replicadv1.ProduceRequest) (*replicadv1.ProduceResponse, error) {
 	batch, err := validateProduce(req, s.rm.MaxBatchBytes(), s.now().UnixMilli())
 	if err != nil {
 		return nil, err
+	}
+	if req.GetAcks() == -1 {
+		// A delayed produce holds its request until the ISR has it:
+		// both their number and their bytes are bounded.
+		unpark, err := s.limits.park("acks")
+		if err != nil {
+			return nil, err
+		}
+		defer unpark()
+		release, err := s.limits.delayProduce(len(batch))
+		if err != nil {
+			return nil, err
+		}
+		defer release()
 	}
 	return produceToProto(s.rm.Produce(ctx, produceFromProto(req, batch))), nil
 }
@@ -241,7 +256,24 @@ func (s *logService) Consume(ctx context.Context, req *replicadv1.ConsumeRequest
 	if err := validateConsume(req); err != nil {
 		return nil, err
 	}
-	return consumeToProto(s.rm.Consume(ctx, consumeFromProto(req))), nil
+	if req.GetMaxWaitMs() > 0 && req.GetMinBytes() > 0 {
+		unpark, err := s.limits.park("max_wait_ms")
+		if err != nil {
+			return nil, err
+		}
+		defer unpark()
+	}
+	// What the answer may hold comes from the broker's response budget
+	// (capped at core.MaxConsumeBytes), not from max_bytes alone.
+	grant := s.limits.consumeBytes(req.GetMaxBytes())
+	creq := consumeFromProto(req)
+	creq.MaxBytes = int(grant)
+	res := s.rm.Consume(ctx, creq)
+	// gRPC sends the answer after this returns, and says nothing when it
+	// is out: the grant is held a while longer, as long as sending it at
+	// responseDrainRate takes, so the budget covers most of the send too.
+	s.limits.giveAfterDrain(grant)
+	return consumeToProto(res), nil
 }
 
 // controllerService is registered so reflection lists it; the controller

@@ -42,6 +42,10 @@ type Options struct {
 	// (replicad --trace-data-plane). Off, only the control plane is traced:
 	// those RPCs are the hot path.
 	TraceDataPlane bool
+	// Limits bound what clients can make the server hold (connections,
+	// streams, response and delayed-produce memory, parked requests); zero
+	// fields take their defaults.
+	Limits Limits
 }
 
 // Server is a broker's gRPC server.
@@ -55,6 +59,8 @@ type Server struct {
 	stopDraining context.CancelFunc
 	// services are the names health reports on besides "".
 	services []string
+	// limits wraps the listener (MaxConnections).
+	limits *limiter
 }
 
 // servedServices are the names the health service reports on, besides "" (the whole server).
@@ -76,14 +82,16 @@ func NewServer(opts Options) *Server {
 	}
 	serverOpts := append(commonServerOptions(opts.Logger, opts.TraceDataPlane), grpc.MaxRecvMsgSize(maxRecvMsgSize(opts.ReplicaManager.MaxBatchBytes())))
 	serverOpts = append(serverOpts, grpcx.ServerOptions()...)
+	lim := newLimiter(opts.Limits)
+	serverOpts = append(serverOpts, lim.limits.serverOptions()...)
 	serverOpts = append(serverOpts, opts.ServerOptions...)
 
-	s := &Server{grpc: grpc.NewServer(serverOpts...), health: health.NewServer(), services: servedServices}
+	s := &Server{grpc: grpc.NewServer(serverOpts...), health: health.NewServer(), services: servedServices, limits: lim}
 	s.draining, s.stopDraining = context.WithCancel(context.Background())
 	replicadv1.RegisterReplicaManagerServiceServer(s.grpc, &replicaManagerService{rm: opts.ReplicaManager, brokerEpoch: opts.BrokerEpoch,
 		guard: opts.ControllerGuard, logger: opts.Logger})
-	replicadv1.RegisterLogServiceServer(s.grpc, &logService{rm: opts.ReplicaManager, now: now})
-	replicadv1.RegisterFetchServiceServer(s.grpc, &fetchService{rm: opts.ReplicaManager, draining: s.draining, tracer: dataPlaneTracer(opts.TraceDataPlane)})
+	replicadv1.RegisterLogServiceServer(s.grpc, &logService{rm: opts.ReplicaManager, now: now, limits: lim})
+	replicadv1.RegisterFetchServiceServer(s.grpc, &fetchService{rm: opts.ReplicaManager, draining: s.draining, tracer: dataPlaneTracer(opts.TraceDataPlane), limits: lim})
 	replicadv1.RegisterControllerServiceServer(s.grpc, &controllerService{})
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	reflection.Register(s.grpc)
@@ -147,7 +155,7 @@ func (s *Server) GRPCServer() *grpc.Server { return s.grpc }
 // Serve marks the server SERVING and serves lis until Shutdown.
 func (s *Server) Serve(lis net.Listener) error {
 	s.setServing(healthpb.HealthCheckResponse_SERVING)
-	return s.grpc.Serve(lis)
+	return s.grpc.Serve(s.limits.limits.listener(lis))
 }
 
 // Shutdown reports NOT_SERVING (so load balancers and probes stop sending),

@@ -35,9 +35,36 @@ func validatePartition(field string, partition int32) error {
 	return nil
 }
 
+// validateDirName refuses a partition whose log dir name ("topic-partition")
+// would not fit Linux's 255 bytes: such a partition cannot be hosted, and
+// ENAMETOOLONG must not reach a disk, where it would look like a failed dir.
+// field names the topic (the partition is checked non-negative before).
+func validateDirName(field, topic string, partition int32) error {
+	if err := tp.ValidateDirName(tp.TopicPartition{Topic: topic, Partition: partition}); err != nil {
+		return invalid(field, "%v", err)
+	}
+	return nil
+}
+
 func validateNonNegative(field string, v int64) error {
 	if v < 0 {
 		return invalid(field, "must not be negative (got %d)", v)
+	}
+	return nil
+}
+
+// MaxPartitionsPerRequest bounds the partitions of one LeaderAndIsr,
+// UpdateMetadata or StopReplica request: a request is worked through whole,
+// holding its partitions' state and answer in memory, and may open a log
+// (file descriptors) for each. The controller splits its requests at the
+// same number (brokerqueue.DefaultMaxPartitionsPerRequest); a larger request
+// is refused with InvalidArgument.
+const MaxPartitionsPerRequest = 10_000
+
+// validatePartitionCount refuses a list longer than MaxPartitionsPerRequest.
+func validatePartitionCount(field string, n int) error {
+	if n > MaxPartitionsPerRequest {
+		return invalid(field, "%d partitions, over the limit of %d per request: split the request", n, MaxPartitionsPerRequest)
 	}
 	return nil
 }
@@ -69,6 +96,9 @@ func validatePartitionList[E partitionEntry](field string, entries []E, check fu
 			return err
 		}
 		if err := validatePartition(path+".partition", e.GetPartition()); err != nil {
+			return err
+		}
+		if err := validateDirName(path+".topic", e.GetTopic(), e.GetPartition()); err != nil {
 			return err
 		}
 		if check != nil {
@@ -159,6 +189,9 @@ func validateBrokers(field string, bs []*replicadv1.Broker) error {
 		if b.GetPort() < 1 || b.GetPort() > 65535 {
 			return invalid(path+".port", "must be in 1..65535 (got %d)", b.GetPort())
 		}
+		if err := validateNonNegative(path+".broker_epoch", b.GetBrokerEpoch()); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -174,6 +207,9 @@ func validateLeaderAndIsr(req *replicadv1.LeaderAndIsrRequest) error {
 	if err := validateController(req.GetControllerId(), req.GetControllerEpoch()); err != nil {
 		return err
 	}
+	if err := validatePartitionCount("partition_states", len(req.GetPartitionStates())); err != nil {
+		return err
+	}
 	if err := validatePartitionStates("partition_states", req.GetPartitionStates()); err != nil {
 		return err
 	}
@@ -187,11 +223,17 @@ func validateUpdateMetadata(req *replicadv1.UpdateMetadataRequest) error {
 	if err := validateBrokers("live_brokers", req.GetLiveBrokers()); err != nil {
 		return err
 	}
+	if err := validatePartitionCount("partition_states", len(req.GetPartitionStates())); err != nil {
+		return err
+	}
 	return validatePartitionStates("partition_states", req.GetPartitionStates())
 }
 
 func validateStopReplica(req *replicadv1.StopReplicaRequest) error {
 	if err := validateController(req.GetControllerId(), req.GetControllerEpoch()); err != nil {
+		return err
+	}
+	if err := validatePartitionCount("partitions", len(req.GetPartitions())); err != nil {
 		return err
 	}
 	return validatePartitionList("partitions", req.GetPartitions(), func(path string, p *replicadv1.StopReplicaPartition) error {
@@ -210,6 +252,11 @@ func validateAlterReplicaLogDirs(req *replicadv1.AlterReplicaLogDirsRequest) err
 	return validatePartitionList("partitions", req.GetPartitions(), func(path string, p *replicadv1.AlterReplicaLogDir) error {
 		if !filepath.IsAbs(p.GetLogDir()) {
 			return invalid(path+".log_dir", "must be an absolute path (got %q)", p.GetLogDir())
+		}
+		// The future dir ("topic-partition.<id>-future") is parsed back
+		// at start-up, so it cannot be cut short to fit.
+		if err := tp.ValidateFutureDirName(tp.TopicPartition{Topic: p.GetTopic(), Partition: p.GetPartition()}); err != nil {
+			return invalid(path+".topic", "%v", err)
 		}
 		return nil
 	})
@@ -238,6 +285,9 @@ func validateProduce(req *replicadv1.ProduceRequest, maxBatchBytes int, nowMs in
 		return nil, err
 	}
 	if err := validatePartition("partition", req.GetPartition()); err != nil {
+		return nil, err
+	}
+	if err := validateDirName("topic", req.GetTopic(), req.GetPartition()); err != nil {
 		return nil, err
 	}
 	switch req.GetAcks() {
@@ -271,6 +321,9 @@ func validateConsume(req *replicadv1.ConsumeRequest) error {
 		return err
 	}
 	if err := validatePartition("partition", req.GetPartition()); err != nil {
+		return err
+	}
+	if err := validateDirName("topic", req.GetTopic(), req.GetPartition()); err != nil {
 		return err
 	}
 	if err := validateNonNegative("offset", req.GetOffset()); err != nil {

@@ -49,6 +49,25 @@ func consumeWith(mut func(r *replicadv1.ConsumeRequest)) *replicadv1.ConsumeRequ
 
 func ptr[T any](v T) *T { return &v }
 
+// manyStates is n valid partition states of one topic.
+func manyStates(n int) []*replicadv1.PartitionState {
+	out := make([]*replicadv1.PartitionState, n)
+	for i := range out {
+		out[i] = validState()
+		out[i].Partition = int32(i)
+	}
+	return out
+}
+
+// manyStops is n StopReplica partitions of one topic.
+func manyStops(n int) []*replicadv1.StopReplicaPartition {
+	out := make([]*replicadv1.StopReplicaPartition, n)
+	for i := range out {
+		out[i] = &replicadv1.StopReplicaPartition{Topic: "t", Partition: int32(i), LeaderEpoch: -1}
+	}
+	return out
+}
+
 // TestMalformedRequestsAreRejected ensures each malformed request gets
 // InvalidArgument naming the offending field and never reaches the replica manager.
 func TestMalformedRequestsAreRejected(t *testing.T) {
@@ -162,6 +181,23 @@ func TestMalformedRequestsAreRejected(t *testing.T) {
 		{"consume negative max bytes", cons(consumeWith(func(r *replicadv1.ConsumeRequest) { r.MaxBytes = -1 })), "max_bytes: must not be negative"},
 		{"consume negative max wait", cons(consumeWith(func(r *replicadv1.ConsumeRequest) { r.MaxWaitMs = -1 })), "max_wait_ms: must not be negative"},
 		{"consume negative min bytes", cons(consumeWith(func(r *replicadv1.ConsumeRequest) { r.MinBytes = -1 })), "min_bytes: must not be negative"},
+
+		// A legal topic whose dir name ("topic-partition") would not fit
+		// Linux's 255 bytes (issue 12): refused before it reaches a disk.
+		{"lai dir name too long", lai(stateWith(func(p *replicadv1.PartitionState) { p.Topic, p.Partition = strings.Repeat("t", 249), 100000 })), "partition_states[0].topic: partition 100000 of a 249-character topic needs a 256-byte dir name"},
+		{"um dir name too long", um(&replicadv1.UpdateMetadataRequest{PartitionStates: []*replicadv1.PartitionState{{Topic: strings.Repeat("u", 249), Partition: 100000, Leader: -1, Replicas: []int32{1}}}}), "partition_states[0].topic: partition 100000"},
+		{"stop dir name too long", sr(stop(&replicadv1.StopReplicaPartition{Topic: strings.Repeat("s", 249), Partition: 123456})), "partitions[0].topic: partition 123456"},
+		{"produce dir name too long", prod(produceWith(func(r *replicadv1.ProduceRequest) { r.Topic, r.Partition = strings.Repeat("p", 249), 100000 })), "topic: partition 100000"},
+		{"consume dir name too long", cons(consumeWith(func(r *replicadv1.ConsumeRequest) { r.Topic, r.Partition = strings.Repeat("c", 249), 100000 })), "topic: partition 100000"},
+		{"alter log dirs future name too long", func() error {
+			_, err := rmc.AlterReplicaLogDirs(ctx, &replicadv1.AlterReplicaLogDirsRequest{Partitions: []*replicadv1.AlterReplicaLogDir{{Topic: strings.Repeat("a", 214), Partition: 0, LogDir: "/data/b"}}})
+			return err
+		}, "partitions[0].topic: moving partition 0 of a 214-character topic needs a 256-byte future dir name"},
+
+		// One request holds at most MaxPartitionsPerRequest partitions.
+		{"lai too many partitions", lai(leaderAndIsrWith(func(r *replicadv1.LeaderAndIsrRequest) { r.PartitionStates = manyStates(MaxPartitionsPerRequest + 1) })), "partition_states: 10001 partitions, over the limit of 10000"},
+		{"um too many partitions", um(&replicadv1.UpdateMetadataRequest{PartitionStates: manyStates(MaxPartitionsPerRequest + 1)}), "partition_states: 10001 partitions, over the limit"},
+		{"stop too many partitions", sr(&replicadv1.StopReplicaRequest{Partitions: manyStops(MaxPartitionsPerRequest + 1)}), "partitions: 10001 partitions, over the limit"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -191,6 +227,9 @@ func TestWellFormedRequestsPassValidation(t *testing.T) {
 		{"empty isr", validateLeaderAndIsr(stateWith(func(p *replicadv1.PartitionState) { p.Isr = nil }))},
 		{"empty leader and isr", validateLeaderAndIsr(&replicadv1.LeaderAndIsrRequest{})},
 		{"topic of 249 chars", validateLeaderAndIsr(stateWith(func(p *replicadv1.PartitionState) { p.Topic = strings.Repeat("t", 249) }))},
+		{"255-byte dir name", validateLeaderAndIsr(stateWith(func(p *replicadv1.PartitionState) { p.Topic, p.Partition = strings.Repeat("t", 249), 99999 }))},
+		{"partitions at the request limit", validateLeaderAndIsr(leaderAndIsrWith(func(r *replicadv1.LeaderAndIsrRequest) { r.PartitionStates = manyStates(MaxPartitionsPerRequest) }))},
+		{"stops at the request limit", validateStopReplica(&replicadv1.StopReplicaRequest{Partitions: manyStops(MaxPartitionsPerRequest)})},
 		{"same partition of two topics", validateLeaderAndIsr(leaderAndIsrWith(func(r *replicadv1.LeaderAndIsrRequest) {
 			s := validState()
 			s.Topic = "payments"

@@ -18,6 +18,7 @@ import (
 	"github.com/replicad/replicad/controller/store"
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
 	"github.com/replicad/replicad/internal/telemetry"
+	"github.com/replicad/replicad/internal/tlsconf"
 	"github.com/replicad/replicad/service"
 )
 
@@ -31,6 +32,9 @@ type controllerConfig struct {
 	unclean        bool
 	logLevel       string
 	logFormat      string
+	// tls is the global --tls-*: the server's certificate, and the client
+	// certificate of the channels to the brokers.
+	tls tlsconf.Options
 }
 
 const defaultControllerStore = "./data/controller"
@@ -67,6 +71,7 @@ OpenTelemetry export follows the OTEL_* environment variables.`,
 			fs.StringVar(&cfg.logFormat, "log-format", "console", "console or json")
 			return func(ctx context.Context, e *env) error {
 				cfg.id = *id
+				cfg.tls = e.g.tls
 				return runController(ctx, e.stderr, *cfg)
 			}
 		},
@@ -152,6 +157,10 @@ func runController(ctx context.Context, stderr io.Writer, cfg controllerConfig) 
 		_ = tel.Shutdown(sctx)
 	}()
 
+	tc, err := tlsconf.New(cfg.tls, logger)
+	if err != nil {
+		return err
+	}
 	st, elector, err := openStore(ctx, cfg, logger)
 	if err != nil {
 		return err
@@ -163,7 +172,7 @@ func runController(ctx context.Context, stderr io.Writer, cfg controllerConfig) 
 	}()
 	ctl, err := controller.New(controller.Config{
 		Store: st, Elector: elector, ID: cfg.id, SessionTimeout: cfg.sessionTimeout,
-		UncleanLeaderElection: cfg.unclean, DialBroker: dialBroker, Logger: logger,
+		UncleanLeaderElection: cfg.unclean, DialBroker: brokerDialer(tc), Logger: logger,
 	})
 	if err != nil {
 		return err
@@ -171,13 +180,14 @@ func runController(ctx context.Context, stderr io.Writer, cfg controllerConfig) 
 	if err := listen(); err != nil {
 		return err
 	}
-	srv := service.NewControllerServer(ctl, logger)
+	srv := service.NewControllerServer(ctl, logger, tc.ServerOption())
 	serveErr := make(chan error, 1)
 	serving = true
 	go func() { serveErr <- srv.Serve(lis) }()
 	// Scripts and tests started with --listen HOST:0 read the port here.
 	fmt.Fprintf(stderr, "replicad controller listening on %s\n", lis.Addr())
 	logger.Info().Str("listen", lis.Addr().String()).Str("store", cfg.store).Dur("session_timeout", cfg.sessionTimeout).
+		Bool("tls", tc != nil).Str("tls_client_auth", cfg.tls.ClientAuth.String()).
 		Bool("unclean_leader_election", cfg.unclean).Msg("controller serving")
 
 	runCtx, stopRun := context.WithCancel(ctx)
@@ -235,13 +245,17 @@ func openStore(ctx context.Context, cfg controllerConfig, logger zerolog.Logger)
 	return bs, nil, nil
 }
 
-// dialBroker is the controller's connection to one broker; otelgrpc carries
-// the trace of a decision into the broker, and the message size limits admit
-// a LeaderAndIsr of many thousands of partitions.
-func dialBroker(addr string) (replicadv1.ReplicaManagerServiceClient, io.Closer, error) {
-	conn, err := dialAddr(addr)
-	if err != nil {
-		return nil, nil, fmt.Errorf("broker: %w", err)
+// brokerDialer is the controller's connection to one broker, over TLS with
+// tc (nil: plaintext); otelgrpc carries the trace of a decision into the
+// broker, and the message size limits admit a LeaderAndIsr of many
+// thousands of partitions.
+func brokerDialer(tc *tlsconf.TLS) func(addr string) (replicadv1.ReplicaManagerServiceClient, io.Closer, error) {
+	creds := tc.DialOptions(tlsconf.Roles{Peer: "broker", Self: "the controller"})
+	return func(addr string) (replicadv1.ReplicaManagerServiceClient, io.Closer, error) {
+		conn, err := dialAddr(addr, creds...)
+		if err != nil {
+			return nil, nil, fmt.Errorf("broker: %w", err)
+		}
+		return replicadv1.NewReplicaManagerServiceClient(conn), conn, nil
 	}
-	return replicadv1.NewReplicaManagerServiceClient(conn), conn, nil
 }

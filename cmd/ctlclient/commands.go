@@ -47,6 +47,7 @@ func commands() []*command {
 		reassignCommand(),
 		describeClusterCommand(),
 		traceCommand(),
+		certsInitCommand(),
 	}
 }
 
@@ -66,6 +67,12 @@ Global flags (also accepted after COMMAND):
   --timeout D        deadline of each RPC (default 10s); with --controller also
                      how long one call keeps retrying through a controller
                      failover or a leader change
+  --tls-cert FILE --tls-key FILE --tls-ca FILE
+                     TLS 1.3 (env CTLCLIENT_TLS_CERT, CTLCLIENT_TLS_KEY,
+                     CTLCLIENT_TLS_CA): the client certificate and the CA
+                     verifying the servers; none: plaintext. controller run
+                     serves with them too, and takes --tls-client-auth
+                     none|request|require (env CTLCLIENT_TLS_CLIENT_AUTH)
 
 Commands:
 `

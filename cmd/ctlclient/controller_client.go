@@ -36,6 +36,9 @@ type controllerClient struct {
 	addrs  []string
 	budget time.Duration // bounds one call, every attempt and round included
 
+	// dial connects to one controller; nil: plaintext dialAddr.
+	dial func(addr string) (*grpc.ClientConn, error)
+
 	mu     sync.Mutex
 	active int // index in addrs of the address that answered last
 	conns  map[string]*grpc.ClientConn
@@ -53,7 +56,10 @@ func (e *env) controller() (*controllerClient, error) {
 	if len(addrs) == 0 {
 		return nil, usagef("--controller is required: the controller's ADDR, or several as ADDR,ADDR,... (env CTLCLIENT_CONTROLLER)")
 	}
-	e.ctlOnce.Do(func() { e.ctl = newControllerClient(addrs, e.g.timeout) })
+	e.ctlOnce.Do(func() {
+		e.ctl = newControllerClient(addrs, e.g.timeout)
+		e.ctl.dial = func(addr string) (*grpc.ClientConn, error) { return e.dialPeer(addr, "controller") }
+	})
 	return e.ctl, nil
 }
 
@@ -86,7 +92,11 @@ func (c *controllerClient) client(addr string) (replicadv1.ControllerServiceClie
 	conn, ok := c.conns[addr]
 	if !ok {
 		var err error
-		if conn, err = dialAddr(addr); err != nil {
+		dial := c.dial
+		if dial == nil {
+			dial = func(addr string) (*grpc.ClientConn, error) { return dialAddr(addr) }
+		}
+		if conn, err = dial(addr); err != nil {
 			return nil, err
 		}
 		c.conns[addr] = conn

@@ -4,6 +4,7 @@ import (
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
 
 	"github.com/replicad/replicad/internal/grpcx"
+	"github.com/replicad/replicad/internal/tlsconf"
 
 	"context"
 	"flag"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rs/zerolog"
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -24,6 +26,10 @@ type globals struct {
 	controller string
 	output     string
 	timeout    time.Duration
+	// --tls-*: ctlclient's certificate and CA (and, for controller run,
+	// the server's); no file: plaintext.
+	tlsCert, tlsKey, tlsCA, tlsClientAuth string
+	tls                                   tlsconf.Options // parsed by validate
 }
 
 func newGlobals(getenv func(string) string) *globals {
@@ -32,6 +38,11 @@ func newGlobals(getenv func(string) string) *globals {
 		g.broker = b
 	}
 	g.controller = getenv("CTLCLIENT_CONTROLLER")
+	g.tlsCert, g.tlsKey, g.tlsCA = getenv("CTLCLIENT_TLS_CERT"), getenv("CTLCLIENT_TLS_KEY"), getenv("CTLCLIENT_TLS_CA")
+	g.tlsClientAuth = getenv("CTLCLIENT_TLS_CLIENT_AUTH")
+	if g.tlsClientAuth == "" {
+		g.tlsClientAuth = "none"
+	}
 	return g
 }
 
@@ -42,6 +53,10 @@ func (g *globals) register(fs *flag.FlagSet) {
 	fs.StringVar(&g.controller, "controller", g.controller, "controller `ADDR[,ADDR...]`: the active one is found among them; env CTLCLIENT_CONTROLLER")
 	fs.StringVar(&g.output, "o", g.output, "output `format`: table or json (each RPC response as protojson, as grpcurl prints it)")
 	fs.DurationVar(&g.timeout, "timeout", g.timeout, "deadline of each RPC; with --controller also how long one call keeps retrying")
+	fs.StringVar(&g.tlsCert, "tls-cert", g.tlsCert, "PEM client `FILE` (certificate) presented to brokers and controllers, and controller run's server\ncertificate; env CTLCLIENT_TLS_CERT. No --tls-* flag: plaintext")
+	fs.StringVar(&g.tlsKey, "tls-key", g.tlsKey, "PEM private key `FILE` of --tls-cert; env CTLCLIENT_TLS_KEY")
+	fs.StringVar(&g.tlsCA, "tls-ca", g.tlsCA, "PEM CA `FILE` verifying the servers dialed (by their host) and, for controller run, clients;\nenv CTLCLIENT_TLS_CA. Alone (no --tls-cert): TLS without a client certificate")
+	fs.StringVar(&g.tlsClientAuth, "tls-client-auth", g.tlsClientAuth, "controller run: client certificates its server asks for: none, request or require (mutual TLS);\nenv CTLCLIENT_TLS_CLIENT_AUTH")
 }
 
 func (g *globals) validate() error {
@@ -56,6 +71,14 @@ func (g *globals) validate() error {
 	}
 	if g.controller != "" && len(g.controllers()) == 0 {
 		return fmt.Errorf("--controller: want ADDR[,ADDR...] (got %q)", g.controller)
+	}
+	auth, err := tlsconf.ParseClientAuth(g.tlsClientAuth)
+	if err != nil {
+		return fmt.Errorf("--tls-client-auth: %w", err)
+	}
+	g.tls = tlsconf.Options{Cert: g.tlsCert, Key: g.tlsKey, CA: g.tlsCA, ClientAuth: auth}
+	if err := g.tls.Validate(); err != nil {
+		return err
 	}
 	return nil
 }
@@ -76,16 +99,38 @@ const maxRecvMsgSize = 256 << 20
 
 // dial connects to the broker lazily; otelgrpc carries the command's trace context.
 func (e *env) dial() (*grpc.ClientConn, error) {
-	return dialAddr(e.g.broker)
+	return e.dialPeer(e.g.broker, "broker")
 }
 
-// dialAddr connects to addr (a broker or a controller) lazily.
-func dialAddr(addr string) (*grpc.ClientConn, error) {
+// tlsConfig is the --tls-* configuration, loaded at first use; nil:
+// plaintext.
+func (e *env) tlsConfig() (*tlsconf.TLS, error) {
+	e.tlsOnce.Do(func() {
+		logger := zerolog.New(zerolog.ConsoleWriter{Out: e.stderr, NoColor: true, PartsExclude: []string{zerolog.TimestampFieldName}}).Level(zerolog.WarnLevel)
+		e.tls, e.tlsErr = tlsconf.New(e.g.tls, logger)
+	})
+	return e.tls, e.tlsErr
+}
+
+// dialPeer connects to addr, a peer ("broker", "controller"), lazily, with
+// the --tls-* credentials.
+func (e *env) dialPeer(addr, peer string) (*grpc.ClientConn, error) {
+	tc, err := e.tlsConfig()
+	if err != nil {
+		return nil, err
+	}
+	return dialAddr(addr, tc.DialOptions(tlsconf.Roles{Peer: peer, Self: "ctlclient"})...)
+}
+
+// dialAddr connects to addr (a broker or a controller) lazily; extra (the
+// transport credentials) override the default plaintext.
+func dialAddr(addr string, extra ...grpc.DialOption) (*grpc.ClientConn, error) {
 	opts := append(grpcx.DialOptions(),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithStatsHandler(otelgrpc.NewClientHandler(grpcx.OtelOptions(false)...)),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxRecvMsgSize), grpc.MaxCallSendMsgSize(maxRecvMsgSize)),
 	)
+	opts = append(opts, extra...)
 	conn, err := grpc.NewClient(addr, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", addr, err)

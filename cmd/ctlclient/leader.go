@@ -82,7 +82,7 @@ func (r *leaderRouter) conn(addr string) (*grpc.ClientConn, error) {
 	if c, ok := r.conns[addr]; ok {
 		return c, nil
 	}
-	c, err := dialAddr(addr)
+	c, err := r.e.dialPeer(addr, "broker")
 	if err != nil {
 		return nil, err
 	}

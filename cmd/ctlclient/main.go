@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/replicad/replicad/internal/telemetry"
+	"github.com/replicad/replicad/internal/tlsconf"
 )
 
 // Exit statuses.
@@ -47,6 +48,10 @@ type env struct {
 
 	ctlOnce sync.Once
 	ctl     *controllerClient // the --controller addresses; nil until first needed
+
+	tlsOnce sync.Once
+	tls     *tlsconf.TLS // --tls-*, loaded at first dial; nil: plaintext
+	tlsErr  error
 }
 
 // run parses the command line, runs one command under its root span and
@@ -190,11 +195,11 @@ func wantsHelp(args []string) bool {
 	return false
 }
 
-// findCommand resolves the command name; "perf" and "controller" take a
-// second word.
+// findCommand resolves the command name; "perf", "controller" and "certs"
+// take a second word.
 func findCommand(args []string) (*command, []string, error) {
 	name := args[0]
-	if (name == "perf" || name == "controller") && len(args) > 1 && !strings.HasPrefix(args[1], "-") {
+	if (name == "perf" || name == "controller" || name == "certs") && len(args) > 1 && !strings.HasPrefix(args[1], "-") {
 		name += " " + args[1]
 		args = args[1:]
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -14,6 +15,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/replicad/replicad/core/log"
+	"github.com/replicad/replicad/internal/tlsconf"
+	"github.com/replicad/replicad/service"
 )
 
 // config is the broker's validated command line.
@@ -40,6 +43,15 @@ type config struct {
 	// controlledShutdownTimeout bounds the controlled shutdown on SIGTERM;
 	// 0 means defaultControlledShutdownTimeout (see shutdownTimeout).
 	controlledShutdownTimeout time.Duration
+	// maxConnections caps the gRPC server's connections (negative: none);
+	// connectionsMaxIdle closes idle ones (negative: never).
+	maxConnections     int
+	connectionsMaxIdle time.Duration
+	// tls is --tls-*: the certificate of the gRPC server and of every
+	// client of the broker (controller, leaders); no file: plaintext.
+	tls tlsconf.Options
+	// metricsTLS serves --metrics-listen over HTTPS with the same certificate.
+	metricsTLS bool
 }
 
 const usageHeader = `replicad: a broker hosting replicas of partitioned append-only logs.
@@ -67,6 +79,14 @@ rejects controller requests meant for an earlier registration
 (STALE_BROKER_EPOCH). On SIGTERM it first asks the controller to move its
 leaderships away (controlled shutdown, at most --controlled-shutdown-timeout),
 then stops as above.
+
+With --tls-cert and --tls-key every connection is TLS 1.3: the gRPC server,
+and the broker's channels to the controller and to the leaders it follows,
+with the one certificate as server and client certificate; --tls-ca verifies
+the peers (by the host dialed), and --tls-client-auth require makes it mutual
+TLS. The files are re-read when they change (rotation without a restart). No
+--tls-* flag: plaintext, for local use. ctlclient certs init makes
+development certificates.
 
 Flags:
 `
@@ -106,6 +126,13 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	flushInterval := fs.Duration("log-flush-interval", def.FlushInterval, "fsync period with --log-flush=interval")
 	segmentBytes := fs.Int64("segment-bytes", def.SegmentBytes, "a log segment rolls beyond this size (>= 1024)")
 	maxBatchBytes := fs.Int("max-batch-bytes", 1048576, "largest encoded produce batch accepted (>= 1024, <= --segment-bytes)")
+	maxConns := fs.Int("max-connections", service.DefaultMaxConnections, "most client connections served at once (Kafka's max.connections); further ones wait in\nthe listen backlog until one closes. -1: no limit")
+	connIdle := fs.Duration("connections-max-idle", service.DefaultConnectionsMaxIdle, "close a connection that carried no RPC for this long (Kafka's connections.max.idle.ms;\nthe client reconnects when it next calls). -1s: never")
+	tlsCert := fs.String("tls-cert", getenv("REPLICAD_TLS_CERT"), "PEM certificate of the broker, as TLS server and as client of the controller and the leaders\n(re-read when it changes); env REPLICAD_TLS_CERT. No --tls-* flag: plaintext")
+	tlsKey := fs.String("tls-key", getenv("REPLICAD_TLS_KEY"), "PEM private key of --tls-cert; env REPLICAD_TLS_KEY")
+	tlsCA := fs.String("tls-ca", getenv("REPLICAD_TLS_CA"), "PEM CA bundle verifying the controller, the other brokers and (with --tls-client-auth) the clients;\nenv REPLICAD_TLS_CA (default with --tls-cert: the system roots)")
+	tlsClientAuth := fs.String("tls-client-auth", getenvDefault("REPLICAD_TLS_CLIENT_AUTH", "none"), "client certificates the server asks for: none, request (verified by --tls-ca if given) or\nrequire (mutual TLS: a certificate signed by --tls-ca); env REPLICAD_TLS_CLIENT_AUTH")
+	metricsTLS := fs.Bool("metrics-tls", false, "serve --metrics-listen over HTTPS with --tls-cert and --tls-key (and --tls-client-auth)")
 	truncateDamaged := fs.Bool("truncate-damaged-logs", false, "at start-up, cut a log found damaged below its recovery point (a batch failing its CRC\nwhere everything was fsynced: damage at rest) at the damage, losing the intact records after\nit, as Kafka does; by default such a log keeps them, refuses leadership, and is repaired\nfrom its leader. For a partition whose only copy is damaged: restart once with it to accept the loss")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
@@ -174,6 +201,18 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		"must be in 1024..--segment-bytes (%d) (got %d)", *segmentBytes, *maxBatchBytes)
 	cfg.logConfig.MaxBatchBytes = *maxBatchBytes
 	cfg.logConfig.TruncateDamaged = *truncateDamaged
+	check(*maxConns >= 1 || *maxConns == -1, "max-connections", "must be at least 1, or -1 for no limit (got %d)", *maxConns)
+	cfg.maxConnections = *maxConns
+	check(*connIdle > 0 || *connIdle == -time.Second, "connections-max-idle", "must be positive, or -1s for never (got %v)", *connIdle)
+	cfg.connectionsMaxIdle = *connIdle
+	cfg.tls = tlsconf.Options{Cert: *tlsCert, Key: *tlsKey, CA: *tlsCA}
+	cfg.tls.ClientAuth, err = tlsconf.ParseClientAuth(*tlsClientAuth)
+	check(err == nil, "tls-client-auth", "%v", err)
+	if err := cfg.tls.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	check(!*metricsTLS || (*tlsCert != "" && *metrics != ""), "metrics-tls", "needs --metrics-listen, --tls-cert and --tls-key")
+	cfg.metricsTLS = *metricsTLS
 	return cfg, errors.Join(errs...)
 }
 
@@ -265,6 +304,17 @@ func absoluteDirs(list string) ([]string, error) {
 		dirs = append(dirs, abs)
 	}
 	return dirs, nil
+}
+
+// getenv reads the environment variables of the --tls-* flags' defaults
+// (a variable for tests).
+var getenv = os.Getenv
+
+func getenvDefault(key, def string) string {
+	if v := getenv(key); v != "" {
+		return v
+	}
+	return def
 }
 
 func parseLevel(s string) (zerolog.Level, error) {

@@ -28,7 +28,7 @@ func TestDefaultsFollowSpec(t *testing.T) {
 		brokerID: 3, listen: "127.0.0.1:9091", logDirs: []string{filepath.Join(wd, "data", "broker-3")},
 		hwCheckpointInterval: 5 * time.Second, replicaLagTimeMax: 30 * time.Second,
 		numReplicaFetchers: 1, minInsyncReplicas: 1, logLevel: zerolog.InfoLevel, logFormat: "console",
-		logConfig: log.DefaultConfig(),
+		logConfig: log.DefaultConfig(), maxConnections: 1000, connectionsMaxIdle: 10 * time.Minute,
 	}
 	want.logConfig.MaxBatchBytes = 1048576
 	if !reflect.DeepEqual(cfg, want) {
@@ -44,7 +44,7 @@ func TestFlagsReachConfig(t *testing.T) {
 		"--log-level", "debug", "--log-format", "json", "--metrics-listen", "127.0.0.1:0", "--log-flush", "interval",
 		"--log-flush-interval", "250ms", "--segment-bytes", "4096", "--max-batch-bytes", "2048",
 		"--controller", "127.0.0.1:9090", "--trace-data-plane", "--state-change-log-level", "trace",
-		"--truncate-damaged-logs",
+		"--truncate-damaged-logs", "--max-connections", "7", "--connections-max-idle", "90s",
 	}, &bytes.Buffer{})
 	if err != nil {
 		t.Fatal(err)
@@ -57,7 +57,7 @@ func TestFlagsReachConfig(t *testing.T) {
 		brokerID: 0, listen: "0.0.0.0:0", logDirs: []string{"/a", "/c"}, hwCheckpointInterval: time.Second,
 		replicaLagTimeMax: 2 * time.Second, numReplicaFetchers: 4, minInsyncReplicas: 2, logLevel: zerolog.DebugLevel,
 		logFormat: "json", metricsListen: "127.0.0.1:0", logConfig: lc, controller: "127.0.0.1:9090",
-		traceDataPlane: true, stateChangeLevel: &trace,
+		traceDataPlane: true, stateChangeLevel: &trace, maxConnections: 7, connectionsMaxIdle: 90 * time.Second,
 	}
 	if !reflect.DeepEqual(cfg, want) {
 		t.Fatalf("got  %+v\nwant %+v", cfg, want)
@@ -89,6 +89,8 @@ func TestBadFlagsNameTheFlag(t *testing.T) {
 		{[]string{"--log-flush-interval", "0s"}, "--log-flush-interval:"},
 		{[]string{"--segment-bytes", "10"}, "--segment-bytes:"},
 		{[]string{"--max-batch-bytes", "10"}, "--max-batch-bytes:"},
+		{[]string{"--max-connections", "0"}, "--max-connections:"},
+		{[]string{"--connections-max-idle", "0s"}, "--connections-max-idle:"},
 		{[]string{"--segment-bytes", "4096", "--max-batch-bytes", "8192"}, "--max-batch-bytes:"},
 		{[]string{"extra"}, "unexpected argument"},
 		{[]string{"--no-such-flag"}, "no-such-flag"},
@@ -128,7 +130,7 @@ func TestHelpExplainsEveryFlag(t *testing.T) {
 	for _, name := range []string{"id", "listen", "log-dirs", "controller", "hw-checkpoint-interval", "replica-lag-time-max",
 		"num-replica-fetchers", "min-insync-replicas", "log-level", "log-format", "metrics-listen", "log-flush",
 		"log-flush-interval", "segment-bytes", "max-batch-bytes", "state-change-log-level", "trace-data-plane",
-		"truncate-damaged-logs"} {
+		"truncate-damaged-logs", "max-connections", "connections-max-idle"} {
 		if !strings.Contains(stderr.String(), "-"+name+" ") && !strings.Contains(stderr.String(), "-"+name+"\n") {
 			t.Errorf("--help does not explain -%s", name)
 		}

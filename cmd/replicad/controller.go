@@ -19,6 +19,7 @@ import (
 	"github.com/replicad/replicad/core"
 	"github.com/replicad/replicad/core/tp"
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
+	"github.com/replicad/replicad/internal/tlsconf"
 	"github.com/replicad/replicad/service"
 )
 
@@ -30,6 +31,7 @@ import (
 type controllerLink struct {
 	cfg    config
 	logger zerolog.Logger
+	tls    *tlsconf.TLS // nil: plaintext
 
 	session atomic.Pointer[brokersession.Session] // set once registered
 	cancel  context.CancelFunc                    // stops a registration in progress
@@ -64,12 +66,16 @@ func (l *controllerLink) followController(f func(addr string)) {
 	}
 }
 
-func newControllerLink(cfg config, logger zerolog.Logger) *controllerLink {
+func newControllerLink(cfg config, logger zerolog.Logger, tc *tlsconf.TLS) *controllerLink {
 	if cfg.controller == "" {
 		return nil
 	}
-	return &controllerLink{cfg: cfg, logger: logger}
+	return &controllerLink{cfg: cfg, logger: logger, tls: tc}
 }
+
+// toController names the ends of the broker's channels to the controller
+// in TLS errors.
+var toController = tlsconf.Roles{Peer: "controller", Self: "this broker"}
 
 // brokerEpoch is the current broker epoch: 0 until registered (and
 // standalone). Safe from any goroutine.
@@ -121,8 +127,11 @@ func (l *controllerLink) start(ctx context.Context, listenAddr net.Addr, life br
 			LogDirs:     l.cfg.logDirs,
 			Logger:      l.logger,
 			// The session knows first when the active controller changes.
-			OnControllerChange:  l.onControllerChange,
-			MinInsyncReplicas:   int32(l.cfg.minInsyncReplicas),
+			OnControllerChange: l.onControllerChange,
+			MinInsyncReplicas:  int32(l.cfg.minInsyncReplicas),
+			DialOptions:        l.tls.DialOptions(toController),
+			// TLS on one side only: the broker exits rather than retry forever.
+			Misconfigured:       tlsconf.IsMismatch,
 			PreviousBrokerEpoch: life.previousEpoch,
 			OfflinePartitions:   life.offline,
 			OnRegistered: func(epoch int64) {
@@ -259,7 +268,7 @@ func advertisedEndpoint(cfg config, listenAddr net.Addr, logger zerolog.Logger) 
 //
 // useController, nil standalone, points the client at the controller the
 // broker's session found active.
-func newIsrChanger(cfg config, logger zerolog.Logger, brokerEpoch func() int64) (changer core.IsrChanger, useController func(string), closeChanger func(), err error) {
+func newIsrChanger(cfg config, logger zerolog.Logger, tc *tlsconf.TLS, brokerEpoch func() int64) (changer core.IsrChanger, useController func(string), closeChanger func(), err error) {
 	controllers := cfg.controllers()
 	if len(controllers) == 0 {
 		return nil, nil, func() {}, nil
@@ -269,6 +278,7 @@ func newIsrChanger(cfg config, logger zerolog.Logger, brokerEpoch func() int64) 
 		BrokerID:    cfg.brokerID,
 		BrokerEpoch: brokerEpoch,
 		Logger:      logger,
+		DialOptions: tc.DialOptions(toController),
 	})
 	if err != nil {
 		return nil, nil, nil, err

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -22,6 +23,7 @@ import (
 	"github.com/replicad/replicad/core/logmgr"
 	"github.com/replicad/replicad/internal/metrics"
 	"github.com/replicad/replicad/internal/telemetry"
+	"github.com/replicad/replicad/internal/tlsconf"
 	"github.com/replicad/replicad/service"
 )
 
@@ -78,13 +80,21 @@ func run(args []string, stderr io.Writer) int {
 	}
 	defer shutdownTelemetry(tel, logger)
 
+	// Nil without --tls-*: plaintext everywhere.
+	tlsConf, err := tlsconf.New(cfg.tls, logger)
+	if err != nil {
+		logger.Error().Err(err).Msg("TLS setup failed")
+		fmt.Fprintf(stderr, "replicad: %v\n", err)
+		return 1
+	}
+
 	// With --controller: the registration and session, made once the gRPC
 	// server is up; until then the broker epoch is 0.
-	link := newControllerLink(cfg, logger)
+	link := newControllerLink(cfg, logger, tlsConf)
 	defer link.close()
 
 	var rm *core.ReplicaManager
-	fetchers, fetchClient, err := newFetcherManager(cfg, logger, &rm, link.brokerEpochFunc())
+	fetchers, fetchClient, err := newFetcherManager(cfg, logger, tlsConf, &rm, link.brokerEpochFunc())
 	if err != nil {
 		logger.Error().Err(err).Msg("fetcher setup failed")
 		return 1
@@ -95,7 +105,7 @@ func run(args []string, stderr io.Writer) int {
 		logger.Error().Err(err).Msg("alter-log-dirs fetcher setup failed")
 		return 1
 	}
-	isrChanger, useController, closeIsrChanger, err := newIsrChanger(cfg, logger, link.brokerEpochFunc())
+	isrChanger, useController, closeIsrChanger, err := newIsrChanger(cfg, logger, tlsConf, link.brokerEpochFunc())
 	if err != nil {
 		logger.Error().Err(err).Str("controller", cfg.controller).Msg("controller client setup failed")
 		return 1
@@ -154,7 +164,11 @@ func run(args []string, stderr io.Writer) int {
 		shutdownReplicaManager(rm, logger)
 		return 1
 	}
-	metricsSrv, err := startMetrics(cfg.metricsListen, brokerMetrics, logger)
+	var metricsTLS *tls.Config
+	if cfg.metricsTLS {
+		metricsTLS = tlsConf.ServerConfig("http/1.1")
+	}
+	metricsSrv, err := startMetrics(cfg.metricsListen, brokerMetrics, logger, metricsTLS)
 	if err != nil {
 		logger.Error().Err(err).Str("metrics_listen", cfg.metricsListen).Msg("cannot serve metrics")
 		lis.Close()
@@ -167,7 +181,8 @@ func run(args []string, stderr io.Writer) int {
 	}
 
 	srv := service.NewServer(service.Options{ReplicaManager: rm, BrokerEpoch: link.brokerEpochFunc(), ControllerGuard: link.guard(),
-		Logger: logger, ServerOptions: metricsServerOptions(brokerMetrics), TraceDataPlane: cfg.traceDataPlane})
+		Logger: logger, ServerOptions: append(metricsServerOptions(brokerMetrics), tlsConf.ServerOption()), TraceDataPlane: cfg.traceDataPlane,
+		Limits: service.Limits{MaxConnections: cfg.maxConnections, ConnectionsMaxIdle: cfg.connectionsMaxIdle}})
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(lis) }()
 	// broker_id is already on every line (newLogger).

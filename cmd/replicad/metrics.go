@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"net"
 	"net/http"
@@ -60,9 +61,9 @@ func (m *metricsServer) addr() string {
 	return m.lis.Addr().String()
 }
 
-// startMetrics serves m at /metrics, and /debug/pprof, on addr; an empty addr
-// serves nothing.
-func startMetrics(addr string, m *metrics.Metrics, logger zerolog.Logger) (*metricsServer, error) {
+// startMetrics serves m at /metrics, and /debug/pprof, on addr, over HTTPS
+// with tlsConfig if not nil; an empty addr serves nothing.
+func startMetrics(addr string, m *metrics.Metrics, logger zerolog.Logger, tlsConfig *tls.Config) (*metricsServer, error) {
 	if addr == "" {
 		return &metricsServer{metrics: m}, nil
 	}
@@ -72,6 +73,9 @@ func startMetrics(addr string, m *metrics.Metrics, logger zerolog.Logger) (*metr
 	lis, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
+	}
+	if tlsConfig != nil {
+		lis = tls.NewListener(lis, tlsConfig)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", m.Handler())
@@ -87,7 +91,7 @@ func startMetrics(addr string, m *metrics.Metrics, logger zerolog.Logger) (*metr
 			logger.Error().Err(err).Msg("metrics server failed")
 		}
 	}()
-	logger.Info().Str("metrics_listen", lis.Addr().String()).Msg("serving /metrics")
+	logger.Info().Str("metrics_listen", lis.Addr().String()).Bool("tls", tlsConfig != nil).Msg("serving /metrics")
 	return &metricsServer{srv: srv, lis: lis, metrics: m}, nil
 }
 

@@ -24,7 +24,7 @@ func TestMetricsEndpointAnswers(t *testing.T) {
 	}}); err != nil {
 		t.Fatal(err)
 	}
-	srv, err := startMetrics("127.0.0.1:0", m, zerolog.Nop())
+	srv, err := startMetrics("127.0.0.1:0", m, zerolog.Nop(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +53,7 @@ func TestMetricsOffWithoutListen(t *testing.T) {
 	if opts := metricsServerOptions(m); opts != nil {
 		t.Fatalf("%d server options without metrics", len(opts))
 	}
-	srv, err := startMetrics("", m, zerolog.Nop())
+	srv, err := startMetrics("", m, zerolog.Nop(), nil)
 	if err != nil || srv.addr() != "" {
 		t.Fatalf("startMetrics(\"\"): %q %v", srv.addr(), err)
 	}

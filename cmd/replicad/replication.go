@@ -9,6 +9,7 @@ import (
 	"github.com/replicad/replicad/core"
 	"github.com/replicad/replicad/core/tp"
 	"github.com/replicad/replicad/fetcher"
+	"github.com/replicad/replicad/internal/tlsconf"
 )
 
 // newFetcherManager builds the follower side of replication: fetchers stream
@@ -17,8 +18,9 @@ import (
 // so the lookup reads it through rm, set before any fetcher starts: fetchers
 // start only when the replica manager adds partitions. Every fetch carries
 // brokerEpoch's current value (nil: 0, standalone).
-func newFetcherManager(cfg config, logger zerolog.Logger, rm **core.ReplicaManager, brokerEpoch func() int64) (*fetcher.Manager, *fetcher.GRPCClient, error) {
-	client := fetcher.NewGRPCClientTracing(cfg.traceDataPlane)
+func newFetcherManager(cfg config, logger zerolog.Logger, tc *tlsconf.TLS, rm **core.ReplicaManager, brokerEpoch func() int64) (*fetcher.Manager, *fetcher.GRPCClient, error) {
+	// The credentials replace the client's default (insecure) ones.
+	client := fetcher.NewGRPCClientTracing(cfg.traceDataPlane, tc.DialOptions(tlsconf.Roles{Peer: "leader", Self: "this broker"})...)
 	m, err := fetcher.NewManager(fetcher.Config{
 		BrokerID:    cfg.brokerID,
 		BrokerEpoch: brokerEpoch,

@@ -24,7 +24,11 @@ var (
 	// the disk: the operation that needed the file failed and left nothing
 	// of itself behind (see the package comment), and the log is not
 	// failed.
-	ErrFileLimit        = errors.New("log: out of file descriptors")
+	ErrFileLimit = errors.New("log: out of file descriptors")
+	// ErrNameTooLong: a path the request named is longer than the file
+	// system takes (ENAMETOOLONG). The request is at fault, not the disk:
+	// nothing was created, and no dir goes offline for it.
+	ErrNameTooLong      = errors.New("log: file name too long")
 	ErrOffsetOutOfRange = errors.New("log: offset out of range")
 	ErrOffsetMismatch   = errors.New("log: batch does not start at the log end offset")
 	ErrBatchTooLarge    = errors.New("log: batch larger than the limit")
@@ -40,6 +44,12 @@ func storageError(err error, format string, args ...any) error {
 // descriptor.
 func outOfDescriptors(err error) bool {
 	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE)
+}
+
+// NameTooLong says whether err comes from a name longer than the file
+// system takes (ErrNameTooLong, ENAMETOOLONG): a fault of the request.
+func NameTooLong(err error) bool {
+	return errors.Is(err, ErrNameTooLong) || errors.Is(err, syscall.ENAMETOOLONG)
 }
 
 // OutOfDescriptors says whether err comes from running out of file

@@ -93,6 +93,10 @@ func makeDir(fsys vfs.FS, dir string, syncMetadata bool) (created bool, err erro
 	if errors.Is(err, fs.ErrExist) {
 		return false, nil
 	}
+	if err != nil && NameTooLong(err) {
+		// The name came with a request: nothing was made, the disk is fine.
+		return false, fmt.Errorf("%w: create dir: %w", ErrNameTooLong, err)
+	}
 	if err != nil {
 		return false, storageError(err, "create dir")
 	}

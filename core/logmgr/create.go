@@ -33,6 +33,9 @@ func (m *Manager) GetOrCreateLogOfTopic(t tp.TopicPartition, topicID string, syn
 	if err := tp.ValidateTopic(t.Topic); err != nil || t.Partition < 0 {
 		return nil, fmt.Errorf("logmgr: create log %s: illegal partition name", t)
 	}
+	if err := tp.ValidateDirName(t); err != nil {
+		return nil, fmt.Errorf("logmgr: create log: %w (%w)", err, log.ErrNameTooLong)
+	}
 	m.createMu.Lock()
 	defer m.createMu.Unlock()
 
@@ -96,7 +99,7 @@ func (m *Manager) DeleteLog(t tp.TopicPartition) error {
 	// The data is being removed: a failed final flush loses nothing.
 	_ = h.log.Close()
 	dir := filepath.Join(h.dir.path, t.String())
-	deleted := dir + "." + uniqueID() + DeleteDirSuffix
+	deleted := deletedDirPath(h.dir.path, t)
 	if err := m.fsys.Rename(dir, deleted); err != nil {
 		return m.deleteFailed(h.dir, t, err)
 	}
@@ -130,6 +133,13 @@ func (m *Manager) removeInBackground(paths []string) {
 			}
 		})
 	}
+}
+
+// deletedDirPath is where a log of t in dir is renamed to when deleted:
+// Kafka's name, with the topic cut short to fit (tp.DeleteDirName), so that
+// deleting a partition of a long topic does not fail with ENAMETOOLONG.
+func deletedDirPath(dir string, t tp.TopicPartition) string {
+	return filepath.Join(dir, tp.DeleteDirName(t, uniqueID(), DeleteDirSuffix))
 }
 
 // uniqueID names a deleted log's dir, as Kafka's UUID does.

@@ -71,6 +71,9 @@ func (m *Manager) GetOrCreateFutureLog(t tp.TopicPartition, dir string) (*log.Lo
 	if err := tp.ValidateTopic(t.Topic); err != nil || t.Partition < 0 {
 		return nil, fmt.Errorf("logmgr: create future log %s: illegal partition name", t)
 	}
+	if err := tp.ValidateFutureDirName(t); err != nil {
+		return nil, fmt.Errorf("logmgr: create future log: %w (%w)", err, log.ErrNameTooLong)
+	}
 	m.createMu.Lock()
 	defer m.createMu.Unlock()
 	m.mu.RLock()
@@ -114,7 +117,7 @@ func (m *Manager) DeleteFutureLog(t tp.TopicPartition) error {
 		return nil
 	}
 	_ = h.log.Close()
-	deleted := h.log.Dir() + "." + uniqueID() + DeleteDirSuffix
+	deleted := deletedDirPath(h.dir.path, t)
 	if err := m.fsys.Rename(h.log.Dir(), deleted); err != nil {
 		return m.deleteFailed(h.dir, t, err)
 	}
@@ -176,7 +179,7 @@ func (m *Manager) ReplaceCurrentWithFutureLog(t tp.TopicPartition, highWatermark
 	if err := cur.log.Close(); err != nil {
 		return nil, m.replaceFailed(cur.dir, t, "close current log", err)
 	}
-	deleted := cur.log.Dir() + "." + uniqueID() + DeleteDirSuffix
+	deleted := deletedDirPath(cur.dir.path, t)
 	if err := m.fsys.Rename(cur.log.Dir(), deleted); err != nil {
 		return nil, m.replaceFailed(cur.dir, t, "rename current log", err)
 	}

@@ -216,6 +216,11 @@ func (m *Manager) reportFailure(d *logDir, err error) {
 		m.logger.Warn().Err(err).Str("log_dir", d.path).Msg("out of file descriptors: the operation failed, the log dir stays online")
 		return
 	}
+	if errors.Is(err, log.ErrNameTooLong) {
+		// A name a request gave, not a failing disk.
+		m.logger.Warn().Err(err).Str("log_dir", d.path).Msg("name too long: the operation failed, the log dir stays online")
+		return
+	}
 	m.mu.Lock()
 	first := d.online && !d.reported
 	d.reported = true
@@ -332,8 +337,10 @@ type hostedLogEntry struct {
 // process ran out of file descriptors, which does not.
 func ioError(op string, err error) error {
 	switch {
-	case errors.Is(err, log.ErrStorage), errors.Is(err, log.ErrFileLimit):
+	case errors.Is(err, log.ErrStorage), errors.Is(err, log.ErrFileLimit), errors.Is(err, log.ErrNameTooLong):
 		return fmt.Errorf("logmgr: %s: %w", op, err)
+	case log.NameTooLong(err):
+		return fmt.Errorf("logmgr: %s: %w (%w)", op, err, log.ErrNameTooLong)
 	case log.OutOfDescriptors(err):
 		return fmt.Errorf("logmgr: %s: %w (%w)", op, err, log.ErrFileLimit)
 	}

@@ -81,3 +81,67 @@ func Less(a, b TopicPartition) bool {
 	}
 	return a.Partition < b.Partition
 }
+
+// MaxDirNameLength is the longest file name Linux takes (NAME_MAX, in bytes).
+// A partition's dir is named "topic-partition", so a legal topic with a large
+// partition number (249 characters at partition 100000) may not fit: such a
+// partition cannot be hosted, and requests naming one are refused before they
+// reach a disk (where ENAMETOOLONG would look like a failed dir).
+const MaxDirNameLength = 255
+
+// uniqueIDLength is the length of the unique ID in "-delete" and "-future"
+// dir names (a UUID's 32 hex digits, as Kafka writes it).
+const uniqueIDLength = 32
+
+// futureDirExtra is what a future dir adds to the partition's dir name:
+// "." + unique ID + "-future".
+const futureDirExtra = 1 + uniqueIDLength + len("-future")
+
+// ValidateDirName returns an error when t's dir name is longer than
+// MaxDirNameLength.
+func ValidateDirName(t TopicPartition) error {
+	if n := len(t.String()); n > MaxDirNameLength {
+		return fmt.Errorf("partition %d of a %d-character topic needs a %d-byte dir name %q..., over the %d-byte limit",
+			t.Partition, len(t.Topic), n, t.String()[:16], MaxDirNameLength)
+	}
+	return nil
+}
+
+// ValidateFutureDirName returns an error when t's future dir (alter log
+// dirs' "topic-partition.<id>-future", which start-up parses back to the
+// partition, so it cannot be truncated) is longer than MaxDirNameLength.
+func ValidateFutureDirName(t TopicPartition) error {
+	if n := len(t.String()) + futureDirExtra; n > MaxDirNameLength {
+		return fmt.Errorf("moving partition %d of a %d-character topic needs a %d-byte future dir name, over the %d-byte limit (moves need topic-partition names of at most %d bytes)",
+			t.Partition, len(t.Topic), n, MaxDirNameLength, MaxDirNameLength-futureDirExtra)
+	}
+	return nil
+}
+
+// MaxPartitionsFor is the most partitions a topic of this name can have
+// with every partition's dir name fitting MaxDirNameLength (0 when none
+// fits; math.MaxInt32 when every partition number fits).
+func MaxPartitionsFor(topic string) int64 {
+	room := MaxDirNameLength - len(topic) - 1 // digits left for the partition number
+	switch {
+	case room <= 0:
+		return 0
+	case room >= 10:
+		return 1<<31 - 1
+	}
+	n := int64(1)
+	for range room {
+		n *= 10
+	}
+	return n // partitions 0..n-1 have at most room digits
+}
+
+// DeleteDirName names the dir a deleted log is renamed to, as Kafka does
+// (KAFKA-4893, LocalLog.logDeleteDirName): "topic-partition.<id>-delete"
+// with the topic cut short so the whole fits MaxDirNameLength. Nothing
+// parses it back: start-up removes every "-delete" dir.
+func DeleteDirName(t TopicPartition, uniqueID, suffix string) string {
+	tail := "-" + strconv.FormatInt(int64(t.Partition), 10) + "." + uniqueID + suffix
+	n := min(len(t.Topic), max(0, MaxDirNameLength-len(tail)))
+	return t.Topic[:n] + tail
+}

@@ -1,6 +1,7 @@
 package tp
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -47,6 +48,40 @@ func TestValidateTopicID(t *testing.T) {
 	} {
 		if err := ValidateTopicID(id); (err == nil) != ok {
 			t.Errorf("ValidateTopicID(%q) = %v, want ok=%v", id, err, ok)
+		}
+	}
+}
+
+// Dir names must fit Linux's 255 bytes: "topic-partition" is checked, and a
+// deleted log's name is Kafka's with the topic cut short (KAFKA-4893).
+func TestDirNameLimits(t *testing.T) {
+	long := strings.Repeat("x", MaxTopicLength)
+	if err := ValidateDirName(TopicPartition{long, 99999}); err != nil {
+		t.Errorf("255-byte name refused: %v", err)
+	}
+	if err := ValidateDirName(TopicPartition{long, 100000}); err == nil {
+		t.Error("256-byte name accepted")
+	}
+	if err := ValidateFutureDirName(TopicPartition{strings.Repeat("x", 213), 0}); err != nil {
+		t.Errorf("215-byte partition name refused a future dir: %v", err)
+	}
+	if err := ValidateFutureDirName(TopicPartition{strings.Repeat("x", 214), 0}); err == nil {
+		t.Error("future dir over 255 bytes accepted")
+	}
+	id := strings.Repeat("a", 32)
+	for _, p := range []TopicPartition{{long, 0}, {long, 1<<31 - 1}, {"short", 3}} {
+		n := DeleteDirName(p, id, "-delete")
+		tail := "-" + strconv.Itoa(int(p.Partition)) + "." + id + "-delete"
+		if len(n) > MaxDirNameLength || !strings.HasSuffix(n, tail) || !strings.HasPrefix(p.Topic, strings.TrimSuffix(n, tail)) {
+			t.Errorf("DeleteDirName(%v) = %q (%d bytes)", p, n, len(n))
+		}
+	}
+	if got := DeleteDirName(TopicPartition{"short", 3}, id, "-delete"); got != "short-3."+id+"-delete" {
+		t.Errorf("short name changed: %q", got)
+	}
+	for topic, want := range map[string]int64{long: 100000, strings.Repeat("x", 254): 0, strings.Repeat("x", 253): 10, "a": 1<<31 - 1} {
+		if got := MaxPartitionsFor(topic); got != want {
+			t.Errorf("MaxPartitionsFor(%d chars) = %d, want %d", len(topic), got, want)
 		}
 	}
 }

@@ -35,6 +35,10 @@ type ctlCluster struct {
 	// extraDirs are further log dirs of some brokers, after dirs[id].
 	extraDirs map[int32][]string
 	sessionT  time.Duration
+	// brokerArgs, when set, adds flags of broker id (its own certificate);
+	// dialOpts are the test's credentials towards the processes.
+	brokerArgs func(id int32) []string
+	dialOpts   []grpc.DialOption
 
 	mu      sync.Mutex // brokers and clients: a producer goroutine reads them
 	brokers map[int32]*testutil.Broker
@@ -102,9 +106,12 @@ func (c *ctlCluster) startController() {
 func (c *ctlCluster) startBroker(id int32) {
 	c.t.Helper()
 	args := append([]string{"--controller", c.ctlAddr}, c.args...)
+	if c.brokerArgs != nil {
+		args = append(args, c.brokerArgs(id)...)
+	}
 	dirs := append([]string{c.dirs[id]}, c.extraDirs[id]...)
 	b := testutil.StartBroker(c.t, bins.Replicad, testutil.BrokerOptions{ID: id, LogDirs: dirs, Args: args, Env: c.env})
-	cl := newClient(c.t, b.Dial(c.t))
+	cl := newClient(c.t, b.DialWith(c.t, c.dialOpts...))
 	c.mu.Lock()
 	c.brokers[id], c.clients[id] = b, cl
 	c.mu.Unlock()

@@ -179,6 +179,9 @@ func ExitCode(err error) int {
 	return -1
 }
 
+// Pid is the process id (to read /proc/PID/status, say).
+func (b *Broker) Pid() int { return b.cmd.Process.Pid }
+
 // Stderr is everything the process wrote to stderr so far.
 func (b *Broker) Stderr() string { return b.stderr.String() }
 
@@ -235,7 +238,14 @@ func (b *Broker) Terminate(d time.Duration) int {
 // Dial returns a client connection to the broker, closed at cleanup.
 func (b *Broker) Dial(t testing.TB) *grpc.ClientConn {
 	t.Helper()
-	conn, err := grpc.NewClient(b.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	return b.DialWith(t)
+}
+
+// DialWith is Dial with opts (transport credentials: TLS) after the
+// default plaintext.
+func (b *Broker) DialWith(t testing.TB, opts ...grpc.DialOption) *grpc.ClientConn {
+	t.Helper()
+	conn, err := grpc.NewClient(b.Addr, append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...)...)
 	if err != nil {
 		t.Fatalf("dial %s: %v", b.Addr, err)
 	}

@@ -232,10 +232,14 @@ func (ReplicaRole) EnumDescriptor() ([]byte, []int) {
 
 // Broker is a broker's identity and the endpoint its gRPC services listen on.
 type Broker struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            int32                  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
-	Host          string                 `protobuf:"bytes,2,opt,name=host,proto3" json:"host,omitempty"`
-	Port          int32                  `protobuf:"varint,3,opt,name=port,proto3" json:"port,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    int32                  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Host  string                 `protobuf:"bytes,2,opt,name=host,proto3" json:"host,omitempty"`
+	Port  int32                  `protobuf:"varint,3,opt,name=port,proto3" json:"port,omitempty"`
+	// The broker's registration epoch with the controller; 0 when unknown
+	// (standalone). A leader takes the broker epochs it fences follower
+	// fetches with (KIP-380) from these, never from what a fetch claims.
+	BrokerEpoch   int64 `protobuf:"varint,4,opt,name=broker_epoch,json=brokerEpoch,proto3" json:"broker_epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -287,6 +291,13 @@ func (x *Broker) GetHost() string {
 func (x *Broker) GetPort() int32 {
 	if x != nil {
 		return x.Port
+	}
+	return 0
+}
+
+func (x *Broker) GetBrokerEpoch() int64 {
+	if x != nil {
+		return x.BrokerEpoch
 	}
 	return 0
 }
@@ -534,11 +545,12 @@ var File_replicad_v1_common_proto protoreflect.FileDescriptor
 
 const file_replicad_v1_common_proto_rawDesc = "" +
 	"\n" +
-	"\x18replicad/v1/common.proto\x12\vreplicad.v1\"@\n" +
+	"\x18replicad/v1/common.proto\x12\vreplicad.v1\"c\n" +
 	"\x06Broker\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x05R\x02id\x12\x12\n" +
 	"\x04host\x18\x02 \x01(\tR\x04host\x12\x12\n" +
-	"\x04port\x18\x03 \x01(\x05R\x04port\"\xb3\x02\n" +
+	"\x04port\x18\x03 \x01(\x05R\x04port\x12!\n" +
+	"\fbroker_epoch\x18\x04 \x01(\x03R\vbrokerEpoch\"\xb3\x02\n" +
 	"\x0ePartitionState\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12)\n" +
