@@ -7,7 +7,9 @@
 #   plain  no --tls-* flag (plaintext)
 #   tls    mutual TLS 1.3 everywhere: each broker with its certificate from
 #          `ctlclient certs init`, --tls-client-auth require; the followers'
-#          fetch streams and ctlclient's produce calls over TLS
+#          fetch streams and ctlclient's produce calls over TLS; authorization
+#          is on, and the admin certificate, which sends LeaderAndIsr by hand
+#          and produces, is a superuser
 # and prints each run's MB/s and p99, then each configuration's median and its
 # ratio to "plain". Needs bin/replicad and bin/ctlclient (`make build`).
 #
@@ -70,7 +72,7 @@ run() {
 	for id in 1 2 3; do
 		local flags=()
 		[[ $mode == tls ]] && flags=(--tls-cert "$certs/broker-$id.crt" --tls-key "$certs/broker-$id.key" \
-			--tls-ca "$certs/ca.crt" --tls-client-auth require)
+			--tls-ca "$certs/ca.crt" --tls-client-auth require --super-users spiffe://replicad/admin)
 		"$BIN/replicad" --id "$id" --listen "$(addr "$id")" --log-dirs "$dir/b$id" \
 			--log-flush os "${flags[@]}" >"$dir/b$id.log" 2>&1 &
 		broker_pids+=($!)

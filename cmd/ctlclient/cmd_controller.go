@@ -17,6 +17,7 @@ import (
 	"github.com/replicad/replicad/controller"
 	"github.com/replicad/replicad/controller/store"
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
+	"github.com/replicad/replicad/internal/authz"
 	"github.com/replicad/replicad/internal/telemetry"
 	"github.com/replicad/replicad/internal/tlsconf"
 	"github.com/replicad/replicad/service"
@@ -35,6 +36,8 @@ type controllerConfig struct {
 	// tls is the global --tls-*: the server's certificate, and the client
 	// certificate of the channels to the brokers.
 	tls tlsconf.Options
+	// authz: --super-users, --tls-principal-rule, --no-authorization.
+	authz authz.Config
 }
 
 const defaultControllerStore = "./data/controller"
@@ -69,9 +72,14 @@ OpenTelemetry export follows the OTEL_* environment variables.`,
 			fs.BoolVar(&cfg.unclean, "unclean-leader-election", false, "let the most caught-up live replica lead a partition with no live ISR member (loses records)")
 			fs.StringVar(&cfg.logLevel, "log-level", "info", "debug, info, warn or error")
 			fs.StringVar(&cfg.logFormat, "log-format", "console", "console or json")
+			fs.StringVar(&cfg.authz.SuperUsers, "super-users", "", "comma-separated principals allowed every call (spiffe://replicad/admin,...)")
+			fs.Func("tls-principal-rule", "maps a client certificate without a spiffe:// SAN to a principal:\n'CN=(.*)->spiffe://replicad/client/$1' (CN, DNS, EMAIL or URI); repeatable, first match wins",
+				func(v string) error { cfg.authz.Rules = append(cfg.authz.Rules, v); return nil })
+			fs.BoolVar(&cfg.authz.Disabled, "no-authorization", false, "turn authorization off under --tls-client-auth require (logged at error)")
 			return func(ctx context.Context, e *env) error {
 				cfg.id = *id
 				cfg.tls = e.g.tls
+				cfg.authz.MutualTLS = cfg.tls.ClientAuth == tlsconf.ClientAuthRequire
 				return runController(ctx, e.stderr, *cfg)
 			}
 		},
@@ -99,6 +107,9 @@ func (cfg controllerConfig) validate() error {
 	}
 	if cfg.logFormat != "console" && cfg.logFormat != "json" {
 		return usagef("--log-format: want console or json (got %q)", cfg.logFormat)
+	}
+	if err := cfg.authz.Validate(); err != nil {
+		return usagef("%v", err)
 	}
 	return nil
 }
@@ -180,7 +191,16 @@ func runController(ctx context.Context, stderr io.Writer, cfg controllerConfig) 
 	if err := listen(); err != nil {
 		return err
 	}
-	srv := service.NewControllerServer(ctl, logger, tc.ServerOption())
+	// Nil when authorization is off (no mutual TLS, or --no-authorization).
+	enforcer, err := authz.NewEnforcer(cfg.authz, logger, nil)
+	if err != nil {
+		return err
+	}
+	srvOpts := []grpc.ServerOption{tc.ServerOption()}
+	if enforcer != nil {
+		srvOpts = append(srvOpts, enforcer.ServerOptions()...)
+	}
+	srv := service.NewControllerServer(ctl, logger, srvOpts...)
 	serveErr := make(chan error, 1)
 	serving = true
 	go func() { serveErr <- srv.Serve(lis) }()

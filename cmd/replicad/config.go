@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/replicad/replicad/core/log"
+	"github.com/replicad/replicad/internal/authz"
 	"github.com/replicad/replicad/internal/tlsconf"
 	"github.com/replicad/replicad/service"
 )
@@ -52,6 +53,9 @@ type config struct {
 	tls tlsconf.Options
 	// metricsTLS serves --metrics-listen over HTTPS with the same certificate.
 	metricsTLS bool
+	// authz is --super-users, --tls-principal-rule and --no-authorization;
+	// authorization is on with --tls-client-auth require.
+	authz authz.Config
 }
 
 const usageHeader = `replicad: a broker hosting replicas of partitioned append-only logs.
@@ -86,7 +90,10 @@ with the one certificate as server and client certificate; --tls-ca verifies
 the peers (by the host dialed), and --tls-client-auth require makes it mutual
 TLS. The files are re-read when they change (rotation without a restart). No
 --tls-* flag: plaintext, for local use. ctlclient certs init makes
-development certificates.
+development certificates. With --tls-client-auth require, authorization is
+on: each call is allowed by the role in the client certificate's spiffe://
+SAN (controller, broker/N, admin, client/NAME) or --super-users, otherwise
+refused with PermissionDenied; --no-authorization turns it off.
 
 Flags:
 `
@@ -133,6 +140,10 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	tlsCA := fs.String("tls-ca", getenv("REPLICAD_TLS_CA"), "PEM CA bundle verifying the controller, the other brokers and (with --tls-client-auth) the clients;\nenv REPLICAD_TLS_CA (default with --tls-cert: the system roots)")
 	tlsClientAuth := fs.String("tls-client-auth", getenvDefault("REPLICAD_TLS_CLIENT_AUTH", "none"), "client certificates the server asks for: none, request (verified by --tls-ca if given) or\nrequire (mutual TLS: a certificate signed by --tls-ca); env REPLICAD_TLS_CLIENT_AUTH")
 	metricsTLS := fs.Bool("metrics-tls", false, "serve --metrics-listen over HTTPS with --tls-cert and --tls-key (and --tls-client-auth)")
+	superUsers := fs.String("super-users", "", "comma-separated principals allowed every call (spiffe://replicad/admin,...); with authorization on")
+	var principalRules stringList
+	fs.Var(&principalRules, "tls-principal-rule", "maps a client certificate without a spiffe:// SAN to a principal, as Kafka's\nssl.principal.mapping.rules: 'CN=(.*)->spiffe://replicad/client/$1' (fields CN, DNS, EMAIL, URI);\nrepeatable, the first match wins")
+	noAuthz := fs.Bool("no-authorization", false, "turn authorization off under --tls-client-auth require: any certificate of --tls-ca may call\nanything (logged at error at startup). Authorization is always off without require")
 	truncateDamaged := fs.Bool("truncate-damaged-logs", false, "at start-up, cut a log found damaged below its recovery point (a batch failing its CRC\nwhere everything was fsynced: damage at rest) at the damage, losing the intact records after\nit, as Kafka does; by default such a log keeps them, refuses leadership, and is repaired\nfrom its leader. For a partition whose only copy is damaged: restart once with it to accept the loss")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
@@ -213,6 +224,11 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	check(!*metricsTLS || (*tlsCert != "" && *metrics != ""), "metrics-tls", "needs --metrics-listen, --tls-cert and --tls-key")
 	cfg.metricsTLS = *metricsTLS
+	cfg.authz = authz.Config{MutualTLS: cfg.tls.ClientAuth == tlsconf.ClientAuthRequire, Disabled: *noAuthz,
+		SuperUsers: *superUsers, Rules: principalRules}
+	if err := cfg.authz.Validate(); err != nil {
+		errs = append(errs, err)
+	}
 	return cfg, errors.Join(errs...)
 }
 
@@ -304,6 +320,15 @@ func absoluteDirs(list string) ([]string, error) {
 		dirs = append(dirs, abs)
 	}
 	return dirs, nil
+}
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (l *stringList) String() string { return strings.Join(*l, " ") }
+func (l *stringList) Set(v string) error {
+	*l = append(*l, v)
+	return nil
 }
 
 // getenv reads the environment variables of the --tls-* flags' defaults

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"flag"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -134,5 +135,23 @@ func TestHelpExplainsEveryFlag(t *testing.T) {
 		if !strings.Contains(stderr.String(), "-"+name+" ") && !strings.Contains(stderr.String(), "-"+name+"\n") {
 			t.Errorf("--help does not explain -%s", name)
 		}
+	}
+}
+
+func TestParseFlagsAuthorization(t *testing.T) {
+	base := []string{"--tls-cert", "c.crt", "--tls-key", "c.key", "--tls-ca", "ca.crt", "--tls-client-auth", "require"}
+	cfg, err := parseFlags(append(base, "--super-users", "spiffe://replicad/admin",
+		"--tls-principal-rule", "CN=(.*)->spiffe://replicad/client/$1", "--tls-principal-rule", "DNS=(.*)->spiffe://x/$1"), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cfg.authz.MutualTLS || cfg.authz.Disabled || len(cfg.authz.Rules) != 2 || cfg.authz.SuperUsers != "spiffe://replicad/admin" {
+		t.Fatalf("%+v", cfg.authz)
+	}
+	if cfg, _ := parseFlags(append(base, "--no-authorization"), io.Discard); !cfg.authz.Disabled {
+		t.Fatal("--no-authorization lost")
+	}
+	if _, err := parseFlags(append(base, "--tls-principal-rule", "CN=(.*)"), io.Discard); err == nil || !strings.Contains(err.Error(), "--tls-principal-rule") {
+		t.Fatalf("a bad rule: %v", err)
 	}
 }

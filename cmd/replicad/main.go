@@ -21,6 +21,7 @@ import (
 	"github.com/replicad/replicad/core"
 	"github.com/replicad/replicad/core/clock"
 	"github.com/replicad/replicad/core/logmgr"
+	"github.com/replicad/replicad/internal/authz"
 	"github.com/replicad/replicad/internal/metrics"
 	"github.com/replicad/replicad/internal/telemetry"
 	"github.com/replicad/replicad/internal/tlsconf"
@@ -180,8 +181,20 @@ func run(args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s%s\n", metricsListeningPrefix, a)
 	}
 
+	// Nil when authorization is off (no mutual TLS, or --no-authorization).
+	enforcer, err := authz.NewEnforcer(cfg.authz, logger, brokerMetrics.AuthorizationDenied)
+	if err != nil {
+		logger.Error().Err(err).Msg("authorization setup failed")
+		lis.Close()
+		shutdownReplicaManager(rm, logger)
+		return 1
+	}
+	serverOpts := append(metricsServerOptions(brokerMetrics), tlsConf.ServerOption())
+	if enforcer != nil {
+		serverOpts = append(serverOpts, enforcer.ServerOptions()...)
+	}
 	srv := service.NewServer(service.Options{ReplicaManager: rm, BrokerEpoch: link.brokerEpochFunc(), ControllerGuard: link.guard(),
-		Logger: logger, ServerOptions: append(metricsServerOptions(brokerMetrics), tlsConf.ServerOption()), TraceDataPlane: cfg.traceDataPlane,
+		Logger: logger, ServerOptions: serverOpts, TraceDataPlane: cfg.traceDataPlane,
 		Limits: service.Limits{MaxConnections: cfg.maxConnections, ConnectionsMaxIdle: cfg.connectionsMaxIdle}})
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(lis) }()

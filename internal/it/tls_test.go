@@ -55,15 +55,20 @@ func testTLS(t *testing.T, dir string) []grpc.DialOption {
 }
 
 // newTLSCluster is newCtlCluster on mutual TLS: the controller and brokers
-// 1..3 each with its certificate from dir, requiring client certificates.
+// 1..3 each with its certificate from dir, requiring client certificates,
+// hence with authorization on. The test's own admin certificate is a
+// superuser (--super-users): it produces and consumes as well as managing
+// topics, which the admin role alone may not.
 func newTLSCluster(t *testing.T, dir string, session time.Duration, args ...string) *ctlCluster {
 	t.Helper()
 	c := &ctlCluster{t: t, ctlAddr: freeAddr(t), ctlDir: t.TempDir(), args: args, sessionT: session,
 		dirs: map[int32]string{}, extraDirs: map[int32][]string{}, brokers: map[int32]*testutil.Broker{}, clients: map[int32]*client{},
-		brokerArgs: func(id int32) []string { return tlsFlags(dir, fmt.Sprintf("broker-%d", id), "require") },
-		dialOpts:   testTLS(t, dir)}
+		brokerArgs: func(id int32) []string {
+			return append(tlsFlags(dir, fmt.Sprintf("broker-%d", id), "require"), "--super-users", tlsconf.AdminPrincipal)
+		},
+		dialOpts: testTLS(t, dir)}
 	c.ctlArgs = append([]string{"--listen", c.ctlAddr, "--store", c.ctlDir, "--session-timeout", session.String()},
-		tlsFlags(dir, "controller", "require")...)
+		append(tlsFlags(dir, "controller", "require"), "--super-users", tlsconf.AdminPrincipal)...)
 	c.startController()
 	conn, err := grpc.NewClient(c.ctlAddr, c.dialOpts...)
 	if err != nil {

@@ -18,6 +18,7 @@
 //	replicad_fetcher_max_lag                  gauge   largest follower lag (messages) over every fetched partition
 //	replicad_request_duration_seconds{method,code}  histogram  unary gRPC calls served
 //	replicad_hw_checkpoint_duration_seconds   histogram  one HW checkpoint of every log dir
+//	replicad_authorization_denied_total{method}  counter  calls refused by authorization (internal/authz)
 //
 // and per topic, for the roles this broker holds:
 //

@@ -45,6 +45,8 @@ type Metrics struct {
 	isrExpands   metric.Int64Counter
 	hwCheckpoint metric.Float64Histogram
 	requests     metric.Float64Histogram
+	// denied counts the calls authorization refused, by full method.
+	denied metric.Int64Counter
 
 	// requestAttrs caches the attribute option of each (method, code), so a
 	// call records without allocating.
@@ -105,7 +107,7 @@ func New() (*Metrics, error) {
 }
 
 func (m *Metrics) createInstruments() error {
-	var errs [4]error
+	var errs [5]error
 	m.isrShrinks, errs[0] = m.meter.Int64Counter("replicad_isr_shrinks_total",
 		metric.WithDescription("ISR shrinks this broker proposed as leader and saw committed."))
 	m.isrExpands, errs[1] = m.meter.Int64Counter("replicad_isr_expands_total",
@@ -116,6 +118,8 @@ func (m *Metrics) createInstruments() error {
 	m.requests, errs[3] = m.meter.Float64Histogram("replicad_request_duration_seconds",
 		metric.WithDescription("Time to serve a unary gRPC call, by full method and status code."),
 		metric.WithUnit("s"), metric.WithExplicitBucketBoundaries(requestBuckets...))
+	m.denied, errs[4] = m.meter.Int64Counter("replicad_authorization_denied_total",
+		metric.WithDescription("Calls refused by authorization (PermissionDenied or Unauthenticated), by full method."))
 	if err := errors.Join(errs[:]...); err != nil {
 		return fmt.Errorf("metrics: create instruments: %w", err)
 	}
@@ -247,6 +251,14 @@ var _ core.MetricsRecorder = (*Metrics)(nil)
 func (m *Metrics) IsrShrunk(tp.TopicPartition) {
 	if m != nil {
 		m.isrShrinks.Add(context.Background(), 1)
+	}
+}
+
+// AuthorizationDenied counts one call refused by authorization (the
+// authz.Enforcer's Denied hook).
+func (m *Metrics) AuthorizationDenied(fullMethod string) {
+	if m != nil {
+		m.denied.Add(context.Background(), 1, metric.WithAttributes(attribute.String("method", fullMethod)))
 	}
 }
 

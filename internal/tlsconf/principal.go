@@ -29,24 +29,35 @@ var (
 // certificate it presented and the server verified, such as
 // "spiffe://replicad/broker/2". Authorization keys on it.
 func PeerPrincipal(ctx context.Context) (string, error) {
+	c, err := PeerCertificate(ctx)
+	if err != nil {
+		return "", err
+	}
+	if id, ok := Principal(c); ok {
+		return id, nil
+	}
+	return "", ErrNoPrincipal
+}
+
+// PeerCertificate is the verified leaf certificate of a gRPC call's peer
+// (ErrNoTLS, ErrNoPeerCertificate without one): authorization maps it to a
+// principal when it has no spiffe:// SAN.
+func PeerCertificate(ctx context.Context) (*x509.Certificate, error) {
 	p, ok := peer.FromContext(ctx)
 	if !ok || p.AuthInfo == nil {
-		return "", ErrNoTLS
+		return nil, ErrNoTLS
 	}
 	info, ok := p.AuthInfo.(credentials.TLSInfo)
 	if !ok {
-		return "", ErrNoTLS
+		return nil, ErrNoTLS
 	}
 	// VerifiedChains, not PeerCertificates: with --tls-client-auth none a
 	// client certificate is not even asked for, and only a verified one
 	// names anybody.
 	if len(info.State.VerifiedChains) == 0 || len(info.State.VerifiedChains[0]) == 0 {
-		return "", ErrNoPeerCertificate
+		return nil, ErrNoPeerCertificate
 	}
-	if id, ok := Principal(info.State.VerifiedChains[0][0]); ok {
-		return id, nil
-	}
-	return "", ErrNoPrincipal
+	return info.State.VerifiedChains[0][0], nil
 }
 
 // Principal is the first spiffe:// URI SAN of c.

@@ -1,0 +1,222 @@
+package authz
+
+import (
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"errors"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/rs/zerolog"
+
+	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
+)
+
+func TestParsePrincipal(t *testing.T) {
+	for _, tc := range []struct {
+		uri    string
+		role   Role
+		broker int32
+		client string
+	}{
+		{"spiffe://replicad/controller", RoleController, 0, ""},
+		{"spiffe://replicad/admin", RoleAdmin, 0, ""},
+		{"spiffe://replicad/broker/7", RoleBroker, 7, ""},
+		{"spiffe://replicad/broker/0", RoleBroker, 0, ""},
+		{"spiffe://replicad/broker/07", RoleNone, 0, ""}, // would alias broker 7
+		{"spiffe://replicad/broker/+7", RoleNone, 0, ""},
+		{"spiffe://replicad/broker/x", RoleNone, 0, ""},
+		{"spiffe://replicad/client/orders-app", RoleClient, 0, "orders-app"},
+		{"spiffe://replicad/client/", RoleNone, 0, ""},
+		{"spiffe://replicad/client/a/b", RoleNone, 0, ""},
+		{"spiffe://other/admin", RoleNone, 0, ""},
+		{"spiffe://replicad/admin/x", RoleNone, 0, ""},
+	} {
+		p := ParsePrincipal(tc.uri)
+		if p.Role != tc.role || p.BrokerID != tc.broker || p.Client != tc.client || p.URI != tc.uri {
+			t.Errorf("%s: %+v", tc.uri, p)
+		}
+	}
+}
+
+func TestMappingRule(t *testing.T) {
+	r, err := ParseMappingRule("CN=(.*)->spiffe://replicad/client/$1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &x509.Certificate{Subject: pkix.Name{CommonName: "billing"}}
+	if got, ok := r.Apply(c); !ok || got != "spiffe://replicad/client/billing" {
+		t.Fatalf("CN rule: %q %v", got, ok)
+	}
+	dns, _ := ParseMappingRule("DNS=broker-([0-9]+)\\.kafka\\.example->spiffe://replicad/broker/$1")
+	if got, ok := dns.Apply(&x509.Certificate{DNSNames: []string{"x.example", "broker-3.kafka.example"}}); !ok || got != "spiffe://replicad/broker/3" {
+		t.Fatalf("DNS rule: %q %v", got, ok)
+	}
+	// Anchored: a partial match does not count.
+	if _, ok := dns.Apply(&x509.Certificate{DNSNames: []string{"evil-broker-3.kafka.example.com"}}); ok {
+		t.Fatal("an unanchored match")
+	}
+	// The spiffe:// SAN wins over the rules.
+	u, _ := url.Parse("spiffe://replicad/broker/2")
+	rules := MappingRules{r}
+	if got, _ := rules.Principal(&x509.Certificate{Subject: pkix.Name{CommonName: "admin"}, URIs: []*url.URL{u}}); got != u.String() {
+		t.Fatalf("SAN lost to a rule: %s", got)
+	}
+	if _, ok := (MappingRules{dns}).Principal(c); ok {
+		t.Fatal("no rule matches, yet a principal")
+	}
+	for _, bad := range []string{"CN=(.*)", "OU=(.*)->x", "CN=(->x", "CN=.*->"} {
+		if _, err := ParseMappingRule(bad); err == nil {
+			t.Errorf("%q parsed", bad)
+		}
+	}
+}
+
+func TestAuthorizeRoles(t *testing.T) {
+	a := New([]string{"spiffe://replicad/client/root"})
+	const (
+		lai      = replicadv1.ReplicaManagerService_LeaderAndIsr_FullMethodName
+		um       = replicadv1.ReplicaManagerService_UpdateMetadata_FullMethodName
+		ckpt     = replicadv1.ReplicaManagerService_CheckpointHighWatermarks_FullMethodName
+		describe = replicadv1.ReplicaManagerService_DescribePartitions_FullMethodName
+		fetch    = replicadv1.FetchService_Fetch_FullMethodName
+		ofle     = replicadv1.FetchService_OffsetsForLeaderEpoch_FullMethodName
+		register = replicadv1.ControllerService_RegisterBroker_FullMethodName
+		hb       = replicadv1.ControllerService_BrokerHeartbeat_FullMethodName
+		alter    = replicadv1.ControllerService_AlterPartition_FullMethodName
+		cs       = replicadv1.ControllerService_ControlledShutdown_FullMethodName
+		create   = replicadv1.ControllerService_CreateTopic_FullMethodName
+		del      = replicadv1.ControllerService_DeleteTopic_FullMethodName
+		cluster  = replicadv1.ControllerService_DescribeCluster_FullMethodName
+		produce  = replicadv1.LogService_Produce_FullMethodName
+		consume  = replicadv1.LogService_Consume_FullMethodName
+		health   = "/grpc.health.v1.Health/Check"
+		refl     = "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo"
+	)
+	ctl, adm, b2 := "spiffe://replicad/controller", "spiffe://replicad/admin", "spiffe://replicad/broker/2"
+	cl, other := "spiffe://replicad/client/app", "spiffe://elsewhere/x"
+	for _, tc := range []struct {
+		who, method string
+		req         any
+		allow       bool
+	}{
+		{ctl, lai, &replicadv1.LeaderAndIsrRequest{}, true},
+		{ctl, um, &replicadv1.UpdateMetadataRequest{}, true},
+		{ctl, describe, &replicadv1.DescribePartitionsRequest{}, true},
+		{ctl, ckpt, &replicadv1.CheckpointHighWatermarksRequest{}, false},
+		{ctl, produce, &replicadv1.ProduceRequest{Topic: "t"}, false},
+		{ctl, create, &replicadv1.CreateTopicRequest{}, false},
+		{ctl, fetch, &replicadv1.FetchRequest{ReplicaId: 2}, false},
+
+		{b2, fetch, nil, true}, // a stream's start
+		{b2, fetch, &replicadv1.FetchRequest{ReplicaId: 2}, true},
+		{b2, fetch, &replicadv1.FetchRequest{ReplicaId: 3}, false},
+		{b2, ofle, &replicadv1.OffsetsForLeaderEpochRequest{ReplicaId: 2}, true},
+		{b2, ofle, &replicadv1.OffsetsForLeaderEpochRequest{ReplicaId: 1}, false},
+		{b2, register, &replicadv1.RegisterBrokerRequest{BrokerId: 2}, true},
+		{b2, register, &replicadv1.RegisterBrokerRequest{BrokerId: 3}, false},
+		{b2, hb, &replicadv1.BrokerHeartbeatRequest{BrokerId: 2}, true},
+		{b2, hb, &replicadv1.BrokerHeartbeatRequest{BrokerId: 1}, false},
+		{b2, alter, &replicadv1.AlterPartitionRequest{BrokerId: 2}, true},
+		{b2, alter, &replicadv1.AlterPartitionRequest{BrokerId: 1}, false},
+		{b2, cs, &replicadv1.ControlledShutdownRequest{BrokerId: 2}, true},
+		{b2, cs, &replicadv1.ControlledShutdownRequest{BrokerId: 3}, false},
+		{b2, lai, &replicadv1.LeaderAndIsrRequest{}, false},
+		{b2, create, &replicadv1.CreateTopicRequest{}, false},
+		{b2, produce, &replicadv1.ProduceRequest{Topic: "t"}, false},
+
+		{adm, create, &replicadv1.CreateTopicRequest{}, true},
+		{adm, del, &replicadv1.DeleteTopicRequest{}, true},
+		{adm, cluster, &replicadv1.DescribeClusterRequest{}, true},
+		{adm, describe, &replicadv1.DescribePartitionsRequest{}, true},
+		{adm, ckpt, &replicadv1.CheckpointHighWatermarksRequest{}, true},
+		{adm, lai, &replicadv1.LeaderAndIsrRequest{}, false},
+		{adm, register, &replicadv1.RegisterBrokerRequest{BrokerId: 1}, false},
+		{adm, produce, &replicadv1.ProduceRequest{Topic: "t"}, false},
+
+		{cl, produce, &replicadv1.ProduceRequest{Topic: "t"}, false}, // no ACLs yet
+		{cl, del, &replicadv1.DeleteTopicRequest{}, false},
+		{cl, cluster, &replicadv1.DescribeClusterRequest{}, false},
+		{cl, health, nil, true},
+		{cl, refl, nil, true},
+		{other, health, nil, true},
+		{other, lai, &replicadv1.LeaderAndIsrRequest{}, false},
+
+		{"spiffe://replicad/client/root", lai, &replicadv1.LeaderAndIsrRequest{}, true}, // a superuser
+		{"spiffe://replicad/client/root", del, &replicadv1.DeleteTopicRequest{}, true},
+	} {
+		err := a.Authorize(ParsePrincipal(tc.who), tc.method, tc.req)
+		if (err == nil) != tc.allow {
+			t.Errorf("%s %s %v: allow=%v, got %v", tc.who, tc.method, tc.req, tc.allow, err)
+		}
+		var d *Denial
+		if err != nil && (!errors.As(err, &d) || !strings.Contains(err.Error(), tc.who) || !strings.Contains(err.Error(), strings.TrimPrefix(tc.method, "/"))) {
+			t.Errorf("the refusal does not name the principal and the method: %v", err)
+		}
+	}
+}
+
+func TestAuthorizeACLs(t *testing.T) {
+	a := New(nil)
+	app := ParsePrincipal("spiffe://replicad/client/app")
+	produce := func(topic string) error {
+		return a.Authorize(app, replicadv1.LogService_Produce_FullMethodName, &replicadv1.ProduceRequest{Topic: topic})
+	}
+	consume := func(topic string) error {
+		return a.Authorize(app, replicadv1.LogService_Consume_FullMethodName, &replicadv1.ConsumeRequest{Topic: topic})
+	}
+	if err := produce("orders"); err == nil || !strings.Contains(err.Error(), "no ACLs from the controller yet") {
+		t.Fatalf("before any ACL: %v", err)
+	}
+	a.SetACLs(NewACLSet([]ACL{
+		{Principal: app.URI, Operation: OpWrite, Resource: ResourceTopic, PatternType: PatternLiteral, Name: "orders"},
+		{Principal: app.URI, Operation: OpRead, Resource: ResourceTopic, PatternType: PatternPrefix, Name: "logs-"},
+		{Principal: "*", Operation: OpRead, Resource: ResourceTopic, PatternType: PatternLiteral, Name: "public"},
+	}))
+	for _, tc := range []struct {
+		err   error
+		allow bool
+	}{
+		{produce("orders"), true},
+		{consume("orders"), false}, // write is not read
+		{produce("orders2"), false},
+		{consume("logs-a"), true},
+		{produce("logs-a"), false},
+		{consume("public"), true},
+		{a.Authorize(app, replicadv1.ReplicaManagerService_DescribePartitions_FullMethodName, &replicadv1.DescribePartitionsRequest{Topic: "orders"}), true},
+		{a.Authorize(app, replicadv1.ReplicaManagerService_DescribePartitions_FullMethodName, &replicadv1.DescribePartitionsRequest{Topic: "other"}), false},
+		{a.Authorize(app, replicadv1.ReplicaManagerService_DescribePartitions_FullMethodName, &replicadv1.DescribePartitionsRequest{}), false},
+	} {
+		if (tc.err == nil) != tc.allow {
+			t.Errorf("allow=%v, got %v", tc.allow, tc.err)
+		}
+	}
+}
+
+func TestNewEnforcerSecureByDefault(t *testing.T) {
+	var buf strings.Builder
+	logger := zerolog.New(&buf)
+	for _, tc := range []struct {
+		cfg  Config
+		on   bool
+		logs string
+	}{
+		{Config{MutualTLS: true}, true, "authorization is on"},
+		{Config{MutualTLS: true, SuperUsers: "spiffe://replicad/admin"}, true, "authorization is on"},
+		{Config{MutualTLS: true, Disabled: true}, false, `"level":"error","message":"AUTHORIZATION IS OFF`},
+		{Config{}, false, "authorization is off: no mutual TLS"},
+		{Config{SuperUsers: "spiffe://replicad/admin"}, false, "are ignored"},
+	} {
+		buf.Reset()
+		e, err := NewEnforcer(tc.cfg, logger, nil)
+		if err != nil || (e != nil) != tc.on || !strings.Contains(buf.String(), tc.logs) {
+			t.Errorf("%+v: enforcer %v err %v, log %s", tc.cfg, e != nil, err, buf.String())
+		}
+	}
+	for _, bad := range []Config{{MutualTLS: true, SuperUsers: "admin"}, {MutualTLS: true, Rules: []string{"CN=x"}}} {
+		if _, err := NewEnforcer(bad, logger, nil); err == nil {
+			t.Errorf("%+v accepted", bad)
+		}
+	}
+}
