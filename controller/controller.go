@@ -102,6 +102,11 @@ type Controller struct {
 	topicsCreated int
 	// deleted mirrors the store's pending deletions, by topic ID.
 	deleted map[string]store.DeletedTopic
+	// acls mirrors the store's ACLs while active, sorted; wireACLs is their
+	// wire form, read without the lock by the broker queues as they build
+	// each UpdateMetadata (brokerqueue.Config.ACLs).
+	acls     []store.ACL
+	wireACLs atomic.Pointer[[]*replicadv1.Acl]
 	// moveRetryAt is when the session check may next run after a fencing
 	// or a move away from fenced brokers failed, moveFailures how many
 	// failed in a row: a store that stays down is retried with backoff,
@@ -306,6 +311,10 @@ func (c *Controller) activate(ctx context.Context) error {
 	if err := c.loadDeletedLocked(ctx); err != nil {
 		return err
 	}
+	// Before any queue opens: the first UpdateMetadata of each carries them.
+	if err := c.loadACLsLocked(ctx); err != nil {
+		return fmt.Errorf("load acls: %w", err)
+	}
 	now := c.cfg.Clock.Now()
 	for _, b := range brokers {
 		// Unfenced brokers get a whole session from now: this controller has
@@ -317,7 +326,7 @@ func (c *Controller) activate(ctx context.Context) error {
 		}
 	}
 	c.log.Info().Int32("controller_epoch", epoch).Int("brokers", len(brokers)).Int("partitions", len(parts)).
-		Msg("active controller")
+		Int("acls", len(c.acls)).Msg("active controller")
 	span.SetAttributes(attribute.Int("replicad.controller_epoch", int(epoch)), attribute.Int("replicad.brokers", len(brokers)),
 		attribute.Int("replicad.partitions", len(parts)))
 	// A crash between fencing a broker and moving its partitions leaves a
@@ -374,6 +383,7 @@ func (c *Controller) deactivate(reason string) {
 	c.brokers = nil
 	c.parts = nil
 	c.deleted = nil
+	c.acls = nil
 }
 
 // signalLost asks Run to stop acting; it never blocks.

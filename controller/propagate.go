@@ -30,6 +30,7 @@ func (c *Controller) openQueueLocked(bs *brokerState) {
 		ControllerID:    c.cfg.ID,
 		ControllerEpoch: c.epoch,
 		Client:          client,
+		ACLs:            c.currentWireACLs,
 		Backoff:         c.cfg.QueueBackoff,
 		MaxBackoff:      c.cfg.QueueMaxBackoff,
 		Int64N:          c.cfg.QueueInt64N,

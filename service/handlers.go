@@ -54,6 +54,8 @@ type replicaManagerService struct {
 	// guard checks the sender of control requests; nil without a controller.
 	guard  ControllerGuard
 	logger zerolog.Logger
+	// onACLs is Options.OnACLs.
+	onACLs func([]*replicadv1.Acl)
 }
 
 // ControllerGuard decides whether a control request comes from the
@@ -168,6 +170,12 @@ func (s *replicaManagerService) UpdateMetadata(ctx context.Context, req *replica
 	resp := &replicadv1.UpdateMetadataResponse{ErrorCode: c.Code, ErrorMessage: c.Message}
 	if c.Code == replicadv1.ErrorCode_ERROR_CODE_NONE {
 		resp.ErrorCode = errorCodeToProto(s.rm.UpdateMetadata(ctx, updateMetadataFromProto(req)))
+		// Only a request the replica manager took (from the controller it
+		// follows, not stale): an older controller's set must not replace
+		// the current one.
+		if resp.ErrorCode == replicadv1.ErrorCode_ERROR_CODE_NONE && req.GetAclsPresent() && s.onACLs != nil {
+			s.onACLs(req.GetAcls())
+		}
 	}
 	resp.ControllerEpoch = s.answerEpoch(c)
 	return resp, nil

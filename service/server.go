@@ -46,6 +46,12 @@ type Options struct {
 	// streams, response and delayed-produce memory, parked requests); zero
 	// fields take their defaults.
 	Limits Limits
+	// OnACLs, if set, is given the whole ACL set of every UpdateMetadata
+	// that carries one (acls_present) and that the replica manager took,
+	// after it did: the broker's authorizer holds exactly those from then
+	// on. The ACLs stay wire messages here: the service layer does not
+	// authorize, and core knows nothing of ACLs.
+	OnACLs func(acls []*replicadv1.Acl)
 }
 
 // Server is a broker's gRPC server.
@@ -88,7 +94,7 @@ func NewServer(opts Options) *Server {
 
 	s := &Server{grpc: grpc.NewServer(serverOpts...), health: health.NewServer(), services: servedServices, limits: lim}
 	s.draining, s.stopDraining = context.WithCancel(context.Background())
-	replicadv1.RegisterReplicaManagerServiceServer(s.grpc, &replicaManagerService{rm: opts.ReplicaManager, brokerEpoch: opts.BrokerEpoch,
+	replicadv1.RegisterReplicaManagerServiceServer(s.grpc, &replicaManagerService{rm: opts.ReplicaManager, brokerEpoch: opts.BrokerEpoch, onACLs: opts.OnACLs,
 		guard: opts.ControllerGuard, logger: opts.Logger})
 	replicadv1.RegisterLogServiceServer(s.grpc, &logService{rm: opts.ReplicaManager, now: now, limits: lim})
 	replicadv1.RegisterFetchServiceServer(s.grpc, &fetchService{rm: opts.ReplicaManager, draining: s.draining, tracer: dataPlaneTracer(opts.TraceDataPlane), limits: lim})
@@ -186,6 +192,6 @@ func (s *Server) Shutdown(ctx context.Context) (graceful bool) {
 // included), without a gRPC server: a cluster run in one process over an
 // in-memory network (internal/sim) calls them directly.
 func NewReplicaManagerService(opts Options) replicadv1.ReplicaManagerServiceServer {
-	return &replicaManagerService{rm: opts.ReplicaManager, brokerEpoch: opts.BrokerEpoch,
+	return &replicaManagerService{rm: opts.ReplicaManager, brokerEpoch: opts.BrokerEpoch, onACLs: opts.OnACLs,
 		guard: opts.ControllerGuard, logger: opts.Logger}
 }

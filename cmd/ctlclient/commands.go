@@ -46,6 +46,9 @@ func commands() []*command {
 		electCommand(),
 		reassignCommand(),
 		describeClusterCommand(),
+		aclAddCommand(),
+		aclRemoveCommand(),
+		aclListCommand(),
 		traceCommand(),
 		certsInitCommand(),
 	}
@@ -59,7 +62,7 @@ Global flags (also accepted after COMMAND):
   --broker ADDR      broker to talk to (env CTLCLIENT_BROKER, default 127.0.0.1:9091)
   --controller ADDR[,ADDR...]
                      controllers (env CTLCLIENT_CONTROLLER): create-topic,
-                     delete-topic, elect, reassign and describe-cluster ask
+                     delete-topic, elect, reassign, describe-cluster and acl ask
                      the active one; with it produce, consume and perf
                      produce find each partition's leader themselves
   -o table|json      output: aligned table (default), or each RPC response as

@@ -195,11 +195,11 @@ func wantsHelp(args []string) bool {
 	return false
 }
 
-// findCommand resolves the command name; "perf", "controller" and "certs"
-// take a second word.
+// findCommand resolves the command name; "perf", "controller", "certs"
+// and "acl" take a second word.
 func findCommand(args []string) (*command, []string, error) {
 	name := args[0]
-	if (name == "perf" || name == "controller" || name == "certs") && len(args) > 1 && !strings.HasPrefix(args[1], "-") {
+	if (name == "perf" || name == "controller" || name == "certs" || name == "acl") && len(args) > 1 && !strings.HasPrefix(args[1], "-") {
 		name += " " + args[1]
 		args = args[1:]
 	}

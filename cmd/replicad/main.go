@@ -13,6 +13,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	"github.com/replicad/replicad/core"
 	"github.com/replicad/replicad/core/clock"
 	"github.com/replicad/replicad/core/logmgr"
+	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
 	"github.com/replicad/replicad/internal/authz"
 	"github.com/replicad/replicad/internal/metrics"
 	"github.com/replicad/replicad/internal/telemetry"
@@ -195,7 +197,8 @@ func run(args []string, stderr io.Writer) int {
 	}
 	srv := service.NewServer(service.Options{ReplicaManager: rm, BrokerEpoch: link.brokerEpochFunc(), ControllerGuard: link.guard(),
 		Logger: logger, ServerOptions: serverOpts, TraceDataPlane: cfg.traceDataPlane,
-		Limits: service.Limits{MaxConnections: cfg.maxConnections, ConnectionsMaxIdle: cfg.connectionsMaxIdle}})
+		Limits: service.Limits{MaxConnections: cfg.maxConnections, ConnectionsMaxIdle: cfg.connectionsMaxIdle},
+		OnACLs: aclSink(enforcer, logger)})
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(lis) }()
 	// broker_id is already on every line (newLogger).
@@ -301,5 +304,29 @@ func shutdownTelemetry(tel *telemetry.Telemetry, logger zerolog.Logger) {
 	defer cancel()
 	if err := tel.Shutdown(ctx); err != nil {
 		logger.Warn().Err(err).Msg("spans may be lost")
+	}
+}
+
+// aclSink gives the ACL set of each UpdateMetadata to the broker's
+// authorizer; nil when authorization is off (nothing to give it to). Until
+// the first set arrives the authorizer holds none and refuses every client
+// produce and consume.
+func aclSink(enforcer *authz.Enforcer, logger zerolog.Logger) func([]*replicadv1.Acl) {
+	if enforcer == nil {
+		return nil
+	}
+	var last atomic.Int64
+	last.Store(-1)
+	return func(acls []*replicadv1.Acl) {
+		set, skipped := authz.ACLSetFromProto(acls)
+		for _, err := range skipped {
+			logger.Warn().Err(err).Msg("ignoring an ACL from the controller this broker cannot read")
+		}
+		enforcer.Authorizer.SetACLs(set)
+		// Every UpdateMetadata carries the set: log when its size changes,
+		// not at every request.
+		if n := int64(set.Len()); last.Swap(n) != n {
+			logger.Info().Int("acls", set.Len()).Msg("acls from the controller")
+		}
 	}
 }

@@ -92,6 +92,14 @@ type Config struct {
 	ControllerEpoch int32
 	// Client reaches the broker. Required.
 	Client replicadv1.ReplicaManagerServiceClient
+	// ACLs, if set, is the cluster's whole ACL set, stamped (with
+	// acls_present) on every UpdateMetadata as it is built for sending, a
+	// retry included: what a broker receives is the set current at the
+	// send, never an older one an UpdateMetadata queued earlier would
+	// carry. It is called with the queue's lock held, so it must not block
+	// nor call into the queue (the controller reads an atomic). The result
+	// is not modified.
+	ACLs func() []*replicadv1.Acl
 	// RequestTimeout bounds one call (DefaultRequestTimeout when zero); a
 	// call that times out is retried.
 	RequestTimeout time.Duration
@@ -543,6 +551,9 @@ func (q *Queue) build(e *entry) *request {
 			BrokerEpoch:     q.cfg.BrokerEpoch,
 			LiveBrokers:     append([]*replicadv1.Broker(nil), e.brokers...),
 			PartitionStates: append([]*replicadv1.PartitionState(nil), e.states...),
+		}
+		if q.cfg.ACLs != nil {
+			r.um.Acls, r.um.AclsPresent = q.cfg.ACLs(), true
 		}
 	case kindStopReplica:
 		r.sr = &replicadv1.StopReplicaRequest{

@@ -43,11 +43,16 @@ const boltLockTimeout = time.Second
 //	    <partition uint32>  JSON Partition
 //	deleted/
 //	  <topic id>         JSON DeletedTopic: replicas that have not deleted their logs yet
+//	acls/
+//	  <resource type NUL pattern type NUL name NUL principal NUL operation>  JSON ACL
+//	                     (a bucket added to schema 1 without a migration: OpenBolt
+//	                     creates it, empty, in an older file)
 var (
 	bucketMeta    = []byte("meta")
 	bucketBrokers = []byte("brokers")
 	bucketTopics  = []byte("topics")
 	bucketDeleted = []byte("deleted")
+	bucketACLs    = []byte("acls")
 
 	keySchemaVersion   = []byte("schema_version")
 	keyControllerEpoch = []byte("controller_epoch")
@@ -94,7 +99,7 @@ func OpenBolt(dir string) (*BoltStore, error) {
 		case len(v) != 4 || binary.BigEndian.Uint32(v) != boltSchemaVersion:
 			return fmt.Errorf("schema version %x, want %d", v, boltSchemaVersion)
 		}
-		for _, name := range [][]byte{bucketBrokers, bucketTopics, bucketDeleted} {
+		for _, name := range [][]byte{bucketBrokers, bucketTopics, bucketDeleted, bucketACLs} {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return err
 			}
@@ -396,6 +401,77 @@ func (s *BoltStore) UpdatePartitions(ctx context.Context, updates []PartitionUpd
 		}
 		return nil
 	})
+}
+
+func (s *BoltStore) Acls(ctx context.Context) ([]ACL, error) {
+	var out []ACL
+	err := s.view(ctx, func(tx *bolt.Tx) error {
+		var err error
+		out, err = readACLs(tx)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("acls: %w", err)
+	}
+	return out, nil // sorted: the keys are ACL.key()
+}
+
+func (s *BoltStore) CreateAcls(ctx context.Context, acls []ACL) ([]ACL, error) {
+	if err := checkACLs(acls); err != nil {
+		return nil, err
+	}
+	var created []ACL
+	err := s.update(ctx, func(tx *bolt.Tx) error {
+		stored, err := readACLs(tx)
+		if err != nil {
+			return err
+		}
+		_, created = mergeACLs(stored, acls)
+		for _, a := range created {
+			if err := putJSON(tx.Bucket(bucketACLs), []byte(a.key()), a); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create acls: %w", err)
+	}
+	return created, nil
+}
+
+func (s *BoltStore) DeleteAcls(ctx context.Context, filters []ACLFilter) ([]ACL, error) {
+	var deleted []ACL
+	err := s.update(ctx, func(tx *bolt.Tx) error {
+		stored, err := readACLs(tx)
+		if err != nil {
+			return err
+		}
+		_, deleted = removeACLs(stored, filters)
+		for _, a := range deleted {
+			if err := tx.Bucket(bucketACLs).Delete([]byte(a.key())); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("delete acls: %w", err)
+	}
+	return deleted, nil
+}
+
+func readACLs(tx *bolt.Tx) ([]ACL, error) {
+	var out []ACL
+	err := tx.Bucket(bucketACLs).ForEach(func(k, v []byte) error {
+		var a ACL
+		if err := json.Unmarshal(v, &a); err != nil {
+			return fmt.Errorf("decode acl %q: %w", k, err)
+		}
+		out = append(out, a)
+		return nil
+	})
+	return out, err
 }
 
 // Close closes the database file. Later calls fail with ErrClosed.

@@ -70,6 +70,9 @@ const etcdSchemaVersion = "1"
 //	topics/<name>       JSON Topic: the topic with ALL its partitions
 //	deleted/<topic id>  JSON DeletedTopic: its replicas that have not deleted
 //	                    their logs yet (a topic is one key here too)
+//	acls                JSON []ACL: the whole ACL set, sorted (one key, so that
+//	                    a change is one compare and one put, like a topic;
+//	                    thousands of ACLs fit in --max-request-bytes)
 //	election/<lease>    one key per candidate controller (concurrency.Election,
 //	                    bound to its session lease); the oldest one leads
 //
@@ -87,6 +90,7 @@ const (
 	etcdDirBrokers         = "brokers/"
 	etcdDirTopics          = "topics/"
 	etcdDirDeleted         = "deleted/"
+	etcdKeyACLs            = "acls"
 	etcdElection           = "election" // concurrency.NewElection adds the "/"
 )
 
@@ -833,4 +837,79 @@ func (s *EtcdStore) Close() error {
 		return fmt.Errorf("close etcd store: %w", err)
 	}
 	return nil
+}
+
+// ---- ACLs ----
+
+// readACLs reads the ACL set and its key (nil: none stored yet).
+func (s *EtcdStore) readACLs(ctx context.Context) ([]ACL, *mvccpb.KeyValue, error) {
+	kv, err := s.get(ctx, s.key(etcdKeyACLs))
+	if err != nil || kv == nil {
+		return nil, nil, err
+	}
+	var acls []ACL
+	if err := json.Unmarshal(kv.Value, &acls); err != nil {
+		return nil, nil, fmt.Errorf("decode %s: %w", kv.Key, err)
+	}
+	return acls, kv, nil
+}
+
+func (s *EtcdStore) Acls(ctx context.Context) ([]ACL, error) {
+	acls, _, err := s.readACLs(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("acls: %w", err)
+	}
+	return acls, nil
+}
+
+func (s *EtcdStore) CreateAcls(ctx context.Context, acls []ACL) ([]ACL, error) {
+	if err := checkACLs(acls); err != nil {
+		return nil, err
+	}
+	created, err := s.rewriteACLs(ctx, func(stored []ACL) ([]ACL, []ACL) { return mergeACLs(stored, acls) })
+	if err != nil {
+		return nil, fmt.Errorf("create acls: %w", err)
+	}
+	return created, nil
+}
+
+func (s *EtcdStore) DeleteAcls(ctx context.Context, filters []ACLFilter) ([]ACL, error) {
+	deleted, err := s.rewriteACLs(ctx, func(stored []ACL) ([]ACL, []ACL) { return removeACLs(stored, filters) })
+	if err != nil {
+		return nil, fmt.Errorf("delete acls: %w", err)
+	}
+	return deleted, nil
+}
+
+// rewriteACLs replaces the ACL set by change's first result, compared on
+// the key's mod revision and fenced by the election like every write, and
+// returns change's second (the ACLs created or deleted). A write that lost
+// the compare is done again from a fresh read. Nothing changed: no write.
+func (s *EtcdStore) rewriteACLs(ctx context.Context, change func(stored []ACL) (next, changed []ACL)) ([]ACL, error) {
+	if err := s.beginWrite(ctx); err != nil {
+		return nil, err
+	}
+	key := s.key(etcdKeyACLs)
+	for {
+		stored, kv, err := s.readACLs(ctx)
+		if err != nil {
+			return nil, err
+		}
+		next, changed := change(stored)
+		if len(changed) == 0 {
+			return nil, nil
+		}
+		data, err := json.Marshal(next)
+		if err != nil {
+			return nil, err
+		}
+		ok, err := s.commit(ctx, []clientv3.Cmp{modRevIs(key, kv)}, []clientv3.Op{clientv3.OpPut(key, string(data))})
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			return changed, nil
+		}
+		// Another write got in between: apply the change to its set.
+	}
 }

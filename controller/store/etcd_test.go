@@ -263,6 +263,10 @@ func checkDeposed(t *testing.T, deposed, leader store.Store) {
 		"UpdatePartitions": func() error {
 			return deposed.UpdatePartitions(ctx, []store.PartitionUpdate{{Expected: p.PartitionEpoch, New: next}})
 		},
+		"CreateAcls": func() error {
+			_, err := deposed.CreateAcls(ctx, []store.ACL{{Principal: "p", Operation: "read", ResourceType: "topic", PatternType: "literal", Name: "t"}})
+			return err
+		},
 	}
 	for name, write := range writes {
 		if err := write(); !errors.Is(err, store.ErrNotLeader) {
@@ -274,6 +278,9 @@ func checkDeposed(t *testing.T, deposed, leader store.Store) {
 	}
 	if _, err := leader.Topic(ctx, "new"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("topic created by the deposed controller: %v, want ErrNotFound", err)
+	}
+	if acls, err := leader.Acls(ctx); err != nil || len(acls) != 0 {
+		t.Fatalf("ACLs after the deposed controller's CreateAcls: %+v, %v; want none", acls, err)
 	}
 }
 

@@ -20,6 +20,7 @@ type Memory struct {
 	brokers         map[int32]Broker
 	topics          map[string][]Partition  // sorted by partition, index == partition
 	deleted         map[string]DeletedTopic // by ID
+	acls            []ACL                   // sorted, no duplicates
 }
 
 var _ Store = (*Memory)(nil)
@@ -255,4 +256,35 @@ func (m *Memory) Close() error {
 	m.closed = true
 	m.brokers, m.topics = nil, nil
 	return nil
+}
+
+func (m *Memory) Acls(ctx context.Context) ([]ACL, error) {
+	if err := m.lock(ctx); err != nil {
+		return nil, err
+	}
+	defer m.mu.Unlock()
+	return slices.Clone(m.acls), nil
+}
+
+func (m *Memory) CreateAcls(ctx context.Context, acls []ACL) ([]ACL, error) {
+	if err := checkACLs(acls); err != nil {
+		return nil, err
+	}
+	if err := m.lock(ctx); err != nil {
+		return nil, err
+	}
+	defer m.mu.Unlock()
+	var created []ACL
+	m.acls, created = mergeACLs(m.acls, acls)
+	return created, nil
+}
+
+func (m *Memory) DeleteAcls(ctx context.Context, filters []ACLFilter) ([]ACL, error) {
+	if err := m.lock(ctx); err != nil {
+		return nil, err
+	}
+	defer m.mu.Unlock()
+	var deleted []ACL
+	m.acls, deleted = removeACLs(m.acls, filters)
+	return deleted, nil
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 )
 
 // Sentinel errors. Implementations wrap them with context; test with errors.Is.
@@ -201,9 +202,104 @@ type Store interface {
 	// a no-op.
 	UpdatePartitions(ctx context.Context, updates []PartitionUpdate) error
 
+	// Acls returns every stored ACL, sorted (CompareACLs).
+	Acls(ctx context.Context) ([]ACL, error)
+	// CreateAcls stores acls in one transaction and returns those that were
+	// not stored already, sorted (an ACL stored twice is one ACL). ErrInvalid
+	// if one has an empty field; nothing is written then.
+	CreateAcls(ctx context.Context, acls []ACL) ([]ACL, error)
+	// DeleteAcls removes, in one transaction, every stored ACL that matches
+	// any of filters, and returns them sorted. No filter deletes nothing.
+	DeleteAcls(ctx context.Context, filters []ACLFilter) ([]ACL, error)
+
 	// Close releases the store. Later calls fail with ErrClosed. Close is
 	// idempotent.
 	Close() error
+}
+
+// ACL is one stored ACL. The store keeps ACLs as plain strings and does not
+// interpret them: the controller validates operations and pattern types
+// (internal/authz) before storing, and the store only checks that nothing
+// is empty, so that a newer operation needs no store change.
+type ACL struct {
+	Principal    string `json:"principal"`
+	Operation    string `json:"operation"`
+	ResourceType string `json:"resource_type"`
+	PatternType  string `json:"pattern_type"`
+	Name         string `json:"name"`
+}
+
+// ACLFilter matches ACLs; an empty field matches any value.
+type ACLFilter struct {
+	Principal    string
+	Operation    string
+	ResourceType string
+	PatternType  string
+	Name         string
+}
+
+// Matches reports whether a matches f.
+func (f ACLFilter) Matches(a ACL) bool {
+	eq := func(want, got string) bool { return want == "" || want == got }
+	return eq(f.Principal, a.Principal) && eq(f.Operation, a.Operation) && eq(f.ResourceType, a.ResourceType) &&
+		eq(f.PatternType, a.PatternType) && eq(f.Name, a.Name)
+}
+
+// key is the ACL's identity and sort key: its fields, NUL-separated (no
+// field holds a NUL: principals are URIs, names topic names).
+func (a ACL) key() string {
+	return a.ResourceType + "\x00" + a.PatternType + "\x00" + a.Name + "\x00" + a.Principal + "\x00" + a.Operation
+}
+
+// CompareACLs orders ACLs by resource type, pattern type, name, principal,
+// then operation: an ACL list reads by resource.
+func CompareACLs(a, b ACL) int { return cmp.Compare(a.key(), b.key()) }
+
+// checkACLs validates CreateAcls' argument.
+func checkACLs(acls []ACL) error {
+	for _, a := range acls {
+		if a.Principal == "" || a.Operation == "" || a.ResourceType == "" || a.PatternType == "" || a.Name == "" {
+			return fmt.Errorf("create acls: %+v has an empty field: %w", a, ErrInvalid)
+		}
+		if strings.ContainsRune(a.Principal+a.Operation+a.ResourceType+a.PatternType+a.Name, 0) {
+			return fmt.Errorf("create acls: %+v holds a NUL: %w", a, ErrInvalid)
+		}
+	}
+	return nil
+}
+
+// mergeACLs is stored plus add, sorted and without duplicates, and the
+// ACLs of add that were not in stored.
+func mergeACLs(stored, add []ACL) (all, created []ACL) {
+	have := make(map[string]bool, len(stored)+len(add))
+	all = slices.Clone(stored)
+	for _, a := range stored {
+		have[a.key()] = true
+	}
+	for _, a := range add {
+		if !have[a.key()] {
+			have[a.key()] = true
+			all = append(all, a)
+			created = append(created, a)
+		}
+	}
+	slices.SortFunc(all, CompareACLs)
+	slices.SortFunc(created, CompareACLs)
+	return all, created
+}
+
+// removeACLs is stored without the ACLs any filter matches, and those.
+func removeACLs(stored []ACL, filters []ACLFilter) (kept, deleted []ACL) {
+	for _, a := range stored {
+		if slices.ContainsFunc(filters, func(f ACLFilter) bool { return f.Matches(a) }) {
+			deleted = append(deleted, a)
+		} else {
+			kept = append(kept, a)
+		}
+	}
+	slices.SortFunc(kept, CompareACLs)
+	slices.SortFunc(deleted, CompareACLs)
+	return kept, deleted
 }
 
 // nextControllerEpoch is the epoch BumpControllerEpoch stores after stored,

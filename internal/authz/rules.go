@@ -32,7 +32,9 @@ func IsOpen(fullMethod string) bool {
 // DescribePartitions (log end offsets for an unclean election); it never
 // sends CheckpointHighWatermarks, so it may not (an operator does). Admin
 // manages topics and the cluster and describes it; it does not produce or
-// consume (an ACL or --super-users grants that).
+// consume (an ACL or --super-users grants that). ACL administration is
+// admin's too: whoever may change ACLs may grant themselves anything, so it
+// is the same trust as managing the cluster.
 var (
 	controllerMethods = set(
 		replicadv1.ReplicaManagerService_LeaderAndIsr_FullMethodName,
@@ -46,6 +48,9 @@ var (
 		replicadv1.ControllerService_ElectLeader_FullMethodName,
 		replicadv1.ControllerService_ReassignPartition_FullMethodName,
 		replicadv1.ControllerService_DescribeCluster_FullMethodName,
+		replicadv1.ControllerService_CreateAcls_FullMethodName,
+		replicadv1.ControllerService_DeleteAcls_FullMethodName,
+		replicadv1.ControllerService_DescribeAcls_FullMethodName,
 		replicadv1.ReplicaManagerService_AlterReplicaLogDirs_FullMethodName,
 		replicadv1.ReplicaManagerService_DescribePartitions_FullMethodName,
 		replicadv1.ReplicaManagerService_CheckpointHighWatermarks_FullMethodName,

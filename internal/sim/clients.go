@@ -49,6 +49,15 @@ func (k controllerClient) DescribeCluster(ctx context.Context, in *replicadv1.De
 func (k controllerClient) ControlledShutdown(ctx context.Context, in *replicadv1.ControlledShutdownRequest, _ ...grpc.CallOption) (*replicadv1.ControlledShutdownResponse, error) {
 	return invoke[*replicadv1.ControlledShutdownResponse](ctx, k.c, "ControlledShutdown", in)
 }
+func (k controllerClient) CreateAcls(ctx context.Context, in *replicadv1.CreateAclsRequest, _ ...grpc.CallOption) (*replicadv1.CreateAclsResponse, error) {
+	return invoke[*replicadv1.CreateAclsResponse](ctx, k.c, "CreateAcls", in)
+}
+func (k controllerClient) DeleteAcls(ctx context.Context, in *replicadv1.DeleteAclsRequest, _ ...grpc.CallOption) (*replicadv1.DeleteAclsResponse, error) {
+	return invoke[*replicadv1.DeleteAclsResponse](ctx, k.c, "DeleteAcls", in)
+}
+func (k controllerClient) DescribeAcls(ctx context.Context, in *replicadv1.DescribeAclsRequest, _ ...grpc.CallOption) (*replicadv1.DescribeAclsResponse, error) {
+	return invoke[*replicadv1.DescribeAclsResponse](ctx, k.c, "DescribeAcls", in)
+}
 
 // brokerClient is the controller's client of one broker.
 type brokerClient struct{ c *conn }

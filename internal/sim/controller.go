@@ -158,5 +158,18 @@ func (f *fencedStore) UpdatePartitions(ctx context.Context, updates []store.Part
 	return f.Store.UpdatePartitions(ctx, updates)
 }
 
+func (f *fencedStore) CreateAcls(ctx context.Context, acls []store.ACL) ([]store.ACL, error) {
+	if err := f.check(); err != nil {
+		return nil, err
+	}
+	return f.Store.CreateAcls(ctx, acls)
+}
+func (f *fencedStore) DeleteAcls(ctx context.Context, filters []store.ACLFilter) ([]store.ACL, error) {
+	if err := f.check(); err != nil {
+		return nil, err
+	}
+	return f.Store.DeleteAcls(ctx, filters)
+}
+
 // Close leaves the durable store open for the next life.
 func (f *fencedStore) Close() error { return nil }

@@ -38,6 +38,9 @@ func RunSuite(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ValuesAreCopies", testValuesAreCopies},
 		{"CanceledContextWritesNothing", testCanceledContext},
 		{"ClosedStoreFails", testClosed},
+		{"ACLs", testACLs},
+		{"ACLsRejectEmptyFields", testACLsInvalid},
+		{"ConcurrentACLChangesLoseNothing", testConcurrentACLs},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -62,6 +65,7 @@ func RunDurabilitySuite(t *testing.T, open func(t *testing.T) store.Store, reope
 		{"BrokerEpochsGrowAcrossRestart", testBrokerEpochsAcrossRestart},
 		{"PartitionsPersist", testPartitionsPersist},
 		{"PendingDeletionsPersist", testPendingDeletionsPersist},
+		{"ACLsPersist", testACLsPersist},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -230,6 +230,168 @@ func (ReplicaRole) EnumDescriptor() ([]byte, []int) {
 	return file_replicad_v1_common_proto_rawDescGZIP(), []int{1}
 }
 
+// AclOperation is what an ACL grants (Kafka's ACL operations). READ, WRITE,
+// ALTER and DELETE imply DESCRIBE.
+type AclOperation int32
+
+const (
+	AclOperation_ACL_OPERATION_UNSPECIFIED    AclOperation = 0
+	AclOperation_ACL_OPERATION_READ           AclOperation = 1
+	AclOperation_ACL_OPERATION_WRITE          AclOperation = 2
+	AclOperation_ACL_OPERATION_DESCRIBE       AclOperation = 3
+	AclOperation_ACL_OPERATION_ALTER          AclOperation = 4
+	AclOperation_ACL_OPERATION_DELETE         AclOperation = 5
+	AclOperation_ACL_OPERATION_CLUSTER_ACTION AclOperation = 6
+)
+
+// Enum value maps for AclOperation.
+var (
+	AclOperation_name = map[int32]string{
+		0: "ACL_OPERATION_UNSPECIFIED",
+		1: "ACL_OPERATION_READ",
+		2: "ACL_OPERATION_WRITE",
+		3: "ACL_OPERATION_DESCRIBE",
+		4: "ACL_OPERATION_ALTER",
+		5: "ACL_OPERATION_DELETE",
+		6: "ACL_OPERATION_CLUSTER_ACTION",
+	}
+	AclOperation_value = map[string]int32{
+		"ACL_OPERATION_UNSPECIFIED":    0,
+		"ACL_OPERATION_READ":           1,
+		"ACL_OPERATION_WRITE":          2,
+		"ACL_OPERATION_DESCRIBE":       3,
+		"ACL_OPERATION_ALTER":          4,
+		"ACL_OPERATION_DELETE":         5,
+		"ACL_OPERATION_CLUSTER_ACTION": 6,
+	}
+)
+
+func (x AclOperation) Enum() *AclOperation {
+	p := new(AclOperation)
+	*p = x
+	return p
+}
+
+func (x AclOperation) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (AclOperation) Descriptor() protoreflect.EnumDescriptor {
+	return file_replicad_v1_common_proto_enumTypes[2].Descriptor()
+}
+
+func (AclOperation) Type() protoreflect.EnumType {
+	return &file_replicad_v1_common_proto_enumTypes[2]
+}
+
+func (x AclOperation) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use AclOperation.Descriptor instead.
+func (AclOperation) EnumDescriptor() ([]byte, []int) {
+	return file_replicad_v1_common_proto_rawDescGZIP(), []int{2}
+}
+
+// AclResourceType is the kind of resource an ACL names: topics only yet.
+type AclResourceType int32
+
+const (
+	AclResourceType_ACL_RESOURCE_TYPE_UNSPECIFIED AclResourceType = 0
+	AclResourceType_ACL_RESOURCE_TYPE_TOPIC       AclResourceType = 1
+)
+
+// Enum value maps for AclResourceType.
+var (
+	AclResourceType_name = map[int32]string{
+		0: "ACL_RESOURCE_TYPE_UNSPECIFIED",
+		1: "ACL_RESOURCE_TYPE_TOPIC",
+	}
+	AclResourceType_value = map[string]int32{
+		"ACL_RESOURCE_TYPE_UNSPECIFIED": 0,
+		"ACL_RESOURCE_TYPE_TOPIC":       1,
+	}
+)
+
+func (x AclResourceType) Enum() *AclResourceType {
+	p := new(AclResourceType)
+	*p = x
+	return p
+}
+
+func (x AclResourceType) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (AclResourceType) Descriptor() protoreflect.EnumDescriptor {
+	return file_replicad_v1_common_proto_enumTypes[3].Descriptor()
+}
+
+func (AclResourceType) Type() protoreflect.EnumType {
+	return &file_replicad_v1_common_proto_enumTypes[3]
+}
+
+func (x AclResourceType) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use AclResourceType.Descriptor instead.
+func (AclResourceType) EnumDescriptor() ([]byte, []int) {
+	return file_replicad_v1_common_proto_rawDescGZIP(), []int{3}
+}
+
+// AclPatternType says how an ACL's resource name matches a resource.
+type AclPatternType int32
+
+const (
+	AclPatternType_ACL_PATTERN_TYPE_UNSPECIFIED AclPatternType = 0
+	// The name exactly; "*" matches every name.
+	AclPatternType_ACL_PATTERN_TYPE_LITERAL AclPatternType = 1
+	// Every name starting with it.
+	AclPatternType_ACL_PATTERN_TYPE_PREFIX AclPatternType = 2
+)
+
+// Enum value maps for AclPatternType.
+var (
+	AclPatternType_name = map[int32]string{
+		0: "ACL_PATTERN_TYPE_UNSPECIFIED",
+		1: "ACL_PATTERN_TYPE_LITERAL",
+		2: "ACL_PATTERN_TYPE_PREFIX",
+	}
+	AclPatternType_value = map[string]int32{
+		"ACL_PATTERN_TYPE_UNSPECIFIED": 0,
+		"ACL_PATTERN_TYPE_LITERAL":     1,
+		"ACL_PATTERN_TYPE_PREFIX":      2,
+	}
+)
+
+func (x AclPatternType) Enum() *AclPatternType {
+	p := new(AclPatternType)
+	*p = x
+	return p
+}
+
+func (x AclPatternType) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (AclPatternType) Descriptor() protoreflect.EnumDescriptor {
+	return file_replicad_v1_common_proto_enumTypes[4].Descriptor()
+}
+
+func (AclPatternType) Type() protoreflect.EnumType {
+	return &file_replicad_v1_common_proto_enumTypes[4]
+}
+
+func (x AclPatternType) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use AclPatternType.Descriptor instead.
+func (AclPatternType) EnumDescriptor() ([]byte, []int) {
+	return file_replicad_v1_common_proto_rawDescGZIP(), []int{4}
+}
+
 // Broker is a broker's identity and the endpoint its gRPC services listen on.
 type Broker struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -541,6 +703,84 @@ func (x *Header) GetValue() []byte {
 	return nil
 }
 
+// Acl allows principal (a spiffe:// URI, or "*" for everyone) operation on
+// the resources its pattern matches. There are no deny ACLs.
+type Acl struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Principal     string                 `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"`
+	Operation     AclOperation           `protobuf:"varint,2,opt,name=operation,proto3,enum=replicad.v1.AclOperation" json:"operation,omitempty"`
+	ResourceType  AclResourceType        `protobuf:"varint,3,opt,name=resource_type,json=resourceType,proto3,enum=replicad.v1.AclResourceType" json:"resource_type,omitempty"`
+	PatternType   AclPatternType         `protobuf:"varint,4,opt,name=pattern_type,json=patternType,proto3,enum=replicad.v1.AclPatternType" json:"pattern_type,omitempty"`
+	ResourceName  string                 `protobuf:"bytes,5,opt,name=resource_name,json=resourceName,proto3" json:"resource_name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Acl) Reset() {
+	*x = Acl{}
+	mi := &file_replicad_v1_common_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Acl) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Acl) ProtoMessage() {}
+
+func (x *Acl) ProtoReflect() protoreflect.Message {
+	mi := &file_replicad_v1_common_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Acl.ProtoReflect.Descriptor instead.
+func (*Acl) Descriptor() ([]byte, []int) {
+	return file_replicad_v1_common_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *Acl) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
+func (x *Acl) GetOperation() AclOperation {
+	if x != nil {
+		return x.Operation
+	}
+	return AclOperation_ACL_OPERATION_UNSPECIFIED
+}
+
+func (x *Acl) GetResourceType() AclResourceType {
+	if x != nil {
+		return x.ResourceType
+	}
+	return AclResourceType_ACL_RESOURCE_TYPE_UNSPECIFIED
+}
+
+func (x *Acl) GetPatternType() AclPatternType {
+	if x != nil {
+		return x.PatternType
+	}
+	return AclPatternType_ACL_PATTERN_TYPE_UNSPECIFIED
+}
+
+func (x *Acl) GetResourceName() string {
+	if x != nil {
+		return x.ResourceName
+	}
+	return ""
+}
+
 var File_replicad_v1_common_proto protoreflect.FileDescriptor
 
 const file_replicad_v1_common_proto_rawDesc = "" +
@@ -570,7 +810,13 @@ const file_replicad_v1_common_proto_rawDesc = "" +
 	"error_code\x18\x03 \x01(\x0e2\x16.replicad.v1.ErrorCodeR\terrorCode\"0\n" +
 	"\x06Header\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value*\x81\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value\"\x84\x02\n" +
+	"\x03Acl\x12\x1c\n" +
+	"\tprincipal\x18\x01 \x01(\tR\tprincipal\x127\n" +
+	"\toperation\x18\x02 \x01(\x0e2\x19.replicad.v1.AclOperationR\toperation\x12A\n" +
+	"\rresource_type\x18\x03 \x01(\x0e2\x1c.replicad.v1.AclResourceTypeR\fresourceType\x12>\n" +
+	"\fpattern_type\x18\x04 \x01(\x0e2\x1b.replicad.v1.AclPatternTypeR\vpatternType\x12#\n" +
+	"\rresource_name\x18\x05 \x01(\tR\fresourceName*\x81\n" +
 	"\n" +
 	"\tErrorCode\x12\x13\n" +
 	"\x0fERROR_CODE_NONE\x10\x00\x12,\n" +
@@ -612,7 +858,22 @@ const file_replicad_v1_common_proto_rawDesc = "" +
 	"\x18REPLICA_ROLE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13REPLICA_ROLE_LEADER\x10\x01\x12\x19\n" +
 	"\x15REPLICA_ROLE_FOLLOWER\x10\x02\x12\x18\n" +
-	"\x14REPLICA_ROLE_OFFLINE\x10\x03B\xa4\x01\n" +
+	"\x14REPLICA_ROLE_OFFLINE\x10\x03*\xcf\x01\n" +
+	"\fAclOperation\x12\x1d\n" +
+	"\x19ACL_OPERATION_UNSPECIFIED\x10\x00\x12\x16\n" +
+	"\x12ACL_OPERATION_READ\x10\x01\x12\x17\n" +
+	"\x13ACL_OPERATION_WRITE\x10\x02\x12\x1a\n" +
+	"\x16ACL_OPERATION_DESCRIBE\x10\x03\x12\x17\n" +
+	"\x13ACL_OPERATION_ALTER\x10\x04\x12\x18\n" +
+	"\x14ACL_OPERATION_DELETE\x10\x05\x12 \n" +
+	"\x1cACL_OPERATION_CLUSTER_ACTION\x10\x06*Q\n" +
+	"\x0fAclResourceType\x12!\n" +
+	"\x1dACL_RESOURCE_TYPE_UNSPECIFIED\x10\x00\x12\x1b\n" +
+	"\x17ACL_RESOURCE_TYPE_TOPIC\x10\x01*m\n" +
+	"\x0eAclPatternType\x12 \n" +
+	"\x1cACL_PATTERN_TYPE_UNSPECIFIED\x10\x00\x12\x1c\n" +
+	"\x18ACL_PATTERN_TYPE_LITERAL\x10\x01\x12\x1b\n" +
+	"\x17ACL_PATTERN_TYPE_PREFIX\x10\x02B\xa4\x01\n" +
 	"\x0fcom.replicad.v1B\vCommonProtoP\x01Z7github.com/replicad/replicad/gen/replicad/v1;replicadv1\xa2\x02\x03RXX\xaa\x02\vReplicad.V1\xca\x02\vReplicad\\V1\xe2\x02\x17Replicad\\V1\\GPBMetadata\xea\x02\fReplicad::V1b\x06proto3"
 
 var (
@@ -627,23 +888,30 @@ func file_replicad_v1_common_proto_rawDescGZIP() []byte {
 	return file_replicad_v1_common_proto_rawDescData
 }
 
-var file_replicad_v1_common_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_replicad_v1_common_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_replicad_v1_common_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
+var file_replicad_v1_common_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
 var file_replicad_v1_common_proto_goTypes = []any{
 	(ErrorCode)(0),         // 0: replicad.v1.ErrorCode
 	(ReplicaRole)(0),       // 1: replicad.v1.ReplicaRole
-	(*Broker)(nil),         // 2: replicad.v1.Broker
-	(*PartitionState)(nil), // 3: replicad.v1.PartitionState
-	(*PartitionError)(nil), // 4: replicad.v1.PartitionError
-	(*Header)(nil),         // 5: replicad.v1.Header
+	(AclOperation)(0),      // 2: replicad.v1.AclOperation
+	(AclResourceType)(0),   // 3: replicad.v1.AclResourceType
+	(AclPatternType)(0),    // 4: replicad.v1.AclPatternType
+	(*Broker)(nil),         // 5: replicad.v1.Broker
+	(*PartitionState)(nil), // 6: replicad.v1.PartitionState
+	(*PartitionError)(nil), // 7: replicad.v1.PartitionError
+	(*Header)(nil),         // 8: replicad.v1.Header
+	(*Acl)(nil),            // 9: replicad.v1.Acl
 }
 var file_replicad_v1_common_proto_depIdxs = []int32{
 	0, // 0: replicad.v1.PartitionError.error_code:type_name -> replicad.v1.ErrorCode
-	1, // [1:1] is the sub-list for method output_type
-	1, // [1:1] is the sub-list for method input_type
-	1, // [1:1] is the sub-list for extension type_name
-	1, // [1:1] is the sub-list for extension extendee
-	0, // [0:1] is the sub-list for field type_name
+	2, // 1: replicad.v1.Acl.operation:type_name -> replicad.v1.AclOperation
+	3, // 2: replicad.v1.Acl.resource_type:type_name -> replicad.v1.AclResourceType
+	4, // 3: replicad.v1.Acl.pattern_type:type_name -> replicad.v1.AclPatternType
+	4, // [4:4] is the sub-list for method output_type
+	4, // [4:4] is the sub-list for method input_type
+	4, // [4:4] is the sub-list for extension type_name
+	4, // [4:4] is the sub-list for extension extendee
+	0, // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_replicad_v1_common_proto_init() }
@@ -656,8 +924,8 @@ func file_replicad_v1_common_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_replicad_v1_common_proto_rawDesc), len(file_replicad_v1_common_proto_rawDesc)),
-			NumEnums:      2,
-			NumMessages:   4,
+			NumEnums:      5,
+			NumMessages:   5,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1771,6 +1771,411 @@ func (x *ControlledShutdownResponse) GetRemainingPartitions() []*PartitionError 
 	return nil
 }
 
+type CreateAclsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Every field of each must be set. Creating an ACL that exists is a no-op.
+	Acls          []*Acl `protobuf:"bytes,1,rep,name=acls,proto3" json:"acls,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateAclsRequest) Reset() {
+	*x = CreateAclsRequest{}
+	mi := &file_replicad_v1_controller_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateAclsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateAclsRequest) ProtoMessage() {}
+
+func (x *CreateAclsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_replicad_v1_controller_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateAclsRequest.ProtoReflect.Descriptor instead.
+func (*CreateAclsRequest) Descriptor() ([]byte, []int) {
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *CreateAclsRequest) GetAcls() []*Acl {
+	if x != nil {
+		return x.Acls
+	}
+	return nil
+}
+
+type CreateAclsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// NOT_CONTROLLER from a standby controller (then nothing was stored).
+	ErrorCode    ErrorCode `protobuf:"varint,1,opt,name=error_code,json=errorCode,proto3,enum=replicad.v1.ErrorCode" json:"error_code,omitempty"`
+	ErrorMessage string    `protobuf:"bytes,2,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	// The ACLs that were not stored before.
+	Created       []*Acl `protobuf:"bytes,3,rep,name=created,proto3" json:"created,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateAclsResponse) Reset() {
+	*x = CreateAclsResponse{}
+	mi := &file_replicad_v1_controller_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateAclsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateAclsResponse) ProtoMessage() {}
+
+func (x *CreateAclsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_replicad_v1_controller_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateAclsResponse.ProtoReflect.Descriptor instead.
+func (*CreateAclsResponse) Descriptor() ([]byte, []int) {
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *CreateAclsResponse) GetErrorCode() ErrorCode {
+	if x != nil {
+		return x.ErrorCode
+	}
+	return ErrorCode_ERROR_CODE_NONE
+}
+
+func (x *CreateAclsResponse) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
+	}
+	return ""
+}
+
+func (x *CreateAclsResponse) GetCreated() []*Acl {
+	if x != nil {
+		return x.Created
+	}
+	return nil
+}
+
+// AclFilter matches ACLs: each field left unset (empty, UNSPECIFIED)
+// matches any value.
+type AclFilter struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Principal     string                 `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"`
+	Operation     AclOperation           `protobuf:"varint,2,opt,name=operation,proto3,enum=replicad.v1.AclOperation" json:"operation,omitempty"`
+	ResourceType  AclResourceType        `protobuf:"varint,3,opt,name=resource_type,json=resourceType,proto3,enum=replicad.v1.AclResourceType" json:"resource_type,omitempty"`
+	PatternType   AclPatternType         `protobuf:"varint,4,opt,name=pattern_type,json=patternType,proto3,enum=replicad.v1.AclPatternType" json:"pattern_type,omitempty"`
+	ResourceName  string                 `protobuf:"bytes,5,opt,name=resource_name,json=resourceName,proto3" json:"resource_name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AclFilter) Reset() {
+	*x = AclFilter{}
+	mi := &file_replicad_v1_controller_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AclFilter) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AclFilter) ProtoMessage() {}
+
+func (x *AclFilter) ProtoReflect() protoreflect.Message {
+	mi := &file_replicad_v1_controller_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AclFilter.ProtoReflect.Descriptor instead.
+func (*AclFilter) Descriptor() ([]byte, []int) {
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *AclFilter) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
+func (x *AclFilter) GetOperation() AclOperation {
+	if x != nil {
+		return x.Operation
+	}
+	return AclOperation_ACL_OPERATION_UNSPECIFIED
+}
+
+func (x *AclFilter) GetResourceType() AclResourceType {
+	if x != nil {
+		return x.ResourceType
+	}
+	return AclResourceType_ACL_RESOURCE_TYPE_UNSPECIFIED
+}
+
+func (x *AclFilter) GetPatternType() AclPatternType {
+	if x != nil {
+		return x.PatternType
+	}
+	return AclPatternType_ACL_PATTERN_TYPE_UNSPECIFIED
+}
+
+func (x *AclFilter) GetResourceName() string {
+	if x != nil {
+		return x.ResourceName
+	}
+	return ""
+}
+
+type DeleteAclsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// An ACL matching any filter is deleted. At least one filter; a filter
+	// matching everything must say so with match_all (a guard against
+	// deleting every ACL by mistake).
+	Filters       []*AclFilter `protobuf:"bytes,1,rep,name=filters,proto3" json:"filters,omitempty"`
+	MatchAll      bool         `protobuf:"varint,2,opt,name=match_all,json=matchAll,proto3" json:"match_all,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteAclsRequest) Reset() {
+	*x = DeleteAclsRequest{}
+	mi := &file_replicad_v1_controller_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteAclsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteAclsRequest) ProtoMessage() {}
+
+func (x *DeleteAclsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_replicad_v1_controller_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteAclsRequest.ProtoReflect.Descriptor instead.
+func (*DeleteAclsRequest) Descriptor() ([]byte, []int) {
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *DeleteAclsRequest) GetFilters() []*AclFilter {
+	if x != nil {
+		return x.Filters
+	}
+	return nil
+}
+
+func (x *DeleteAclsRequest) GetMatchAll() bool {
+	if x != nil {
+		return x.MatchAll
+	}
+	return false
+}
+
+type DeleteAclsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ErrorCode     ErrorCode              `protobuf:"varint,1,opt,name=error_code,json=errorCode,proto3,enum=replicad.v1.ErrorCode" json:"error_code,omitempty"`
+	ErrorMessage  string                 `protobuf:"bytes,2,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	Deleted       []*Acl                 `protobuf:"bytes,3,rep,name=deleted,proto3" json:"deleted,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteAclsResponse) Reset() {
+	*x = DeleteAclsResponse{}
+	mi := &file_replicad_v1_controller_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteAclsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteAclsResponse) ProtoMessage() {}
+
+func (x *DeleteAclsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_replicad_v1_controller_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteAclsResponse.ProtoReflect.Descriptor instead.
+func (*DeleteAclsResponse) Descriptor() ([]byte, []int) {
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *DeleteAclsResponse) GetErrorCode() ErrorCode {
+	if x != nil {
+		return x.ErrorCode
+	}
+	return ErrorCode_ERROR_CODE_NONE
+}
+
+func (x *DeleteAclsResponse) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
+	}
+	return ""
+}
+
+func (x *DeleteAclsResponse) GetDeleted() []*Acl {
+	if x != nil {
+		return x.Deleted
+	}
+	return nil
+}
+
+type DescribeAclsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Unset: every ACL.
+	Filter        *AclFilter `protobuf:"bytes,1,opt,name=filter,proto3" json:"filter,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeAclsRequest) Reset() {
+	*x = DescribeAclsRequest{}
+	mi := &file_replicad_v1_controller_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeAclsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeAclsRequest) ProtoMessage() {}
+
+func (x *DescribeAclsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_replicad_v1_controller_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeAclsRequest.ProtoReflect.Descriptor instead.
+func (*DescribeAclsRequest) Descriptor() ([]byte, []int) {
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *DescribeAclsRequest) GetFilter() *AclFilter {
+	if x != nil {
+		return x.Filter
+	}
+	return nil
+}
+
+type DescribeAclsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ErrorCode     ErrorCode              `protobuf:"varint,1,opt,name=error_code,json=errorCode,proto3,enum=replicad.v1.ErrorCode" json:"error_code,omitempty"`
+	ErrorMessage  string                 `protobuf:"bytes,2,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	Acls          []*Acl                 `protobuf:"bytes,3,rep,name=acls,proto3" json:"acls,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeAclsResponse) Reset() {
+	*x = DescribeAclsResponse{}
+	mi := &file_replicad_v1_controller_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeAclsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeAclsResponse) ProtoMessage() {}
+
+func (x *DescribeAclsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_replicad_v1_controller_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeAclsResponse.ProtoReflect.Descriptor instead.
+func (*DescribeAclsResponse) Descriptor() ([]byte, []int) {
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *DescribeAclsResponse) GetErrorCode() ErrorCode {
+	if x != nil {
+		return x.ErrorCode
+	}
+	return ErrorCode_ERROR_CODE_NONE
+}
+
+func (x *DescribeAclsResponse) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
+	}
+	return ""
+}
+
+func (x *DescribeAclsResponse) GetAcls() []*Acl {
+	if x != nil {
+		return x.Acls
+	}
+	return nil
+}
+
 var File_replicad_v1_controller_proto protoreflect.FileDescriptor
 
 const file_replicad_v1_controller_proto_rawDesc = "" +
@@ -1920,7 +2325,35 @@ const file_replicad_v1_controller_proto_rawDesc = "" +
 	"\x1aControlledShutdownResponse\x125\n" +
 	"\n" +
 	"error_code\x18\x01 \x01(\x0e2\x16.replicad.v1.ErrorCodeR\terrorCode\x12N\n" +
-	"\x14remaining_partitions\x18\x02 \x03(\v2\x1b.replicad.v1.PartitionErrorR\x13remainingPartitions2\xc6\x06\n" +
+	"\x14remaining_partitions\x18\x02 \x03(\v2\x1b.replicad.v1.PartitionErrorR\x13remainingPartitions\"9\n" +
+	"\x11CreateAclsRequest\x12$\n" +
+	"\x04acls\x18\x01 \x03(\v2\x10.replicad.v1.AclR\x04acls\"\x9c\x01\n" +
+	"\x12CreateAclsResponse\x125\n" +
+	"\n" +
+	"error_code\x18\x01 \x01(\x0e2\x16.replicad.v1.ErrorCodeR\terrorCode\x12#\n" +
+	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\x12*\n" +
+	"\acreated\x18\x03 \x03(\v2\x10.replicad.v1.AclR\acreated\"\x8a\x02\n" +
+	"\tAclFilter\x12\x1c\n" +
+	"\tprincipal\x18\x01 \x01(\tR\tprincipal\x127\n" +
+	"\toperation\x18\x02 \x01(\x0e2\x19.replicad.v1.AclOperationR\toperation\x12A\n" +
+	"\rresource_type\x18\x03 \x01(\x0e2\x1c.replicad.v1.AclResourceTypeR\fresourceType\x12>\n" +
+	"\fpattern_type\x18\x04 \x01(\x0e2\x1b.replicad.v1.AclPatternTypeR\vpatternType\x12#\n" +
+	"\rresource_name\x18\x05 \x01(\tR\fresourceName\"b\n" +
+	"\x11DeleteAclsRequest\x120\n" +
+	"\afilters\x18\x01 \x03(\v2\x16.replicad.v1.AclFilterR\afilters\x12\x1b\n" +
+	"\tmatch_all\x18\x02 \x01(\bR\bmatchAll\"\x9c\x01\n" +
+	"\x12DeleteAclsResponse\x125\n" +
+	"\n" +
+	"error_code\x18\x01 \x01(\x0e2\x16.replicad.v1.ErrorCodeR\terrorCode\x12#\n" +
+	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\x12*\n" +
+	"\adeleted\x18\x03 \x03(\v2\x10.replicad.v1.AclR\adeleted\"E\n" +
+	"\x13DescribeAclsRequest\x12.\n" +
+	"\x06filter\x18\x01 \x01(\v2\x16.replicad.v1.AclFilterR\x06filter\"\x98\x01\n" +
+	"\x14DescribeAclsResponse\x125\n" +
+	"\n" +
+	"error_code\x18\x01 \x01(\x0e2\x16.replicad.v1.ErrorCodeR\terrorCode\x12#\n" +
+	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\x12$\n" +
+	"\x04acls\x18\x03 \x03(\v2\x10.replicad.v1.AclR\x04acls2\xb9\b\n" +
 	"\x11ControllerService\x12Y\n" +
 	"\x0eRegisterBroker\x12\".replicad.v1.RegisterBrokerRequest\x1a#.replicad.v1.RegisterBrokerResponse\x12\\\n" +
 	"\x0fBrokerHeartbeat\x12#.replicad.v1.BrokerHeartbeatRequest\x1a$.replicad.v1.BrokerHeartbeatResponse\x12Y\n" +
@@ -1930,7 +2363,12 @@ const file_replicad_v1_controller_proto_rawDesc = "" +
 	"\vElectLeader\x12\x1f.replicad.v1.ElectLeaderRequest\x1a .replicad.v1.ElectLeaderResponse\x12b\n" +
 	"\x11ReassignPartition\x12%.replicad.v1.ReassignPartitionRequest\x1a&.replicad.v1.ReassignPartitionResponse\x12\\\n" +
 	"\x0fDescribeCluster\x12#.replicad.v1.DescribeClusterRequest\x1a$.replicad.v1.DescribeClusterResponse\x12e\n" +
-	"\x12ControlledShutdown\x12&.replicad.v1.ControlledShutdownRequest\x1a'.replicad.v1.ControlledShutdownResponseB\xa8\x01\n" +
+	"\x12ControlledShutdown\x12&.replicad.v1.ControlledShutdownRequest\x1a'.replicad.v1.ControlledShutdownResponse\x12M\n" +
+	"\n" +
+	"CreateAcls\x12\x1e.replicad.v1.CreateAclsRequest\x1a\x1f.replicad.v1.CreateAclsResponse\x12M\n" +
+	"\n" +
+	"DeleteAcls\x12\x1e.replicad.v1.DeleteAclsRequest\x1a\x1f.replicad.v1.DeleteAclsResponse\x12S\n" +
+	"\fDescribeAcls\x12 .replicad.v1.DescribeAclsRequest\x1a!.replicad.v1.DescribeAclsResponseB\xa8\x01\n" +
 	"\x0fcom.replicad.v1B\x0fControllerProtoP\x01Z7github.com/replicad/replicad/gen/replicad/v1;replicadv1\xa2\x02\x03RXX\xaa\x02\vReplicad.V1\xca\x02\vReplicad\\V1\xe2\x02\x17Replicad\\V1\\GPBMetadata\xea\x02\fReplicad::V1b\x06proto3"
 
 var (
@@ -1945,7 +2383,7 @@ func file_replicad_v1_controller_proto_rawDescGZIP() []byte {
 	return file_replicad_v1_controller_proto_rawDescData
 }
 
-var file_replicad_v1_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_replicad_v1_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
 var file_replicad_v1_controller_proto_goTypes = []any{
 	(*RegisterBrokerRequest)(nil),      // 0: replicad.v1.RegisterBrokerRequest
 	(*RegisterBrokerResponse)(nil),     // 1: replicad.v1.RegisterBrokerResponse
@@ -1973,55 +2411,84 @@ var file_replicad_v1_controller_proto_goTypes = []any{
 	(*DescribeClusterResponse)(nil),    // 23: replicad.v1.DescribeClusterResponse
 	(*ControlledShutdownRequest)(nil),  // 24: replicad.v1.ControlledShutdownRequest
 	(*ControlledShutdownResponse)(nil), // 25: replicad.v1.ControlledShutdownResponse
-	(ErrorCode)(0),                     // 26: replicad.v1.ErrorCode
-	(*PartitionError)(nil),             // 27: replicad.v1.PartitionError
+	(*CreateAclsRequest)(nil),          // 26: replicad.v1.CreateAclsRequest
+	(*CreateAclsResponse)(nil),         // 27: replicad.v1.CreateAclsResponse
+	(*AclFilter)(nil),                  // 28: replicad.v1.AclFilter
+	(*DeleteAclsRequest)(nil),          // 29: replicad.v1.DeleteAclsRequest
+	(*DeleteAclsResponse)(nil),         // 30: replicad.v1.DeleteAclsResponse
+	(*DescribeAclsRequest)(nil),        // 31: replicad.v1.DescribeAclsRequest
+	(*DescribeAclsResponse)(nil),       // 32: replicad.v1.DescribeAclsResponse
+	(ErrorCode)(0),                     // 33: replicad.v1.ErrorCode
+	(*PartitionError)(nil),             // 34: replicad.v1.PartitionError
+	(*Acl)(nil),                        // 35: replicad.v1.Acl
+	(AclOperation)(0),                  // 36: replicad.v1.AclOperation
+	(AclResourceType)(0),               // 37: replicad.v1.AclResourceType
+	(AclPatternType)(0),                // 38: replicad.v1.AclPatternType
 }
 var file_replicad_v1_controller_proto_depIdxs = []int32{
-	26, // 0: replicad.v1.RegisterBrokerResponse.error_code:type_name -> replicad.v1.ErrorCode
+	33, // 0: replicad.v1.RegisterBrokerResponse.error_code:type_name -> replicad.v1.ErrorCode
 	3,  // 1: replicad.v1.BrokerHeartbeatRequest.offline_partitions:type_name -> replicad.v1.PartitionRef
-	26, // 2: replicad.v1.BrokerHeartbeatResponse.error_code:type_name -> replicad.v1.ErrorCode
+	33, // 2: replicad.v1.BrokerHeartbeatResponse.error_code:type_name -> replicad.v1.ErrorCode
 	5,  // 3: replicad.v1.AlterPartitionItem.new_isr:type_name -> replicad.v1.BrokerEpoch
 	6,  // 4: replicad.v1.AlterPartitionRequest.partitions:type_name -> replicad.v1.AlterPartitionItem
-	26, // 5: replicad.v1.AlterPartitionResult.error_code:type_name -> replicad.v1.ErrorCode
-	26, // 6: replicad.v1.AlterPartitionResponse.error_code:type_name -> replicad.v1.ErrorCode
+	33, // 5: replicad.v1.AlterPartitionResult.error_code:type_name -> replicad.v1.ErrorCode
+	33, // 6: replicad.v1.AlterPartitionResponse.error_code:type_name -> replicad.v1.ErrorCode
 	8,  // 7: replicad.v1.AlterPartitionResponse.partitions:type_name -> replicad.v1.AlterPartitionResult
-	26, // 8: replicad.v1.CreateTopicResponse.error_code:type_name -> replicad.v1.ErrorCode
+	33, // 8: replicad.v1.CreateTopicResponse.error_code:type_name -> replicad.v1.ErrorCode
 	20, // 9: replicad.v1.CreateTopicResponse.partitions:type_name -> replicad.v1.ClusterPartition
-	26, // 10: replicad.v1.DeleteTopicResponse.error_code:type_name -> replicad.v1.ErrorCode
-	26, // 11: replicad.v1.ElectLeaderResponse.error_code:type_name -> replicad.v1.ErrorCode
+	33, // 10: replicad.v1.DeleteTopicResponse.error_code:type_name -> replicad.v1.ErrorCode
+	33, // 11: replicad.v1.ElectLeaderResponse.error_code:type_name -> replicad.v1.ErrorCode
 	20, // 12: replicad.v1.ElectLeaderResponse.partition:type_name -> replicad.v1.ClusterPartition
-	26, // 13: replicad.v1.ReassignPartitionResponse.error_code:type_name -> replicad.v1.ErrorCode
+	33, // 13: replicad.v1.ReassignPartitionResponse.error_code:type_name -> replicad.v1.ErrorCode
 	20, // 14: replicad.v1.ReassignPartitionResponse.partition:type_name -> replicad.v1.ClusterPartition
 	22, // 15: replicad.v1.DeletedTopic.pending:type_name -> replicad.v1.PendingReplicas
 	19, // 16: replicad.v1.DescribeClusterResponse.brokers:type_name -> replicad.v1.BrokerDescription
 	20, // 17: replicad.v1.DescribeClusterResponse.partitions:type_name -> replicad.v1.ClusterPartition
-	26, // 18: replicad.v1.DescribeClusterResponse.error_code:type_name -> replicad.v1.ErrorCode
+	33, // 18: replicad.v1.DescribeClusterResponse.error_code:type_name -> replicad.v1.ErrorCode
 	21, // 19: replicad.v1.DescribeClusterResponse.pending_deletions:type_name -> replicad.v1.DeletedTopic
-	26, // 20: replicad.v1.ControlledShutdownResponse.error_code:type_name -> replicad.v1.ErrorCode
-	27, // 21: replicad.v1.ControlledShutdownResponse.remaining_partitions:type_name -> replicad.v1.PartitionError
-	0,  // 22: replicad.v1.ControllerService.RegisterBroker:input_type -> replicad.v1.RegisterBrokerRequest
-	2,  // 23: replicad.v1.ControllerService.BrokerHeartbeat:input_type -> replicad.v1.BrokerHeartbeatRequest
-	7,  // 24: replicad.v1.ControllerService.AlterPartition:input_type -> replicad.v1.AlterPartitionRequest
-	10, // 25: replicad.v1.ControllerService.CreateTopic:input_type -> replicad.v1.CreateTopicRequest
-	12, // 26: replicad.v1.ControllerService.DeleteTopic:input_type -> replicad.v1.DeleteTopicRequest
-	14, // 27: replicad.v1.ControllerService.ElectLeader:input_type -> replicad.v1.ElectLeaderRequest
-	16, // 28: replicad.v1.ControllerService.ReassignPartition:input_type -> replicad.v1.ReassignPartitionRequest
-	18, // 29: replicad.v1.ControllerService.DescribeCluster:input_type -> replicad.v1.DescribeClusterRequest
-	24, // 30: replicad.v1.ControllerService.ControlledShutdown:input_type -> replicad.v1.ControlledShutdownRequest
-	1,  // 31: replicad.v1.ControllerService.RegisterBroker:output_type -> replicad.v1.RegisterBrokerResponse
-	4,  // 32: replicad.v1.ControllerService.BrokerHeartbeat:output_type -> replicad.v1.BrokerHeartbeatResponse
-	9,  // 33: replicad.v1.ControllerService.AlterPartition:output_type -> replicad.v1.AlterPartitionResponse
-	11, // 34: replicad.v1.ControllerService.CreateTopic:output_type -> replicad.v1.CreateTopicResponse
-	13, // 35: replicad.v1.ControllerService.DeleteTopic:output_type -> replicad.v1.DeleteTopicResponse
-	15, // 36: replicad.v1.ControllerService.ElectLeader:output_type -> replicad.v1.ElectLeaderResponse
-	17, // 37: replicad.v1.ControllerService.ReassignPartition:output_type -> replicad.v1.ReassignPartitionResponse
-	23, // 38: replicad.v1.ControllerService.DescribeCluster:output_type -> replicad.v1.DescribeClusterResponse
-	25, // 39: replicad.v1.ControllerService.ControlledShutdown:output_type -> replicad.v1.ControlledShutdownResponse
-	31, // [31:40] is the sub-list for method output_type
-	22, // [22:31] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	33, // 20: replicad.v1.ControlledShutdownResponse.error_code:type_name -> replicad.v1.ErrorCode
+	34, // 21: replicad.v1.ControlledShutdownResponse.remaining_partitions:type_name -> replicad.v1.PartitionError
+	35, // 22: replicad.v1.CreateAclsRequest.acls:type_name -> replicad.v1.Acl
+	33, // 23: replicad.v1.CreateAclsResponse.error_code:type_name -> replicad.v1.ErrorCode
+	35, // 24: replicad.v1.CreateAclsResponse.created:type_name -> replicad.v1.Acl
+	36, // 25: replicad.v1.AclFilter.operation:type_name -> replicad.v1.AclOperation
+	37, // 26: replicad.v1.AclFilter.resource_type:type_name -> replicad.v1.AclResourceType
+	38, // 27: replicad.v1.AclFilter.pattern_type:type_name -> replicad.v1.AclPatternType
+	28, // 28: replicad.v1.DeleteAclsRequest.filters:type_name -> replicad.v1.AclFilter
+	33, // 29: replicad.v1.DeleteAclsResponse.error_code:type_name -> replicad.v1.ErrorCode
+	35, // 30: replicad.v1.DeleteAclsResponse.deleted:type_name -> replicad.v1.Acl
+	28, // 31: replicad.v1.DescribeAclsRequest.filter:type_name -> replicad.v1.AclFilter
+	33, // 32: replicad.v1.DescribeAclsResponse.error_code:type_name -> replicad.v1.ErrorCode
+	35, // 33: replicad.v1.DescribeAclsResponse.acls:type_name -> replicad.v1.Acl
+	0,  // 34: replicad.v1.ControllerService.RegisterBroker:input_type -> replicad.v1.RegisterBrokerRequest
+	2,  // 35: replicad.v1.ControllerService.BrokerHeartbeat:input_type -> replicad.v1.BrokerHeartbeatRequest
+	7,  // 36: replicad.v1.ControllerService.AlterPartition:input_type -> replicad.v1.AlterPartitionRequest
+	10, // 37: replicad.v1.ControllerService.CreateTopic:input_type -> replicad.v1.CreateTopicRequest
+	12, // 38: replicad.v1.ControllerService.DeleteTopic:input_type -> replicad.v1.DeleteTopicRequest
+	14, // 39: replicad.v1.ControllerService.ElectLeader:input_type -> replicad.v1.ElectLeaderRequest
+	16, // 40: replicad.v1.ControllerService.ReassignPartition:input_type -> replicad.v1.ReassignPartitionRequest
+	18, // 41: replicad.v1.ControllerService.DescribeCluster:input_type -> replicad.v1.DescribeClusterRequest
+	24, // 42: replicad.v1.ControllerService.ControlledShutdown:input_type -> replicad.v1.ControlledShutdownRequest
+	26, // 43: replicad.v1.ControllerService.CreateAcls:input_type -> replicad.v1.CreateAclsRequest
+	29, // 44: replicad.v1.ControllerService.DeleteAcls:input_type -> replicad.v1.DeleteAclsRequest
+	31, // 45: replicad.v1.ControllerService.DescribeAcls:input_type -> replicad.v1.DescribeAclsRequest
+	1,  // 46: replicad.v1.ControllerService.RegisterBroker:output_type -> replicad.v1.RegisterBrokerResponse
+	4,  // 47: replicad.v1.ControllerService.BrokerHeartbeat:output_type -> replicad.v1.BrokerHeartbeatResponse
+	9,  // 48: replicad.v1.ControllerService.AlterPartition:output_type -> replicad.v1.AlterPartitionResponse
+	11, // 49: replicad.v1.ControllerService.CreateTopic:output_type -> replicad.v1.CreateTopicResponse
+	13, // 50: replicad.v1.ControllerService.DeleteTopic:output_type -> replicad.v1.DeleteTopicResponse
+	15, // 51: replicad.v1.ControllerService.ElectLeader:output_type -> replicad.v1.ElectLeaderResponse
+	17, // 52: replicad.v1.ControllerService.ReassignPartition:output_type -> replicad.v1.ReassignPartitionResponse
+	23, // 53: replicad.v1.ControllerService.DescribeCluster:output_type -> replicad.v1.DescribeClusterResponse
+	25, // 54: replicad.v1.ControllerService.ControlledShutdown:output_type -> replicad.v1.ControlledShutdownResponse
+	27, // 55: replicad.v1.ControllerService.CreateAcls:output_type -> replicad.v1.CreateAclsResponse
+	30, // 56: replicad.v1.ControllerService.DeleteAcls:output_type -> replicad.v1.DeleteAclsResponse
+	32, // 57: replicad.v1.ControllerService.DescribeAcls:output_type -> replicad.v1.DescribeAclsResponse
+	46, // [46:58] is the sub-list for method output_type
+	34, // [34:46] is the sub-list for method input_type
+	34, // [34:34] is the sub-list for extension type_name
+	34, // [34:34] is the sub-list for extension extendee
+	0,  // [0:34] is the sub-list for field type_name
 }
 
 func init() { file_replicad_v1_controller_proto_init() }
@@ -2037,7 +2504,7 @@ func file_replicad_v1_controller_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_replicad_v1_controller_proto_rawDesc), len(file_replicad_v1_controller_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   26,
+			NumMessages:   33,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

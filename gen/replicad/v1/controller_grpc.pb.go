@@ -28,6 +28,9 @@ const (
 	ControllerService_ReassignPartition_FullMethodName  = "/replicad.v1.ControllerService/ReassignPartition"
 	ControllerService_DescribeCluster_FullMethodName    = "/replicad.v1.ControllerService/DescribeCluster"
 	ControllerService_ControlledShutdown_FullMethodName = "/replicad.v1.ControllerService/ControlledShutdown"
+	ControllerService_CreateAcls_FullMethodName         = "/replicad.v1.ControllerService/CreateAcls"
+	ControllerService_DeleteAcls_FullMethodName         = "/replicad.v1.ControllerService/DeleteAcls"
+	ControllerService_DescribeAcls_FullMethodName       = "/replicad.v1.ControllerService/DescribeAcls"
 )
 
 // ControllerServiceClient is the client API for ControllerService service.
@@ -50,6 +53,11 @@ type ControllerServiceClient interface {
 	DescribeCluster(ctx context.Context, in *DescribeClusterRequest, opts ...grpc.CallOption) (*DescribeClusterResponse, error)
 	// ControlledShutdown moves a stopping broker's leaderships away first.
 	ControlledShutdown(ctx context.Context, in *ControlledShutdownRequest, opts ...grpc.CallOption) (*ControlledShutdownResponse, error)
+	// ACL administration (admin role): the controller stores the ACLs and
+	// sends every broker the whole set in UpdateMetadata.
+	CreateAcls(ctx context.Context, in *CreateAclsRequest, opts ...grpc.CallOption) (*CreateAclsResponse, error)
+	DeleteAcls(ctx context.Context, in *DeleteAclsRequest, opts ...grpc.CallOption) (*DeleteAclsResponse, error)
+	DescribeAcls(ctx context.Context, in *DescribeAclsRequest, opts ...grpc.CallOption) (*DescribeAclsResponse, error)
 }
 
 type controllerServiceClient struct {
@@ -150,6 +158,36 @@ func (c *controllerServiceClient) ControlledShutdown(ctx context.Context, in *Co
 	return out, nil
 }
 
+func (c *controllerServiceClient) CreateAcls(ctx context.Context, in *CreateAclsRequest, opts ...grpc.CallOption) (*CreateAclsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateAclsResponse)
+	err := c.cc.Invoke(ctx, ControllerService_CreateAcls_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controllerServiceClient) DeleteAcls(ctx context.Context, in *DeleteAclsRequest, opts ...grpc.CallOption) (*DeleteAclsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteAclsResponse)
+	err := c.cc.Invoke(ctx, ControllerService_DeleteAcls_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controllerServiceClient) DescribeAcls(ctx context.Context, in *DescribeAclsRequest, opts ...grpc.CallOption) (*DescribeAclsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DescribeAclsResponse)
+	err := c.cc.Invoke(ctx, ControllerService_DescribeAcls_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ControllerServiceServer is the server API for ControllerService service.
 // All implementations must embed UnimplementedControllerServiceServer
 // for forward compatibility.
@@ -170,6 +208,11 @@ type ControllerServiceServer interface {
 	DescribeCluster(context.Context, *DescribeClusterRequest) (*DescribeClusterResponse, error)
 	// ControlledShutdown moves a stopping broker's leaderships away first.
 	ControlledShutdown(context.Context, *ControlledShutdownRequest) (*ControlledShutdownResponse, error)
+	// ACL administration (admin role): the controller stores the ACLs and
+	// sends every broker the whole set in UpdateMetadata.
+	CreateAcls(context.Context, *CreateAclsRequest) (*CreateAclsResponse, error)
+	DeleteAcls(context.Context, *DeleteAclsRequest) (*DeleteAclsResponse, error)
+	DescribeAcls(context.Context, *DescribeAclsRequest) (*DescribeAclsResponse, error)
 	mustEmbedUnimplementedControllerServiceServer()
 }
 
@@ -206,6 +249,15 @@ func (UnimplementedControllerServiceServer) DescribeCluster(context.Context, *De
 }
 func (UnimplementedControllerServiceServer) ControlledShutdown(context.Context, *ControlledShutdownRequest) (*ControlledShutdownResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ControlledShutdown not implemented")
+}
+func (UnimplementedControllerServiceServer) CreateAcls(context.Context, *CreateAclsRequest) (*CreateAclsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateAcls not implemented")
+}
+func (UnimplementedControllerServiceServer) DeleteAcls(context.Context, *DeleteAclsRequest) (*DeleteAclsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteAcls not implemented")
+}
+func (UnimplementedControllerServiceServer) DescribeAcls(context.Context, *DescribeAclsRequest) (*DescribeAclsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DescribeAcls not implemented")
 }
 func (UnimplementedControllerServiceServer) mustEmbedUnimplementedControllerServiceServer() {}
 func (UnimplementedControllerServiceServer) testEmbeddedByValue()                           {}
@@ -390,6 +442,60 @@ func _ControllerService_ControlledShutdown_Handler(srv interface{}, ctx context.
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ControllerService_CreateAcls_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateAclsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServiceServer).CreateAcls(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControllerService_CreateAcls_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServiceServer).CreateAcls(ctx, req.(*CreateAclsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ControllerService_DeleteAcls_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteAclsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServiceServer).DeleteAcls(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControllerService_DeleteAcls_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServiceServer).DeleteAcls(ctx, req.(*DeleteAclsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ControllerService_DescribeAcls_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DescribeAclsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServiceServer).DescribeAcls(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControllerService_DescribeAcls_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServiceServer).DescribeAcls(ctx, req.(*DescribeAclsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ControllerService_ServiceDesc is the grpc.ServiceDesc for ControllerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -432,6 +538,18 @@ var ControllerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ControlledShutdown",
 			Handler:    _ControllerService_ControlledShutdown_Handler,
+		},
+		{
+			MethodName: "CreateAcls",
+			Handler:    _ControllerService_CreateAcls_Handler,
+		},
+		{
+			MethodName: "DeleteAcls",
+			Handler:    _ControllerService_DeleteAcls_Handler,
+		},
+		{
+			MethodName: "DescribeAcls",
+			Handler:    _ControllerService_DescribeAcls_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

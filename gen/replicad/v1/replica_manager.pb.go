@@ -178,8 +178,14 @@ type UpdateMetadataRequest struct {
 	BrokerEpoch     int64                  `protobuf:"varint,3,opt,name=broker_epoch,json=brokerEpoch,proto3" json:"broker_epoch,omitempty"`
 	LiveBrokers     []*Broker              `protobuf:"bytes,4,rep,name=live_brokers,json=liveBrokers,proto3" json:"live_brokers,omitempty"`
 	PartitionStates []*PartitionState      `protobuf:"bytes,5,rep,name=partition_states,json=partitionStates,proto3" json:"partition_states,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The cluster's whole ACL set, when acls_present: the broker's authorizer
+	// then holds exactly these (none when empty). Without acls_present (an
+	// older controller, a hand-made request) the broker keeps the ACLs it
+	// holds, so a partial request cannot wipe them.
+	Acls          []*Acl `protobuf:"bytes,6,rep,name=acls,proto3" json:"acls,omitempty"`
+	AclsPresent   bool   `protobuf:"varint,7,opt,name=acls_present,json=aclsPresent,proto3" json:"acls_present,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *UpdateMetadataRequest) Reset() {
@@ -245,6 +251,20 @@ func (x *UpdateMetadataRequest) GetPartitionStates() []*PartitionState {
 		return x.PartitionStates
 	}
 	return nil
+}
+
+func (x *UpdateMetadataRequest) GetAcls() []*Acl {
+	if x != nil {
+		return x.Acls
+	}
+	return nil
+}
+
+func (x *UpdateMetadataRequest) GetAclsPresent() bool {
+	if x != nil {
+		return x.AclsPresent
+	}
+	return false
 }
 
 type UpdateMetadataResponse struct {
@@ -1191,13 +1211,15 @@ const file_replicad_v1_replica_manager_proto_rawDesc = "" +
 	"error_code\x18\x01 \x01(\x0e2\x16.replicad.v1.ErrorCodeR\terrorCode\x12F\n" +
 	"\x10partition_errors\x18\x02 \x03(\v2\x1b.replicad.v1.PartitionErrorR\x0fpartitionErrors\x12)\n" +
 	"\x10controller_epoch\x18\x03 \x01(\x05R\x0fcontrollerEpoch\x12#\n" +
-	"\rerror_message\x18\x04 \x01(\tR\ferrorMessage\"\x8a\x02\n" +
+	"\rerror_message\x18\x04 \x01(\tR\ferrorMessage\"\xd3\x02\n" +
 	"\x15UpdateMetadataRequest\x12#\n" +
 	"\rcontroller_id\x18\x01 \x01(\x05R\fcontrollerId\x12)\n" +
 	"\x10controller_epoch\x18\x02 \x01(\x05R\x0fcontrollerEpoch\x12!\n" +
 	"\fbroker_epoch\x18\x03 \x01(\x03R\vbrokerEpoch\x126\n" +
 	"\flive_brokers\x18\x04 \x03(\v2\x13.replicad.v1.BrokerR\vliveBrokers\x12F\n" +
-	"\x10partition_states\x18\x05 \x03(\v2\x1b.replicad.v1.PartitionStateR\x0fpartitionStates\"\x9f\x01\n" +
+	"\x10partition_states\x18\x05 \x03(\v2\x1b.replicad.v1.PartitionStateR\x0fpartitionStates\x12$\n" +
+	"\x04acls\x18\x06 \x03(\v2\x10.replicad.v1.AclR\x04acls\x12!\n" +
+	"\facls_present\x18\a \x01(\bR\vaclsPresent\"\x9f\x01\n" +
 	"\x16UpdateMetadataResponse\x125\n" +
 	"\n" +
 	"error_code\x18\x01 \x01(\x0e2\x16.replicad.v1.ErrorCodeR\terrorCode\x12)\n" +
@@ -1323,7 +1345,8 @@ var file_replicad_v1_replica_manager_proto_goTypes = []any{
 	(*Broker)(nil),                           // 18: replicad.v1.Broker
 	(ErrorCode)(0),                           // 19: replicad.v1.ErrorCode
 	(*PartitionError)(nil),                   // 20: replicad.v1.PartitionError
-	(ReplicaRole)(0),                         // 21: replicad.v1.ReplicaRole
+	(*Acl)(nil),                              // 21: replicad.v1.Acl
+	(ReplicaRole)(0),                         // 22: replicad.v1.ReplicaRole
 }
 var file_replicad_v1_replica_manager_proto_depIdxs = []int32{
 	17, // 0: replicad.v1.LeaderAndIsrRequest.partition_states:type_name -> replicad.v1.PartitionState
@@ -1332,35 +1355,36 @@ var file_replicad_v1_replica_manager_proto_depIdxs = []int32{
 	20, // 3: replicad.v1.LeaderAndIsrResponse.partition_errors:type_name -> replicad.v1.PartitionError
 	18, // 4: replicad.v1.UpdateMetadataRequest.live_brokers:type_name -> replicad.v1.Broker
 	17, // 5: replicad.v1.UpdateMetadataRequest.partition_states:type_name -> replicad.v1.PartitionState
-	19, // 6: replicad.v1.UpdateMetadataResponse.error_code:type_name -> replicad.v1.ErrorCode
-	4,  // 7: replicad.v1.StopReplicaRequest.partitions:type_name -> replicad.v1.StopReplicaPartition
-	19, // 8: replicad.v1.StopReplicaResponse.error_code:type_name -> replicad.v1.ErrorCode
-	20, // 9: replicad.v1.StopReplicaResponse.partition_errors:type_name -> replicad.v1.PartitionError
-	19, // 10: replicad.v1.LogDirCheckpoint.error_code:type_name -> replicad.v1.ErrorCode
-	19, // 11: replicad.v1.CheckpointHighWatermarksResponse.error_code:type_name -> replicad.v1.ErrorCode
-	8,  // 12: replicad.v1.CheckpointHighWatermarksResponse.log_dirs:type_name -> replicad.v1.LogDirCheckpoint
-	21, // 13: replicad.v1.PartitionDescription.role:type_name -> replicad.v1.ReplicaRole
-	11, // 14: replicad.v1.DescribePartitionsResponse.partitions:type_name -> replicad.v1.PartitionDescription
-	12, // 15: replicad.v1.DescribePartitionsResponse.log_dirs:type_name -> replicad.v1.LogDirDescription
-	14, // 16: replicad.v1.AlterReplicaLogDirsRequest.partitions:type_name -> replicad.v1.AlterReplicaLogDir
-	20, // 17: replicad.v1.AlterReplicaLogDirsResponse.partition_errors:type_name -> replicad.v1.PartitionError
-	0,  // 18: replicad.v1.ReplicaManagerService.LeaderAndIsr:input_type -> replicad.v1.LeaderAndIsrRequest
-	2,  // 19: replicad.v1.ReplicaManagerService.UpdateMetadata:input_type -> replicad.v1.UpdateMetadataRequest
-	5,  // 20: replicad.v1.ReplicaManagerService.StopReplica:input_type -> replicad.v1.StopReplicaRequest
-	7,  // 21: replicad.v1.ReplicaManagerService.CheckpointHighWatermarks:input_type -> replicad.v1.CheckpointHighWatermarksRequest
-	10, // 22: replicad.v1.ReplicaManagerService.DescribePartitions:input_type -> replicad.v1.DescribePartitionsRequest
-	15, // 23: replicad.v1.ReplicaManagerService.AlterReplicaLogDirs:input_type -> replicad.v1.AlterReplicaLogDirsRequest
-	1,  // 24: replicad.v1.ReplicaManagerService.LeaderAndIsr:output_type -> replicad.v1.LeaderAndIsrResponse
-	3,  // 25: replicad.v1.ReplicaManagerService.UpdateMetadata:output_type -> replicad.v1.UpdateMetadataResponse
-	6,  // 26: replicad.v1.ReplicaManagerService.StopReplica:output_type -> replicad.v1.StopReplicaResponse
-	9,  // 27: replicad.v1.ReplicaManagerService.CheckpointHighWatermarks:output_type -> replicad.v1.CheckpointHighWatermarksResponse
-	13, // 28: replicad.v1.ReplicaManagerService.DescribePartitions:output_type -> replicad.v1.DescribePartitionsResponse
-	16, // 29: replicad.v1.ReplicaManagerService.AlterReplicaLogDirs:output_type -> replicad.v1.AlterReplicaLogDirsResponse
-	24, // [24:30] is the sub-list for method output_type
-	18, // [18:24] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	21, // 6: replicad.v1.UpdateMetadataRequest.acls:type_name -> replicad.v1.Acl
+	19, // 7: replicad.v1.UpdateMetadataResponse.error_code:type_name -> replicad.v1.ErrorCode
+	4,  // 8: replicad.v1.StopReplicaRequest.partitions:type_name -> replicad.v1.StopReplicaPartition
+	19, // 9: replicad.v1.StopReplicaResponse.error_code:type_name -> replicad.v1.ErrorCode
+	20, // 10: replicad.v1.StopReplicaResponse.partition_errors:type_name -> replicad.v1.PartitionError
+	19, // 11: replicad.v1.LogDirCheckpoint.error_code:type_name -> replicad.v1.ErrorCode
+	19, // 12: replicad.v1.CheckpointHighWatermarksResponse.error_code:type_name -> replicad.v1.ErrorCode
+	8,  // 13: replicad.v1.CheckpointHighWatermarksResponse.log_dirs:type_name -> replicad.v1.LogDirCheckpoint
+	22, // 14: replicad.v1.PartitionDescription.role:type_name -> replicad.v1.ReplicaRole
+	11, // 15: replicad.v1.DescribePartitionsResponse.partitions:type_name -> replicad.v1.PartitionDescription
+	12, // 16: replicad.v1.DescribePartitionsResponse.log_dirs:type_name -> replicad.v1.LogDirDescription
+	14, // 17: replicad.v1.AlterReplicaLogDirsRequest.partitions:type_name -> replicad.v1.AlterReplicaLogDir
+	20, // 18: replicad.v1.AlterReplicaLogDirsResponse.partition_errors:type_name -> replicad.v1.PartitionError
+	0,  // 19: replicad.v1.ReplicaManagerService.LeaderAndIsr:input_type -> replicad.v1.LeaderAndIsrRequest
+	2,  // 20: replicad.v1.ReplicaManagerService.UpdateMetadata:input_type -> replicad.v1.UpdateMetadataRequest
+	5,  // 21: replicad.v1.ReplicaManagerService.StopReplica:input_type -> replicad.v1.StopReplicaRequest
+	7,  // 22: replicad.v1.ReplicaManagerService.CheckpointHighWatermarks:input_type -> replicad.v1.CheckpointHighWatermarksRequest
+	10, // 23: replicad.v1.ReplicaManagerService.DescribePartitions:input_type -> replicad.v1.DescribePartitionsRequest
+	15, // 24: replicad.v1.ReplicaManagerService.AlterReplicaLogDirs:input_type -> replicad.v1.AlterReplicaLogDirsRequest
+	1,  // 25: replicad.v1.ReplicaManagerService.LeaderAndIsr:output_type -> replicad.v1.LeaderAndIsrResponse
+	3,  // 26: replicad.v1.ReplicaManagerService.UpdateMetadata:output_type -> replicad.v1.UpdateMetadataResponse
+	6,  // 27: replicad.v1.ReplicaManagerService.StopReplica:output_type -> replicad.v1.StopReplicaResponse
+	9,  // 28: replicad.v1.ReplicaManagerService.CheckpointHighWatermarks:output_type -> replicad.v1.CheckpointHighWatermarksResponse
+	13, // 29: replicad.v1.ReplicaManagerService.DescribePartitions:output_type -> replicad.v1.DescribePartitionsResponse
+	16, // 30: replicad.v1.ReplicaManagerService.AlterReplicaLogDirs:output_type -> replicad.v1.AlterReplicaLogDirsResponse
+	25, // [25:31] is the sub-list for method output_type
+	19, // [19:25] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_replicad_v1_replica_manager_proto_init() }
