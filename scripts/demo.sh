@@ -14,6 +14,9 @@
 # DEMO_NONINTERACTIVE=1 (or --non-interactive) runs the steps, stops the cluster
 # and exits 0 on success, 1 on any failure. OTEL_EXPORTER_OTLP_ENDPOINT, when set,
 # is passed on: the controller, the brokers and ctlclient export their spans there.
+# Every connection is mutual TLS with authorization on: `ctlclient certs init` makes
+# development certificates in .demo/certs; DEMO_PLAINTEXT=1 (or --plaintext) runs
+# plaintext instead (grpcurl -plaintext, no certificates).
 # The binaries come from bin/ (make demo builds them first).
 # shellcheck disable=SC2317 # functions called through wait_for and traps are reachable
 set -euo pipefail
@@ -21,20 +24,25 @@ cd "$(dirname "$0")/.."
 
 usage() {
 	cat <<'EOF'
-usage: scripts/demo.sh [--non-interactive]   (normally: make demo)
+usage: scripts/demo.sh [--non-interactive] [--plaintext]   (normally: make demo)
 
 Starts a controller and three replicad brokers on 127.0.0.1:9090-9093, shows a
 leader failover under an acks=all producer, and leaves the cluster running until
 Ctrl-C. --non-interactive (or DEMO_NONINTERACTIVE=1) stops it after the steps.
+Every connection is mutual TLS with authorization on (development certificates in
+.demo/certs); --plaintext (or DEMO_PLAINTEXT=1) runs without TLS.
 Environment: DEMO_RECORDS (default 2000), OTEL_EXPORTER_OTLP_ENDPOINT.
 EOF
 }
 
 NONINTERACTIVE=${DEMO_NONINTERACTIVE:-}
 [ "$NONINTERACTIVE" = 0 ] && NONINTERACTIVE=
+PLAINTEXT=${DEMO_PLAINTEXT:-}
+[ "$PLAINTEXT" = 0 ] && PLAINTEXT=
 for arg in "$@"; do
 	case $arg in
 	--non-interactive | --no-wait) NONINTERACTIVE=1 ;;
+	--plaintext) PLAINTEXT=1 ;;
 	-h | --help) usage; exit 0 ;;
 	*) usage >&2; exit 2 ;;
 	esac
@@ -53,8 +61,17 @@ SESSION_TIMEOUT=3s       # a broker silent this long is fenced (default 6s)
 SHUTDOWN_TIMEOUT=5s      # --controlled-shutdown-timeout (default 30s)
 ACKED=$DEMO/acked.tsv    # offset<TAB>value of every acknowledged record
 CONSUMED=$DEMO/consumed.tsv
+CERTS=$DEMO/certs
+ADMIN=spiffe://replicad/admin
 # The demo's own settings, not the caller's.
-unset CTLCLIENT_BROKER CTLCLIENT_CONTROLLER
+unset CTLCLIENT_BROKER CTLCLIENT_CONTROLLER CTLCLIENT_TLS_CERT CTLCLIENT_TLS_KEY CTLCLIENT_TLS_CA CTLCLIENT_TLS_CLIENT_AUTH
+# tls_args NAME: the --tls-* flags of the process whose certificate is NAME (none
+# in plaintext). Servers require client certificates, so authorization is on; the
+# admin certificate is a superuser, as the demo produces and consumes with it.
+tls_args() {
+	[ -n "$PLAINTEXT" ] && return 0
+	echo "--tls-cert $CERTS/$1.crt --tls-key $CERTS/$1.key --tls-ca $CERTS/ca.crt --tls-client-auth require --super-users $ADMIN"
+}
 
 # ---------------------------------------------------------------- output
 if [ -t 1 ]; then
@@ -153,19 +170,21 @@ spawn() { # spawn LOG CMD...: start CMD in the background; its pid in SPAWNED
 running() { [ -n "$1" ] && kill -0 "$1" 2>/dev/null; }
 
 start_controller() {
+	# shellcheck disable=SC2046 # tls_args is a list of flags
 	spawn "$LOGS/controller.log" "$BIN/ctlclient" controller run --listen "$CONTROLLER" \
-		--store "$DEMO/controller" --session-timeout "$SESSION_TIMEOUT"
+		--store "$DEMO/controller" --session-timeout "$SESSION_TIMEOUT" $(tls_args controller)
 	CONTROLLER_PID=$SPAWNED
 	echo "$CONTROLLER_PID" >"$PIDS/controller"
 }
 start_broker() { # start_broker ID
+	# shellcheck disable=SC2046 # tls_args is a list of flags
 	spawn "$LOGS/broker-$1.log" "$BIN/replicad" --id "$1" --listen "$(addr_of "$1")" \
 		--log-dirs "$DEMO/broker-$1" --controller "$CONTROLLER" --min-insync-replicas 2 \
-		--controlled-shutdown-timeout "$SHUTDOWN_TIMEOUT"
+		--controlled-shutdown-timeout "$SHUTDOWN_TIMEOUT" $(tls_args "broker-$1")
 	BROKER_PID[$1]=$SPAWNED
 	echo "$SPAWNED" >"$PIDS/broker-$1"
 }
-broker_cmd() { echo "./bin/replicad --id $1 --listen $(addr_of "$1") --log-dirs $DEMO/broker-$1 --controller $CONTROLLER --min-insync-replicas 2"; }
+broker_cmd() { echo "./bin/replicad --id $1 --listen $(addr_of "$1") --log-dirs $DEMO/broker-$1 --controller $CONTROLLER --min-insync-replicas 2 $(tls_args "broker-$1")"; }
 
 # stop_pids NAME=PID...: SIGTERM to each (after SIGCONT, in case it was paused with
 # kill -STOP), then wait for each and report how it ended.
@@ -294,9 +313,21 @@ done
 rm -rf "$DEMO"
 mkdir -p "$LOGS" "$PIDS"
 DEMO_START=$(now_ms)
+if [ -z "$PLAINTEXT" ]; then
+	"$BIN/ctlclient" certs init --dir "$CERTS" --brokers 3 >/dev/null
+	# ctlclient (the demo's calls and yours) uses the admin certificate.
+	export CTLCLIENT_TLS_CERT=$CERTS/admin.crt CTLCLIENT_TLS_KEY=$CERTS/admin.key CTLCLIENT_TLS_CA=$CERTS/ca.crt
+fi
 
 printf '%sreplicad demo%s: a controller and three brokers on loopback, and a leader failover.\n' "$B" "$N"
 printf 'Data: %s/ (wiped at every start). Logs: %s/controller.log, %s/broker-{1,2,3}.log, %s/producer.log\n' "$DEMO" "$LOGS" "$LOGS" "$LOGS"
+if [ -z "$PLAINTEXT" ]; then
+	echo "Security: mutual TLS on every connection, authorization on. Development certificates (for"
+	echo "          development only) in $CERTS/, from 'ctlclient certs init'; ctlclient uses admin.crt."
+	echo "          DEMO_PLAINTEXT=1 make demo runs without TLS."
+else
+	echo "Security: off (plaintext, DEMO_PLAINTEXT=1): anyone who reaches a port may call anything."
+fi
 if [ -n "${OTEL_EXPORTER_OTLP_ENDPOINT:-}${OTEL_EXPORTER_OTLP_TRACES_ENDPOINT:-}" ]; then
 	ep=${OTEL_EXPORTER_OTLP_TRACES_ENDPOINT:-$OTEL_EXPORTER_OTLP_ENDPOINT}
 	hp=${ep#*://}
@@ -324,7 +355,7 @@ step "Start the controller on $CONTROLLER, and brokers 1, 2, 3 on 127.0.0.1:9091
 	"brokers are alive (session timeout $SESSION_TIMEOUT) and elects partition leaders. Each broker" \
 	"registers with it, gets a broker epoch, and heartbeats. --min-insync-replicas 2: an acks=all" \
 	"write needs two in-sync copies before it is acknowledged."
-show "./bin/ctlclient controller run --listen $CONTROLLER --store $DEMO/controller --session-timeout $SESSION_TIMEOUT &"
+show "./bin/ctlclient controller run --listen $CONTROLLER --store $DEMO/controller --session-timeout $SESSION_TIMEOUT $(tls_args controller) &"
 start_controller
 controller_up() {
 	running "$CONTROLLER_PID" || { cat "$LOGS/controller.log" >&2; fail "the controller exited"; }
@@ -361,6 +392,18 @@ wait_for 30 "$TOPIC-0 did not get a leader and a full ISR" topic_ready
 echo
 say "Before the failover:"
 ctl describe-cluster
+if [ -z "$PLAINTEXT" ]; then
+	# Authorization at work: a client certificate may not delete a topic (only admin may).
+	echo
+	say "Authorization: the client certificate may not delete the topic, and nothing changes:"
+	show "CTLCLIENT_TLS_CERT=$CERTS/client.crt CTLCLIENT_TLS_KEY=$CERTS/client.key ./bin/ctlclient --controller $CONTROLLER delete-topic --topic $TOPIC"
+	if out=$(CTLCLIENT_TLS_CERT=$CERTS/client.crt CTLCLIENT_TLS_KEY=$CERTS/client.key quiet delete-topic --topic "$TOPIC" 2>&1); then
+		fail "the client certificate deleted the topic: $out"
+	fi
+	printf '%s\n' "$out" | sed 's/^/      /'
+	case $out in *PermissionDenied* | *"may not call"*) ;; *) fail "the refusal was not PermissionDenied: $out" ;; esac
+	topic_ready || fail "$TOPIC-0 changed after a refused delete"
+fi
 
 # The leader to kill in step 4, looked up now so the kill comes right on cue.
 OBJ=$(partition_obj "$(cluster_json)")
@@ -508,11 +551,17 @@ if [ -n "$NONINTERACTIVE" ]; then
 fi
 step "Leave the cluster running"
 grpcurl="./bin/grpcurl -plaintext $CONTROLLER list replicad.v1.ControllerService"
+refused= TLS_ENV=
+if [ -z "$PLAINTEXT" ]; then
+	TLS_ENV=" CTLCLIENT_TLS_CERT=$CERTS/admin.crt CTLCLIENT_TLS_KEY=$CERTS/admin.key CTLCLIENT_TLS_CA=$CERTS/ca.crt"
+	grpcurl="./bin/grpcurl -cacert $CERTS/ca.crt -cert $CERTS/admin.crt -key $CERTS/admin.key $CONTROLLER list replicad.v1.ControllerService"
+	refused="CTLCLIENT_TLS_CERT=$CERTS/client.crt CTLCLIENT_TLS_KEY=$CERTS/client.key ./bin/ctlclient delete-topic --topic $TOPIC   # refused: PermissionDenied"
+fi
 [ -x "$BIN/grpcurl" ] || grpcurl="$grpcurl   # after 'make tools' builds bin/grpcurl"
 cat <<TRY
 
 ${B}The cluster is running.${N} Try, in another terminal:
-  export CTLCLIENT_CONTROLLER=$CONTROLLER
+  export CTLCLIENT_CONTROLLER=$CONTROLLER${TLS_ENV}
   ./bin/ctlclient describe-cluster
   ./bin/ctlclient consume --topic $TOPIC --partition 0 --offset $((LAST_OFF - 2)) --follow    # follows leader changes
   seq 1 100 | ./bin/ctlclient produce --topic $TOPIC --partition 0 --acks all
@@ -521,6 +570,7 @@ ${B}The cluster is running.${N} Try, in another terminal:
   ./bin/ctlclient reassign --topic orders --partition 0 --replicas 3,1                 # shows its progress
   kill -STOP \$(cat $PIDS/broker-$NEW); sleep 5; kill -CONT \$(cat $PIDS/broker-$NEW)   # freeze broker $NEW past the session timeout: fenced, then back
   $grpcurl
+  $refused
 Logs: $LOGS/*.log (tail -f $LOGS/controller.log). Ctrl-C stops everything (controlled shutdown).
 TRY
 # Until Ctrl-C (the INT trap ends the script and cleanup stops the cluster), or
