@@ -224,11 +224,11 @@ func TestControllerFailover(t *testing.T) {
 	}
 
 	start = time.Now()
-	r = ctl(t, "", "", "--controller", standbyAddr+","+dead, "--timeout", "400ms", "delete-topic", "--topic", "orders")
+	r = ctl(t, "", "", "--controller", standbyAddr+","+dead, "--timeout", "1500ms", "delete-topic", "--topic", "orders")
 	wantCode(t, r, 1)
 	wantContains(t, "stderr", r.stderr, "no active controller", standbyAddr+": NOT_CONTROLLER", dead+": Unavailable")
 	if el := time.Since(start); el > 5*time.Second {
-		t.Fatalf("gave up after %s with --timeout 400ms", el)
+		t.Fatalf("gave up after %s with --timeout 1500ms", el)
 	}
 	if n := standby.callCount("DeleteTopic"); n < 2 {
 		t.Fatalf("standby asked %d times; rounds should repeat until --timeout", n)
