@@ -93,6 +93,13 @@ func run(t *testing.T, bins [3]string, seed uint64, from, rounds int, etcd, hars
 	t.Log("\n" + rep.Summary())
 	if rep.Failed() {
 		t.Errorf("chaos found problems (seed %d): see the summary above and %s", seed, dir)
+		return
+	}
+	if *flagRounds == 0 {
+		// make test's short runs keep their folder only when they fail, so
+		// every make test does not leave a cluster's logs in $TMPDIR.
+		_ = os.RemoveAll(dir)
+		t.Logf("passed: removed %s", dir)
 	}
 }
 
