@@ -89,19 +89,17 @@ func (c *Controller) alterAcls(ctx context.Context, create bool, acls []store.AC
 	} else {
 		changed, err = c.cfg.Store.DeleteAcls(ctx, filters)
 	}
-	if err != nil {
-		c.unlock()
-		return nil, c.storeErr(err)
-	}
-	var next []store.ACL
-	if create {
-		next, _ = mergeStoreACLs(c.acls, changed)
-	} else {
-		next = slices.DeleteFunc(slices.Clone(c.acls), func(a store.ACL) bool { return slices.Contains(changed, a) })
-	}
+	// The copy the brokers get is re-read from the store, not derived from
+	// the answer: a write whose outcome is unknown (an etcd transaction
+	// that committed after ctx ended) must not leave the controller, and
+	// its brokers, on a set the store no longer holds; a retry would find
+	// nothing to change and never correct it.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.SendTimeout)
+	stored, rerr := c.cfg.Store.Acls(rctx)
+	cancel()
 	var touched []int32
-	if len(changed) > 0 {
-		c.setACLsLocked(next)
+	if rerr == nil && !slices.Equal(stored, c.acls) {
+		c.setACLsLocked(stored)
 		live := c.liveBrokersLocked()
 		for _, id := range c.sortedBrokerIDsLocked() {
 			if bs := c.brokers[id]; bs.reachable() {
@@ -109,6 +107,14 @@ func (c *Controller) alterAcls(ctx context.Context, create bool, acls []store.AC
 				touched = append(touched, id)
 			}
 		}
+	}
+	if err == nil {
+		err = rerr
+	}
+	if err != nil {
+		c.unlock()
+		c.waitDelivered(ctx, touched)
+		return nil, c.storeErr(err)
 	}
 	total := len(c.acls)
 	c.unlock()
@@ -125,19 +131,6 @@ func (c *Controller) alterAcls(ctx context.Context, create bool, acls []store.AC
 	ev.Msg("acls changed")
 	c.waitDelivered(ctx, touched)
 	return changed, nil
-}
-
-// mergeStoreACLs is have plus add, sorted, without duplicates.
-func mergeStoreACLs(have, add []store.ACL) ([]store.ACL, bool) {
-	out := slices.Clone(have)
-	grew := false
-	for _, a := range add {
-		if !slices.Contains(out, a) {
-			out, grew = append(out, a), true
-		}
-	}
-	slices.SortFunc(out, store.CompareACLs)
-	return out, grew
 }
 
 func aclString(a store.ACL) string {

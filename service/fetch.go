@@ -123,9 +123,19 @@ func (s *fetchService) fetch(ctx context.Context, stream replicadv1.FetchService
 		defer unpark()
 	}
 	grant := s.limits.fetchBytes(req.GetMaxBytes(), allowance)
+	// The caller gives the grant back once it is returned; a panic on the
+	// way (turned into Internal) must give it back here, or the budget
+	// shrinks for good.
+	returned := false
+	defer func() {
+		if !returned {
+			s.limits.response.give(grant)
+		}
+	}()
 	freq := FetchRequestFromProto(req)
 	freq.MaxBytes = int(grant)
 	resp := FetchResponseToProto(req.GetCorrelationId(), s.rm.FetchMessages(ctx, freq))
+	returned = true
 	sent := make(chan error, 1)
 	go func() { sent <- stream.Send(resp) }()
 	timeout := s.limits.limits.FetchSendTimeout

@@ -274,13 +274,14 @@ func (s *logService) Consume(ctx context.Context, req *replicadv1.ConsumeRequest
 	// What the answer may hold comes from the broker's response budget
 	// (capped at core.MaxConsumeBytes), not from max_bytes alone.
 	grant := s.limits.consumeBytes(req.GetMaxBytes())
-	creq := consumeFromProto(req)
-	creq.MaxBytes = int(grant)
-	res := s.rm.Consume(ctx, creq)
 	// gRPC sends the answer after this returns, and says nothing when it
 	// is out: the grant is held a while longer, as long as sending it at
 	// responseDrainRate takes, so the budget covers most of the send too.
-	s.limits.giveAfterDrain(grant)
+	// Deferred, so a panic (turned into Internal) gives it back as well.
+	defer s.limits.giveAfterDrain(grant)
+	creq := consumeFromProto(req)
+	creq.MaxBytes = int(grant)
+	res := s.rm.Consume(ctx, creq)
 	return consumeToProto(res), nil
 }
 

@@ -18,7 +18,6 @@ import (
 	"github.com/replicad/replicad/brokersession"
 	"github.com/replicad/replicad/core"
 	"github.com/replicad/replicad/core/tp"
-	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
 	"github.com/replicad/replicad/internal/tlsconf"
 	"github.com/replicad/replicad/service"
 )
@@ -201,34 +200,7 @@ func (l *controllerLink) guard() service.ControllerGuard {
 	if l == nil {
 		return nil
 	}
-	return l
-}
-
-// CheckController implements service.ControllerGuard through the session.
-// Before the registration there is no session, and nothing can be judged:
-// the controller retries.
-func (l *controllerLink) CheckController(ctx context.Context, id, epoch int32) (service.ControllerCheck, error) {
-	s := l.session.Load()
-	if s == nil {
-		return service.ControllerCheck{}, errors.New("this broker has not registered with the controller yet")
-	}
-	verdict, active, err := s.CheckController(ctx, id, epoch)
-	if err != nil {
-		return service.ControllerCheck{}, err
-	}
-	check := service.ControllerCheck{FollowedEpoch: active.Epoch}
-	followed := fmt.Sprintf("controller %d at controller epoch %d (%s)", active.ID, active.Epoch, active.Addr)
-	switch verdict {
-	case brokersession.ControllerActive:
-	case brokersession.ControllerStale:
-		check.Code = replicadv1.ErrorCode_ERROR_CODE_STALE_CONTROLLER_EPOCH
-		check.Message = fmt.Sprintf("controller epoch %d is older than the one this broker follows: %s", epoch, followed)
-	default:
-		check.Code = replicadv1.ErrorCode_ERROR_CODE_NOT_CONTROLLER
-		check.Message = fmt.Sprintf("controller %d at controller epoch %d is not the controller this broker follows: %s; "+
-			"a broker registered with a controller takes control requests only from it", id, epoch, followed)
-	}
-	return check, nil
+	return service.SessionGuard(&l.session)
 }
 
 // advertisedEndpoint is the host and port the broker registers:

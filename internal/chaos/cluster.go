@@ -48,6 +48,9 @@ type node struct {
 	proc  *proc
 	// paused is set while SIGSTOPped.
 	paused bool
+	// client and peer are an etcd member's real addresses, which its
+	// proxies point at from before it starts (see startAt).
+	client, peer string
 }
 
 // Cluster is the running processes, their network and the problems their
@@ -198,8 +201,6 @@ func smallDirsAvailable() bool {
 
 func (c *Cluster) startEtcd() error {
 	var peers []string
-	type addrs struct{ client, peer string }
-	real := make([]addrs, 3)
 	for i := range 3 {
 		name := fmt.Sprintf("etcd-%d", i+1)
 		proxy, err := c.net.Listen(name)
@@ -218,24 +219,20 @@ func (c *Cluster) startEtcd() error {
 		if err != nil {
 			return err
 		}
-		real[i] = addrs{cl, pe}
 		peers = append(peers, fmt.Sprintf("%s=http://%s", name, peerProxy))
-		n := &node{name: name, proxy: proxy, bin: c.opts.Etcdmember, ann: "etcd member ready on "}
+		n := &node{name: name, proxy: proxy, bin: c.opts.Etcdmember, ann: "etcd member ready on ", client: cl, peer: pe}
 		dir := filepath.Join(c.opts.Dir, name)
-		i := i
-		n.args = func() []string {
-			return []string{"--name", name, "--dir", dir, "--listen-client", "http://" + real[i].client,
-				"--advertise-client", "http://" + proxy, "--listen-peer", "http://" + real[i].peer,
+		n.args = func() []string { // peers is whole by the time a member starts
+			return []string{"--name", name, "--dir", dir, "--listen-client", "http://" + n.client,
+				"--advertise-client", "http://" + proxy, "--listen-peer", "http://" + n.peer,
 				"--advertise-peer", "http://" + peerProxy, "--initial-cluster", strings.Join(peers, ",")}
 		}
 		c.etcd = append(c.etcd, n)
 	}
 	// The members start together: none is ready before a quorum is.
 	errs := make(chan error, 3)
-	for i, n := range c.etcd {
-		go func() {
-			errs <- c.startAt(n, real[i].client, real[i].peer)
-		}()
+	for _, n := range c.etcd {
+		go func() { errs <- c.startAt(n) }()
 	}
 	var err error
 	for range 3 {
@@ -259,11 +256,11 @@ func (c *Cluster) start(n *node) error {
 // startAt starts an etcd member, whose proxies point at fixed addresses
 // (its client and peer ones) from the start: no member is ready before a
 // quorum of them can talk.
-func (c *Cluster) startAt(n *node, client, peer string) error {
+func (c *Cluster) startAt(n *node) error {
 	p, err := startProc(n.name, n.bin, n.args(), filepath.Join(c.opts.Dir, n.name+".log"), n.ann, c.problem,
 		func(pid int) {
-			c.net.SetTarget(n.name, client, pid)
-			c.net.SetTarget(n.name+"-peer", peer, pid)
+			c.net.SetTarget(n.name, n.client, pid)
+			c.net.SetTarget(n.name+"-peer", n.peer, pid)
 		})
 	if err != nil {
 		return err
@@ -283,21 +280,10 @@ func (c *Cluster) Kill(n *node) {
 
 // Restart starts a killed n again (same flags, same data).
 func (c *Cluster) Restart(n *node) error {
-	if strings.HasPrefix(n.name, "etcd-") {
-		args := n.args()
-		return c.startAt(n, strings.TrimPrefix(argAfter(args, "--listen-client"), "http://"),
-			strings.TrimPrefix(argAfter(args, "--listen-peer"), "http://"))
+	if n.client != "" {
+		return c.startAt(n)
 	}
 	return c.start(n)
-}
-
-func argAfter(args []string, flag string) string {
-	for i, a := range args {
-		if a == flag && i+1 < len(args) {
-			return args[i+1]
-		}
-	}
-	return ""
 }
 
 // Pause is SIGSTOP; Resume SIGCONT.

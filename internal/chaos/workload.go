@@ -60,27 +60,26 @@ func newWorkload(c *Cluster, h *History, parts int32, workers int) *Workload {
 }
 
 // leader is partition p's leader, asking the controller when refresh is
-// set (after an error) at most every 100 ms.
+// set (after an error) at most every 100 ms. The ask is made outside the
+// lock: a paused controller must not hold every producer behind one call.
 func (w *Workload) leader(ctx context.Context, p int32, refresh bool) int32 {
 	lc := &w.leaders
 	lc.mu.Lock()
-	defer lc.mu.Unlock()
-	if l, ok := lc.leaders[p]; ok && !refresh && l > 0 {
+	l, ok := lc.leaders[p]
+	if (ok && !refresh && l > 0) || time.Since(lc.fetched) < 100*time.Millisecond {
+		lc.mu.Unlock()
 		return l
 	}
-	if time.Since(lc.fetched) < 100*time.Millisecond {
-		if l, ok := lc.leaders[p]; ok {
-			return l
-		}
-	}
+	lc.fetched = time.Now() // others take the cached answer meanwhile
+	lc.mu.Unlock()
 	_, resp, err := w.c.Controller(ctx)
-	lc.fetched = time.Now()
-	if err != nil {
-		return lc.leaders[p]
-	}
-	for _, cp := range resp.GetPartitions() {
-		if cp.GetTopic() == Topic {
-			lc.leaders[cp.GetPartition()] = cp.GetLeader()
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	if err == nil {
+		for _, cp := range resp.GetPartitions() {
+			if cp.GetTopic() == Topic {
+				lc.leaders[cp.GetPartition()] = cp.GetLeader()
+			}
 		}
 	}
 	return lc.leaders[p]

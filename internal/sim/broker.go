@@ -2,7 +2,6 @@ package sim
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -149,7 +148,7 @@ func (b *brokerNode) start() error {
 	}
 	l.rm, l.fetchers, l.ap = rm, fetchers, ap
 	svc := service.NewReplicaManagerService(service.Options{ReplicaManager: rm, BrokerEpoch: l.brokerEpoch,
-		ControllerGuard: guard{l}, Logger: logger})
+		ControllerGuard: service.SessionGuard(&l.session), Logger: logger})
 	ep := &endpoint{name: b.name, life: l.life, ctx: ctx, stop: stop,
 		unary: map[string]unaryHandler{
 			"LeaderAndIsr":   unary(svc.LeaderAndIsr),
@@ -265,30 +264,4 @@ func (b *brokerNode) shutdown() {
 		defer close(stopped)
 		l.stop()
 	}()
-}
-
-// guard is the broker's service.ControllerGuard through its session, as
-// cmd/replicad's controllerLink implements it.
-type guard struct{ l *brokerLife }
-
-func (g guard) CheckController(ctx context.Context, id, epoch int32) (service.ControllerCheck, error) {
-	s := g.l.session.Load()
-	if s == nil {
-		return service.ControllerCheck{}, errors.New("this broker has not registered with the controller yet")
-	}
-	verdict, active, err := s.CheckController(ctx, id, epoch)
-	if err != nil {
-		return service.ControllerCheck{}, err
-	}
-	check := service.ControllerCheck{FollowedEpoch: active.Epoch}
-	switch verdict {
-	case brokersession.ControllerActive:
-	case brokersession.ControllerStale:
-		check.Code = replicadv1.ErrorCode_ERROR_CODE_STALE_CONTROLLER_EPOCH
-		check.Message = fmt.Sprintf("controller epoch %d is older than %d", epoch, active.Epoch)
-	default:
-		check.Code = replicadv1.ErrorCode_ERROR_CODE_NOT_CONTROLLER
-		check.Message = fmt.Sprintf("controller %d at epoch %d is not the one followed", id, epoch)
-	}
-	return check, nil
 }

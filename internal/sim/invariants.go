@@ -115,7 +115,22 @@ func (c *checker) check(s *Sim, step int) {
 			}
 		}
 	}
-	for t, vs := range views {
+	// In a fixed order, so one seed's violations read the same every run.
+	keys := make([]tp.TopicPartition, 0, len(views))
+	for t := range views {
+		keys = append(keys, t)
+	}
+	slices.SortFunc(keys, func(a, b tp.TopicPartition) int {
+		switch {
+		case tp.Less(a, b):
+			return -1
+		case tp.Less(b, a):
+			return 1
+		}
+		return 0
+	})
+	for _, t := range keys {
+		vs := views[t]
 		// Leader completeness first, against the committed log as it
 		// stood before this step's HWs extend it. It binds the leader the
 		// controller elected, once it knows: a deposed leader that has not

@@ -217,9 +217,15 @@ func (t *TLS) load(st stamps) error {
 // maybeReload looks at the files if ReloadInterval passed since the last
 // look, and loads those that changed. A failure keeps what was loaded
 // before and is logged once per change of the files.
+//
+// It runs on every handshake and does file I/O under t.mu: a handshake that
+// finds another one looking goes on with what is loaded (still valid)
+// rather than queue behind a stat on a slow file system.
 func (t *TLS) maybeReload() {
 	now := t.now()
-	t.mu.Lock()
+	if !t.mu.TryLock() {
+		return
+	}
 	defer t.mu.Unlock()
 	if t.opts.ReloadInterval > 0 && now.Sub(t.checked) < t.opts.ReloadInterval {
 		return
