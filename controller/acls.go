@@ -38,20 +38,28 @@ func aclsToProto(acls []store.ACL) []*replicadv1.Acl {
 	return out
 }
 
-// setACLsLocked makes acls (sorted) the set sent to brokers from now on.
+// wireACLSet is the ACL set as UpdateMetadata carries it.
+type wireACLSet struct {
+	acls    []*replicadv1.Acl
+	version int64
+}
+
+// setACLsLocked makes acls (sorted) the set sent to brokers from now on,
+// under a new version: a broker that has it ignores an older set sent by
+// this controller epoch (a slow attempt overtaken by its retry).
 func (c *Controller) setACLsLocked(acls []store.ACL) {
 	c.acls = acls
-	wire := aclsToProto(acls)
-	c.wireACLs.Store(&wire)
+	c.aclsVersions++
+	c.wireACLs.Store(&wireACLSet{acls: aclsToProto(acls), version: c.aclsVersions})
 }
 
 // currentWireACLs is the set each UpdateMetadata carries; it takes no lock
 // (it runs under a broker queue's).
-func (c *Controller) currentWireACLs() []*replicadv1.Acl {
+func (c *Controller) currentWireACLs() ([]*replicadv1.Acl, int64) {
 	if p := c.wireACLs.Load(); p != nil {
-		return *p
+		return p.acls, p.version
 	}
-	return nil
+	return nil, 0
 }
 
 // loadACLsLocked reads the stored ACLs at activation.

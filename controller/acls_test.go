@@ -19,13 +19,20 @@ func topicACL(principal string, op replicadv1.AclOperation, pt replicadv1.AclPat
 // lastACLs is the ACL set of the last UpdateMetadata broker id was sent
 // (nil, false: none carried one).
 func lastACLs(h *harness, id int32) ([]*replicadv1.Acl, bool) {
+	um := lastACLUpdate(h, id)
+	return um.GetAcls(), um != nil
+}
+
+// lastACLUpdate is the last UpdateMetadata broker id was sent with an ACL
+// set; nil: none.
+func lastACLUpdate(h *harness, id int32) *replicadv1.UpdateMetadataRequest {
 	ums := h.fake(id).updateMetadatas()
 	for i := len(ums) - 1; i >= 0; i-- {
 		if ums[i].GetAclsPresent() {
-			return ums[i].GetAcls(), true
+			return ums[i]
 		}
 	}
-	return nil, false
+	return nil
 }
 
 // TestAcls ensures ACLs are stored, sent to every live broker in an
@@ -50,6 +57,7 @@ func TestAcls(t *testing.T) {
 	if err != nil || resp.GetErrorCode() != codeNone || len(resp.GetCreated()) != 2 {
 		t.Fatalf("CreateAcls: %v %v", resp, err)
 	}
+	firstVersion := lastACLUpdate(h, 1).GetAclsVersion()
 	for id := int32(1); id <= 2; id++ {
 		if acls, _ := lastACLs(h, id); len(acls) != 2 {
 			t.Fatalf("broker %d was sent %v after CreateAcls returned, want both ACLs", id, acls)
@@ -75,6 +83,10 @@ func TestAcls(t *testing.T) {
 	}
 	if acls, _ := lastACLs(h, 2); len(acls) != 1 || acls[0].GetOperation() != read {
 		t.Fatalf("broker 2 was sent %v after DeleteAcls, want the read ACL only", acls)
+	}
+	// Each change is a newer version: a broker orders the sets by it.
+	if v := lastACLUpdate(h, 2).GetAclsVersion(); v <= firstVersion || firstVersion <= 0 {
+		t.Fatalf("acls_version %d after DeleteAcls, %d after CreateAcls: want positive and growing", v, firstVersion)
 	}
 
 	// A restarted controller loads them from the store.

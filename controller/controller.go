@@ -104,9 +104,11 @@ type Controller struct {
 	deleted map[string]store.DeletedTopic
 	// acls mirrors the store's ACLs while active, sorted; wireACLs is their
 	// wire form, read without the lock by the broker queues as they build
-	// each UpdateMetadata (brokerqueue.Config.ACLs).
-	acls     []store.ACL
-	wireACLs atomic.Pointer[[]*replicadv1.Acl]
+	// each UpdateMetadata (brokerqueue.Config.ACLs), with the count of
+	// sets made, their acls_version.
+	acls         []store.ACL
+	wireACLs     atomic.Pointer[wireACLSet]
+	aclsVersions int64
 	// moveRetryAt is when the session check may next run after a fencing
 	// or a move away from fenced brokers failed, moveFailures how many
 	// failed in a row: a store that stays down is retried with backoff,

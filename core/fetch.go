@@ -49,8 +49,8 @@ func (rm *ReplicaManager) FetchMessages(ctx context.Context, req FetchRequest) F
 			}
 		}
 	}
-	first, n := rm.readFromLocalLogs(req, maxBytes, true /* updateFetchState */)
-	if wake == nil || n >= req.MinBytes || needsAnswerNow(first) {
+	first, n, cut := rm.readFromLocalLogs(req, maxBytes, true /* updateFetchState */)
+	if wake == nil || n >= req.MinBytes || cut || needsAnswerNow(first) {
 		return first
 	}
 	expired := make(chan struct{})
@@ -69,8 +69,8 @@ func (rm *ReplicaManager) FetchMessages(ctx context.Context, req FetchRequest) F
 		}
 		// The follower's state was recorded by the first read: reading again
 		// only refreshes what it gets (Kafka's DelayedFetch.onComplete).
-		resp, n := rm.readFromLocalLogs(req, maxBytes, false /* updateFetchState */)
-		if timedOut || n >= req.MinBytes || needsAnswerNow(resp) || highWatermarkMoved(first, resp) {
+		resp, n, cut := rm.readFromLocalLogs(req, maxBytes, false /* updateFetchState */)
+		if timedOut || n >= req.MinBytes || cut || needsAnswerNow(resp) || highWatermarkMoved(first, resp) {
 			return resp
 		}
 	}
@@ -110,10 +110,10 @@ func highWatermarkMoved(before, after FetchResponse) bool {
 }
 
 // readFromLocalLogs reads every requested partition (Kafka's readFromLog) and
-// returns the response with the number of record bytes in it.
-func (rm *ReplicaManager) readFromLocalLogs(req FetchRequest, maxBytes int, updateFetchState bool) (FetchResponse, int) {
-	resp := FetchResponse{Partitions: make([]FetchPartitionResult, len(req.Partitions))}
-	total := 0
+// returns the response with the number of record bytes in it. cut reports a
+// partition left without records by req.HardMaxBytes although it had some.
+func (rm *ReplicaManager) readFromLocalLogs(req FetchRequest, maxBytes int, updateFetchState bool) (resp FetchResponse, total int, cut bool) {
+	resp = FetchResponse{Partitions: make([]FetchPartitionResult, len(req.Partitions))}
 	for i, fp := range req.Partitions {
 		res := FetchPartitionResult{TopicPartition: fp.TopicPartition, HighWatermark: -1, LogStartOffset: -1, LogEndOffset: -1}
 		p, code := rm.onlinePartition(fp.TopicPartition)
@@ -125,11 +125,16 @@ func (rm *ReplicaManager) readFromLocalLogs(req FetchRequest, maxBytes int, upda
 			if err != nil {
 				rm.handleReadError(context.Background(), fp.TopicPartition, err)
 			}
+			if req.HardMaxBytes && len(res.Records) > maxBytes-total {
+				// The first batch alone did not fit. The follower's
+				// progress was recorded: that needs no records.
+				res.Records, cut = nil, true
+			}
 		}
 		total += len(res.Records)
 		resp.Partitions[i] = res
 	}
-	return resp, total
+	return resp, total, cut
 }
 
 // checkBrokerEpoch reports false for a fetch whose broker epoch is older

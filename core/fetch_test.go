@@ -300,6 +300,46 @@ func TestLongPollFetchExpires(t *testing.T) {
 	})
 }
 
+// With HardMaxBytes a first batch larger than MaxBytes is not served (a
+// soft limit serves it whole), and the long poll answers at once instead of
+// waiting for MinBytes, so the fetcher can ask again with more.
+func TestFetchHardMaxBytes(t *testing.T) {
+	h := newHarness(t, 1)
+	h.leaderAndIsr(1, state("orders", 0, 1, 1, []int32{1, 2}, []int32{1, 2}))
+	big := string(make([]byte, 4000))
+	h.produce(tp0, AcksLeader, big)
+	h.produce(tp0, AcksLeader, "small")
+	fetch := func(hard bool, maxBytes int) FetchPartitionResult {
+		t.Helper()
+		done := make(chan FetchResponse, 1)
+		go func() {
+			done <- h.rm.FetchMessages(context.Background(), FetchRequest{ReplicaID: 2, BrokerEpoch: -1, MinBytes: 1, MaxWait: time.Hour,
+				MaxBytes: maxBytes, HardMaxBytes: hard, Partitions: []FetchPartition{fetchAt(0, 1)}})
+		}()
+		select {
+		case r := <-done:
+			return r.Partitions[0]
+		case <-time.After(10 * time.Second):
+			t.Fatalf("hard %v, max bytes %d: the fetch waited (the manual clock never reaches max wait)", hard, maxBytes)
+			return FetchPartitionResult{}
+		}
+	}
+	r := fetch(false, 100)
+	if r.Error != ErrNone || !slices.Equal(batchBases(t, r.Records), []int64{0}) {
+		t.Fatalf("soft limit: %+v, want the first batch whole", r)
+	}
+	first := len(r.Records)
+	if r := fetch(true, 100); r.Error != ErrNone || len(r.Records) != 0 || r.LogEndOffset != 2 {
+		t.Fatalf("hard limit below the first batch: %d bytes, %+v; want none, answered at once", len(r.Records), r)
+	}
+	if r := fetch(true, first+1); !slices.Equal(batchBases(t, r.Records), []int64{0}) {
+		t.Fatalf("hard limit above the first batch only: got batches %v, want [0]", batchBases(t, r.Records))
+	}
+	if r := fetch(true, 1<<20); !slices.Equal(batchBases(t, r.Records), []int64{0, 1}) {
+		t.Fatalf("hard limit above both: got batches %v, want [0 1]", batchBases(t, r.Records))
+	}
+}
+
 // A fetch carrying a broker epoch older than the one the controller gave for
 // that follower is STALE_BROKER_EPOCH and records nothing. What a fetch
 // claims is never believed: a forged fetch with the largest epoch, even for

@@ -206,8 +206,15 @@ type FetchRequest struct {
 	MaxWait     time.Duration
 	MinBytes    int
 	// MaxBytes bounds the records of the whole response; 0 means DefaultFetchMaxBytes.
-	MaxBytes   int
-	Partitions []FetchPartition
+	MaxBytes int
+	// HardMaxBytes makes MaxBytes hard (Kafka's hardMaxBytesLimit): a
+	// partition whose first batch alone exceeds what is left gets no
+	// records, instead of that one batch. Such a response is answered at
+	// once, without waiting for MinBytes, so the fetcher can ask again
+	// with more. A server uses it to bound what a stream that has not
+	// shown it reads its answers can make it hold.
+	HardMaxBytes bool
+	Partitions   []FetchPartition
 }
 
 // FetchPartition is one partition of a FetchRequest.

@@ -134,7 +134,18 @@ func (s *fetchService) fetch(ctx context.Context, stream replicadv1.FetchService
 	}()
 	freq := FetchRequestFromProto(req)
 	freq.MaxBytes = int(grant)
-	resp := FetchResponseToProto(req.GetCorrelationId(), s.rm.FetchMessages(ctx, freq))
+	// Until the stream's allowance has grown to the cap (it has read its
+	// answers for a while), the grant is hard: an answer holds no whole
+	// batch beyond it, so a stream that never reads holds at most
+	// MinResponseGrant however large the batches are.
+	freq.HardMaxBytes = allowance < core.DefaultFetchMaxBytes
+	fresp := s.rm.FetchMessages(ctx, freq)
+	used := 0
+	for _, p := range fresp.Partitions {
+		used += len(p.Records)
+	}
+	grant = s.limits.response.settle(grant, int64(used))
+	resp := FetchResponseToProto(req.GetCorrelationId(), fresp)
 	returned = true
 	sent := make(chan error, 1)
 	go func() { sent <- stream.Send(resp) }()

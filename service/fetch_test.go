@@ -79,7 +79,7 @@ func TestFetchStreamAnswersEachRequestInOrder(t *testing.T) {
 	if len(calls) != 2 {
 		t.Fatalf("%d calls, want 2", len(calls))
 	}
-	mustEqual(t, "first request", calls[0], core.FetchRequest{ReplicaID: 2, BrokerEpoch: 3, MaxWait: 250 * time.Millisecond, MinBytes: 1, MaxBytes: 4096,
+	mustEqual(t, "first request", calls[0], core.FetchRequest{ReplicaID: 2, BrokerEpoch: 3, MaxWait: 250 * time.Millisecond, MinBytes: 1, MaxBytes: 4096, HardMaxBytes: true, // a new stream's grant is hard
 		Partitions: []core.FetchPartition{{TopicPartition: tp.TopicPartition{Topic: "t", Partition: 1}, FetchOffset: 12, CurrentLeaderEpoch: 5, LastFetchedEpoch: 5, LogStartOffset: 1}}})
 }
 

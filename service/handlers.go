@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/replicad/replicad/core"
+	"github.com/replicad/replicad/core/record"
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
 	"github.com/replicad/replicad/internal/telemetry"
 )
@@ -55,7 +56,7 @@ type replicaManagerService struct {
 	guard  ControllerGuard
 	logger zerolog.Logger
 	// onACLs is Options.OnACLs.
-	onACLs func([]*replicadv1.Acl)
+	onACLs func(ctrlEpoch int32, version int64, acls []*replicadv1.Acl)
 }
 
 // ControllerGuard decides whether a control request comes from the
@@ -174,7 +175,7 @@ func (s *replicaManagerService) UpdateMetadata(ctx context.Context, req *replica
 		// follows, not stale): an older controller's set must not replace
 		// the current one.
 		if resp.ErrorCode == replicadv1.ErrorCode_ERROR_CODE_NONE && req.GetAclsPresent() && s.onACLs != nil {
-			s.onACLs(req.GetAcls())
+			s.onACLs(req.GetControllerEpoch(), req.GetAclsVersion(), req.GetAcls())
 		}
 	}
 	resp.ControllerEpoch = s.answerEpoch(c)
@@ -278,11 +279,25 @@ func (s *logService) Consume(ctx context.Context, req *replicadv1.ConsumeRequest
 	// is out: the grant is held a while longer, as long as sending it at
 	// responseDrainRate takes, so the budget covers most of the send too.
 	// Deferred, so a panic (turned into Internal) gives it back as well.
-	defer s.limits.giveAfterDrain(grant)
+	defer func() { s.limits.giveAfterDrain(grant) }()
 	creq := consumeFromProto(req)
 	creq.MaxBytes = int(grant)
 	res := s.rm.Consume(ctx, creq)
+	// The deferred giveAfterDrain returns what the answer holds.
+	grant = s.limits.response.settle(grant, recordBytes(res.Records))
 	return consumeToProto(res), nil
+}
+
+// recordBytes is what records hold in keys, values and headers.
+func recordBytes(recs []record.Record) int64 {
+	n := 0
+	for _, r := range recs {
+		n += len(r.Key) + len(r.Value)
+		for _, h := range r.Headers {
+			n += len(h.Key) + len(h.Value)
+		}
+	}
+	return int64(n)
 }
 
 // controllerService is registered so reflection lists it; the controller

@@ -141,6 +141,20 @@ func (b *budget) tryTake(n int64) bool {
 	return true
 }
 
+// settle trades a grant for what the answer it bounded holds: a read
+// returns at least one whole batch, which may exceed the grant, and the
+// excess overdraws the budget (so later requests get only the floor until
+// it is given back); what the answer did not use comes back at once. It
+// returns the bytes now held, which give returns.
+func (b *budget) settle(grant, used int64) int64 {
+	if used != grant {
+		b.mu.Lock()
+		b.avail += grant - used
+		b.mu.Unlock()
+	}
+	return used
+}
+
 func (b *budget) give(n int64) {
 	b.mu.Lock()
 	b.avail += n

@@ -116,21 +116,68 @@ func TestParkedRequestsAreBounded(t *testing.T) {
 	}
 }
 
-// The bytes held by delayed produces are bounded too.
+// The bytes held by delayed produces are bounded too, and come back when
+// the produce completes.
 func TestDelayedProduceBytesAreBounded(t *testing.T) {
 	rm := &blockingRM{fakeRM: &fakeRM{maxBatch: 1 << 20}, release: make(chan struct{})}
-	defer close(rm.release)
 	_, conn := startServerWith(t, Options{ReplicaManager: rm, Limits: Limits{DelayedProduceBytes: 300 << 10}})
 	logc := replicadv1.NewLogServiceClient(conn)
 	big := []*replicadv1.Record{{Value: bytes.Repeat([]byte("x"), 200<<10)}}
+	first := make(chan error, 1)
 	go func() {
-		_, _ = logc.Produce(context.Background(), &replicadv1.ProduceRequest{Topic: "t", Acks: -1, Records: big})
+		_, err := logc.Produce(context.Background(), &replicadv1.ProduceRequest{Topic: "t", Acks: -1, Records: big})
+		first <- err
 	}()
 	waitUntil(t, func() bool { return len(rm.Calls()) == 1 })
 	_, err := logc.Produce(context.Background(), &replicadv1.ProduceRequest{Topic: "t", Acks: -1, Records: big})
 	if st, _ := status.FromError(err); st.Code() != codes.ResourceExhausted {
 		t.Fatalf("second 200 KiB delayed produce over a 300 KiB budget: %v, want ResourceExhausted", err)
 	}
+	close(rm.release)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := logc.Produce(context.Background(), &replicadv1.ProduceRequest{Topic: "t", Acks: -1, Records: big}); err != nil {
+		t.Fatalf("a 200 KiB delayed produce once the first completed: %v (its bytes not given back?)", err)
+	}
+}
+
+// A Consume is granted what is left of the response budget (at least
+// MinResponseGrant) and gives it back once answered.
+func TestConsumeGrantsComeFromTheResponseBudget(t *testing.T) {
+	rm := &blockingRM{fakeRM: &fakeRM{maxBatch: 1 << 20}, release: make(chan struct{})}
+	srv, conn := startServerWith(t, Options{ReplicaManager: rm, Limits: Limits{ResponseBytes: 1 << 20}})
+	logc := replicadv1.NewLogServiceClient(conn)
+	first := make(chan error, 1)
+	go func() {
+		_, err := logc.Consume(context.Background(), &replicadv1.ConsumeRequest{Topic: "t", MaxBytes: math.MaxInt32})
+		first <- err
+	}()
+	waitUntil(t, func() bool { return len(rm.Calls()) == 1 })
+	second := make(chan error, 1)
+	go func() {
+		_, err := logc.Consume(context.Background(), &replicadv1.ConsumeRequest{Topic: "t", MaxBytes: math.MaxInt32})
+		second <- err
+	}()
+	waitUntil(t, func() bool { return len(rm.Calls()) == 2 })
+	calls := rm.Calls()
+	if got := calls[0].(core.ConsumeRequest).MaxBytes; got != 1<<20 {
+		t.Fatalf("the first consume was granted %d bytes, want the whole 1 MiB budget", got)
+	}
+	if got := calls[1].(core.ConsumeRequest).MaxBytes; got != MinResponseGrant {
+		t.Fatalf("a consume while the budget is spent was granted %d bytes, want the %d floor", got, MinResponseGrant)
+	}
+	close(rm.release)
+	for _, c := range []chan error{first, second} {
+		if err := <-c; err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitUntil(t, func() bool {
+		srv.limits.response.mu.Lock()
+		defer srv.limits.response.mu.Unlock()
+		return srv.limits.response.avail == 1<<20
+	})
 }
 
 // A Fetch stream whose answers are never read ends after FetchSendTimeout
@@ -243,4 +290,61 @@ func waitUntil(t *testing.T, cond func() bool) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// A stream's grant is hard until it has read enough answers for its
+// allowance to reach the cap, so one that never reads holds at most
+// MinResponseGrant whatever the batch sizes; and the response budget is
+// charged what an answer holds (a whole batch over the grant overdraws it),
+// not what it was granted.
+func TestFetchGrantsAreHardUntilTheStreamReadsAndChargeWhatTheyHold(t *testing.T) {
+	records := bytes.Repeat([]byte("r"), 3<<20)
+	rm := &fakeRM{fetch: func(req core.FetchRequest) core.FetchResponse {
+		if req.HardMaxBytes {
+			return core.FetchResponse{Partitions: []core.FetchPartitionResult{{}}}
+		}
+		return core.FetchResponse{Partitions: []core.FetchPartitionResult{{Records: records}}}
+	}}
+	srv, conn := startServer(t, rm)
+	stream, err := replicadv1.NewFetchServiceClient(conn).Fetch(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	avail := func() int64 {
+		srv.limits.response.mu.Lock()
+		defer srv.limits.response.mu.Unlock()
+		return srv.limits.response.avail
+	}
+	full := srv.limits.limits.ResponseBytes
+	for i := 0; ; i++ {
+		if err := stream.Send(&replicadv1.FetchRequest{ReplicaId: 2, MaxBytes: math.MaxInt32, Partitions: []*replicadv1.FetchPartition{{Topic: "t"}}}); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := stream.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := rm.Calls()[i].(core.FetchRequest)
+		if len(resp.GetPartitions()[0].GetRecords()) > 0 {
+			if req.HardMaxBytes || i < 5 {
+				t.Fatalf("request %d (hard %v, max bytes %d) was served a whole batch", i, req.HardMaxBytes, req.MaxBytes)
+			}
+			// Held until the next request: 3 MiB, though granted less.
+			if got := full - avail(); got != int64(len(records)) {
+				t.Fatalf("the budget is charged %d bytes for an answer holding %d", got, len(records))
+			}
+			break
+		}
+		if !req.HardMaxBytes || req.MaxBytes > MinResponseGrant<<i {
+			t.Fatalf("request %d of a new stream: hard %v, max bytes %d; want hard, at most %d", i, req.HardMaxBytes, req.MaxBytes, MinResponseGrant<<i)
+		}
+		if i > 10 {
+			t.Fatal("the stream's allowance never grew to the cap")
+		}
+	}
+	_ = stream.CloseSend()
+	if _, err := stream.Recv(); err == nil {
+		t.Fatal("stream still open after CloseSend")
+	}
+	waitUntil(t, func() bool { return avail() == full })
 }

@@ -50,8 +50,10 @@ type Options struct {
 	// that carries one (acls_present) and that the replica manager took,
 	// after it did: the broker's authorizer holds exactly those from then
 	// on. The ACLs stay wire messages here: the service layer does not
-	// authorize, and core knows nothing of ACLs.
-	OnACLs func(acls []*replicadv1.Acl)
+	// authorize, and core knows nothing of ACLs. Concurrent requests can
+	// reach it out of order: it must keep the newest set by (ctrlEpoch,
+	// version), the request's controller_epoch and acls_version.
+	OnACLs func(ctrlEpoch int32, version int64, acls []*replicadv1.Acl)
 }
 
 // Server is a broker's gRPC server.
@@ -131,10 +133,12 @@ func commonServerOptions(l zerolog.Logger, traceDataPlane bool) []grpc.ServerOpt
 		grpc.ChainUnaryInterceptor(
 			logging.UnaryServerInterceptor(logger, logOpts...),
 			recovery.UnaryServerInterceptor(recoveryOpt),
+			requestSizeUnaryInterceptor,
 		),
 		grpc.ChainStreamInterceptor(
 			logging.StreamServerInterceptor(logger, logOpts...),
 			recovery.StreamServerInterceptor(recoveryOpt),
+			requestSizeStreamInterceptor,
 		),
 	}
 }

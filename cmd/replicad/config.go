@@ -56,6 +56,10 @@ type config struct {
 	// authz is --super-users, --tls-principal-rule and --no-authorization;
 	// authorization is on with --tls-client-auth require.
 	authz authz.Config
+	// memoryLimit is the Go runtime's soft memory limit in bytes (0: none);
+	// memoryLimitSet: --memory-limit was given (it then wins over GOMEMLIMIT).
+	memoryLimit    int64
+	memoryLimitSet bool
 }
 
 const usageHeader = `replicad: a broker hosting replicas of partitioned append-only logs.
@@ -144,6 +148,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	var principalRules stringList
 	fs.Var(&principalRules, "tls-principal-rule", "maps a client certificate without a spiffe:// SAN to a principal, as Kafka's\nssl.principal.mapping.rules: 'CN=(.*)->spiffe://replicad/client/$1' (fields CN, DNS, EMAIL, URI);\nrepeatable, the first match wins")
 	noAuthz := fs.Bool("no-authorization", false, "turn authorization off under --tls-client-auth require: any certificate of --tls-ca may call\nanything (logged at error at startup). Authorization is always off without require")
+	memLimit := fs.String("memory-limit", defaultMemoryLimit, "soft limit of the Go heap (B, KiB, MiB, GiB or TiB; 0: none), as GOMEMLIMIT: near it the\nGC runs more often, so a broker's memory stays bounded under floods of reads. Size it to about\n3/4 of the memory the process may use (GOMEMLIMIT, when set, is used unless this flag is given)")
 	truncateDamaged := fs.Bool("truncate-damaged-logs", false, "at start-up, cut a log found damaged below its recovery point (a batch failing its CRC\nwhere everything was fsynced: damage at rest) at the damage, losing the intact records after\nit, as Kafka does; by default such a log keeps them, refuses leadership, and is repaired\nfrom its leader. For a partition whose only copy is damaged: restart once with it to accept the loss")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
@@ -212,6 +217,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		"must be in 1024..--segment-bytes (%d) (got %d)", *segmentBytes, *maxBatchBytes)
 	cfg.logConfig.MaxBatchBytes = *maxBatchBytes
 	cfg.logConfig.TruncateDamaged = *truncateDamaged
+	cfg.memoryLimit, err = parseByteSize(*memLimit)
+	check(err == nil, "memory-limit", "%v", err)
+	cfg.memoryLimitSet = flagSet(fs, "memory-limit")
 	check(*maxConns >= 1 || *maxConns == -1, "max-connections", "must be at least 1, or -1 for no limit (got %d)", *maxConns)
 	cfg.maxConnections = *maxConns
 	check(*connIdle > 0 || *connIdle == -time.Second, "connections-max-idle", "must be positive, or -1s for never (got %v)", *connIdle)
@@ -230,6 +238,34 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		errs = append(errs, err)
 	}
 	return cfg, errors.Join(errs...)
+}
+
+// defaultMemoryLimit is --memory-limit's default: Kafka's default heap
+// (-Xmx1G), but soft. A broker's live heap is small (about 1 KiB per idle
+// partition, plus the answers in flight, which the response budget bounds),
+// and defaultGCPercent lets the heap grow to 5x it: this limit is what keeps
+// a flood of large reads from growing the process to gigabytes.
+const defaultMemoryLimit = "1GiB"
+
+// parseByteSize parses a size as GOMEMLIMIT writes it: an integer with an
+// optional B, KiB, MiB, GiB or TiB suffix.
+func parseByteSize(s string) (int64, error) {
+	units := []struct {
+		suffix string
+		shift  uint
+	}{{"TiB", 40}, {"GiB", 30}, {"MiB", 20}, {"KiB", 10}, {"B", 0}}
+	num, shift := strings.TrimSpace(s), uint(0)
+	for _, u := range units {
+		if rest, ok := strings.CutSuffix(num, u.suffix); ok {
+			num, shift = strings.TrimSpace(rest), u.shift
+			break
+		}
+	}
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || n < 0 || n > (1<<62)>>shift {
+		return 0, fmt.Errorf("want a size such as 1GiB, 512MiB or 0 (got %q)", s)
+	}
+	return n << shift, nil
 }
 
 // defaultControlledShutdownTimeout is --controlled-shutdown-timeout's default.

@@ -30,6 +30,7 @@ func TestDefaultsFollowSpec(t *testing.T) {
 		hwCheckpointInterval: 5 * time.Second, replicaLagTimeMax: 30 * time.Second,
 		numReplicaFetchers: 1, minInsyncReplicas: 1, logLevel: zerolog.InfoLevel, logFormat: "console",
 		logConfig: log.DefaultConfig(), maxConnections: 1000, connectionsMaxIdle: 10 * time.Minute,
+		memoryLimit: 1 << 30,
 	}
 	want.logConfig.MaxBatchBytes = 1048576
 	if !reflect.DeepEqual(cfg, want) {
@@ -46,6 +47,7 @@ func TestFlagsReachConfig(t *testing.T) {
 		"--log-flush-interval", "250ms", "--segment-bytes", "4096", "--max-batch-bytes", "2048",
 		"--controller", "127.0.0.1:9090", "--trace-data-plane", "--state-change-log-level", "trace",
 		"--truncate-damaged-logs", "--max-connections", "7", "--connections-max-idle", "90s",
+		"--memory-limit", "512MiB",
 	}, &bytes.Buffer{})
 	if err != nil {
 		t.Fatal(err)
@@ -59,6 +61,7 @@ func TestFlagsReachConfig(t *testing.T) {
 		replicaLagTimeMax: 2 * time.Second, numReplicaFetchers: 4, minInsyncReplicas: 2, logLevel: zerolog.DebugLevel,
 		logFormat: "json", metricsListen: "127.0.0.1:0", logConfig: lc, controller: "127.0.0.1:9090",
 		traceDataPlane: true, stateChangeLevel: &trace, maxConnections: 7, connectionsMaxIdle: 90 * time.Second,
+		memoryLimit: 512 << 20, memoryLimitSet: true,
 	}
 	if !reflect.DeepEqual(cfg, want) {
 		t.Fatalf("got  %+v\nwant %+v", cfg, want)
@@ -93,6 +96,8 @@ func TestBadFlagsNameTheFlag(t *testing.T) {
 		{[]string{"--max-connections", "0"}, "--max-connections:"},
 		{[]string{"--connections-max-idle", "0s"}, "--connections-max-idle:"},
 		{[]string{"--segment-bytes", "4096", "--max-batch-bytes", "8192"}, "--max-batch-bytes:"},
+		{[]string{"--memory-limit", "1GB"}, "--memory-limit:"},
+		{[]string{"--memory-limit", "-1"}, "--memory-limit:"},
 		{[]string{"extra"}, "unexpected argument"},
 		{[]string{"--no-such-flag"}, "no-such-flag"},
 	}
@@ -105,6 +110,21 @@ func TestBadFlagsNameTheFlag(t *testing.T) {
 		}
 		if msg := err.Error() + stderr.String(); !strings.Contains(msg, tc.want) {
 			t.Errorf("%v: %q does not mention %q", tc.args, msg, tc.want)
+		}
+	}
+}
+
+// TestParseByteSize covers --memory-limit's sizes.
+func TestParseByteSize(t *testing.T) {
+	for in, want := range map[string]int64{"0": 0, "1024": 1024, "7B": 7, "64KiB": 64 << 10, "512MiB": 512 << 20,
+		"1GiB": 1 << 30, " 2 TiB": 2 << 40} {
+		if got, err := parseByteSize(in); err != nil || got != want {
+			t.Errorf("%q: got %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "GiB", "1.5GiB", "1GB", "-1", "99999999TiB"} {
+		if got, err := parseByteSize(in); err == nil {
+			t.Errorf("%q: accepted as %d", in, got)
 		}
 	}
 }

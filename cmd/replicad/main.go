@@ -7,13 +7,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"os"
 	"os/signal"
 	"runtime/debug"
 	"strconv"
 	"strings"
-	"sync/atomic"
+	"sync"
 	"syscall"
 	"time"
 
@@ -57,6 +58,20 @@ func tuneGC() {
 	}
 }
 
+// applyMemoryLimit sets the runtime's soft memory limit from --memory-limit,
+// unless only GOMEMLIMIT was given (the runtime has applied it already).
+func applyMemoryLimit(cfg config, logger zerolog.Logger) {
+	if _, env := os.LookupEnv("GOMEMLIMIT"); env && !cfg.memoryLimitSet {
+		logger.Info().Int64("memory_limit_bytes", debug.SetMemoryLimit(-1)).Msg("memory limit from GOMEMLIMIT")
+		return
+	}
+	limit := cfg.memoryLimit
+	if limit == 0 {
+		limit = math.MaxInt64 // the runtime's "no limit"
+	}
+	debug.SetMemoryLimit(limit)
+}
+
 // run is the whole daemon; it returns the exit status.
 func run(args []string, stderr io.Writer) int {
 	cfg, err := parseFlags(args, stderr)
@@ -68,6 +83,7 @@ func run(args []string, stderr io.Writer) int {
 		return 2
 	}
 	logger := newLogger(cfg, stderr)
+	applyMemoryLimit(cfg, logger)
 
 	ctx, stopSignals := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stopSignals()
@@ -311,22 +327,40 @@ func shutdownTelemetry(tel *telemetry.Telemetry, logger zerolog.Logger) {
 // authorizer; nil when authorization is off (nothing to give it to). Until
 // the first set arrives the authorizer holds none and refuses every client
 // produce and consume.
-func aclSink(enforcer *authz.Enforcer, logger zerolog.Logger) func([]*replicadv1.Acl) {
+func aclSink(enforcer *authz.Enforcer, logger zerolog.Logger) func(int32, int64, []*replicadv1.Acl) {
 	if enforcer == nil {
 		return nil
 	}
-	var last atomic.Int64
-	last.Store(-1)
-	return func(acls []*replicadv1.Acl) {
+	return newACLSink(enforcer.Authorizer, logger)
+}
+
+// newACLSink keeps the newest ACL set by (controller epoch, acls_version):
+// UpdateMetadata handlers run concurrently, and one holding an older set
+// (a slow attempt its retry overtook, a deposed controller's request) must
+// not replace a newer one, or a removed ACL would come back.
+func newACLSink(a *authz.Authorizer, logger zerolog.Logger) func(int32, int64, []*replicadv1.Acl) {
+	var mu sync.Mutex
+	lastEpoch, lastVersion, lastLen := int32(-1), int64(-1), -1
+	return func(ctrlEpoch int32, version int64, acls []*replicadv1.Acl) {
+		mu.Lock()
+		defer mu.Unlock()
+		if ctrlEpoch < lastEpoch || (ctrlEpoch == lastEpoch && version < lastVersion) {
+			logger.Debug().Int32("controller_epoch", ctrlEpoch).Int64("acls_version", version).
+				Int32("held_controller_epoch", lastEpoch).Int64("held_acls_version", lastVersion).
+				Msg("ignoring an older ACL set")
+			return
+		}
 		set, skipped := authz.ACLSetFromProto(acls)
 		for _, err := range skipped {
 			logger.Warn().Err(err).Msg("ignoring an ACL from the controller this broker cannot read")
 		}
-		enforcer.Authorizer.SetACLs(set)
-		// Every UpdateMetadata carries the set: log when its size changes,
-		// not at every request.
-		if n := int64(set.Len()); last.Swap(n) != n {
-			logger.Info().Int("acls", set.Len()).Msg("acls from the controller")
+		a.SetACLs(set)
+		// Every UpdateMetadata carries the set: log when it changes, not
+		// at every request.
+		if ctrlEpoch != lastEpoch || version != lastVersion || set.Len() != lastLen {
+			logger.Info().Int("acls", set.Len()).Int32("controller_epoch", ctrlEpoch).Int64("acls_version", version).
+				Msg("acls from the controller")
 		}
+		lastEpoch, lastVersion, lastLen = ctrlEpoch, version, set.Len()
 	}
 }

@@ -98,8 +98,8 @@ type Config struct {
 	// send, never an older one an UpdateMetadata queued earlier would
 	// carry. It is called with the queue's lock held, so it must not block
 	// nor call into the queue (the controller reads an atomic). The result
-	// is not modified.
-	ACLs func() []*replicadv1.Acl
+	// is not modified. version orders the sets (acls_version).
+	ACLs func() (acls []*replicadv1.Acl, version int64)
 	// RequestTimeout bounds one call (DefaultRequestTimeout when zero); a
 	// call that times out is retried.
 	RequestTimeout time.Duration
@@ -553,7 +553,8 @@ func (q *Queue) build(e *entry) *request {
 			PartitionStates: append([]*replicadv1.PartitionState(nil), e.states...),
 		}
 		if q.cfg.ACLs != nil {
-			r.um.Acls, r.um.AclsPresent = q.cfg.ACLs(), true
+			r.um.Acls, r.um.AclsVersion = q.cfg.ACLs()
+			r.um.AclsPresent = true
 		}
 	case kindStopReplica:
 		r.sr = &replicadv1.StopReplicaRequest{

@@ -9,7 +9,7 @@ import (
 // Legal topic names are [a-zA-Z0-9._-]{1,249}, and "." and ".." are refused.
 func TestValidateTopic(t *testing.T) {
 	good := []string{"orders", "a.b_c-D9", strings.Repeat("x", 249)}
-	bad := []string{"", ".", "..", "has space", "slash/", "é", strings.Repeat("x", 250)}
+	bad := []string{"", ".", "..", "has space", "slash/", "é", strings.Repeat("x", 250), "nul\x00", "a+b", "at@", "br[", "co:", "gr`", "cu{", "/"}
 	for _, n := range good {
 		if err := ValidateTopic(n); err != nil {
 			t.Errorf("%q: %v", n, err)

@@ -3,7 +3,7 @@
 // certificate of a mutual-TLS connection.
 //
 // Identity. A principal is the spiffe:// URI SAN of the client's leaf
-// certificate (tlsconf.PeerPrincipal), which names a role:
+// certificate (MappingRules.PeerPrincipal), which names a role:
 //
 //	spiffe://replicad/controller   the controller
 //	spiffe://replicad/broker/N     broker N

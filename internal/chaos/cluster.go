@@ -14,12 +14,15 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rs/zerolog"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
+	"github.com/replicad/replicad/internal/tlsconf"
 )
 
 // Options shape a cluster.
@@ -35,6 +38,11 @@ type Options struct {
 	// SmallDirs puts each broker's first log dir on a small tmpfs of its
 	// own, so the nemesis can fill it (needs root; see smallDirsAvailable).
 	SmallDirs bool
+	// TLS runs every process on mutual TLS with authorization on, each with
+	// its certificate from tlsconf.WriteDevCerts; the test's client is the
+	// admin, a superuser of the brokers. The proxy passes the encrypted
+	// bytes through, so every fault applies as in plaintext.
+	TLS bool
 }
 
 // node is one process of the cluster, restartable: its proxy address is
@@ -68,6 +76,10 @@ type Cluster struct {
 	mounts      []string
 
 	conns map[string]*grpc.ClientConn // by proxy address
+	// certs is the folder of the certificates with Options.TLS, and
+	// creds the test's client credentials (insecure without).
+	certs string
+	creds credentials.TransportCredentials
 }
 
 func (c *Cluster) problem(s string) {
@@ -97,13 +109,18 @@ func freePort() (string, error) {
 // StartCluster starts etcd (with Etcd), the controllers and the brokers,
 // every one behind its proxy.
 func StartCluster(opts Options) (*Cluster, error) {
-	c := &Cluster{opts: opts, net: NewNetwork(), conns: map[string]*grpc.ClientConn{}}
+	c := &Cluster{opts: opts, net: NewNetwork(), conns: map[string]*grpc.ClientConn{}, creds: insecure.NewCredentials()}
 	ok := false
 	defer func() {
 		if !ok {
 			c.Stop()
 		}
 	}()
+	if opts.TLS {
+		if err := c.makeCerts(); err != nil {
+			return nil, err
+		}
+	}
 	var storeArg string
 	nControllers := 1
 	if opts.Etcd {
@@ -133,7 +150,7 @@ func StartCluster(opts Options) (*Cluster, error) {
 			if opts.Etcd {
 				a = append(a, "--election-ttl", "3s")
 			}
-			return a
+			return append(a, c.tlsArgs("controller")...)
 		}
 		c.controllers = append(c.controllers, n)
 		if err := c.start(n); err != nil {
@@ -157,10 +174,14 @@ func StartCluster(opts Options) (*Cluster, error) {
 		}
 		n := &node{name: name, proxy: proxy, bin: opts.Replicad, ann: "replicad listening on "}
 		n.args = func() []string {
-			return []string{"--id", strconv.Itoa(id), "--listen", "127.0.0.1:0", "--advertised-address", proxy,
+			args := []string{"--id", strconv.Itoa(id), "--listen", "127.0.0.1:0", "--advertised-address", proxy,
 				"--log-dirs", strings.Join(dirs, ","), "--controller", strings.Join(ctlAddrs, ","),
 				"--min-insync-replicas", "2", "--replica-lag-time-max", opts.ReplicaLag.String(),
 				"--segment-bytes", strconv.Itoa(4 << 20), "--controlled-shutdown-timeout", "5s"}
+			if opts.TLS {
+				args = append(args, "--super-users", tlsconf.AdminPrincipal)
+			}
+			return append(args, c.tlsArgs(fmt.Sprintf("broker-%d", id))...)
 		}
 		c.brokers = append(c.brokers, n)
 		if err := c.start(n); err != nil {
@@ -169,6 +190,32 @@ func StartCluster(opts Options) (*Cluster, error) {
 	}
 	ok = true
 	return c, nil
+}
+
+// makeCerts writes the cluster's development certificates and makes the
+// test's client the admin.
+func (c *Cluster) makeCerts() error {
+	c.certs = filepath.Join(c.opts.Dir, "certs")
+	if _, err := tlsconf.WriteDevCerts(tlsconf.DevCertsOptions{Dir: c.certs, Brokers: c.opts.Brokers}); err != nil {
+		return fmt.Errorf("certificates: %w", err)
+	}
+	t, err := tlsconf.New(tlsconf.Options{Cert: filepath.Join(c.certs, "admin.crt"), Key: filepath.Join(c.certs, "admin.key"),
+		CA: filepath.Join(c.certs, "ca.crt")}, zerolog.Nop())
+	if err != nil {
+		return err
+	}
+	c.creds = t.ClientCredentials()
+	return nil
+}
+
+// tlsArgs are the mutual-TLS flags of the process whose certificate is
+// name; none without Options.TLS.
+func (c *Cluster) tlsArgs(name string) []string {
+	if !c.opts.TLS {
+		return nil
+	}
+	return []string{"--tls-cert", filepath.Join(c.certs, name+".crt"), "--tls-key", filepath.Join(c.certs, name+".key"),
+		"--tls-ca", filepath.Join(c.certs, "ca.crt"), "--tls-client-auth", "require"}
 }
 
 // brokerDirs makes broker id's two log dirs: with SmallDirs the first on a
@@ -320,7 +367,7 @@ func (c *Cluster) conn(n *node) *grpc.ClientConn {
 	if cc := c.conns[n.proxy]; cc != nil {
 		return cc
 	}
-	cc, err := grpc.NewClient(n.proxy, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	cc, err := grpc.NewClient(n.proxy, grpc.WithTransportCredentials(c.creds))
 	if err != nil {
 		panic(err) // only a malformed target fails here
 	}

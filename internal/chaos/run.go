@@ -66,7 +66,11 @@ func (r *Report) Summary() string {
 	if r.FirstRound > 1 {
 		rounds = fmt.Sprintf("rounds %d-%d", r.FirstRound, r.Rounds)
 	}
-	fmt.Fprintf(&b, "chaos %s: %s store, %d brokers, %s mix, seed %d, %s in %v\n", verdict, r.Mode, r.Brokers, mix, r.Seed, rounds, r.Elapsed.Round(time.Second))
+	transport := "plaintext"
+	if r.TLS {
+		transport = "mutual TLS"
+	}
+	fmt.Fprintf(&b, "chaos %s: %s store, %s, %d brokers, %s mix, seed %d, %s in %v\n", verdict, r.Mode, transport, r.Brokers, mix, r.Seed, rounds, r.Elapsed.Round(time.Second))
 	kinds := make([]string, 0, len(r.Faults))
 	for k := range r.Faults {
 		kinds = append(kinds, k)
@@ -123,6 +127,9 @@ func replayFlags(c Config) string {
 	var s string
 	if c.Etcd {
 		s += " ETCD=1"
+	}
+	if c.TLS {
+		s += " TLS=1"
 	}
 	if c.Harsh {
 		s += " HARSH=1"

@@ -1,6 +1,9 @@
 package grpcx
 
-import "google.golang.org/grpc"
+import (
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/experimental"
+)
 
 // HTTP/2 flow-control windows. gRPC's 64 KiB default makes a 100 KiB produce
 // batch wait for a WINDOW_UPDATE round trip; record batches are that size
@@ -20,6 +23,7 @@ func ServerOptions() []grpc.ServerOption {
 		grpc.InitialConnWindowSize(connWindow),
 		grpc.ReadBufferSize(bufferSize),
 		grpc.WriteBufferSize(bufferSize),
+		experimental.BufferPool(BufferPool),
 	}
 }
 
@@ -30,5 +34,6 @@ func DialOptions() []grpc.DialOption {
 		grpc.WithInitialConnWindowSize(connWindow),
 		grpc.WithReadBufferSize(bufferSize),
 		grpc.WithWriteBufferSize(bufferSize),
+		experimental.WithBufferPool(BufferPool),
 	}
 }

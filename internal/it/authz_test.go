@@ -143,6 +143,27 @@ func TestAuthzRolesRefuseOverreach(t *testing.T) {
 	if !strings.Contains(err.Error(), fmt.Sprintf("not %d", other)) {
 		t.Fatalf("the refusal does not name the replica: %v", err)
 	}
+	// Every message of a stream is checked, not only its first: a stream
+	// that fetched as itself, then claims another replica, is refused.
+	stream, err = replicadv1.NewFetchServiceClient(asFollower).Fetch(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fetchAs := func(id int32) error {
+		return stream.Send(&replicadv1.FetchRequest{ReplicaId: id, BrokerEpoch: -1, MaxBytes: 1 << 20, Partitions: []*replicadv1.FetchPartition{
+			{Topic: "guarded", Partition: 0, FetchOffset: 1, CurrentLeaderEpoch: p.GetLeaderEpoch(), LastFetchedEpoch: -1}}})
+	}
+	if err := fetchAs(follower); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.Recv(); err != nil {
+		t.Fatalf("a follower's certificate fetching as itself: %v", err)
+	}
+	if err := fetchAs(other); err != nil {
+		t.Fatal(err)
+	}
+	_, err = stream.Recv()
+	wantDenied(t, err, followerPrincipal, "FetchService/Fetch")
 	_, err = replicadv1.NewFetchServiceClient(asFollower).OffsetsForLeaderEpoch(ctx(t), &replicadv1.OffsetsForLeaderEpochRequest{ReplicaId: other})
 	wantDenied(t, err, followerPrincipal, "FetchService/OffsetsForLeaderEpoch")
 

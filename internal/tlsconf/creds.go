@@ -127,7 +127,8 @@ func (s *serverCreds) ClientHandshake(context.Context, string, net.Conn) (net.Co
 func (s *serverCreds) ServerHandshake(raw net.Conn) (net.Conn, credentials.AuthInfo, error) {
 	lc := &lingerConn{Conn: raw}
 	lc.handshaking.Store(true)
-	conn, info, err := s.inner.ServerHandshake(lc)
+	cork := &corkConn{Conn: lc}
+	conn, info, err := s.inner.ServerHandshake(cork)
 	lc.handshaking.Store(false)
 	if err != nil {
 		remote := "?"
@@ -142,7 +143,7 @@ func (s *serverCreds) ServerHandshake(raw net.Conn) (net.Conn, credentials.AuthI
 		ev.Str("remote", remote).Str("reason", reason).Msg("refused a TLS handshake")
 		return nil, nil, fmt.Errorf("TLS handshake with %s: %s: %w", remote, reason, err)
 	}
-	return conn, info, nil
+	return &corkedConn{Conn: conn, cork: cork}, info, nil
 }
 
 // lingerConn closes a connection whose handshake failed gently: it sends
@@ -189,11 +190,12 @@ type clientCreds struct {
 func (c *clientCreds) ClientHandshake(ctx context.Context, authority string, raw net.Conn) (net.Conn, credentials.AuthInfo, error) {
 	cfg := c.t.ClientConfig()
 	cfg.ServerName = c.serverName
-	conn, info, err := credentials.NewTLS(cfg).ClientHandshake(ctx, authority, raw)
+	cork := &corkConn{Conn: raw}
+	conn, info, err := credentials.NewTLS(cfg).ClientHandshake(ctx, authority, cork)
 	if err != nil {
 		return nil, nil, explainClient(err, c.roles, authority, c.t.opts, c.t.now())
 	}
-	return &explainedConn{Conn: conn, roles: c.roles, addr: authority}, info, nil
+	return &explainedConn{Conn: &corkedConn{Conn: conn, cork: cork}, roles: c.roles, addr: authority}, info, nil
 }
 
 func (c *clientCreds) ServerHandshake(net.Conn) (net.Conn, credentials.AuthInfo, error) {

@@ -182,8 +182,13 @@ type UpdateMetadataRequest struct {
 	// then holds exactly these (none when empty). Without acls_present (an
 	// older controller, a hand-made request) the broker keeps the ACLs it
 	// holds, so a partial request cannot wipe them.
-	Acls          []*Acl `protobuf:"bytes,6,rep,name=acls,proto3" json:"acls,omitempty"`
-	AclsPresent   bool   `protobuf:"varint,7,opt,name=acls_present,json=aclsPresent,proto3" json:"acls_present,omitempty"`
+	Acls        []*Acl `protobuf:"bytes,6,rep,name=acls,proto3" json:"acls,omitempty"`
+	AclsPresent bool   `protobuf:"varint,7,opt,name=acls_present,json=aclsPresent,proto3" json:"acls_present,omitempty"`
+	// Orders the sets of one controller epoch: the controller counts its
+	// changes of the set. A broker ignores a set older, by (controller_epoch,
+	// acls_version), than the one it holds, so a request delayed past a newer
+	// one (a retry overtaking a slow attempt) cannot bring back a removed ACL.
+	AclsVersion   int64 `protobuf:"varint,8,opt,name=acls_version,json=aclsVersion,proto3" json:"acls_version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -265,6 +270,13 @@ func (x *UpdateMetadataRequest) GetAclsPresent() bool {
 		return x.AclsPresent
 	}
 	return false
+}
+
+func (x *UpdateMetadataRequest) GetAclsVersion() int64 {
+	if x != nil {
+		return x.AclsVersion
+	}
+	return 0
 }
 
 type UpdateMetadataResponse struct {
@@ -1211,7 +1223,7 @@ const file_replicad_v1_replica_manager_proto_rawDesc = "" +
 	"error_code\x18\x01 \x01(\x0e2\x16.replicad.v1.ErrorCodeR\terrorCode\x12F\n" +
 	"\x10partition_errors\x18\x02 \x03(\v2\x1b.replicad.v1.PartitionErrorR\x0fpartitionErrors\x12)\n" +
 	"\x10controller_epoch\x18\x03 \x01(\x05R\x0fcontrollerEpoch\x12#\n" +
-	"\rerror_message\x18\x04 \x01(\tR\ferrorMessage\"\xd3\x02\n" +
+	"\rerror_message\x18\x04 \x01(\tR\ferrorMessage\"\xf6\x02\n" +
 	"\x15UpdateMetadataRequest\x12#\n" +
 	"\rcontroller_id\x18\x01 \x01(\x05R\fcontrollerId\x12)\n" +
 	"\x10controller_epoch\x18\x02 \x01(\x05R\x0fcontrollerEpoch\x12!\n" +
@@ -1219,7 +1231,8 @@ const file_replicad_v1_replica_manager_proto_rawDesc = "" +
 	"\flive_brokers\x18\x04 \x03(\v2\x13.replicad.v1.BrokerR\vliveBrokers\x12F\n" +
 	"\x10partition_states\x18\x05 \x03(\v2\x1b.replicad.v1.PartitionStateR\x0fpartitionStates\x12$\n" +
 	"\x04acls\x18\x06 \x03(\v2\x10.replicad.v1.AclR\x04acls\x12!\n" +
-	"\facls_present\x18\a \x01(\bR\vaclsPresent\"\x9f\x01\n" +
+	"\facls_present\x18\a \x01(\bR\vaclsPresent\x12!\n" +
+	"\facls_version\x18\b \x01(\x03R\vaclsVersion\"\x9f\x01\n" +
 	"\x16UpdateMetadataResponse\x125\n" +
 	"\n" +
 	"error_code\x18\x01 \x01(\x0e2\x16.replicad.v1.ErrorCodeR\terrorCode\x12)\n" +
