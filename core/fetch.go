@@ -183,7 +183,7 @@ func (p *Partition) fetchRecords(replicaID int32, brokerEpoch int64, fp FetchPar
 	if res.Error != ErrNone || res.DivergingEpoch != nil || !updateFetchState {
 		return res, err
 	}
-	if hw, ok := p.updateFollowerFetchState(replicaID, leaderEpoch, fp.FetchOffset, res.LogEndOffset, brokerEpoch); ok {
+	if hw, ok := p.updateFollowerFetchState(replicaID, leaderEpoch, fp.FetchOffset, fp.LogStartOffset, res.LogEndOffset, brokerEpoch); ok {
 		// Answer the HW this fetch may just have moved.
 		res.HighWatermark = hw
 	}
@@ -298,15 +298,16 @@ func (p *Partition) divergingEpochLocked(fetchOffset int64, lastFetchedEpoch int
 // if it can, waking waiters when the HW moved. It returns the HW after, and
 // false when leadership changed since the read (the fetch then proves
 // nothing about the new epoch).
-func (p *Partition) updateFollowerFetchState(replicaID, readEpoch int32, fetchOffset, leaderLEO, brokerEpoch int64) (int64, bool) {
+func (p *Partition) updateFollowerFetchState(replicaID, readEpoch int32, fetchOffset, followerLogStart, leaderLEO, brokerEpoch int64) (int64, bool) {
 	p.mu.Lock()
 	r, ok := p.remoteReplicas[replicaID]
 	if !ok || p.stopped || !p.isLeaderLocked() || p.leaderEpoch != readEpoch || p.log == nil {
 		p.mu.Unlock()
 		return 0, false
 	}
-	prevLEO := r.logEndOffset
+	prevLEO, prevStart := r.logEndOffset, r.logStartOffset
 	r.updateFetchState(p.env.clock.Now(), fetchOffset, leaderLEO, brokerEpoch)
+	r.logStartOffset = followerLogStart
 	pending := p.maybeExpandIsrLocked(r)
 	hwMoved := false
 	if pending != nil || prevLEO != r.logEndOffset {
@@ -315,8 +316,9 @@ func (p *Partition) updateFollowerFetchState(replicaID, readEpoch int32, fetchOf
 	hw := p.log.HighWatermark()
 	p.mu.Unlock()
 	p.submitIsrChange(pending)
-	if hwMoved {
-		// Delayed acks=-1 produces and reads waiting on the HW complete now.
+	if hwMoved || followerLogStart != prevStart {
+		// Delayed acks=-1 produces and reads waiting on the HW complete
+		// now, and DeleteRecords waiting on the ISR's log starts.
 		p.changed.notify()
 	}
 	return hw, true

@@ -53,11 +53,16 @@ type replicaState struct {
 	lastFetchTime               time.Time
 	lastFetchLeaderLogEndOffset int64
 	brokerEpoch                 int64 // newest the follower sent; -1 until it sends one
+	// logStartOffset is the follower's log start as its last fetch said;
+	// unknownOffset until it fetches in this epoch (DeleteRecords waits
+	// for the ISR's).
+	logStartOffset int64
 }
 
 // resetForNewEpoch forgets what the follower told a previous leader epoch.
 func (r *replicaState) resetForNewEpoch(now time.Time, inISR bool) {
 	r.logEndOffset = unknownOffset
+	r.logStartOffset = unknownOffset
 	r.lastFetchTime = time.Time{}
 	r.lastFetchLeaderLogEndOffset = unknownOffset
 	if inISR {
@@ -163,7 +168,8 @@ func (p *Partition) updateAssignmentAndIsrLocked(replicas, isr []int32) {
 		}
 		keep[id] = true
 		if _, ok := p.remoteReplicas[id]; !ok {
-			p.remoteReplicas[id] = &replicaState{brokerID: id, logEndOffset: unknownOffset, lastFetchLeaderLogEndOffset: unknownOffset, brokerEpoch: -1}
+			p.remoteReplicas[id] = &replicaState{brokerID: id, logEndOffset: unknownOffset, logStartOffset: unknownOffset,
+				lastFetchLeaderLogEndOffset: unknownOffset, brokerEpoch: -1}
 		}
 	}
 	for id := range p.remoteReplicas {

@@ -247,9 +247,30 @@ func (f *fetcher) appendRecords(t tp.TopicPartition, st *partitionState, res *re
 		}
 	}
 	st.fetchOffset = r.LogEndOffset()
-	r.UpdateFollowerHighWatermark(res.GetHighWatermark())
+	hw := r.UpdateFollowerHighWatermark(res.GetHighWatermark())
 	st.lag = max(0, max(res.GetLogEndOffset(), res.GetHighWatermark())-st.fetchOffset)
+	f.followLogStart(t, st, res.GetLogStartOffset(), hw)
 	return len(data) > 0
+}
+
+// followLogStart raises the replica's log start to the leader's (retention
+// or DeleteRecords deleted records there), as Kafka's follower does after
+// each fetch; at most to its own HW, which only records the leader
+// committed reach. A failure is the log's (a storage error fails the
+// partition at its next append); the next fetch tries again.
+func (f *fetcher) followLogStart(t tp.TopicPartition, st *partitionState, leaderStart, hw int64) {
+	r := st.replica
+	target := min(leaderStart, hw)
+	if target <= r.LogStartOffset() {
+		return
+	}
+	if _, err := r.IncrementLogStartOffset(target); err != nil {
+		lg := f.partitionLogger(t, st)
+		lg.Warn().Err(err).Int64("leader_log_start_offset", leaderStart).Msg("raise log start to the leader's")
+		return
+	}
+	lg := f.partitionLogger(t, st)
+	lg.Debug().Int64("log_start_offset", target).Msg("raised log start to the leader's")
 }
 
 // handleOutOfRange brings the log back into the leader's range: the leader's

@@ -35,6 +35,9 @@ type Replica interface {
 	TruncateFullyAndStartAt(offset int64) error
 	// UpdateFollowerHighWatermark sets the HW to min(leaderHW, LEO) and returns it.
 	UpdateFollowerHighWatermark(leaderHW int64) int64
+	// IncrementLogStartOffset raises the log start to offset (at most the
+	// HW), deleting the segments below it; it reports whether it moved.
+	IncrementLogStartOffset(offset int64) (bool, error)
 }
 
 // Replicas finds the local replica of a partition this broker follows.
@@ -94,4 +97,8 @@ func (r *logReplica) TruncateFullyAndStartAt(offset int64) error {
 
 func (r *logReplica) UpdateFollowerHighWatermark(leaderHW int64) int64 {
 	return r.log.UpdateHighWatermark(min(leaderHW, r.log.LogEndOffset()))
+}
+
+func (r *logReplica) IncrementLogStartOffset(offset int64) (bool, error) {
+	return r.log.IncrementLogStartOffset(offset)
 }

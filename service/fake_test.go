@@ -102,6 +102,15 @@ func (f *fakeRM) Consume(_ context.Context, req core.ConsumeRequest) core.Consum
 	return f.consume
 }
 
+func (f *fakeRM) DeleteRecords(_ context.Context, req core.DeleteRecordsRequest) core.DeleteRecordsResponse {
+	f.record(req)
+	resp := core.DeleteRecordsResponse{}
+	for _, p := range req.Partitions {
+		resp.Partitions = append(resp.Partitions, core.DeleteRecordsResult{TopicPartition: p.TopicPartition, LowWatermark: p.Offset})
+	}
+	return resp
+}
+
 func (f *fakeRM) FetchMessages(_ context.Context, req core.FetchRequest) core.FetchResponse {
 	f.record(req)
 	if f.fetch == nil {

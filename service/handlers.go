@@ -26,6 +26,7 @@ type ReplicaManager interface {
 	Describe(topic string, partition *int32) core.Description
 	Produce(ctx context.Context, req core.ProduceRequest) core.ProduceResult
 	Consume(ctx context.Context, req core.ConsumeRequest) core.ConsumeResult
+	DeleteRecords(ctx context.Context, req core.DeleteRecordsRequest) core.DeleteRecordsResponse
 	FetchMessages(ctx context.Context, req core.FetchRequest) core.FetchResponse
 	OffsetsForLeaderEpoch(ctx context.Context, req core.OffsetsForLeaderEpochRequest) core.OffsetsForLeaderEpochResponse
 	AlterReplicaLogDirs(ctx context.Context, reqs []core.AlterReplicaLogDir) []core.PartitionError
@@ -43,6 +44,9 @@ const (
 	DefaultProduceTimeout = 30 * time.Second
 	// DefaultConsumeMaxBytes is Kafka's max.partition.fetch.bytes default.
 	DefaultConsumeMaxBytes = 1 << 20
+	// DefaultDeleteRecordsTimeout is the wait for the ISR of a
+	// DeleteRecords without timeout_ms (Kafka's request.timeout.ms).
+	DefaultDeleteRecordsTimeout = 30 * time.Second
 )
 
 // replicaManagerService serves ReplicaManagerService.
@@ -286,6 +290,27 @@ func (s *logService) Consume(ctx context.Context, req *replicadv1.ConsumeRequest
 	// The deferred giveAfterDrain returns what the answer holds.
 	grant = s.limits.response.settle(grant, recordBytes(res.Records))
 	return consumeToProto(res), nil
+}
+
+func (s *logService) DeleteRecords(ctx context.Context, req *replicadv1.DeleteRecordsRequest) (*replicadv1.DeleteRecordsResponse, error) {
+	if err := validateDeleteRecords(req); err != nil {
+		return nil, err
+	}
+	creq := core.DeleteRecordsRequest{Timeout: time.Duration(req.GetTimeoutMs()) * time.Millisecond}
+	if creq.Timeout == 0 {
+		creq.Timeout = DefaultDeleteRecordsTimeout
+	}
+	for _, p := range req.GetPartitions() {
+		creq.Partitions = append(creq.Partitions, core.DeleteRecordsPartition{
+			TopicPartition: topicPartition(p.GetTopic(), p.GetPartition()), Offset: p.GetOffset()})
+	}
+	res := s.rm.DeleteRecords(ctx, creq)
+	resp := &replicadv1.DeleteRecordsResponse{}
+	for _, r := range res.Partitions {
+		resp.Partitions = append(resp.Partitions, &replicadv1.DeleteRecordsPartitionResult{Topic: r.TopicPartition.Topic,
+			Partition: r.TopicPartition.Partition, LowWatermark: r.LowWatermark, ErrorCode: errorCodeToProto(r.Error)})
+	}
+	return resp, nil
 }
 
 // recordBytes is what records hold in keys, values and headers.

@@ -37,6 +37,7 @@ var requestLimits = map[string]int{
 	replicadv1.ReplicaManagerService_DescribePartitions_FullMethodName:       bulkRequestBytes,
 	replicadv1.ReplicaManagerService_AlterReplicaLogDirs_FullMethodName:      bulkRequestBytes,
 	replicadv1.ControllerService_AlterPartition_FullMethodName:               bulkRequestBytes,
+	replicadv1.LogService_DeleteRecords_FullMethodName:                       bulkRequestBytes,
 	replicadv1.ControllerService_CreateAcls_FullMethodName:                   bulkRequestBytes,
 	replicadv1.ControllerService_DeleteAcls_FullMethodName:                   bulkRequestBytes,
 	replicadv1.ControllerService_ControlledShutdown_FullMethodName:           smallRequestBytes,

@@ -3,10 +3,12 @@ package service
 import (
 	"fmt"
 	"path/filepath"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/replicad/replicad/core"
 	"github.com/replicad/replicad/core/record"
 	"github.com/replicad/replicad/core/tp"
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
@@ -365,6 +367,24 @@ func validateTopicID(field, id string) error {
 		return invalid(field, "%v", err)
 	}
 	return nil
+}
+
+func validateDeleteRecords(req *replicadv1.DeleteRecordsRequest) error {
+	if len(req.GetPartitions()) == 0 {
+		return invalid("partitions", "must name at least one partition")
+	}
+	if err := validatePartitionCount("partitions", len(req.GetPartitions())); err != nil {
+		return err
+	}
+	if t := req.GetTimeoutMs(); t < 0 || time.Duration(t)*time.Millisecond > core.MaxDeleteRecordsTimeout {
+		return invalid("timeout_ms", "want 0..%d (got %d)", core.MaxDeleteRecordsTimeout.Milliseconds(), t)
+	}
+	return validatePartitionList("partitions", req.GetPartitions(), func(path string, p *replicadv1.DeleteRecordsPartition) error {
+		if p.GetOffset() < core.DeleteRecordsHighWatermark {
+			return invalid(path+".offset", "want an offset, or -1 for the high watermark (got %d)", p.GetOffset())
+		}
+		return nil
+	})
 }
 
 // validateOffsetsForLeaderEpoch leaves replica_id alone: tools ask as -1

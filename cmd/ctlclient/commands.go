@@ -38,6 +38,7 @@ func commands() []*command {
 		checkpointCommand(),
 		produceCommand(),
 		consumeCommand(),
+		deleteRecordsCommand(),
 		perfProduceCommand(),
 		alterLogDirCommand(),
 		controllerRunCommand(),

@@ -144,6 +144,25 @@ func (b *memBroker) Consume(_ context.Context, req core.ConsumeRequest) core.Con
 	return core.ConsumeResult{HighWatermark: hw, Records: append([]record.Record(nil), recs[req.Offset:end]...), NextOffset: end}
 }
 
+// DeleteRecords answers the offset as the low watermark, or
+// OFFSET_OUT_OF_RANGE past the partition's records.
+func (b *memBroker) DeleteRecords(_ context.Context, req core.DeleteRecordsRequest) core.DeleteRecordsResponse {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var resp core.DeleteRecordsResponse
+	for _, p := range req.Partitions {
+		hw := int64(len(b.logs[p.TopicPartition]))
+		r := core.DeleteRecordsResult{TopicPartition: p.TopicPartition, LowWatermark: p.Offset}
+		if p.Offset == core.DeleteRecordsHighWatermark {
+			r.LowWatermark = hw
+		} else if p.Offset > hw {
+			r.Error, r.LowWatermark = core.ErrOffsetOutOfRange, -1
+		}
+		resp.Partitions = append(resp.Partitions, r)
+	}
+	return resp
+}
+
 func (b *memBroker) MaxBatchBytes() int { return 1 << 20 }
 
 func (b *memBroker) ControllerEpoch() int32 { return 0 }

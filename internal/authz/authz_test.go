@@ -184,7 +184,15 @@ func TestAuthorizeACLs(t *testing.T) {
 		{Principal: app.URI, Operation: OpWrite, Resource: ResourceTopic, PatternType: PatternLiteral, Name: "orders"},
 		{Principal: app.URI, Operation: OpRead, Resource: ResourceTopic, PatternType: PatternPrefix, Name: "logs-"},
 		{Principal: "*", Operation: OpRead, Resource: ResourceTopic, PatternType: PatternLiteral, Name: "public"},
+		{Principal: app.URI, Operation: OpDelete, Resource: ResourceTopic, PatternType: PatternPrefix, Name: "logs-"},
 	}))
+	deleteRecords := func(topics ...string) error {
+		req := &replicadv1.DeleteRecordsRequest{}
+		for _, t := range topics {
+			req.Partitions = append(req.Partitions, &replicadv1.DeleteRecordsPartition{Topic: t})
+		}
+		return a.Authorize(app, replicadv1.LogService_DeleteRecords_FullMethodName, req)
+	}
 	for _, tc := range []struct {
 		err   error
 		allow bool
@@ -195,6 +203,10 @@ func TestAuthorizeACLs(t *testing.T) {
 		{consume("logs-a"), true},
 		{produce("logs-a"), false},
 		{consume("public"), true},
+		{deleteRecords("logs-a", "logs-b"), true},
+		{deleteRecords("logs-a", "orders"), false}, // every topic needs delete
+		{deleteRecords("orders"), false},           // write is not delete
+		{deleteRecords(), false},
 		{a.Authorize(app, replicadv1.ReplicaManagerService_DescribePartitions_FullMethodName, &replicadv1.DescribePartitionsRequest{Topic: "orders"}), true},
 		{a.Authorize(app, replicadv1.ReplicaManagerService_DescribePartitions_FullMethodName, &replicadv1.DescribePartitionsRequest{Topic: "other"}), false},
 		{a.Authorize(app, replicadv1.ReplicaManagerService_DescribePartitions_FullMethodName, &replicadv1.DescribePartitionsRequest{}), false},

@@ -2,6 +2,7 @@ package authz
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 
@@ -54,6 +55,7 @@ var (
 		replicadv1.ReplicaManagerService_AlterReplicaLogDirs_FullMethodName,
 		replicadv1.ReplicaManagerService_DescribePartitions_FullMethodName,
 		replicadv1.ReplicaManagerService_CheckpointHighWatermarks_FullMethodName,
+		replicadv1.LogService_DeleteRecords_FullMethodName,
 	)
 	// brokerMethods are checked against the broker's own id (brokerIDOf).
 	brokerMethods = set(
@@ -136,7 +138,7 @@ func (a *Authorizer) Authorize(p Principal, fullMethod string, req any) error {
 		return nil
 	}
 	// Clients and principals without a role: ACLs.
-	op, topic, ok := clientOperation(fullMethod, req)
+	op, topics, ok := clientOperation(fullMethod, req)
 	if !ok {
 		return deny("not a client operation (topics, control and replication need the admin, controller or broker role)")
 	}
@@ -144,8 +146,10 @@ func (a *Authorizer) Authorize(p Principal, fullMethod string, req any) error {
 	if acls == nil {
 		return deny("this server has no ACLs from the controller yet")
 	}
-	if !acls.Allows(p.URI, op, topic) {
-		return deny("no ACL allows %s on topic %q", op, topic)
+	for _, topic := range topics {
+		if !acls.Allows(p.URI, op, topic) {
+			return deny("no ACL allows %s on topic %q", op, topic)
+		}
 	}
 	return nil
 }
@@ -172,23 +176,38 @@ func brokerIDOf(req any) (int32, bool) {
 	return 0, false
 }
 
-// clientOperation is the ACL operation and topic a client call needs:
-// Produce write, Consume read, DescribePartitions of one topic describe.
+// clientOperation is the ACL operation a client call needs and the topics
+// it needs it on: Produce write, Consume read, DescribePartitions of one
+// topic describe, DeleteRecords delete on each topic it names (as Kafka).
 // DescribeCluster (every topic's metadata) is not a client operation.
-func clientOperation(fullMethod string, req any) (Operation, string, bool) {
+func clientOperation(fullMethod string, req any) (Operation, []string, bool) {
 	switch fullMethod {
 	case replicadv1.LogService_Produce_FullMethodName:
 		r, _ := req.(*replicadv1.ProduceRequest)
-		return OpWrite, r.GetTopic(), true
+		return OpWrite, []string{r.GetTopic()}, true
 	case replicadv1.LogService_Consume_FullMethodName:
 		r, _ := req.(*replicadv1.ConsumeRequest)
-		return OpRead, r.GetTopic(), true
+		return OpRead, []string{r.GetTopic()}, true
+	case replicadv1.LogService_DeleteRecords_FullMethodName:
+		r, _ := req.(*replicadv1.DeleteRecordsRequest)
+		var topics []string
+		for _, p := range r.GetPartitions() {
+			if !slices.Contains(topics, p.GetTopic()) {
+				topics = append(topics, p.GetTopic())
+			}
+		}
+		// No partition (refused by validation later) names no topic:
+		// still a delete, which needs an ACL on something.
+		if len(topics) == 0 {
+			topics = []string{""}
+		}
+		return OpDelete, topics, true
 	case replicadv1.ReplicaManagerService_DescribePartitions_FullMethodName:
 		r, _ := req.(*replicadv1.DescribePartitionsRequest)
 		if r.GetTopic() == "" {
-			return "", "", false // every topic: admin
+			return "", nil, false // every topic: admin
 		}
-		return OpDescribe, r.GetTopic(), true
+		return OpDescribe, []string{r.GetTopic()}, true
 	}
-	return "", "", false
+	return "", nil, false
 }

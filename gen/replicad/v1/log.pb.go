@@ -471,6 +471,236 @@ func (x *ConsumeResponse) GetNextOffset() int64 {
 	return 0
 }
 
+type DeleteRecordsRequest struct {
+	state      protoimpl.MessageState    `protogen:"open.v1"`
+	Partitions []*DeleteRecordsPartition `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	// How long to wait for the ISR to delete too, in ms: 0 is the default
+	// 30000, at most 300000.
+	TimeoutMs     int32 `protobuf:"varint,2,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteRecordsRequest) Reset() {
+	*x = DeleteRecordsRequest{}
+	mi := &file_replicad_v1_log_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteRecordsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteRecordsRequest) ProtoMessage() {}
+
+func (x *DeleteRecordsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_replicad_v1_log_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteRecordsRequest.ProtoReflect.Descriptor instead.
+func (*DeleteRecordsRequest) Descriptor() ([]byte, []int) {
+	return file_replicad_v1_log_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *DeleteRecordsRequest) GetPartitions() []*DeleteRecordsPartition {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+func (x *DeleteRecordsRequest) GetTimeoutMs() int32 {
+	if x != nil {
+		return x.TimeoutMs
+	}
+	return 0
+}
+
+type DeleteRecordsPartition struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Topic     string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	// The new log start: records below it are deleted. At most the high
+	// watermark; -1: the high watermark.
+	Offset        int64 `protobuf:"varint,3,opt,name=offset,proto3" json:"offset,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteRecordsPartition) Reset() {
+	*x = DeleteRecordsPartition{}
+	mi := &file_replicad_v1_log_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteRecordsPartition) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteRecordsPartition) ProtoMessage() {}
+
+func (x *DeleteRecordsPartition) ProtoReflect() protoreflect.Message {
+	mi := &file_replicad_v1_log_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteRecordsPartition.ProtoReflect.Descriptor instead.
+func (*DeleteRecordsPartition) Descriptor() ([]byte, []int) {
+	return file_replicad_v1_log_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *DeleteRecordsPartition) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *DeleteRecordsPartition) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *DeleteRecordsPartition) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+type DeleteRecordsResponse struct {
+	state         protoimpl.MessageState          `protogen:"open.v1"`
+	Partitions    []*DeleteRecordsPartitionResult `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteRecordsResponse) Reset() {
+	*x = DeleteRecordsResponse{}
+	mi := &file_replicad_v1_log_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteRecordsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteRecordsResponse) ProtoMessage() {}
+
+func (x *DeleteRecordsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_replicad_v1_log_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteRecordsResponse.ProtoReflect.Descriptor instead.
+func (*DeleteRecordsResponse) Descriptor() ([]byte, []int) {
+	return file_replicad_v1_log_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *DeleteRecordsResponse) GetPartitions() []*DeleteRecordsPartitionResult {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+type DeleteRecordsPartitionResult struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Topic     string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	// The smallest log start of the leader and its ISR: no in-sync replica
+	// holds a record below it. -1 on an error before the deletion.
+	LowWatermark  int64     `protobuf:"varint,3,opt,name=low_watermark,json=lowWatermark,proto3" json:"low_watermark,omitempty"`
+	ErrorCode     ErrorCode `protobuf:"varint,4,opt,name=error_code,json=errorCode,proto3,enum=replicad.v1.ErrorCode" json:"error_code,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteRecordsPartitionResult) Reset() {
+	*x = DeleteRecordsPartitionResult{}
+	mi := &file_replicad_v1_log_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteRecordsPartitionResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteRecordsPartitionResult) ProtoMessage() {}
+
+func (x *DeleteRecordsPartitionResult) ProtoReflect() protoreflect.Message {
+	mi := &file_replicad_v1_log_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteRecordsPartitionResult.ProtoReflect.Descriptor instead.
+func (*DeleteRecordsPartitionResult) Descriptor() ([]byte, []int) {
+	return file_replicad_v1_log_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *DeleteRecordsPartitionResult) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *DeleteRecordsPartitionResult) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *DeleteRecordsPartitionResult) GetLowWatermark() int64 {
+	if x != nil {
+		return x.LowWatermark
+	}
+	return 0
+}
+
+func (x *DeleteRecordsPartitionResult) GetErrorCode() ErrorCode {
+	if x != nil {
+		return x.ErrorCode
+	}
+	return ErrorCode_ERROR_CODE_NONE
+}
+
 var File_replicad_v1_log_proto protoreflect.FileDescriptor
 
 const file_replicad_v1_log_proto_rawDesc = "" +
@@ -515,11 +745,32 @@ const file_replicad_v1_log_proto_rawDesc = "" +
 	"\x10log_start_offset\x18\x03 \x01(\x03R\x0elogStartOffset\x125\n" +
 	"\arecords\x18\x04 \x03(\v2\x1b.replicad.v1.ConsumedRecordR\arecords\x12\x1f\n" +
 	"\vnext_offset\x18\x05 \x01(\x03R\n" +
-	"nextOffset2\x98\x01\n" +
+	"nextOffset\"z\n" +
+	"\x14DeleteRecordsRequest\x12C\n" +
+	"\n" +
+	"partitions\x18\x01 \x03(\v2#.replicad.v1.DeleteRecordsPartitionR\n" +
+	"partitions\x12\x1d\n" +
+	"\n" +
+	"timeout_ms\x18\x02 \x01(\x05R\ttimeoutMs\"d\n" +
+	"\x16DeleteRecordsPartition\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
+	"\x06offset\x18\x03 \x01(\x03R\x06offset\"b\n" +
+	"\x15DeleteRecordsResponse\x12I\n" +
+	"\n" +
+	"partitions\x18\x01 \x03(\v2).replicad.v1.DeleteRecordsPartitionResultR\n" +
+	"partitions\"\xae\x01\n" +
+	"\x1cDeleteRecordsPartitionResult\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12#\n" +
+	"\rlow_watermark\x18\x03 \x01(\x03R\flowWatermark\x125\n" +
+	"\n" +
+	"error_code\x18\x04 \x01(\x0e2\x16.replicad.v1.ErrorCodeR\terrorCode2\xf0\x01\n" +
 	"\n" +
 	"LogService\x12D\n" +
 	"\aProduce\x12\x1b.replicad.v1.ProduceRequest\x1a\x1c.replicad.v1.ProduceResponse\x12D\n" +
-	"\aConsume\x12\x1b.replicad.v1.ConsumeRequest\x1a\x1c.replicad.v1.ConsumeResponseB\xa1\x01\n" +
+	"\aConsume\x12\x1b.replicad.v1.ConsumeRequest\x1a\x1c.replicad.v1.ConsumeResponse\x12V\n" +
+	"\rDeleteRecords\x12!.replicad.v1.DeleteRecordsRequest\x1a\".replicad.v1.DeleteRecordsResponseB\xa1\x01\n" +
 	"\x0fcom.replicad.v1B\bLogProtoP\x01Z7github.com/replicad/replicad/gen/replicad/v1;replicadv1\xa2\x02\x03RXX\xaa\x02\vReplicad.V1\xca\x02\vReplicad\\V1\xe2\x02\x17Replicad\\V1\\GPBMetadata\xea\x02\fReplicad::V1b\x06proto3"
 
 var (
@@ -534,33 +785,42 @@ func file_replicad_v1_log_proto_rawDescGZIP() []byte {
 	return file_replicad_v1_log_proto_rawDescData
 }
 
-var file_replicad_v1_log_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_replicad_v1_log_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_replicad_v1_log_proto_goTypes = []any{
-	(*Record)(nil),          // 0: replicad.v1.Record
-	(*ProduceRequest)(nil),  // 1: replicad.v1.ProduceRequest
-	(*ProduceResponse)(nil), // 2: replicad.v1.ProduceResponse
-	(*ConsumeRequest)(nil),  // 3: replicad.v1.ConsumeRequest
-	(*ConsumedRecord)(nil),  // 4: replicad.v1.ConsumedRecord
-	(*ConsumeResponse)(nil), // 5: replicad.v1.ConsumeResponse
-	(*Header)(nil),          // 6: replicad.v1.Header
-	(ErrorCode)(0),          // 7: replicad.v1.ErrorCode
+	(*Record)(nil),                       // 0: replicad.v1.Record
+	(*ProduceRequest)(nil),               // 1: replicad.v1.ProduceRequest
+	(*ProduceResponse)(nil),              // 2: replicad.v1.ProduceResponse
+	(*ConsumeRequest)(nil),               // 3: replicad.v1.ConsumeRequest
+	(*ConsumedRecord)(nil),               // 4: replicad.v1.ConsumedRecord
+	(*ConsumeResponse)(nil),              // 5: replicad.v1.ConsumeResponse
+	(*DeleteRecordsRequest)(nil),         // 6: replicad.v1.DeleteRecordsRequest
+	(*DeleteRecordsPartition)(nil),       // 7: replicad.v1.DeleteRecordsPartition
+	(*DeleteRecordsResponse)(nil),        // 8: replicad.v1.DeleteRecordsResponse
+	(*DeleteRecordsPartitionResult)(nil), // 9: replicad.v1.DeleteRecordsPartitionResult
+	(*Header)(nil),                       // 10: replicad.v1.Header
+	(ErrorCode)(0),                       // 11: replicad.v1.ErrorCode
 }
 var file_replicad_v1_log_proto_depIdxs = []int32{
-	6, // 0: replicad.v1.Record.headers:type_name -> replicad.v1.Header
-	0, // 1: replicad.v1.ProduceRequest.records:type_name -> replicad.v1.Record
-	7, // 2: replicad.v1.ProduceResponse.error_code:type_name -> replicad.v1.ErrorCode
-	6, // 3: replicad.v1.ConsumedRecord.headers:type_name -> replicad.v1.Header
-	7, // 4: replicad.v1.ConsumeResponse.error_code:type_name -> replicad.v1.ErrorCode
-	4, // 5: replicad.v1.ConsumeResponse.records:type_name -> replicad.v1.ConsumedRecord
-	1, // 6: replicad.v1.LogService.Produce:input_type -> replicad.v1.ProduceRequest
-	3, // 7: replicad.v1.LogService.Consume:input_type -> replicad.v1.ConsumeRequest
-	2, // 8: replicad.v1.LogService.Produce:output_type -> replicad.v1.ProduceResponse
-	5, // 9: replicad.v1.LogService.Consume:output_type -> replicad.v1.ConsumeResponse
-	8, // [8:10] is the sub-list for method output_type
-	6, // [6:8] is the sub-list for method input_type
-	6, // [6:6] is the sub-list for extension type_name
-	6, // [6:6] is the sub-list for extension extendee
-	0, // [0:6] is the sub-list for field type_name
+	10, // 0: replicad.v1.Record.headers:type_name -> replicad.v1.Header
+	0,  // 1: replicad.v1.ProduceRequest.records:type_name -> replicad.v1.Record
+	11, // 2: replicad.v1.ProduceResponse.error_code:type_name -> replicad.v1.ErrorCode
+	10, // 3: replicad.v1.ConsumedRecord.headers:type_name -> replicad.v1.Header
+	11, // 4: replicad.v1.ConsumeResponse.error_code:type_name -> replicad.v1.ErrorCode
+	4,  // 5: replicad.v1.ConsumeResponse.records:type_name -> replicad.v1.ConsumedRecord
+	7,  // 6: replicad.v1.DeleteRecordsRequest.partitions:type_name -> replicad.v1.DeleteRecordsPartition
+	9,  // 7: replicad.v1.DeleteRecordsResponse.partitions:type_name -> replicad.v1.DeleteRecordsPartitionResult
+	11, // 8: replicad.v1.DeleteRecordsPartitionResult.error_code:type_name -> replicad.v1.ErrorCode
+	1,  // 9: replicad.v1.LogService.Produce:input_type -> replicad.v1.ProduceRequest
+	3,  // 10: replicad.v1.LogService.Consume:input_type -> replicad.v1.ConsumeRequest
+	6,  // 11: replicad.v1.LogService.DeleteRecords:input_type -> replicad.v1.DeleteRecordsRequest
+	2,  // 12: replicad.v1.LogService.Produce:output_type -> replicad.v1.ProduceResponse
+	5,  // 13: replicad.v1.LogService.Consume:output_type -> replicad.v1.ConsumeResponse
+	8,  // 14: replicad.v1.LogService.DeleteRecords:output_type -> replicad.v1.DeleteRecordsResponse
+	12, // [12:15] is the sub-list for method output_type
+	9,  // [9:12] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_replicad_v1_log_proto_init() }
@@ -575,7 +835,7 @@ func file_replicad_v1_log_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_replicad_v1_log_proto_rawDesc), len(file_replicad_v1_log_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   6,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

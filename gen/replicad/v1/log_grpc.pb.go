@@ -19,18 +19,24 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	LogService_Produce_FullMethodName = "/replicad.v1.LogService/Produce"
-	LogService_Consume_FullMethodName = "/replicad.v1.LogService/Consume"
+	LogService_Produce_FullMethodName       = "/replicad.v1.LogService/Produce"
+	LogService_Consume_FullMethodName       = "/replicad.v1.LogService/Consume"
+	LogService_DeleteRecords_FullMethodName = "/replicad.v1.LogService/DeleteRecords"
 )
 
 // LogServiceClient is the client API for LogService service.
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
-// LogService is the client data plane: produce to and consume from a leader.
+// LogService is the client data plane: produce to and consume from a leader,
+// and delete the records below an offset.
 type LogServiceClient interface {
 	Produce(ctx context.Context, in *ProduceRequest, opts ...grpc.CallOption) (*ProduceResponse, error)
 	Consume(ctx context.Context, in *ConsumeRequest, opts ...grpc.CallOption) (*ConsumeResponse, error)
+	// Raises the log start offset of partitions this broker leads (Kafka's
+	// DeleteRecords): the records below it are gone from the leader at once,
+	// and the answer comes when every ISR member has deleted them too.
+	DeleteRecords(ctx context.Context, in *DeleteRecordsRequest, opts ...grpc.CallOption) (*DeleteRecordsResponse, error)
 }
 
 type logServiceClient struct {
@@ -61,14 +67,29 @@ func (c *logServiceClient) Consume(ctx context.Context, in *ConsumeRequest, opts
 	return out, nil
 }
 
+func (c *logServiceClient) DeleteRecords(ctx context.Context, in *DeleteRecordsRequest, opts ...grpc.CallOption) (*DeleteRecordsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteRecordsResponse)
+	err := c.cc.Invoke(ctx, LogService_DeleteRecords_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // LogServiceServer is the server API for LogService service.
 // All implementations must embed UnimplementedLogServiceServer
 // for forward compatibility.
 //
-// LogService is the client data plane: produce to and consume from a leader.
+// LogService is the client data plane: produce to and consume from a leader,
+// and delete the records below an offset.
 type LogServiceServer interface {
 	Produce(context.Context, *ProduceRequest) (*ProduceResponse, error)
 	Consume(context.Context, *ConsumeRequest) (*ConsumeResponse, error)
+	// Raises the log start offset of partitions this broker leads (Kafka's
+	// DeleteRecords): the records below it are gone from the leader at once,
+	// and the answer comes when every ISR member has deleted them too.
+	DeleteRecords(context.Context, *DeleteRecordsRequest) (*DeleteRecordsResponse, error)
 	mustEmbedUnimplementedLogServiceServer()
 }
 
@@ -84,6 +105,9 @@ func (UnimplementedLogServiceServer) Produce(context.Context, *ProduceRequest) (
 }
 func (UnimplementedLogServiceServer) Consume(context.Context, *ConsumeRequest) (*ConsumeResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Consume not implemented")
+}
+func (UnimplementedLogServiceServer) DeleteRecords(context.Context, *DeleteRecordsRequest) (*DeleteRecordsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteRecords not implemented")
 }
 func (UnimplementedLogServiceServer) mustEmbedUnimplementedLogServiceServer() {}
 func (UnimplementedLogServiceServer) testEmbeddedByValue()                    {}
@@ -142,6 +166,24 @@ func _LogService_Consume_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _LogService_DeleteRecords_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteRecordsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LogServiceServer).DeleteRecords(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LogService_DeleteRecords_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LogServiceServer).DeleteRecords(ctx, req.(*DeleteRecordsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // LogService_ServiceDesc is the grpc.ServiceDesc for LogService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -156,6 +198,10 @@ var LogService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Consume",
 			Handler:    _LogService_Consume_Handler,
+		},
+		{
+			MethodName: "DeleteRecords",
+			Handler:    _LogService_DeleteRecords_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

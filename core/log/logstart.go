@@ -1,0 +1,83 @@
+package log
+
+import (
+	"fmt"
+)
+
+// IncrementLogStartOffset raises the log start offset to offset (Kafka's
+// UnifiedLog.maybeIncrementLogStartOffset): from then on a read below it is
+// ErrOffsetOutOfRange, and the segments holding only records below it are
+// deleted. An offset at or below the log start changes nothing but the
+// deletion of such segments (left by a crash between the checkpoint and the
+// deletion). offset above the HW is refused: only committed records are
+// ever deleted. It reports whether the log start moved.
+//
+// The raised log start is made durable (Options.OnRecoveryPointLowered, the
+// owner's checkpoint) before any segment is deleted: a crash in between
+// leaves segments below the log start, which a read never reaches and the
+// next call deletes. The other way round, a crash would bring the log start
+// back below records that are gone.
+func (l *Log) IncrementLogStartOffset(offset int64) (bool, error) {
+	l.syncMu.Lock()
+	defer l.syncMu.Unlock()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.usableLocked(); err != nil {
+		return false, err
+	}
+	if hw := l.HighWatermark(); offset > hw {
+		return false, fmt.Errorf("%w: log start %d above the high watermark %d", ErrOffsetOutOfRange, offset, hw)
+	}
+	raised := offset > l.logStartOffset.Load()
+	if raised {
+		l.logStartOffset.Store(offset)
+		// The epochs of the records gone go with them; the entry covering
+		// the new start keeps its epoch.
+		if err := l.epochs.TruncateFromStart(offset); err != nil {
+			return true, l.fail(storageError(err, "truncate epoch cache from %d", offset))
+		}
+		if l.onRecoveryPointLowered != nil {
+			if err := l.onRecoveryPointLowered(); err != nil {
+				// The segments stay; the log start stays raised in memory
+				// (reads below it are refused), and the next checkpoint or
+				// call makes it durable.
+				return true, fmt.Errorf("log: checkpoint log start %d: %w", offset, err)
+			}
+		}
+		l.logger.Info().Str("dir", l.dir).Int64("log_start_offset", offset).Msg("raised log start offset")
+	}
+	if err := l.deleteSegmentsBelowStartLocked(); err != nil {
+		return raised, err
+	}
+	return raised, nil
+}
+
+// deleteSegmentsBelowStartLocked deletes the oldest segments whose records
+// are all below the log start: those followed by a segment starting at or
+// below it. The active segment always stays.
+func (l *Log) deleteSegmentsBelowStartLocked() error {
+	segs := l.segmentList()
+	start := l.logStartOffset.Load()
+	n := 0
+	for n < len(segs)-1 && segs[n+1].baseOffset <= start {
+		n++
+	}
+	if n == 0 {
+		return nil
+	}
+	// Readers take the segment list without a lock: they retry a read that
+	// overlapped the change (see Read).
+	l.beginTruncation()
+	l.setSegments(segs[n:])
+	l.endTruncation()
+	for _, s := range segs[:n] {
+		if err := s.remove(); err != nil {
+			return l.fail(storageError(err, "delete segment %d below log start %d", s.baseOffset, start))
+		}
+	}
+	l.logger.Info().Str("dir", l.dir).Int64("log_start_offset", start).Int("segments", n).Msg("deleted segments below log start")
+	return nil
+}
+
+// SegmentCount is the number of segments (tests and metrics).
+func (l *Log) SegmentCount() int { return len(l.segmentList()) }

@@ -1,0 +1,102 @@
+package log
+
+import (
+	"errors"
+	"testing"
+)
+
+// IncrementLogStartOffset raises the log start up to the HW, refuses reads
+// below it, deletes the segments holding only records below it (never the
+// active one), and makes the new start durable before deleting anything.
+func TestIncrementLogStartOffset(t *testing.T) {
+	dir := t.TempDir()
+	opts := testOptions(dir, smallConfig())
+	var l *Log
+	checkpointed := int64(-1)
+	segmentsAtCheckpoint := 0
+	opts.OnRecoveryPointLowered = func() error {
+		checkpointed = l.LogStartOffset()
+		segmentsAtCheckpoint = len(segmentFiles(t, dir))
+		return nil
+	}
+	l = openAt(t, opts)
+	defer func() { closeLog(t, l) }()
+	batches := appendBatches(t, l, 1, 40, 5) // 200 records over several 2 KiB segments
+	if l.SegmentCount() < 4 {
+		t.Fatalf("%d segments, want several", l.SegmentCount())
+	}
+	l.UpdateHighWatermark(150)
+
+	if _, err := l.IncrementLogStartOffset(151); !errors.Is(err, ErrOffsetOutOfRange) {
+		t.Fatalf("a log start above the HW: %v, want ErrOffsetOutOfRange", err)
+	}
+	before, files := l.SegmentCount(), len(segmentFiles(t, dir))
+	raised, err := l.IncrementLogStartOffset(120)
+	if err != nil || !raised {
+		t.Fatalf("IncrementLogStartOffset(120): %v, %v", raised, err)
+	}
+	if l.LogStartOffset() != 120 || checkpointed != 120 || segmentsAtCheckpoint != files {
+		t.Fatalf("log start %d, checkpointed %d with %d of %d segment files left; want 120, 120 before any deletion",
+			l.LogStartOffset(), checkpointed, segmentsAtCheckpoint, files)
+	}
+	if l.SegmentCount() >= before || len(segmentFiles(t, dir)) != l.SegmentCount() {
+		t.Fatalf("%d segments (%d files) after, %d before: the ones below the log start were not deleted",
+			l.SegmentCount(), len(segmentFiles(t, dir)), before)
+	}
+	if first := l.segmentList()[0].baseOffset; first > 120 {
+		t.Fatalf("the first segment starts at %d, after the log start 120: records above it were deleted", first)
+	}
+	if _, err := l.Read(119, 1<<20, l.LogEndOffset()); !errors.Is(err, ErrOffsetOutOfRange) {
+		t.Fatalf("a read below the log start: %v, want ErrOffsetOutOfRange", err)
+	}
+	// Everything from the batch holding 120 on is intact.
+	var want = batches[120/5:]
+	requireSameBatches(t, readAll(t, l, 120, 1<<20), want)
+	if e, ok := l.epochs.EarliestEntry(); !ok || e.StartOffset != 120 {
+		t.Fatalf("earliest epoch entry %+v, want one starting at the log start", e)
+	}
+	if raised, err := l.IncrementLogStartOffset(100); raised || err != nil || l.LogStartOffset() != 120 {
+		t.Fatalf("a lower log start: raised %v, %v, log start %d; want nothing changed", raised, err, l.LogStartOffset())
+	}
+	// Up to the HW at the LEO: only the active segment is left.
+	l.UpdateHighWatermark(l.LogEndOffset())
+	if _, err := l.IncrementLogStartOffset(l.LogEndOffset()); err != nil {
+		t.Fatal(err)
+	}
+	if l.SegmentCount() != 1 {
+		t.Fatalf("%d segments with the log start at the LEO, want the active one", l.SegmentCount())
+	}
+	appendBatches(t, l, 1, 1, 1)
+
+	// A log reopened with the checkpointed start serves from it.
+	start := l.LogStartOffset()
+	closeLog(t, l)
+	opts.OnRecoveryPointLowered = nil
+	opts.LogStartOffset = start
+	l = openAt(t, opts)
+	if l.LogStartOffset() != start {
+		t.Fatalf("reopened at log start %d, want %d", l.LogStartOffset(), start)
+	}
+}
+
+// A crash between the checkpoint and the deletion leaves segments below
+// the log start: the next call deletes them.
+func TestIncrementLogStartOffsetDeletesLeftovers(t *testing.T) {
+	dir := t.TempDir()
+	opts := testOptions(dir, smallConfig())
+	l := openAt(t, opts)
+	appendBatches(t, l, 1, 40, 5)
+	l.UpdateHighWatermark(l.LogEndOffset())
+	closeLog(t, l)
+	// As if the checkpoint said 150 and the process died before deleting.
+	opts.LogStartOffset = 150
+	l = openAt(t, opts)
+	defer func() { closeLog(t, l) }()
+	before := l.SegmentCount()
+	if raised, err := l.IncrementLogStartOffset(150); raised || err != nil {
+		t.Fatalf("the same log start again: raised %v, %v", raised, err)
+	}
+	if l.SegmentCount() >= before {
+		t.Fatalf("%d segments before, %d after: the leftovers below the log start stayed", before, l.SegmentCount())
+	}
+}
