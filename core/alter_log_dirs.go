@@ -422,7 +422,19 @@ func (p *Partition) replaceCurrentWithFutureLog() (bool, error) {
 	if err := p.copyTailLocked(cur, fut); err != nil {
 		return false, err
 	}
-	if fut.LogEndOffset() != cur.LogEndOffset() || fut.LogStartOffset() > cur.LogStartOffset() {
+	if fut.LogEndOffset() != cur.LogEndOffset() {
+		return false, nil
+	}
+	if start := cur.LogStartOffset(); fut.LogStartOffset() < start {
+		// DeleteRecords raised the current log's start since the future
+		// log copied those records: they go from it too before it is
+		// swapped in, or they would come back with it.
+		fut.UpdateHighWatermark(cur.HighWatermark())
+		if _, err := fut.IncrementLogStartOffset(start); err != nil {
+			return false, fmt.Errorf("%w: raise log start to %d: %w", errFutureCopy, start, err)
+		}
+	}
+	if fut.LogStartOffset() > cur.LogStartOffset() {
 		return false, nil
 	}
 	// Equal LEOs are not enough: since the fetch that found the future log

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -92,6 +93,18 @@ func produce(t *testing.T, rm *core.ReplicaManager, values ...string) {
 	t.Helper()
 	if err := tryProduce(rm, values...); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// produceNumbered produces the values 0..n-1 in batches of 10.
+func produceNumbered(t *testing.T, rm *core.ReplicaManager, n int) {
+	t.Helper()
+	for next := 0; next < n; next += 10 {
+		vals := make([]string, min(10, n-next))
+		for i := range vals {
+			vals[i] = fmt.Sprint(next + i)
+		}
+		produce(t, rm, vals...)
 	}
 }
 
@@ -198,14 +211,8 @@ func TestAlterReplicaLogDirMovesLeaderUnderLoad(t *testing.T) {
 	if src == dest {
 		dest = dirs[1]
 	}
-	next := 0
-	for ; next < 500; next += 10 {
-		vals := make([]string, 10)
-		for i := range vals {
-			vals[i] = fmt.Sprint(next + i)
-		}
-		produce(t, rm, vals...)
-	}
+	next := 500
+	produceNumbered(t, rm, next)
 
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
@@ -552,4 +559,54 @@ func TestAlterReplicaLogDirFollowerTruncatedBeforeSwap(t *testing.T) {
 		t.Fatalf("moved log's epochs %+v, want %+v", got, wantEpochs)
 	}
 	noDirLeft(t, src)
+}
+
+// DeleteRecords during a move: records deleted from the current log never
+// come back with the future log swapped in, whenever the deletion lands
+// (before the future log copied them, during the copy, or between its last
+// fetch and the swap, when only the swap can raise it).
+func TestAlterReplicaLogDirKeepsDeletedRecordsDeleted(t *testing.T) {
+	dirs := []string{t.TempDir(), t.TempDir()}
+	var rm *core.ReplicaManager
+	alter := alterFetchers(t, &rm)
+	openRM(t, dirs, alter, &rm)
+	defer rm.Shutdown(context.Background())
+	lead(t, rm, 1)
+	dest := dirs[0]
+	if info(t, rm).LogDir == dest {
+		dest = dirs[1]
+	}
+	produceNumbered(t, rm, 300)
+	var deleted atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for off := int64(10); ; off += 10 {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			produce(t, rm, "x", "x", "x", "x", "x", "x", "x", "x", "x", "x")
+			res := rm.DeleteRecords(context.Background(), core.DeleteRecordsRequest{Timeout: time.Second,
+				Partitions: []core.DeleteRecordsPartition{{TopicPartition: moved, Offset: off}}})
+			if res.Partitions[0].Error == core.ErrNone {
+				deleted.Store(off)
+			}
+		}
+	})
+	errs := rm.AlterReplicaLogDirs(context.Background(), []core.AlterReplicaLogDir{{TopicPartition: moved, LogDir: dest}})
+	if errs[0].Error != core.ErrNone {
+		t.Fatalf("alter: %s", errs[0].Error)
+	}
+	waitMoved(t, rm, dest)
+	close(stop)
+	wg.Wait()
+	in := info(t, rm)
+	if d := deleted.Load(); d == 0 || in.LogStartOffset < d {
+		t.Fatalf("log start %d after the move, records deleted below %d: they came back", in.LogStartOffset, d)
+	}
+	if res := rm.Consume(context.Background(), core.ConsumeRequest{TopicPartition: moved, Offset: in.LogStartOffset - 1}); res.Error != core.ErrOffsetOutOfRange {
+		t.Fatalf("consume below the log start after the move: %s", res.Error)
+	}
 }

@@ -138,6 +138,10 @@ func (p *Partition) lowWatermark() (int64, ErrorCode) {
 		return -1, ErrNotLeaderOrFollower
 	}
 	low := p.log.LogStartOffset()
+	// A copy being moved to another log dir (a future log) is not waited
+	// for, unlike in Kafka's lowWatermarkIfLeader: it serves nothing, it
+	// follows the current log's start as it copies (the alter-log-dirs
+	// fetcher), and the swap raises it first (replaceCurrentWithFutureLog).
 	for _, id := range p.isr {
 		if r, ok := p.remoteReplicas[id]; ok {
 			low = min(low, r.logStartOffset)

@@ -25,46 +25,62 @@ func (l *Log) IncrementLogStartOffset(offset int64) (bool, error) {
 	if err := l.usableLocked(); err != nil {
 		return false, err
 	}
+	if d := l.damage.Load(); d != nil {
+		// Its segments are the evidence a repair needs (see Damaged).
+		return false, fmt.Errorf("%w: raise log start to %d", ErrDamaged, offset)
+	}
 	if hw := l.HighWatermark(); offset > hw {
 		return false, fmt.Errorf("%w: log start %d above the high watermark %d", ErrOffsetOutOfRange, offset, hw)
 	}
 	raised := offset > l.logStartOffset.Load()
 	if raised {
 		l.logStartOffset.Store(offset)
+	}
+	n := l.segmentsBelowStartLocked()
+	// Durable before anything below it is removed, the epochs included: a
+	// retry after a failed checkpoint (raised false then) checkpoints again.
+	if (raised || n > 0) && l.onRecoveryPointLowered != nil {
+		if err := l.onRecoveryPointLowered(); err != nil {
+			// The segments stay; the log start stays raised in memory
+			// (reads below it are refused), and the next checkpoint or
+			// call makes it durable.
+			return raised, fmt.Errorf("log: checkpoint log start %d: %w", l.logStartOffset.Load(), err)
+		}
+	}
+	if raised {
 		// The epochs of the records gone go with them; the entry covering
 		// the new start keeps its epoch.
 		if err := l.epochs.TruncateFromStart(offset); err != nil {
 			return true, l.fail(storageError(err, "truncate epoch cache from %d", offset))
 		}
-		if l.onRecoveryPointLowered != nil {
-			if err := l.onRecoveryPointLowered(); err != nil {
-				// The segments stay; the log start stays raised in memory
-				// (reads below it are refused), and the next checkpoint or
-				// call makes it durable.
-				return true, fmt.Errorf("log: checkpoint log start %d: %w", offset, err)
-			}
-		}
 		l.logger.Info().Str("dir", l.dir).Int64("log_start_offset", offset).Msg("raised log start offset")
 	}
-	if err := l.deleteSegmentsBelowStartLocked(); err != nil {
-		return raised, err
+	if err := l.deleteSegmentsBelowStartLocked(n); err != nil {
+		return raised, l.fail(err)
 	}
 	return raised, nil
 }
 
-// deleteSegmentsBelowStartLocked deletes the oldest segments whose records
-// are all below the log start: those followed by a segment starting at or
-// below it. The active segment always stays.
-func (l *Log) deleteSegmentsBelowStartLocked() error {
+// segmentsBelowStartLocked counts the oldest segments whose records are all
+// below the log start: those followed by a segment starting at or below it.
+// The active segment always stays.
+func (l *Log) segmentsBelowStartLocked() int {
 	segs := l.segmentList()
 	start := l.logStartOffset.Load()
 	n := 0
 	for n < len(segs)-1 && segs[n+1].baseOffset <= start {
 		n++
 	}
+	return n
+}
+
+// deleteSegmentsBelowStartLocked deletes the n oldest segments
+// (segmentsBelowStartLocked).
+func (l *Log) deleteSegmentsBelowStartLocked(n int) error {
 	if n == 0 {
 		return nil
 	}
+	segs := l.segmentList()
 	// Readers take the segment list without a lock: they retry a read that
 	// overlapped the change (see Read).
 	l.beginTruncation()
@@ -72,10 +88,11 @@ func (l *Log) deleteSegmentsBelowStartLocked() error {
 	l.endTruncation()
 	for _, s := range segs[:n] {
 		if err := s.remove(); err != nil {
-			return l.fail(storageError(err, "delete segment %d below log start %d", s.baseOffset, start))
+			return storageError(err, "delete segment %d below log start %d", s.baseOffset, l.logStartOffset.Load())
 		}
 	}
-	l.logger.Info().Str("dir", l.dir).Int64("log_start_offset", start).Int("segments", n).Msg("deleted segments below log start")
+	l.logger.Info().Str("dir", l.dir).Int64("log_start_offset", l.logStartOffset.Load()).Int("segments", n).
+		Msg("deleted segments below log start")
 	return nil
 }
 

@@ -80,23 +80,60 @@ func TestIncrementLogStartOffset(t *testing.T) {
 }
 
 // A crash between the checkpoint and the deletion leaves segments below
-// the log start: the next call deletes them.
-func TestIncrementLogStartOffsetDeletesLeftovers(t *testing.T) {
+// the log start (and epochs before it): the next open removes them.
+func TestOpenFinishesAnInterruptedLogStartRaise(t *testing.T) {
 	dir := t.TempDir()
 	opts := testOptions(dir, smallConfig())
 	l := openAt(t, opts)
 	appendBatches(t, l, 1, 40, 5)
+	appendBatches(t, l, 2, 10, 5)
 	l.UpdateHighWatermark(l.LogEndOffset())
+	before := l.SegmentCount()
 	closeLog(t, l)
-	// As if the checkpoint said 150 and the process died before deleting.
-	opts.LogStartOffset = 150
+	// As if the checkpoint said 220 and the process died before deleting.
+	opts.LogStartOffset = 220
 	l = openAt(t, opts)
 	defer func() { closeLog(t, l) }()
-	before := l.SegmentCount()
-	if raised, err := l.IncrementLogStartOffset(150); raised || err != nil {
-		t.Fatalf("the same log start again: raised %v, %v", raised, err)
+	if l.SegmentCount() >= before || len(segmentFiles(t, dir)) != l.SegmentCount() {
+		t.Fatalf("%d segments before, %d after reopening at log start 220: the leftovers stayed", before, l.SegmentCount())
 	}
-	if l.SegmentCount() >= before {
-		t.Fatalf("%d segments before, %d after: the leftovers below the log start stayed", before, l.SegmentCount())
+	if first := l.segmentList()[0].baseOffset; first > 220 {
+		t.Fatalf("the first segment starts at %d, after the log start", first)
+	}
+	if e, ok := l.epochs.EarliestEntry(); !ok || e.StartOffset != 220 || e.Epoch != 2 {
+		t.Fatalf("earliest epoch entry %+v, want epoch 2 from 220", e)
+	}
+}
+
+// A failed checkpoint leaves the segments; a retry with the same offset
+// checkpoints again before deleting them.
+func TestIncrementLogStartOffsetRetriesTheCheckpoint(t *testing.T) {
+	dir := t.TempDir()
+	opts := testOptions(dir, smallConfig())
+	calls, fail := 0, true
+	opts.OnRecoveryPointLowered = func() error {
+		calls++
+		if fail {
+			return errors.New("disk says no")
+		}
+		return nil
+	}
+	l := openAt(t, opts)
+	defer func() { closeLog(t, l) }()
+	appendBatches(t, l, 1, 40, 5)
+	l.UpdateHighWatermark(l.LogEndOffset())
+	before := l.SegmentCount()
+	if _, err := l.IncrementLogStartOffset(150); err == nil {
+		t.Fatal("a failed checkpoint was not reported")
+	}
+	if l.SegmentCount() != before {
+		t.Fatalf("segments deleted although the log start was not made durable")
+	}
+	fail = false
+	if raised, err := l.IncrementLogStartOffset(150); err != nil || raised {
+		t.Fatalf("retry: raised %v, %v", raised, err)
+	}
+	if calls != 2 || l.SegmentCount() >= before {
+		t.Fatalf("retry: %d checkpoints, %d segments of %d; want a second checkpoint, then the deletion", calls, l.SegmentCount(), before)
 	}
 }

@@ -151,7 +151,14 @@ func (l *Log) load(opts Options) error {
 	l.logStartOffset.Store(logStartOffset)
 	l.highWatermark.Store(logStartOffset)
 	l.recoveryPoint.Store(min(max(opts.RecoveryPoint, kept[0].baseOffset), logEndOffset))
-	return nil
+	// A crash after IncrementLogStartOffset checkpointed a raised log
+	// start, and before it trimmed the epochs and deleted the segments
+	// below it, left both: finish its work (Kafka's LogLoader trims the
+	// epochs from the log start too).
+	if err := l.epochs.TruncateFromStart(logStartOffset); err != nil {
+		return storageError(err, "trim epoch cache from %d", logStartOffset)
+	}
+	return l.deleteSegmentsBelowStartLocked(l.segmentsBelowStartLocked())
 }
 
 // openDamaged opens the log damaged at d (see Damaged): it ends at the

@@ -172,7 +172,9 @@ func (m *Manager) ReplaceCurrentWithFutureLog(t tp.TopicPartition, highWatermark
 	cur.dir.partitions--
 	m.mu.Unlock()
 
-	logStart := fut.log.LogStartOffset()
+	// Never below the current log's: records deleted from it must not come
+	// back with the future log (the partition raises the future's first).
+	logStart := max(fut.log.LogStartOffset(), cur.log.LogStartOffset())
 	if err := fut.log.Close(); err != nil {
 		return nil, m.replaceFailed(fut.dir, t, "close future log", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sync"
 
 	"github.com/replicad/replicad/core/checkpoint"
@@ -73,7 +74,12 @@ func (m *Manager) CheckpointLogOffsets() map[string]error {
 func (m *Manager) checkpointDir(d *logDir) error {
 	m.checkpointMu.Lock()
 	defer m.checkpointMu.Unlock()
-	_, byDir := m.snapshot()
+	dirs, byDir := m.snapshot()
+	if !slices.Contains(dirs, d) {
+		// Offline since the caller looked: its logs are gone from the
+		// snapshot, and the files would be written empty.
+		return fmt.Errorf("logmgr: checkpoint %s: %w", d.path, ErrDirOffline)
+	}
 	return writeOffsetCheckpoints(m.fsys, d.path, byDir[d])
 }
 

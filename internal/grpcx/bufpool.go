@@ -101,7 +101,13 @@ func (protoCodec) Marshal(v any) (mem.BufferSlice, error) {
 		return mem.BufferSlice{mem.SliceBuffer(b)}, nil
 	}
 	buf := BufferPool.Get(size)
-	if _, err := opts.MarshalAppend((*buf)[:0], m); err != nil {
+	out, err := opts.MarshalAppend((*buf)[:0], m)
+	if err == nil && (len(out) != size || &out[0] != &(*buf)[0]) {
+		// The buffer is not cleared: bytes past what was marshaled, or a
+		// reallocation, would send another message's bytes.
+		err = fmt.Errorf("proto: marshaled %d bytes of %T into a %d-byte buffer", len(out), v, size)
+	}
+	if err != nil {
 		BufferPool.Put(buf)
 		return nil, err
 	}

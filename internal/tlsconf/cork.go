@@ -3,6 +3,7 @@ package tlsconf
 import (
 	"net"
 	"sync"
+	"sync/atomic"
 )
 
 // crypto/tls writes each record (at most 16 KiB of data) to the connection
@@ -19,6 +20,9 @@ type corkConn struct {
 	mu     sync.Mutex
 	corked int     // writers between cork and uncork
 	buf    *[]byte // gathered records; nil when empty (idle connections hold none)
+	// flushing is set while uncork writes: a Close then breaks the write
+	// (see corkedConn.Close).
+	flushing atomic.Bool
 }
 
 // corkBuffers hold gathered records between writes; one is about what gRPC
@@ -58,7 +62,9 @@ func (c *corkConn) uncork() error {
 	if c.corked > 0 || c.buf == nil {
 		return nil
 	}
+	c.flushing.Store(true)
 	_, err := c.Conn.Write(*c.buf)
+	c.flushing.Store(false)
 	if cap(*c.buf) <= maxCorkBuffer {
 		*c.buf = (*c.buf)[:0]
 		corkBuffers.Put(c.buf)
@@ -72,6 +78,20 @@ func (c *corkConn) uncork() error {
 type corkedConn struct {
 	net.Conn // the TLS connection
 	cork     *corkConn
+}
+
+// Close is crypto/tls's Close, which breaks a Write in flight by closing the
+// connection under it instead of queuing a close_notify behind it (for up
+// to 5 s, to a peer that stopped reading). Here the blocking part of a write
+// is uncork's, after tls.Conn.Write returned: a flush under way is broken
+// the same way.
+func (c *corkedConn) Close() error {
+	if c.cork.flushing.Load() {
+		err := c.cork.Conn.Close()
+		_ = c.Conn.Close() // its close_notify fails at once now
+		return err
+	}
+	return c.Conn.Close()
 }
 
 func (c *corkedConn) Write(b []byte) (int, error) {
