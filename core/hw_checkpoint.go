@@ -88,6 +88,7 @@ func (rm *ReplicaManager) writeHighWatermarkCheckpoints(byDir map[string]map[tp.
 func (rm *ReplicaManager) startHighWatermarkCheckpointLoop() {
 	rm.hwCheckpointing.Do(func() {
 		rm.every(rm.cfg.ReplicaLagTimeMax/2, rm.maybeShrinkIsr)
+		rm.every(rm.cfg.RetentionCheckInterval, rm.applyRetention)
 		rm.every(rm.cfg.HWCheckpointInterval, func() {
 			rm.periodicHighWatermarkCheckpoint()
 			rm.logs.CheckpointLogOffsets() // a dir that fails is reported by the log manager

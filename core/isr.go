@@ -305,15 +305,21 @@ func endIsrChangeSpan(span trace.Span, res IsrChangeResult, outcome isrOutcome) 
 // maybeShrinkIsr runs the ISR shrink check on every partition this broker
 // leads (Kafka's ReplicaManager.maybeShrinkIsr, every replica.lag.time.max.ms / 2).
 func (rm *ReplicaManager) maybeShrinkIsr() {
+	for _, p := range rm.onlinePartitions() {
+		p.maybeShrinkIsr(rm.cfg.ReplicaLagTimeMax)
+	}
+}
+
+// onlinePartitions is every hosted partition not offline, for the periodic
+// checks.
+func (rm *ReplicaManager) onlinePartitions() []*Partition {
 	rm.partitionsMu.RLock()
+	defer rm.partitionsMu.RUnlock()
 	ps := make([]*Partition, 0, len(rm.partitions))
 	for _, h := range rm.partitions {
 		if !h.offline.Load() {
 			ps = append(ps, h.partition)
 		}
 	}
-	rm.partitionsMu.RUnlock()
-	for _, p := range ps {
-		p.maybeShrinkIsr(rm.cfg.ReplicaLagTimeMax)
-	}
+	return ps
 }

@@ -29,9 +29,16 @@ type Config struct {
 	LogConfig            log.Config
 	HWCheckpointInterval time.Duration
 	ReplicaLagTimeMax    time.Duration
-	MinInsyncReplicas    int
-	Clock                clock.Clock
-	Logger               zerolog.Logger
+	// Retention is how much of each log its leader keeps (Kafka's
+	// log.retention.ms and log.retention.bytes); nil: DefaultRetention.
+	Retention *log.Retention
+	// RetentionCheckInterval is how often leaders delete what retention
+	// no longer keeps (Kafka's log.retention.check.interval.ms); 0:
+	// DefaultRetentionCheckInterval.
+	RetentionCheckInterval time.Duration
+	MinInsyncReplicas      int
+	Clock                  clock.Clock
+	Logger                 zerolog.Logger
 	// StateChangeLevel, when set, is the level of the state-change logger
 	// (logger=state.change) alone, below or above Logger's: Kafka keeps its
 	// state-change log apart so that its per-partition lines can be on
@@ -84,6 +91,13 @@ func (c *Config) setDefaults() {
 	}
 	if c.ReplicaLagTimeMax <= 0 {
 		c.ReplicaLagTimeMax = 30 * time.Second
+	}
+	if c.Retention == nil {
+		r := DefaultRetention
+		c.Retention = &r
+	}
+	if c.RetentionCheckInterval <= 0 {
+		c.RetentionCheckInterval = DefaultRetentionCheckInterval
 	}
 	if c.MinInsyncReplicas <= 0 {
 		c.MinInsyncReplicas = 1

@@ -14,6 +14,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/replicad/replicad/core"
 	"github.com/replicad/replicad/core/log"
 	"github.com/replicad/replicad/internal/authz"
 	"github.com/replicad/replicad/internal/tlsconf"
@@ -60,6 +61,10 @@ type config struct {
 	// memoryLimitSet: --memory-limit was given (it then wins over GOMEMLIMIT).
 	memoryLimit    int64
 	memoryLimitSet bool
+	// retention is --log-retention-ms and --log-retention-bytes, checked
+	// every retentionCheckInterval.
+	retention              log.Retention
+	retentionCheckInterval time.Duration
 }
 
 const usageHeader = `replicad: a broker hosting replicas of partitioned append-only logs.
@@ -149,6 +154,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.Var(&principalRules, "tls-principal-rule", "maps a client certificate without a spiffe:// SAN to a principal, as Kafka's\nssl.principal.mapping.rules: 'CN=(.*)->spiffe://replicad/client/$1' (fields CN, DNS, EMAIL, URI);\nrepeatable, the first match wins")
 	noAuthz := fs.Bool("no-authorization", false, "turn authorization off under --tls-client-auth require: any certificate of --tls-ca may call\nanything (logged at error at startup). Authorization is always off without require")
 	memLimit := fs.String("memory-limit", defaultMemoryLimit, "soft limit of the Go heap (B, KiB, MiB, GiB or TiB; 0: none), as GOMEMLIMIT: near it the\nGC runs more often, so a broker's memory stays bounded under floods of reads. Size it to about\n3/4 of the memory the process may use (GOMEMLIMIT, when set, is used unless this flag is given)")
+	retentionMs := fs.Int64("log-retention-ms", core.DefaultRetention.Ms, "a leader deletes the oldest segments whose newest record is older than this, in ms\n(Kafka's log.retention.ms; default 7 days); -1: no limit by time")
+	retentionBytes := fs.Int64("log-retention-bytes", core.DefaultRetention.Bytes, "a leader deletes the oldest segments while the partition's log without them still\nholds this many bytes (Kafka's log.retention.bytes); -1: no limit by size")
+	retentionCheck := fs.Duration("log-retention-check-interval", core.DefaultRetentionCheckInterval, "how often leaders apply retention (Kafka's log.retention.check.interval.ms)")
 	truncateDamaged := fs.Bool("truncate-damaged-logs", false, "at start-up, cut a log found damaged below its recovery point (a batch failing its CRC\nwhere everything was fsynced: damage at rest) at the damage, losing the intact records after\nit, as Kafka does; by default such a log keeps them, refuses leadership, and is repaired\nfrom its leader. For a partition whose only copy is damaged: restart once with it to accept the loss")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
@@ -220,6 +228,11 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	cfg.memoryLimit, err = parseByteSize(*memLimit)
 	check(err == nil, "memory-limit", "%v", err)
 	cfg.memoryLimitSet = flagSet(fs, "memory-limit")
+	check(*retentionMs >= -1, "log-retention-ms", "want a number of ms, or -1 for no limit (got %d)", *retentionMs)
+	check(*retentionBytes >= -1, "log-retention-bytes", "want a number of bytes, or -1 for no limit (got %d)", *retentionBytes)
+	check(*retentionCheck > 0, "log-retention-check-interval", "must be positive (got %v)", *retentionCheck)
+	cfg.retention = log.Retention{Ms: *retentionMs, Bytes: *retentionBytes}
+	cfg.retentionCheckInterval = *retentionCheck
 	check(*maxConns >= 1 || *maxConns == -1, "max-connections", "must be at least 1, or -1 for no limit (got %d)", *maxConns)
 	cfg.maxConnections = *maxConns
 	check(*connIdle > 0 || *connIdle == -time.Second, "connections-max-idle", "must be positive, or -1s for never (got %v)", *connIdle)

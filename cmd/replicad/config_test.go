@@ -30,7 +30,7 @@ func TestDefaultsFollowSpec(t *testing.T) {
 		hwCheckpointInterval: 5 * time.Second, replicaLagTimeMax: 30 * time.Second,
 		numReplicaFetchers: 1, minInsyncReplicas: 1, logLevel: zerolog.InfoLevel, logFormat: "console",
 		logConfig: log.DefaultConfig(), maxConnections: 1000, connectionsMaxIdle: 10 * time.Minute,
-		memoryLimit: 1 << 30,
+		memoryLimit: 1 << 30, retention: log.Retention{Ms: 7 * 24 * 3600 * 1000, Bytes: -1}, retentionCheckInterval: 5 * time.Minute,
 	}
 	want.logConfig.MaxBatchBytes = 1048576
 	if !reflect.DeepEqual(cfg, want) {
@@ -47,7 +47,8 @@ func TestFlagsReachConfig(t *testing.T) {
 		"--log-flush-interval", "250ms", "--segment-bytes", "4096", "--max-batch-bytes", "2048",
 		"--controller", "127.0.0.1:9090", "--trace-data-plane", "--state-change-log-level", "trace",
 		"--truncate-damaged-logs", "--max-connections", "7", "--connections-max-idle", "90s",
-		"--memory-limit", "512MiB",
+		"--memory-limit", "512MiB", "--log-retention-ms", "60000", "--log-retention-bytes", "1000000",
+		"--log-retention-check-interval", "30s",
 	}, &bytes.Buffer{})
 	if err != nil {
 		t.Fatal(err)
@@ -62,6 +63,7 @@ func TestFlagsReachConfig(t *testing.T) {
 		logFormat: "json", metricsListen: "127.0.0.1:0", logConfig: lc, controller: "127.0.0.1:9090",
 		traceDataPlane: true, stateChangeLevel: &trace, maxConnections: 7, connectionsMaxIdle: 90 * time.Second,
 		memoryLimit: 512 << 20, memoryLimitSet: true,
+		retention: log.Retention{Ms: 60000, Bytes: 1000000}, retentionCheckInterval: 30 * time.Second,
 	}
 	if !reflect.DeepEqual(cfg, want) {
 		t.Fatalf("got  %+v\nwant %+v", cfg, want)
@@ -97,6 +99,9 @@ func TestBadFlagsNameTheFlag(t *testing.T) {
 		{[]string{"--connections-max-idle", "0s"}, "--connections-max-idle:"},
 		{[]string{"--segment-bytes", "4096", "--max-batch-bytes", "8192"}, "--max-batch-bytes:"},
 		{[]string{"--memory-limit", "1GB"}, "--memory-limit:"},
+		{[]string{"--log-retention-ms", "-2"}, "--log-retention-ms:"},
+		{[]string{"--log-retention-bytes", "-5"}, "--log-retention-bytes:"},
+		{[]string{"--log-retention-check-interval", "0s"}, "--log-retention-check-interval:"},
 		{[]string{"--memory-limit", "-1"}, "--memory-limit:"},
 		{[]string{"extra"}, "unexpected argument"},
 		{[]string{"--no-such-flag"}, "no-such-flag"},

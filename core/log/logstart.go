@@ -98,3 +98,58 @@ func (l *Log) deleteSegmentsBelowStartLocked(n int) error {
 
 // SegmentCount is the number of segments (tests and metrics).
 func (l *Log) SegmentCount() int { return len(l.segmentList()) }
+
+// Retention is how much of a log is kept (Kafka's retention.ms and
+// retention.bytes); a negative field keeps everything by that measure.
+type Retention struct {
+	// Ms: a segment whose newest record (the largest batch max timestamp)
+	// is older than this, in ms, goes.
+	Ms int64
+	// Bytes: the oldest segments go while the log without them still
+	// holds at least this many bytes.
+	Bytes int64
+}
+
+// RetentionStart is where retention would move the log start (Kafka's
+// UnifiedLog.deleteOldSegments, by time and by size): the base offset of
+// the first segment kept, when the oldest segments are all past retention
+// by nowMs. Never the active segment, and never past the HW: a segment
+// goes only when the next one starts at or below the HW, so only committed
+// records are deleted. It reads no lock, and the first look at a segment
+// opened from disk reads its batch headers; the caller raises the log start
+// to the answer with IncrementLogStartOffset.
+func (l *Log) RetentionStart(nowMs int64, r Retention) (int64, error) {
+	start := l.logStartOffset.Load()
+	if r.Ms < 0 && r.Bytes < 0 {
+		return start, nil
+	}
+	segs := l.segmentList()
+	hw := l.HighWatermark()
+	var size int64
+	for _, s := range segs {
+		size += s.size.Load()
+	}
+	for i, s := range segs[:len(segs)-1] {
+		next := segs[i+1].baseOffset
+		if next > hw {
+			break
+		}
+		expired := false
+		if r.Ms >= 0 {
+			ts, err := s.largestTimestamp()
+			if err != nil {
+				return start, err
+			}
+			expired = ts >= 0 && ts < nowMs-r.Ms
+		}
+		if r.Bytes >= 0 && size-s.size.Load() >= r.Bytes {
+			expired = true
+		}
+		if !expired {
+			break
+		}
+		size -= s.size.Load()
+		start = max(start, next)
+	}
+	return start, nil
+}

@@ -3,6 +3,8 @@ package log
 import (
 	"errors"
 	"testing"
+
+	"github.com/replicad/replicad/core/record"
 )
 
 // IncrementLogStartOffset raises the log start up to the HW, refuses reads
@@ -136,4 +138,79 @@ func TestIncrementLogStartOffsetRetriesTheCheckpoint(t *testing.T) {
 	if calls != 2 || l.SegmentCount() >= before {
 		t.Fatalf("retry: %d checkpoints, %d segments of %d; want a second checkpoint, then the deletion", calls, l.SegmentCount(), before)
 	}
+}
+
+// RetentionStart keeps a prefix of whole segments by time (the newest
+// record in each) and by size, never the active segment, never past the HW,
+// and knows the timestamps of segments opened from disk too.
+func TestRetentionStart(t *testing.T) {
+	dir := t.TempDir()
+	opts := testOptions(dir, smallConfig())
+	l := openAt(t, opts)
+	appendAt := func(ts int64, n int) {
+		for range n {
+			b := record.Build([]record.Record{{TimestampMs: ts, Value: []byte("0123456789")}, {TimestampMs: ts, Value: []byte("x")}}, ts)
+			if _, err := l.AppendAsLeader(b, 1); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	appendAt(1000, 40)
+	oldEnd := l.LogEndOffset()
+	appendAt(5000, 40)
+	if _, err := l.RetentionStart(0, Retention{Ms: -1, Bytes: -1}); err != nil {
+		t.Fatal(err)
+	}
+	check := func(l *Log, name string) {
+		t.Helper()
+		// Nothing is committed yet: nothing goes.
+		l.UpdateHighWatermark(0)
+		if s, err := l.RetentionStart(6000, Retention{Ms: 2000, Bytes: -1}); err != nil || s != 0 {
+			t.Fatalf("%s: with the HW at 0, retention start %d (%v), want 0", name, s, err)
+		}
+		l.UpdateHighWatermark(l.LogEndOffset())
+		s, err := l.RetentionStart(6000, Retention{Ms: 2000, Bytes: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Every segment holding only the old records goes, not the one
+		// holding the first new one.
+		// s is a segment's base at or below the first new record, and that
+		// segment holds it: the next one starts after it.
+		segs := l.segmentList()
+		i := 0
+		for i < len(segs) && segs[i].baseOffset != s {
+			i++
+		}
+		if s > oldEnd || i == len(segs) || (i+1 < len(segs) && segs[i+1].baseOffset <= oldEnd) {
+			t.Fatalf("%s: retention by time starts at %d, want the base of the segment holding offset %d", name, s, oldEnd)
+		}
+		if s2, _ := l.RetentionStart(6000, Retention{Ms: 10000, Bytes: -1}); s2 != 0 {
+			t.Fatalf("%s: nothing older than 10 s, yet retention start %d", name, s2)
+		}
+		// By size: what is left is at least the limit.
+		var total int64
+		for _, sg := range l.segmentList() {
+			total += sg.size.Load()
+		}
+		s3, _ := l.RetentionStart(0, Retention{Ms: -1, Bytes: total / 3})
+		var kept int64
+		for _, sg := range l.segmentList() {
+			if sg.baseOffset >= s3 {
+				kept += sg.size.Load()
+			}
+		}
+		if s3 == 0 || kept < total/3 || kept > total/3+int64(smallConfig().SegmentBytes) {
+			t.Fatalf("%s: retention by size %d of %d bytes starts at %d, keeping %d", name, total/3, total, s3, kept)
+		}
+		// Everything old by both: still the active segment stays.
+		if s4, _ := l.RetentionStart(1<<40, Retention{Ms: 0, Bytes: 0}); s4 != l.activeSegment().baseOffset {
+			t.Fatalf("%s: retention of everything starts at %d, want the active segment's base %d", name, s4, l.activeSegment().baseOffset)
+		}
+	}
+	check(l, "appended")
+	closeLog(t, l)
+	l = openAt(t, opts) // the timestamps are read back from the segments
+	defer func() { closeLog(t, l) }()
+	check(l, "reopened")
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -33,7 +34,14 @@ type segment struct {
 	file       vfs.File
 	index      offsetIndex
 	size       atomic.Int64 // bytes of whole batches in file
+	// maxTimestamp is the largest max timestamp of its batches (retention
+	// by time), -1 while empty; timestampUnknown for a segment opened from
+	// disk (or cut) until largestTimestamp scans it.
+	maxTimestamp atomic.Int64
 }
+
+// timestampUnknown marks segment.maxTimestamp not computed yet.
+const timestampUnknown = math.MinInt64
 
 func segmentPath(dir string, baseOffset int64, suffix string) string {
 	return filepath.Join(dir, fmt.Sprintf("%0*d%s", segmentNameDigits, baseOffset, suffix))
@@ -60,7 +68,11 @@ func parseSegmentName(name string) (baseOffset int64, suffix string, ok bool) {
 // createSegment creates the empty log file of a new segment, replacing a
 // leftover with the same name. Its index file comes with the first entry.
 func createSegment(fsys vfs.FS, dir string, baseOffset int64) (*segment, error) {
-	return openSegmentFile(fsys, dir, baseOffset, os.O_CREATE|os.O_TRUNC)
+	s, err := openSegmentFile(fsys, dir, baseOffset, os.O_CREATE|os.O_TRUNC)
+	if err == nil {
+		s.maxTimestamp.Store(-1) // empty, and every batch written from now on is counted
+	}
+	return s, err
 }
 
 // openSegment opens an existing segment. indexValid is false when the index
@@ -97,6 +109,7 @@ func openSegmentFile(fsys vfs.FS, dir string, baseOffset int64, flag int) (*segm
 		return nil, fmt.Errorf("open segment %d: %w", baseOffset, err)
 	}
 	s := &segment{baseOffset: baseOffset, file: file}
+	s.maxTimestamp.Store(timestampUnknown)
 	s.index.fsys, s.index.baseOffset, s.index.path = fsys, baseOffset, segmentPath(dir, baseOffset, indexFileSuffix)
 	return s, nil
 }
@@ -138,13 +151,48 @@ func (s *segment) write(data []byte, batches []record.Batch, indexIntervalBytes 
 	if _, err := s.file.WriteAt(data, pos); err != nil {
 		return fmt.Errorf("write segment %d at %d: %w", s.baseOffset, pos, err)
 	}
+	ts := s.maxTimestamp.Load()
 	for _, b := range batches {
 		if err := s.maybeIndex(b.BaseOffset(), pos, indexIntervalBytes); err != nil {
 			return err
 		}
 		pos += int64(len(b))
+		if ts != timestampUnknown {
+			ts = max(ts, b.MaxTimestamp())
+		}
 	}
+	s.maxTimestamp.Store(ts)
 	return nil
+}
+
+// largestTimestamp is maxTimestamp, scanning the batch headers of a
+// segment opened from disk the first time (it is cached: only sealed
+// segments are asked, and those change only by a truncation, which forgets
+// it). -1: no batch.
+func (s *segment) largestTimestamp() (int64, error) {
+	if ts := s.maxTimestamp.Load(); ts != timestampUnknown {
+		return ts, nil
+	}
+	chunk := readChunks.Get().(*[readChunkSize]byte)
+	defer readChunks.Put(chunk)
+	ts, end := int64(-1), s.size.Load()
+	h := chunk[:record.HeaderSize]
+	for pos := int64(0); pos < end; {
+		if pos+record.HeaderSize > end {
+			return 0, fmt.Errorf("%w: segment %d: partial header at %d", record.ErrCorrupt, s.baseOffset, pos)
+		}
+		if _, err := s.file.ReadAt(h, pos); err != nil {
+			return 0, fmt.Errorf("read segment %d at %d: %w", s.baseOffset, pos, err)
+		}
+		size, err := record.Size(record.Batch(h))
+		if err != nil {
+			return 0, fmt.Errorf("%w: segment %d: bad batch at %d", record.ErrCorrupt, s.baseOffset, pos)
+		}
+		ts = max(ts, record.Batch(h).MaxTimestamp())
+		pos += int64(size)
+	}
+	s.maxTimestamp.CompareAndSwap(timestampUnknown, ts)
+	return ts, nil
 }
 
 // maybeIndex adds an index entry for the batch at pos when more than
@@ -168,6 +216,7 @@ func (s *segment) truncate(size int64) error {
 		return fmt.Errorf("truncate segment %d to %d: %w", s.baseOffset, size, err)
 	}
 	s.size.Store(size)
+	s.maxTimestamp.Store(timestampUnknown) // the batches cut may have held it
 	return nil
 }
 

@@ -1,0 +1,54 @@
+package core
+
+import (
+	"testing"
+	"time"
+
+	"github.com/replicad/replicad/core/log"
+)
+
+// The retention check, on its interval, has the leader delete the whole
+// segments older than retention (by their newest record), never above the
+// HW; a partition it does not lead keeps everything.
+func TestRetentionDeletesOldSegmentsOnTheLeader(t *testing.T) {
+	h := newHarness(t, 1, func(c *Config) {
+		c.Retention = &log.Retention{Ms: time.Hour.Milliseconds(), Bytes: -1}
+		c.RetentionCheckInterval = time.Minute
+		c.LogConfig = log.Config{SegmentBytes: 1024, IndexIntervalBytes: 256, MaxBatchBytes: 1024, FlushPolicy: log.FlushOS}
+		c.ReplicaLagTimeMax = 24 * time.Hour // no ISR shrink check meddling
+	})
+	h.leaderAndIsr(1, state("orders", 0, 1, 1, []int32{1}, []int32{1}), state("orders", 1, 2, 1, []int32{1, 2}, []int32{1, 2}))
+	for range 30 {
+		h.produce(tp0, AcksLeader, "an old record, padded to fill segments quickly")
+	}
+	oldEnd := int64(30)
+	h.clock.Advance(2 * time.Hour) // the first 30 records are now older than retention
+	for range 30 {
+		h.produce(tp0, AcksLeader, "a new record, padded to fill segments quickly.")
+	}
+	waitFor(t, func() bool {
+		h.clock.Advance(time.Minute)
+		p, _ := h.describe(tp0)
+		return p.LogStartOffset > 0
+	})
+	p, _ := h.describe(tp0)
+	if p.LogStartOffset > oldEnd {
+		t.Fatalf("retention raised the log start to %d, past the last old record %d: new records deleted", p.LogStartOffset, oldEnd-1)
+	}
+	if c := h.consumeAt(0); c.Error != ErrOffsetOutOfRange {
+		t.Fatalf("consume of a deleted record: %v", c.Error)
+	}
+	if c := h.consumeAt(oldEnd); c.Error != ErrNone || len(c.Records) == 0 {
+		t.Fatalf("consume of a kept record: %v, %d records", c.Error, len(c.Records))
+	}
+	// More time: the new records go too, all but the active segment.
+	h.clock.Advance(2 * time.Hour)
+	waitFor(t, func() bool {
+		h.clock.Advance(time.Minute)
+		p, _ := h.describe(tp0)
+		return p.LogStartOffset > oldEnd
+	})
+	if p, _ := h.describe(tp0); p.LogEndOffset != 60 {
+		t.Fatalf("retention changed the log end: %d", p.LogEndOffset)
+	}
+}
