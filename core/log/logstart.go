@@ -18,27 +18,14 @@ import (
 // next call deletes. The other way round, a crash would bring the log start
 // back below records that are gone.
 func (l *Log) IncrementLogStartOffset(offset int64) (bool, error) {
-	l.syncMu.Lock()
-	defer l.syncMu.Unlock()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if err := l.usableLocked(); err != nil {
+	raised, n, gen, err := l.raiseLogStart(offset)
+	if err != nil {
 		return false, err
 	}
-	if d := l.damage.Load(); d != nil {
-		// Its segments are the evidence a repair needs (see Damaged).
-		return false, fmt.Errorf("%w: raise log start to %d", ErrDamaged, offset)
-	}
-	if hw := l.HighWatermark(); offset > hw {
-		return false, fmt.Errorf("%w: log start %d above the high watermark %d", ErrOffsetOutOfRange, offset, hw)
-	}
-	raised := offset > l.logStartOffset.Load()
-	if raised {
-		l.logStartOffset.Store(offset)
-	}
-	n := l.segmentsBelowStartLocked()
 	// Durable before anything below it is removed, the epochs included: a
 	// retry after a failed checkpoint (raised false then) checkpoints again.
+	// No lock of the log is held meanwhile: the checkpoint fsyncs, and an
+	// append (whose fsync waits on syncMu) must not wait for it.
 	if (raised || n > 0) && l.onRecoveryPointLowered != nil {
 		if err := l.onRecoveryPointLowered(); err != nil {
 			// The segments stay; the log start stays raised in memory
@@ -46,6 +33,19 @@ func (l *Log) IncrementLogStartOffset(offset int64) (bool, error) {
 			// call makes it durable.
 			return raised, fmt.Errorf("log: checkpoint log start %d: %w", l.logStartOffset.Load(), err)
 		}
+	}
+	l.syncMu.Lock()
+	defer l.syncMu.Unlock()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.usableLocked(); err != nil {
+		return raised, err
+	}
+	if l.truncations.Load() != gen {
+		// A truncation (or another raise) rewrote the log meanwhile: what
+		// this call would trim may not be below its log start any more.
+		// What is left below it goes at the next call, or the next open.
+		return raised, nil
 	}
 	if raised {
 		// The epochs of the records gone go with them; the entry covering
@@ -55,10 +55,34 @@ func (l *Log) IncrementLogStartOffset(offset int64) (bool, error) {
 		}
 		l.logger.Info().Str("dir", l.dir).Int64("log_start_offset", offset).Msg("raised log start offset")
 	}
-	if err := l.deleteSegmentsBelowStartLocked(n); err != nil {
+	if err := l.deleteSegmentsBelowStartLocked(l.segmentsBelowStartLocked()); err != nil {
 		return raised, l.fail(err)
 	}
 	return raised, nil
+}
+
+// raiseLogStart is IncrementLogStartOffset's first step, under mu: it
+// checks offset, raises the log start in memory (reads below it are
+// refused from now on), and returns how many segments are below it and the
+// truncation generation it saw.
+func (l *Log) raiseLogStart(offset int64) (raised bool, n int, gen uint64, err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.usableLocked(); err != nil {
+		return false, 0, 0, err
+	}
+	if d := l.damage.Load(); d != nil {
+		// Its segments are the evidence a repair needs (see Damaged).
+		return false, 0, 0, fmt.Errorf("%w: raise log start to %d", ErrDamaged, offset)
+	}
+	if hw := l.HighWatermark(); offset > hw {
+		return false, 0, 0, fmt.Errorf("%w: log start %d above the high watermark %d", ErrOffsetOutOfRange, offset, hw)
+	}
+	raised = offset > l.logStartOffset.Load()
+	if raised {
+		l.logStartOffset.Store(offset)
+	}
+	return raised, l.segmentsBelowStartLocked(), l.truncations.Load(), nil
 }
 
 // segmentsBelowStartLocked counts the oldest segments whose records are all

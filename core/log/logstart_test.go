@@ -3,6 +3,7 @@ package log
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/replicad/replicad/core/record"
 )
@@ -213,4 +214,33 @@ func TestRetentionStart(t *testing.T) {
 	l = openAt(t, opts) // the timestamps are read back from the segments
 	defer func() { closeLog(t, l) }()
 	check(l, "reopened")
+}
+
+// The checkpoint of a raised log start runs with no lock of the log held:
+// an fsynced append completes while it is under way.
+func TestIncrementLogStartOffsetDoesNotBlockAppends(t *testing.T) {
+	cfg := smallConfig()
+	cfg.FlushPolicy = FlushEveryBatch
+	opts := testOptions(t.TempDir(), cfg)
+	var l *Log
+	appended := make(chan error, 1)
+	opts.OnRecoveryPointLowered = func() error {
+		go func() {
+			_, err := l.AppendAsLeader(newBatch("during", 1), 1)
+			appended <- err
+		}()
+		select {
+		case err := <-appended:
+			return err
+		case <-time.After(5 * time.Second):
+			return errors.New("an append waited for the log start checkpoint")
+		}
+	}
+	l = openAt(t, opts)
+	defer func() { closeLog(t, l) }()
+	appendBatches(t, l, 1, 40, 5)
+	l.UpdateHighWatermark(l.LogEndOffset())
+	if _, err := l.IncrementLogStartOffset(100); err != nil {
+		t.Fatal(err)
+	}
 }
