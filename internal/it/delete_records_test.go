@@ -14,15 +14,21 @@ import (
 	"github.com/replicad/replicad/internal/testutil"
 )
 
-// segmentBases are the base offsets of the segments in a partition dir.
-func segmentBases(t *testing.T, dir string) []int64 {
+// segmentFiles are the segment (.log) files of a partition dir.
+func segmentFiles(t *testing.T, dir string) []string {
 	t.Helper()
 	names, err := filepath.Glob(filepath.Join(dir, "*.log"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	return names
+}
+
+// segmentBases are the base offsets of the segments in a partition dir.
+func segmentBases(t *testing.T, dir string) []int64 {
+	t.Helper()
 	var out []int64
-	for _, n := range names {
+	for _, n := range segmentFiles(t, dir) {
 		b, err := strconv.ParseInt(strings.TrimSuffix(filepath.Base(n), ".log"), 10, 64)
 		if err != nil {
 			t.Fatalf("segment file %s: %v", n, err)
@@ -149,7 +155,7 @@ func TestDeleteRecordsWithFollowers(t *testing.T) {
 		})
 	}
 	// The survivors hold exactly the records from 50, as produced.
-	recs := consumeFrom(t, clients[1], 50)
+	recs := clients[1].consumeFrom("orders", 0, 50)
 	if len(recs) != 10 || string(recs[0].GetValue()) != value(50) || string(recs[9].GetValue()) != value(59) {
 		t.Fatalf("records from 50: %d, want 10 from %q", len(recs), value(50))
 	}
@@ -165,22 +171,5 @@ func TestDeleteRecordsWithFollowers(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dirs[2], "log-start-offset-checkpoint")); err != nil {
 		t.Fatal(err)
-	}
-}
-
-// consumeFrom reads from offset up to the HW.
-func consumeFrom(t *testing.T, c *client, offset int64) []*replicadv1.ConsumedRecord {
-	t.Helper()
-	var out []*replicadv1.ConsumedRecord
-	for {
-		resp, err := c.log.Consume(ctx(t), &replicadv1.ConsumeRequest{Topic: "orders", Partition: 0, Offset: offset})
-		if err != nil || resp.GetErrorCode() != replicadv1.ErrorCode_ERROR_CODE_NONE {
-			t.Fatalf("consume at %d: %v %v", offset, resp, err)
-		}
-		out = append(out, resp.GetRecords()...)
-		offset = resp.GetNextOffset()
-		if offset >= resp.GetHighWatermark() || len(resp.GetRecords()) == 0 {
-			return out
-		}
 	}
 }

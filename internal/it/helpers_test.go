@@ -84,8 +84,13 @@ func (c *client) produce(topic string, partition, acks int32, values ...string) 
 // consumeAll reads from offset 0 up to the HW.
 func (c *client) consumeAll(topic string, partition int32) []*replicadv1.ConsumedRecord {
 	c.t.Helper()
+	return c.consumeFrom(topic, partition, 0)
+}
+
+// consumeFrom reads from offset up to the HW.
+func (c *client) consumeFrom(topic string, partition int32, offset int64) []*replicadv1.ConsumedRecord {
+	c.t.Helper()
 	var out []*replicadv1.ConsumedRecord
-	offset := int64(0)
 	for {
 		resp, err := c.log.Consume(ctx(c.t), &replicadv1.ConsumeRequest{Topic: topic, Partition: partition, Offset: offset})
 		if err != nil {

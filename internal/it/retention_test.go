@@ -65,7 +65,7 @@ func TestRetentionByTimeAndSize(t *testing.T) {
 		if waited := time.Since(produced); waited < 1500*time.Millisecond {
 			t.Fatalf("segments deleted %v after their newest record, before the 1.5 s retention", waited)
 		}
-		recs := consumeFrom(t, clients[1], last)
+		recs := clients[1].consumeFrom("orders", 0, last)
 		if int64(len(recs)) != 40-last || string(recs[len(recs)-1].GetValue()) != value(39) {
 			t.Fatalf("%d records kept from %d, want the active segment's %d", len(recs), last, 40-last)
 		}
@@ -106,12 +106,8 @@ func TestRetentionByTimeAndSize(t *testing.T) {
 // dirSize is the bytes of the .log files in dir.
 func dirSize(t *testing.T, dir string) int64 {
 	t.Helper()
-	names, err := filepath.Glob(filepath.Join(dir, "*.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var n int64
-	for _, name := range names {
+	for _, name := range segmentFiles(t, dir) {
 		n += fileSize(t, name)
 	}
 	return n
