@@ -311,6 +311,9 @@ type clusterView struct {
 	offline map[partitionKey][]int32
 	// deleted are the deletions pending.
 	deleted []store.DeletedTopic
+	// minIsr is each partition's effective min.insync.replicas, by index
+	// in partitions.
+	minIsr []int
 }
 
 type brokerView struct {
@@ -329,8 +332,10 @@ func (c *Controller) describe() (clusterView, error) {
 		bs := c.brokers[id]
 		v.brokers = append(v.brokers, brokerView{info: bs.info, alive: !bs.info.Fenced})
 	}
+	v.minIsr = make([]int, len(v.partitions))
 	for i := range v.partitions {
 		v.partitions[i] = v.partitions[i].Clone()
+		v.minIsr[i] = c.minIsrLocked(v.partitions[i])
 		k := keyOf(v.partitions[i])
 		for _, r := range v.partitions[i].Replicas {
 			if c.brokers[r].replicaOffline(k) {

@@ -252,9 +252,10 @@ func (c *Controller) DescribeCluster(context.Context, *replicadv1.DescribeCluste
 		resp.Brokers = append(resp.Brokers, &replicadv1.BrokerDescription{Id: b.info.ID, Host: b.info.Host, Port: b.info.Port,
 			BrokerEpoch: b.info.Epoch, Alive: b.alive})
 	}
-	for _, p := range v.partitions {
+	for i, p := range v.partitions {
 		cp := clusterPartition(p)
 		cp.OfflineReplicas = v.offline[keyOf(p)]
+		cp.MinInsyncReplicas = int32(v.minIsr[i])
 		resp.Partitions = append(resp.Partitions, cp)
 	}
 	for _, d := range v.deleted {

@@ -1330,9 +1330,12 @@ type ClusterPartition struct {
 	// Replicas their brokers report offline (never elected, not in the ISR).
 	OfflineReplicas []int32 `protobuf:"varint,12,rep,packed,name=offline_replicas,json=offlineReplicas,proto3" json:"offline_replicas,omitempty"`
 	// The topic's ID (KIP-516).
-	TopicId       string `protobuf:"bytes,13,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	TopicId string `protobuf:"bytes,13,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
+	// The partition's effective min.insync.replicas (DescribeCluster only):
+	// an ISR smaller than this refuses acks=all produces.
+	MinInsyncReplicas int32 `protobuf:"varint,14,opt,name=min_insync_replicas,json=minInsyncReplicas,proto3" json:"min_insync_replicas,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *ClusterPartition) Reset() {
@@ -1454,6 +1457,13 @@ func (x *ClusterPartition) GetTopicId() string {
 		return x.TopicId
 	}
 	return ""
+}
+
+func (x *ClusterPartition) GetMinInsyncReplicas() int32 {
+	if x != nil {
+		return x.MinInsyncReplicas
+	}
+	return 0
 }
 
 // DeletedTopic is a deleted topic whose deletion waits for replicas that
@@ -2285,7 +2295,7 @@ const file_replicad_v1_controller_proto_rawDesc = "" +
 	"\x04host\x18\x02 \x01(\tR\x04host\x12\x12\n" +
 	"\x04port\x18\x03 \x01(\x05R\x04port\x12!\n" +
 	"\fbroker_epoch\x18\x04 \x01(\x03R\vbrokerEpoch\x12\x14\n" +
-	"\x05alive\x18\x05 \x01(\bR\x05alive\"\xac\x03\n" +
+	"\x05alive\x18\x05 \x01(\bR\x05alive\"\xdc\x03\n" +
 	"\x10ClusterPartition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
@@ -2300,7 +2310,8 @@ const file_replicad_v1_controller_proto_rawDesc = "" +
 	" \x03(\x05R\x03elr\x12$\n" +
 	"\x0elast_known_elr\x18\v \x03(\x05R\flastKnownElr\x12)\n" +
 	"\x10offline_replicas\x18\f \x03(\x05R\x0fofflineReplicas\x12\x19\n" +
-	"\btopic_id\x18\r \x01(\tR\atopicId\"w\n" +
+	"\btopic_id\x18\r \x01(\tR\atopicId\x12.\n" +
+	"\x13min_insync_replicas\x18\x0e \x01(\x05R\x11minInsyncReplicas\"w\n" +
 	"\fDeletedTopic\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x19\n" +
 	"\btopic_id\x18\x02 \x01(\tR\atopicId\x126\n" +
