@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/replicad/replicad/controller/store"
+	"github.com/replicad/replicad/core/topicconfig"
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
 )
 
@@ -28,7 +30,7 @@ func refuse(code replicadv1.ErrorCode, format string, args ...any) error {
 
 // createTopic assigns the partitions round-robin over the live brokers, so
 // leaders spread evenly, persists the topic, and tells the replicas.
-func (c *Controller) createTopic(ctx context.Context, topic string, partitions, rf int) ([]store.Partition, error) {
+func (c *Controller) createTopic(ctx context.Context, topic string, partitions, rf int, configs map[string]string) ([]store.Partition, error) {
 	ctx, span := c.tracer.Start(ctx, "Controller.createTopic", trace.WithAttributes(
 		attribute.String("replicad.topic", topic), attribute.Int("replicad.partitions", partitions),
 		attribute.Int("replicad.replication_factor", rf)))
@@ -59,7 +61,8 @@ func (c *Controller) createTopic(ctx context.Context, topic string, partitions, 
 	for i, rs := range assignment {
 		parts[i] = store.Partition{Topic: topic, TopicID: id, Partition: int32(i), Leader: rs[0], ISR: slices.Clone(rs), Replicas: rs}
 	}
-	if err := c.cfg.Store.CreateTopic(ctx, topic, parts); err != nil {
+	configs = maps.Clone(configs)
+	if err := c.cfg.Store.CreateTopic(ctx, topic, parts, configs); err != nil {
 		c.unlock()
 		if errors.Is(err, store.ErrExists) {
 			return nil, refuse(replicadv1.ErrorCode_ERROR_CODE_TOPIC_ALREADY_EXISTS, "topic %q already exists", topic)
@@ -67,6 +70,9 @@ func (c *Controller) createTopic(ctx context.Context, topic string, partitions, 
 		return nil, c.storeErr(err)
 	}
 	c.topicsCreated++
+	// Before the announcement: the partitions' first LeaderAndIsr carries
+	// the configs, so no replica ever serves the topic without them.
+	c.configs[topic] = store.TopicConfig{Version: 1, Configs: configs}
 	newReplicas := make(map[partitionKey][]int32, len(parts))
 	changes := make([]partitionChange, len(parts))
 	for i, p := range parts {
@@ -77,7 +83,8 @@ func (c *Controller) createTopic(ctx context.Context, topic string, partitions, 
 	tracePartitionChanges(ctx, "partition created", changes)
 	touched := c.announceLocked(ctx, parts, newReplicas)
 	c.unlock()
-	c.log.Info().Str("topic", topic).Int("partitions", partitions).Int("replication_factor", rf).Msg("topic created")
+	c.log.Info().Str("topic", topic).Int("partitions", partitions).Int("replication_factor", rf).
+		Str("configs", topicconfig.Format(configs)).Msg("topic created")
 	c.waitDelivered(ctx, touched)
 	return parts, nil
 }
@@ -101,6 +108,8 @@ func (c *Controller) deleteTopic(ctx context.Context, topic string) error {
 	}
 	// The store recorded every replica as pending deletion; the ones that
 	// are up are told now, the others when they register again.
+	delete(c.configs, topic)
+	delete(c.minIsrFloor, topic)
 	deleted := store.Topic{Name: topic}
 	for _, p := range c.sortedPartitionsLocked() {
 		if p.Topic == topic {

@@ -109,6 +109,13 @@ type Controller struct {
 	acls         []store.ACL
 	wireACLs     atomic.Pointer[wireACLSet]
 	aclsVersions int64
+	// configs mirrors the store's topic configs while active, by topic.
+	configs map[string]store.TopicConfig
+	// minIsrFloor holds, while a raise of a topic's min.insync.replicas is
+	// on its way to the brokers, the value before it: leaders that have not
+	// heard yet still move the HW under the old minimum, and the ELR must
+	// not assume more (see minIsrLocked).
+	minIsrFloor map[string]int
 	// moveRetryAt is when the session check may next run after a fencing
 	// or a move away from fenced brokers failed, moveFailures how many
 	// failed in a row: a store that stays down is retried with backoff,
@@ -297,6 +304,10 @@ func (c *Controller) activate(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("load partitions: %w", err)
 	}
+	configs, err := c.cfg.Store.TopicConfigs(ctx)
+	if err != nil {
+		return fmt.Errorf("load topic configs: %w", err)
+	}
 	topics := make(map[string]bool)
 
 	c.lock()
@@ -310,6 +321,13 @@ func (c *Controller) activate(ctx context.Context) error {
 		topics[p.Topic] = true
 	}
 	c.topicsCreated = len(topics)
+	c.configs = configs
+	for t := range topics {
+		if _, ok := c.configs[t]; !ok {
+			c.configs[t] = store.TopicConfig{} // stored before topic configs: version 0
+		}
+	}
+	c.minIsrFloor = nil
 	if err := c.loadDeletedLocked(ctx); err != nil {
 		return err
 	}
@@ -386,6 +404,8 @@ func (c *Controller) deactivate(reason string) {
 	c.parts = nil
 	c.deleted = nil
 	c.acls = nil
+	c.configs = nil
+	c.minIsrFloor = nil
 }
 
 // signalLost asks Run to stop acting; it never blocks.

@@ -456,7 +456,7 @@ func TestActivationFinishesFencing(t *testing.T) {
 	if err := st.CreateTopic(ctx, "t", []store.Partition{
 		{Partition: 0, TopicID: "t-id", Leader: 1, ISR: []int32{1, 2, 3}, Replicas: []int32{1, 2, 3}},
 		{Partition: 1, TopicID: "t-id", Leader: 2, ISR: []int32{2, 1}, Replicas: []int32{2, 1}},
-	}); err != nil {
+	}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := st.UpdateBroker(ctx, store.Broker{ID: 1, Host: brokerHost(1), Port: brokerPort(1), Epoch: epochs[1], Fenced: true}); err != nil {

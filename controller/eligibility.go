@@ -4,12 +4,14 @@ import (
 	"cmp"
 	"context"
 	"slices"
+	"strconv"
 	"strings"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/replicad/replicad/controller/store"
+	"github.com/replicad/replicad/core/topicconfig"
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
 )
 
@@ -32,11 +34,31 @@ func (c *Controller) eligibleForLocked(k partitionKey) func(int32) bool {
 }
 
 // minIsrLocked is the effective min.insync.replicas of p as its possible
-// leaders apply it: the smallest --min-insync-replicas any of its replicas
-// registered with (a broker that did not say counts as 1), capped at the
-// replica count. The ELR rests on leaders not moving the HW under it, so
-// the controller must never assume a larger minimum than a leader uses.
+// leaders apply it: the topic's min.insync.replicas when it sets one, else
+// the smallest --min-insync-replicas any of its replicas registered with (a
+// broker that did not say counts as 1), capped at the replica count. The
+// ELR rests on leaders not moving the HW under it, so the controller must
+// never assume a larger minimum than a leader uses: while a raise of the
+// topic's value travels to the brokers, the old one counts.
 func (c *Controller) minIsrLocked(p store.Partition) int {
+	if v, ok := c.configs[p.Topic].Configs[topicconfig.MinInsyncReplicas]; ok {
+		n, err := strconv.Atoi(v)
+		if err == nil && n >= 1 {
+			if floor, ok := c.minIsrFloor[p.Topic]; ok {
+				n = min(n, floor)
+			}
+			return effectiveMinIsr(n, len(p.Replicas))
+		}
+	}
+	if floor, ok := c.minIsrFloor[p.Topic]; ok {
+		return min(floor, c.brokerMinIsrLocked(p))
+	}
+	return c.brokerMinIsrLocked(p)
+}
+
+// brokerMinIsrLocked is p's effective min.insync.replicas by its replicas'
+// --min-insync-replicas alone.
+func (c *Controller) brokerMinIsrLocked(p store.Partition) int {
 	minIsr := 0
 	for _, r := range p.Replicas {
 		m := 1

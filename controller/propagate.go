@@ -81,6 +81,10 @@ func (c *Controller) stateProto(p store.Partition, isNew bool) *replicadv1.Parti
 		Replicas:        slices.Clone(p.Replicas),
 		IsNew:           isNew,
 		TopicId:         p.TopicID,
+		// Shared, not cloned: the controller replaces a topic's map at
+		// every change and never writes to one it has sent.
+		TopicConfigs:       c.configs[p.Topic].Configs,
+		TopicConfigVersion: c.configs[p.Topic].Version,
 	}
 }
 
@@ -238,8 +242,9 @@ func (c *Controller) sortedPartitionsLocked() []store.Partition {
 
 // waitDelivered waits, without the lock, until everything queued so far for
 // brokers has been delivered, or SendTimeout passes, or ctx is done. Admin
-// calls use it so that "elect" returning means the brokers know.
-func (c *Controller) waitDelivered(ctx context.Context, brokers []int32) {
+// calls use it so that "elect" returning means the brokers know. It
+// reports whether every reachable one of brokers took everything.
+func (c *Controller) waitDelivered(ctx context.Context, brokers []int32) bool {
 	c.lock()
 	queues := make([]*brokerqueue.Queue, 0, len(brokers))
 	for _, id := range brokers {
@@ -252,16 +257,17 @@ func (c *Controller) waitDelivered(ctx context.Context, brokers []int32) {
 	c.unlock()
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.SendTimeout)
 	defer cancel()
-	done := make(chan struct{}, len(queues))
+	done := make(chan error, len(queues))
 	for _, q := range queues {
-		go func() {
-			_ = q.Flush(ctx)
-			done <- struct{}{}
-		}()
+		go func() { done <- q.Flush(ctx) }()
 	}
+	all := true
 	for range queues {
-		<-done
+		if err := <-done; err != nil {
+			all = false
+		}
 	}
+	return all
 }
 
 // update is the compare-and-set that turns p into next.

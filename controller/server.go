@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/replicad/replicad/controller/store"
+	"github.com/replicad/replicad/core/topicconfig"
 	"github.com/replicad/replicad/core/tp"
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
 )
@@ -156,7 +157,10 @@ func (c *Controller) CreateTopic(ctx context.Context, req *replicadv1.CreateTopi
 	if rf := req.GetReplicationFactor(); rf <= 0 {
 		return nil, invalid("replication_factor", "must be positive (got %d)", rf)
 	}
-	parts, err := c.createTopic(ctx, req.GetTopic(), int(req.GetPartitions()), int(req.GetReplicationFactor()))
+	if err := validateConfigs("configs", req.GetConfigs()); err != nil {
+		return nil, err
+	}
+	parts, err := c.createTopic(ctx, req.GetTopic(), int(req.GetPartitions()), int(req.GetReplicationFactor()), req.GetConfigs())
 	code, msg, err := outcome(err)
 	if err != nil {
 		return nil, err
@@ -166,6 +170,59 @@ func (c *Controller) CreateTopic(ctx context.Context, req *replicadv1.CreateTopi
 		resp.Partitions = append(resp.Partitions, clusterPartition(p))
 	}
 	return resp, nil
+}
+
+// validateConfigs refuses config overrides with an unknown key or a bad
+// value, naming it (field[key]).
+func validateConfigs(field string, configs map[string]string) error {
+	var ce *topicconfig.Error
+	if err := topicconfig.Validate(configs); errors.As(err, &ce) {
+		return invalid(field+"["+ce.Key+"]", "%s", ce.Error())
+	} else if err != nil {
+		return invalid(field, "%v", err)
+	}
+	return nil
+}
+
+// AlterTopicConfig implements ControllerService.
+func (c *Controller) AlterTopicConfig(ctx context.Context, req *replicadv1.AlterTopicConfigRequest) (*replicadv1.AlterTopicConfigResponse, error) {
+	if err := validateTopic("topic", req.GetTopic()); err != nil {
+		return nil, err
+	}
+	if err := validateConfigs("set", req.GetSet()); err != nil {
+		return nil, err
+	}
+	for i, k := range req.GetDelete() {
+		field := fmt.Sprintf("delete[%d]", i)
+		if err := topicconfig.ValidateKey(k); err != nil {
+			return nil, invalid(field, "%v", err)
+		}
+		if _, ok := req.GetSet()[k]; ok {
+			return nil, invalid(field, "config %q is both set and deleted", k)
+		}
+	}
+	if len(req.GetSet()) == 0 && len(req.GetDelete()) == 0 {
+		return nil, invalid("set", "nothing to change: set or delete at least one config")
+	}
+	stored, err := c.alterTopicConfig(ctx, req.GetTopic(), req.GetSet(), req.GetDelete(), req.GetValidateOnly())
+	code, msg, err := outcome(err)
+	if err != nil {
+		return nil, err
+	}
+	return &replicadv1.AlterTopicConfigResponse{ErrorCode: code, ErrorMessage: msg, Configs: stored.Configs, Version: stored.Version}, nil
+}
+
+// DescribeTopicConfig implements ControllerService.
+func (c *Controller) DescribeTopicConfig(ctx context.Context, req *replicadv1.DescribeTopicConfigRequest) (*replicadv1.DescribeTopicConfigResponse, error) {
+	if err := validateTopic("topic", req.GetTopic()); err != nil {
+		return nil, err
+	}
+	entries, version, err := c.describeTopicConfig(req.GetTopic())
+	code, msg, err := outcome(err)
+	if err != nil {
+		return nil, err
+	}
+	return &replicadv1.DescribeTopicConfigResponse{ErrorCode: code, ErrorMessage: msg, Entries: entries, Version: version}, nil
 }
 
 // DeleteTopic implements ControllerService.

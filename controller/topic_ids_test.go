@@ -96,7 +96,7 @@ func TestTopicDeletionPendsUntilEveryReplicaDeleted(t *testing.T) {
 // A topic stored before topic IDs gets one when a controller activates.
 func TestActivationGivesLegacyTopicsAnID(t *testing.T) {
 	st := store.NewMemory()
-	if err := st.CreateTopic(context.Background(), "old", []store.Partition{{Partition: 0, Leader: 1, ISR: []int32{1}, Replicas: []int32{1}}}); err != nil {
+	if err := st.CreateTopic(context.Background(), "old", []store.Partition{{Partition: 0, Leader: 1, ISR: []int32{1}, Replicas: []int32{1}}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	h := newHarness(t, withStore(st))

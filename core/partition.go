@@ -15,6 +15,7 @@ import (
 	"github.com/replicad/replicad/core/log"
 	"github.com/replicad/replicad/core/logmgr"
 	"github.com/replicad/replicad/core/record"
+	"github.com/replicad/replicad/core/topicconfig"
 	"github.com/replicad/replicad/core/tp"
 )
 
@@ -27,11 +28,13 @@ const unknownOffset int64 = -1
 
 // partitionEnv is what every Partition of a broker shares.
 type partitionEnv struct {
-	brokerID          int32
-	clock             clock.Clock
-	logs              *logmgr.Manager
-	minInsyncReplicas int
-	logger            zerolog.Logger
+	brokerID int32
+	clock    clock.Clock
+	logs     *logmgr.Manager
+	// topicDefaults is the topic config of a partition whose topic
+	// overrides nothing: the broker's flags.
+	topicDefaults topicconfig.Config
+	logger        zerolog.Logger
 	// isrChanger commits the ISR changes a leader proposes.
 	isrChanger IsrChanger
 	// metrics counts committed ISR changes; never nil in a replica
@@ -97,6 +100,12 @@ type Partition struct {
 	pendingIsr     *pendingIsrChange
 	remoteReplicas map[int32]*replicaState
 	log            *log.Log
+	// topicConfig is the topic's config in effect here (the broker's
+	// defaults with the topic's overrides), as of topicConfigVersion of
+	// topicConfigID (see applyTopicConfigLocked).
+	topicConfig        topicconfig.Config
+	topicConfigVersion int64
+	topicConfigID      string
 	// stopped is set when the replica manager stops hosting the partition;
 	// waiters must give up.
 	stopped bool
@@ -115,6 +124,7 @@ func newPartition(t tp.TopicPartition, env *partitionEnv) *Partition {
 		leader:                 noLeader,
 		controllerEpoch:        -1,
 		remoteReplicas:         make(map[int32]*replicaState),
+		topicConfig:            env.topicDefaults,
 	}
 }
 
@@ -260,6 +270,7 @@ func (p *Partition) makeLeaderLocked(st PartitionState, syncMetadata bool) (isNe
 	if err := p.createLogIfNotExistsLocked(st.IsNew, syncMetadata); err != nil {
 		return false, err
 	}
+	p.applyTopicConfigLocked(st)
 	isNewLeaderEpoch := st.LeaderEpoch > p.leaderEpoch
 	isNewLeader = !p.isLeaderLocked()
 	p.partitionEpoch = st.PartitionEpoch
@@ -321,6 +332,7 @@ func (p *Partition) makeFollowerLocked(st PartitionState, syncMetadata bool) (bo
 	if err := p.createLogIfNotExistsLocked(st.IsNew, syncMetadata); err != nil {
 		return false, err
 	}
+	p.applyTopicConfigLocked(st)
 	p.leaderEpoch = st.LeaderEpoch
 	p.leaderEpochStartOffset = -1
 	p.partitionEpoch = st.PartitionEpoch
@@ -338,7 +350,11 @@ func (p *Partition) createLogOnly(st PartitionState, syncMetadata bool) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.topicID = cmp.Or(st.TopicID, p.topicID)
-	return p.createLogIfNotExistsLocked(st.IsNew, syncMetadata)
+	if err := p.createLogIfNotExistsLocked(st.IsNew, syncMetadata); err != nil {
+		return err
+	}
+	p.applyTopicConfigLocked(st)
+	return nil
 }
 
 // maybeIncrementLeaderHWLocked moves the leader's HW to the smallest LEO in
@@ -381,7 +397,7 @@ func (p *Partition) maybeIncrementLeaderHWLocked() bool {
 // broker with --min-insync-replicas 2) would otherwise never move its HW:
 // its acks=1 writes would be appended and never seen by a consumer.
 func (p *Partition) effectiveMinIsrLocked() int {
-	return max(1, min(p.env.minInsyncReplicas, len(p.assignment)))
+	return max(1, min(p.topicConfig.MinInsyncReplicas, len(p.assignment)))
 }
 
 // stop marks the partition as no longer hosted and wakes its waiters, which
@@ -410,6 +426,9 @@ func (p *Partition) info() PartitionInfo {
 		LogEndOffset:    -1,
 		LogStartOffset:  -1,
 		TopicID:         p.topicID,
+
+		TopicConfig:        p.topicConfig,
+		TopicConfigVersion: p.topicConfigVersion,
 	}
 	switch {
 	case p.isLeaderLocked():

@@ -207,14 +207,14 @@ func NewReplicaManager(cfg Config) (*ReplicaManager, error) {
 	}
 	rm.controllerEpoch.Store(-1)
 	rm.env = &partitionEnv{
-		brokerID:          cfg.BrokerID,
-		clock:             cfg.Clock,
-		logs:              logs,
-		minInsyncReplicas: cfg.MinInsyncReplicas,
-		logger:            cfg.Logger,
-		isrChanger:        cfg.IsrChanger,
-		metrics:           cfg.Metrics,
-		tracer:            cfg.Tracer,
+		brokerID:      cfg.BrokerID,
+		clock:         cfg.Clock,
+		logs:          logs,
+		topicDefaults: cfg.topicDefaults(),
+		logger:        cfg.Logger,
+		isrChanger:    cfg.IsrChanger,
+		metrics:       cfg.Metrics,
+		tracer:        cfg.Tracer,
 	}
 	rm.loadHighWatermarks()
 	if len(rm.onlineDirs()) == 0 {
@@ -281,6 +281,7 @@ func (rm *ReplicaManager) UpdateMetadata(ctx context.Context, req UpdateMetadata
 	}
 	rm.metadata.replace(req.LiveBrokers)
 	rm.learnBrokerEpochs(req.LiveBrokers)
+	rm.applyTopicConfigs(ctx, req.PartitionStates)
 	slog := rm.requestStateLog(ctx, req.ControllerID, req.ControllerEpoch)
 	slog.Info().Int("live_brokers", len(req.LiveBrokers)).Int("partitions", len(req.PartitionStates)).Msg("Updated metadata")
 	return ErrNone

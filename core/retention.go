@@ -32,7 +32,7 @@ func (rm *ReplicaManager) applyRetention() {
 	// periodic as the HW checkpoint, which is not traced either.
 	var span trace.Span
 	for _, p := range ps {
-		start, ok := p.retentionStart(nowMs, *rm.cfg.Retention, rm.logger)
+		start, ok := p.retentionStart(nowMs, rm.logger)
 		if !ok {
 			continue
 		}
@@ -56,10 +56,13 @@ func (rm *ReplicaManager) applyRetention() {
 }
 
 // retentionStart is where retention would move the log start of this
-// partition, when it leads it and that is past the current log start.
-func (p *Partition) retentionStart(nowMs int64, r log.Retention, logger zerolog.Logger) (int64, bool) {
+// partition, when it leads it and that is past the current log start: by
+// its topic's retention.ms and retention.bytes (the broker's flags unless
+// the topic overrides them).
+func (p *Partition) retentionStart(nowMs int64, logger zerolog.Logger) (int64, bool) {
 	p.mu.RLock()
 	l, leader := p.log, !p.stopped && p.isLeaderLocked()
+	r := log.Retention{Ms: p.topicConfig.RetentionMs, Bytes: p.topicConfig.RetentionBytes}
 	p.mu.RUnlock()
 	if l == nil || !leader {
 		return 0, false

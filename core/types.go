@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/replicad/replicad/core/record"
+	"github.com/replicad/replicad/core/topicconfig"
 	"github.com/replicad/replicad/core/tp"
 )
 
@@ -39,6 +40,11 @@ type PartitionState struct {
 	// TopicID is the topic's identity (KIP-516), "" when the sender did not
 	// say: a log of another topic ID is never reused for the partition.
 	TopicID string
+	// TopicConfigs are the topic's config overrides (topicconfig's keys),
+	// at TopicConfigVersion; version 0: not told, the partition keeps what
+	// it holds.
+	TopicConfigs       map[string]string
+	TopicConfigVersion int64
 }
 
 // LeaderAndIsrRequest tells a broker what to lead and follow.
@@ -135,6 +141,10 @@ type PartitionInfo struct {
 	// DamagedOffset is where the log's sound part ends when it opened
 	// damaged below its recovery point (log.Damaged); nil for a sound log.
 	DamagedOffset *int64
+	// TopicConfig is the topic config in effect, at the overrides'
+	// TopicConfigVersion (0: the broker's defaults).
+	TopicConfig        topicconfig.Config
+	TopicConfigVersion int64
 }
 
 // LogDirInfo describes one log dir.

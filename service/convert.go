@@ -5,6 +5,7 @@ import (
 
 	"github.com/replicad/replicad/core"
 	"github.com/replicad/replicad/core/record"
+	"github.com/replicad/replicad/core/topicconfig"
 	"github.com/replicad/replicad/core/tp"
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
 )
@@ -30,6 +31,10 @@ func partitionStateFromProto(p *replicadv1.PartitionState) core.PartitionState {
 		Replicas:        cloneInt32s(p.GetReplicas()),
 		IsNew:           p.GetIsNew(),
 		TopicID:         p.GetTopicId(),
+		// Not cloned: the request is not used after it is converted, and
+		// the broker never writes to the map.
+		TopicConfigs:       p.GetTopicConfigs(),
+		TopicConfigVersion: p.GetTopicConfigVersion(),
 	}
 }
 
@@ -166,6 +171,9 @@ func describeToProto(d core.Description) *replicadv1.DescribePartitionsResponse 
 			FutureLogDir:    p.FutureLogDir,
 			TopicId:         p.TopicID,
 			DamagedOffset:   p.DamagedOffset,
+
+			TopicConfig:        topicConfigToProto(p.TopicConfig),
+			TopicConfigVersion: p.TopicConfigVersion,
 		})
 	}
 	for _, dir := range d.LogDirs {
@@ -354,6 +362,15 @@ func alterReplicaLogDirsFromProto(req *replicadv1.AlterReplicaLogDirsRequest) []
 	out := make([]core.AlterReplicaLogDir, len(req.GetPartitions()))
 	for i, p := range req.GetPartitions() {
 		out[i] = core.AlterReplicaLogDir{TopicPartition: topicPartition(p.GetTopic(), p.GetPartition()), LogDir: p.GetLogDir()}
+	}
+	return out
+}
+
+// topicConfigToProto is every key of a topic config with its value.
+func topicConfigToProto(c topicconfig.Config) map[string]string {
+	out := make(map[string]string, len(topicconfig.Keys()))
+	for _, k := range topicconfig.Keys() {
+		out[k] = c.Value(k)
 	}
 	return out
 }

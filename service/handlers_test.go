@@ -17,6 +17,7 @@ import (
 
 	"github.com/replicad/replicad/core"
 	"github.com/replicad/replicad/core/record"
+	"github.com/replicad/replicad/core/topicconfig"
 	"github.com/replicad/replicad/core/tp"
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
 )
@@ -104,7 +105,9 @@ func TestDescribeAndCheckpointTranslate(t *testing.T) {
 		description: core.Description{BrokerID: 1, ControllerEpoch: 4,
 			Partitions: []core.PartitionInfo{{TopicPartition: tp.TopicPartition{Topic: "t", Partition: 2}, Role: core.RoleFollower, Leader: 2, LeaderEpoch: 5,
 				PartitionEpoch: 6, ControllerEpoch: 4, Replicas: []int32{1, 2}, ISR: []int32{2}, HighWatermark: 10, LogEndOffset: 12, LogStartOffset: 1, LogDir: "/d",
-				DamagedOffset: ptr(int64(7))}},
+				DamagedOffset: ptr(int64(7)),
+				TopicConfig: topicconfig.Config{RetentionMs: 60000, RetentionBytes: -1, SegmentBytes: 4096, SegmentMs: 100, MinInsyncReplicas: 2,
+					CleanupPolicy: "delete"}, TopicConfigVersion: 3}},
 			LogDirs: []core.LogDirInfo{{Path: "/d", Online: true, PartitionCount: 1}, {Path: "/e"}},
 		},
 		checkpoint: []core.DirCheckpoint{{Dir: "/d", Partitions: 1}, {Dir: "/e", Error: core.ErrStorageError}},
@@ -120,7 +123,9 @@ func TestDescribeAndCheckpointTranslate(t *testing.T) {
 	mustProtoEqual(t, "describe", d, &replicadv1.DescribePartitionsResponse{BrokerId: 1, ControllerEpoch: 4,
 		Partitions: []*replicadv1.PartitionDescription{{Topic: "t", Partition: 2, Role: replicadv1.ReplicaRole_REPLICA_ROLE_FOLLOWER, Leader: 2, LeaderEpoch: 5,
 			PartitionEpoch: 6, ControllerEpoch: 4, Replicas: []int32{1, 2}, Isr: []int32{2}, HighWatermark: 10, LogEndOffset: 12, LogStartOffset: 1, LogDir: "/d",
-			DamagedOffset: ptr(int64(7))}},
+			DamagedOffset: ptr(int64(7)),
+			TopicConfig: map[string]string{"retention.ms": "60000", "retention.bytes": "-1", "segment.bytes": "4096", "segment.ms": "100",
+				"min.insync.replicas": "2", "cleanup.policy": "delete"}, TopicConfigVersion: 3}},
 		LogDirs: []*replicadv1.LogDirDescription{{Path: "/d", Online: true, PartitionCount: 1}, {Path: "/e"}},
 	})
 	if _, err := c.DescribePartitions(ctx, &replicadv1.DescribePartitionsRequest{}); err != nil {

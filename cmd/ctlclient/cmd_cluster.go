@@ -74,21 +74,28 @@ func createTopicCommand() *command {
 	return &command{
 		name:    "create-topic",
 		summary: "create a topic through the controller",
-		usage:   "--topic T --partitions N --replication-factor R",
+		usage:   "--topic T --partitions N --replication-factor R [--config KEY=VALUE ...]",
 		details: `The controller assigns the replicas over the live brokers, elects a leader
-for each partition and tells the brokers. Prints the answer's error code and
+for each partition and tells the brokers, with the topic's configs (--config,
+repeatable: ` + topicConfigKeysHelp + `; see alter-config). Prints the answer's error code and
 the partitions created. Exits 1 unless the answer is NONE
 (TOPIC_ALREADY_EXISTS, INVALID_REPLICATION_FACTOR: more than the live
 brokers, ...).
 
 ` + controllerExitDetails,
-		example: "ctlclient --controller 127.0.0.1:9090 create-topic --topic orders --partitions 3 --replication-factor 3",
+		example: "ctlclient --controller 127.0.0.1:9090 create-topic --topic orders --partitions 3 --replication-factor 3 --config retention.ms=86400000",
 		flags: func(fs *flag.FlagSet) func(context.Context, *env) error {
 			topic := fs.String("topic", "", "name of the new topic: 1 to 249 of a-z A-Z 0-9 . _ -")
 			partitions := int32Var(fs, "partitions", 0, "number of partitions (>= 1)")
 			rf := int32Var(fs, "replication-factor", 0, "replicas of each partition (>= 1)")
+			var configs stringList
+			fs.Var(&configs, "config", "a topic config override KEY=VALUE (repeatable), e.g. retention.ms=3600000")
 			return func(ctx context.Context, e *env) error {
 				if err := requireFlags(fs, "topic", "partitions", "replication-factor"); err != nil {
+					return err
+				}
+				cfgs, err := parseConfigFlags("config", configs)
+				if err != nil {
 					return err
 				}
 				if err := checkTopicName(*topic); err != nil {
@@ -101,7 +108,7 @@ brokers, ...).
 				if err != nil {
 					return err
 				}
-				req := &replicadv1.CreateTopicRequest{Topic: *topic, Partitions: *partitions, ReplicationFactor: *rf}
+				req := &replicadv1.CreateTopicRequest{Topic: *topic, Partitions: *partitions, ReplicationFactor: *rf, Configs: cfgs}
 				resp, err := callController(ctx, cc, func(ctx context.Context, c replicadv1.ControllerServiceClient) (*replicadv1.CreateTopicResponse, error) {
 					return c.CreateTopic(ctx, req)
 				})

@@ -44,6 +44,8 @@ func commands() []*command {
 		controllerRunCommand(),
 		createTopicCommand(),
 		deleteTopicCommand(),
+		alterConfigCommand(),
+		describeConfigCommand(),
 		electCommand(),
 		reassignCommand(),
 		describeClusterCommand(),

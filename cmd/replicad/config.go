@@ -16,6 +16,7 @@ import (
 
 	"github.com/replicad/replicad/core"
 	"github.com/replicad/replicad/core/log"
+	"github.com/replicad/replicad/core/topicconfig"
 	"github.com/replicad/replicad/internal/authz"
 	"github.com/replicad/replicad/internal/tlsconf"
 	"github.com/replicad/replicad/service"
@@ -158,6 +159,15 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	retentionBytes := fs.Int64("log-retention-bytes", core.DefaultRetention.Bytes, "a leader deletes the oldest segments while the partition's log without them still\nholds this many bytes (Kafka's log.retention.bytes); -1: no limit by size")
 	retentionCheck := fs.Duration("log-retention-check-interval", core.DefaultRetentionCheckInterval, "how often leaders apply retention (Kafka's log.retention.check.interval.ms)")
 	truncateDamaged := fs.Bool("truncate-damaged-logs", false, "at start-up, cut a log found damaged below its recovery point (a batch failing its CRC\nwhere everything was fsynced: damage at rest) at the damage, losing the intact records after\nit, as Kafka does; by default such a log keeps them, refuses leadership, and is repaired\nfrom its leader. For a partition whose only copy is damaged: restart once with it to accept the loss")
+	rollMs := fs.Int64("log-roll-ms", topicconfig.Defaults().SegmentMs, "a log segment also rolls once a record is this many ms newer (by record timestamp) than the\nsegment's first, so retention by time can delete it (Kafka's log.roll.ms; default 7 days); -1: never")
+	// Kafka's names of the topic defaults, accepted as aliases so a Kafka
+	// operator's server.properties keys work as flags.
+	kafkaAlias(fs, "log.retention.ms", "log-retention-ms", retentionMs)
+	kafkaAlias(fs, "log.retention.bytes", "log-retention-bytes", retentionBytes)
+	kafkaAlias(fs, "log.segment.bytes", "segment-bytes", segmentBytes)
+	kafkaAlias(fs, "log.roll.ms", "log-roll-ms", rollMs)
+	fs.IntVar(minISR, "min.insync.replicas", *minISR, "alias of --min-insync-replicas (Kafka's name)")
+	fs.Var((*msDuration)(retentionCheck), "log.retention.check.interval.ms", "alias of --log-retention-check-interval, in ms (Kafka's name)")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
 	}
@@ -231,6 +241,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	check(*retentionMs >= -1, "log-retention-ms", "want a number of ms, or -1 for no limit (got %d)", *retentionMs)
 	check(*retentionBytes >= -1, "log-retention-bytes", "want a number of bytes, or -1 for no limit (got %d)", *retentionBytes)
 	check(*retentionCheck > 0, "log-retention-check-interval", "must be positive (got %v)", *retentionCheck)
+	check(*rollMs >= 1 || *rollMs == -1, "log-roll-ms", "want a number of ms, or -1 for never (got %d)", *rollMs)
+	cfg.logConfig.SegmentMs = max(*rollMs, 0)
 	cfg.retention = log.Retention{Ms: *retentionMs, Bytes: *retentionBytes}
 	cfg.retentionCheckInterval = *retentionCheck
 	check(*maxConns >= 1 || *maxConns == -1, "max-connections", "must be at least 1, or -1 for no limit (got %d)", *maxConns)
@@ -372,6 +384,24 @@ func absoluteDirs(list string) ([]string, error) {
 }
 
 // stringList is a repeatable string flag.
+// kafkaAlias defines name (Kafka's) as another name of the int64 flag of.
+func kafkaAlias(fs *flag.FlagSet, name, of string, v *int64) {
+	fs.Int64Var(v, name, *v, "alias of --"+of+" (Kafka's name)")
+}
+
+// msDuration is a duration flag given in integer ms, as Kafka's *.ms keys.
+type msDuration time.Duration
+
+func (d *msDuration) String() string { return strconv.FormatInt(time.Duration(*d).Milliseconds(), 10) }
+func (d *msDuration) Set(v string) error {
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return fmt.Errorf("want an integer number of ms (got %q)", v)
+	}
+	*d = msDuration(time.Duration(n) * time.Millisecond)
+	return nil
+}
+
 type stringList []string
 
 func (l *stringList) String() string { return strings.Join(*l, " ") }

@@ -33,8 +33,30 @@ func TestDefaultsFollowSpec(t *testing.T) {
 		memoryLimit: 1 << 30, retention: log.Retention{Ms: 7 * 24 * 3600 * 1000, Bytes: -1}, retentionCheckInterval: 5 * time.Minute,
 	}
 	want.logConfig.MaxBatchBytes = 1048576
+	want.logConfig.SegmentMs = 7 * 24 * 3600 * 1000 // Kafka's log.roll.hours 168
 	if !reflect.DeepEqual(cfg, want) {
 		t.Fatalf("got  %+v\nwant %+v", cfg, want)
+	}
+}
+
+// TestKafkaNamesAreAliases ensures Kafka's names of the topic defaults set
+// the same fields as replicad's flags, and a bad value through an alias is
+// refused like through the flag.
+func TestKafkaNamesAreAliases(t *testing.T) {
+	cfg, err := parseFlags([]string{"--id", "1", "--log.retention.ms", "1000", "--log.retention.bytes", "2048",
+		"--log.segment.bytes", "8192", "--max-batch-bytes", "4096", "--log.roll.ms", "3000", "--min.insync.replicas", "2",
+		"--log.retention.check.interval.ms", "1500"}, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.retention != (log.Retention{Ms: 1000, Bytes: 2048}) || cfg.logConfig.SegmentBytes != 8192 || cfg.logConfig.SegmentMs != 3000 ||
+		cfg.minInsyncReplicas != 2 || cfg.retentionCheckInterval != 1500*time.Millisecond {
+		t.Fatalf("aliases gave %+v", cfg)
+	}
+	for _, args := range [][]string{{"--log.retention.ms", "-2"}, {"--log.roll.ms", "0"}, {"--log.retention.check.interval.ms", "1s"}} {
+		if _, err := parseFlags(args, &bytes.Buffer{}); err == nil {
+			t.Errorf("%v accepted", args)
+		}
 	}
 }
 
@@ -48,7 +70,7 @@ func TestFlagsReachConfig(t *testing.T) {
 		"--controller", "127.0.0.1:9090", "--trace-data-plane", "--state-change-log-level", "trace",
 		"--truncate-damaged-logs", "--max-connections", "7", "--connections-max-idle", "90s",
 		"--memory-limit", "512MiB", "--log-retention-ms", "60000", "--log-retention-bytes", "1000000",
-		"--log-retention-check-interval", "30s",
+		"--log-retention-check-interval", "30s", "--log-roll-ms", "5000",
 	}, &bytes.Buffer{})
 	if err != nil {
 		t.Fatal(err)
@@ -56,6 +78,7 @@ func TestFlagsReachConfig(t *testing.T) {
 	lc := log.DefaultConfig()
 	lc.FlushPolicy, lc.FlushInterval, lc.SegmentBytes, lc.MaxBatchBytes = log.FlushInterval, 250*time.Millisecond, 4096, 2048
 	lc.TruncateDamaged = true
+	lc.SegmentMs = 5000
 	trace := zerolog.TraceLevel
 	want := config{
 		brokerID: 0, listen: "0.0.0.0:0", logDirs: []string{"/a", "/c"}, hwCheckpointInterval: time.Second,

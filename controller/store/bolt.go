@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"time"
@@ -47,12 +48,16 @@ const boltLockTimeout = time.Second
 //	  <resource type NUL pattern type NUL name NUL principal NUL operation>  JSON ACL
 //	                     (a bucket added to schema 1 without a migration: OpenBolt
 //	                     creates it, empty, in an older file)
+//	topic_configs/
+//	  <name>             JSON TopicConfig (added to schema 1 as acls/ was; a topic
+//	                     stored before it has none: version 0, no overrides)
 var (
 	bucketMeta    = []byte("meta")
 	bucketBrokers = []byte("brokers")
 	bucketTopics  = []byte("topics")
 	bucketDeleted = []byte("deleted")
 	bucketACLs    = []byte("acls")
+	bucketConfigs = []byte("topic_configs")
 
 	keySchemaVersion   = []byte("schema_version")
 	keyControllerEpoch = []byte("controller_epoch")
@@ -99,7 +104,7 @@ func OpenBolt(dir string) (*BoltStore, error) {
 		case len(v) != 4 || binary.BigEndian.Uint32(v) != boltSchemaVersion:
 			return fmt.Errorf("schema version %x, want %d", v, boltSchemaVersion)
 		}
-		for _, name := range [][]byte{bucketBrokers, bucketTopics, bucketDeleted, bucketACLs} {
+		for _, name := range [][]byte{bucketBrokers, bucketTopics, bucketDeleted, bucketACLs, bucketConfigs} {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return err
 			}
@@ -238,7 +243,7 @@ func (s *BoltStore) UpdateBroker(ctx context.Context, b Broker) error {
 	return nil
 }
 
-func (s *BoltStore) CreateTopic(ctx context.Context, name string, parts []Partition) error {
+func (s *BoltStore) CreateTopic(ctx context.Context, name string, parts []Partition, configs map[string]string) error {
 	t, err := newTopic(name, parts)
 	if err != nil {
 		return err
@@ -256,12 +261,53 @@ func (s *BoltStore) CreateTopic(ctx context.Context, name string, parts []Partit
 				return err
 			}
 		}
-		return nil
+		return putJSON(tx.Bucket(bucketConfigs), []byte(name), TopicConfig{Version: 1, Configs: configs})
 	})
 	if err != nil {
 		return fmt.Errorf("create topic %s: %w", name, err)
 	}
 	return nil
+}
+
+func (s *BoltStore) TopicConfigs(ctx context.Context) (map[string]TopicConfig, error) {
+	out := map[string]TopicConfig{}
+	err := s.view(ctx, func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketConfigs).ForEach(func(k, v []byte) error {
+			var c TopicConfig
+			if err := json.Unmarshal(v, &c); err != nil {
+				return fmt.Errorf("decode config of topic %s: %w", k, err)
+			}
+			out[string(k)] = c
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("topic configs: %w", err)
+	}
+	return out, nil
+}
+
+func (s *BoltStore) SetTopicConfig(ctx context.Context, name string, expected int64, configs map[string]string) (TopicConfig, error) {
+	next := TopicConfig{Version: expected + 1, Configs: maps.Clone(configs)}
+	err := s.update(ctx, func(tx *bolt.Tx) error {
+		if topicBucket(tx, name) == nil {
+			return ErrNotFound
+		}
+		var cur TopicConfig
+		if v := tx.Bucket(bucketConfigs).Get([]byte(name)); v != nil {
+			if err := json.Unmarshal(v, &cur); err != nil {
+				return fmt.Errorf("decode config: %w", err)
+			}
+		}
+		if cur.Version != expected {
+			return fmt.Errorf("version %d, expected %d: %w", cur.Version, expected, ErrConflict)
+		}
+		return putJSON(tx.Bucket(bucketConfigs), []byte(name), next)
+	})
+	if err != nil {
+		return TopicConfig{}, fmt.Errorf("set topic config %s: %w", name, err)
+	}
+	return next, nil
 }
 
 func (s *BoltStore) DeleteTopic(ctx context.Context, name string) error {
@@ -278,6 +324,9 @@ func (s *BoltStore) DeleteTopic(ctx context.Context, name string) error {
 			if err := putJSON(tx.Bucket(bucketDeleted), []byte(d.ID), d); err != nil {
 				return err
 			}
+		}
+		if err := tx.Bucket(bucketConfigs).Delete([]byte(name)); err != nil {
+			return err
 		}
 		return tx.Bucket(bucketTopics).DeleteBucket([]byte(name))
 	})

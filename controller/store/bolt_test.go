@@ -81,7 +81,7 @@ func TestBoltCorruptRecordIsAnError(t *testing.T) {
 	}
 	defer s.Close()
 	ctx := context.Background()
-	if err := s.CreateTopic(ctx, "t", []Partition{{Partition: 0, Replicas: []int32{1}}}); err != nil {
+	if err := s.CreateTopic(ctx, "t", []Partition{{Partition: 0, Replicas: []int32{1}}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	err = s.db.Update(func(tx *bolt.Tx) error {

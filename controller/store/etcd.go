@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"slices"
@@ -70,6 +71,8 @@ const etcdSchemaVersion = "1"
 //	topics/<name>       JSON Topic: the topic with ALL its partitions
 //	deleted/<topic id>  JSON DeletedTopic: its replicas that have not deleted
 //	                    their logs yet (a topic is one key here too)
+//	configs/<name>      JSON TopicConfig: the topic's config overrides (added to
+//	                    schema 1: a topic stored before has none, version 0)
 //	acls                JSON []ACL: the whole ACL set, sorted (one key, so that
 //	                    a change is one compare and one put, like a topic;
 //	                    thousands of ACLs fit in --max-request-bytes)
@@ -90,6 +93,7 @@ const (
 	etcdDirBrokers         = "brokers/"
 	etcdDirTopics          = "topics/"
 	etcdDirDeleted         = "deleted/"
+	etcdDirConfigs         = "configs/"
 	etcdKeyACLs            = "acls"
 	etcdElection           = "election" // concurrency.NewElection adds the "/"
 )
@@ -535,7 +539,7 @@ func decodeBroker(kv *mvccpb.KeyValue) (Broker, error) {
 
 // ---- topics ----
 
-func (s *EtcdStore) CreateTopic(ctx context.Context, name string, parts []Partition) error {
+func (s *EtcdStore) CreateTopic(ctx context.Context, name string, parts []Partition, configs map[string]string) error {
 	t, err := newTopic(name, parts)
 	if err != nil {
 		return err
@@ -544,9 +548,13 @@ func (s *EtcdStore) CreateTopic(ctx context.Context, name string, parts []Partit
 	if err != nil {
 		return fmt.Errorf("create topic %s: %w", name, err)
 	}
+	cdata, err := json.Marshal(TopicConfig{Version: 1, Configs: configs})
+	if err != nil {
+		return fmt.Errorf("create topic %s: %w", name, err)
+	}
 	key := s.topicKey(name)
 	ok, err := s.commit(ctx, []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", 0)},
-		[]clientv3.Op{clientv3.OpPut(key, string(data))})
+		[]clientv3.Op{clientv3.OpPut(key, string(data)), clientv3.OpPut(s.configKey(name), string(cdata))})
 	if err != nil {
 		return fmt.Errorf("create topic %s (%d partitions): %w", name, len(t.Partitions), err)
 	}
@@ -573,7 +581,7 @@ func (s *EtcdStore) DeleteTopic(ctx context.Context, name string) error {
 		if err != nil {
 			return fmt.Errorf("delete topic %s: %w", name, err)
 		}
-		ops := []clientv3.Op{clientv3.OpDelete(key)}
+		ops := []clientv3.Op{clientv3.OpDelete(key), clientv3.OpDelete(s.configKey(name))}
 		if d, ok := NewDeletedTopic(t); ok {
 			data, err := json.Marshal(d)
 			if err != nil {
@@ -593,6 +601,68 @@ func (s *EtcdStore) DeleteTopic(ctx context.Context, name string) error {
 }
 
 func (s *EtcdStore) deletedKey(topicID string) string { return s.prefix + etcdDirDeleted + topicID }
+
+func (s *EtcdStore) configKey(name string) string { return s.prefix + etcdDirConfigs + name }
+
+func (s *EtcdStore) TopicConfigs(ctx context.Context) (map[string]TopicConfig, error) {
+	kvs, err := s.list(ctx, etcdDirConfigs)
+	if err != nil {
+		return nil, fmt.Errorf("topic configs: %w", err)
+	}
+	out := make(map[string]TopicConfig, len(kvs))
+	for _, kv := range kvs {
+		var c TopicConfig
+		if err := json.Unmarshal(kv.Value, &c); err != nil {
+			return nil, fmt.Errorf("topic configs: decode %s: %w", kv.Key, err)
+		}
+		out[strings.TrimPrefix(string(kv.Key), s.prefix+etcdDirConfigs)] = c
+	}
+	return out, nil
+}
+
+func (s *EtcdStore) SetTopicConfig(ctx context.Context, name string, expected int64, configs map[string]string) (TopicConfig, error) {
+	if err := s.beginWrite(ctx); err != nil {
+		return TopicConfig{}, fmt.Errorf("set topic config %s: %w", name, err)
+	}
+	next := TopicConfig{Version: expected + 1, Configs: maps.Clone(configs)}
+	data, err := json.Marshal(next)
+	if err != nil {
+		return TopicConfig{}, fmt.Errorf("set topic config %s: %w", name, err)
+	}
+	tkey, ckey := s.topicKey(name), s.configKey(name)
+	topic, err := s.get(ctx, tkey)
+	if err != nil {
+		return TopicConfig{}, fmt.Errorf("set topic config %s: %w", name, err)
+	}
+	if topic == nil {
+		return TopicConfig{}, fmt.Errorf("set topic config %s: %w", name, ErrNotFound)
+	}
+	kv, err := s.get(ctx, ckey)
+	if err != nil {
+		return TopicConfig{}, fmt.Errorf("set topic config %s: %w", name, err)
+	}
+	var cur TopicConfig
+	if kv != nil {
+		if err := json.Unmarshal(kv.Value, &cur); err != nil {
+			return TopicConfig{}, fmt.Errorf("set topic config %s: decode: %w", name, err)
+		}
+	}
+	if cur.Version != expected {
+		return TopicConfig{}, fmt.Errorf("set topic config %s: version %d, expected %d: %w", name, cur.Version, expected, ErrConflict)
+	}
+	// The topic must be the one read (not deleted and created again since:
+	// its creation revision, as its partitions change at every election)
+	// and the config unchanged: otherwise another writer got in between.
+	ok, err := s.commit(ctx, []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(tkey), "=", topic.CreateRevision), modRevIs(ckey, kv)},
+		[]clientv3.Op{clientv3.OpPut(ckey, string(data))})
+	if err != nil {
+		return TopicConfig{}, fmt.Errorf("set topic config %s: %w", name, err)
+	}
+	if !ok {
+		return TopicConfig{}, fmt.Errorf("set topic config %s: changed concurrently: %w", name, ErrConflict)
+	}
+	return next, nil
+}
 
 func (s *EtcdStore) DeletedTopics(ctx context.Context) ([]DeletedTopic, error) {
 	kvs, err := s.list(ctx, etcdDirDeleted)

@@ -230,7 +230,7 @@ func seed(t *testing.T, s store.Store) {
 	if _, err := s.RegisterBroker(ctx, store.Broker{ID: 1, Host: "h1", Port: 9092}); err != nil {
 		t.Fatalf("register: %v", err)
 	}
-	if err := s.CreateTopic(ctx, "t", []store.Partition{{Partition: 0, Leader: 1, ISR: []int32{1}, Replicas: []int32{1}}}); err != nil {
+	if err := s.CreateTopic(ctx, "t", []store.Partition{{Partition: 0, Leader: 1, ISR: []int32{1}, Replicas: []int32{1}}}, nil); err != nil {
 		t.Fatalf("create topic: %v", err)
 	}
 }
@@ -257,7 +257,7 @@ func checkDeposed(t *testing.T, deposed, leader store.Store) {
 		},
 		"UpdateBroker": func() error { return deposed.UpdateBroker(ctx, b) },
 		"CreateTopic": func() error {
-			return deposed.CreateTopic(ctx, "new", []store.Partition{{Partition: 0, Replicas: []int32{1}}})
+			return deposed.CreateTopic(ctx, "new", []store.Partition{{Partition: 0, Replicas: []int32{1}}}, nil)
 		},
 		"DeleteTopic": func() error { return deposed.DeleteTopic(ctx, p.Topic) },
 		"UpdatePartitions": func() error {
@@ -482,7 +482,7 @@ func TestEtcdTxnLimits(t *testing.T) {
 	var batch []store.PartitionUpdate
 	for i := range topics {
 		name := fmt.Sprintf("t%03d", i)
-		if err := s.CreateTopic(ctx, name, []store.Partition{{Partition: 0, Leader: 1, Replicas: []int32{1}}}); err != nil {
+		if err := s.CreateTopic(ctx, name, []store.Partition{{Partition: 0, Leader: 1, Replicas: []int32{1}}}, nil); err != nil {
 			t.Fatalf("create %s: %v", name, err)
 		}
 		batch = append(batch, store.PartitionUpdate{Expected: 0, New: store.Partition{Topic: name, Leader: 2, PartitionEpoch: 1, Replicas: []int32{1}}})
@@ -501,7 +501,7 @@ func TestEtcdTxnLimits(t *testing.T) {
 	for i := range big {
 		big[i] = store.Partition{Partition: int32(i), Leader: 1, ISR: []int32{1, 2, 3}, Replicas: []int32{1, 2, 3}}
 	}
-	err = s.CreateTopic(ctx, "big", big)
+	err = s.CreateTopic(ctx, "big", big, nil)
 	if err == nil || !strings.Contains(err.Error(), "--max-request-bytes") || !strings.Contains(err.Error(), "big") {
 		t.Fatalf("create a topic of %d partitions: %v, want an error naming the topic and --max-request-bytes", len(big), err)
 	}
@@ -539,7 +539,7 @@ func TestEtcdConcurrentUpdatesOfOneTopic(t *testing.T) {
 	for i := range parts {
 		parts[i] = store.Partition{Partition: int32(i), Leader: 1, Replicas: []int32{1, 2}}
 	}
-	if err := s.CreateTopic(ctx, "t", parts); err != nil {
+	if err := s.CreateTopic(ctx, "t", parts, nil); err != nil {
 		t.Fatal(err)
 	}
 	errs := make(chan error, n)

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 )
@@ -21,13 +22,14 @@ type Memory struct {
 	topics          map[string][]Partition  // sorted by partition, index == partition
 	deleted         map[string]DeletedTopic // by ID
 	acls            []ACL                   // sorted, no duplicates
+	configs         map[string]TopicConfig  // by topic name, every stored topic
 }
 
 var _ Store = (*Memory)(nil)
 
 // NewMemory returns an empty in-memory store.
 func NewMemory() *Memory {
-	return &Memory{brokers: map[int32]Broker{}, topics: map[string][]Partition{}, deleted: map[string]DeletedTopic{}}
+	return &Memory{brokers: map[int32]Broker{}, topics: map[string][]Partition{}, deleted: map[string]DeletedTopic{}, configs: map[string]TopicConfig{}}
 }
 
 // lock checks ctx and takes m.mu; on success the caller must unlock.
@@ -111,7 +113,7 @@ func (m *Memory) UpdateBroker(ctx context.Context, b Broker) error {
 	return nil
 }
 
-func (m *Memory) CreateTopic(ctx context.Context, name string, parts []Partition) error {
+func (m *Memory) CreateTopic(ctx context.Context, name string, parts []Partition, configs map[string]string) error {
 	t, err := newTopic(name, parts)
 	if err != nil {
 		return err
@@ -124,7 +126,36 @@ func (m *Memory) CreateTopic(ctx context.Context, name string, parts []Partition
 		return fmt.Errorf("create topic %s: %w", name, ErrExists)
 	}
 	m.topics[name] = t.Partitions // newTopic cloned them
+	m.configs[name] = TopicConfig{Version: 1, Configs: maps.Clone(configs)}
 	return nil
+}
+
+func (m *Memory) TopicConfigs(ctx context.Context) (map[string]TopicConfig, error) {
+	if err := m.lock(ctx); err != nil {
+		return nil, err
+	}
+	defer m.mu.Unlock()
+	out := make(map[string]TopicConfig, len(m.configs))
+	for name, c := range m.configs {
+		out[name] = c.Clone()
+	}
+	return out, nil
+}
+
+func (m *Memory) SetTopicConfig(ctx context.Context, name string, expected int64, configs map[string]string) (TopicConfig, error) {
+	if err := m.lock(ctx); err != nil {
+		return TopicConfig{}, err
+	}
+	defer m.mu.Unlock()
+	if _, ok := m.topics[name]; !ok {
+		return TopicConfig{}, fmt.Errorf("set topic config %s: %w", name, ErrNotFound)
+	}
+	if got := m.configs[name].Version; got != expected {
+		return TopicConfig{}, fmt.Errorf("set topic config %s: version %d, expected %d: %w", name, got, expected, ErrConflict)
+	}
+	c := TopicConfig{Version: expected + 1, Configs: maps.Clone(configs)}
+	m.configs[name] = c
+	return c.Clone(), nil
 }
 
 func (m *Memory) DeleteTopic(ctx context.Context, name string) error {
@@ -140,6 +171,7 @@ func (m *Memory) DeleteTopic(ctx context.Context, name string) error {
 		m.deleted[d.ID] = d
 	}
 	delete(m.topics, name)
+	delete(m.configs, name)
 	return nil
 }
 

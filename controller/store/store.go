@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -134,6 +135,21 @@ type Replica struct {
 	Broker    int32
 }
 
+// TopicConfig is a topic's config overrides (topicconfig's keys, as strings)
+// and their version. The store does not interpret them: the controller
+// validates before storing. Version rises by one at every change, so that a
+// broker can tell a newer set from one delivered late.
+type TopicConfig struct {
+	Version int64             `json:"version"`
+	Configs map[string]string `json:"configs,omitempty"`
+}
+
+// Clone returns a copy of c that shares no map with it.
+func (c TopicConfig) Clone() TopicConfig {
+	c.Configs = maps.Clone(c.Configs)
+	return c
+}
+
 // Topic is a topic with all its partitions, sorted by partition.
 type Topic struct {
 	Name       string      `json:"name"`
@@ -173,11 +189,20 @@ type Store interface {
 	// registered.
 	UpdateBroker(ctx context.Context, b Broker) error
 
-	// CreateTopic stores a new topic. parts must be numbered 0..len-1 (in
-	// any order), each with Topic equal to name or empty (then set to name).
-	// ErrExists if the topic exists.
-	CreateTopic(ctx context.Context, name string, parts []Partition) error
-	// DeleteTopic removes a topic and all its partitions, and records in
+	// CreateTopic stores a new topic with its config overrides (nil: none)
+	// at config version 1. parts must be numbered 0..len-1 (in any order),
+	// each with Topic equal to name or empty (then set to name). ErrExists
+	// if the topic exists.
+	CreateTopic(ctx context.Context, name string, parts []Partition, configs map[string]string) error
+	// TopicConfigs returns every topic's config overrides, by topic name. A
+	// topic stored before topic configs has none there (version 0).
+	TopicConfigs(ctx context.Context) (map[string]TopicConfig, error)
+	// SetTopicConfig replaces a topic's config overrides if their stored
+	// version is expected, and returns what it stored, at version
+	// expected+1. ErrNotFound if there is no such topic; ErrConflict if the
+	// version differs (nothing written).
+	SetTopicConfig(ctx context.Context, name string, expected int64, configs map[string]string) (TopicConfig, error)
+	// DeleteTopic removes a topic, its partitions and its configs, and records in
 	// the same transaction every replica of them as pending deletion
 	// (DeletedTopics) under the topic's ID; ErrNotFound if there is none.
 	DeleteTopic(ctx context.Context, name string) error

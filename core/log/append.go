@@ -160,7 +160,7 @@ func (l *Log) appendLocked(data []byte, batches []record.Batch) (AppendInfo, err
 	runStart, runBytes := 0, 0 // the batches not yet written, and their size
 	written := 0               // bytes of data written
 	for i, b := range batches {
-		if l.shouldRoll(seg, seg.size.Load()+int64(runBytes), len(b), b.LastOffset()) {
+		if l.shouldRoll(seg, seg.size.Load()+int64(runBytes), len(b), b.LastOffset(), b.MaxTimestamp()) {
 			if err := l.writeLocked(seg, data[written:written+runBytes], batches[runStart:i]); err != nil {
 				return AppendInfo{}, err
 			}
@@ -184,14 +184,25 @@ func (l *Log) appendLocked(data []byte, batches []record.Batch) (AppendInfo, err
 }
 
 // shouldRoll says whether a batch of size bytes whose last offset is
-// lastOffset must go to a new segment: the segment would outgrow
-// SegmentBytes, or the offset would not fit the index's relative offsets.
-// An empty segment takes any batch, however large.
-func (l *Log) shouldRoll(seg *segment, segSize int64, size int, lastOffset int64) bool {
+// lastOffset and max timestamp maxTimestamp must go to a new segment: the
+// segment would outgrow SegmentBytes, the offset would not fit the index's
+// relative offsets, or (SegmentMs) the batch is more than SegmentMs newer
+// than the segment's first batch, as Kafka's roll by time measures it. An
+// empty segment takes any batch, however large or late. Runs under mu.
+func (l *Log) shouldRoll(seg *segment, segSize int64, size int, lastOffset, maxTimestamp int64) bool {
 	if segSize == 0 {
 		return false
 	}
-	return segSize+int64(size) > l.cfg.SegmentBytes || lastOffset-seg.baseOffset > math.MaxUint32
+	if segSize+int64(size) > l.cfg.SegmentBytes || lastOffset-seg.baseOffset > math.MaxUint32 {
+		return true
+	}
+	if l.cfg.SegmentMs <= 0 {
+		return false
+	}
+	first, err := seg.rollBaseTimestamp()
+	// A header that cannot be read rolls nothing by time: the size rule
+	// still bounds the segment, and the read path reports the damage.
+	return err == nil && first >= 0 && maxTimestamp-first > l.cfg.SegmentMs
 }
 
 // writeLocked writes one run of batches to seg and publishes it: first the
@@ -279,5 +290,22 @@ func (l *Log) assignEpochLocked(epoch int32, base int64) error {
 	if err := assign(epoch, base); err != nil {
 		return l.ioError(err, "assign epoch %d at %d", epoch, base)
 	}
+	return nil
+}
+
+// SetRoll changes when the active segment rolls: a topic's segment.bytes
+// (0: keep) and segment.ms (0 or less: never by time), which an operator
+// may change while the log is open. It applies from the next append; the
+// active segment is not rolled by the change itself.
+func (l *Log) SetRoll(segmentBytes, segmentMs int64) error {
+	if segmentBytes < 0 || segmentBytes > math.MaxInt32 {
+		return fmt.Errorf("log: segment bytes %d outside [1, %d]", segmentBytes, math.MaxInt32)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if segmentBytes > 0 {
+		l.cfg.SegmentBytes = segmentBytes
+	}
+	l.cfg.SegmentMs = max(segmentMs, 0)
 	return nil
 }

@@ -28,9 +28,13 @@ const (
 
 // Config is the per-log configuration. A zero field takes DefaultConfig's value.
 type Config struct {
-	SegmentBytes       int64 // roll the active segment beyond this size; at most 2 GiB - 1
-	IndexIntervalBytes int   // bytes between sparse index entries
-	MaxBatchBytes      int   // reject batches larger than this
+	SegmentBytes int64 // roll the active segment beyond this size; at most 2 GiB - 1
+	// SegmentMs rolls the active segment when a batch is more than this
+	// many ms newer (by record timestamp) than its first batch (Kafka's
+	// segment.ms / log.roll.ms); 0: never by time.
+	SegmentMs          int64
+	IndexIntervalBytes int // bytes between sparse index entries
+	MaxBatchBytes      int // reject batches larger than this
 	FlushPolicy        FlushPolicy
 	FlushInterval      time.Duration // for FlushInterval, used by the owner
 	// TruncateDamaged: a batch that recovery finds damaged below the

@@ -38,6 +38,11 @@ type segment struct {
 	// by time), -1 while empty; timestampUnknown for a segment opened from
 	// disk (or cut) until largestTimestamp scans it.
 	maxTimestamp atomic.Int64
+	// firstTimestamp is its first batch's max timestamp, which a roll by
+	// time (segment.ms) measures from, as Kafka's rollingBasedTimestamp: -1
+	// while empty, timestampUnknown for a segment opened from disk until
+	// rollBaseTimestamp reads it. Guarded by Log.mu.
+	firstTimestamp int64
 }
 
 // timestampUnknown marks segment.maxTimestamp not computed yet.
@@ -71,6 +76,7 @@ func createSegment(fsys vfs.FS, dir string, baseOffset int64) (*segment, error) 
 	s, err := openSegmentFile(fsys, dir, baseOffset, os.O_CREATE|os.O_TRUNC)
 	if err == nil {
 		s.maxTimestamp.Store(-1) // empty, and every batch written from now on is counted
+		s.firstTimestamp = -1
 	}
 	return s, err
 }
@@ -108,7 +114,7 @@ func openSegmentFile(fsys vfs.FS, dir string, baseOffset int64, flag int) (*segm
 	if err != nil {
 		return nil, fmt.Errorf("open segment %d: %w", baseOffset, err)
 	}
-	s := &segment{baseOffset: baseOffset, file: file}
+	s := &segment{baseOffset: baseOffset, file: file, firstTimestamp: timestampUnknown}
 	s.maxTimestamp.Store(timestampUnknown)
 	s.index.fsys, s.index.baseOffset, s.index.path = fsys, baseOffset, segmentPath(dir, baseOffset, indexFileSuffix)
 	return s, nil
@@ -152,6 +158,9 @@ func (s *segment) write(data []byte, batches []record.Batch, indexIntervalBytes 
 		return fmt.Errorf("write segment %d at %d: %w", s.baseOffset, pos, err)
 	}
 	ts := s.maxTimestamp.Load()
+	if s.firstTimestamp == -1 && len(batches) > 0 {
+		s.firstTimestamp = batches[0].MaxTimestamp()
+	}
 	for _, b := range batches {
 		if err := s.maybeIndex(b.BaseOffset(), pos, indexIntervalBytes); err != nil {
 			return err
@@ -217,7 +226,28 @@ func (s *segment) truncate(size int64) error {
 	}
 	s.size.Store(size)
 	s.maxTimestamp.Store(timestampUnknown) // the batches cut may have held it
+	if size == 0 {
+		s.firstTimestamp = -1
+	}
 	return nil
+}
+
+// rollBaseTimestamp is firstTimestamp, reading the first batch's header
+// of a segment opened from disk the first time. -1: empty. Under Log.mu.
+func (s *segment) rollBaseTimestamp() (int64, error) {
+	if s.firstTimestamp != timestampUnknown {
+		return s.firstTimestamp, nil
+	}
+	if s.size.Load() < record.HeaderSize {
+		s.firstTimestamp = -1
+		return -1, nil
+	}
+	var h [record.HeaderSize]byte
+	if _, err := s.file.ReadAt(h[:], 0); err != nil {
+		return 0, fmt.Errorf("read segment %d at 0: %w", s.baseOffset, err)
+	}
+	s.firstTimestamp = record.Batch(h[:]).MaxTimestamp()
+	return s.firstTimestamp, nil
 }
 
 // sync fsyncs the log file and, if it changed, the index.

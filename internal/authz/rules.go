@@ -46,6 +46,8 @@ var (
 	adminMethods = set(
 		replicadv1.ControllerService_CreateTopic_FullMethodName,
 		replicadv1.ControllerService_DeleteTopic_FullMethodName,
+		replicadv1.ControllerService_AlterTopicConfig_FullMethodName,
+		replicadv1.ControllerService_DescribeTopicConfig_FullMethodName,
 		replicadv1.ControllerService_ElectLeader_FullMethodName,
 		replicadv1.ControllerService_ReassignPartition_FullMethodName,
 		replicadv1.ControllerService_DescribeCluster_FullMethodName,

@@ -37,6 +37,12 @@ func (k controllerClient) CreateTopic(ctx context.Context, in *replicadv1.Create
 func (k controllerClient) DeleteTopic(ctx context.Context, in *replicadv1.DeleteTopicRequest, _ ...grpc.CallOption) (*replicadv1.DeleteTopicResponse, error) {
 	return invoke[*replicadv1.DeleteTopicResponse](ctx, k.c, "DeleteTopic", in)
 }
+func (k controllerClient) AlterTopicConfig(ctx context.Context, in *replicadv1.AlterTopicConfigRequest, _ ...grpc.CallOption) (*replicadv1.AlterTopicConfigResponse, error) {
+	return invoke[*replicadv1.AlterTopicConfigResponse](ctx, k.c, "AlterTopicConfig", in)
+}
+func (k controllerClient) DescribeTopicConfig(ctx context.Context, in *replicadv1.DescribeTopicConfigRequest, _ ...grpc.CallOption) (*replicadv1.DescribeTopicConfigResponse, error) {
+	return invoke[*replicadv1.DescribeTopicConfigResponse](ctx, k.c, "DescribeTopicConfig", in)
+}
 func (k controllerClient) ElectLeader(ctx context.Context, in *replicadv1.ElectLeaderRequest, _ ...grpc.CallOption) (*replicadv1.ElectLeaderResponse, error) {
 	return invoke[*replicadv1.ElectLeaderResponse](ctx, k.c, "ElectLeader", in)
 }

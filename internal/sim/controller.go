@@ -133,11 +133,17 @@ func (f *fencedStore) UpdateBroker(ctx context.Context, b store.Broker) error {
 	}
 	return f.Store.UpdateBroker(ctx, b)
 }
-func (f *fencedStore) CreateTopic(ctx context.Context, name string, parts []store.Partition) error {
+func (f *fencedStore) CreateTopic(ctx context.Context, name string, parts []store.Partition, configs map[string]string) error {
 	if err := f.check(); err != nil {
 		return err
 	}
-	return f.Store.CreateTopic(ctx, name, parts)
+	return f.Store.CreateTopic(ctx, name, parts, configs)
+}
+func (f *fencedStore) SetTopicConfig(ctx context.Context, name string, expected int64, configs map[string]string) (store.TopicConfig, error) {
+	if err := f.check(); err != nil {
+		return store.TopicConfig{}, err
+	}
+	return f.Store.SetTopicConfig(ctx, name, expected, configs)
 }
 func (f *fencedStore) DeleteTopic(ctx context.Context, name string) error {
 	if err := f.check(); err != nil {

@@ -41,6 +41,7 @@ func RunSuite(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ACLs", testACLs},
 		{"ACLsRejectEmptyFields", testACLsInvalid},
 		{"ConcurrentACLChangesLoseNothing", testConcurrentACLs},
+		{"TopicConfigs", testTopicConfigs},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -66,6 +67,7 @@ func RunDurabilitySuite(t *testing.T, open func(t *testing.T) store.Store, reope
 		{"PartitionsPersist", testPartitionsPersist},
 		{"PendingDeletionsPersist", testPendingDeletionsPersist},
 		{"ACLsPersist", testACLsPersist},
+		{"TopicConfigsPersist", testTopicConfigsPersist},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -294,10 +296,10 @@ func testCreateTopic(t *testing.T, s store.Store) {
 		{Partition: 1, Leader: 2, ISR: []int32{2, 3}, Replicas: []int32{2, 3}},
 		{Topic: "beta", Partition: 0, Leader: 1, ISR: []int32{1, 2}, Replicas: []int32{1, 2}},
 	}
-	if err := s.CreateTopic(ctx, "beta", beta); err != nil {
+	if err := s.CreateTopic(ctx, "beta", beta, nil); err != nil {
 		t.Fatalf("create beta: %v", err)
 	}
-	if err := s.CreateTopic(ctx, "alpha", []store.Partition{{Partition: 0, Leader: 3, ISR: []int32{3}, Replicas: []int32{3}}}); err != nil {
+	if err := s.CreateTopic(ctx, "alpha", []store.Partition{{Partition: 0, Leader: 3, ISR: []int32{3}, Replicas: []int32{3}}}, nil); err != nil {
 		t.Fatalf("create alpha: %v", err)
 	}
 	wantBeta := []store.Partition{
@@ -318,7 +320,7 @@ func testCreateTopic(t *testing.T, s store.Store) {
 		t.Fatalf("partition beta-1 = %+v, want %+v", p, wantBeta[1])
 	}
 
-	err := s.CreateTopic(ctx, "beta", []store.Partition{{Partition: 0, Leader: 9, Replicas: []int32{9}}})
+	err := s.CreateTopic(ctx, "beta", []store.Partition{{Partition: 0, Leader: 9, Replicas: []int32{9}}}, nil)
 	if !errors.Is(err, store.ErrExists) {
 		t.Fatalf("create beta again: %v, want ErrExists", err)
 	}
@@ -353,7 +355,7 @@ func testCreateTopicInvalid(t *testing.T, s store.Store) {
 		{"negative", "t", []store.Partition{{Partition: -1}}},
 		{"foreign topic", "t", []store.Partition{{Topic: "u", Partition: 0}}},
 	} {
-		if err := s.CreateTopic(ctx, tc.topic, tc.parts); !errors.Is(err, store.ErrInvalid) {
+		if err := s.CreateTopic(ctx, tc.topic, tc.parts, nil); !errors.Is(err, store.ErrInvalid) {
 			t.Errorf("%s: %v, want ErrInvalid", tc.name, err)
 		}
 	}
@@ -608,7 +610,7 @@ func testConcurrentOverlappingBatches(t *testing.T, s store.Store) {
 func testValuesAreCopies(t *testing.T, s store.Store) {
 	ctx := context.Background()
 	isr, replicas := []int32{1, 2}, []int32{1, 2}
-	if err := s.CreateTopic(ctx, "t", []store.Partition{{Partition: 0, Leader: 1, ISR: isr, Replicas: replicas}}); err != nil {
+	if err := s.CreateTopic(ctx, "t", []store.Partition{{Partition: 0, Leader: 1, ISR: isr, Replicas: replicas}}, nil); err != nil {
 		t.Fatalf("create: %v", err)
 	}
 	isr[0], replicas[0] = 99, 99
@@ -677,12 +679,14 @@ func testClosed(t *testing.T, s store.Store) {
 	_, calls["RegisterBroker"] = s.RegisterBroker(ctx, store.Broker{ID: 1})
 	_, calls["Brokers"] = s.Brokers(ctx)
 	calls["UpdateBroker"] = s.UpdateBroker(ctx, store.Broker{ID: 1})
-	calls["CreateTopic"] = s.CreateTopic(ctx, "u", []store.Partition{{Partition: 0}})
+	calls["CreateTopic"] = s.CreateTopic(ctx, "u", []store.Partition{{Partition: 0}}, nil)
 	calls["DeleteTopic"] = s.DeleteTopic(ctx, "t")
 	_, calls["Topic"] = s.Topic(ctx, "t")
 	_, calls["Partitions"] = s.Partitions(ctx)
 	_, calls["Partition"] = s.Partition(ctx, "t", 0)
 	calls["UpdatePartitions"] = s.UpdatePartitions(ctx, []store.PartitionUpdate{{Expected: 0, New: store.Partition{Topic: "t", PartitionEpoch: 1}}})
+	_, calls["TopicConfigs"] = s.TopicConfigs(ctx)
+	_, calls["SetTopicConfig"] = s.SetTopicConfig(ctx, "t", 1, nil)
 	for name, err := range calls {
 		if !errors.Is(err, store.ErrClosed) {
 			t.Errorf("%s after close: %v, want ErrClosed", name, err)
@@ -770,7 +774,7 @@ func createTopicWithID(t *testing.T, s store.Store, topic, id string, n int) {
 	for i := range parts {
 		parts[i] = store.Partition{Partition: int32(i), TopicID: id, Leader: 1, ISR: []int32{1, 2, 3}, Replicas: []int32{1, 2, 3}}
 	}
-	if err := s.CreateTopic(context.Background(), topic, parts); err != nil {
+	if err := s.CreateTopic(context.Background(), topic, parts, nil); err != nil {
 		t.Fatalf("create topic %s: %v", topic, err)
 	}
 }

@@ -484,9 +484,19 @@ type PartitionState struct {
 	// URL-safe base64): a topic deleted and created again under its name has
 	// another. A broker never reuses a log of another topic ID: it deletes it.
 	// Empty: unknown (a hand-made request, or an older controller).
-	TopicId       string `protobuf:"bytes,10,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	TopicId string `protobuf:"bytes,10,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
+	// The topic's config overrides (retention.ms, retention.bytes,
+	// segment.bytes, segment.ms, min.insync.replicas, cleanup.policy; only the
+	// keys set): the broker applies them over its own flags.
+	TopicConfigs map[string]string `protobuf:"bytes,11,rep,name=topic_configs,json=topicConfigs,proto3" json:"topic_configs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// The version of topic_configs, rising by one at every change of the
+	// topic's configs. A broker ignores a set older than the one it holds for
+	// the topic ID, so a request delivered late cannot bring an old value
+	// back. 0: not told (a hand-made request, an older controller): the
+	// broker keeps what it holds.
+	TopicConfigVersion int64 `protobuf:"varint,12,opt,name=topic_config_version,json=topicConfigVersion,proto3" json:"topic_config_version,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *PartitionState) Reset() {
@@ -587,6 +597,20 @@ func (x *PartitionState) GetTopicId() string {
 		return x.TopicId
 	}
 	return ""
+}
+
+func (x *PartitionState) GetTopicConfigs() map[string]string {
+	if x != nil {
+		return x.TopicConfigs
+	}
+	return nil
+}
+
+func (x *PartitionState) GetTopicConfigVersion() int64 {
+	if x != nil {
+		return x.TopicConfigVersion
+	}
+	return 0
 }
 
 // PartitionError is one partition's outcome in a batch response.
@@ -790,7 +814,7 @@ const file_replicad_v1_common_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\x05R\x02id\x12\x12\n" +
 	"\x04host\x18\x02 \x01(\tR\x04host\x12\x12\n" +
 	"\x04port\x18\x03 \x01(\x05R\x04port\x12!\n" +
-	"\fbroker_epoch\x18\x04 \x01(\x03R\vbrokerEpoch\"\xb3\x02\n" +
+	"\fbroker_epoch\x18\x04 \x01(\x03R\vbrokerEpoch\"\xfa\x03\n" +
 	"\x0ePartitionState\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12)\n" +
@@ -802,7 +826,12 @@ const file_replicad_v1_common_proto_rawDesc = "" +
 	"\breplicas\x18\b \x03(\x05R\breplicas\x12\x15\n" +
 	"\x06is_new\x18\t \x01(\bR\x05isNew\x12\x19\n" +
 	"\btopic_id\x18\n" +
-	" \x01(\tR\atopicId\"{\n" +
+	" \x01(\tR\atopicId\x12R\n" +
+	"\rtopic_configs\x18\v \x03(\v2-.replicad.v1.PartitionState.TopicConfigsEntryR\ftopicConfigs\x120\n" +
+	"\x14topic_config_version\x18\f \x01(\x03R\x12topicConfigVersion\x1a?\n" +
+	"\x11TopicConfigsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"{\n" +
 	"\x0ePartitionError\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x125\n" +
@@ -889,7 +918,7 @@ func file_replicad_v1_common_proto_rawDescGZIP() []byte {
 }
 
 var file_replicad_v1_common_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_replicad_v1_common_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_replicad_v1_common_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_replicad_v1_common_proto_goTypes = []any{
 	(ErrorCode)(0),         // 0: replicad.v1.ErrorCode
 	(ReplicaRole)(0),       // 1: replicad.v1.ReplicaRole
@@ -901,17 +930,19 @@ var file_replicad_v1_common_proto_goTypes = []any{
 	(*PartitionError)(nil), // 7: replicad.v1.PartitionError
 	(*Header)(nil),         // 8: replicad.v1.Header
 	(*Acl)(nil),            // 9: replicad.v1.Acl
+	nil,                    // 10: replicad.v1.PartitionState.TopicConfigsEntry
 }
 var file_replicad_v1_common_proto_depIdxs = []int32{
-	0, // 0: replicad.v1.PartitionError.error_code:type_name -> replicad.v1.ErrorCode
-	2, // 1: replicad.v1.Acl.operation:type_name -> replicad.v1.AclOperation
-	3, // 2: replicad.v1.Acl.resource_type:type_name -> replicad.v1.AclResourceType
-	4, // 3: replicad.v1.Acl.pattern_type:type_name -> replicad.v1.AclPatternType
-	4, // [4:4] is the sub-list for method output_type
-	4, // [4:4] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	10, // 0: replicad.v1.PartitionState.topic_configs:type_name -> replicad.v1.PartitionState.TopicConfigsEntry
+	0,  // 1: replicad.v1.PartitionError.error_code:type_name -> replicad.v1.ErrorCode
+	2,  // 2: replicad.v1.Acl.operation:type_name -> replicad.v1.AclOperation
+	3,  // 3: replicad.v1.Acl.resource_type:type_name -> replicad.v1.AclResourceType
+	4,  // 4: replicad.v1.Acl.pattern_type:type_name -> replicad.v1.AclPatternType
+	5,  // [5:5] is the sub-list for method output_type
+	5,  // [5:5] is the sub-list for method input_type
+	5,  // [5:5] is the sub-list for extension type_name
+	5,  // [5:5] is the sub-list for extension extendee
+	0,  // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_replicad_v1_common_proto_init() }
@@ -925,7 +956,7 @@ func file_replicad_v1_common_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_replicad_v1_common_proto_rawDesc), len(file_replicad_v1_common_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   5,
+			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -21,6 +21,61 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// ConfigSource says where a config's value comes from.
+type ConfigSource int32
+
+const (
+	ConfigSource_CONFIG_SOURCE_UNSPECIFIED ConfigSource = 0
+	// The topic overrides it (Kafka's DYNAMIC_TOPIC_CONFIG).
+	ConfigSource_CONFIG_SOURCE_TOPIC ConfigSource = 1
+	// The brokers' flag (Kafka's DEFAULT_CONFIG / STATIC_BROKER_CONFIG). The
+	// value is then the controller's view of it where it has one
+	// (min.insync.replicas: the smallest its replicas registered with), else
+	// Kafka's default, which a broker flag may have changed.
+	ConfigSource_CONFIG_SOURCE_BROKER_DEFAULT ConfigSource = 2
+)
+
+// Enum value maps for ConfigSource.
+var (
+	ConfigSource_name = map[int32]string{
+		0: "CONFIG_SOURCE_UNSPECIFIED",
+		1: "CONFIG_SOURCE_TOPIC",
+		2: "CONFIG_SOURCE_BROKER_DEFAULT",
+	}
+	ConfigSource_value = map[string]int32{
+		"CONFIG_SOURCE_UNSPECIFIED":    0,
+		"CONFIG_SOURCE_TOPIC":          1,
+		"CONFIG_SOURCE_BROKER_DEFAULT": 2,
+	}
+)
+
+func (x ConfigSource) Enum() *ConfigSource {
+	p := new(ConfigSource)
+	*p = x
+	return p
+}
+
+func (x ConfigSource) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ConfigSource) Descriptor() protoreflect.EnumDescriptor {
+	return file_replicad_v1_controller_proto_enumTypes[0].Descriptor()
+}
+
+func (ConfigSource) Type() protoreflect.EnumType {
+	return &file_replicad_v1_controller_proto_enumTypes[0]
+}
+
+func (x ConfigSource) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ConfigSource.Descriptor instead.
+func (ConfigSource) EnumDescriptor() ([]byte, []int) {
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{0}
+}
+
 type RegisterBrokerRequest struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	BrokerId int32                  `protobuf:"varint,1,opt,name=broker_id,json=brokerId,proto3" json:"broker_id,omitempty"`
@@ -743,8 +798,12 @@ type CreateTopicRequest struct {
 	Topic             string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
 	Partitions        int32                  `protobuf:"varint,2,opt,name=partitions,proto3" json:"partitions,omitempty"`
 	ReplicationFactor int32                  `protobuf:"varint,3,opt,name=replication_factor,json=replicationFactor,proto3" json:"replication_factor,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// Config overrides (Kafka's names: retention.ms, retention.bytes,
+	// segment.bytes, segment.ms, min.insync.replicas, cleanup.policy). An
+	// unknown key or a bad value: InvalidArgument naming it, nothing created.
+	Configs       map[string]string `protobuf:"bytes,4,rep,name=configs,proto3" json:"configs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CreateTopicRequest) Reset() {
@@ -796,6 +855,13 @@ func (x *CreateTopicRequest) GetReplicationFactor() int32 {
 		return x.ReplicationFactor
 	}
 	return 0
+}
+
+func (x *CreateTopicRequest) GetConfigs() map[string]string {
+	if x != nil {
+		return x.Configs
+	}
+	return nil
 }
 
 type CreateTopicResponse struct {
@@ -858,6 +924,320 @@ func (x *CreateTopicResponse) GetPartitions() []*ClusterPartition {
 	return nil
 }
 
+type AlterTopicConfigRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Topic string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	// Keys to set (or replace), and keys to remove (back to the broker
+	// default), as IncrementalAlterConfigs' SET and DELETE. A key in both,
+	// an unknown key or a bad value: InvalidArgument naming it, nothing changed.
+	Set    map[string]string `protobuf:"bytes,2,rep,name=set,proto3" json:"set,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Delete []string          `protobuf:"bytes,3,rep,name=delete,proto3" json:"delete,omitempty"`
+	// Check only: validate and answer the configs that would result.
+	ValidateOnly  bool `protobuf:"varint,4,opt,name=validate_only,json=validateOnly,proto3" json:"validate_only,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AlterTopicConfigRequest) Reset() {
+	*x = AlterTopicConfigRequest{}
+	mi := &file_replicad_v1_controller_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlterTopicConfigRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlterTopicConfigRequest) ProtoMessage() {}
+
+func (x *AlterTopicConfigRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_replicad_v1_controller_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlterTopicConfigRequest.ProtoReflect.Descriptor instead.
+func (*AlterTopicConfigRequest) Descriptor() ([]byte, []int) {
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *AlterTopicConfigRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *AlterTopicConfigRequest) GetSet() map[string]string {
+	if x != nil {
+		return x.Set
+	}
+	return nil
+}
+
+func (x *AlterTopicConfigRequest) GetDelete() []string {
+	if x != nil {
+		return x.Delete
+	}
+	return nil
+}
+
+func (x *AlterTopicConfigRequest) GetValidateOnly() bool {
+	if x != nil {
+		return x.ValidateOnly
+	}
+	return false
+}
+
+type AlterTopicConfigResponse struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	ErrorCode    ErrorCode              `protobuf:"varint,1,opt,name=error_code,json=errorCode,proto3,enum=replicad.v1.ErrorCode" json:"error_code,omitempty"`
+	ErrorMessage string                 `protobuf:"bytes,2,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	// The topic's overrides after the change, and their version.
+	Configs       map[string]string `protobuf:"bytes,3,rep,name=configs,proto3" json:"configs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Version       int64             `protobuf:"varint,4,opt,name=version,proto3" json:"version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AlterTopicConfigResponse) Reset() {
+	*x = AlterTopicConfigResponse{}
+	mi := &file_replicad_v1_controller_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlterTopicConfigResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlterTopicConfigResponse) ProtoMessage() {}
+
+func (x *AlterTopicConfigResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_replicad_v1_controller_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlterTopicConfigResponse.ProtoReflect.Descriptor instead.
+func (*AlterTopicConfigResponse) Descriptor() ([]byte, []int) {
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *AlterTopicConfigResponse) GetErrorCode() ErrorCode {
+	if x != nil {
+		return x.ErrorCode
+	}
+	return ErrorCode_ERROR_CODE_NONE
+}
+
+func (x *AlterTopicConfigResponse) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
+	}
+	return ""
+}
+
+func (x *AlterTopicConfigResponse) GetConfigs() map[string]string {
+	if x != nil {
+		return x.Configs
+	}
+	return nil
+}
+
+func (x *AlterTopicConfigResponse) GetVersion() int64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+type DescribeTopicConfigRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeTopicConfigRequest) Reset() {
+	*x = DescribeTopicConfigRequest{}
+	mi := &file_replicad_v1_controller_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeTopicConfigRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeTopicConfigRequest) ProtoMessage() {}
+
+func (x *DescribeTopicConfigRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_replicad_v1_controller_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeTopicConfigRequest.ProtoReflect.Descriptor instead.
+func (*DescribeTopicConfigRequest) Descriptor() ([]byte, []int) {
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *DescribeTopicConfigRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+type ConfigEntry struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Value         string                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	Source        ConfigSource           `protobuf:"varint,3,opt,name=source,proto3,enum=replicad.v1.ConfigSource" json:"source,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConfigEntry) Reset() {
+	*x = ConfigEntry{}
+	mi := &file_replicad_v1_controller_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConfigEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConfigEntry) ProtoMessage() {}
+
+func (x *ConfigEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_replicad_v1_controller_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConfigEntry.ProtoReflect.Descriptor instead.
+func (*ConfigEntry) Descriptor() ([]byte, []int) {
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *ConfigEntry) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ConfigEntry) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
+func (x *ConfigEntry) GetSource() ConfigSource {
+	if x != nil {
+		return x.Source
+	}
+	return ConfigSource_CONFIG_SOURCE_UNSPECIFIED
+}
+
+type DescribeTopicConfigResponse struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	ErrorCode    ErrorCode              `protobuf:"varint,1,opt,name=error_code,json=errorCode,proto3,enum=replicad.v1.ErrorCode" json:"error_code,omitempty"`
+	ErrorMessage string                 `protobuf:"bytes,2,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	// Every topic config key, sorted by name.
+	Entries       []*ConfigEntry `protobuf:"bytes,3,rep,name=entries,proto3" json:"entries,omitempty"`
+	Version       int64          `protobuf:"varint,4,opt,name=version,proto3" json:"version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeTopicConfigResponse) Reset() {
+	*x = DescribeTopicConfigResponse{}
+	mi := &file_replicad_v1_controller_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeTopicConfigResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeTopicConfigResponse) ProtoMessage() {}
+
+func (x *DescribeTopicConfigResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_replicad_v1_controller_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeTopicConfigResponse.ProtoReflect.Descriptor instead.
+func (*DescribeTopicConfigResponse) Descriptor() ([]byte, []int) {
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *DescribeTopicConfigResponse) GetErrorCode() ErrorCode {
+	if x != nil {
+		return x.ErrorCode
+	}
+	return ErrorCode_ERROR_CODE_NONE
+}
+
+func (x *DescribeTopicConfigResponse) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
+	}
+	return ""
+}
+
+func (x *DescribeTopicConfigResponse) GetEntries() []*ConfigEntry {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+func (x *DescribeTopicConfigResponse) GetVersion() int64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
 type DeleteTopicRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
@@ -867,7 +1247,7 @@ type DeleteTopicRequest struct {
 
 func (x *DeleteTopicRequest) Reset() {
 	*x = DeleteTopicRequest{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[12]
+	mi := &file_replicad_v1_controller_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -879,7 +1259,7 @@ func (x *DeleteTopicRequest) String() string {
 func (*DeleteTopicRequest) ProtoMessage() {}
 
 func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[12]
+	mi := &file_replicad_v1_controller_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -892,7 +1272,7 @@ func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTopicRequest) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{12}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *DeleteTopicRequest) GetTopic() string {
@@ -912,7 +1292,7 @@ type DeleteTopicResponse struct {
 
 func (x *DeleteTopicResponse) Reset() {
 	*x = DeleteTopicResponse{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[13]
+	mi := &file_replicad_v1_controller_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -924,7 +1304,7 @@ func (x *DeleteTopicResponse) String() string {
 func (*DeleteTopicResponse) ProtoMessage() {}
 
 func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[13]
+	mi := &file_replicad_v1_controller_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -937,7 +1317,7 @@ func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTopicResponse) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{13}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *DeleteTopicResponse) GetErrorCode() ErrorCode {
@@ -966,7 +1346,7 @@ type ElectLeaderRequest struct {
 
 func (x *ElectLeaderRequest) Reset() {
 	*x = ElectLeaderRequest{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[14]
+	mi := &file_replicad_v1_controller_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -978,7 +1358,7 @@ func (x *ElectLeaderRequest) String() string {
 func (*ElectLeaderRequest) ProtoMessage() {}
 
 func (x *ElectLeaderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[14]
+	mi := &file_replicad_v1_controller_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -991,7 +1371,7 @@ func (x *ElectLeaderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElectLeaderRequest.ProtoReflect.Descriptor instead.
 func (*ElectLeaderRequest) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{14}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ElectLeaderRequest) GetTopic() string {
@@ -1026,7 +1406,7 @@ type ElectLeaderResponse struct {
 
 func (x *ElectLeaderResponse) Reset() {
 	*x = ElectLeaderResponse{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[15]
+	mi := &file_replicad_v1_controller_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1038,7 +1418,7 @@ func (x *ElectLeaderResponse) String() string {
 func (*ElectLeaderResponse) ProtoMessage() {}
 
 func (x *ElectLeaderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[15]
+	mi := &file_replicad_v1_controller_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1051,7 +1431,7 @@ func (x *ElectLeaderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElectLeaderResponse.ProtoReflect.Descriptor instead.
 func (*ElectLeaderResponse) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{15}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ElectLeaderResponse) GetErrorCode() ErrorCode {
@@ -1086,7 +1466,7 @@ type ReassignPartitionRequest struct {
 
 func (x *ReassignPartitionRequest) Reset() {
 	*x = ReassignPartitionRequest{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[16]
+	mi := &file_replicad_v1_controller_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1098,7 +1478,7 @@ func (x *ReassignPartitionRequest) String() string {
 func (*ReassignPartitionRequest) ProtoMessage() {}
 
 func (x *ReassignPartitionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[16]
+	mi := &file_replicad_v1_controller_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1111,7 +1491,7 @@ func (x *ReassignPartitionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReassignPartitionRequest.ProtoReflect.Descriptor instead.
 func (*ReassignPartitionRequest) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{16}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ReassignPartitionRequest) GetTopic() string {
@@ -1146,7 +1526,7 @@ type ReassignPartitionResponse struct {
 
 func (x *ReassignPartitionResponse) Reset() {
 	*x = ReassignPartitionResponse{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[17]
+	mi := &file_replicad_v1_controller_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1158,7 +1538,7 @@ func (x *ReassignPartitionResponse) String() string {
 func (*ReassignPartitionResponse) ProtoMessage() {}
 
 func (x *ReassignPartitionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[17]
+	mi := &file_replicad_v1_controller_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1171,7 +1551,7 @@ func (x *ReassignPartitionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReassignPartitionResponse.ProtoReflect.Descriptor instead.
 func (*ReassignPartitionResponse) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{17}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ReassignPartitionResponse) GetErrorCode() ErrorCode {
@@ -1203,7 +1583,7 @@ type DescribeClusterRequest struct {
 
 func (x *DescribeClusterRequest) Reset() {
 	*x = DescribeClusterRequest{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[18]
+	mi := &file_replicad_v1_controller_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1215,7 +1595,7 @@ func (x *DescribeClusterRequest) String() string {
 func (*DescribeClusterRequest) ProtoMessage() {}
 
 func (x *DescribeClusterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[18]
+	mi := &file_replicad_v1_controller_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1228,7 +1608,7 @@ func (x *DescribeClusterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeClusterRequest.ProtoReflect.Descriptor instead.
 func (*DescribeClusterRequest) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{18}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{23}
 }
 
 type BrokerDescription struct {
@@ -1244,7 +1624,7 @@ type BrokerDescription struct {
 
 func (x *BrokerDescription) Reset() {
 	*x = BrokerDescription{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[19]
+	mi := &file_replicad_v1_controller_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1256,7 +1636,7 @@ func (x *BrokerDescription) String() string {
 func (*BrokerDescription) ProtoMessage() {}
 
 func (x *BrokerDescription) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[19]
+	mi := &file_replicad_v1_controller_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1269,7 +1649,7 @@ func (x *BrokerDescription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BrokerDescription.ProtoReflect.Descriptor instead.
 func (*BrokerDescription) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{19}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *BrokerDescription) GetId() int32 {
@@ -1340,7 +1720,7 @@ type ClusterPartition struct {
 
 func (x *ClusterPartition) Reset() {
 	*x = ClusterPartition{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[20]
+	mi := &file_replicad_v1_controller_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1352,7 +1732,7 @@ func (x *ClusterPartition) String() string {
 func (*ClusterPartition) ProtoMessage() {}
 
 func (x *ClusterPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[20]
+	mi := &file_replicad_v1_controller_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1365,7 +1745,7 @@ func (x *ClusterPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterPartition.ProtoReflect.Descriptor instead.
 func (*ClusterPartition) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{20}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ClusterPartition) GetTopic() string {
@@ -1479,7 +1859,7 @@ type DeletedTopic struct {
 
 func (x *DeletedTopic) Reset() {
 	*x = DeletedTopic{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[21]
+	mi := &file_replicad_v1_controller_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1491,7 +1871,7 @@ func (x *DeletedTopic) String() string {
 func (*DeletedTopic) ProtoMessage() {}
 
 func (x *DeletedTopic) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[21]
+	mi := &file_replicad_v1_controller_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1504,7 +1884,7 @@ func (x *DeletedTopic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeletedTopic.ProtoReflect.Descriptor instead.
 func (*DeletedTopic) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{21}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *DeletedTopic) GetTopic() string {
@@ -1539,7 +1919,7 @@ type PendingReplicas struct {
 
 func (x *PendingReplicas) Reset() {
 	*x = PendingReplicas{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[22]
+	mi := &file_replicad_v1_controller_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1551,7 +1931,7 @@ func (x *PendingReplicas) String() string {
 func (*PendingReplicas) ProtoMessage() {}
 
 func (x *PendingReplicas) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[22]
+	mi := &file_replicad_v1_controller_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1564,7 +1944,7 @@ func (x *PendingReplicas) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingReplicas.ProtoReflect.Descriptor instead.
 func (*PendingReplicas) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{22}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *PendingReplicas) GetPartition() int32 {
@@ -1599,7 +1979,7 @@ type DescribeClusterResponse struct {
 
 func (x *DescribeClusterResponse) Reset() {
 	*x = DescribeClusterResponse{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[23]
+	mi := &file_replicad_v1_controller_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1611,7 +1991,7 @@ func (x *DescribeClusterResponse) String() string {
 func (*DescribeClusterResponse) ProtoMessage() {}
 
 func (x *DescribeClusterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[23]
+	mi := &file_replicad_v1_controller_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1624,7 +2004,7 @@ func (x *DescribeClusterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeClusterResponse.ProtoReflect.Descriptor instead.
 func (*DescribeClusterResponse) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{23}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *DescribeClusterResponse) GetControllerEpoch() int32 {
@@ -1686,7 +2066,7 @@ type ControlledShutdownRequest struct {
 
 func (x *ControlledShutdownRequest) Reset() {
 	*x = ControlledShutdownRequest{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[24]
+	mi := &file_replicad_v1_controller_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1698,7 +2078,7 @@ func (x *ControlledShutdownRequest) String() string {
 func (*ControlledShutdownRequest) ProtoMessage() {}
 
 func (x *ControlledShutdownRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[24]
+	mi := &file_replicad_v1_controller_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1711,7 +2091,7 @@ func (x *ControlledShutdownRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ControlledShutdownRequest.ProtoReflect.Descriptor instead.
 func (*ControlledShutdownRequest) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{24}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ControlledShutdownRequest) GetBrokerId() int32 {
@@ -1739,7 +2119,7 @@ type ControlledShutdownResponse struct {
 
 func (x *ControlledShutdownResponse) Reset() {
 	*x = ControlledShutdownResponse{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[25]
+	mi := &file_replicad_v1_controller_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1751,7 +2131,7 @@ func (x *ControlledShutdownResponse) String() string {
 func (*ControlledShutdownResponse) ProtoMessage() {}
 
 func (x *ControlledShutdownResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[25]
+	mi := &file_replicad_v1_controller_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1764,7 +2144,7 @@ func (x *ControlledShutdownResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ControlledShutdownResponse.ProtoReflect.Descriptor instead.
 func (*ControlledShutdownResponse) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{25}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ControlledShutdownResponse) GetErrorCode() ErrorCode {
@@ -1791,7 +2171,7 @@ type CreateAclsRequest struct {
 
 func (x *CreateAclsRequest) Reset() {
 	*x = CreateAclsRequest{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[26]
+	mi := &file_replicad_v1_controller_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1803,7 +2183,7 @@ func (x *CreateAclsRequest) String() string {
 func (*CreateAclsRequest) ProtoMessage() {}
 
 func (x *CreateAclsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[26]
+	mi := &file_replicad_v1_controller_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1816,7 +2196,7 @@ func (x *CreateAclsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAclsRequest.ProtoReflect.Descriptor instead.
 func (*CreateAclsRequest) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{26}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *CreateAclsRequest) GetAcls() []*Acl {
@@ -1839,7 +2219,7 @@ type CreateAclsResponse struct {
 
 func (x *CreateAclsResponse) Reset() {
 	*x = CreateAclsResponse{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[27]
+	mi := &file_replicad_v1_controller_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1851,7 +2231,7 @@ func (x *CreateAclsResponse) String() string {
 func (*CreateAclsResponse) ProtoMessage() {}
 
 func (x *CreateAclsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[27]
+	mi := &file_replicad_v1_controller_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1864,7 +2244,7 @@ func (x *CreateAclsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAclsResponse.ProtoReflect.Descriptor instead.
 func (*CreateAclsResponse) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{27}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *CreateAclsResponse) GetErrorCode() ErrorCode {
@@ -1903,7 +2283,7 @@ type AclFilter struct {
 
 func (x *AclFilter) Reset() {
 	*x = AclFilter{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[28]
+	mi := &file_replicad_v1_controller_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1915,7 +2295,7 @@ func (x *AclFilter) String() string {
 func (*AclFilter) ProtoMessage() {}
 
 func (x *AclFilter) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[28]
+	mi := &file_replicad_v1_controller_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1928,7 +2308,7 @@ func (x *AclFilter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclFilter.ProtoReflect.Descriptor instead.
 func (*AclFilter) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{28}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *AclFilter) GetPrincipal() string {
@@ -1979,7 +2359,7 @@ type DeleteAclsRequest struct {
 
 func (x *DeleteAclsRequest) Reset() {
 	*x = DeleteAclsRequest{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[29]
+	mi := &file_replicad_v1_controller_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1991,7 +2371,7 @@ func (x *DeleteAclsRequest) String() string {
 func (*DeleteAclsRequest) ProtoMessage() {}
 
 func (x *DeleteAclsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[29]
+	mi := &file_replicad_v1_controller_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2004,7 +2384,7 @@ func (x *DeleteAclsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteAclsRequest.ProtoReflect.Descriptor instead.
 func (*DeleteAclsRequest) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{29}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *DeleteAclsRequest) GetFilters() []*AclFilter {
@@ -2032,7 +2412,7 @@ type DeleteAclsResponse struct {
 
 func (x *DeleteAclsResponse) Reset() {
 	*x = DeleteAclsResponse{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[30]
+	mi := &file_replicad_v1_controller_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2044,7 +2424,7 @@ func (x *DeleteAclsResponse) String() string {
 func (*DeleteAclsResponse) ProtoMessage() {}
 
 func (x *DeleteAclsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[30]
+	mi := &file_replicad_v1_controller_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2057,7 +2437,7 @@ func (x *DeleteAclsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteAclsResponse.ProtoReflect.Descriptor instead.
 func (*DeleteAclsResponse) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{30}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *DeleteAclsResponse) GetErrorCode() ErrorCode {
@@ -2091,7 +2471,7 @@ type DescribeAclsRequest struct {
 
 func (x *DescribeAclsRequest) Reset() {
 	*x = DescribeAclsRequest{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[31]
+	mi := &file_replicad_v1_controller_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2103,7 +2483,7 @@ func (x *DescribeAclsRequest) String() string {
 func (*DescribeAclsRequest) ProtoMessage() {}
 
 func (x *DescribeAclsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[31]
+	mi := &file_replicad_v1_controller_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2116,7 +2496,7 @@ func (x *DescribeAclsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeAclsRequest.ProtoReflect.Descriptor instead.
 func (*DescribeAclsRequest) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{31}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *DescribeAclsRequest) GetFilter() *AclFilter {
@@ -2137,7 +2517,7 @@ type DescribeAclsResponse struct {
 
 func (x *DescribeAclsResponse) Reset() {
 	*x = DescribeAclsResponse{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[32]
+	mi := &file_replicad_v1_controller_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2149,7 +2529,7 @@ func (x *DescribeAclsResponse) String() string {
 func (*DescribeAclsResponse) ProtoMessage() {}
 
 func (x *DescribeAclsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[32]
+	mi := &file_replicad_v1_controller_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2162,7 +2542,7 @@ func (x *DescribeAclsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeAclsResponse.ProtoReflect.Descriptor instead.
 func (*DescribeAclsResponse) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{32}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *DescribeAclsResponse) GetErrorCode() ErrorCode {
@@ -2250,20 +2630,53 @@ const file_replicad_v1_controller_proto_rawDesc = "" +
 	"error_code\x18\x01 \x01(\x0e2\x16.replicad.v1.ErrorCodeR\terrorCode\x12A\n" +
 	"\n" +
 	"partitions\x18\x02 \x03(\v2!.replicad.v1.AlterPartitionResultR\n" +
-	"partitions\"y\n" +
+	"partitions\"\xfd\x01\n" +
 	"\x12CreateTopicRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1e\n" +
 	"\n" +
 	"partitions\x18\x02 \x01(\x05R\n" +
 	"partitions\x12-\n" +
-	"\x12replication_factor\x18\x03 \x01(\x05R\x11replicationFactor\"\xb0\x01\n" +
+	"\x12replication_factor\x18\x03 \x01(\x05R\x11replicationFactor\x12F\n" +
+	"\aconfigs\x18\x04 \x03(\v2,.replicad.v1.CreateTopicRequest.ConfigsEntryR\aconfigs\x1a:\n" +
+	"\fConfigsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb0\x01\n" +
 	"\x13CreateTopicResponse\x125\n" +
 	"\n" +
 	"error_code\x18\x01 \x01(\x0e2\x16.replicad.v1.ErrorCodeR\terrorCode\x12#\n" +
 	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\x12=\n" +
 	"\n" +
 	"partitions\x18\x03 \x03(\v2\x1d.replicad.v1.ClusterPartitionR\n" +
-	"partitions\"*\n" +
+	"partitions\"\xe5\x01\n" +
+	"\x17AlterTopicConfigRequest\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12?\n" +
+	"\x03set\x18\x02 \x03(\v2-.replicad.v1.AlterTopicConfigRequest.SetEntryR\x03set\x12\x16\n" +
+	"\x06delete\x18\x03 \x03(\tR\x06delete\x12#\n" +
+	"\rvalidate_only\x18\x04 \x01(\bR\fvalidateOnly\x1a6\n" +
+	"\bSetEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9a\x02\n" +
+	"\x18AlterTopicConfigResponse\x125\n" +
+	"\n" +
+	"error_code\x18\x01 \x01(\x0e2\x16.replicad.v1.ErrorCodeR\terrorCode\x12#\n" +
+	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\x12L\n" +
+	"\aconfigs\x18\x03 \x03(\v22.replicad.v1.AlterTopicConfigResponse.ConfigsEntryR\aconfigs\x12\x18\n" +
+	"\aversion\x18\x04 \x01(\x03R\aversion\x1a:\n" +
+	"\fConfigsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"2\n" +
+	"\x1aDescribeTopicConfigRequest\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\"j\n" +
+	"\vConfigEntry\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value\x121\n" +
+	"\x06source\x18\x03 \x01(\x0e2\x19.replicad.v1.ConfigSourceR\x06source\"\xc7\x01\n" +
+	"\x1bDescribeTopicConfigResponse\x125\n" +
+	"\n" +
+	"error_code\x18\x01 \x01(\x0e2\x16.replicad.v1.ErrorCodeR\terrorCode\x12#\n" +
+	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\x122\n" +
+	"\aentries\x18\x03 \x03(\v2\x18.replicad.v1.ConfigEntryR\aentries\x12\x18\n" +
+	"\aversion\x18\x04 \x01(\x03R\aversion\"*\n" +
 	"\x12DeleteTopicRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\"q\n" +
 	"\x13DeleteTopicResponse\x125\n" +
@@ -2364,13 +2777,20 @@ const file_replicad_v1_controller_proto_rawDesc = "" +
 	"\n" +
 	"error_code\x18\x01 \x01(\x0e2\x16.replicad.v1.ErrorCodeR\terrorCode\x12#\n" +
 	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\x12$\n" +
-	"\x04acls\x18\x03 \x03(\v2\x10.replicad.v1.AclR\x04acls2\xb9\b\n" +
+	"\x04acls\x18\x03 \x03(\v2\x10.replicad.v1.AclR\x04acls*h\n" +
+	"\fConfigSource\x12\x1d\n" +
+	"\x19CONFIG_SOURCE_UNSPECIFIED\x10\x00\x12\x17\n" +
+	"\x13CONFIG_SOURCE_TOPIC\x10\x01\x12 \n" +
+	"\x1cCONFIG_SOURCE_BROKER_DEFAULT\x10\x022\x84\n" +
+	"\n" +
 	"\x11ControllerService\x12Y\n" +
 	"\x0eRegisterBroker\x12\".replicad.v1.RegisterBrokerRequest\x1a#.replicad.v1.RegisterBrokerResponse\x12\\\n" +
 	"\x0fBrokerHeartbeat\x12#.replicad.v1.BrokerHeartbeatRequest\x1a$.replicad.v1.BrokerHeartbeatResponse\x12Y\n" +
 	"\x0eAlterPartition\x12\".replicad.v1.AlterPartitionRequest\x1a#.replicad.v1.AlterPartitionResponse\x12P\n" +
 	"\vCreateTopic\x12\x1f.replicad.v1.CreateTopicRequest\x1a .replicad.v1.CreateTopicResponse\x12P\n" +
-	"\vDeleteTopic\x12\x1f.replicad.v1.DeleteTopicRequest\x1a .replicad.v1.DeleteTopicResponse\x12P\n" +
+	"\vDeleteTopic\x12\x1f.replicad.v1.DeleteTopicRequest\x1a .replicad.v1.DeleteTopicResponse\x12_\n" +
+	"\x10AlterTopicConfig\x12$.replicad.v1.AlterTopicConfigRequest\x1a%.replicad.v1.AlterTopicConfigResponse\x12h\n" +
+	"\x13DescribeTopicConfig\x12'.replicad.v1.DescribeTopicConfigRequest\x1a(.replicad.v1.DescribeTopicConfigResponse\x12P\n" +
 	"\vElectLeader\x12\x1f.replicad.v1.ElectLeaderRequest\x1a .replicad.v1.ElectLeaderResponse\x12b\n" +
 	"\x11ReassignPartition\x12%.replicad.v1.ReassignPartitionRequest\x1a&.replicad.v1.ReassignPartitionResponse\x12\\\n" +
 	"\x0fDescribeCluster\x12#.replicad.v1.DescribeClusterRequest\x1a$.replicad.v1.DescribeClusterResponse\x12e\n" +
@@ -2394,112 +2814,133 @@ func file_replicad_v1_controller_proto_rawDescGZIP() []byte {
 	return file_replicad_v1_controller_proto_rawDescData
 }
 
-var file_replicad_v1_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_replicad_v1_controller_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_replicad_v1_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
 var file_replicad_v1_controller_proto_goTypes = []any{
-	(*RegisterBrokerRequest)(nil),      // 0: replicad.v1.RegisterBrokerRequest
-	(*RegisterBrokerResponse)(nil),     // 1: replicad.v1.RegisterBrokerResponse
-	(*BrokerHeartbeatRequest)(nil),     // 2: replicad.v1.BrokerHeartbeatRequest
-	(*PartitionRef)(nil),               // 3: replicad.v1.PartitionRef
-	(*BrokerHeartbeatResponse)(nil),    // 4: replicad.v1.BrokerHeartbeatResponse
-	(*BrokerEpoch)(nil),                // 5: replicad.v1.BrokerEpoch
-	(*AlterPartitionItem)(nil),         // 6: replicad.v1.AlterPartitionItem
-	(*AlterPartitionRequest)(nil),      // 7: replicad.v1.AlterPartitionRequest
-	(*AlterPartitionResult)(nil),       // 8: replicad.v1.AlterPartitionResult
-	(*AlterPartitionResponse)(nil),     // 9: replicad.v1.AlterPartitionResponse
-	(*CreateTopicRequest)(nil),         // 10: replicad.v1.CreateTopicRequest
-	(*CreateTopicResponse)(nil),        // 11: replicad.v1.CreateTopicResponse
-	(*DeleteTopicRequest)(nil),         // 12: replicad.v1.DeleteTopicRequest
-	(*DeleteTopicResponse)(nil),        // 13: replicad.v1.DeleteTopicResponse
-	(*ElectLeaderRequest)(nil),         // 14: replicad.v1.ElectLeaderRequest
-	(*ElectLeaderResponse)(nil),        // 15: replicad.v1.ElectLeaderResponse
-	(*ReassignPartitionRequest)(nil),   // 16: replicad.v1.ReassignPartitionRequest
-	(*ReassignPartitionResponse)(nil),  // 17: replicad.v1.ReassignPartitionResponse
-	(*DescribeClusterRequest)(nil),     // 18: replicad.v1.DescribeClusterRequest
-	(*BrokerDescription)(nil),          // 19: replicad.v1.BrokerDescription
-	(*ClusterPartition)(nil),           // 20: replicad.v1.ClusterPartition
-	(*DeletedTopic)(nil),               // 21: replicad.v1.DeletedTopic
-	(*PendingReplicas)(nil),            // 22: replicad.v1.PendingReplicas
-	(*DescribeClusterResponse)(nil),    // 23: replicad.v1.DescribeClusterResponse
-	(*ControlledShutdownRequest)(nil),  // 24: replicad.v1.ControlledShutdownRequest
-	(*ControlledShutdownResponse)(nil), // 25: replicad.v1.ControlledShutdownResponse
-	(*CreateAclsRequest)(nil),          // 26: replicad.v1.CreateAclsRequest
-	(*CreateAclsResponse)(nil),         // 27: replicad.v1.CreateAclsResponse
-	(*AclFilter)(nil),                  // 28: replicad.v1.AclFilter
-	(*DeleteAclsRequest)(nil),          // 29: replicad.v1.DeleteAclsRequest
-	(*DeleteAclsResponse)(nil),         // 30: replicad.v1.DeleteAclsResponse
-	(*DescribeAclsRequest)(nil),        // 31: replicad.v1.DescribeAclsRequest
-	(*DescribeAclsResponse)(nil),       // 32: replicad.v1.DescribeAclsResponse
-	(ErrorCode)(0),                     // 33: replicad.v1.ErrorCode
-	(*PartitionError)(nil),             // 34: replicad.v1.PartitionError
-	(*Acl)(nil),                        // 35: replicad.v1.Acl
-	(AclOperation)(0),                  // 36: replicad.v1.AclOperation
-	(AclResourceType)(0),               // 37: replicad.v1.AclResourceType
-	(AclPatternType)(0),                // 38: replicad.v1.AclPatternType
+	(ConfigSource)(0),                   // 0: replicad.v1.ConfigSource
+	(*RegisterBrokerRequest)(nil),       // 1: replicad.v1.RegisterBrokerRequest
+	(*RegisterBrokerResponse)(nil),      // 2: replicad.v1.RegisterBrokerResponse
+	(*BrokerHeartbeatRequest)(nil),      // 3: replicad.v1.BrokerHeartbeatRequest
+	(*PartitionRef)(nil),                // 4: replicad.v1.PartitionRef
+	(*BrokerHeartbeatResponse)(nil),     // 5: replicad.v1.BrokerHeartbeatResponse
+	(*BrokerEpoch)(nil),                 // 6: replicad.v1.BrokerEpoch
+	(*AlterPartitionItem)(nil),          // 7: replicad.v1.AlterPartitionItem
+	(*AlterPartitionRequest)(nil),       // 8: replicad.v1.AlterPartitionRequest
+	(*AlterPartitionResult)(nil),        // 9: replicad.v1.AlterPartitionResult
+	(*AlterPartitionResponse)(nil),      // 10: replicad.v1.AlterPartitionResponse
+	(*CreateTopicRequest)(nil),          // 11: replicad.v1.CreateTopicRequest
+	(*CreateTopicResponse)(nil),         // 12: replicad.v1.CreateTopicResponse
+	(*AlterTopicConfigRequest)(nil),     // 13: replicad.v1.AlterTopicConfigRequest
+	(*AlterTopicConfigResponse)(nil),    // 14: replicad.v1.AlterTopicConfigResponse
+	(*DescribeTopicConfigRequest)(nil),  // 15: replicad.v1.DescribeTopicConfigRequest
+	(*ConfigEntry)(nil),                 // 16: replicad.v1.ConfigEntry
+	(*DescribeTopicConfigResponse)(nil), // 17: replicad.v1.DescribeTopicConfigResponse
+	(*DeleteTopicRequest)(nil),          // 18: replicad.v1.DeleteTopicRequest
+	(*DeleteTopicResponse)(nil),         // 19: replicad.v1.DeleteTopicResponse
+	(*ElectLeaderRequest)(nil),          // 20: replicad.v1.ElectLeaderRequest
+	(*ElectLeaderResponse)(nil),         // 21: replicad.v1.ElectLeaderResponse
+	(*ReassignPartitionRequest)(nil),    // 22: replicad.v1.ReassignPartitionRequest
+	(*ReassignPartitionResponse)(nil),   // 23: replicad.v1.ReassignPartitionResponse
+	(*DescribeClusterRequest)(nil),      // 24: replicad.v1.DescribeClusterRequest
+	(*BrokerDescription)(nil),           // 25: replicad.v1.BrokerDescription
+	(*ClusterPartition)(nil),            // 26: replicad.v1.ClusterPartition
+	(*DeletedTopic)(nil),                // 27: replicad.v1.DeletedTopic
+	(*PendingReplicas)(nil),             // 28: replicad.v1.PendingReplicas
+	(*DescribeClusterResponse)(nil),     // 29: replicad.v1.DescribeClusterResponse
+	(*ControlledShutdownRequest)(nil),   // 30: replicad.v1.ControlledShutdownRequest
+	(*ControlledShutdownResponse)(nil),  // 31: replicad.v1.ControlledShutdownResponse
+	(*CreateAclsRequest)(nil),           // 32: replicad.v1.CreateAclsRequest
+	(*CreateAclsResponse)(nil),          // 33: replicad.v1.CreateAclsResponse
+	(*AclFilter)(nil),                   // 34: replicad.v1.AclFilter
+	(*DeleteAclsRequest)(nil),           // 35: replicad.v1.DeleteAclsRequest
+	(*DeleteAclsResponse)(nil),          // 36: replicad.v1.DeleteAclsResponse
+	(*DescribeAclsRequest)(nil),         // 37: replicad.v1.DescribeAclsRequest
+	(*DescribeAclsResponse)(nil),        // 38: replicad.v1.DescribeAclsResponse
+	nil,                                 // 39: replicad.v1.CreateTopicRequest.ConfigsEntry
+	nil,                                 // 40: replicad.v1.AlterTopicConfigRequest.SetEntry
+	nil,                                 // 41: replicad.v1.AlterTopicConfigResponse.ConfigsEntry
+	(ErrorCode)(0),                      // 42: replicad.v1.ErrorCode
+	(*PartitionError)(nil),              // 43: replicad.v1.PartitionError
+	(*Acl)(nil),                         // 44: replicad.v1.Acl
+	(AclOperation)(0),                   // 45: replicad.v1.AclOperation
+	(AclResourceType)(0),                // 46: replicad.v1.AclResourceType
+	(AclPatternType)(0),                 // 47: replicad.v1.AclPatternType
 }
 var file_replicad_v1_controller_proto_depIdxs = []int32{
-	33, // 0: replicad.v1.RegisterBrokerResponse.error_code:type_name -> replicad.v1.ErrorCode
-	3,  // 1: replicad.v1.BrokerHeartbeatRequest.offline_partitions:type_name -> replicad.v1.PartitionRef
-	33, // 2: replicad.v1.BrokerHeartbeatResponse.error_code:type_name -> replicad.v1.ErrorCode
-	5,  // 3: replicad.v1.AlterPartitionItem.new_isr:type_name -> replicad.v1.BrokerEpoch
-	6,  // 4: replicad.v1.AlterPartitionRequest.partitions:type_name -> replicad.v1.AlterPartitionItem
-	33, // 5: replicad.v1.AlterPartitionResult.error_code:type_name -> replicad.v1.ErrorCode
-	33, // 6: replicad.v1.AlterPartitionResponse.error_code:type_name -> replicad.v1.ErrorCode
-	8,  // 7: replicad.v1.AlterPartitionResponse.partitions:type_name -> replicad.v1.AlterPartitionResult
-	33, // 8: replicad.v1.CreateTopicResponse.error_code:type_name -> replicad.v1.ErrorCode
-	20, // 9: replicad.v1.CreateTopicResponse.partitions:type_name -> replicad.v1.ClusterPartition
-	33, // 10: replicad.v1.DeleteTopicResponse.error_code:type_name -> replicad.v1.ErrorCode
-	33, // 11: replicad.v1.ElectLeaderResponse.error_code:type_name -> replicad.v1.ErrorCode
-	20, // 12: replicad.v1.ElectLeaderResponse.partition:type_name -> replicad.v1.ClusterPartition
-	33, // 13: replicad.v1.ReassignPartitionResponse.error_code:type_name -> replicad.v1.ErrorCode
-	20, // 14: replicad.v1.ReassignPartitionResponse.partition:type_name -> replicad.v1.ClusterPartition
-	22, // 15: replicad.v1.DeletedTopic.pending:type_name -> replicad.v1.PendingReplicas
-	19, // 16: replicad.v1.DescribeClusterResponse.brokers:type_name -> replicad.v1.BrokerDescription
-	20, // 17: replicad.v1.DescribeClusterResponse.partitions:type_name -> replicad.v1.ClusterPartition
-	33, // 18: replicad.v1.DescribeClusterResponse.error_code:type_name -> replicad.v1.ErrorCode
-	21, // 19: replicad.v1.DescribeClusterResponse.pending_deletions:type_name -> replicad.v1.DeletedTopic
-	33, // 20: replicad.v1.ControlledShutdownResponse.error_code:type_name -> replicad.v1.ErrorCode
-	34, // 21: replicad.v1.ControlledShutdownResponse.remaining_partitions:type_name -> replicad.v1.PartitionError
-	35, // 22: replicad.v1.CreateAclsRequest.acls:type_name -> replicad.v1.Acl
-	33, // 23: replicad.v1.CreateAclsResponse.error_code:type_name -> replicad.v1.ErrorCode
-	35, // 24: replicad.v1.CreateAclsResponse.created:type_name -> replicad.v1.Acl
-	36, // 25: replicad.v1.AclFilter.operation:type_name -> replicad.v1.AclOperation
-	37, // 26: replicad.v1.AclFilter.resource_type:type_name -> replicad.v1.AclResourceType
-	38, // 27: replicad.v1.AclFilter.pattern_type:type_name -> replicad.v1.AclPatternType
-	28, // 28: replicad.v1.DeleteAclsRequest.filters:type_name -> replicad.v1.AclFilter
-	33, // 29: replicad.v1.DeleteAclsResponse.error_code:type_name -> replicad.v1.ErrorCode
-	35, // 30: replicad.v1.DeleteAclsResponse.deleted:type_name -> replicad.v1.Acl
-	28, // 31: replicad.v1.DescribeAclsRequest.filter:type_name -> replicad.v1.AclFilter
-	33, // 32: replicad.v1.DescribeAclsResponse.error_code:type_name -> replicad.v1.ErrorCode
-	35, // 33: replicad.v1.DescribeAclsResponse.acls:type_name -> replicad.v1.Acl
-	0,  // 34: replicad.v1.ControllerService.RegisterBroker:input_type -> replicad.v1.RegisterBrokerRequest
-	2,  // 35: replicad.v1.ControllerService.BrokerHeartbeat:input_type -> replicad.v1.BrokerHeartbeatRequest
-	7,  // 36: replicad.v1.ControllerService.AlterPartition:input_type -> replicad.v1.AlterPartitionRequest
-	10, // 37: replicad.v1.ControllerService.CreateTopic:input_type -> replicad.v1.CreateTopicRequest
-	12, // 38: replicad.v1.ControllerService.DeleteTopic:input_type -> replicad.v1.DeleteTopicRequest
-	14, // 39: replicad.v1.ControllerService.ElectLeader:input_type -> replicad.v1.ElectLeaderRequest
-	16, // 40: replicad.v1.ControllerService.ReassignPartition:input_type -> replicad.v1.ReassignPartitionRequest
-	18, // 41: replicad.v1.ControllerService.DescribeCluster:input_type -> replicad.v1.DescribeClusterRequest
-	24, // 42: replicad.v1.ControllerService.ControlledShutdown:input_type -> replicad.v1.ControlledShutdownRequest
-	26, // 43: replicad.v1.ControllerService.CreateAcls:input_type -> replicad.v1.CreateAclsRequest
-	29, // 44: replicad.v1.ControllerService.DeleteAcls:input_type -> replicad.v1.DeleteAclsRequest
-	31, // 45: replicad.v1.ControllerService.DescribeAcls:input_type -> replicad.v1.DescribeAclsRequest
-	1,  // 46: replicad.v1.ControllerService.RegisterBroker:output_type -> replicad.v1.RegisterBrokerResponse
-	4,  // 47: replicad.v1.ControllerService.BrokerHeartbeat:output_type -> replicad.v1.BrokerHeartbeatResponse
-	9,  // 48: replicad.v1.ControllerService.AlterPartition:output_type -> replicad.v1.AlterPartitionResponse
-	11, // 49: replicad.v1.ControllerService.CreateTopic:output_type -> replicad.v1.CreateTopicResponse
-	13, // 50: replicad.v1.ControllerService.DeleteTopic:output_type -> replicad.v1.DeleteTopicResponse
-	15, // 51: replicad.v1.ControllerService.ElectLeader:output_type -> replicad.v1.ElectLeaderResponse
-	17, // 52: replicad.v1.ControllerService.ReassignPartition:output_type -> replicad.v1.ReassignPartitionResponse
-	23, // 53: replicad.v1.ControllerService.DescribeCluster:output_type -> replicad.v1.DescribeClusterResponse
-	25, // 54: replicad.v1.ControllerService.ControlledShutdown:output_type -> replicad.v1.ControlledShutdownResponse
-	27, // 55: replicad.v1.ControllerService.CreateAcls:output_type -> replicad.v1.CreateAclsResponse
-	30, // 56: replicad.v1.ControllerService.DeleteAcls:output_type -> replicad.v1.DeleteAclsResponse
-	32, // 57: replicad.v1.ControllerService.DescribeAcls:output_type -> replicad.v1.DescribeAclsResponse
-	46, // [46:58] is the sub-list for method output_type
-	34, // [34:46] is the sub-list for method input_type
-	34, // [34:34] is the sub-list for extension type_name
-	34, // [34:34] is the sub-list for extension extendee
-	0,  // [0:34] is the sub-list for field type_name
+	42, // 0: replicad.v1.RegisterBrokerResponse.error_code:type_name -> replicad.v1.ErrorCode
+	4,  // 1: replicad.v1.BrokerHeartbeatRequest.offline_partitions:type_name -> replicad.v1.PartitionRef
+	42, // 2: replicad.v1.BrokerHeartbeatResponse.error_code:type_name -> replicad.v1.ErrorCode
+	6,  // 3: replicad.v1.AlterPartitionItem.new_isr:type_name -> replicad.v1.BrokerEpoch
+	7,  // 4: replicad.v1.AlterPartitionRequest.partitions:type_name -> replicad.v1.AlterPartitionItem
+	42, // 5: replicad.v1.AlterPartitionResult.error_code:type_name -> replicad.v1.ErrorCode
+	42, // 6: replicad.v1.AlterPartitionResponse.error_code:type_name -> replicad.v1.ErrorCode
+	9,  // 7: replicad.v1.AlterPartitionResponse.partitions:type_name -> replicad.v1.AlterPartitionResult
+	39, // 8: replicad.v1.CreateTopicRequest.configs:type_name -> replicad.v1.CreateTopicRequest.ConfigsEntry
+	42, // 9: replicad.v1.CreateTopicResponse.error_code:type_name -> replicad.v1.ErrorCode
+	26, // 10: replicad.v1.CreateTopicResponse.partitions:type_name -> replicad.v1.ClusterPartition
+	40, // 11: replicad.v1.AlterTopicConfigRequest.set:type_name -> replicad.v1.AlterTopicConfigRequest.SetEntry
+	42, // 12: replicad.v1.AlterTopicConfigResponse.error_code:type_name -> replicad.v1.ErrorCode
+	41, // 13: replicad.v1.AlterTopicConfigResponse.configs:type_name -> replicad.v1.AlterTopicConfigResponse.ConfigsEntry
+	0,  // 14: replicad.v1.ConfigEntry.source:type_name -> replicad.v1.ConfigSource
+	42, // 15: replicad.v1.DescribeTopicConfigResponse.error_code:type_name -> replicad.v1.ErrorCode
+	16, // 16: replicad.v1.DescribeTopicConfigResponse.entries:type_name -> replicad.v1.ConfigEntry
+	42, // 17: replicad.v1.DeleteTopicResponse.error_code:type_name -> replicad.v1.ErrorCode
+	42, // 18: replicad.v1.ElectLeaderResponse.error_code:type_name -> replicad.v1.ErrorCode
+	26, // 19: replicad.v1.ElectLeaderResponse.partition:type_name -> replicad.v1.ClusterPartition
+	42, // 20: replicad.v1.ReassignPartitionResponse.error_code:type_name -> replicad.v1.ErrorCode
+	26, // 21: replicad.v1.ReassignPartitionResponse.partition:type_name -> replicad.v1.ClusterPartition
+	28, // 22: replicad.v1.DeletedTopic.pending:type_name -> replicad.v1.PendingReplicas
+	25, // 23: replicad.v1.DescribeClusterResponse.brokers:type_name -> replicad.v1.BrokerDescription
+	26, // 24: replicad.v1.DescribeClusterResponse.partitions:type_name -> replicad.v1.ClusterPartition
+	42, // 25: replicad.v1.DescribeClusterResponse.error_code:type_name -> replicad.v1.ErrorCode
+	27, // 26: replicad.v1.DescribeClusterResponse.pending_deletions:type_name -> replicad.v1.DeletedTopic
+	42, // 27: replicad.v1.ControlledShutdownResponse.error_code:type_name -> replicad.v1.ErrorCode
+	43, // 28: replicad.v1.ControlledShutdownResponse.remaining_partitions:type_name -> replicad.v1.PartitionError
+	44, // 29: replicad.v1.CreateAclsRequest.acls:type_name -> replicad.v1.Acl
+	42, // 30: replicad.v1.CreateAclsResponse.error_code:type_name -> replicad.v1.ErrorCode
+	44, // 31: replicad.v1.CreateAclsResponse.created:type_name -> replicad.v1.Acl
+	45, // 32: replicad.v1.AclFilter.operation:type_name -> replicad.v1.AclOperation
+	46, // 33: replicad.v1.AclFilter.resource_type:type_name -> replicad.v1.AclResourceType
+	47, // 34: replicad.v1.AclFilter.pattern_type:type_name -> replicad.v1.AclPatternType
+	34, // 35: replicad.v1.DeleteAclsRequest.filters:type_name -> replicad.v1.AclFilter
+	42, // 36: replicad.v1.DeleteAclsResponse.error_code:type_name -> replicad.v1.ErrorCode
+	44, // 37: replicad.v1.DeleteAclsResponse.deleted:type_name -> replicad.v1.Acl
+	34, // 38: replicad.v1.DescribeAclsRequest.filter:type_name -> replicad.v1.AclFilter
+	42, // 39: replicad.v1.DescribeAclsResponse.error_code:type_name -> replicad.v1.ErrorCode
+	44, // 40: replicad.v1.DescribeAclsResponse.acls:type_name -> replicad.v1.Acl
+	1,  // 41: replicad.v1.ControllerService.RegisterBroker:input_type -> replicad.v1.RegisterBrokerRequest
+	3,  // 42: replicad.v1.ControllerService.BrokerHeartbeat:input_type -> replicad.v1.BrokerHeartbeatRequest
+	8,  // 43: replicad.v1.ControllerService.AlterPartition:input_type -> replicad.v1.AlterPartitionRequest
+	11, // 44: replicad.v1.ControllerService.CreateTopic:input_type -> replicad.v1.CreateTopicRequest
+	18, // 45: replicad.v1.ControllerService.DeleteTopic:input_type -> replicad.v1.DeleteTopicRequest
+	13, // 46: replicad.v1.ControllerService.AlterTopicConfig:input_type -> replicad.v1.AlterTopicConfigRequest
+	15, // 47: replicad.v1.ControllerService.DescribeTopicConfig:input_type -> replicad.v1.DescribeTopicConfigRequest
+	20, // 48: replicad.v1.ControllerService.ElectLeader:input_type -> replicad.v1.ElectLeaderRequest
+	22, // 49: replicad.v1.ControllerService.ReassignPartition:input_type -> replicad.v1.ReassignPartitionRequest
+	24, // 50: replicad.v1.ControllerService.DescribeCluster:input_type -> replicad.v1.DescribeClusterRequest
+	30, // 51: replicad.v1.ControllerService.ControlledShutdown:input_type -> replicad.v1.ControlledShutdownRequest
+	32, // 52: replicad.v1.ControllerService.CreateAcls:input_type -> replicad.v1.CreateAclsRequest
+	35, // 53: replicad.v1.ControllerService.DeleteAcls:input_type -> replicad.v1.DeleteAclsRequest
+	37, // 54: replicad.v1.ControllerService.DescribeAcls:input_type -> replicad.v1.DescribeAclsRequest
+	2,  // 55: replicad.v1.ControllerService.RegisterBroker:output_type -> replicad.v1.RegisterBrokerResponse
+	5,  // 56: replicad.v1.ControllerService.BrokerHeartbeat:output_type -> replicad.v1.BrokerHeartbeatResponse
+	10, // 57: replicad.v1.ControllerService.AlterPartition:output_type -> replicad.v1.AlterPartitionResponse
+	12, // 58: replicad.v1.ControllerService.CreateTopic:output_type -> replicad.v1.CreateTopicResponse
+	19, // 59: replicad.v1.ControllerService.DeleteTopic:output_type -> replicad.v1.DeleteTopicResponse
+	14, // 60: replicad.v1.ControllerService.AlterTopicConfig:output_type -> replicad.v1.AlterTopicConfigResponse
+	17, // 61: replicad.v1.ControllerService.DescribeTopicConfig:output_type -> replicad.v1.DescribeTopicConfigResponse
+	21, // 62: replicad.v1.ControllerService.ElectLeader:output_type -> replicad.v1.ElectLeaderResponse
+	23, // 63: replicad.v1.ControllerService.ReassignPartition:output_type -> replicad.v1.ReassignPartitionResponse
+	29, // 64: replicad.v1.ControllerService.DescribeCluster:output_type -> replicad.v1.DescribeClusterResponse
+	31, // 65: replicad.v1.ControllerService.ControlledShutdown:output_type -> replicad.v1.ControlledShutdownResponse
+	33, // 66: replicad.v1.ControllerService.CreateAcls:output_type -> replicad.v1.CreateAclsResponse
+	36, // 67: replicad.v1.ControllerService.DeleteAcls:output_type -> replicad.v1.DeleteAclsResponse
+	38, // 68: replicad.v1.ControllerService.DescribeAcls:output_type -> replicad.v1.DescribeAclsResponse
+	55, // [55:69] is the sub-list for method output_type
+	41, // [41:55] is the sub-list for method input_type
+	41, // [41:41] is the sub-list for extension type_name
+	41, // [41:41] is the sub-list for extension extendee
+	0,  // [0:41] is the sub-list for field type_name
 }
 
 func init() { file_replicad_v1_controller_proto_init() }
@@ -2508,19 +2949,20 @@ func file_replicad_v1_controller_proto_init() {
 		return
 	}
 	file_replicad_v1_common_proto_init()
-	file_replicad_v1_controller_proto_msgTypes[14].OneofWrappers = []any{}
+	file_replicad_v1_controller_proto_msgTypes[19].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_replicad_v1_controller_proto_rawDesc), len(file_replicad_v1_controller_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   33,
+			NumEnums:      1,
+			NumMessages:   41,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_replicad_v1_controller_proto_goTypes,
 		DependencyIndexes: file_replicad_v1_controller_proto_depIdxs,
+		EnumInfos:         file_replicad_v1_controller_proto_enumTypes,
 		MessageInfos:      file_replicad_v1_controller_proto_msgTypes,
 	}.Build()
 	File_replicad_v1_controller_proto = out.File

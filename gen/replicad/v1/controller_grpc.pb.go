@@ -19,18 +19,20 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	ControllerService_RegisterBroker_FullMethodName     = "/replicad.v1.ControllerService/RegisterBroker"
-	ControllerService_BrokerHeartbeat_FullMethodName    = "/replicad.v1.ControllerService/BrokerHeartbeat"
-	ControllerService_AlterPartition_FullMethodName     = "/replicad.v1.ControllerService/AlterPartition"
-	ControllerService_CreateTopic_FullMethodName        = "/replicad.v1.ControllerService/CreateTopic"
-	ControllerService_DeleteTopic_FullMethodName        = "/replicad.v1.ControllerService/DeleteTopic"
-	ControllerService_ElectLeader_FullMethodName        = "/replicad.v1.ControllerService/ElectLeader"
-	ControllerService_ReassignPartition_FullMethodName  = "/replicad.v1.ControllerService/ReassignPartition"
-	ControllerService_DescribeCluster_FullMethodName    = "/replicad.v1.ControllerService/DescribeCluster"
-	ControllerService_ControlledShutdown_FullMethodName = "/replicad.v1.ControllerService/ControlledShutdown"
-	ControllerService_CreateAcls_FullMethodName         = "/replicad.v1.ControllerService/CreateAcls"
-	ControllerService_DeleteAcls_FullMethodName         = "/replicad.v1.ControllerService/DeleteAcls"
-	ControllerService_DescribeAcls_FullMethodName       = "/replicad.v1.ControllerService/DescribeAcls"
+	ControllerService_RegisterBroker_FullMethodName      = "/replicad.v1.ControllerService/RegisterBroker"
+	ControllerService_BrokerHeartbeat_FullMethodName     = "/replicad.v1.ControllerService/BrokerHeartbeat"
+	ControllerService_AlterPartition_FullMethodName      = "/replicad.v1.ControllerService/AlterPartition"
+	ControllerService_CreateTopic_FullMethodName         = "/replicad.v1.ControllerService/CreateTopic"
+	ControllerService_DeleteTopic_FullMethodName         = "/replicad.v1.ControllerService/DeleteTopic"
+	ControllerService_AlterTopicConfig_FullMethodName    = "/replicad.v1.ControllerService/AlterTopicConfig"
+	ControllerService_DescribeTopicConfig_FullMethodName = "/replicad.v1.ControllerService/DescribeTopicConfig"
+	ControllerService_ElectLeader_FullMethodName         = "/replicad.v1.ControllerService/ElectLeader"
+	ControllerService_ReassignPartition_FullMethodName   = "/replicad.v1.ControllerService/ReassignPartition"
+	ControllerService_DescribeCluster_FullMethodName     = "/replicad.v1.ControllerService/DescribeCluster"
+	ControllerService_ControlledShutdown_FullMethodName  = "/replicad.v1.ControllerService/ControlledShutdown"
+	ControllerService_CreateAcls_FullMethodName          = "/replicad.v1.ControllerService/CreateAcls"
+	ControllerService_DeleteAcls_FullMethodName          = "/replicad.v1.ControllerService/DeleteAcls"
+	ControllerService_DescribeAcls_FullMethodName        = "/replicad.v1.ControllerService/DescribeAcls"
 )
 
 // ControllerServiceClient is the client API for ControllerService service.
@@ -48,6 +50,10 @@ type ControllerServiceClient interface {
 	// Admin methods used by ctlclient.
 	CreateTopic(ctx context.Context, in *CreateTopicRequest, opts ...grpc.CallOption) (*CreateTopicResponse, error)
 	DeleteTopic(ctx context.Context, in *DeleteTopicRequest, opts ...grpc.CallOption) (*DeleteTopicResponse, error)
+	// Topic configs (Kafka's IncrementalAlterConfigs / DescribeConfigs for
+	// topics): overrides of the brokers' defaults, sent to every broker.
+	AlterTopicConfig(ctx context.Context, in *AlterTopicConfigRequest, opts ...grpc.CallOption) (*AlterTopicConfigResponse, error)
+	DescribeTopicConfig(ctx context.Context, in *DescribeTopicConfigRequest, opts ...grpc.CallOption) (*DescribeTopicConfigResponse, error)
 	ElectLeader(ctx context.Context, in *ElectLeaderRequest, opts ...grpc.CallOption) (*ElectLeaderResponse, error)
 	ReassignPartition(ctx context.Context, in *ReassignPartitionRequest, opts ...grpc.CallOption) (*ReassignPartitionResponse, error)
 	DescribeCluster(ctx context.Context, in *DescribeClusterRequest, opts ...grpc.CallOption) (*DescribeClusterResponse, error)
@@ -112,6 +118,26 @@ func (c *controllerServiceClient) DeleteTopic(ctx context.Context, in *DeleteTop
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(DeleteTopicResponse)
 	err := c.cc.Invoke(ctx, ControllerService_DeleteTopic_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controllerServiceClient) AlterTopicConfig(ctx context.Context, in *AlterTopicConfigRequest, opts ...grpc.CallOption) (*AlterTopicConfigResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AlterTopicConfigResponse)
+	err := c.cc.Invoke(ctx, ControllerService_AlterTopicConfig_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controllerServiceClient) DescribeTopicConfig(ctx context.Context, in *DescribeTopicConfigRequest, opts ...grpc.CallOption) (*DescribeTopicConfigResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DescribeTopicConfigResponse)
+	err := c.cc.Invoke(ctx, ControllerService_DescribeTopicConfig_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -203,6 +229,10 @@ type ControllerServiceServer interface {
 	// Admin methods used by ctlclient.
 	CreateTopic(context.Context, *CreateTopicRequest) (*CreateTopicResponse, error)
 	DeleteTopic(context.Context, *DeleteTopicRequest) (*DeleteTopicResponse, error)
+	// Topic configs (Kafka's IncrementalAlterConfigs / DescribeConfigs for
+	// topics): overrides of the brokers' defaults, sent to every broker.
+	AlterTopicConfig(context.Context, *AlterTopicConfigRequest) (*AlterTopicConfigResponse, error)
+	DescribeTopicConfig(context.Context, *DescribeTopicConfigRequest) (*DescribeTopicConfigResponse, error)
 	ElectLeader(context.Context, *ElectLeaderRequest) (*ElectLeaderResponse, error)
 	ReassignPartition(context.Context, *ReassignPartitionRequest) (*ReassignPartitionResponse, error)
 	DescribeCluster(context.Context, *DescribeClusterRequest) (*DescribeClusterResponse, error)
@@ -237,6 +267,12 @@ func (UnimplementedControllerServiceServer) CreateTopic(context.Context, *Create
 }
 func (UnimplementedControllerServiceServer) DeleteTopic(context.Context, *DeleteTopicRequest) (*DeleteTopicResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteTopic not implemented")
+}
+func (UnimplementedControllerServiceServer) AlterTopicConfig(context.Context, *AlterTopicConfigRequest) (*AlterTopicConfigResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AlterTopicConfig not implemented")
+}
+func (UnimplementedControllerServiceServer) DescribeTopicConfig(context.Context, *DescribeTopicConfigRequest) (*DescribeTopicConfigResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DescribeTopicConfig not implemented")
 }
 func (UnimplementedControllerServiceServer) ElectLeader(context.Context, *ElectLeaderRequest) (*ElectLeaderResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ElectLeader not implemented")
@@ -366,6 +402,42 @@ func _ControllerService_DeleteTopic_Handler(srv interface{}, ctx context.Context
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(ControllerServiceServer).DeleteTopic(ctx, req.(*DeleteTopicRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ControllerService_AlterTopicConfig_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AlterTopicConfigRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServiceServer).AlterTopicConfig(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControllerService_AlterTopicConfig_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServiceServer).AlterTopicConfig(ctx, req.(*AlterTopicConfigRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ControllerService_DescribeTopicConfig_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DescribeTopicConfigRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServiceServer).DescribeTopicConfig(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControllerService_DescribeTopicConfig_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServiceServer).DescribeTopicConfig(ctx, req.(*DescribeTopicConfigRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -522,6 +594,14 @@ var ControllerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteTopic",
 			Handler:    _ControllerService_DeleteTopic_Handler,
+		},
+		{
+			MethodName: "AlterTopicConfig",
+			Handler:    _ControllerService_AlterTopicConfig_Handler,
+		},
+		{
+			MethodName: "DescribeTopicConfig",
+			Handler:    _ControllerService_DescribeTopicConfig_Handler,
 		},
 		{
 			MethodName: "ElectLeader",

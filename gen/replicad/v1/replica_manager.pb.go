@@ -784,8 +784,14 @@ type PartitionDescription struct {
 	// leadership (STORAGE_ERROR) until it is repaired, which it is when it
 	// follows a live leader. Unset for a sound log.
 	DamagedOffset *int64 `protobuf:"varint,16,opt,name=damaged_offset,json=damagedOffset,proto3,oneof" json:"damaged_offset,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// The topic config in effect on this replica: every key (retention.ms,
+	// retention.bytes, segment.bytes, segment.ms, min.insync.replicas,
+	// cleanup.policy), the broker's flags with the topic's overrides applied,
+	// and the version of those overrides (0: none received).
+	TopicConfig        map[string]string `protobuf:"bytes,17,rep,name=topic_config,json=topicConfig,proto3" json:"topic_config,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	TopicConfigVersion int64             `protobuf:"varint,18,opt,name=topic_config_version,json=topicConfigVersion,proto3" json:"topic_config_version,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *PartitionDescription) Reset() {
@@ -926,6 +932,20 @@ func (x *PartitionDescription) GetTopicId() string {
 func (x *PartitionDescription) GetDamagedOffset() int64 {
 	if x != nil && x.DamagedOffset != nil {
 		return *x.DamagedOffset
+	}
+	return 0
+}
+
+func (x *PartitionDescription) GetTopicConfig() map[string]string {
+	if x != nil {
+		return x.TopicConfig
+	}
+	return nil
+}
+
+func (x *PartitionDescription) GetTopicConfigVersion() int64 {
+	if x != nil {
+		return x.TopicConfigVersion
 	}
 	return 0
 }
@@ -1273,7 +1293,7 @@ const file_replicad_v1_replica_manager_proto_rawDesc = "" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12!\n" +
 	"\tpartition\x18\x02 \x01(\x05H\x00R\tpartition\x88\x01\x01B\f\n" +
 	"\n" +
-	"_partition\"\xc5\x04\n" +
+	"_partition\"\x8e\x06\n" +
 	"\x14PartitionDescription\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12,\n" +
@@ -1291,7 +1311,12 @@ const file_replicad_v1_replica_manager_proto_rawDesc = "" +
 	"\x10controller_epoch\x18\r \x01(\x05R\x0fcontrollerEpoch\x12$\n" +
 	"\x0efuture_log_dir\x18\x0e \x01(\tR\ffutureLogDir\x12\x19\n" +
 	"\btopic_id\x18\x0f \x01(\tR\atopicId\x12*\n" +
-	"\x0edamaged_offset\x18\x10 \x01(\x03H\x00R\rdamagedOffset\x88\x01\x01B\x11\n" +
+	"\x0edamaged_offset\x18\x10 \x01(\x03H\x00R\rdamagedOffset\x88\x01\x01\x12U\n" +
+	"\ftopic_config\x18\x11 \x03(\v22.replicad.v1.PartitionDescription.TopicConfigEntryR\vtopicConfig\x120\n" +
+	"\x14topic_config_version\x18\x12 \x01(\x03R\x12topicConfigVersion\x1a>\n" +
+	"\x10TopicConfigEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\x11\n" +
 	"\x0f_damaged_offset\"h\n" +
 	"\x11LogDirDescription\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x16\n" +
@@ -1335,7 +1360,7 @@ func file_replicad_v1_replica_manager_proto_rawDescGZIP() []byte {
 	return file_replicad_v1_replica_manager_proto_rawDescData
 }
 
-var file_replicad_v1_replica_manager_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_replicad_v1_replica_manager_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_replicad_v1_replica_manager_proto_goTypes = []any{
 	(*LeaderAndIsrRequest)(nil),              // 0: replicad.v1.LeaderAndIsrRequest
 	(*LeaderAndIsrResponse)(nil),             // 1: replicad.v1.LeaderAndIsrResponse
@@ -1354,50 +1379,52 @@ var file_replicad_v1_replica_manager_proto_goTypes = []any{
 	(*AlterReplicaLogDir)(nil),               // 14: replicad.v1.AlterReplicaLogDir
 	(*AlterReplicaLogDirsRequest)(nil),       // 15: replicad.v1.AlterReplicaLogDirsRequest
 	(*AlterReplicaLogDirsResponse)(nil),      // 16: replicad.v1.AlterReplicaLogDirsResponse
-	(*PartitionState)(nil),                   // 17: replicad.v1.PartitionState
-	(*Broker)(nil),                           // 18: replicad.v1.Broker
-	(ErrorCode)(0),                           // 19: replicad.v1.ErrorCode
-	(*PartitionError)(nil),                   // 20: replicad.v1.PartitionError
-	(*Acl)(nil),                              // 21: replicad.v1.Acl
-	(ReplicaRole)(0),                         // 22: replicad.v1.ReplicaRole
+	nil,                                      // 17: replicad.v1.PartitionDescription.TopicConfigEntry
+	(*PartitionState)(nil),                   // 18: replicad.v1.PartitionState
+	(*Broker)(nil),                           // 19: replicad.v1.Broker
+	(ErrorCode)(0),                           // 20: replicad.v1.ErrorCode
+	(*PartitionError)(nil),                   // 21: replicad.v1.PartitionError
+	(*Acl)(nil),                              // 22: replicad.v1.Acl
+	(ReplicaRole)(0),                         // 23: replicad.v1.ReplicaRole
 }
 var file_replicad_v1_replica_manager_proto_depIdxs = []int32{
-	17, // 0: replicad.v1.LeaderAndIsrRequest.partition_states:type_name -> replicad.v1.PartitionState
-	18, // 1: replicad.v1.LeaderAndIsrRequest.live_leaders:type_name -> replicad.v1.Broker
-	19, // 2: replicad.v1.LeaderAndIsrResponse.error_code:type_name -> replicad.v1.ErrorCode
-	20, // 3: replicad.v1.LeaderAndIsrResponse.partition_errors:type_name -> replicad.v1.PartitionError
-	18, // 4: replicad.v1.UpdateMetadataRequest.live_brokers:type_name -> replicad.v1.Broker
-	17, // 5: replicad.v1.UpdateMetadataRequest.partition_states:type_name -> replicad.v1.PartitionState
-	21, // 6: replicad.v1.UpdateMetadataRequest.acls:type_name -> replicad.v1.Acl
-	19, // 7: replicad.v1.UpdateMetadataResponse.error_code:type_name -> replicad.v1.ErrorCode
+	18, // 0: replicad.v1.LeaderAndIsrRequest.partition_states:type_name -> replicad.v1.PartitionState
+	19, // 1: replicad.v1.LeaderAndIsrRequest.live_leaders:type_name -> replicad.v1.Broker
+	20, // 2: replicad.v1.LeaderAndIsrResponse.error_code:type_name -> replicad.v1.ErrorCode
+	21, // 3: replicad.v1.LeaderAndIsrResponse.partition_errors:type_name -> replicad.v1.PartitionError
+	19, // 4: replicad.v1.UpdateMetadataRequest.live_brokers:type_name -> replicad.v1.Broker
+	18, // 5: replicad.v1.UpdateMetadataRequest.partition_states:type_name -> replicad.v1.PartitionState
+	22, // 6: replicad.v1.UpdateMetadataRequest.acls:type_name -> replicad.v1.Acl
+	20, // 7: replicad.v1.UpdateMetadataResponse.error_code:type_name -> replicad.v1.ErrorCode
 	4,  // 8: replicad.v1.StopReplicaRequest.partitions:type_name -> replicad.v1.StopReplicaPartition
-	19, // 9: replicad.v1.StopReplicaResponse.error_code:type_name -> replicad.v1.ErrorCode
-	20, // 10: replicad.v1.StopReplicaResponse.partition_errors:type_name -> replicad.v1.PartitionError
-	19, // 11: replicad.v1.LogDirCheckpoint.error_code:type_name -> replicad.v1.ErrorCode
-	19, // 12: replicad.v1.CheckpointHighWatermarksResponse.error_code:type_name -> replicad.v1.ErrorCode
+	20, // 9: replicad.v1.StopReplicaResponse.error_code:type_name -> replicad.v1.ErrorCode
+	21, // 10: replicad.v1.StopReplicaResponse.partition_errors:type_name -> replicad.v1.PartitionError
+	20, // 11: replicad.v1.LogDirCheckpoint.error_code:type_name -> replicad.v1.ErrorCode
+	20, // 12: replicad.v1.CheckpointHighWatermarksResponse.error_code:type_name -> replicad.v1.ErrorCode
 	8,  // 13: replicad.v1.CheckpointHighWatermarksResponse.log_dirs:type_name -> replicad.v1.LogDirCheckpoint
-	22, // 14: replicad.v1.PartitionDescription.role:type_name -> replicad.v1.ReplicaRole
-	11, // 15: replicad.v1.DescribePartitionsResponse.partitions:type_name -> replicad.v1.PartitionDescription
-	12, // 16: replicad.v1.DescribePartitionsResponse.log_dirs:type_name -> replicad.v1.LogDirDescription
-	14, // 17: replicad.v1.AlterReplicaLogDirsRequest.partitions:type_name -> replicad.v1.AlterReplicaLogDir
-	20, // 18: replicad.v1.AlterReplicaLogDirsResponse.partition_errors:type_name -> replicad.v1.PartitionError
-	0,  // 19: replicad.v1.ReplicaManagerService.LeaderAndIsr:input_type -> replicad.v1.LeaderAndIsrRequest
-	2,  // 20: replicad.v1.ReplicaManagerService.UpdateMetadata:input_type -> replicad.v1.UpdateMetadataRequest
-	5,  // 21: replicad.v1.ReplicaManagerService.StopReplica:input_type -> replicad.v1.StopReplicaRequest
-	7,  // 22: replicad.v1.ReplicaManagerService.CheckpointHighWatermarks:input_type -> replicad.v1.CheckpointHighWatermarksRequest
-	10, // 23: replicad.v1.ReplicaManagerService.DescribePartitions:input_type -> replicad.v1.DescribePartitionsRequest
-	15, // 24: replicad.v1.ReplicaManagerService.AlterReplicaLogDirs:input_type -> replicad.v1.AlterReplicaLogDirsRequest
-	1,  // 25: replicad.v1.ReplicaManagerService.LeaderAndIsr:output_type -> replicad.v1.LeaderAndIsrResponse
-	3,  // 26: replicad.v1.ReplicaManagerService.UpdateMetadata:output_type -> replicad.v1.UpdateMetadataResponse
-	6,  // 27: replicad.v1.ReplicaManagerService.StopReplica:output_type -> replicad.v1.StopReplicaResponse
-	9,  // 28: replicad.v1.ReplicaManagerService.CheckpointHighWatermarks:output_type -> replicad.v1.CheckpointHighWatermarksResponse
-	13, // 29: replicad.v1.ReplicaManagerService.DescribePartitions:output_type -> replicad.v1.DescribePartitionsResponse
-	16, // 30: replicad.v1.ReplicaManagerService.AlterReplicaLogDirs:output_type -> replicad.v1.AlterReplicaLogDirsResponse
-	25, // [25:31] is the sub-list for method output_type
-	19, // [19:25] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	23, // 14: replicad.v1.PartitionDescription.role:type_name -> replicad.v1.ReplicaRole
+	17, // 15: replicad.v1.PartitionDescription.topic_config:type_name -> replicad.v1.PartitionDescription.TopicConfigEntry
+	11, // 16: replicad.v1.DescribePartitionsResponse.partitions:type_name -> replicad.v1.PartitionDescription
+	12, // 17: replicad.v1.DescribePartitionsResponse.log_dirs:type_name -> replicad.v1.LogDirDescription
+	14, // 18: replicad.v1.AlterReplicaLogDirsRequest.partitions:type_name -> replicad.v1.AlterReplicaLogDir
+	21, // 19: replicad.v1.AlterReplicaLogDirsResponse.partition_errors:type_name -> replicad.v1.PartitionError
+	0,  // 20: replicad.v1.ReplicaManagerService.LeaderAndIsr:input_type -> replicad.v1.LeaderAndIsrRequest
+	2,  // 21: replicad.v1.ReplicaManagerService.UpdateMetadata:input_type -> replicad.v1.UpdateMetadataRequest
+	5,  // 22: replicad.v1.ReplicaManagerService.StopReplica:input_type -> replicad.v1.StopReplicaRequest
+	7,  // 23: replicad.v1.ReplicaManagerService.CheckpointHighWatermarks:input_type -> replicad.v1.CheckpointHighWatermarksRequest
+	10, // 24: replicad.v1.ReplicaManagerService.DescribePartitions:input_type -> replicad.v1.DescribePartitionsRequest
+	15, // 25: replicad.v1.ReplicaManagerService.AlterReplicaLogDirs:input_type -> replicad.v1.AlterReplicaLogDirsRequest
+	1,  // 26: replicad.v1.ReplicaManagerService.LeaderAndIsr:output_type -> replicad.v1.LeaderAndIsrResponse
+	3,  // 27: replicad.v1.ReplicaManagerService.UpdateMetadata:output_type -> replicad.v1.UpdateMetadataResponse
+	6,  // 28: replicad.v1.ReplicaManagerService.StopReplica:output_type -> replicad.v1.StopReplicaResponse
+	9,  // 29: replicad.v1.ReplicaManagerService.CheckpointHighWatermarks:output_type -> replicad.v1.CheckpointHighWatermarksResponse
+	13, // 30: replicad.v1.ReplicaManagerService.DescribePartitions:output_type -> replicad.v1.DescribePartitionsResponse
+	16, // 31: replicad.v1.ReplicaManagerService.AlterReplicaLogDirs:output_type -> replicad.v1.AlterReplicaLogDirsResponse
+	26, // [26:32] is the sub-list for method output_type
+	20, // [20:26] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_replicad_v1_replica_manager_proto_init() }
@@ -1414,7 +1441,7 @@ func file_replicad_v1_replica_manager_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_replicad_v1_replica_manager_proto_rawDesc), len(file_replicad_v1_replica_manager_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   17,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
