@@ -69,6 +69,23 @@ type MetricsSnapshot struct {
 	// Topics has one entry per topic with an online partition in a role,
 	// sorted by topic.
 	Topics []TopicMetrics
+	// Logs has one entry per online partition in a role (leader or
+	// follower: Kafka's kafka.log:type=Log metrics exist on every replica),
+	// sorted by topic then partition.
+	Logs []LogMetrics
+}
+
+// LogMetrics is one replica's log, as Kafka's per-log metrics (Size,
+// LogStartOffset, LogEndOffset) plus the segments deleted below its log
+// start since the log was opened (a count that starts over when the
+// broker restarts or the replica moves dir, as a Prometheus counter may).
+type LogMetrics struct {
+	TopicPartition  tp.TopicPartition
+	Leader          bool
+	SizeBytes       int64
+	LogStartOffset  int64
+	LogEndOffset    int64
+	SegmentsDeleted int64
 }
 
 // TopicMetrics is one topic's share of a MetricsSnapshot. The Leader*
@@ -97,8 +114,11 @@ type partitionMetrics struct {
 	role            Role // RoleUnspecified: no LeaderAndIsr applied yet
 	noLeader        bool // the controller left it without a leader
 	underReplicated bool
-	logEndOffset    int64 // on the leader only
-	logBytes        int64 // on the leader only
+	logEndOffset    int64
+	logBytes        int64
+	logStartOffset  int64
+	segmentsDeleted int64
+	hasLog          bool
 }
 
 // metricsState reads the partition's figures under its read lock. It reads
@@ -113,13 +133,16 @@ func (p *Partition) metricsState() partitionMetrics {
 	case p.isLeaderLocked():
 		m.role = RoleLeader
 		m.underReplicated = len(p.isr) < len(p.assignment)
-		if p.log != nil {
-			m.logEndOffset = p.log.LogEndOffset()
-			m.logBytes = p.log.Size()
-		}
 	default:
 		m.role = RoleFollower
 		m.noLeader = p.leader == noLeader
+	}
+	if p.log != nil {
+		m.hasLog = true
+		m.logEndOffset = p.log.LogEndOffset()
+		m.logBytes = p.log.Size()
+		m.logStartOffset = p.log.LogStartOffset()
+		m.segmentsDeleted = p.log.SegmentsDeleted()
 	}
 	return m
 }
@@ -151,6 +174,10 @@ func (rm *ReplicaManager) MetricsSnapshot() MetricsSnapshot {
 		if m.noLeader {
 			s.Offline++
 		}
+		if m.hasLog {
+			s.Logs = append(s.Logs, LogMetrics{TopicPartition: h.partition.topicPartition, Leader: m.role == RoleLeader,
+				SizeBytes: m.logBytes, LogStartOffset: m.logStartOffset, LogEndOffset: m.logEndOffset, SegmentsDeleted: m.segmentsDeleted})
+		}
 		topic := h.partition.topicPartition.Topic
 		tm := topics[topic]
 		if tm == nil {
@@ -175,5 +202,9 @@ func (rm *ReplicaManager) MetricsSnapshot() MetricsSnapshot {
 		s.Topics = append(s.Topics, *tm)
 	}
 	sort.Slice(s.Topics, func(i, j int) bool { return s.Topics[i].Topic < s.Topics[j].Topic })
+	sort.Slice(s.Logs, func(i, j int) bool {
+		a, b := s.Logs[i].TopicPartition, s.Logs[j].TopicPartition
+		return a.Topic < b.Topic || a.Topic == b.Topic && a.Partition < b.Partition
+	})
 	return s
 }

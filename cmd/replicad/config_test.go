@@ -28,7 +28,7 @@ func TestDefaultsFollowSpec(t *testing.T) {
 	want := config{
 		brokerID: 3, listen: "127.0.0.1:9091", logDirs: []string{filepath.Join(wd, "data", "broker-3")},
 		hwCheckpointInterval: 5 * time.Second, replicaLagTimeMax: 30 * time.Second,
-		numReplicaFetchers: 1, minInsyncReplicas: 1, logLevel: zerolog.InfoLevel, logFormat: "console",
+		numReplicaFetchers: 1, minInsyncReplicas: 1, logLevel: zerolog.InfoLevel, logFormat: "console", metricsLogSeries: true,
 		logConfig: log.DefaultConfig(), maxConnections: 1000, connectionsMaxIdle: 10 * time.Minute,
 		memoryLimit: 1 << 30, retention: log.Retention{Ms: 7 * 24 * 3600 * 1000, Bytes: -1}, retentionCheckInterval: 5 * time.Minute,
 	}
@@ -70,7 +70,7 @@ func TestFlagsReachConfig(t *testing.T) {
 		"--controller", "127.0.0.1:9090", "--trace-data-plane", "--state-change-log-level", "trace",
 		"--truncate-damaged-logs", "--max-connections", "7", "--connections-max-idle", "90s",
 		"--memory-limit", "512MiB", "--log-retention-ms", "60000", "--log-retention-bytes", "1000000",
-		"--log-retention-check-interval", "30s", "--log-roll-ms", "5000",
+		"--log-retention-check-interval", "30s", "--log-roll-ms", "5000", "--metrics-log-series=false",
 	}, &bytes.Buffer{})
 	if err != nil {
 		t.Fatal(err)
@@ -83,7 +83,7 @@ func TestFlagsReachConfig(t *testing.T) {
 	want := config{
 		brokerID: 0, listen: "0.0.0.0:0", logDirs: []string{"/a", "/c"}, hwCheckpointInterval: time.Second,
 		replicaLagTimeMax: 2 * time.Second, numReplicaFetchers: 4, minInsyncReplicas: 2, logLevel: zerolog.DebugLevel,
-		logFormat: "json", metricsListen: "127.0.0.1:0", logConfig: lc, controller: "127.0.0.1:9090",
+		logFormat: "json", metricsListen: "127.0.0.1:0", logConfig: lc, metricsLogSeries: false, controller: "127.0.0.1:9090",
 		traceDataPlane: true, stateChangeLevel: &trace, maxConnections: 7, connectionsMaxIdle: 90 * time.Second,
 		memoryLimit: 512 << 20, memoryLimitSet: true,
 		retention: log.Retention{Ms: 60000, Bytes: 1000000}, retentionCheckInterval: 30 * time.Second,

@@ -179,7 +179,8 @@ func run(args []string, stderr io.Writer) int {
 	// A fixed line (whatever the log format) so scripts and tests using port 0 learn the port.
 	fmt.Fprintf(stderr, "replicad listening on %s\n", lis.Addr())
 
-	if err := brokerMetrics.Observe(metrics.Sources{Replicas: rm.MetricsSnapshot, FetcherMaxLag: fetchers.MaxLag}); err != nil {
+	if err := brokerMetrics.Observe(metrics.Sources{Replicas: rm.MetricsSnapshot, FetcherMaxLag: fetchers.MaxLag,
+		NoLogSeries: !cfg.metricsLogSeries}); err != nil {
 		logger.Error().Err(err).Msg("metrics setup failed")
 		lis.Close()
 		shutdownReplicaManager(rm, logger)

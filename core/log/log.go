@@ -168,6 +168,8 @@ type Log struct {
 	// replaced, never modified, under mu, so a reader's copy stays consistent.
 	segments atomic.Pointer[[]*segment]
 	closed   atomic.Bool
+	// segmentsDeleted counts the segments deleted below the log start.
+	segmentsDeleted atomic.Int64
 
 	// Invariant: logStartOffset <= highWatermark <= logEndOffset and
 	// recoveryPoint <= logEndOffset. logEndOffset moves after the bytes below

@@ -115,10 +115,16 @@ func (l *Log) deleteSegmentsBelowStartLocked(n int) error {
 			return storageError(err, "delete segment %d below log start %d", s.baseOffset, l.logStartOffset.Load())
 		}
 	}
+	l.segmentsDeleted.Add(int64(n))
 	l.logger.Info().Str("dir", l.dir).Int64("log_start_offset", l.logStartOffset.Load()).Int("segments", n).
 		Msg("deleted segments below log start")
 	return nil
 }
+
+// SegmentsDeleted counts the segments deleted below the log start
+// (retention, DeleteRecords, a follower following its leader's log start)
+// since the log was opened (metrics).
+func (l *Log) SegmentsDeleted() int64 { return l.segmentsDeleted.Load() }
 
 // SegmentCount is the number of segments (tests and metrics).
 func (l *Log) SegmentCount() int { return len(l.segmentList()) }

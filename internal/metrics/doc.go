@@ -30,6 +30,18 @@
 // (A follower's log figures would repeat its leader's, and each per-topic
 // figure is one more series per topic in every scrape.)
 //
+// Per replica hosted online, leader or follower (Kafka's kafka.log:type=Log
+// metrics), unless replicad --metrics-log-series=false:
+//
+//	replicad_log_size_bytes{topic,partition}
+//	replicad_log_start_offset{topic,partition}
+//	replicad_log_end_offset{topic,partition}
+//	replicad_log_segments_deleted_total{topic,partition} (retention,
+//	          DeleteRecords, following the leader; since the log was opened)
+//
+// These go to the Prometheus registry as constant metrics (logs.go), not
+// through the OpenTelemetry SDK, which costs far more per series.
+//
 // The gauges are observed at scrape time, in one callback, from
 // core.ReplicaManager.MetricsSnapshot and the fetcher manager's MaxLag: the
 // broker keeps no metric state for them between scrapes. The per-topic series

@@ -55,6 +55,7 @@ type Metrics struct {
 
 	observeMu    sync.Mutex
 	registration metric.Registration
+	logs         *logCollector // the per-replica log series, with registration
 }
 
 // Sources are what the gauges read at scrape time.
@@ -64,6 +65,9 @@ type Sources struct {
 	// FetcherMaxLag is the follower fetchers' largest lag
 	// (fetcher.Manager.MaxLag); nil reports 0.
 	FetcherMaxLag func() int64
+	// NoLogSeries leaves the per-replica log series out (replicad
+	// --metrics-log-series=false): four series per partition hosted.
+	NoLogSeries bool
 }
 
 // New builds the provider, the exporter and the counters and histograms.
@@ -179,9 +183,22 @@ func (m *Metrics) Observe(src Sources) error {
 	if err != nil {
 		return fmt.Errorf("metrics: register gauge callback: %w", err)
 	}
+	var logs *logCollector
+	if !src.NoLogSeries {
+		logs = newLogCollector(src.Replicas)
+	}
 	m.observeMu.Lock()
-	old := m.registration
-	m.registration = reg
+	old, oldLogs := m.registration, m.logs
+	if oldLogs != nil {
+		m.registry.Unregister(oldLogs)
+	}
+	if logs != nil {
+		if err := m.registry.Register(logs); err != nil {
+			m.observeMu.Unlock()
+			return fmt.Errorf("metrics: register log series: %w", err)
+		}
+	}
+	m.registration, m.logs = reg, logs
 	m.observeMu.Unlock()
 	if old != nil {
 		return old.Unregister()

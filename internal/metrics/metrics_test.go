@@ -21,6 +21,7 @@ import (
 
 	"github.com/replicad/replicad/core"
 	"github.com/replicad/replicad/core/clock"
+	"github.com/replicad/replicad/core/record"
 	"github.com/replicad/replicad/core/tp"
 )
 
@@ -464,5 +465,60 @@ func TestConcurrentScrapes(t *testing.T) {
 	wg.Wait()
 	if got := get(t, url).value(t, "replicad_isr_shrinks_total"); got != 500 {
 		t.Errorf("replicad_isr_shrinks_total = %v after 500 shrinks", got)
+	}
+}
+
+// The per-replica log series follow a real log: its size, log start and end,
+// and the segments a DeleteRecords deleted.
+func TestLogSeriesFollowTheLog(t *testing.T) {
+	h := newRMHarness(t, newMetrics(t))
+	orders := tp.TopicPartition{Topic: "orders", Partition: 0}
+	h.leaderAndIsr(core.PartitionState{TopicPartition: orders, ControllerEpoch: 1, Leader: 1, LeaderEpoch: 1,
+		Replicas: []int32{1}, ISR: []int32{1}, IsNew: true, TopicConfigVersion: 1, TopicConfigs: map[string]string{"segment.bytes": "1024"}})
+	for i := range 30 {
+		r := h.rm.Produce(context.Background(), core.ProduceRequest{TopicPartition: orders, Acks: 1, Timeout: time.Second,
+			Records: []record.Record{{Value: []byte(fmt.Sprintf("%02d-%s", i, strings.Repeat("x", 100)))}}})
+		if r.Error != core.ErrNone {
+			t.Fatalf("produce: %v", r.Error)
+		}
+	}
+	series := func(name string) string { return name + `{partition="0",topic="orders"}` }
+	s := get(t, h.url)
+	before := s.value(t, series("replicad_log_size_bytes"))
+	if s.value(t, series("replicad_log_end_offset")) != 30 || s.value(t, series("replicad_log_start_offset")) != 0 ||
+		before <= 0 || s.value(t, series("replicad_log_segments_deleted_total")) != 0 {
+		t.Fatalf("before DeleteRecords:\n%s", s.text)
+	}
+	resp := h.rm.DeleteRecords(context.Background(), core.DeleteRecordsRequest{Partitions: []core.DeleteRecordsPartition{{TopicPartition: orders, Offset: 20}}})
+	if resp.Partitions[0].Error != core.ErrNone {
+		t.Fatalf("DeleteRecords: %v", resp.Partitions[0].Error)
+	}
+	s = get(t, h.url)
+	if s.value(t, series("replicad_log_start_offset")) != 20 || s.value(t, series("replicad_log_segments_deleted_total")) < 1 ||
+		s.value(t, series("replicad_log_size_bytes")) >= before {
+		t.Fatalf("after DeleteRecords to 20:\n%s", s.text)
+	}
+	if !strings.Contains(s.text, "# TYPE replicad_log_segments_deleted_total counter") {
+		t.Error("replicad_log_segments_deleted_total is not a counter")
+	}
+}
+
+// NoLogSeries leaves the per-replica log series out, and a second Observe
+// replaces the first's (the series come back with it).
+func TestNoLogSeries(t *testing.T) {
+	m := newMetrics(t)
+	snap := core.MetricsSnapshot{Logs: []core.LogMetrics{{TopicPartition: tp.TopicPartition{Topic: "orders", Partition: 3}, SizeBytes: 10}}}
+	if err := m.Observe(Sources{Replicas: func() core.MetricsSnapshot { return snap }, NoLogSeries: true}); err != nil {
+		t.Fatal(err)
+	}
+	url := serve(t, m)
+	if s := get(t, url); strings.Contains(s.text, "replicad_log_size_bytes") {
+		t.Fatalf("log series exported with NoLogSeries:\n%s", s.text)
+	}
+	if err := m.Observe(Sources{Replicas: func() core.MetricsSnapshot { return snap }}); err != nil {
+		t.Fatal(err)
+	}
+	if s := get(t, url); s.value(t, `replicad_log_size_bytes{partition="3",topic="orders"}`) != 10 {
+		t.Fatalf("log series missing:\n%s", s.text)
 	}
 }
