@@ -451,6 +451,11 @@ func (p *Partition) replaceCurrentWithFutureLog() (bool, error) {
 		return false, err
 	}
 	p.log = moved
+	// The moved log was opened with the broker's roll rules: give it the
+	// topic's (segment.bytes, segment.ms).
+	if err := moved.SetRoll(p.topicConfig.SegmentBytes, p.topicConfig.SegmentMs); err != nil {
+		p.env.logger.Warn().Err(err).Str("topic", t.Topic).Int32("partition", t.Partition).Msg("could not apply segment.bytes / segment.ms to the moved log")
+	}
 	if p.isLeaderLocked() && p.leaderEpochStartOffset >= 0 {
 		// The epoch this broker leads may have no batch yet, so the copy
 		// never saw it: cache it again, as makeLeader did.

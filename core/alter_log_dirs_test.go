@@ -610,3 +610,43 @@ func TestAlterReplicaLogDirKeepsDeletedRecordsDeleted(t *testing.T) {
 		t.Fatalf("consume below the log start after the move: %s", res.Error)
 	}
 }
+
+// TestAlterReplicaLogDirKeepsTheTopicsRollRules checks that a replica moved
+// to another log dir keeps rolling by its topic's segment.bytes (1 KiB
+// here), not the broker's 256 MiB default the moved log opens with.
+func TestAlterReplicaLogDirKeepsTheTopicsRollRules(t *testing.T) {
+	dirs := []string{t.TempDir(), t.TempDir()}
+	var rm *core.ReplicaManager
+	alter := alterFetchers(t, &rm)
+	openRM(t, dirs, alter, &rm)
+	defer rm.Shutdown(context.Background())
+	resp := rm.BecomeLeaderOrFollower(context.Background(), core.LeaderAndIsrRequest{ControllerID: 0, ControllerEpoch: 1,
+		PartitionStates: []core.PartitionState{{TopicPartition: moved, ControllerEpoch: 1, Leader: 1, LeaderEpoch: 1,
+			ISR: []int32{1}, Replicas: []int32{1}, IsNew: true, TopicConfigVersion: 1, TopicConfigs: map[string]string{"segment.bytes": "1024"}}}})
+	if c := resp.PartitionErrors[0].Error; c != core.ErrNone {
+		t.Fatalf("LeaderAndIsr: %s", c)
+	}
+	dest := dirs[0]
+	if info(t, rm).LogDir == dest {
+		dest = dirs[1]
+	}
+	produceNumbered(t, rm, 20)
+	if errs := rm.AlterReplicaLogDirs(context.Background(), []core.AlterReplicaLogDir{{TopicPartition: moved, LogDir: dest}}); errs[0].Error != core.ErrNone {
+		t.Fatalf("alter: %s", errs[0].Error)
+	}
+	waitMoved(t, rm, dest)
+	segments := func() int {
+		names, err := filepath.Glob(filepath.Join(dest, "moved-0", "*.log"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(names)
+	}
+	before := segments()
+	for range 20 {
+		produce(t, rm, strings.Repeat("x", 200), strings.Repeat("y", 200))
+	}
+	if after := segments(); after < before+5 {
+		t.Fatalf("%d segments after 16 KB more, from %d: the moved log does not roll at the topic's 1 KiB", after, before)
+	}
+}
