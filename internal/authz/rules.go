@@ -47,6 +47,7 @@ var (
 		replicadv1.ControllerService_CreateTopic_FullMethodName,
 		replicadv1.ControllerService_DeleteTopic_FullMethodName,
 		replicadv1.ControllerService_ElectLeader_FullMethodName,
+		replicadv1.ControllerService_ElectLeaders_FullMethodName,
 		replicadv1.ControllerService_ReassignPartition_FullMethodName,
 		replicadv1.ControllerService_DescribeCluster_FullMethodName,
 		replicadv1.ControllerService_CreateAcls_FullMethodName,

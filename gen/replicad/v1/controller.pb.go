@@ -21,6 +21,55 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// ElectionType is Kafka's election type of ElectLeaders.
+type ElectionType int32
+
+const (
+	ElectionType_ELECTION_TYPE_UNSPECIFIED ElectionType = 0
+	// The preferred replica, the first of the assignment, leads, when it is
+	// live, unfenced, not offline and in the ISR.
+	ElectionType_ELECTION_TYPE_PREFERRED ElectionType = 1
+)
+
+// Enum value maps for ElectionType.
+var (
+	ElectionType_name = map[int32]string{
+		0: "ELECTION_TYPE_UNSPECIFIED",
+		1: "ELECTION_TYPE_PREFERRED",
+	}
+	ElectionType_value = map[string]int32{
+		"ELECTION_TYPE_UNSPECIFIED": 0,
+		"ELECTION_TYPE_PREFERRED":   1,
+	}
+)
+
+func (x ElectionType) Enum() *ElectionType {
+	p := new(ElectionType)
+	*p = x
+	return p
+}
+
+func (x ElectionType) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ElectionType) Descriptor() protoreflect.EnumDescriptor {
+	return file_replicad_v1_controller_proto_enumTypes[0].Descriptor()
+}
+
+func (ElectionType) Type() protoreflect.EnumType {
+	return &file_replicad_v1_controller_proto_enumTypes[0]
+}
+
+func (x ElectionType) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ElectionType.Descriptor instead.
+func (ElectionType) EnumDescriptor() ([]byte, []int) {
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{0}
+}
+
 type RegisterBrokerRequest struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	BrokerId int32                  `protobuf:"varint,1,opt,name=broker_id,json=brokerId,proto3" json:"broker_id,omitempty"`
@@ -1075,6 +1124,254 @@ func (x *ElectLeaderResponse) GetPartition() *ClusterPartition {
 	return nil
 }
 
+type ElectLeadersRequest struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	ElectionType ElectionType           `protobuf:"varint,1,opt,name=election_type,json=electionType,proto3,enum=replicad.v1.ElectionType" json:"election_type,omitempty"`
+	// The partitions to elect. Empty: every partition of the cluster.
+	Topics        []*ElectLeadersTopic `protobuf:"bytes,2,rep,name=topics,proto3" json:"topics,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ElectLeadersRequest) Reset() {
+	*x = ElectLeadersRequest{}
+	mi := &file_replicad_v1_controller_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ElectLeadersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ElectLeadersRequest) ProtoMessage() {}
+
+func (x *ElectLeadersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_replicad_v1_controller_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ElectLeadersRequest.ProtoReflect.Descriptor instead.
+func (*ElectLeadersRequest) Descriptor() ([]byte, []int) {
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *ElectLeadersRequest) GetElectionType() ElectionType {
+	if x != nil {
+		return x.ElectionType
+	}
+	return ElectionType_ELECTION_TYPE_UNSPECIFIED
+}
+
+func (x *ElectLeadersRequest) GetTopics() []*ElectLeadersTopic {
+	if x != nil {
+		return x.Topics
+	}
+	return nil
+}
+
+type ElectLeadersTopic struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Topic string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	// Empty: every partition of the topic.
+	Partitions    []int32 `protobuf:"varint,2,rep,packed,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ElectLeadersTopic) Reset() {
+	*x = ElectLeadersTopic{}
+	mi := &file_replicad_v1_controller_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ElectLeadersTopic) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ElectLeadersTopic) ProtoMessage() {}
+
+func (x *ElectLeadersTopic) ProtoReflect() protoreflect.Message {
+	mi := &file_replicad_v1_controller_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ElectLeadersTopic.ProtoReflect.Descriptor instead.
+func (*ElectLeadersTopic) Descriptor() ([]byte, []int) {
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *ElectLeadersTopic) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *ElectLeadersTopic) GetPartitions() []int32 {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+type ElectLeadersResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// NONE, or why nothing was looked at (NOT_CONTROLLER, ...).
+	ErrorCode    ErrorCode `protobuf:"varint,1,opt,name=error_code,json=errorCode,proto3,enum=replicad.v1.ErrorCode" json:"error_code,omitempty"`
+	ErrorMessage string    `protobuf:"bytes,2,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	// One per partition asked for, in topic and partition order.
+	Results       []*ElectLeadersResult `protobuf:"bytes,3,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ElectLeadersResponse) Reset() {
+	*x = ElectLeadersResponse{}
+	mi := &file_replicad_v1_controller_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ElectLeadersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ElectLeadersResponse) ProtoMessage() {}
+
+func (x *ElectLeadersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_replicad_v1_controller_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ElectLeadersResponse.ProtoReflect.Descriptor instead.
+func (*ElectLeadersResponse) Descriptor() ([]byte, []int) {
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *ElectLeadersResponse) GetErrorCode() ErrorCode {
+	if x != nil {
+		return x.ErrorCode
+	}
+	return ErrorCode_ERROR_CODE_NONE
+}
+
+func (x *ElectLeadersResponse) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
+	}
+	return ""
+}
+
+func (x *ElectLeadersResponse) GetResults() []*ElectLeadersResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+// ElectLeadersResult is one partition's outcome: NONE (elected),
+// ELECTION_NOT_NEEDED (the preferred replica already leads),
+// PREFERRED_LEADER_NOT_AVAILABLE, UNKNOWN_TOPIC_OR_PARTITION, ...
+type ElectLeadersResult struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Topic        string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition    int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	ErrorCode    ErrorCode              `protobuf:"varint,3,opt,name=error_code,json=errorCode,proto3,enum=replicad.v1.ErrorCode" json:"error_code,omitempty"`
+	ErrorMessage string                 `protobuf:"bytes,4,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	// The partition's state after the election (absent when unknown).
+	State         *ClusterPartition `protobuf:"bytes,5,opt,name=state,proto3" json:"state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ElectLeadersResult) Reset() {
+	*x = ElectLeadersResult{}
+	mi := &file_replicad_v1_controller_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ElectLeadersResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ElectLeadersResult) ProtoMessage() {}
+
+func (x *ElectLeadersResult) ProtoReflect() protoreflect.Message {
+	mi := &file_replicad_v1_controller_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ElectLeadersResult.ProtoReflect.Descriptor instead.
+func (*ElectLeadersResult) Descriptor() ([]byte, []int) {
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *ElectLeadersResult) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *ElectLeadersResult) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *ElectLeadersResult) GetErrorCode() ErrorCode {
+	if x != nil {
+		return x.ErrorCode
+	}
+	return ErrorCode_ERROR_CODE_NONE
+}
+
+func (x *ElectLeadersResult) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
+	}
+	return ""
+}
+
+func (x *ElectLeadersResult) GetState() *ClusterPartition {
+	if x != nil {
+		return x.State
+	}
+	return nil
+}
+
 type ReassignPartitionRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
@@ -1086,7 +1383,7 @@ type ReassignPartitionRequest struct {
 
 func (x *ReassignPartitionRequest) Reset() {
 	*x = ReassignPartitionRequest{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[16]
+	mi := &file_replicad_v1_controller_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1098,7 +1395,7 @@ func (x *ReassignPartitionRequest) String() string {
 func (*ReassignPartitionRequest) ProtoMessage() {}
 
 func (x *ReassignPartitionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[16]
+	mi := &file_replicad_v1_controller_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1111,7 +1408,7 @@ func (x *ReassignPartitionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReassignPartitionRequest.ProtoReflect.Descriptor instead.
 func (*ReassignPartitionRequest) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{16}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ReassignPartitionRequest) GetTopic() string {
@@ -1146,7 +1443,7 @@ type ReassignPartitionResponse struct {
 
 func (x *ReassignPartitionResponse) Reset() {
 	*x = ReassignPartitionResponse{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[17]
+	mi := &file_replicad_v1_controller_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1158,7 +1455,7 @@ func (x *ReassignPartitionResponse) String() string {
 func (*ReassignPartitionResponse) ProtoMessage() {}
 
 func (x *ReassignPartitionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[17]
+	mi := &file_replicad_v1_controller_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1171,7 +1468,7 @@ func (x *ReassignPartitionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReassignPartitionResponse.ProtoReflect.Descriptor instead.
 func (*ReassignPartitionResponse) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{17}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ReassignPartitionResponse) GetErrorCode() ErrorCode {
@@ -1203,7 +1500,7 @@ type DescribeClusterRequest struct {
 
 func (x *DescribeClusterRequest) Reset() {
 	*x = DescribeClusterRequest{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[18]
+	mi := &file_replicad_v1_controller_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1215,7 +1512,7 @@ func (x *DescribeClusterRequest) String() string {
 func (*DescribeClusterRequest) ProtoMessage() {}
 
 func (x *DescribeClusterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[18]
+	mi := &file_replicad_v1_controller_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1228,7 +1525,7 @@ func (x *DescribeClusterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeClusterRequest.ProtoReflect.Descriptor instead.
 func (*DescribeClusterRequest) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{18}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{22}
 }
 
 type BrokerDescription struct {
@@ -1244,7 +1541,7 @@ type BrokerDescription struct {
 
 func (x *BrokerDescription) Reset() {
 	*x = BrokerDescription{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[19]
+	mi := &file_replicad_v1_controller_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1256,7 +1553,7 @@ func (x *BrokerDescription) String() string {
 func (*BrokerDescription) ProtoMessage() {}
 
 func (x *BrokerDescription) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[19]
+	mi := &file_replicad_v1_controller_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1269,7 +1566,7 @@ func (x *BrokerDescription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BrokerDescription.ProtoReflect.Descriptor instead.
 func (*BrokerDescription) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{19}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *BrokerDescription) GetId() int32 {
@@ -1340,7 +1637,7 @@ type ClusterPartition struct {
 
 func (x *ClusterPartition) Reset() {
 	*x = ClusterPartition{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[20]
+	mi := &file_replicad_v1_controller_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1352,7 +1649,7 @@ func (x *ClusterPartition) String() string {
 func (*ClusterPartition) ProtoMessage() {}
 
 func (x *ClusterPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[20]
+	mi := &file_replicad_v1_controller_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1365,7 +1662,7 @@ func (x *ClusterPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterPartition.ProtoReflect.Descriptor instead.
 func (*ClusterPartition) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{20}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ClusterPartition) GetTopic() string {
@@ -1479,7 +1776,7 @@ type DeletedTopic struct {
 
 func (x *DeletedTopic) Reset() {
 	*x = DeletedTopic{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[21]
+	mi := &file_replicad_v1_controller_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1491,7 +1788,7 @@ func (x *DeletedTopic) String() string {
 func (*DeletedTopic) ProtoMessage() {}
 
 func (x *DeletedTopic) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[21]
+	mi := &file_replicad_v1_controller_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1504,7 +1801,7 @@ func (x *DeletedTopic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeletedTopic.ProtoReflect.Descriptor instead.
 func (*DeletedTopic) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{21}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *DeletedTopic) GetTopic() string {
@@ -1539,7 +1836,7 @@ type PendingReplicas struct {
 
 func (x *PendingReplicas) Reset() {
 	*x = PendingReplicas{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[22]
+	mi := &file_replicad_v1_controller_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1551,7 +1848,7 @@ func (x *PendingReplicas) String() string {
 func (*PendingReplicas) ProtoMessage() {}
 
 func (x *PendingReplicas) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[22]
+	mi := &file_replicad_v1_controller_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1564,7 +1861,7 @@ func (x *PendingReplicas) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingReplicas.ProtoReflect.Descriptor instead.
 func (*PendingReplicas) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{22}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *PendingReplicas) GetPartition() int32 {
@@ -1599,7 +1896,7 @@ type DescribeClusterResponse struct {
 
 func (x *DescribeClusterResponse) Reset() {
 	*x = DescribeClusterResponse{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[23]
+	mi := &file_replicad_v1_controller_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1611,7 +1908,7 @@ func (x *DescribeClusterResponse) String() string {
 func (*DescribeClusterResponse) ProtoMessage() {}
 
 func (x *DescribeClusterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[23]
+	mi := &file_replicad_v1_controller_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1624,7 +1921,7 @@ func (x *DescribeClusterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeClusterResponse.ProtoReflect.Descriptor instead.
 func (*DescribeClusterResponse) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{23}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *DescribeClusterResponse) GetControllerEpoch() int32 {
@@ -1686,7 +1983,7 @@ type ControlledShutdownRequest struct {
 
 func (x *ControlledShutdownRequest) Reset() {
 	*x = ControlledShutdownRequest{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[24]
+	mi := &file_replicad_v1_controller_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1698,7 +1995,7 @@ func (x *ControlledShutdownRequest) String() string {
 func (*ControlledShutdownRequest) ProtoMessage() {}
 
 func (x *ControlledShutdownRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[24]
+	mi := &file_replicad_v1_controller_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1711,7 +2008,7 @@ func (x *ControlledShutdownRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ControlledShutdownRequest.ProtoReflect.Descriptor instead.
 func (*ControlledShutdownRequest) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{24}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ControlledShutdownRequest) GetBrokerId() int32 {
@@ -1739,7 +2036,7 @@ type ControlledShutdownResponse struct {
 
 func (x *ControlledShutdownResponse) Reset() {
 	*x = ControlledShutdownResponse{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[25]
+	mi := &file_replicad_v1_controller_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1751,7 +2048,7 @@ func (x *ControlledShutdownResponse) String() string {
 func (*ControlledShutdownResponse) ProtoMessage() {}
 
 func (x *ControlledShutdownResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[25]
+	mi := &file_replicad_v1_controller_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1764,7 +2061,7 @@ func (x *ControlledShutdownResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ControlledShutdownResponse.ProtoReflect.Descriptor instead.
 func (*ControlledShutdownResponse) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{25}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ControlledShutdownResponse) GetErrorCode() ErrorCode {
@@ -1791,7 +2088,7 @@ type CreateAclsRequest struct {
 
 func (x *CreateAclsRequest) Reset() {
 	*x = CreateAclsRequest{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[26]
+	mi := &file_replicad_v1_controller_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1803,7 +2100,7 @@ func (x *CreateAclsRequest) String() string {
 func (*CreateAclsRequest) ProtoMessage() {}
 
 func (x *CreateAclsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[26]
+	mi := &file_replicad_v1_controller_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1816,7 +2113,7 @@ func (x *CreateAclsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAclsRequest.ProtoReflect.Descriptor instead.
 func (*CreateAclsRequest) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{26}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *CreateAclsRequest) GetAcls() []*Acl {
@@ -1839,7 +2136,7 @@ type CreateAclsResponse struct {
 
 func (x *CreateAclsResponse) Reset() {
 	*x = CreateAclsResponse{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[27]
+	mi := &file_replicad_v1_controller_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1851,7 +2148,7 @@ func (x *CreateAclsResponse) String() string {
 func (*CreateAclsResponse) ProtoMessage() {}
 
 func (x *CreateAclsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[27]
+	mi := &file_replicad_v1_controller_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1864,7 +2161,7 @@ func (x *CreateAclsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAclsResponse.ProtoReflect.Descriptor instead.
 func (*CreateAclsResponse) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{27}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *CreateAclsResponse) GetErrorCode() ErrorCode {
@@ -1903,7 +2200,7 @@ type AclFilter struct {
 
 func (x *AclFilter) Reset() {
 	*x = AclFilter{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[28]
+	mi := &file_replicad_v1_controller_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1915,7 +2212,7 @@ func (x *AclFilter) String() string {
 func (*AclFilter) ProtoMessage() {}
 
 func (x *AclFilter) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[28]
+	mi := &file_replicad_v1_controller_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1928,7 +2225,7 @@ func (x *AclFilter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclFilter.ProtoReflect.Descriptor instead.
 func (*AclFilter) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{28}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *AclFilter) GetPrincipal() string {
@@ -1979,7 +2276,7 @@ type DeleteAclsRequest struct {
 
 func (x *DeleteAclsRequest) Reset() {
 	*x = DeleteAclsRequest{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[29]
+	mi := &file_replicad_v1_controller_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1991,7 +2288,7 @@ func (x *DeleteAclsRequest) String() string {
 func (*DeleteAclsRequest) ProtoMessage() {}
 
 func (x *DeleteAclsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[29]
+	mi := &file_replicad_v1_controller_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2004,7 +2301,7 @@ func (x *DeleteAclsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteAclsRequest.ProtoReflect.Descriptor instead.
 func (*DeleteAclsRequest) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{29}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *DeleteAclsRequest) GetFilters() []*AclFilter {
@@ -2032,7 +2329,7 @@ type DeleteAclsResponse struct {
 
 func (x *DeleteAclsResponse) Reset() {
 	*x = DeleteAclsResponse{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[30]
+	mi := &file_replicad_v1_controller_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2044,7 +2341,7 @@ func (x *DeleteAclsResponse) String() string {
 func (*DeleteAclsResponse) ProtoMessage() {}
 
 func (x *DeleteAclsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[30]
+	mi := &file_replicad_v1_controller_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2057,7 +2354,7 @@ func (x *DeleteAclsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteAclsResponse.ProtoReflect.Descriptor instead.
 func (*DeleteAclsResponse) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{30}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *DeleteAclsResponse) GetErrorCode() ErrorCode {
@@ -2091,7 +2388,7 @@ type DescribeAclsRequest struct {
 
 func (x *DescribeAclsRequest) Reset() {
 	*x = DescribeAclsRequest{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[31]
+	mi := &file_replicad_v1_controller_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2103,7 +2400,7 @@ func (x *DescribeAclsRequest) String() string {
 func (*DescribeAclsRequest) ProtoMessage() {}
 
 func (x *DescribeAclsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[31]
+	mi := &file_replicad_v1_controller_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2116,7 +2413,7 @@ func (x *DescribeAclsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeAclsRequest.ProtoReflect.Descriptor instead.
 func (*DescribeAclsRequest) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{31}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *DescribeAclsRequest) GetFilter() *AclFilter {
@@ -2137,7 +2434,7 @@ type DescribeAclsResponse struct {
 
 func (x *DescribeAclsResponse) Reset() {
 	*x = DescribeAclsResponse{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[32]
+	mi := &file_replicad_v1_controller_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2149,7 +2446,7 @@ func (x *DescribeAclsResponse) String() string {
 func (*DescribeAclsResponse) ProtoMessage() {}
 
 func (x *DescribeAclsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[32]
+	mi := &file_replicad_v1_controller_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2162,7 +2459,7 @@ func (x *DescribeAclsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeAclsResponse.ProtoReflect.Descriptor instead.
 func (*DescribeAclsResponse) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{32}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *DescribeAclsResponse) GetErrorCode() ErrorCode {
@@ -2279,7 +2576,27 @@ const file_replicad_v1_controller_proto_rawDesc = "" +
 	"\n" +
 	"error_code\x18\x01 \x01(\x0e2\x16.replicad.v1.ErrorCodeR\terrorCode\x12#\n" +
 	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\x12;\n" +
-	"\tpartition\x18\x03 \x01(\v2\x1d.replicad.v1.ClusterPartitionR\tpartition\"j\n" +
+	"\tpartition\x18\x03 \x01(\v2\x1d.replicad.v1.ClusterPartitionR\tpartition\"\x8d\x01\n" +
+	"\x13ElectLeadersRequest\x12>\n" +
+	"\relection_type\x18\x01 \x01(\x0e2\x19.replicad.v1.ElectionTypeR\felectionType\x126\n" +
+	"\x06topics\x18\x02 \x03(\v2\x1e.replicad.v1.ElectLeadersTopicR\x06topics\"I\n" +
+	"\x11ElectLeadersTopic\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1e\n" +
+	"\n" +
+	"partitions\x18\x02 \x03(\x05R\n" +
+	"partitions\"\xad\x01\n" +
+	"\x14ElectLeadersResponse\x125\n" +
+	"\n" +
+	"error_code\x18\x01 \x01(\x0e2\x16.replicad.v1.ErrorCodeR\terrorCode\x12#\n" +
+	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\x129\n" +
+	"\aresults\x18\x03 \x03(\v2\x1f.replicad.v1.ElectLeadersResultR\aresults\"\xd9\x01\n" +
+	"\x12ElectLeadersResult\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x125\n" +
+	"\n" +
+	"error_code\x18\x03 \x01(\x0e2\x16.replicad.v1.ErrorCodeR\terrorCode\x12#\n" +
+	"\rerror_message\x18\x04 \x01(\tR\ferrorMessage\x123\n" +
+	"\x05state\x18\x05 \x01(\v2\x1d.replicad.v1.ClusterPartitionR\x05state\"j\n" +
 	"\x18ReassignPartitionRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x1a\n" +
@@ -2364,14 +2681,18 @@ const file_replicad_v1_controller_proto_rawDesc = "" +
 	"\n" +
 	"error_code\x18\x01 \x01(\x0e2\x16.replicad.v1.ErrorCodeR\terrorCode\x12#\n" +
 	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\x12$\n" +
-	"\x04acls\x18\x03 \x03(\v2\x10.replicad.v1.AclR\x04acls2\xb9\b\n" +
+	"\x04acls\x18\x03 \x03(\v2\x10.replicad.v1.AclR\x04acls*J\n" +
+	"\fElectionType\x12\x1d\n" +
+	"\x19ELECTION_TYPE_UNSPECIFIED\x10\x00\x12\x1b\n" +
+	"\x17ELECTION_TYPE_PREFERRED\x10\x012\x8e\t\n" +
 	"\x11ControllerService\x12Y\n" +
 	"\x0eRegisterBroker\x12\".replicad.v1.RegisterBrokerRequest\x1a#.replicad.v1.RegisterBrokerResponse\x12\\\n" +
 	"\x0fBrokerHeartbeat\x12#.replicad.v1.BrokerHeartbeatRequest\x1a$.replicad.v1.BrokerHeartbeatResponse\x12Y\n" +
 	"\x0eAlterPartition\x12\".replicad.v1.AlterPartitionRequest\x1a#.replicad.v1.AlterPartitionResponse\x12P\n" +
 	"\vCreateTopic\x12\x1f.replicad.v1.CreateTopicRequest\x1a .replicad.v1.CreateTopicResponse\x12P\n" +
 	"\vDeleteTopic\x12\x1f.replicad.v1.DeleteTopicRequest\x1a .replicad.v1.DeleteTopicResponse\x12P\n" +
-	"\vElectLeader\x12\x1f.replicad.v1.ElectLeaderRequest\x1a .replicad.v1.ElectLeaderResponse\x12b\n" +
+	"\vElectLeader\x12\x1f.replicad.v1.ElectLeaderRequest\x1a .replicad.v1.ElectLeaderResponse\x12S\n" +
+	"\fElectLeaders\x12 .replicad.v1.ElectLeadersRequest\x1a!.replicad.v1.ElectLeadersResponse\x12b\n" +
 	"\x11ReassignPartition\x12%.replicad.v1.ReassignPartitionRequest\x1a&.replicad.v1.ReassignPartitionResponse\x12\\\n" +
 	"\x0fDescribeCluster\x12#.replicad.v1.DescribeClusterRequest\x1a$.replicad.v1.DescribeClusterResponse\x12e\n" +
 	"\x12ControlledShutdown\x12&.replicad.v1.ControlledShutdownRequest\x1a'.replicad.v1.ControlledShutdownResponse\x12M\n" +
@@ -2394,112 +2715,126 @@ func file_replicad_v1_controller_proto_rawDescGZIP() []byte {
 	return file_replicad_v1_controller_proto_rawDescData
 }
 
-var file_replicad_v1_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_replicad_v1_controller_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_replicad_v1_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
 var file_replicad_v1_controller_proto_goTypes = []any{
-	(*RegisterBrokerRequest)(nil),      // 0: replicad.v1.RegisterBrokerRequest
-	(*RegisterBrokerResponse)(nil),     // 1: replicad.v1.RegisterBrokerResponse
-	(*BrokerHeartbeatRequest)(nil),     // 2: replicad.v1.BrokerHeartbeatRequest
-	(*PartitionRef)(nil),               // 3: replicad.v1.PartitionRef
-	(*BrokerHeartbeatResponse)(nil),    // 4: replicad.v1.BrokerHeartbeatResponse
-	(*BrokerEpoch)(nil),                // 5: replicad.v1.BrokerEpoch
-	(*AlterPartitionItem)(nil),         // 6: replicad.v1.AlterPartitionItem
-	(*AlterPartitionRequest)(nil),      // 7: replicad.v1.AlterPartitionRequest
-	(*AlterPartitionResult)(nil),       // 8: replicad.v1.AlterPartitionResult
-	(*AlterPartitionResponse)(nil),     // 9: replicad.v1.AlterPartitionResponse
-	(*CreateTopicRequest)(nil),         // 10: replicad.v1.CreateTopicRequest
-	(*CreateTopicResponse)(nil),        // 11: replicad.v1.CreateTopicResponse
-	(*DeleteTopicRequest)(nil),         // 12: replicad.v1.DeleteTopicRequest
-	(*DeleteTopicResponse)(nil),        // 13: replicad.v1.DeleteTopicResponse
-	(*ElectLeaderRequest)(nil),         // 14: replicad.v1.ElectLeaderRequest
-	(*ElectLeaderResponse)(nil),        // 15: replicad.v1.ElectLeaderResponse
-	(*ReassignPartitionRequest)(nil),   // 16: replicad.v1.ReassignPartitionRequest
-	(*ReassignPartitionResponse)(nil),  // 17: replicad.v1.ReassignPartitionResponse
-	(*DescribeClusterRequest)(nil),     // 18: replicad.v1.DescribeClusterRequest
-	(*BrokerDescription)(nil),          // 19: replicad.v1.BrokerDescription
-	(*ClusterPartition)(nil),           // 20: replicad.v1.ClusterPartition
-	(*DeletedTopic)(nil),               // 21: replicad.v1.DeletedTopic
-	(*PendingReplicas)(nil),            // 22: replicad.v1.PendingReplicas
-	(*DescribeClusterResponse)(nil),    // 23: replicad.v1.DescribeClusterResponse
-	(*ControlledShutdownRequest)(nil),  // 24: replicad.v1.ControlledShutdownRequest
-	(*ControlledShutdownResponse)(nil), // 25: replicad.v1.ControlledShutdownResponse
-	(*CreateAclsRequest)(nil),          // 26: replicad.v1.CreateAclsRequest
-	(*CreateAclsResponse)(nil),         // 27: replicad.v1.CreateAclsResponse
-	(*AclFilter)(nil),                  // 28: replicad.v1.AclFilter
-	(*DeleteAclsRequest)(nil),          // 29: replicad.v1.DeleteAclsRequest
-	(*DeleteAclsResponse)(nil),         // 30: replicad.v1.DeleteAclsResponse
-	(*DescribeAclsRequest)(nil),        // 31: replicad.v1.DescribeAclsRequest
-	(*DescribeAclsResponse)(nil),       // 32: replicad.v1.DescribeAclsResponse
-	(ErrorCode)(0),                     // 33: replicad.v1.ErrorCode
-	(*PartitionError)(nil),             // 34: replicad.v1.PartitionError
-	(*Acl)(nil),                        // 35: replicad.v1.Acl
-	(AclOperation)(0),                  // 36: replicad.v1.AclOperation
-	(AclResourceType)(0),               // 37: replicad.v1.AclResourceType
-	(AclPatternType)(0),                // 38: replicad.v1.AclPatternType
+	(ElectionType)(0),                  // 0: replicad.v1.ElectionType
+	(*RegisterBrokerRequest)(nil),      // 1: replicad.v1.RegisterBrokerRequest
+	(*RegisterBrokerResponse)(nil),     // 2: replicad.v1.RegisterBrokerResponse
+	(*BrokerHeartbeatRequest)(nil),     // 3: replicad.v1.BrokerHeartbeatRequest
+	(*PartitionRef)(nil),               // 4: replicad.v1.PartitionRef
+	(*BrokerHeartbeatResponse)(nil),    // 5: replicad.v1.BrokerHeartbeatResponse
+	(*BrokerEpoch)(nil),                // 6: replicad.v1.BrokerEpoch
+	(*AlterPartitionItem)(nil),         // 7: replicad.v1.AlterPartitionItem
+	(*AlterPartitionRequest)(nil),      // 8: replicad.v1.AlterPartitionRequest
+	(*AlterPartitionResult)(nil),       // 9: replicad.v1.AlterPartitionResult
+	(*AlterPartitionResponse)(nil),     // 10: replicad.v1.AlterPartitionResponse
+	(*CreateTopicRequest)(nil),         // 11: replicad.v1.CreateTopicRequest
+	(*CreateTopicResponse)(nil),        // 12: replicad.v1.CreateTopicResponse
+	(*DeleteTopicRequest)(nil),         // 13: replicad.v1.DeleteTopicRequest
+	(*DeleteTopicResponse)(nil),        // 14: replicad.v1.DeleteTopicResponse
+	(*ElectLeaderRequest)(nil),         // 15: replicad.v1.ElectLeaderRequest
+	(*ElectLeaderResponse)(nil),        // 16: replicad.v1.ElectLeaderResponse
+	(*ElectLeadersRequest)(nil),        // 17: replicad.v1.ElectLeadersRequest
+	(*ElectLeadersTopic)(nil),          // 18: replicad.v1.ElectLeadersTopic
+	(*ElectLeadersResponse)(nil),       // 19: replicad.v1.ElectLeadersResponse
+	(*ElectLeadersResult)(nil),         // 20: replicad.v1.ElectLeadersResult
+	(*ReassignPartitionRequest)(nil),   // 21: replicad.v1.ReassignPartitionRequest
+	(*ReassignPartitionResponse)(nil),  // 22: replicad.v1.ReassignPartitionResponse
+	(*DescribeClusterRequest)(nil),     // 23: replicad.v1.DescribeClusterRequest
+	(*BrokerDescription)(nil),          // 24: replicad.v1.BrokerDescription
+	(*ClusterPartition)(nil),           // 25: replicad.v1.ClusterPartition
+	(*DeletedTopic)(nil),               // 26: replicad.v1.DeletedTopic
+	(*PendingReplicas)(nil),            // 27: replicad.v1.PendingReplicas
+	(*DescribeClusterResponse)(nil),    // 28: replicad.v1.DescribeClusterResponse
+	(*ControlledShutdownRequest)(nil),  // 29: replicad.v1.ControlledShutdownRequest
+	(*ControlledShutdownResponse)(nil), // 30: replicad.v1.ControlledShutdownResponse
+	(*CreateAclsRequest)(nil),          // 31: replicad.v1.CreateAclsRequest
+	(*CreateAclsResponse)(nil),         // 32: replicad.v1.CreateAclsResponse
+	(*AclFilter)(nil),                  // 33: replicad.v1.AclFilter
+	(*DeleteAclsRequest)(nil),          // 34: replicad.v1.DeleteAclsRequest
+	(*DeleteAclsResponse)(nil),         // 35: replicad.v1.DeleteAclsResponse
+	(*DescribeAclsRequest)(nil),        // 36: replicad.v1.DescribeAclsRequest
+	(*DescribeAclsResponse)(nil),       // 37: replicad.v1.DescribeAclsResponse
+	(ErrorCode)(0),                     // 38: replicad.v1.ErrorCode
+	(*PartitionError)(nil),             // 39: replicad.v1.PartitionError
+	(*Acl)(nil),                        // 40: replicad.v1.Acl
+	(AclOperation)(0),                  // 41: replicad.v1.AclOperation
+	(AclResourceType)(0),               // 42: replicad.v1.AclResourceType
+	(AclPatternType)(0),                // 43: replicad.v1.AclPatternType
 }
 var file_replicad_v1_controller_proto_depIdxs = []int32{
-	33, // 0: replicad.v1.RegisterBrokerResponse.error_code:type_name -> replicad.v1.ErrorCode
-	3,  // 1: replicad.v1.BrokerHeartbeatRequest.offline_partitions:type_name -> replicad.v1.PartitionRef
-	33, // 2: replicad.v1.BrokerHeartbeatResponse.error_code:type_name -> replicad.v1.ErrorCode
-	5,  // 3: replicad.v1.AlterPartitionItem.new_isr:type_name -> replicad.v1.BrokerEpoch
-	6,  // 4: replicad.v1.AlterPartitionRequest.partitions:type_name -> replicad.v1.AlterPartitionItem
-	33, // 5: replicad.v1.AlterPartitionResult.error_code:type_name -> replicad.v1.ErrorCode
-	33, // 6: replicad.v1.AlterPartitionResponse.error_code:type_name -> replicad.v1.ErrorCode
-	8,  // 7: replicad.v1.AlterPartitionResponse.partitions:type_name -> replicad.v1.AlterPartitionResult
-	33, // 8: replicad.v1.CreateTopicResponse.error_code:type_name -> replicad.v1.ErrorCode
-	20, // 9: replicad.v1.CreateTopicResponse.partitions:type_name -> replicad.v1.ClusterPartition
-	33, // 10: replicad.v1.DeleteTopicResponse.error_code:type_name -> replicad.v1.ErrorCode
-	33, // 11: replicad.v1.ElectLeaderResponse.error_code:type_name -> replicad.v1.ErrorCode
-	20, // 12: replicad.v1.ElectLeaderResponse.partition:type_name -> replicad.v1.ClusterPartition
-	33, // 13: replicad.v1.ReassignPartitionResponse.error_code:type_name -> replicad.v1.ErrorCode
-	20, // 14: replicad.v1.ReassignPartitionResponse.partition:type_name -> replicad.v1.ClusterPartition
-	22, // 15: replicad.v1.DeletedTopic.pending:type_name -> replicad.v1.PendingReplicas
-	19, // 16: replicad.v1.DescribeClusterResponse.brokers:type_name -> replicad.v1.BrokerDescription
-	20, // 17: replicad.v1.DescribeClusterResponse.partitions:type_name -> replicad.v1.ClusterPartition
-	33, // 18: replicad.v1.DescribeClusterResponse.error_code:type_name -> replicad.v1.ErrorCode
-	21, // 19: replicad.v1.DescribeClusterResponse.pending_deletions:type_name -> replicad.v1.DeletedTopic
-	33, // 20: replicad.v1.ControlledShutdownResponse.error_code:type_name -> replicad.v1.ErrorCode
-	34, // 21: replicad.v1.ControlledShutdownResponse.remaining_partitions:type_name -> replicad.v1.PartitionError
-	35, // 22: replicad.v1.CreateAclsRequest.acls:type_name -> replicad.v1.Acl
-	33, // 23: replicad.v1.CreateAclsResponse.error_code:type_name -> replicad.v1.ErrorCode
-	35, // 24: replicad.v1.CreateAclsResponse.created:type_name -> replicad.v1.Acl
-	36, // 25: replicad.v1.AclFilter.operation:type_name -> replicad.v1.AclOperation
-	37, // 26: replicad.v1.AclFilter.resource_type:type_name -> replicad.v1.AclResourceType
-	38, // 27: replicad.v1.AclFilter.pattern_type:type_name -> replicad.v1.AclPatternType
-	28, // 28: replicad.v1.DeleteAclsRequest.filters:type_name -> replicad.v1.AclFilter
-	33, // 29: replicad.v1.DeleteAclsResponse.error_code:type_name -> replicad.v1.ErrorCode
-	35, // 30: replicad.v1.DeleteAclsResponse.deleted:type_name -> replicad.v1.Acl
-	28, // 31: replicad.v1.DescribeAclsRequest.filter:type_name -> replicad.v1.AclFilter
-	33, // 32: replicad.v1.DescribeAclsResponse.error_code:type_name -> replicad.v1.ErrorCode
-	35, // 33: replicad.v1.DescribeAclsResponse.acls:type_name -> replicad.v1.Acl
-	0,  // 34: replicad.v1.ControllerService.RegisterBroker:input_type -> replicad.v1.RegisterBrokerRequest
-	2,  // 35: replicad.v1.ControllerService.BrokerHeartbeat:input_type -> replicad.v1.BrokerHeartbeatRequest
-	7,  // 36: replicad.v1.ControllerService.AlterPartition:input_type -> replicad.v1.AlterPartitionRequest
-	10, // 37: replicad.v1.ControllerService.CreateTopic:input_type -> replicad.v1.CreateTopicRequest
-	12, // 38: replicad.v1.ControllerService.DeleteTopic:input_type -> replicad.v1.DeleteTopicRequest
-	14, // 39: replicad.v1.ControllerService.ElectLeader:input_type -> replicad.v1.ElectLeaderRequest
-	16, // 40: replicad.v1.ControllerService.ReassignPartition:input_type -> replicad.v1.ReassignPartitionRequest
-	18, // 41: replicad.v1.ControllerService.DescribeCluster:input_type -> replicad.v1.DescribeClusterRequest
-	24, // 42: replicad.v1.ControllerService.ControlledShutdown:input_type -> replicad.v1.ControlledShutdownRequest
-	26, // 43: replicad.v1.ControllerService.CreateAcls:input_type -> replicad.v1.CreateAclsRequest
-	29, // 44: replicad.v1.ControllerService.DeleteAcls:input_type -> replicad.v1.DeleteAclsRequest
-	31, // 45: replicad.v1.ControllerService.DescribeAcls:input_type -> replicad.v1.DescribeAclsRequest
-	1,  // 46: replicad.v1.ControllerService.RegisterBroker:output_type -> replicad.v1.RegisterBrokerResponse
-	4,  // 47: replicad.v1.ControllerService.BrokerHeartbeat:output_type -> replicad.v1.BrokerHeartbeatResponse
-	9,  // 48: replicad.v1.ControllerService.AlterPartition:output_type -> replicad.v1.AlterPartitionResponse
-	11, // 49: replicad.v1.ControllerService.CreateTopic:output_type -> replicad.v1.CreateTopicResponse
-	13, // 50: replicad.v1.ControllerService.DeleteTopic:output_type -> replicad.v1.DeleteTopicResponse
-	15, // 51: replicad.v1.ControllerService.ElectLeader:output_type -> replicad.v1.ElectLeaderResponse
-	17, // 52: replicad.v1.ControllerService.ReassignPartition:output_type -> replicad.v1.ReassignPartitionResponse
-	23, // 53: replicad.v1.ControllerService.DescribeCluster:output_type -> replicad.v1.DescribeClusterResponse
-	25, // 54: replicad.v1.ControllerService.ControlledShutdown:output_type -> replicad.v1.ControlledShutdownResponse
-	27, // 55: replicad.v1.ControllerService.CreateAcls:output_type -> replicad.v1.CreateAclsResponse
-	30, // 56: replicad.v1.ControllerService.DeleteAcls:output_type -> replicad.v1.DeleteAclsResponse
-	32, // 57: replicad.v1.ControllerService.DescribeAcls:output_type -> replicad.v1.DescribeAclsResponse
-	46, // [46:58] is the sub-list for method output_type
-	34, // [34:46] is the sub-list for method input_type
-	34, // [34:34] is the sub-list for extension type_name
-	34, // [34:34] is the sub-list for extension extendee
-	0,  // [0:34] is the sub-list for field type_name
+	38, // 0: replicad.v1.RegisterBrokerResponse.error_code:type_name -> replicad.v1.ErrorCode
+	4,  // 1: replicad.v1.BrokerHeartbeatRequest.offline_partitions:type_name -> replicad.v1.PartitionRef
+	38, // 2: replicad.v1.BrokerHeartbeatResponse.error_code:type_name -> replicad.v1.ErrorCode
+	6,  // 3: replicad.v1.AlterPartitionItem.new_isr:type_name -> replicad.v1.BrokerEpoch
+	7,  // 4: replicad.v1.AlterPartitionRequest.partitions:type_name -> replicad.v1.AlterPartitionItem
+	38, // 5: replicad.v1.AlterPartitionResult.error_code:type_name -> replicad.v1.ErrorCode
+	38, // 6: replicad.v1.AlterPartitionResponse.error_code:type_name -> replicad.v1.ErrorCode
+	9,  // 7: replicad.v1.AlterPartitionResponse.partitions:type_name -> replicad.v1.AlterPartitionResult
+	38, // 8: replicad.v1.CreateTopicResponse.error_code:type_name -> replicad.v1.ErrorCode
+	25, // 9: replicad.v1.CreateTopicResponse.partitions:type_name -> replicad.v1.ClusterPartition
+	38, // 10: replicad.v1.DeleteTopicResponse.error_code:type_name -> replicad.v1.ErrorCode
+	38, // 11: replicad.v1.ElectLeaderResponse.error_code:type_name -> replicad.v1.ErrorCode
+	25, // 12: replicad.v1.ElectLeaderResponse.partition:type_name -> replicad.v1.ClusterPartition
+	0,  // 13: replicad.v1.ElectLeadersRequest.election_type:type_name -> replicad.v1.ElectionType
+	18, // 14: replicad.v1.ElectLeadersRequest.topics:type_name -> replicad.v1.ElectLeadersTopic
+	38, // 15: replicad.v1.ElectLeadersResponse.error_code:type_name -> replicad.v1.ErrorCode
+	20, // 16: replicad.v1.ElectLeadersResponse.results:type_name -> replicad.v1.ElectLeadersResult
+	38, // 17: replicad.v1.ElectLeadersResult.error_code:type_name -> replicad.v1.ErrorCode
+	25, // 18: replicad.v1.ElectLeadersResult.state:type_name -> replicad.v1.ClusterPartition
+	38, // 19: replicad.v1.ReassignPartitionResponse.error_code:type_name -> replicad.v1.ErrorCode
+	25, // 20: replicad.v1.ReassignPartitionResponse.partition:type_name -> replicad.v1.ClusterPartition
+	27, // 21: replicad.v1.DeletedTopic.pending:type_name -> replicad.v1.PendingReplicas
+	24, // 22: replicad.v1.DescribeClusterResponse.brokers:type_name -> replicad.v1.BrokerDescription
+	25, // 23: replicad.v1.DescribeClusterResponse.partitions:type_name -> replicad.v1.ClusterPartition
+	38, // 24: replicad.v1.DescribeClusterResponse.error_code:type_name -> replicad.v1.ErrorCode
+	26, // 25: replicad.v1.DescribeClusterResponse.pending_deletions:type_name -> replicad.v1.DeletedTopic
+	38, // 26: replicad.v1.ControlledShutdownResponse.error_code:type_name -> replicad.v1.ErrorCode
+	39, // 27: replicad.v1.ControlledShutdownResponse.remaining_partitions:type_name -> replicad.v1.PartitionError
+	40, // 28: replicad.v1.CreateAclsRequest.acls:type_name -> replicad.v1.Acl
+	38, // 29: replicad.v1.CreateAclsResponse.error_code:type_name -> replicad.v1.ErrorCode
+	40, // 30: replicad.v1.CreateAclsResponse.created:type_name -> replicad.v1.Acl
+	41, // 31: replicad.v1.AclFilter.operation:type_name -> replicad.v1.AclOperation
+	42, // 32: replicad.v1.AclFilter.resource_type:type_name -> replicad.v1.AclResourceType
+	43, // 33: replicad.v1.AclFilter.pattern_type:type_name -> replicad.v1.AclPatternType
+	33, // 34: replicad.v1.DeleteAclsRequest.filters:type_name -> replicad.v1.AclFilter
+	38, // 35: replicad.v1.DeleteAclsResponse.error_code:type_name -> replicad.v1.ErrorCode
+	40, // 36: replicad.v1.DeleteAclsResponse.deleted:type_name -> replicad.v1.Acl
+	33, // 37: replicad.v1.DescribeAclsRequest.filter:type_name -> replicad.v1.AclFilter
+	38, // 38: replicad.v1.DescribeAclsResponse.error_code:type_name -> replicad.v1.ErrorCode
+	40, // 39: replicad.v1.DescribeAclsResponse.acls:type_name -> replicad.v1.Acl
+	1,  // 40: replicad.v1.ControllerService.RegisterBroker:input_type -> replicad.v1.RegisterBrokerRequest
+	3,  // 41: replicad.v1.ControllerService.BrokerHeartbeat:input_type -> replicad.v1.BrokerHeartbeatRequest
+	8,  // 42: replicad.v1.ControllerService.AlterPartition:input_type -> replicad.v1.AlterPartitionRequest
+	11, // 43: replicad.v1.ControllerService.CreateTopic:input_type -> replicad.v1.CreateTopicRequest
+	13, // 44: replicad.v1.ControllerService.DeleteTopic:input_type -> replicad.v1.DeleteTopicRequest
+	15, // 45: replicad.v1.ControllerService.ElectLeader:input_type -> replicad.v1.ElectLeaderRequest
+	17, // 46: replicad.v1.ControllerService.ElectLeaders:input_type -> replicad.v1.ElectLeadersRequest
+	21, // 47: replicad.v1.ControllerService.ReassignPartition:input_type -> replicad.v1.ReassignPartitionRequest
+	23, // 48: replicad.v1.ControllerService.DescribeCluster:input_type -> replicad.v1.DescribeClusterRequest
+	29, // 49: replicad.v1.ControllerService.ControlledShutdown:input_type -> replicad.v1.ControlledShutdownRequest
+	31, // 50: replicad.v1.ControllerService.CreateAcls:input_type -> replicad.v1.CreateAclsRequest
+	34, // 51: replicad.v1.ControllerService.DeleteAcls:input_type -> replicad.v1.DeleteAclsRequest
+	36, // 52: replicad.v1.ControllerService.DescribeAcls:input_type -> replicad.v1.DescribeAclsRequest
+	2,  // 53: replicad.v1.ControllerService.RegisterBroker:output_type -> replicad.v1.RegisterBrokerResponse
+	5,  // 54: replicad.v1.ControllerService.BrokerHeartbeat:output_type -> replicad.v1.BrokerHeartbeatResponse
+	10, // 55: replicad.v1.ControllerService.AlterPartition:output_type -> replicad.v1.AlterPartitionResponse
+	12, // 56: replicad.v1.ControllerService.CreateTopic:output_type -> replicad.v1.CreateTopicResponse
+	14, // 57: replicad.v1.ControllerService.DeleteTopic:output_type -> replicad.v1.DeleteTopicResponse
+	16, // 58: replicad.v1.ControllerService.ElectLeader:output_type -> replicad.v1.ElectLeaderResponse
+	19, // 59: replicad.v1.ControllerService.ElectLeaders:output_type -> replicad.v1.ElectLeadersResponse
+	22, // 60: replicad.v1.ControllerService.ReassignPartition:output_type -> replicad.v1.ReassignPartitionResponse
+	28, // 61: replicad.v1.ControllerService.DescribeCluster:output_type -> replicad.v1.DescribeClusterResponse
+	30, // 62: replicad.v1.ControllerService.ControlledShutdown:output_type -> replicad.v1.ControlledShutdownResponse
+	32, // 63: replicad.v1.ControllerService.CreateAcls:output_type -> replicad.v1.CreateAclsResponse
+	35, // 64: replicad.v1.ControllerService.DeleteAcls:output_type -> replicad.v1.DeleteAclsResponse
+	37, // 65: replicad.v1.ControllerService.DescribeAcls:output_type -> replicad.v1.DescribeAclsResponse
+	53, // [53:66] is the sub-list for method output_type
+	40, // [40:53] is the sub-list for method input_type
+	40, // [40:40] is the sub-list for extension type_name
+	40, // [40:40] is the sub-list for extension extendee
+	0,  // [0:40] is the sub-list for field type_name
 }
 
 func init() { file_replicad_v1_controller_proto_init() }
@@ -2514,13 +2849,14 @@ func file_replicad_v1_controller_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_replicad_v1_controller_proto_rawDesc), len(file_replicad_v1_controller_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   33,
+			NumEnums:      1,
+			NumMessages:   37,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_replicad_v1_controller_proto_goTypes,
 		DependencyIndexes: file_replicad_v1_controller_proto_depIdxs,
+		EnumInfos:         file_replicad_v1_controller_proto_enumTypes,
 		MessageInfos:      file_replicad_v1_controller_proto_msgTypes,
 	}.Build()
 	File_replicad_v1_controller_proto = out.File

@@ -25,6 +25,7 @@ const (
 	ControllerService_CreateTopic_FullMethodName        = "/replicad.v1.ControllerService/CreateTopic"
 	ControllerService_DeleteTopic_FullMethodName        = "/replicad.v1.ControllerService/DeleteTopic"
 	ControllerService_ElectLeader_FullMethodName        = "/replicad.v1.ControllerService/ElectLeader"
+	ControllerService_ElectLeaders_FullMethodName       = "/replicad.v1.ControllerService/ElectLeaders"
 	ControllerService_ReassignPartition_FullMethodName  = "/replicad.v1.ControllerService/ReassignPartition"
 	ControllerService_DescribeCluster_FullMethodName    = "/replicad.v1.ControllerService/DescribeCluster"
 	ControllerService_ControlledShutdown_FullMethodName = "/replicad.v1.ControllerService/ControlledShutdown"
@@ -49,6 +50,10 @@ type ControllerServiceClient interface {
 	CreateTopic(ctx context.Context, in *CreateTopicRequest, opts ...grpc.CallOption) (*CreateTopicResponse, error)
 	DeleteTopic(ctx context.Context, in *DeleteTopicRequest, opts ...grpc.CallOption) (*DeleteTopicResponse, error)
 	ElectLeader(ctx context.Context, in *ElectLeaderRequest, opts ...grpc.CallOption) (*ElectLeaderResponse, error)
+	// ElectLeaders elects the leaders of many partitions at once (Kafka's
+	// ElectLeaders): an election type, a list of partitions, an answer per
+	// partition.
+	ElectLeaders(ctx context.Context, in *ElectLeadersRequest, opts ...grpc.CallOption) (*ElectLeadersResponse, error)
 	ReassignPartition(ctx context.Context, in *ReassignPartitionRequest, opts ...grpc.CallOption) (*ReassignPartitionResponse, error)
 	DescribeCluster(ctx context.Context, in *DescribeClusterRequest, opts ...grpc.CallOption) (*DescribeClusterResponse, error)
 	// ControlledShutdown moves a stopping broker's leaderships away first.
@@ -122,6 +127,16 @@ func (c *controllerServiceClient) ElectLeader(ctx context.Context, in *ElectLead
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ElectLeaderResponse)
 	err := c.cc.Invoke(ctx, ControllerService_ElectLeader_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controllerServiceClient) ElectLeaders(ctx context.Context, in *ElectLeadersRequest, opts ...grpc.CallOption) (*ElectLeadersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ElectLeadersResponse)
+	err := c.cc.Invoke(ctx, ControllerService_ElectLeaders_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -204,6 +219,10 @@ type ControllerServiceServer interface {
 	CreateTopic(context.Context, *CreateTopicRequest) (*CreateTopicResponse, error)
 	DeleteTopic(context.Context, *DeleteTopicRequest) (*DeleteTopicResponse, error)
 	ElectLeader(context.Context, *ElectLeaderRequest) (*ElectLeaderResponse, error)
+	// ElectLeaders elects the leaders of many partitions at once (Kafka's
+	// ElectLeaders): an election type, a list of partitions, an answer per
+	// partition.
+	ElectLeaders(context.Context, *ElectLeadersRequest) (*ElectLeadersResponse, error)
 	ReassignPartition(context.Context, *ReassignPartitionRequest) (*ReassignPartitionResponse, error)
 	DescribeCluster(context.Context, *DescribeClusterRequest) (*DescribeClusterResponse, error)
 	// ControlledShutdown moves a stopping broker's leaderships away first.
@@ -240,6 +259,9 @@ func (UnimplementedControllerServiceServer) DeleteTopic(context.Context, *Delete
 }
 func (UnimplementedControllerServiceServer) ElectLeader(context.Context, *ElectLeaderRequest) (*ElectLeaderResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ElectLeader not implemented")
+}
+func (UnimplementedControllerServiceServer) ElectLeaders(context.Context, *ElectLeadersRequest) (*ElectLeadersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ElectLeaders not implemented")
 }
 func (UnimplementedControllerServiceServer) ReassignPartition(context.Context, *ReassignPartitionRequest) (*ReassignPartitionResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ReassignPartition not implemented")
@@ -388,6 +410,24 @@ func _ControllerService_ElectLeader_Handler(srv interface{}, ctx context.Context
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ControllerService_ElectLeaders_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ElectLeadersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServiceServer).ElectLeaders(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControllerService_ElectLeaders_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServiceServer).ElectLeaders(ctx, req.(*ElectLeadersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _ControllerService_ReassignPartition_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ReassignPartitionRequest)
 	if err := dec(in); err != nil {
@@ -526,6 +566,10 @@ var ControllerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ElectLeader",
 			Handler:    _ControllerService_ElectLeader_Handler,
+		},
+		{
+			MethodName: "ElectLeaders",
+			Handler:    _ControllerService_ElectLeaders_Handler,
 		},
 		{
 			MethodName: "ReassignPartition",
