@@ -33,10 +33,10 @@ const (
 	// that one check is one bounded store transaction and one bounded burst
 	// of LeaderAndIsr (and of clients refreshing their leaders).
 	DefaultLeaderRebalanceBatch = 100
-	// rebalanceFollowUp is how soon the next check comes when the cap left
+	// RebalanceFollowUp is how soon the next check comes when the cap left
 	// leaderships to move: the rest goes in further batches, not one more
 	// every interval.
-	rebalanceFollowUp = 5 * time.Second
+	RebalanceFollowUp = 5 * time.Second
 )
 
 // preferredElection is p led by its preferred replica (the first of its
@@ -291,7 +291,7 @@ func (c *Controller) rebalanceTimer() *time.Timer {
 func (c *Controller) runRebalanceCheck(ctx context.Context, t *time.Timer) {
 	next := c.cfg.LeaderImbalanceCheckInterval
 	if c.rebalanceLeaders(ctx) > 0 {
-		next = min(next, rebalanceFollowUp)
+		next = min(next, RebalanceFollowUp)
 	}
 	t.Reset(next)
 }
