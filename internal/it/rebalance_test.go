@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/encoding/protojson"
+
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
 	"github.com/replicad/replicad/internal/testutil"
 )
@@ -280,4 +282,81 @@ func TestRebalanceAfterRollingRestart(t *testing.T) {
 		t.Fatalf("checked %d acknowledged records, %d were acknowledged", checked, acked.count())
 	}
 	t.Logf("%d acknowledged records all at their offsets", checked)
+}
+
+// TestElectPreferredCtlclient runs `ctlclient elect --preferred` against a
+// real controller and brokers (automatic rebalance off): leaders moved by
+// hand go back to the preferred replicas, which then lead on the brokers
+// too; already preferred is a no-op (exit 0); a preferred replica that is
+// down answers PREFERRED_LEADER_NOT_AVAILABLE (exit 1).
+func TestElectPreferredCtlclient(t *testing.T) {
+	const topic = "pref"
+	c := newCtlCluster(t, 3*time.Second)
+	if code := c.ctl.Terminate(30 * time.Second); code != 0 {
+		t.Fatalf("controller exited %d after SIGTERM", code)
+	}
+	c.ctlArgs = append(c.ctlArgs, "--auto-leader-rebalance-enable=false")
+	c.startController()
+	c.waitAlive(clusterIDs...)
+	c.createTopic(topic, 6, 3)
+	resp, err := c.cluster()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range resp.GetPartitions() {
+		second := p.GetReplicas()[1]
+		er, err := c.ctlAPI.ElectLeader(ctx(t), &replicadv1.ElectLeaderRequest{Topic: topic, Partition: p.GetPartition(), Leader: &second})
+		if err != nil || er.GetErrorCode() != replicadv1.ErrorCode_ERROR_CODE_NONE {
+			t.Fatalf("ElectLeader(%d) of %s-%d: %v %v", second, topic, p.GetPartition(), er, err)
+		}
+	}
+	elect := func(args ...string) ctlResult {
+		return runCtlclient(t, nil, "", append([]string{"--controller", c.ctlAddr}, args...)...)
+	}
+	elect("elect", "--preferred", "--topic", topic, "--partition", "0").want(t, 0)
+	r := elect("elect", "--preferred", "--topic", topic, "--partition", "0").want(t, 0)
+	if !strings.Contains(r.stderr, "nothing to do") || !strings.Contains(r.stdout, "ELECTION_NOT_NEEDED") {
+		t.Errorf("a second preferred election of %s-0: stdout %q stderr %q, want a no-op", topic, r.stdout, r.stderr)
+	}
+	r = elect("-o", "json", "elect", "--preferred", "--all").want(t, 0)
+	var got replicadv1.ElectLeadersResponse
+	if err := protojson.Unmarshal([]byte(r.stdout), &got); err != nil {
+		t.Fatalf("stdout of elect --preferred --all -o json: %v\n%s", err, r.stdout)
+	}
+	var codes []string
+	for _, res := range got.GetResults() {
+		codes = append(codes, fmt.Sprintf("%d:%v", res.GetPartition(), res.GetErrorCode()))
+	}
+	want := "0:ERROR_CODE_ELECTION_NOT_NEEDED 1:ERROR_CODE_NONE 2:ERROR_CODE_NONE 3:ERROR_CODE_NONE 4:ERROR_CODE_NONE 5:ERROR_CODE_NONE"
+	if strings.Join(codes, " ") != want {
+		t.Errorf("elect --preferred --all: %v, want %s", codes, want)
+	}
+	if !strings.Contains(r.stderr, "[6/6]") || !strings.Contains(r.stderr, "5 elected, 1 already led") {
+		t.Errorf("elect --preferred --all progress on stderr: %q", r.stderr)
+	}
+	// The brokers know: each preferred replica leads on its broker.
+	resp, err = c.cluster()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range resp.GetPartitions() {
+		if p.GetLeader() != p.GetReplicas()[0] {
+			t.Errorf("%s-%d led by %d after elect --preferred --all, want %d", topic, p.GetPartition(), p.GetLeader(), p.GetReplicas()[0])
+		}
+		_, cl := c.broker(p.GetReplicas()[0])
+		d, err := cl.partition(topic, p.GetPartition())
+		if err != nil || d.GetRole() != replicadv1.ReplicaRole_REPLICA_ROLE_LEADER {
+			t.Errorf("broker %d's replica of %s-%d after the election: %v %v, want the leader", p.GetReplicas()[0], topic, p.GetPartition(), d, err)
+		}
+	}
+
+	// Broker 2 stops: the partitions it prefers to lead cannot go back.
+	b, _ := c.broker(2)
+	if code := b.Terminate(60 * time.Second); code != 0 {
+		t.Fatalf("broker 2 exited %d after SIGTERM", code)
+	}
+	r = elect("elect", "--preferred", "--topic", topic).want(t, 1)
+	if !strings.Contains(r.stderr, "2 of 6 partitions not elected") || !strings.Contains(r.stderr, "PREFERRED_LEADER_NOT_AVAILABLE") {
+		t.Errorf("elect --preferred with broker 2 down: stderr %q", r.stderr)
+	}
 }
