@@ -340,3 +340,34 @@ func TestAutoLeaderRebalance(t *testing.T) {
 		})
 	}
 }
+
+// TestElectLeadersIsOneTrace: a preferred election made under a client's
+// span is a Controller.electLeaders span under it, which the brokers' LeaderAndIsr
+// carry.
+func TestElectLeadersIsOneTrace(t *testing.T) {
+	h, rec, client := tracedCluster(t, 3)
+	h.createTopic("t", 3, 3)
+	two := int32(2)
+	if r, err := h.c.ElectLeader(context.Background(), &replicadv1.ElectLeaderRequest{Topic: "t", Partition: 0, Leader: &two}); err != nil || r.GetErrorCode() != codeNone {
+		t.Fatalf("ElectLeader: %v %v", r, err)
+	}
+	ctx, span := client.Start(context.Background(), "ctlclient elect --preferred")
+	resp, err := h.c.ElectLeaders(ctx, &replicadv1.ElectLeadersRequest{ElectionType: replicadv1.ElectionType_ELECTION_TYPE_PREFERRED})
+	span.End()
+	if err != nil || len(resp.GetResults()) != 3 {
+		t.Fatalf("ElectLeaders: %v %v", resp, err)
+	}
+	spans := spantest.Named(rec, "Controller.electLeaders")
+	if len(spans) != 1 || spans[0].Parent().SpanID() != span.SpanContext().SpanID() {
+		t.Fatalf("Controller.electLeaders spans %v, want one under the client's", spans)
+	}
+	a := spantest.Attrs(spans[0].Attributes())
+	if a["replicad.election_type"].AsString() != "preferred" || a["replicad.partitions"].AsInt64() != 3 || a["replicad.partitions_elected"].AsInt64() != 1 ||
+		a["replicad.leader"].AsInt64() != 1 || a["replicad.old_leader"].AsInt64() != 2 {
+		t.Errorf("Controller.electLeaders attributes %v", a)
+	}
+	p := h.part("t", 0)
+	for _, r := range p.Replicas {
+		wantSentUnder(t, h, rec, r, p, spans[0])
+	}
+}
