@@ -30,8 +30,10 @@ const (
 	// leader.imbalance.per.broker.percentage.
 	DefaultLeaderImbalancePerBrokerPercentage = 10
 	// DefaultLeaderRebalanceBatch caps the leaderships one check moves, so
-	// that one check is one bounded store transaction and one bounded burst
-	// of LeaderAndIsr (and of clients refreshing their leaders).
+	// that one check is one bounded store transaction (within etcd's default
+	// 128 operations per transaction even when every partition is of another
+	// topic) and one bounded burst of LeaderAndIsr (and of clients refreshing
+	// their leaders).
 	DefaultLeaderRebalanceBatch = 100
 	// RebalanceFollowUp is how soon the next check comes when the cap left
 	// leaderships to move: the rest goes in further batches, not one more
