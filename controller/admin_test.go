@@ -30,9 +30,11 @@ func TestCreateTopic(t *testing.T) {
 	leaders := make(map[int32]int)
 	for i, cp := range got {
 		p := h.part("a", int32(i))
-		want := []int32{int32(i%3) + 1, int32((i+1)%3) + 1}
+		// Round-robin with Kafka's replica shift: the second replica moves
+		// one further once the partitions wrap around the brokers.
+		want := []int32{int32(i%3) + 1, int32((i+1+i/3)%3) + 1}
 		if !slices.Equal(p.Replicas, want) || !slices.Equal(p.ISR, want) || p.Leader != want[0] || p.LeaderEpoch != 0 || p.PartitionEpoch != 0 {
-			t.Errorf("a-%d stored as %+v, want round-robin replicas %v, all in the ISR, the first leading", i, p, want)
+			t.Errorf("a-%d stored as %+v, want shifted round-robin replicas %v, all in the ISR, the first leading", i, p, want)
 		}
 		if cp.GetPartition() != int32(i) || cp.GetLeader() != p.Leader || !slices.Equal(cp.GetReplicas(), p.Replicas) || !slices.Equal(cp.GetIsr(), p.ISR) {
 			t.Errorf("answer %v is not the stored %+v", cp, p)
@@ -43,17 +45,17 @@ func TestCreateTopic(t *testing.T) {
 				t.Errorf("LeaderAndIsr of a new partition to %d without is_new: %v", r, s)
 			}
 		}
-		if s, _ := h.fake(int32((i+2)%3)+1).laiState("a", int32(i)); s != nil {
+		if s, _ := h.fake(6-want[0]-want[1]).laiState("a", int32(i)); s != nil {
 			t.Errorf("a non-replica was sent a LeaderAndIsr of a-%d: %v", i, s)
 		}
 	}
 	if leaders[1] != 2 || leaders[2] != 2 || leaders[3] != 2 {
 		t.Errorf("leaders per broker %v, want 2 each", leaders)
 	}
-	// The next topic starts its assignment on the next broker.
+	// The next topic starts its assignment on the next broker, shifted.
 	b := h.createTopic("b", 1, 3)
-	if !slices.Equal(b[0].GetReplicas(), []int32{2, 3, 1}) {
-		t.Errorf("second topic assigned %v, want [2 3 1]", b[0].GetReplicas())
+	if !slices.Equal(b[0].GetReplicas(), []int32{2, 1, 3}) {
+		t.Errorf("second topic assigned %v, want [2 1 3]", b[0].GetReplicas())
 	}
 
 	before := h.snapshot()

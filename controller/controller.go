@@ -51,6 +51,18 @@ type Config struct {
 	// UncleanLeaderElection lets a partition with no live ISR member be led
 	// by the most caught-up live replica, losing what only the ISR had.
 	UncleanLeaderElection bool
+	// AutoLeaderRebalance turns on the automatic leader rebalance (Kafka's
+	// auto.leader.rebalance.enable): every LeaderImbalanceCheckInterval
+	// (default DefaultLeaderImbalanceCheckInterval), the partitions of each
+	// broker whose leader imbalance (the share of the partitions it is the
+	// preferred leader of that another broker leads) exceeds
+	// LeaderImbalancePerBrokerPercentage (0: any imbalance) move back to it
+	// where it is in the ISR and eligible, at most LeaderRebalanceBatch
+	// (default DefaultLeaderRebalanceBatch) per check.
+	AutoLeaderRebalance                bool
+	LeaderImbalanceCheckInterval       time.Duration
+	LeaderImbalancePerBrokerPercentage int
+	LeaderRebalanceBatch               int
 	// DialBroker connects to a broker. Required.
 	DialBroker BrokerDialer
 	// QueueBackoff and QueueMaxBackoff tune the per-broker queues' retries
@@ -170,6 +182,12 @@ func New(cfg Config) (*Controller, error) {
 	if cfg.SendTimeout <= 0 {
 		cfg.SendTimeout = 10 * time.Second
 	}
+	if cfg.LeaderImbalanceCheckInterval <= 0 {
+		cfg.LeaderImbalanceCheckInterval = DefaultLeaderImbalanceCheckInterval
+	}
+	if cfg.LeaderRebalanceBatch <= 0 {
+		cfg.LeaderRebalanceBatch = DefaultLeaderRebalanceBatch
+	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Real{}
 	}
@@ -255,6 +273,14 @@ func (c *Controller) serve(ctx context.Context, lead store.Leadership) string {
 	interval := c.sessionCheckInterval()
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
+	// The leader rebalance checks run here too, while this controller acts
+	// (only the active controller rebalances).
+	rebalance := c.rebalanceTimer()
+	var rebalanceC <-chan time.Time
+	if rebalance != nil {
+		defer rebalance.Stop()
+		rebalanceC = rebalance.C
+	}
 	// lastTick is wall time, not Config.Clock: it detects that this process
 	// itself stood still (SIGSTOP, a stalled VM), which no clock can fake.
 	lastTick := time.Now()
@@ -272,6 +298,8 @@ func (c *Controller) serve(ctx context.Context, lead store.Leadership) string {
 			}
 			lastTick = now
 			c.expireSessions(ctx)
+		case <-rebalanceC:
+			c.runRebalanceCheck(ctx, rebalance)
 		}
 	}
 }

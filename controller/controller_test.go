@@ -96,6 +96,13 @@ func assertNotController(t *testing.T, h *harness) {
 			r, err := h.c.ElectLeader(ctx, &replicadv1.ElectLeaderRequest{Topic: "t", Partition: 0, Leader: &one})
 			return r.GetErrorCode(), err
 		}},
+		{"ElectLeaders", func() (replicadv1.ErrorCode, error) {
+			r, err := h.c.ElectLeaders(ctx, &replicadv1.ElectLeadersRequest{ElectionType: replicadv1.ElectionType_ELECTION_TYPE_PREFERRED})
+			if len(r.GetResults()) > 0 {
+				t.Errorf("standby ElectLeaders answered %v", r)
+			}
+			return r.GetErrorCode(), err
+		}},
 		{"ReassignPartition", func() (replicadv1.ErrorCode, error) {
 			r, err := h.c.ReassignPartition(ctx, &replicadv1.ReassignPartitionRequest{Topic: "t", Partition: 0, Replicas: []int32{1}})
 			return r.GetErrorCode(), err
@@ -119,6 +126,8 @@ func assertNotController(t *testing.T, h *harness) {
 		}
 	}
 	h.c.expireSessions(ctx) // a stray session check does nothing either
+	// Nor a stray leader rebalance check.
+	h.c.rebalanceLeaders(ctx)
 	h.assertUnchanged(before)
 }
 

@@ -23,10 +23,15 @@
 //     epoch, the partition epoch (INVALID_UPDATE_VERSION) and the broker epochs
 //     of joining replicas (STALE_BROKER_EPOCH; fenced or stopping brokers may
 //     not join), persisted, and answered with the committed state.
-//   - Admin: topic creation (round-robin assignment, leaders spread evenly)
-//     and deletion, preferred or chosen leader election, reassignment (Kafka's
-//     KIP-455 steps: add the target replicas, wait until they are in the ISR,
-//     switch, remove the old ones) and controlled shutdown.
+//   - Admin: topic creation (round-robin assignment with Kafka's replica
+//     shift, leaders spread evenly) and deletion, chosen leader election,
+//     preferred replica election (ElectLeaders, preferred.go), reassignment
+//     (Kafka's KIP-455 steps: add the target replicas, wait until they are in
+//     the ISR, switch, remove the old ones) and controlled shutdown.
+//   - Leader balance. With AutoLeaderRebalance, every check interval the
+//     partitions of a broker whose leader imbalance is above the percentage
+//     go back to their preferred replica where it is in the ISR and
+//     eligible, a bounded batch per check (preferred.go).
 //
 // # Who acts
 //

@@ -201,18 +201,26 @@ func with(set []int32, id int32) []int32 {
 	return out
 }
 
-// assignReplicas is the round-robin assignment of a new topic (Kafka's
-// assignReplicasToBrokersRackUnaware without its random start): replica j of
-// partition p is brokers[(start+p+j) % n]. The first replica, the preferred
-// leader, rotates over the brokers, so leaders spread evenly. brokers must be
-// sorted and hold at least rf ids.
+// assignReplicas is the assignment of a new topic, Kafka's
+// assignReplicasToBrokersRackUnaware with start as both its fixed start
+// index and its first replica shift (no random start): the first replica of
+// partition p, its preferred leader, is brokers[(start+p) % n], so leaders
+// rotate over the brokers; replica j >= 1 is brokers[(first + 1 + (shift +
+// j-1) % (n-1)) % n], where shift is start + p/n, rising each time p wraps
+// around the broker list. Without the shift every partition a broker prefers
+// to lead would have the same second replica, which would then take all its
+// leaderships when it fails; with it they spread over every other broker.
+// brokers must be sorted and hold at least rf ids.
 func assignReplicas(brokers []int32, partitions, rf, start int) [][]int32 {
 	n := len(brokers)
 	out := make([][]int32, partitions)
 	for p := range partitions {
+		first := (start + p) % n
+		shift := start + p/n
 		rs := make([]int32, rf)
-		for j := range rf {
-			rs[j] = brokers[(start+p+j)%n]
+		rs[0] = brokers[first]
+		for j := 1; j < rf; j++ {
+			rs[j] = brokers[(first+1+(shift+j-1)%(n-1))%n]
 		}
 		out[p] = rs
 	}

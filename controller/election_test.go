@@ -300,10 +300,54 @@ func TestAssignReplicas(t *testing.T) {
 			t.Errorf("%+v: replicas per broker %v are not spread evenly", tt, replicas)
 		}
 	}
-	// The start rotates where the first leader goes.
+	// The start rotates where the first leader goes, and shifts the
+	// second replica (Kafka's fixed start index and replica shift).
 	a := assignReplicas([]int32{1, 2, 3}, 1, 2, 0)
 	b := assignReplicas([]int32{1, 2, 3}, 1, 2, 1)
-	if !slices.Equal(a[0], []int32{1, 2}) || !slices.Equal(b[0], []int32{2, 3}) {
-		t.Errorf("assignReplicas with start 0 and 1 = %v and %v, want [[1 2]] and [[2 3]]", a, b)
+	if !slices.Equal(a[0], []int32{1, 2}) || !slices.Equal(b[0], []int32{2, 1}) {
+		t.Errorf("assignReplicas with start 0 and 1 = %v and %v, want [[1 2]] and [[2 1]]", a, b)
+	}
+}
+
+// TestAssignReplicasShiftSpreadsFailover checks the replica shift: the
+// partitions one broker prefers to lead have their second replicas (who
+// take over when it fails) spread evenly over every other broker, not
+// piled on one. n*(n-1) partitions give each (first, second) pair exactly
+// once; Kafka's own assignment for 3 brokers, start 0, is checked too.
+func TestAssignReplicasShiftSpreadsFailover(t *testing.T) {
+	kafka := [][]int32{{1, 2, 3}, {2, 3, 1}, {3, 1, 2}, {1, 3, 2}, {2, 1, 3}, {3, 2, 1}}
+	if got := assignReplicas([]int32{1, 2, 3}, 6, 3, 0); !slices.EqualFunc(got, kafka, slices.Equal) {
+		t.Errorf("assignReplicas(3 brokers, 6 partitions, RF 3, start 0) = %v, want Kafka's %v", got, kafka)
+	}
+	for _, tt := range []struct{ brokers, rf, start, rounds int }{
+		{3, 3, 0, 1}, {3, 3, 1, 5}, {5, 3, 0, 1}, {5, 3, 3, 2}, {4, 2, 2, 3}, {5, 5, 1, 1},
+	} {
+		brokers := make([]int32, tt.brokers)
+		for i := range brokers {
+			brokers[i] = int32(i + 1)
+		}
+		n := tt.brokers
+		got := assignReplicas(brokers, n*(n-1)*tt.rounds, tt.rf, tt.start)
+		// next[first][second] counts the partitions first prefers to lead
+		// whose second replica is second.
+		next := make(map[int32]map[int32]int)
+		for _, rs := range got {
+			if next[rs[0]] == nil {
+				next[rs[0]] = make(map[int32]int)
+			}
+			next[rs[0]][rs[1]]++
+		}
+		for _, first := range brokers {
+			for _, second := range brokers {
+				want := tt.rounds
+				if second == first {
+					want = 0
+				}
+				if next[first][second] != want {
+					t.Errorf("%+v: broker %d prefers to lead %d partitions whose second replica is %d, want %d (failover targets %v; assignment %v)",
+						tt, first, next[first][second], second, want, next[first], got)
+				}
+			}
+		}
 	}
 }

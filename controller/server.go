@@ -262,6 +262,40 @@ func (c *Controller) ElectLeader(ctx context.Context, req *replicadv1.ElectLeade
 	return resp, nil
 }
 
+// ElectLeaders implements ControllerService: Kafka's ElectLeaders, of the
+// PREFERRED type, with an outcome per partition.
+func (c *Controller) ElectLeaders(ctx context.Context, req *replicadv1.ElectLeadersRequest) (*replicadv1.ElectLeadersResponse, error) {
+	if req.GetElectionType() != replicadv1.ElectionType_ELECTION_TYPE_PREFERRED {
+		return nil, invalid("election_type", "must be ELECTION_TYPE_PREFERRED (got %v)", req.GetElectionType())
+	}
+	reqs := make([]electRequest, 0, len(req.GetTopics()))
+	for i, t := range req.GetTopics() {
+		if err := validateTopic(fmt.Sprintf("topics[%d].topic", i), t.GetTopic()); err != nil {
+			return nil, err
+		}
+		for j, n := range t.GetPartitions() {
+			if n < 0 {
+				return nil, invalid(fmt.Sprintf("topics[%d].partitions[%d]", i, j), "must not be negative (got %d)", n)
+			}
+		}
+		reqs = append(reqs, electRequest{topic: t.GetTopic(), partitions: t.GetPartitions()})
+	}
+	results, err := c.electPreferred(ctx, reqs)
+	code, msg, err := outcome(err)
+	if err != nil {
+		return nil, err
+	}
+	resp := &replicadv1.ElectLeadersResponse{ErrorCode: code, ErrorMessage: msg}
+	for _, r := range results {
+		res := &replicadv1.ElectLeadersResult{Topic: r.topic, Partition: r.partition, ErrorCode: r.code, ErrorMessage: r.msg}
+		if r.state.Topic != "" {
+			res.State = clusterPartition(r.state)
+		}
+		resp.Results = append(resp.Results, res)
+	}
+	return resp, nil
+}
+
 // ReassignPartition implements ControllerService.
 func (c *Controller) ReassignPartition(ctx context.Context, req *replicadv1.ReassignPartitionRequest) (*replicadv1.ReassignPartitionResponse, error) {
 	if err := validateTopic("topic", req.GetTopic()); err != nil {

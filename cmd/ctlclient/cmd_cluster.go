@@ -164,21 +164,42 @@ no such topic).
 func electCommand() *command {
 	return &command{
 		name:    "elect",
-		summary: "elect a partition's leader",
-		usage:   "--topic T --partition P [--leader B]",
-		details: `Without --leader the preferred replica (the first live one in the ISR) is
-elected; with it, broker B, which must be a live member of the ISR. Prints the
-answer's error code and the partition as it is now. Exits 1 unless the answer
-is NONE (ELECTION_NOT_NEEDED: the leader already leads;
-ELIGIBLE_LEADERS_NOT_AVAILABLE, PREFERRED_LEADER_NOT_AVAILABLE, ...).
+		summary: "elect a partition's leader, or the preferred leaders of a topic or of all",
+		usage:   "--topic T --partition P [--leader B] | --preferred (--topic T [--partition P] | --all)",
+		details: `Without --preferred: elects broker B (--leader), which must be a live member
+of the ISR, or without --leader the first live ISR member in assignment order
+(ElectLeader). Prints the answer's error code and the partition as it is now.
+Exits 1 unless the answer is NONE (ELECTION_NOT_NEEDED: the leader already
+leads; ELIGIBLE_LEADERS_NOT_AVAILABLE, INELIGIBLE_REPLICA, ...).
+
+With --preferred: Kafka's preferred replica election (ElectLeaders, type
+PREFERRED) of one partition, of every partition of --topic, or of every
+partition with --all. The preferred leader is the first replica of the
+assignment; it is elected only where it is in the ISR, live, unfenced and
+not offline, otherwise that partition answers PREFERRED_LEADER_NOT_AVAILABLE.
+A partition it already leads answers ELECTION_NOT_NEEDED, a no-op: the
+command still exits 0. A topic or --all goes in batches of ` + strconv.Itoa(preferredElectBatch) + ` partitions,
+printing a line per partition to stderr as each batch is answered, then the
+outcome of each partition (a table, or with -o json one ElectLeadersResponse
+holding every result) and a summary on stderr. Exits 1 if any partition
+answered anything but NONE or ELECTION_NOT_NEEDED. The controller also does
+this by itself (controller run --auto-leader-rebalance-enable).
 
 ` + controllerExitDetails,
-		example: "ctlclient --controller 127.0.0.1:9090 elect --topic orders --partition 0 --leader 2",
+		example: "ctlclient --controller 127.0.0.1:9090 elect --topic orders --partition 0 --leader 2\n" +
+			"ctlclient --controller 127.0.0.1:9090 elect --preferred --topic orders\n" +
+			"ctlclient --controller 127.0.0.1:9090 -o json elect --preferred --all",
 		flags: func(fs *flag.FlagSet) func(context.Context, *env) error {
 			topic := fs.String("topic", "", "topic")
 			partition := int32Var(fs, "partition", 0, "partition")
-			leader := int32Var(fs, "leader", 0, "broker id to elect (default: the preferred replica)")
+			leader := int32Var(fs, "leader", 0, "broker id to elect (default: the first live ISR member)")
+			preferred := fs.Bool("preferred", false, "elect the preferred replica (the first of the assignment) where it is in the ISR and eligible")
+			all := fs.Bool("all", false, "with --preferred: every partition of every topic")
 			return func(ctx context.Context, e *env) error {
+				set := setFlags(fs)
+				if *preferred || *all {
+					return runPreferredElection(ctx, e, fs, *topic, *partition, *all)
+				}
 				if err := requireFlags(fs, "topic", "partition"); err != nil {
 					return err
 				}
@@ -189,7 +210,7 @@ ELIGIBLE_LEADERS_NOT_AVAILABLE, PREFERRED_LEADER_NOT_AVAILABLE, ...).
 					return usagef("--partition must not be negative (got %d)", *partition)
 				}
 				req := &replicadv1.ElectLeaderRequest{Topic: *topic, Partition: *partition}
-				if setFlags(fs)["leader"] {
+				if set["leader"] {
 					if *leader < 0 {
 						return usagef("--leader must be a broker id >= 0 (got %d)", *leader)
 					}

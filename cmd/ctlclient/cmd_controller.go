@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -31,8 +32,12 @@ type controllerConfig struct {
 	sessionTimeout time.Duration
 	electionTTL    time.Duration
 	unclean        bool
-	logLevel       string
-	logFormat      string
+	// The automatic leader rebalance (Kafka's auto.leader.rebalance.*).
+	autoRebalance     bool
+	imbalanceInterval time.Duration
+	imbalancePercent  int
+	logLevel          string
+	logFormat         string
 	// tls is the global --tls-*: the server's certificate, and the client
 	// certificate of the channels to the brokers.
 	tls tlsconf.Options
@@ -46,7 +51,8 @@ func controllerRunCommand() *command {
 	return &command{
 		name:    "controller run",
 		summary: "run the controller daemon",
-		usage:   "[--listen 127.0.0.1:9090] [--store DIR | etcd://HOST:PORT[,HOST:PORT]] [--session-timeout 6s] [--unclean-leader-election]",
+		usage: "[--listen 127.0.0.1:9090] [--store DIR | etcd://HOST:PORT[,HOST:PORT]] [--session-timeout 6s] [--unclean-leader-election]\n" +
+			"    [--auto-leader-rebalance-enable=true] [--leader-imbalance-check-interval 5m] [--leader-imbalance-per-broker-percentage 10]",
 		details: `Serves ControllerService until SIGTERM or Ctrl-C. Brokers started with
 --controller register here, heartbeat, and get their leadership from it; a
 broker silent for --session-timeout is fenced and its partitions get new
@@ -57,6 +63,16 @@ change); one controller per DIR (the file is locked). --store etcd://... keeps
 it in etcd: run several controllers on the same etcd; they campaign, one acts,
 the others answer NOT_CONTROLLER and take over within --election-ttl when it
 dies. The controller epoch rises at every start and election.
+
+Leader rebalance (Kafka's auto.leader.rebalance.enable, on by default): every
+--leader-imbalance-check-interval the active controller computes, for each
+broker, its imbalance: of the partitions whose preferred leader (first
+replica) it is, the share led by another broker. Where that is above
+--leader-imbalance-per-broker-percentage, leadership moves back to the
+preferred replica, but only where it is in the ISR, live, unfenced and not
+offline, and the partition is not being reassigned. A check moves at most
+` + strconv.Itoa(controller.DefaultLeaderRebalanceBatch) + ` leaderships; when it had more, the next check comes after ` + controller.RebalanceFollowUp.String() + `
+instead of the interval. ctlclient elect --preferred does the same on demand.
 
 OpenTelemetry export follows the OTEL_* environment variables.`,
 		example: "ctlclient controller run --listen 127.0.0.1:9090 --store ./data/controller\n" +
@@ -70,6 +86,11 @@ OpenTelemetry export follows the OTEL_* environment variables.`,
 			fs.DurationVar(&cfg.sessionTimeout, "session-timeout", controller.DefaultSessionTimeout, "a broker silent this long is fenced")
 			fs.DurationVar(&cfg.electionTTL, "election-ttl", 5*time.Second, "etcd only: lease TTL of the election; a dead controller is replaced within it")
 			fs.BoolVar(&cfg.unclean, "unclean-leader-election", false, "let the most caught-up live replica lead a partition with no live ISR member (loses records)")
+			fs.BoolVar(&cfg.autoRebalance, "auto-leader-rebalance-enable", true, "move leadership back to the preferred replicas when a broker's leader imbalance is above the percentage")
+			fs.DurationVar(&cfg.imbalanceInterval, "leader-imbalance-check-interval", controller.DefaultLeaderImbalanceCheckInterval,
+				"how often the leader imbalance is checked (Kafka's leader.imbalance.check.interval.seconds)")
+			fs.IntVar(&cfg.imbalancePercent, "leader-imbalance-per-broker-percentage", controller.DefaultLeaderImbalancePerBrokerPercentage,
+				"`PCT` 0-100: a broker's leader imbalance above this triggers a rebalance (Kafka's leader.imbalance.per.broker.percentage)")
 			fs.StringVar(&cfg.logLevel, "log-level", "info", "debug, info, warn or error")
 			fs.StringVar(&cfg.logFormat, "log-format", "console", "console or json")
 			fs.StringVar(&cfg.authz.SuperUsers, "super-users", "", "comma-separated principals allowed every call (spiffe://replicad/admin,...)")
@@ -101,6 +122,12 @@ func (cfg controllerConfig) validate() error {
 	}
 	if cfg.id < 0 {
 		return usagef("--id: must not be negative")
+	}
+	if cfg.imbalanceInterval < 10*time.Millisecond {
+		return usagef("--leader-imbalance-check-interval: must be at least 10ms (got %v)", cfg.imbalanceInterval)
+	}
+	if cfg.imbalancePercent < 0 || cfg.imbalancePercent > 100 {
+		return usagef("--leader-imbalance-per-broker-percentage: want 0 to 100 (got %d)", cfg.imbalancePercent)
 	}
 	if _, err := zerolog.ParseLevel(cfg.logLevel); err != nil || cfg.logLevel == "" {
 		return usagef("--log-level: want debug, info, warn or error (got %q)", cfg.logLevel)
@@ -184,6 +211,8 @@ func runController(ctx context.Context, stderr io.Writer, cfg controllerConfig) 
 	ctl, err := controller.New(controller.Config{
 		Store: st, Elector: elector, ID: cfg.id, SessionTimeout: cfg.sessionTimeout,
 		UncleanLeaderElection: cfg.unclean, DialBroker: brokerDialer(tc), Logger: logger,
+		AutoLeaderRebalance: cfg.autoRebalance, LeaderImbalanceCheckInterval: cfg.imbalanceInterval,
+		LeaderImbalancePerBrokerPercentage: cfg.imbalancePercent,
 	})
 	if err != nil {
 		return err

@@ -49,6 +49,7 @@ var (
 		replicadv1.ControllerService_AlterTopicConfig_FullMethodName,
 		replicadv1.ControllerService_DescribeTopicConfig_FullMethodName,
 		replicadv1.ControllerService_ElectLeader_FullMethodName,
+		replicadv1.ControllerService_ElectLeaders_FullMethodName,
 		replicadv1.ControllerService_ReassignPartition_FullMethodName,
 		replicadv1.ControllerService_DescribeCluster_FullMethodName,
 		replicadv1.ControllerService_CreateAcls_FullMethodName,

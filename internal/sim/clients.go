@@ -46,6 +46,9 @@ func (k controllerClient) DescribeTopicConfig(ctx context.Context, in *replicadv
 func (k controllerClient) ElectLeader(ctx context.Context, in *replicadv1.ElectLeaderRequest, _ ...grpc.CallOption) (*replicadv1.ElectLeaderResponse, error) {
 	return invoke[*replicadv1.ElectLeaderResponse](ctx, k.c, "ElectLeader", in)
 }
+func (k controllerClient) ElectLeaders(ctx context.Context, in *replicadv1.ElectLeadersRequest, _ ...grpc.CallOption) (*replicadv1.ElectLeadersResponse, error) {
+	return invoke[*replicadv1.ElectLeadersResponse](ctx, k.c, "ElectLeaders", in)
+}
 func (k controllerClient) ReassignPartition(ctx context.Context, in *replicadv1.ReassignPartitionRequest, _ ...grpc.CallOption) (*replicadv1.ReassignPartitionResponse, error) {
 	return invoke[*replicadv1.ReassignPartitionResponse](ctx, k.c, "ReassignPartition", in)
 }

@@ -76,6 +76,55 @@ func (ConfigSource) EnumDescriptor() ([]byte, []int) {
 	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{0}
 }
 
+// ElectionType is Kafka's election type of ElectLeaders.
+type ElectionType int32
+
+const (
+	ElectionType_ELECTION_TYPE_UNSPECIFIED ElectionType = 0
+	// The preferred replica, the first of the assignment, leads, when it is
+	// live, unfenced, not offline and in the ISR.
+	ElectionType_ELECTION_TYPE_PREFERRED ElectionType = 1
+)
+
+// Enum value maps for ElectionType.
+var (
+	ElectionType_name = map[int32]string{
+		0: "ELECTION_TYPE_UNSPECIFIED",
+		1: "ELECTION_TYPE_PREFERRED",
+	}
+	ElectionType_value = map[string]int32{
+		"ELECTION_TYPE_UNSPECIFIED": 0,
+		"ELECTION_TYPE_PREFERRED":   1,
+	}
+)
+
+func (x ElectionType) Enum() *ElectionType {
+	p := new(ElectionType)
+	*p = x
+	return p
+}
+
+func (x ElectionType) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ElectionType) Descriptor() protoreflect.EnumDescriptor {
+	return file_replicad_v1_controller_proto_enumTypes[1].Descriptor()
+}
+
+func (ElectionType) Type() protoreflect.EnumType {
+	return &file_replicad_v1_controller_proto_enumTypes[1]
+}
+
+func (x ElectionType) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ElectionType.Descriptor instead.
+func (ElectionType) EnumDescriptor() ([]byte, []int) {
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{1}
+}
+
 type RegisterBrokerRequest struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	BrokerId int32                  `protobuf:"varint,1,opt,name=broker_id,json=brokerId,proto3" json:"broker_id,omitempty"`
@@ -1455,6 +1504,254 @@ func (x *ElectLeaderResponse) GetPartition() *ClusterPartition {
 	return nil
 }
 
+type ElectLeadersRequest struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	ElectionType ElectionType           `protobuf:"varint,1,opt,name=election_type,json=electionType,proto3,enum=replicad.v1.ElectionType" json:"election_type,omitempty"`
+	// The partitions to elect. Empty: every partition of the cluster.
+	Topics        []*ElectLeadersTopic `protobuf:"bytes,2,rep,name=topics,proto3" json:"topics,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ElectLeadersRequest) Reset() {
+	*x = ElectLeadersRequest{}
+	mi := &file_replicad_v1_controller_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ElectLeadersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ElectLeadersRequest) ProtoMessage() {}
+
+func (x *ElectLeadersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_replicad_v1_controller_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ElectLeadersRequest.ProtoReflect.Descriptor instead.
+func (*ElectLeadersRequest) Descriptor() ([]byte, []int) {
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *ElectLeadersRequest) GetElectionType() ElectionType {
+	if x != nil {
+		return x.ElectionType
+	}
+	return ElectionType_ELECTION_TYPE_UNSPECIFIED
+}
+
+func (x *ElectLeadersRequest) GetTopics() []*ElectLeadersTopic {
+	if x != nil {
+		return x.Topics
+	}
+	return nil
+}
+
+type ElectLeadersTopic struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Topic string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	// Empty: every partition of the topic.
+	Partitions    []int32 `protobuf:"varint,2,rep,packed,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ElectLeadersTopic) Reset() {
+	*x = ElectLeadersTopic{}
+	mi := &file_replicad_v1_controller_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ElectLeadersTopic) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ElectLeadersTopic) ProtoMessage() {}
+
+func (x *ElectLeadersTopic) ProtoReflect() protoreflect.Message {
+	mi := &file_replicad_v1_controller_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ElectLeadersTopic.ProtoReflect.Descriptor instead.
+func (*ElectLeadersTopic) Descriptor() ([]byte, []int) {
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *ElectLeadersTopic) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *ElectLeadersTopic) GetPartitions() []int32 {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+type ElectLeadersResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// NONE, or why nothing was looked at (NOT_CONTROLLER, ...).
+	ErrorCode    ErrorCode `protobuf:"varint,1,opt,name=error_code,json=errorCode,proto3,enum=replicad.v1.ErrorCode" json:"error_code,omitempty"`
+	ErrorMessage string    `protobuf:"bytes,2,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	// One per partition asked for, in topic and partition order.
+	Results       []*ElectLeadersResult `protobuf:"bytes,3,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ElectLeadersResponse) Reset() {
+	*x = ElectLeadersResponse{}
+	mi := &file_replicad_v1_controller_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ElectLeadersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ElectLeadersResponse) ProtoMessage() {}
+
+func (x *ElectLeadersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_replicad_v1_controller_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ElectLeadersResponse.ProtoReflect.Descriptor instead.
+func (*ElectLeadersResponse) Descriptor() ([]byte, []int) {
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *ElectLeadersResponse) GetErrorCode() ErrorCode {
+	if x != nil {
+		return x.ErrorCode
+	}
+	return ErrorCode_ERROR_CODE_NONE
+}
+
+func (x *ElectLeadersResponse) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
+	}
+	return ""
+}
+
+func (x *ElectLeadersResponse) GetResults() []*ElectLeadersResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+// ElectLeadersResult is one partition's outcome: NONE (elected),
+// ELECTION_NOT_NEEDED (the preferred replica already leads),
+// PREFERRED_LEADER_NOT_AVAILABLE, UNKNOWN_TOPIC_OR_PARTITION, ...
+type ElectLeadersResult struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Topic        string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition    int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	ErrorCode    ErrorCode              `protobuf:"varint,3,opt,name=error_code,json=errorCode,proto3,enum=replicad.v1.ErrorCode" json:"error_code,omitempty"`
+	ErrorMessage string                 `protobuf:"bytes,4,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	// The partition's state after the election (absent when unknown).
+	State         *ClusterPartition `protobuf:"bytes,5,opt,name=state,proto3" json:"state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ElectLeadersResult) Reset() {
+	*x = ElectLeadersResult{}
+	mi := &file_replicad_v1_controller_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ElectLeadersResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ElectLeadersResult) ProtoMessage() {}
+
+func (x *ElectLeadersResult) ProtoReflect() protoreflect.Message {
+	mi := &file_replicad_v1_controller_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ElectLeadersResult.ProtoReflect.Descriptor instead.
+func (*ElectLeadersResult) Descriptor() ([]byte, []int) {
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *ElectLeadersResult) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *ElectLeadersResult) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *ElectLeadersResult) GetErrorCode() ErrorCode {
+	if x != nil {
+		return x.ErrorCode
+	}
+	return ErrorCode_ERROR_CODE_NONE
+}
+
+func (x *ElectLeadersResult) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
+	}
+	return ""
+}
+
+func (x *ElectLeadersResult) GetState() *ClusterPartition {
+	if x != nil {
+		return x.State
+	}
+	return nil
+}
+
 type ReassignPartitionRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
@@ -1466,7 +1763,7 @@ type ReassignPartitionRequest struct {
 
 func (x *ReassignPartitionRequest) Reset() {
 	*x = ReassignPartitionRequest{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[21]
+	mi := &file_replicad_v1_controller_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1478,7 +1775,7 @@ func (x *ReassignPartitionRequest) String() string {
 func (*ReassignPartitionRequest) ProtoMessage() {}
 
 func (x *ReassignPartitionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[21]
+	mi := &file_replicad_v1_controller_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1491,7 +1788,7 @@ func (x *ReassignPartitionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReassignPartitionRequest.ProtoReflect.Descriptor instead.
 func (*ReassignPartitionRequest) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{21}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ReassignPartitionRequest) GetTopic() string {
@@ -1526,7 +1823,7 @@ type ReassignPartitionResponse struct {
 
 func (x *ReassignPartitionResponse) Reset() {
 	*x = ReassignPartitionResponse{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[22]
+	mi := &file_replicad_v1_controller_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1538,7 +1835,7 @@ func (x *ReassignPartitionResponse) String() string {
 func (*ReassignPartitionResponse) ProtoMessage() {}
 
 func (x *ReassignPartitionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[22]
+	mi := &file_replicad_v1_controller_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1551,7 +1848,7 @@ func (x *ReassignPartitionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReassignPartitionResponse.ProtoReflect.Descriptor instead.
 func (*ReassignPartitionResponse) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{22}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ReassignPartitionResponse) GetErrorCode() ErrorCode {
@@ -1583,7 +1880,7 @@ type DescribeClusterRequest struct {
 
 func (x *DescribeClusterRequest) Reset() {
 	*x = DescribeClusterRequest{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[23]
+	mi := &file_replicad_v1_controller_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1595,7 +1892,7 @@ func (x *DescribeClusterRequest) String() string {
 func (*DescribeClusterRequest) ProtoMessage() {}
 
 func (x *DescribeClusterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[23]
+	mi := &file_replicad_v1_controller_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1608,7 +1905,7 @@ func (x *DescribeClusterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeClusterRequest.ProtoReflect.Descriptor instead.
 func (*DescribeClusterRequest) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{23}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{27}
 }
 
 type BrokerDescription struct {
@@ -1624,7 +1921,7 @@ type BrokerDescription struct {
 
 func (x *BrokerDescription) Reset() {
 	*x = BrokerDescription{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[24]
+	mi := &file_replicad_v1_controller_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1636,7 +1933,7 @@ func (x *BrokerDescription) String() string {
 func (*BrokerDescription) ProtoMessage() {}
 
 func (x *BrokerDescription) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[24]
+	mi := &file_replicad_v1_controller_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1649,7 +1946,7 @@ func (x *BrokerDescription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BrokerDescription.ProtoReflect.Descriptor instead.
 func (*BrokerDescription) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{24}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *BrokerDescription) GetId() int32 {
@@ -1720,7 +2017,7 @@ type ClusterPartition struct {
 
 func (x *ClusterPartition) Reset() {
 	*x = ClusterPartition{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[25]
+	mi := &file_replicad_v1_controller_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1732,7 +2029,7 @@ func (x *ClusterPartition) String() string {
 func (*ClusterPartition) ProtoMessage() {}
 
 func (x *ClusterPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[25]
+	mi := &file_replicad_v1_controller_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1745,7 +2042,7 @@ func (x *ClusterPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterPartition.ProtoReflect.Descriptor instead.
 func (*ClusterPartition) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{25}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ClusterPartition) GetTopic() string {
@@ -1859,7 +2156,7 @@ type DeletedTopic struct {
 
 func (x *DeletedTopic) Reset() {
 	*x = DeletedTopic{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[26]
+	mi := &file_replicad_v1_controller_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1871,7 +2168,7 @@ func (x *DeletedTopic) String() string {
 func (*DeletedTopic) ProtoMessage() {}
 
 func (x *DeletedTopic) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[26]
+	mi := &file_replicad_v1_controller_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1884,7 +2181,7 @@ func (x *DeletedTopic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeletedTopic.ProtoReflect.Descriptor instead.
 func (*DeletedTopic) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{26}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *DeletedTopic) GetTopic() string {
@@ -1919,7 +2216,7 @@ type PendingReplicas struct {
 
 func (x *PendingReplicas) Reset() {
 	*x = PendingReplicas{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[27]
+	mi := &file_replicad_v1_controller_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1931,7 +2228,7 @@ func (x *PendingReplicas) String() string {
 func (*PendingReplicas) ProtoMessage() {}
 
 func (x *PendingReplicas) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[27]
+	mi := &file_replicad_v1_controller_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1944,7 +2241,7 @@ func (x *PendingReplicas) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingReplicas.ProtoReflect.Descriptor instead.
 func (*PendingReplicas) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{27}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *PendingReplicas) GetPartition() int32 {
@@ -1979,7 +2276,7 @@ type DescribeClusterResponse struct {
 
 func (x *DescribeClusterResponse) Reset() {
 	*x = DescribeClusterResponse{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[28]
+	mi := &file_replicad_v1_controller_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1991,7 +2288,7 @@ func (x *DescribeClusterResponse) String() string {
 func (*DescribeClusterResponse) ProtoMessage() {}
 
 func (x *DescribeClusterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[28]
+	mi := &file_replicad_v1_controller_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2004,7 +2301,7 @@ func (x *DescribeClusterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeClusterResponse.ProtoReflect.Descriptor instead.
 func (*DescribeClusterResponse) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{28}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *DescribeClusterResponse) GetControllerEpoch() int32 {
@@ -2066,7 +2363,7 @@ type ControlledShutdownRequest struct {
 
 func (x *ControlledShutdownRequest) Reset() {
 	*x = ControlledShutdownRequest{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[29]
+	mi := &file_replicad_v1_controller_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2078,7 +2375,7 @@ func (x *ControlledShutdownRequest) String() string {
 func (*ControlledShutdownRequest) ProtoMessage() {}
 
 func (x *ControlledShutdownRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[29]
+	mi := &file_replicad_v1_controller_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2091,7 +2388,7 @@ func (x *ControlledShutdownRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ControlledShutdownRequest.ProtoReflect.Descriptor instead.
 func (*ControlledShutdownRequest) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{29}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ControlledShutdownRequest) GetBrokerId() int32 {
@@ -2119,7 +2416,7 @@ type ControlledShutdownResponse struct {
 
 func (x *ControlledShutdownResponse) Reset() {
 	*x = ControlledShutdownResponse{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[30]
+	mi := &file_replicad_v1_controller_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2131,7 +2428,7 @@ func (x *ControlledShutdownResponse) String() string {
 func (*ControlledShutdownResponse) ProtoMessage() {}
 
 func (x *ControlledShutdownResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[30]
+	mi := &file_replicad_v1_controller_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2144,7 +2441,7 @@ func (x *ControlledShutdownResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ControlledShutdownResponse.ProtoReflect.Descriptor instead.
 func (*ControlledShutdownResponse) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{30}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ControlledShutdownResponse) GetErrorCode() ErrorCode {
@@ -2171,7 +2468,7 @@ type CreateAclsRequest struct {
 
 func (x *CreateAclsRequest) Reset() {
 	*x = CreateAclsRequest{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[31]
+	mi := &file_replicad_v1_controller_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2183,7 +2480,7 @@ func (x *CreateAclsRequest) String() string {
 func (*CreateAclsRequest) ProtoMessage() {}
 
 func (x *CreateAclsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[31]
+	mi := &file_replicad_v1_controller_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2196,7 +2493,7 @@ func (x *CreateAclsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAclsRequest.ProtoReflect.Descriptor instead.
 func (*CreateAclsRequest) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{31}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *CreateAclsRequest) GetAcls() []*Acl {
@@ -2219,7 +2516,7 @@ type CreateAclsResponse struct {
 
 func (x *CreateAclsResponse) Reset() {
 	*x = CreateAclsResponse{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[32]
+	mi := &file_replicad_v1_controller_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2231,7 +2528,7 @@ func (x *CreateAclsResponse) String() string {
 func (*CreateAclsResponse) ProtoMessage() {}
 
 func (x *CreateAclsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[32]
+	mi := &file_replicad_v1_controller_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2244,7 +2541,7 @@ func (x *CreateAclsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAclsResponse.ProtoReflect.Descriptor instead.
 func (*CreateAclsResponse) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{32}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *CreateAclsResponse) GetErrorCode() ErrorCode {
@@ -2283,7 +2580,7 @@ type AclFilter struct {
 
 func (x *AclFilter) Reset() {
 	*x = AclFilter{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[33]
+	mi := &file_replicad_v1_controller_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2295,7 +2592,7 @@ func (x *AclFilter) String() string {
 func (*AclFilter) ProtoMessage() {}
 
 func (x *AclFilter) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[33]
+	mi := &file_replicad_v1_controller_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2308,7 +2605,7 @@ func (x *AclFilter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclFilter.ProtoReflect.Descriptor instead.
 func (*AclFilter) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{33}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *AclFilter) GetPrincipal() string {
@@ -2359,7 +2656,7 @@ type DeleteAclsRequest struct {
 
 func (x *DeleteAclsRequest) Reset() {
 	*x = DeleteAclsRequest{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[34]
+	mi := &file_replicad_v1_controller_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2371,7 +2668,7 @@ func (x *DeleteAclsRequest) String() string {
 func (*DeleteAclsRequest) ProtoMessage() {}
 
 func (x *DeleteAclsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[34]
+	mi := &file_replicad_v1_controller_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2384,7 +2681,7 @@ func (x *DeleteAclsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteAclsRequest.ProtoReflect.Descriptor instead.
 func (*DeleteAclsRequest) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{34}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *DeleteAclsRequest) GetFilters() []*AclFilter {
@@ -2412,7 +2709,7 @@ type DeleteAclsResponse struct {
 
 func (x *DeleteAclsResponse) Reset() {
 	*x = DeleteAclsResponse{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[35]
+	mi := &file_replicad_v1_controller_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2424,7 +2721,7 @@ func (x *DeleteAclsResponse) String() string {
 func (*DeleteAclsResponse) ProtoMessage() {}
 
 func (x *DeleteAclsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[35]
+	mi := &file_replicad_v1_controller_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2437,7 +2734,7 @@ func (x *DeleteAclsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteAclsResponse.ProtoReflect.Descriptor instead.
 func (*DeleteAclsResponse) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{35}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *DeleteAclsResponse) GetErrorCode() ErrorCode {
@@ -2471,7 +2768,7 @@ type DescribeAclsRequest struct {
 
 func (x *DescribeAclsRequest) Reset() {
 	*x = DescribeAclsRequest{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[36]
+	mi := &file_replicad_v1_controller_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2483,7 +2780,7 @@ func (x *DescribeAclsRequest) String() string {
 func (*DescribeAclsRequest) ProtoMessage() {}
 
 func (x *DescribeAclsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[36]
+	mi := &file_replicad_v1_controller_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2496,7 +2793,7 @@ func (x *DescribeAclsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeAclsRequest.ProtoReflect.Descriptor instead.
 func (*DescribeAclsRequest) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{36}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *DescribeAclsRequest) GetFilter() *AclFilter {
@@ -2517,7 +2814,7 @@ type DescribeAclsResponse struct {
 
 func (x *DescribeAclsResponse) Reset() {
 	*x = DescribeAclsResponse{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[37]
+	mi := &file_replicad_v1_controller_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2529,7 +2826,7 @@ func (x *DescribeAclsResponse) String() string {
 func (*DescribeAclsResponse) ProtoMessage() {}
 
 func (x *DescribeAclsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[37]
+	mi := &file_replicad_v1_controller_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2542,7 +2839,7 @@ func (x *DescribeAclsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeAclsResponse.ProtoReflect.Descriptor instead.
 func (*DescribeAclsResponse) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{37}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *DescribeAclsResponse) GetErrorCode() ErrorCode {
@@ -2692,7 +2989,27 @@ const file_replicad_v1_controller_proto_rawDesc = "" +
 	"\n" +
 	"error_code\x18\x01 \x01(\x0e2\x16.replicad.v1.ErrorCodeR\terrorCode\x12#\n" +
 	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\x12;\n" +
-	"\tpartition\x18\x03 \x01(\v2\x1d.replicad.v1.ClusterPartitionR\tpartition\"j\n" +
+	"\tpartition\x18\x03 \x01(\v2\x1d.replicad.v1.ClusterPartitionR\tpartition\"\x8d\x01\n" +
+	"\x13ElectLeadersRequest\x12>\n" +
+	"\relection_type\x18\x01 \x01(\x0e2\x19.replicad.v1.ElectionTypeR\felectionType\x126\n" +
+	"\x06topics\x18\x02 \x03(\v2\x1e.replicad.v1.ElectLeadersTopicR\x06topics\"I\n" +
+	"\x11ElectLeadersTopic\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1e\n" +
+	"\n" +
+	"partitions\x18\x02 \x03(\x05R\n" +
+	"partitions\"\xad\x01\n" +
+	"\x14ElectLeadersResponse\x125\n" +
+	"\n" +
+	"error_code\x18\x01 \x01(\x0e2\x16.replicad.v1.ErrorCodeR\terrorCode\x12#\n" +
+	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\x129\n" +
+	"\aresults\x18\x03 \x03(\v2\x1f.replicad.v1.ElectLeadersResultR\aresults\"\xd9\x01\n" +
+	"\x12ElectLeadersResult\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x125\n" +
+	"\n" +
+	"error_code\x18\x03 \x01(\x0e2\x16.replicad.v1.ErrorCodeR\terrorCode\x12#\n" +
+	"\rerror_message\x18\x04 \x01(\tR\ferrorMessage\x123\n" +
+	"\x05state\x18\x05 \x01(\v2\x1d.replicad.v1.ClusterPartitionR\x05state\"j\n" +
 	"\x18ReassignPartitionRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x1a\n" +
@@ -2781,7 +3098,10 @@ const file_replicad_v1_controller_proto_rawDesc = "" +
 	"\fConfigSource\x12\x1d\n" +
 	"\x19CONFIG_SOURCE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13CONFIG_SOURCE_TOPIC\x10\x01\x12 \n" +
-	"\x1cCONFIG_SOURCE_BROKER_DEFAULT\x10\x022\x84\n" +
+	"\x1cCONFIG_SOURCE_BROKER_DEFAULT\x10\x02*J\n" +
+	"\fElectionType\x12\x1d\n" +
+	"\x19ELECTION_TYPE_UNSPECIFIED\x10\x00\x12\x1b\n" +
+	"\x17ELECTION_TYPE_PREFERRED\x10\x012\xd9\n" +
 	"\n" +
 	"\x11ControllerService\x12Y\n" +
 	"\x0eRegisterBroker\x12\".replicad.v1.RegisterBrokerRequest\x1a#.replicad.v1.RegisterBrokerResponse\x12\\\n" +
@@ -2791,7 +3111,8 @@ const file_replicad_v1_controller_proto_rawDesc = "" +
 	"\vDeleteTopic\x12\x1f.replicad.v1.DeleteTopicRequest\x1a .replicad.v1.DeleteTopicResponse\x12_\n" +
 	"\x10AlterTopicConfig\x12$.replicad.v1.AlterTopicConfigRequest\x1a%.replicad.v1.AlterTopicConfigResponse\x12h\n" +
 	"\x13DescribeTopicConfig\x12'.replicad.v1.DescribeTopicConfigRequest\x1a(.replicad.v1.DescribeTopicConfigResponse\x12P\n" +
-	"\vElectLeader\x12\x1f.replicad.v1.ElectLeaderRequest\x1a .replicad.v1.ElectLeaderResponse\x12b\n" +
+	"\vElectLeader\x12\x1f.replicad.v1.ElectLeaderRequest\x1a .replicad.v1.ElectLeaderResponse\x12S\n" +
+	"\fElectLeaders\x12 .replicad.v1.ElectLeadersRequest\x1a!.replicad.v1.ElectLeadersResponse\x12b\n" +
 	"\x11ReassignPartition\x12%.replicad.v1.ReassignPartitionRequest\x1a&.replicad.v1.ReassignPartitionResponse\x12\\\n" +
 	"\x0fDescribeCluster\x12#.replicad.v1.DescribeClusterRequest\x1a$.replicad.v1.DescribeClusterResponse\x12e\n" +
 	"\x12ControlledShutdown\x12&.replicad.v1.ControlledShutdownRequest\x1a'.replicad.v1.ControlledShutdownResponse\x12M\n" +
@@ -2814,133 +3135,146 @@ func file_replicad_v1_controller_proto_rawDescGZIP() []byte {
 	return file_replicad_v1_controller_proto_rawDescData
 }
 
-var file_replicad_v1_controller_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_replicad_v1_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
+var file_replicad_v1_controller_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_replicad_v1_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
 var file_replicad_v1_controller_proto_goTypes = []any{
 	(ConfigSource)(0),                   // 0: replicad.v1.ConfigSource
-	(*RegisterBrokerRequest)(nil),       // 1: replicad.v1.RegisterBrokerRequest
-	(*RegisterBrokerResponse)(nil),      // 2: replicad.v1.RegisterBrokerResponse
-	(*BrokerHeartbeatRequest)(nil),      // 3: replicad.v1.BrokerHeartbeatRequest
-	(*PartitionRef)(nil),                // 4: replicad.v1.PartitionRef
-	(*BrokerHeartbeatResponse)(nil),     // 5: replicad.v1.BrokerHeartbeatResponse
-	(*BrokerEpoch)(nil),                 // 6: replicad.v1.BrokerEpoch
-	(*AlterPartitionItem)(nil),          // 7: replicad.v1.AlterPartitionItem
-	(*AlterPartitionRequest)(nil),       // 8: replicad.v1.AlterPartitionRequest
-	(*AlterPartitionResult)(nil),        // 9: replicad.v1.AlterPartitionResult
-	(*AlterPartitionResponse)(nil),      // 10: replicad.v1.AlterPartitionResponse
-	(*CreateTopicRequest)(nil),          // 11: replicad.v1.CreateTopicRequest
-	(*CreateTopicResponse)(nil),         // 12: replicad.v1.CreateTopicResponse
-	(*AlterTopicConfigRequest)(nil),     // 13: replicad.v1.AlterTopicConfigRequest
-	(*AlterTopicConfigResponse)(nil),    // 14: replicad.v1.AlterTopicConfigResponse
-	(*DescribeTopicConfigRequest)(nil),  // 15: replicad.v1.DescribeTopicConfigRequest
-	(*ConfigEntry)(nil),                 // 16: replicad.v1.ConfigEntry
-	(*DescribeTopicConfigResponse)(nil), // 17: replicad.v1.DescribeTopicConfigResponse
-	(*DeleteTopicRequest)(nil),          // 18: replicad.v1.DeleteTopicRequest
-	(*DeleteTopicResponse)(nil),         // 19: replicad.v1.DeleteTopicResponse
-	(*ElectLeaderRequest)(nil),          // 20: replicad.v1.ElectLeaderRequest
-	(*ElectLeaderResponse)(nil),         // 21: replicad.v1.ElectLeaderResponse
-	(*ReassignPartitionRequest)(nil),    // 22: replicad.v1.ReassignPartitionRequest
-	(*ReassignPartitionResponse)(nil),   // 23: replicad.v1.ReassignPartitionResponse
-	(*DescribeClusterRequest)(nil),      // 24: replicad.v1.DescribeClusterRequest
-	(*BrokerDescription)(nil),           // 25: replicad.v1.BrokerDescription
-	(*ClusterPartition)(nil),            // 26: replicad.v1.ClusterPartition
-	(*DeletedTopic)(nil),                // 27: replicad.v1.DeletedTopic
-	(*PendingReplicas)(nil),             // 28: replicad.v1.PendingReplicas
-	(*DescribeClusterResponse)(nil),     // 29: replicad.v1.DescribeClusterResponse
-	(*ControlledShutdownRequest)(nil),   // 30: replicad.v1.ControlledShutdownRequest
-	(*ControlledShutdownResponse)(nil),  // 31: replicad.v1.ControlledShutdownResponse
-	(*CreateAclsRequest)(nil),           // 32: replicad.v1.CreateAclsRequest
-	(*CreateAclsResponse)(nil),          // 33: replicad.v1.CreateAclsResponse
-	(*AclFilter)(nil),                   // 34: replicad.v1.AclFilter
-	(*DeleteAclsRequest)(nil),           // 35: replicad.v1.DeleteAclsRequest
-	(*DeleteAclsResponse)(nil),          // 36: replicad.v1.DeleteAclsResponse
-	(*DescribeAclsRequest)(nil),         // 37: replicad.v1.DescribeAclsRequest
-	(*DescribeAclsResponse)(nil),        // 38: replicad.v1.DescribeAclsResponse
-	nil,                                 // 39: replicad.v1.CreateTopicRequest.ConfigsEntry
-	nil,                                 // 40: replicad.v1.AlterTopicConfigRequest.SetEntry
-	nil,                                 // 41: replicad.v1.AlterTopicConfigResponse.ConfigsEntry
-	(ErrorCode)(0),                      // 42: replicad.v1.ErrorCode
-	(*PartitionError)(nil),              // 43: replicad.v1.PartitionError
-	(*Acl)(nil),                         // 44: replicad.v1.Acl
-	(AclOperation)(0),                   // 45: replicad.v1.AclOperation
-	(AclResourceType)(0),                // 46: replicad.v1.AclResourceType
-	(AclPatternType)(0),                 // 47: replicad.v1.AclPatternType
+	(ElectionType)(0),                   // 1: replicad.v1.ElectionType
+	(*RegisterBrokerRequest)(nil),       // 2: replicad.v1.RegisterBrokerRequest
+	(*RegisterBrokerResponse)(nil),      // 3: replicad.v1.RegisterBrokerResponse
+	(*BrokerHeartbeatRequest)(nil),      // 4: replicad.v1.BrokerHeartbeatRequest
+	(*PartitionRef)(nil),                // 5: replicad.v1.PartitionRef
+	(*BrokerHeartbeatResponse)(nil),     // 6: replicad.v1.BrokerHeartbeatResponse
+	(*BrokerEpoch)(nil),                 // 7: replicad.v1.BrokerEpoch
+	(*AlterPartitionItem)(nil),          // 8: replicad.v1.AlterPartitionItem
+	(*AlterPartitionRequest)(nil),       // 9: replicad.v1.AlterPartitionRequest
+	(*AlterPartitionResult)(nil),        // 10: replicad.v1.AlterPartitionResult
+	(*AlterPartitionResponse)(nil),      // 11: replicad.v1.AlterPartitionResponse
+	(*CreateTopicRequest)(nil),          // 12: replicad.v1.CreateTopicRequest
+	(*CreateTopicResponse)(nil),         // 13: replicad.v1.CreateTopicResponse
+	(*AlterTopicConfigRequest)(nil),     // 14: replicad.v1.AlterTopicConfigRequest
+	(*AlterTopicConfigResponse)(nil),    // 15: replicad.v1.AlterTopicConfigResponse
+	(*DescribeTopicConfigRequest)(nil),  // 16: replicad.v1.DescribeTopicConfigRequest
+	(*ConfigEntry)(nil),                 // 17: replicad.v1.ConfigEntry
+	(*DescribeTopicConfigResponse)(nil), // 18: replicad.v1.DescribeTopicConfigResponse
+	(*DeleteTopicRequest)(nil),          // 19: replicad.v1.DeleteTopicRequest
+	(*DeleteTopicResponse)(nil),         // 20: replicad.v1.DeleteTopicResponse
+	(*ElectLeaderRequest)(nil),          // 21: replicad.v1.ElectLeaderRequest
+	(*ElectLeaderResponse)(nil),         // 22: replicad.v1.ElectLeaderResponse
+	(*ElectLeadersRequest)(nil),         // 23: replicad.v1.ElectLeadersRequest
+	(*ElectLeadersTopic)(nil),           // 24: replicad.v1.ElectLeadersTopic
+	(*ElectLeadersResponse)(nil),        // 25: replicad.v1.ElectLeadersResponse
+	(*ElectLeadersResult)(nil),          // 26: replicad.v1.ElectLeadersResult
+	(*ReassignPartitionRequest)(nil),    // 27: replicad.v1.ReassignPartitionRequest
+	(*ReassignPartitionResponse)(nil),   // 28: replicad.v1.ReassignPartitionResponse
+	(*DescribeClusterRequest)(nil),      // 29: replicad.v1.DescribeClusterRequest
+	(*BrokerDescription)(nil),           // 30: replicad.v1.BrokerDescription
+	(*ClusterPartition)(nil),            // 31: replicad.v1.ClusterPartition
+	(*DeletedTopic)(nil),                // 32: replicad.v1.DeletedTopic
+	(*PendingReplicas)(nil),             // 33: replicad.v1.PendingReplicas
+	(*DescribeClusterResponse)(nil),     // 34: replicad.v1.DescribeClusterResponse
+	(*ControlledShutdownRequest)(nil),   // 35: replicad.v1.ControlledShutdownRequest
+	(*ControlledShutdownResponse)(nil),  // 36: replicad.v1.ControlledShutdownResponse
+	(*CreateAclsRequest)(nil),           // 37: replicad.v1.CreateAclsRequest
+	(*CreateAclsResponse)(nil),          // 38: replicad.v1.CreateAclsResponse
+	(*AclFilter)(nil),                   // 39: replicad.v1.AclFilter
+	(*DeleteAclsRequest)(nil),           // 40: replicad.v1.DeleteAclsRequest
+	(*DeleteAclsResponse)(nil),          // 41: replicad.v1.DeleteAclsResponse
+	(*DescribeAclsRequest)(nil),         // 42: replicad.v1.DescribeAclsRequest
+	(*DescribeAclsResponse)(nil),        // 43: replicad.v1.DescribeAclsResponse
+	nil,                                 // 44: replicad.v1.CreateTopicRequest.ConfigsEntry
+	nil,                                 // 45: replicad.v1.AlterTopicConfigRequest.SetEntry
+	nil,                                 // 46: replicad.v1.AlterTopicConfigResponse.ConfigsEntry
+	(ErrorCode)(0),                      // 47: replicad.v1.ErrorCode
+	(*PartitionError)(nil),              // 48: replicad.v1.PartitionError
+	(*Acl)(nil),                         // 49: replicad.v1.Acl
+	(AclOperation)(0),                   // 50: replicad.v1.AclOperation
+	(AclResourceType)(0),                // 51: replicad.v1.AclResourceType
+	(AclPatternType)(0),                 // 52: replicad.v1.AclPatternType
 }
 var file_replicad_v1_controller_proto_depIdxs = []int32{
-	42, // 0: replicad.v1.RegisterBrokerResponse.error_code:type_name -> replicad.v1.ErrorCode
-	4,  // 1: replicad.v1.BrokerHeartbeatRequest.offline_partitions:type_name -> replicad.v1.PartitionRef
-	42, // 2: replicad.v1.BrokerHeartbeatResponse.error_code:type_name -> replicad.v1.ErrorCode
-	6,  // 3: replicad.v1.AlterPartitionItem.new_isr:type_name -> replicad.v1.BrokerEpoch
-	7,  // 4: replicad.v1.AlterPartitionRequest.partitions:type_name -> replicad.v1.AlterPartitionItem
-	42, // 5: replicad.v1.AlterPartitionResult.error_code:type_name -> replicad.v1.ErrorCode
-	42, // 6: replicad.v1.AlterPartitionResponse.error_code:type_name -> replicad.v1.ErrorCode
-	9,  // 7: replicad.v1.AlterPartitionResponse.partitions:type_name -> replicad.v1.AlterPartitionResult
-	39, // 8: replicad.v1.CreateTopicRequest.configs:type_name -> replicad.v1.CreateTopicRequest.ConfigsEntry
-	42, // 9: replicad.v1.CreateTopicResponse.error_code:type_name -> replicad.v1.ErrorCode
-	26, // 10: replicad.v1.CreateTopicResponse.partitions:type_name -> replicad.v1.ClusterPartition
-	40, // 11: replicad.v1.AlterTopicConfigRequest.set:type_name -> replicad.v1.AlterTopicConfigRequest.SetEntry
-	42, // 12: replicad.v1.AlterTopicConfigResponse.error_code:type_name -> replicad.v1.ErrorCode
-	41, // 13: replicad.v1.AlterTopicConfigResponse.configs:type_name -> replicad.v1.AlterTopicConfigResponse.ConfigsEntry
+	47, // 0: replicad.v1.RegisterBrokerResponse.error_code:type_name -> replicad.v1.ErrorCode
+	5,  // 1: replicad.v1.BrokerHeartbeatRequest.offline_partitions:type_name -> replicad.v1.PartitionRef
+	47, // 2: replicad.v1.BrokerHeartbeatResponse.error_code:type_name -> replicad.v1.ErrorCode
+	7,  // 3: replicad.v1.AlterPartitionItem.new_isr:type_name -> replicad.v1.BrokerEpoch
+	8,  // 4: replicad.v1.AlterPartitionRequest.partitions:type_name -> replicad.v1.AlterPartitionItem
+	47, // 5: replicad.v1.AlterPartitionResult.error_code:type_name -> replicad.v1.ErrorCode
+	47, // 6: replicad.v1.AlterPartitionResponse.error_code:type_name -> replicad.v1.ErrorCode
+	10, // 7: replicad.v1.AlterPartitionResponse.partitions:type_name -> replicad.v1.AlterPartitionResult
+	44, // 8: replicad.v1.CreateTopicRequest.configs:type_name -> replicad.v1.CreateTopicRequest.ConfigsEntry
+	47, // 9: replicad.v1.CreateTopicResponse.error_code:type_name -> replicad.v1.ErrorCode
+	31, // 10: replicad.v1.CreateTopicResponse.partitions:type_name -> replicad.v1.ClusterPartition
+	45, // 11: replicad.v1.AlterTopicConfigRequest.set:type_name -> replicad.v1.AlterTopicConfigRequest.SetEntry
+	47, // 12: replicad.v1.AlterTopicConfigResponse.error_code:type_name -> replicad.v1.ErrorCode
+	46, // 13: replicad.v1.AlterTopicConfigResponse.configs:type_name -> replicad.v1.AlterTopicConfigResponse.ConfigsEntry
 	0,  // 14: replicad.v1.ConfigEntry.source:type_name -> replicad.v1.ConfigSource
-	42, // 15: replicad.v1.DescribeTopicConfigResponse.error_code:type_name -> replicad.v1.ErrorCode
-	16, // 16: replicad.v1.DescribeTopicConfigResponse.entries:type_name -> replicad.v1.ConfigEntry
-	42, // 17: replicad.v1.DeleteTopicResponse.error_code:type_name -> replicad.v1.ErrorCode
-	42, // 18: replicad.v1.ElectLeaderResponse.error_code:type_name -> replicad.v1.ErrorCode
-	26, // 19: replicad.v1.ElectLeaderResponse.partition:type_name -> replicad.v1.ClusterPartition
-	42, // 20: replicad.v1.ReassignPartitionResponse.error_code:type_name -> replicad.v1.ErrorCode
-	26, // 21: replicad.v1.ReassignPartitionResponse.partition:type_name -> replicad.v1.ClusterPartition
-	28, // 22: replicad.v1.DeletedTopic.pending:type_name -> replicad.v1.PendingReplicas
-	25, // 23: replicad.v1.DescribeClusterResponse.brokers:type_name -> replicad.v1.BrokerDescription
-	26, // 24: replicad.v1.DescribeClusterResponse.partitions:type_name -> replicad.v1.ClusterPartition
-	42, // 25: replicad.v1.DescribeClusterResponse.error_code:type_name -> replicad.v1.ErrorCode
-	27, // 26: replicad.v1.DescribeClusterResponse.pending_deletions:type_name -> replicad.v1.DeletedTopic
-	42, // 27: replicad.v1.ControlledShutdownResponse.error_code:type_name -> replicad.v1.ErrorCode
-	43, // 28: replicad.v1.ControlledShutdownResponse.remaining_partitions:type_name -> replicad.v1.PartitionError
-	44, // 29: replicad.v1.CreateAclsRequest.acls:type_name -> replicad.v1.Acl
-	42, // 30: replicad.v1.CreateAclsResponse.error_code:type_name -> replicad.v1.ErrorCode
-	44, // 31: replicad.v1.CreateAclsResponse.created:type_name -> replicad.v1.Acl
-	45, // 32: replicad.v1.AclFilter.operation:type_name -> replicad.v1.AclOperation
-	46, // 33: replicad.v1.AclFilter.resource_type:type_name -> replicad.v1.AclResourceType
-	47, // 34: replicad.v1.AclFilter.pattern_type:type_name -> replicad.v1.AclPatternType
-	34, // 35: replicad.v1.DeleteAclsRequest.filters:type_name -> replicad.v1.AclFilter
-	42, // 36: replicad.v1.DeleteAclsResponse.error_code:type_name -> replicad.v1.ErrorCode
-	44, // 37: replicad.v1.DeleteAclsResponse.deleted:type_name -> replicad.v1.Acl
-	34, // 38: replicad.v1.DescribeAclsRequest.filter:type_name -> replicad.v1.AclFilter
-	42, // 39: replicad.v1.DescribeAclsResponse.error_code:type_name -> replicad.v1.ErrorCode
-	44, // 40: replicad.v1.DescribeAclsResponse.acls:type_name -> replicad.v1.Acl
-	1,  // 41: replicad.v1.ControllerService.RegisterBroker:input_type -> replicad.v1.RegisterBrokerRequest
-	3,  // 42: replicad.v1.ControllerService.BrokerHeartbeat:input_type -> replicad.v1.BrokerHeartbeatRequest
-	8,  // 43: replicad.v1.ControllerService.AlterPartition:input_type -> replicad.v1.AlterPartitionRequest
-	11, // 44: replicad.v1.ControllerService.CreateTopic:input_type -> replicad.v1.CreateTopicRequest
-	18, // 45: replicad.v1.ControllerService.DeleteTopic:input_type -> replicad.v1.DeleteTopicRequest
-	13, // 46: replicad.v1.ControllerService.AlterTopicConfig:input_type -> replicad.v1.AlterTopicConfigRequest
-	15, // 47: replicad.v1.ControllerService.DescribeTopicConfig:input_type -> replicad.v1.DescribeTopicConfigRequest
-	20, // 48: replicad.v1.ControllerService.ElectLeader:input_type -> replicad.v1.ElectLeaderRequest
-	22, // 49: replicad.v1.ControllerService.ReassignPartition:input_type -> replicad.v1.ReassignPartitionRequest
-	24, // 50: replicad.v1.ControllerService.DescribeCluster:input_type -> replicad.v1.DescribeClusterRequest
-	30, // 51: replicad.v1.ControllerService.ControlledShutdown:input_type -> replicad.v1.ControlledShutdownRequest
-	32, // 52: replicad.v1.ControllerService.CreateAcls:input_type -> replicad.v1.CreateAclsRequest
-	35, // 53: replicad.v1.ControllerService.DeleteAcls:input_type -> replicad.v1.DeleteAclsRequest
-	37, // 54: replicad.v1.ControllerService.DescribeAcls:input_type -> replicad.v1.DescribeAclsRequest
-	2,  // 55: replicad.v1.ControllerService.RegisterBroker:output_type -> replicad.v1.RegisterBrokerResponse
-	5,  // 56: replicad.v1.ControllerService.BrokerHeartbeat:output_type -> replicad.v1.BrokerHeartbeatResponse
-	10, // 57: replicad.v1.ControllerService.AlterPartition:output_type -> replicad.v1.AlterPartitionResponse
-	12, // 58: replicad.v1.ControllerService.CreateTopic:output_type -> replicad.v1.CreateTopicResponse
-	19, // 59: replicad.v1.ControllerService.DeleteTopic:output_type -> replicad.v1.DeleteTopicResponse
-	14, // 60: replicad.v1.ControllerService.AlterTopicConfig:output_type -> replicad.v1.AlterTopicConfigResponse
-	17, // 61: replicad.v1.ControllerService.DescribeTopicConfig:output_type -> replicad.v1.DescribeTopicConfigResponse
-	21, // 62: replicad.v1.ControllerService.ElectLeader:output_type -> replicad.v1.ElectLeaderResponse
-	23, // 63: replicad.v1.ControllerService.ReassignPartition:output_type -> replicad.v1.ReassignPartitionResponse
-	29, // 64: replicad.v1.ControllerService.DescribeCluster:output_type -> replicad.v1.DescribeClusterResponse
-	31, // 65: replicad.v1.ControllerService.ControlledShutdown:output_type -> replicad.v1.ControlledShutdownResponse
-	33, // 66: replicad.v1.ControllerService.CreateAcls:output_type -> replicad.v1.CreateAclsResponse
-	36, // 67: replicad.v1.ControllerService.DeleteAcls:output_type -> replicad.v1.DeleteAclsResponse
-	38, // 68: replicad.v1.ControllerService.DescribeAcls:output_type -> replicad.v1.DescribeAclsResponse
-	55, // [55:69] is the sub-list for method output_type
-	41, // [41:55] is the sub-list for method input_type
-	41, // [41:41] is the sub-list for extension type_name
-	41, // [41:41] is the sub-list for extension extendee
-	0,  // [0:41] is the sub-list for field type_name
+	47, // 15: replicad.v1.DescribeTopicConfigResponse.error_code:type_name -> replicad.v1.ErrorCode
+	17, // 16: replicad.v1.DescribeTopicConfigResponse.entries:type_name -> replicad.v1.ConfigEntry
+	47, // 17: replicad.v1.DeleteTopicResponse.error_code:type_name -> replicad.v1.ErrorCode
+	47, // 18: replicad.v1.ElectLeaderResponse.error_code:type_name -> replicad.v1.ErrorCode
+	31, // 19: replicad.v1.ElectLeaderResponse.partition:type_name -> replicad.v1.ClusterPartition
+	1,  // 20: replicad.v1.ElectLeadersRequest.election_type:type_name -> replicad.v1.ElectionType
+	24, // 21: replicad.v1.ElectLeadersRequest.topics:type_name -> replicad.v1.ElectLeadersTopic
+	47, // 22: replicad.v1.ElectLeadersResponse.error_code:type_name -> replicad.v1.ErrorCode
+	26, // 23: replicad.v1.ElectLeadersResponse.results:type_name -> replicad.v1.ElectLeadersResult
+	47, // 24: replicad.v1.ElectLeadersResult.error_code:type_name -> replicad.v1.ErrorCode
+	31, // 25: replicad.v1.ElectLeadersResult.state:type_name -> replicad.v1.ClusterPartition
+	47, // 26: replicad.v1.ReassignPartitionResponse.error_code:type_name -> replicad.v1.ErrorCode
+	31, // 27: replicad.v1.ReassignPartitionResponse.partition:type_name -> replicad.v1.ClusterPartition
+	33, // 28: replicad.v1.DeletedTopic.pending:type_name -> replicad.v1.PendingReplicas
+	30, // 29: replicad.v1.DescribeClusterResponse.brokers:type_name -> replicad.v1.BrokerDescription
+	31, // 30: replicad.v1.DescribeClusterResponse.partitions:type_name -> replicad.v1.ClusterPartition
+	47, // 31: replicad.v1.DescribeClusterResponse.error_code:type_name -> replicad.v1.ErrorCode
+	32, // 32: replicad.v1.DescribeClusterResponse.pending_deletions:type_name -> replicad.v1.DeletedTopic
+	47, // 33: replicad.v1.ControlledShutdownResponse.error_code:type_name -> replicad.v1.ErrorCode
+	48, // 34: replicad.v1.ControlledShutdownResponse.remaining_partitions:type_name -> replicad.v1.PartitionError
+	49, // 35: replicad.v1.CreateAclsRequest.acls:type_name -> replicad.v1.Acl
+	47, // 36: replicad.v1.CreateAclsResponse.error_code:type_name -> replicad.v1.ErrorCode
+	49, // 37: replicad.v1.CreateAclsResponse.created:type_name -> replicad.v1.Acl
+	50, // 38: replicad.v1.AclFilter.operation:type_name -> replicad.v1.AclOperation
+	51, // 39: replicad.v1.AclFilter.resource_type:type_name -> replicad.v1.AclResourceType
+	52, // 40: replicad.v1.AclFilter.pattern_type:type_name -> replicad.v1.AclPatternType
+	39, // 41: replicad.v1.DeleteAclsRequest.filters:type_name -> replicad.v1.AclFilter
+	47, // 42: replicad.v1.DeleteAclsResponse.error_code:type_name -> replicad.v1.ErrorCode
+	49, // 43: replicad.v1.DeleteAclsResponse.deleted:type_name -> replicad.v1.Acl
+	39, // 44: replicad.v1.DescribeAclsRequest.filter:type_name -> replicad.v1.AclFilter
+	47, // 45: replicad.v1.DescribeAclsResponse.error_code:type_name -> replicad.v1.ErrorCode
+	49, // 46: replicad.v1.DescribeAclsResponse.acls:type_name -> replicad.v1.Acl
+	2,  // 47: replicad.v1.ControllerService.RegisterBroker:input_type -> replicad.v1.RegisterBrokerRequest
+	4,  // 48: replicad.v1.ControllerService.BrokerHeartbeat:input_type -> replicad.v1.BrokerHeartbeatRequest
+	9,  // 49: replicad.v1.ControllerService.AlterPartition:input_type -> replicad.v1.AlterPartitionRequest
+	12, // 50: replicad.v1.ControllerService.CreateTopic:input_type -> replicad.v1.CreateTopicRequest
+	19, // 51: replicad.v1.ControllerService.DeleteTopic:input_type -> replicad.v1.DeleteTopicRequest
+	14, // 52: replicad.v1.ControllerService.AlterTopicConfig:input_type -> replicad.v1.AlterTopicConfigRequest
+	16, // 53: replicad.v1.ControllerService.DescribeTopicConfig:input_type -> replicad.v1.DescribeTopicConfigRequest
+	21, // 54: replicad.v1.ControllerService.ElectLeader:input_type -> replicad.v1.ElectLeaderRequest
+	23, // 55: replicad.v1.ControllerService.ElectLeaders:input_type -> replicad.v1.ElectLeadersRequest
+	27, // 56: replicad.v1.ControllerService.ReassignPartition:input_type -> replicad.v1.ReassignPartitionRequest
+	29, // 57: replicad.v1.ControllerService.DescribeCluster:input_type -> replicad.v1.DescribeClusterRequest
+	35, // 58: replicad.v1.ControllerService.ControlledShutdown:input_type -> replicad.v1.ControlledShutdownRequest
+	37, // 59: replicad.v1.ControllerService.CreateAcls:input_type -> replicad.v1.CreateAclsRequest
+	40, // 60: replicad.v1.ControllerService.DeleteAcls:input_type -> replicad.v1.DeleteAclsRequest
+	42, // 61: replicad.v1.ControllerService.DescribeAcls:input_type -> replicad.v1.DescribeAclsRequest
+	3,  // 62: replicad.v1.ControllerService.RegisterBroker:output_type -> replicad.v1.RegisterBrokerResponse
+	6,  // 63: replicad.v1.ControllerService.BrokerHeartbeat:output_type -> replicad.v1.BrokerHeartbeatResponse
+	11, // 64: replicad.v1.ControllerService.AlterPartition:output_type -> replicad.v1.AlterPartitionResponse
+	13, // 65: replicad.v1.ControllerService.CreateTopic:output_type -> replicad.v1.CreateTopicResponse
+	20, // 66: replicad.v1.ControllerService.DeleteTopic:output_type -> replicad.v1.DeleteTopicResponse
+	15, // 67: replicad.v1.ControllerService.AlterTopicConfig:output_type -> replicad.v1.AlterTopicConfigResponse
+	18, // 68: replicad.v1.ControllerService.DescribeTopicConfig:output_type -> replicad.v1.DescribeTopicConfigResponse
+	22, // 69: replicad.v1.ControllerService.ElectLeader:output_type -> replicad.v1.ElectLeaderResponse
+	25, // 70: replicad.v1.ControllerService.ElectLeaders:output_type -> replicad.v1.ElectLeadersResponse
+	28, // 71: replicad.v1.ControllerService.ReassignPartition:output_type -> replicad.v1.ReassignPartitionResponse
+	34, // 72: replicad.v1.ControllerService.DescribeCluster:output_type -> replicad.v1.DescribeClusterResponse
+	36, // 73: replicad.v1.ControllerService.ControlledShutdown:output_type -> replicad.v1.ControlledShutdownResponse
+	38, // 74: replicad.v1.ControllerService.CreateAcls:output_type -> replicad.v1.CreateAclsResponse
+	41, // 75: replicad.v1.ControllerService.DeleteAcls:output_type -> replicad.v1.DeleteAclsResponse
+	43, // 76: replicad.v1.ControllerService.DescribeAcls:output_type -> replicad.v1.DescribeAclsResponse
+	62, // [62:77] is the sub-list for method output_type
+	47, // [47:62] is the sub-list for method input_type
+	47, // [47:47] is the sub-list for extension type_name
+	47, // [47:47] is the sub-list for extension extendee
+	0,  // [0:47] is the sub-list for field type_name
 }
 
 func init() { file_replicad_v1_controller_proto_init() }
@@ -2955,8 +3289,8 @@ func file_replicad_v1_controller_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_replicad_v1_controller_proto_rawDesc), len(file_replicad_v1_controller_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   41,
+			NumEnums:      2,
+			NumMessages:   45,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

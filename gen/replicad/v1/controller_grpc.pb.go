@@ -27,6 +27,7 @@ const (
 	ControllerService_AlterTopicConfig_FullMethodName    = "/replicad.v1.ControllerService/AlterTopicConfig"
 	ControllerService_DescribeTopicConfig_FullMethodName = "/replicad.v1.ControllerService/DescribeTopicConfig"
 	ControllerService_ElectLeader_FullMethodName         = "/replicad.v1.ControllerService/ElectLeader"
+	ControllerService_ElectLeaders_FullMethodName        = "/replicad.v1.ControllerService/ElectLeaders"
 	ControllerService_ReassignPartition_FullMethodName   = "/replicad.v1.ControllerService/ReassignPartition"
 	ControllerService_DescribeCluster_FullMethodName     = "/replicad.v1.ControllerService/DescribeCluster"
 	ControllerService_ControlledShutdown_FullMethodName  = "/replicad.v1.ControllerService/ControlledShutdown"
@@ -55,6 +56,10 @@ type ControllerServiceClient interface {
 	AlterTopicConfig(ctx context.Context, in *AlterTopicConfigRequest, opts ...grpc.CallOption) (*AlterTopicConfigResponse, error)
 	DescribeTopicConfig(ctx context.Context, in *DescribeTopicConfigRequest, opts ...grpc.CallOption) (*DescribeTopicConfigResponse, error)
 	ElectLeader(ctx context.Context, in *ElectLeaderRequest, opts ...grpc.CallOption) (*ElectLeaderResponse, error)
+	// ElectLeaders elects the leaders of many partitions at once (Kafka's
+	// ElectLeaders): an election type, a list of partitions, an answer per
+	// partition.
+	ElectLeaders(ctx context.Context, in *ElectLeadersRequest, opts ...grpc.CallOption) (*ElectLeadersResponse, error)
 	ReassignPartition(ctx context.Context, in *ReassignPartitionRequest, opts ...grpc.CallOption) (*ReassignPartitionResponse, error)
 	DescribeCluster(ctx context.Context, in *DescribeClusterRequest, opts ...grpc.CallOption) (*DescribeClusterResponse, error)
 	// ControlledShutdown moves a stopping broker's leaderships away first.
@@ -154,6 +159,16 @@ func (c *controllerServiceClient) ElectLeader(ctx context.Context, in *ElectLead
 	return out, nil
 }
 
+func (c *controllerServiceClient) ElectLeaders(ctx context.Context, in *ElectLeadersRequest, opts ...grpc.CallOption) (*ElectLeadersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ElectLeadersResponse)
+	err := c.cc.Invoke(ctx, ControllerService_ElectLeaders_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *controllerServiceClient) ReassignPartition(ctx context.Context, in *ReassignPartitionRequest, opts ...grpc.CallOption) (*ReassignPartitionResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ReassignPartitionResponse)
@@ -234,6 +249,10 @@ type ControllerServiceServer interface {
 	AlterTopicConfig(context.Context, *AlterTopicConfigRequest) (*AlterTopicConfigResponse, error)
 	DescribeTopicConfig(context.Context, *DescribeTopicConfigRequest) (*DescribeTopicConfigResponse, error)
 	ElectLeader(context.Context, *ElectLeaderRequest) (*ElectLeaderResponse, error)
+	// ElectLeaders elects the leaders of many partitions at once (Kafka's
+	// ElectLeaders): an election type, a list of partitions, an answer per
+	// partition.
+	ElectLeaders(context.Context, *ElectLeadersRequest) (*ElectLeadersResponse, error)
 	ReassignPartition(context.Context, *ReassignPartitionRequest) (*ReassignPartitionResponse, error)
 	DescribeCluster(context.Context, *DescribeClusterRequest) (*DescribeClusterResponse, error)
 	// ControlledShutdown moves a stopping broker's leaderships away first.
@@ -276,6 +295,9 @@ func (UnimplementedControllerServiceServer) DescribeTopicConfig(context.Context,
 }
 func (UnimplementedControllerServiceServer) ElectLeader(context.Context, *ElectLeaderRequest) (*ElectLeaderResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ElectLeader not implemented")
+}
+func (UnimplementedControllerServiceServer) ElectLeaders(context.Context, *ElectLeadersRequest) (*ElectLeadersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ElectLeaders not implemented")
 }
 func (UnimplementedControllerServiceServer) ReassignPartition(context.Context, *ReassignPartitionRequest) (*ReassignPartitionResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ReassignPartition not implemented")
@@ -460,6 +482,24 @@ func _ControllerService_ElectLeader_Handler(srv interface{}, ctx context.Context
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ControllerService_ElectLeaders_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ElectLeadersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServiceServer).ElectLeaders(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControllerService_ElectLeaders_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServiceServer).ElectLeaders(ctx, req.(*ElectLeadersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _ControllerService_ReassignPartition_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ReassignPartitionRequest)
 	if err := dec(in); err != nil {
@@ -606,6 +646,10 @@ var ControllerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ElectLeader",
 			Handler:    _ControllerService_ElectLeader_Handler,
+		},
+		{
+			MethodName: "ElectLeaders",
+			Handler:    _ControllerService_ElectLeaders_Handler,
 		},
 		{
 			MethodName: "ReassignPartition",
