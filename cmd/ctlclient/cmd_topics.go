@@ -178,7 +178,7 @@ func describeTopicCommand() *command {
 	return &command{
 		name:    "describe-topic",
 		summary: "show a topic's partitions: leader, ISR, replicas, ELR, min ISR",
-		usage:   "TOPIC",
+		usage:   "TOPIC | --topic TOPIC",
 		details: `Prints the topic's ID, partition count and replication factor, then one row
 per partition: leader ("none" when it has none), leader epoch, partition
 epoch, ISR, replicas, the replicas being added and removed by a
@@ -196,13 +196,17 @@ deleted).
 		example: "ctlclient --controller 127.0.0.1:9090 describe-topic orders",
 		args:    true,
 		flags: func(fs *flag.FlagSet) func(context.Context, *env) error {
+			topicFlag := fs.String("topic", "", "the topic, instead of the TOPIC argument (as kafka-topics --describe --topic)")
 			return func(ctx context.Context, e *env) error {
 				pos, err := interspersedArgs(fs, e.g)
 				if err != nil {
 					return err
 				}
+				if setFlags(fs)["topic"] {
+					pos = append(pos, *topicFlag)
+				}
 				if len(pos) != 1 {
-					return usagef("want exactly one TOPIC (got %d arguments)", len(pos))
+					return usagef("want exactly one TOPIC, as the argument or --topic (got %d)", len(pos))
 				}
 				topic := pos[0]
 				if err := checkTopicName(topic); err != nil {

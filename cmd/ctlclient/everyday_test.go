@@ -131,7 +131,7 @@ func TestDescribeTopic(t *testing.T) {
 		"1          1       3      4        1    1,2,3     -       -         -    -        2",
 		"2          2       3      4        2,3  2,3       -       -         -    -        2")
 
-	r = ctl(t, "", "", "--controller", addr, "describe-topic", "logs")
+	r = ctl(t, "", "", "--controller", addr, "describe-topic", "--topic", "logs")
 	wantCode(t, r, 0)
 	wantContains(t, "logs table", r.stdout, "replication factor 1",
 		"0          none    3      4        2      2         -       -         -    -        2",
@@ -588,6 +588,7 @@ func TestEverydayCommandsBadInput(t *testing.T) {
 	}{
 		{[]string{"describe-topic"}, "want exactly one TOPIC"},
 		{[]string{"describe-topic", "a", "b"}, "want exactly one TOPIC"},
+		{[]string{"describe-topic", "a", "--topic", "b"}, "want exactly one TOPIC"},
 		{[]string{"describe-topic", "bad/name"}, "not a legal topic name"},
 		{[]string{"describe-topic", "t", "-o", "yaml"}, "-o: want table or json"},
 		{[]string{"describe-topic", "t", "--nope"}, "flag provided but not defined: -nope"},
