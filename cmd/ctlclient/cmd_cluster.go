@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -74,13 +75,18 @@ func createTopicCommand() *command {
 	return &command{
 		name:    "create-topic",
 		summary: "create a topic through the controller",
-		usage:   "--topic T --partitions N --replication-factor R [--config KEY=VALUE ...]",
+		usage:   "--topic T --partitions N --replication-factor R [--config KEY=VALUE ...] [--if-not-exists]",
 		details: `The controller assigns the replicas over the live brokers, elects a leader
 for each partition and tells the brokers, with the topic's configs (--config,
 repeatable: ` + topicConfigKeysHelp + `; see alter-config). Prints the answer's error code and
 the partitions created. Exits 1 unless the answer is NONE
 (TOPIC_ALREADY_EXISTS, INVALID_REPLICATION_FACTOR: more than the live
 brokers, ...).
+
+--if-not-exists makes TOPIC_ALREADY_EXISTS a no-op that exits 0, saying so
+(on stderr with -o json, which prints the answer as is), so a script can
+run it again; as with kafka-topics, the existing topic's partitions and
+replication factor are not compared with the flags.
 
 ` + controllerExitDetails,
 		example: "ctlclient --controller 127.0.0.1:9090 create-topic --topic orders --partitions 3 --replication-factor 3 --config retention.ms=86400000",
@@ -90,6 +96,7 @@ brokers, ...).
 			rf := int32Var(fs, "replication-factor", 0, "replicas of each partition (>= 1)")
 			var configs stringList
 			fs.Var(&configs, "config", "a topic config override KEY=VALUE (repeatable), e.g. retention.ms=3600000")
+			ifNotExists := fs.Bool("if-not-exists", false, "a topic that already exists is a no-op (exit 0)")
 			return func(ctx context.Context, e *env) error {
 				if err := requireFlags(fs, "topic", "partitions", "replication-factor"); err != nil {
 					return err
@@ -115,6 +122,9 @@ brokers, ...).
 				if err != nil {
 					return err
 				}
+				if *ifNotExists && resp.GetErrorCode() == replicadv1.ErrorCode_ERROR_CODE_TOPIC_ALREADY_EXISTS {
+					return e.noop(resp, fmt.Sprintf("topic %s already exists: nothing to do (--if-not-exists)", *topic))
+				}
 				return e.printAdminAnswer(resp, func() error {
 					return printTopicResult(e.stdout, *topic, resp.GetErrorCode(), resp.GetPartitions())
 				}, "create-topic "+*topic)
@@ -123,19 +133,42 @@ brokers, ...).
 	}
 }
 
+// deletePollInterval is how often delete-topic --wait asks for the pending deletions.
+var deletePollInterval = 500 * time.Millisecond
+
 func deleteTopicCommand() *command {
 	return &command{
 		name:    "delete-topic",
 		summary: "delete a topic through the controller",
-		usage:   "--topic T",
+		usage:   "--topic T [--if-exists] [--wait [--wait-timeout 5m]]",
 		details: `The controller forgets the topic and tells its brokers to stop and delete
 its replicas. Exits 1 unless the answer is NONE (UNKNOWN_TOPIC_OR_PARTITION:
 no such topic).
 
+--if-exists makes UNKNOWN_TOPIC_OR_PARTITION a no-op that exits 0, saying so
+(on stderr with -o json, which prints the answer as is), so a script can run
+it again.
+
+--wait then follows the deletion: every 500ms it asks the controller which
+replicas have not deleted their logs yet (DescribeCluster's pending
+deletions) and prints a line when that changes, like
+  waiting for 2 replicas to delete their logs: orders-0 on 3; orders-1 on 2,3
+until none is left:
+  done: every replica of orders deleted its log
+A replica on a broker that is down deletes its log when the broker comes
+back; until then the wait goes on, for up to --wait-timeout, after which it
+exits 1 (the deletion goes on). With -o json nothing is printed meanwhile,
+and one final object: {"topic", "topicId", "deleted" (false: the --if-exists
+no-op), "done", "pending": [{"partition", "brokers"}], "elapsedMs"}.
+
 ` + controllerExitDetails,
-		example: "ctlclient --controller 127.0.0.1:9090 delete-topic --topic orders",
+		example: "ctlclient --controller 127.0.0.1:9090 delete-topic --topic orders\n" +
+			"ctlclient --controller 127.0.0.1:9090 delete-topic --topic orders --if-exists --wait -o json",
 		flags: func(fs *flag.FlagSet) func(context.Context, *env) error {
 			topic := fs.String("topic", "", "topic to delete")
+			ifExists := fs.Bool("if-exists", false, "a topic that does not exist is a no-op (exit 0)")
+			wait := fs.Bool("wait", false, "wait until every replica has deleted its log, showing progress")
+			waitTimeout := fs.Duration("wait-timeout", 5*time.Minute, "with --wait: give up waiting after this long")
 			return func(ctx context.Context, e *env) error {
 				if err := requireFlags(fs, "topic"); err != nil {
 					return err
@@ -143,9 +176,32 @@ no such topic).
 				if err := checkTopicName(*topic); err != nil {
 					return err
 				}
+				if *waitTimeout <= 0 {
+					return usagef("--wait-timeout must be positive (got %v)", *waitTimeout)
+				}
+				if setFlags(fs)["wait-timeout"] && !*wait {
+					return usagef("--wait-timeout needs --wait")
+				}
 				cc, err := e.controller()
 				if err != nil {
 					return err
+				}
+				start := time.Now()
+				// The topic's ID tells its pending deletions from those of
+				// an older topic of the same name (deleted while a broker
+				// was down).
+				topicID := ""
+				if *wait {
+					before, err := describeCluster(ctx, cc, "delete-topic "+*topic)
+					if err != nil {
+						return err
+					}
+					for _, p := range before.GetPartitions() {
+						if p.GetTopic() == *topic {
+							topicID = p.GetTopicId()
+							break
+						}
+					}
 				}
 				resp, err := callController(ctx, cc, func(ctx context.Context, c replicadv1.ControllerServiceClient) (*replicadv1.DeleteTopicResponse, error) {
 					return c.DeleteTopic(ctx, &replicadv1.DeleteTopicRequest{Topic: *topic})
@@ -153,12 +209,147 @@ no such topic).
 				if err != nil {
 					return err
 				}
-				return e.printAdminAnswer(resp, func() error {
-					return printTopicResult(e.stdout, *topic, resp.GetErrorCode(), nil)
-				}, "delete-topic "+*topic)
+				if *ifExists && resp.GetErrorCode() == replicadv1.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_OR_PARTITION {
+					msg := fmt.Sprintf("topic %s does not exist: nothing to do (--if-exists)", *topic)
+					if *wait && e.jsonOutput() {
+						fmt.Fprintln(e.stderr, msg)
+						return e.printJSONValue(deleteWaitResult{Topic: *topic, Done: true, Pending: []pendingJSON{}, ElapsedMs: time.Since(start).Milliseconds()})
+					}
+					return e.noop(resp, msg)
+				}
+				if !*wait || resp.GetErrorCode() != replicadv1.ErrorCode_ERROR_CODE_NONE {
+					return e.printAdminAnswer(resp, func() error {
+						return printTopicResult(e.stdout, *topic, resp.GetErrorCode(), nil)
+					}, "delete-topic "+*topic)
+				}
+				if !e.jsonOutput() {
+					if err := printTopicResult(e.stdout, *topic, resp.GetErrorCode(), nil); err != nil {
+						return err
+					}
+				}
+				return waitForDeletion(ctx, e, cc, *topic, topicID, start, *waitTimeout)
 			}
 		},
 	}
+}
+
+// noop ends a command whose answer says there is nothing to do (the
+// --if-exists kind): the message on stdout, or with -o json the answer
+// there and the message on stderr; exit 0.
+func (e *env) noop(resp adminAnswer, msg string) error {
+	if e.jsonOutput() {
+		fmt.Fprintln(e.stderr, msg)
+		return e.printJSON(resp)
+	}
+	_, err := fmt.Fprintln(e.stdout, msg)
+	return err
+}
+
+// deleteWaitResult is delete-topic --wait's -o json result.
+type deleteWaitResult struct {
+	Topic     string        `json:"topic"`
+	TopicID   string        `json:"topicId,omitempty"`
+	Deleted   bool          `json:"deleted"`
+	Done      bool          `json:"done"`
+	Pending   []pendingJSON `json:"pending"`
+	ElapsedMs int64         `json:"elapsedMs"`
+}
+
+type pendingJSON struct {
+	Partition int32   `json:"partition"`
+	Brokers   []int32 `json:"brokers"`
+}
+
+// waitForDeletion polls DescribeCluster until no replica of the deleted
+// topic (by topicID, or by name when the ID is unknown) is pending
+// deletion, printing each change, bounded by timeout.
+func waitForDeletion(ctx context.Context, e *env, cc *controllerClient, topic, topicID string, start time.Time, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	tick := time.NewTicker(deletePollInterval)
+	defer tick.Stop()
+	result := deleteWaitResult{Topic: topic, TopicID: topicID, Deleted: true, Pending: []pendingJSON{}}
+	finish := func(err error) error {
+		result.ElapsedMs = time.Since(start).Milliseconds()
+		if e.jsonOutput() {
+			if perr := e.printJSONValue(result); perr != nil {
+				return perr
+			}
+		}
+		return err
+	}
+	timedOut := func(last string) error {
+		return finish(answerError{fmt.Sprintf("delete-topic %s: replicas still deleting their logs after %s (the deletion goes on); last seen: %s", topic, timeout, last)})
+	}
+	last := ""
+	for {
+		resp, err := describeCluster(ctx, cc, "delete-topic "+topic)
+		switch {
+		case err != nil && ctx.Err() == context.DeadlineExceeded:
+			return timedOut(last)
+		case err != nil:
+			return finish(err)
+		}
+		result.Pending = result.Pending[:0]
+		count := 0
+		for _, d := range resp.GetPendingDeletions() {
+			if d.GetTopic() != topic || (topicID != "" && d.GetTopicId() != topicID) {
+				continue
+			}
+			if result.TopicID == "" {
+				result.TopicID = d.GetTopicId()
+			}
+			for _, p := range d.GetPending() {
+				if len(p.GetBrokers()) > 0 {
+					result.Pending = append(result.Pending, pendingJSON{Partition: p.GetPartition(), Brokers: p.GetBrokers()})
+					count += len(p.GetBrokers())
+				}
+			}
+		}
+		slices.SortFunc(result.Pending, func(a, b pendingJSON) int { return cmp.Compare(a.Partition, b.Partition) })
+		if count == 0 {
+			result.Done = true
+			if !e.jsonOutput() {
+				fmt.Fprintf(e.stdout, "done: every replica of %s deleted its log\n", topic)
+			}
+			return finish(nil)
+		}
+		if line := deletionProgress(topic, count, result.Pending); line != last {
+			if !e.jsonOutput() {
+				fmt.Fprintln(e.stdout, line)
+			}
+			last = line
+		}
+		select {
+		case <-ctx.Done():
+			if ctx.Err() == context.DeadlineExceeded {
+				return timedOut(last)
+			}
+			return finish(ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+// maxListed bounds the partitions a progress or health line names.
+const maxListed = 10
+
+// deletionProgress is "waiting for 2 replicas to delete their logs:
+// orders-0 on 3; orders-1 on 3", at most maxListed partitions named.
+func deletionProgress(topic string, count int, pending []pendingJSON) string {
+	var parts []string
+	for i, p := range pending {
+		if i == maxListed {
+			parts = append(parts, fmt.Sprintf("and %d more partitions", len(pending)-maxListed))
+			break
+		}
+		parts = append(parts, fmt.Sprintf("%s-%d on %s", topic, p.Partition, joinInt32s(p.Brokers)))
+	}
+	what := fmt.Sprintf("%d replicas to delete their logs", count)
+	if count == 1 {
+		what = "1 replica to delete its log"
+	}
+	return fmt.Sprintf("waiting for %s: %s", what, strings.Join(parts, "; "))
 }
 
 func electCommand() *command {
@@ -247,7 +438,10 @@ the ISR), moves the leadership if the leader is to go, and removes the
 replicas that are not in --replicas (whose first broker becomes the preferred
 leader). Prints the answer's error code and the partition as the reassignment
 starts; exits 1 unless it is NONE (REASSIGNMENT_IN_PROGRESS,
-INVALID_REPLICA_ASSIGNMENT, ...).
+INVALID_REPLICA_ASSIGNMENT, ...). When the partition already has exactly
+--replicas, in that order, the controller changes nothing: reassign says so
+("orders-0 already has replicas [1 2 3]: nothing changed"; on stderr with
+-o json, which prints the answer) and exits 0 without waiting.
 
 Unless --no-wait, it then asks the controller every 500ms and prints a line
 when the progress changes, like
@@ -286,12 +480,28 @@ on). With -o json only the answer is printed.
 				if err != nil {
 					return err
 				}
+				// The partition as it was, to tell a no-op (the controller
+				// answers NONE and changes nothing when the replicas are
+				// already these, in this order) from a started reassignment.
+				before, err := describeCluster(ctx, cc, fmt.Sprintf("reassign %s-%d", *topic, *partition))
+				if err != nil {
+					return err
+				}
+				var was *replicadv1.ClusterPartition
+				for _, p := range before.GetPartitions() {
+					if p.GetTopic() == *topic && p.GetPartition() == *partition {
+						was = p
+					}
+				}
 				req := &replicadv1.ReassignPartitionRequest{Topic: *topic, Partition: *partition, Replicas: replicas}
 				resp, err := callController(ctx, cc, func(ctx context.Context, c replicadv1.ControllerServiceClient) (*replicadv1.ReassignPartitionResponse, error) {
 					return c.ReassignPartition(ctx, req)
 				})
 				if err != nil {
 					return err
+				}
+				if reassignNoop(was, resp, replicas) {
+					return e.noop(resp, fmt.Sprintf("%s-%d already has replicas %v: nothing changed", *topic, *partition, replicas))
 				}
 				if e.jsonOutput() {
 					err = e.printJSON(resp)
@@ -308,6 +518,18 @@ on). With -o json only the answer is printed.
 			}
 		},
 	}
+}
+
+// reassignNoop reports whether the answer left the partition as it was
+// before (was): NONE, the same replicas in the same order as target,
+// nothing being added or removed, the same leader epoch (a reassignment
+// raises it).
+func reassignNoop(was *replicadv1.ClusterPartition, resp *replicadv1.ReassignPartitionResponse, target []int32) bool {
+	now := resp.GetPartition()
+	return was != nil && now != nil && resp.GetErrorCode() == replicadv1.ErrorCode_ERROR_CODE_NONE &&
+		slices.Equal(was.GetReplicas(), target) && len(was.GetAddingReplicas()) == 0 && len(was.GetRemovingReplicas()) == 0 &&
+		slices.Equal(now.GetReplicas(), target) && len(now.GetAddingReplicas()) == 0 && len(now.GetRemovingReplicas()) == 0 &&
+		now.GetLeaderEpoch() == was.GetLeaderEpoch()
 }
 
 // checkReplicas refuses an empty list, negative ids and duplicates.
@@ -425,16 +647,50 @@ func describeClusterCommand() *command {
 	return &command{
 		name:    "describe-cluster",
 		summary: "show brokers and partitions as the controller sees them",
-		usage:   "",
+		usage:   "[--under-replicated | --unavailable | --under-min-isr] [--topic T]",
 		details: `Prints the controller's epoch and settings, its brokers (id, address, broker
 epoch, alive: its session holds) and every partition (leader, leader epoch,
 partition epoch, ISR, replicas, and during a reassignment the replicas being
 added and removed). -o json prints the DescribeClusterResponse.
 
+The kafka-topics filters (one at a time) print only the matching partitions,
+with their effective min.insync.replicas (MIN-ISR), or a line saying there
+are none; -o json prints the DescribeClusterResponse with only them (and no
+pending deletions):
+  --under-replicated  the ISR is smaller than the replica set (during a
+                      reassignment, the replicas that are to stay)
+  --unavailable       no leader, or a leader whose broker is not alive
+  --under-min-isr     no leader, or an ISR smaller than the partition's
+                      effective min.insync.replicas: acks=all is refused
+--topic T narrows the output (with or without a filter) to topic T. A filter
+matching nothing still exits 0; see 'cluster health' for an exit status.
+
 ` + controllerExitDetails,
-		example: "ctlclient --controller 127.0.0.1:9090 describe-cluster\nctlclient --controller 127.0.0.1:9090,127.0.0.1:9190 describe-cluster -o json",
+		example: "ctlclient --controller 127.0.0.1:9090 describe-cluster\n" +
+			"ctlclient --controller 127.0.0.1:9090,127.0.0.1:9190 describe-cluster -o json\n" +
+			"ctlclient --controller 127.0.0.1:9090 describe-cluster --under-replicated --topic orders",
 		flags: func(fs *flag.FlagSet) func(context.Context, *env) error {
+			on := make([]*bool, len(partitionFilters))
+			for i, f := range partitionFilters {
+				on[i] = fs.Bool(f.flag, false, "only the "+f.label)
+			}
+			topic := fs.String("topic", "", "only the partitions of this topic")
 			return func(ctx context.Context, e *env) error {
+				var filter *partitionFilter
+				for i := range partitionFilters {
+					if !*on[i] {
+						continue
+					}
+					if filter != nil {
+						return usagef("--%s and --%s: give one filter at a time", filter.flag, partitionFilters[i].flag)
+					}
+					filter = &partitionFilters[i]
+				}
+				if setFlags(fs)["topic"] {
+					if err := checkTopicName(*topic); err != nil {
+						return err
+					}
+				}
 				cc, err := e.controller()
 				if err != nil {
 					return err
@@ -445,9 +701,15 @@ added and removed). -o json prints the DescribeClusterResponse.
 				if err != nil {
 					return err
 				}
-				if e.jsonOutput() {
+				if resp.GetErrorCode() == replicadv1.ErrorCode_ERROR_CODE_NONE && (filter != nil || *topic != "") {
+					resp = narrowCluster(resp, *topic, filter)
+				}
+				switch {
+				case e.jsonOutput():
 					err = e.printJSON(resp)
-				} else {
+				case filter != nil && resp.GetErrorCode() == replicadv1.ErrorCode_ERROR_CODE_NONE:
+					err = printFilteredPartitions(e.stdout, filter, *topic, resp.GetPartitions())
+				default:
 					err = printCluster(e.stdout, resp)
 				}
 				if err != nil {
@@ -501,10 +763,13 @@ func printCluster(w io.Writer, resp *replicadv1.DescribeClusterResponse) error {
 // ELR when a partition has eligible leader replicas out of its ISR (or a
 // last known ELR, marked *), OFFLINE when a replica is reported offline.
 func printClusterPartitions(w io.Writer, parts []*replicadv1.ClusterPartition) error {
-	parts = slices.Clone(parts)
-	slices.SortFunc(parts, func(a, b *replicadv1.ClusterPartition) int {
-		return cmp.Or(cmp.Compare(a.GetTopic(), b.GetTopic()), cmp.Compare(a.GetPartition(), b.GetPartition()))
-	})
+	return printPartitionsTable(w, parts, false)
+}
+
+// printPartitionsTable is printClusterPartitions with, when withMinIsr, a
+// MIN-ISR column (the effective min.insync.replicas) last.
+func printPartitionsTable(w io.Writer, parts []*replicadv1.ClusterPartition, withMinIsr bool) error {
+	parts = sortedPartitions(parts)
 	reassigning := slices.ContainsFunc(parts, func(p *replicadv1.ClusterPartition) bool {
 		return len(p.GetAddingReplicas()) > 0 || len(p.GetRemovingReplicas()) > 0
 	})
@@ -522,25 +787,23 @@ func printClusterPartitions(w io.Writer, parts []*replicadv1.ClusterPartition) e
 	if reassigning {
 		header = append(header, "ADDING", "REMOVING")
 	}
+	if withMinIsr {
+		header = append(header, "MIN-ISR")
+	}
 	t := newTable(w, header...)
 	for _, p := range parts {
-		leader := strconv.Itoa(int(p.GetLeader()))
-		if p.GetLeader() < 0 {
-			leader = "none"
-		}
-		row := []any{p.GetTopic(), p.GetPartition(), leader, p.GetLeaderEpoch(), p.GetPartitionEpoch(), idsOrDash(p.GetIsr()), idsOrDash(p.GetReplicas())}
+		row := []any{p.GetTopic(), p.GetPartition(), leaderName(p.GetLeader()), p.GetLeaderEpoch(), p.GetPartitionEpoch(), idsOrDash(p.GetIsr()), idsOrDash(p.GetReplicas())}
 		if withELR {
-			elr := idsOrDash(p.GetElr())
-			if len(p.GetElr()) == 0 && len(p.GetLastKnownElr()) > 0 {
-				elr = joinInt32s(p.GetLastKnownElr()) + "*"
-			}
-			row = append(row, elr)
+			row = append(row, elrCell(p))
 		}
 		if withOffline {
 			row = append(row, idsOrDash(p.GetOfflineReplicas()))
 		}
 		if reassigning {
 			row = append(row, idsOrDash(p.GetAddingReplicas()), idsOrDash(p.GetRemovingReplicas()))
+		}
+		if withMinIsr {
+			row = append(row, minIsrCell(p))
 		}
 		t.row(row...)
 	}

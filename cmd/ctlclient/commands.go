@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -49,6 +50,9 @@ func commands() []*command {
 		electCommand(),
 		reassignCommand(),
 		describeClusterCommand(),
+		listTopicsCommand(),
+		describeTopicCommand(),
+		clusterHealthCommand(),
 		aclAddCommand(),
 		aclRemoveCommand(),
 		aclListCommand(),
@@ -65,7 +69,8 @@ Global flags (also accepted after COMMAND):
   --broker ADDR      broker to talk to (env CTLCLIENT_BROKER, default 127.0.0.1:9091)
   --controller ADDR[,ADDR...]
                      controllers (env CTLCLIENT_CONTROLLER): create-topic,
-                     delete-topic, elect, reassign, describe-cluster and acl ask
+                     delete-topic, elect, reassign, describe-cluster,
+                     list-topics, describe-topic, cluster health and acl ask
                      the active one; with it produce, consume and perf
                      produce find each partition's leader themselves
   -o table|json      output: aligned table (default), or each RPC response as
@@ -127,6 +132,11 @@ func runHelp(args []string, stdout, stderr io.Writer) int {
 		return exitOK
 	}
 	c, _, err := findCommand(args)
+	var gerr groupError
+	if errors.As(err, &gerr) && gerr.name == gerr.group {
+		fmt.Fprintf(stdout, "ctlclient %v\n", err) // `help cluster`: the group's commands
+		return exitOK
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "ctlclient: %v\n", err)
 		return exitUsage

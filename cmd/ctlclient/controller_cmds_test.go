@@ -201,11 +201,11 @@ func TestControllerFailover(t *testing.T) {
 	}
 
 	// An unreachable address first, then the standby: both are passed over,
-	// and reassign's polls go straight to the controller that answered.
+	// and reassign's later calls go straight to the controller that answered.
 	active.reassignResp = &replicadv1.ReassignPartitionResponse{Partition: orders(0, 1, 1)}
 	r = ctl(t, "", "", "--controller", dead+", "+standbyAddr+","+activeAddr, "reassign", "--topic", "orders", "--partition", "0", "--replicas", "1")
 	wantCode(t, r, 0)
-	wantContains(t, "stdout", r.stdout, "done: replicas [1], ISR [1]")
+	wantContains(t, "stdout", r.stdout, "orders-0 already has replicas [1]: nothing changed")
 	if s := standby.callCount(""); s != 2 {
 		t.Fatalf("standby got %d calls in all, want 2 (one per command)", s)
 	}
@@ -250,6 +250,7 @@ func TestReassignWaitsUntilDone(t *testing.T) {
 	f := newFakeController()
 	f.reassignResp = &replicadv1.ReassignPartitionResponse{Partition: reassigning(1, 2, 3)}
 	f.describe = func(n int) *replicadv1.DescribeClusterResponse {
+		n-- // the first call is reassign's look before it asks (the partition is moving: no no-op)
 		switch {
 		case n <= 2:
 			return clusterWith(reassigning(1, 2, 3)) // 4 catching up
@@ -270,7 +271,7 @@ func TestReassignWaitsUntilDone(t *testing.T) {
 		t.Fatalf("%d ReassignPartition calls", got)
 	}
 	f.mu.Lock()
-	wantRequest(t, f.requests[0], &replicadv1.ReassignPartitionRequest{Topic: "orders", Partition: 0, Replicas: []int32{2, 3, 4}})
+	wantRequest(t, f.requests[1], &replicadv1.ReassignPartitionRequest{Topic: "orders", Partition: 0, Replicas: []int32{2, 3, 4}})
 	f.mu.Unlock()
 	wantContains(t, "stdout", r.stdout, "TOPIC   PARTITION  ERROR\norders  0          NONE\n", "ADDING  REMOVING")
 	progress := lines(r.stdout[strings.Index(r.stdout, "adding"):])
@@ -283,16 +284,16 @@ func TestReassignWaitsUntilDone(t *testing.T) {
 	if strings.Join(progress, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("progress:\n%s\nwant:\n%s", strings.Join(progress, "\n"), strings.Join(want, "\n"))
 	}
-	if n := f.callCount("DescribeCluster"); n != 5 {
-		t.Fatalf("%d DescribeCluster polls, want 5", n)
+	if n := f.callCount("DescribeCluster"); n != 6 {
+		t.Fatalf("%d DescribeCluster calls, want 6 (a look before, then 5 polls)", n)
 	}
 
 	// --no-wait returns after the answer; -o json prints only the answer.
 	r = ctl(t, "", "", "--controller", addr, "reassign", "--topic", "orders", "--partition", "0", "--replicas", "2,3,4", "--no-wait", "-o", "json")
 	wantCode(t, r, 0)
 	wantJSON(t, r.stdout, &replicadv1.ReassignPartitionResponse{}, f.reassignResp)
-	if n := f.callCount("DescribeCluster"); n != 5 {
-		t.Fatalf("--no-wait polled: %d DescribeCluster calls", n)
+	if n := f.callCount("DescribeCluster"); n != 7 {
+		t.Fatalf("--no-wait polled: %d DescribeCluster calls, want 7 (one more look before)", n)
 	}
 
 	f.mu.Lock()
@@ -301,8 +302,8 @@ func TestReassignWaitsUntilDone(t *testing.T) {
 	r = ctl(t, "", "", "--controller", addr, "reassign", "--topic", "orders", "--partition", "0", "--replicas", "2,3,4")
 	wantCode(t, r, 1)
 	wantContains(t, "stderr", r.stderr, "reassign orders-0: REASSIGNMENT_IN_PROGRESS: already moving")
-	if n := f.callCount("DescribeCluster"); n != 5 {
-		t.Fatalf("a refused reassignment was waited for: %d DescribeCluster calls", n)
+	if n := f.callCount("DescribeCluster"); n != 8 {
+		t.Fatalf("a refused reassignment was waited for: %d DescribeCluster calls, want 8 (one more look before)", n)
 	}
 }
 
@@ -321,7 +322,7 @@ func TestReassignTimeout(t *testing.T) {
 	if strings.Count(r.stdout, "waiting for 4") != 1 {
 		t.Fatalf("an unchanged state should print once:\n%s", r.stdout)
 	}
-	if n := f.callCount("DescribeCluster"); n < 2 || n > 4 {
+	if n := f.callCount("DescribeCluster") - 1; n < 2 || n > 4 { // the look before, then the polls
 		t.Fatalf("%d polls in 1.2s at 500ms", n)
 	}
 	if el < time.Second || el > 10*time.Second {

@@ -78,6 +78,11 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return runHelp(rest[1:], stdout, stderr)
 	}
 	cmd, cmdArgs, err := findCommand(rest)
+	var gerr groupError
+	if errors.As(err, &gerr) && gerr.name == gerr.group && wantsHelp(rest[1:]) {
+		fmt.Fprintf(stdout, "ctlclient %v\n", err)
+		return exitOK
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "ctlclient: %v\nRun 'ctlclient --help' for the commands.\n", err)
 		return exitUsage
@@ -195,11 +200,14 @@ func wantsHelp(args []string) bool {
 	return false
 }
 
-// findCommand resolves the command name; "perf", "controller", "certs"
-// and "acl" take a second word.
+// findCommand resolves the command name. A group word ("perf",
+// "controller", "certs", "acl", "cluster": the first word of a two-word
+// command) takes the next word as its subcommand; alone, or followed by an
+// unknown word, it is a groupError listing the group's commands.
 func findCommand(args []string) (*command, []string, error) {
 	name := args[0]
-	if (name == "perf" || name == "controller" || name == "certs" || name == "acl") && len(args) > 1 && !strings.HasPrefix(args[1], "-") {
+	group := isGroup(name)
+	if group && len(args) > 1 && !strings.HasPrefix(args[1], "-") {
 		name += " " + args[1]
 		args = args[1:]
 	}
@@ -208,5 +216,36 @@ func findCommand(args []string) (*command, []string, error) {
 			return c, args[1:], nil
 		}
 	}
+	if group {
+		return nil, nil, groupError{group: strings.Fields(name)[0], name: name}
+	}
 	return nil, nil, fmt.Errorf("unknown command %q", name)
+}
+
+// isGroup reports whether word is the first word of a two-word command.
+func isGroup(word string) bool {
+	for _, c := range commands() {
+		if first, _, ok := strings.Cut(c.name, " "); ok && first == word {
+			return true
+		}
+	}
+	return false
+}
+
+// groupError is a group word without a known subcommand: `ctlclient
+// cluster` or `ctlclient cluster nope`.
+type groupError struct{ group, name string }
+
+func (g groupError) Error() string {
+	var b strings.Builder
+	if g.name != g.group {
+		fmt.Fprintf(&b, "unknown command %q; ", g.name)
+	}
+	fmt.Fprintf(&b, "%q takes a subcommand:", g.group)
+	for _, c := range commands() {
+		if strings.HasPrefix(c.name, g.group+" ") {
+			fmt.Fprintf(&b, "\n  %-16s %s", c.name, c.summary)
+		}
+	}
+	return b.String()
 }
