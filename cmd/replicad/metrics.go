@@ -44,7 +44,7 @@ func metricsServerOptions(m *metrics.Metrics) []grpc.ServerOption {
 	if m == nil {
 		return nil
 	}
-	return []grpc.ServerOption{grpc.ChainUnaryInterceptor(m.UnaryServerInterceptor())}
+	return []grpc.ServerOption{grpc.ChainUnaryInterceptor(m.UnaryServerInterceptor()), grpc.ChainStreamInterceptor(m.StreamServerInterceptor())}
 }
 
 type metricsServer struct {

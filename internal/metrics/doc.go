@@ -42,6 +42,19 @@
 // These go to the Prometheus registry as constant metrics (logs.go), not
 // through the OpenTelemetry SDK, which costs far more per series.
 //
+// Traffic, per topic, counted by the gRPC interceptors (traffic.go) as
+// Kafka's BrokerTopicMetrics, counters that never drop when a leadership
+// moves:
+//
+//	replicad_topic_messages_in_total{topic}, replicad_topic_bytes_in_total{topic}
+//	          (records and key+value bytes of successful produces)
+//	replicad_topic_bytes_out_total{topic} (key+value bytes answered to consumers)
+//	replicad_topic_replication_bytes_out_total{topic} (batch bytes sent to followers)
+//	replicad_produce_requests_total{topic,code}, replicad_consume_requests_total{topic,code},
+//	replicad_fetch_partition_results_total{topic,code} (code: NONE,
+//	          NOT_LEADER_OR_FOLLOWER, ...)
+//	replicad_fetch_streams (follower Fetch streams open)
+//
 // The gauges are observed at scrape time, in one callback, from
 // core.ReplicaManager.MetricsSnapshot and the fetcher manager's MaxLag: the
 // broker keeps no metric state for them between scrapes. The per-topic series

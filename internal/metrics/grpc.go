@@ -42,6 +42,9 @@ func (m *Metrics) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
 		}()
 		resp, err = handler(ctx, req)
 		panicked = false
+		if err == nil {
+			m.traffic.unary(ctx, req, resp)
+		}
 		return resp, err
 	}
 }

@@ -47,6 +47,8 @@ type Metrics struct {
 	requests     metric.Float64Histogram
 	// denied counts the calls authorization refused, by full method.
 	denied metric.Int64Counter
+	// traffic counts produce, consume and fetch per topic (traffic.go).
+	traffic *traffic
 
 	// requestAttrs caches the attribute option of each (method, code), so a
 	// call records without allocating.
@@ -106,6 +108,10 @@ func New() (*Metrics, error) {
 	if err := m.createInstruments(); err != nil {
 		_ = m.provider.Shutdown(context.Background())
 		return nil, err
+	}
+	if m.traffic, err = newTraffic(m.meter); err != nil {
+		_ = m.provider.Shutdown(context.Background())
+		return nil, fmt.Errorf("metrics: create traffic counters: %w", err)
 	}
 	return m, nil
 }
