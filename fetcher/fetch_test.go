@@ -617,3 +617,30 @@ func TestTruncationOutOfDescriptorsIsRetried(t *testing.T) {
 		}
 	})
 }
+
+// Lags reports each followed partition's lag in records (the leader's log
+// end minus the follower's at the last answer) and in time (since an answer
+// last found it caught up), and both go to zero once it catches up.
+func TestLagsInRecordsAndTime(t *testing.T) {
+	forEachTransport(t, func(t *testing.T, e *env) {
+		fl := newFakeLeader(t)
+		ll := fl.addPartition(p0, 3, 0)
+		appendBatches(t, ll, 3, 5)
+		fl.with(func(fl *fakeLeader) { fl.readLimit[p0] = 3 }) // serves [0,3) of 5
+		leader := e.serve(1, fl)
+		r := e.follow(p0, 3, 0)
+		m := e.manager()
+		e.add(p0, leader, 3)
+		waitFor(t, "a lag of 2 records", func() bool {
+			lags := m.Lags()
+			return len(lags) == 1 && lags[0].Records == 2 && lags[0].Leader == 1 && lags[0].TopicPartition == p0
+		}, nil)
+		waitFor(t, "the lag to last", func() bool { return m.Lags()[0].Behind > 0 }, nil)
+		fl.with(func(fl *fakeLeader) { delete(fl.readLimit, p0) })
+		waitCaughtUp(t, r, ll)
+		waitFor(t, "no lag", func() bool {
+			lags := m.Lags()
+			return len(lags) == 1 && lags[0].Records == 0 && lags[0].Behind == 0
+		}, nil)
+	})
+}

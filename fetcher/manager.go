@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"time"
 
 	"go.opentelemetry.io/otel/trace"
 
@@ -89,7 +90,8 @@ func (m *Manager) AddFetcherForPartitions(ctx context.Context, partitions map[tp
 		if offset < 0 {
 			offset = r.LogEndOffset()
 		}
-		g.states[t] = &partitionState{replica: r, fetchOffset: offset, leaderEpoch: init.LeaderEpoch, topicID: init.TopicID, cause: cause}
+		g.states[t] = &partitionState{replica: r, fetchOffset: offset, leaderEpoch: init.LeaderEpoch, topicID: init.TopicID, cause: cause,
+			caughtUpAt: m.cfg.Clock.Now()}
 		added.add(t, key, init, offset, len(partitions) == 1)
 	}
 	for key, g := range groups {
@@ -242,6 +244,37 @@ func (m *Manager) FailedPartitions() []tp.TopicPartition { return m.failed.list(
 
 // IsFailed reports whether t is set aside as failed.
 func (m *Manager) IsFailed(t tp.TopicPartition) bool { return m.failed.contains(t) }
+
+// PartitionLag is how far a followed partition is behind its leader.
+type PartitionLag struct {
+	TopicPartition tp.TopicPartition
+	Leader         int32
+	// Records is the leader's log end minus the follower's at the last
+	// answer; Behind the time since an answer last found it caught up.
+	Records int64
+	Behind  time.Duration
+}
+
+// Lags is the lag of every partition the fetchers hold, by leader (per-
+// partition follower lag metrics).
+func (m *Manager) Lags() []PartitionLag {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.cfg.Clock.Now()
+	var out []PartitionLag
+	for k, f := range m.fetchers {
+		f.mu.Lock()
+		for t, st := range f.partitions {
+			l := PartitionLag{TopicPartition: t, Leader: k.LeaderID, Records: st.lag}
+			if st.lag > 0 {
+				l.Behind = now.Sub(st.caughtUpAt)
+			}
+			out = append(out, l)
+		}
+		f.mu.Unlock()
+	}
+	return out
+}
 
 // MaxLag is the largest lag over every fetched partition (Kafka's
 // ReplicaFetcherManager MaxLag metric).

@@ -249,6 +249,9 @@ func (f *fetcher) appendRecords(t tp.TopicPartition, st *partitionState, res *re
 	st.fetchOffset = r.LogEndOffset()
 	hw := r.UpdateFollowerHighWatermark(res.GetHighWatermark())
 	st.lag = max(0, max(res.GetLogEndOffset(), res.GetHighWatermark())-st.fetchOffset)
+	if st.lag == 0 {
+		st.caughtUpAt = f.cfg.Clock.Now()
+	}
 	f.followLogStart(t, st, res.GetLogStartOffset(), hw)
 	return len(data) > 0
 }

@@ -29,6 +29,9 @@ type partitionState struct {
 	progress truncationProgress
 	// lag is the leader's LEO (or HW) minus fetchOffset at the last answer.
 	lag int64
+	// caughtUpAt is the last answer with no lag (at first, when the
+	// partition was added): the follower's lag in time is since then.
+	caughtUpAt time.Time
 	// delayedUntil, when set, keeps the partition out of fetches until then
 	// (after a retriable error).
 	delayedUntil time.Time
@@ -46,6 +49,9 @@ type PartitionFetchState struct {
 	// Lag is how far the follower was behind the leader's log end at the
 	// last answer (0 when caught up).
 	Lag int64
+	// CaughtUpAt is when an answer last found the follower caught up (or
+	// the partition was added, if never).
+	CaughtUpAt time.Time
 	// Delayed is true while the partition waits out a retriable error.
 	Delayed bool
 }
@@ -55,6 +61,7 @@ func (s *partitionState) snapshot() PartitionFetchState {
 		FetchOffset: s.fetchOffset,
 		LeaderEpoch: s.leaderEpoch,
 		Lag:         s.lag,
+		CaughtUpAt:  s.caughtUpAt,
 		Delayed:     !s.delayedUntil.IsZero(),
 	}
 }

@@ -180,7 +180,7 @@ func run(args []string, stderr io.Writer) int {
 	fmt.Fprintf(stderr, "replicad listening on %s\n", lis.Addr())
 
 	if err := brokerMetrics.Observe(metrics.Sources{Replicas: rm.MetricsSnapshot, FetcherMaxLag: fetchers.MaxLag,
-		NoLogSeries: !cfg.metricsLogSeries}); err != nil {
+		NoLogSeries: !cfg.metricsLogSeries, FollowerLags: followerLags(fetchers)}); err != nil {
 		logger.Error().Err(err).Msg("metrics setup failed")
 		lis.Close()
 		shutdownReplicaManager(rm, logger)

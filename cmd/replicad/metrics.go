@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/replicad/replicad/core"
+	"github.com/replicad/replicad/fetcher"
 	"github.com/replicad/replicad/internal/metrics"
 )
 
@@ -37,6 +38,19 @@ func metricsRecorder(m *metrics.Metrics) core.MetricsRecorder {
 		return nil
 	}
 	return m
+}
+
+// followerLags adapts the fetchers' lags to the metrics package's.
+func followerLags(m *fetcher.Manager) func() []metrics.FollowerLag {
+	return func() []metrics.FollowerLag {
+		lags := m.Lags()
+		out := make([]metrics.FollowerLag, len(lags))
+		for i, l := range lags {
+			out[i] = metrics.FollowerLag{Topic: l.TopicPartition.Topic, Partition: l.TopicPartition.Partition,
+				Records: l.Records, Seconds: l.Behind.Seconds()}
+		}
+		return out
+	}
 }
 
 // metricsServerOptions times the gRPC calls served when metrics are on.

@@ -55,6 +55,10 @@
 //	          NOT_LEADER_OR_FOLLOWER, ...)
 //	replicad_fetch_streams (follower Fetch streams open)
 //
+// Per partition followed (from the fetchers, with the log series):
+//
+//	replicad_follower_lag_records{topic,partition}, replicad_follower_lag_seconds{topic,partition}
+//
 // The gauges are observed at scrape time, in one callback, from
 // core.ReplicaManager.MetricsSnapshot and the fetcher manager's MaxLag: the
 // broker keeps no metric state for them between scrapes. The per-topic series

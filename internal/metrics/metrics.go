@@ -68,8 +68,20 @@ type Sources struct {
 	// (fetcher.Manager.MaxLag); nil reports 0.
 	FetcherMaxLag func() int64
 	// NoLogSeries leaves the per-replica log series out (replicad
-	// --metrics-log-series=false): four series per partition hosted.
+	// --metrics-log-series=false): four series per partition hosted, and
+	// the two follower lag series per partition followed.
 	NoLogSeries bool
+	// FollowerLags is the lag of each partition this broker follows
+	// (fetcher.Manager.Lags); nil: none.
+	FollowerLags func() []FollowerLag
+}
+
+// FollowerLag is how far one followed partition is behind its leader.
+type FollowerLag struct {
+	Topic     string
+	Partition int32
+	Records   int64
+	Seconds   float64
 }
 
 // New builds the provider, the exporter and the counters and histograms.
@@ -191,7 +203,7 @@ func (m *Metrics) Observe(src Sources) error {
 	}
 	var logs *logCollector
 	if !src.NoLogSeries {
-		logs = newLogCollector(src.Replicas)
+		logs = newLogCollector(src.Replicas, src.FollowerLags)
 	}
 	m.observeMu.Lock()
 	old, oldLogs := m.registration, m.logs

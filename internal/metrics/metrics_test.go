@@ -515,10 +515,14 @@ func TestNoLogSeries(t *testing.T) {
 	if s := get(t, url); strings.Contains(s.text, "replicad_log_size_bytes") {
 		t.Fatalf("log series exported with NoLogSeries:\n%s", s.text)
 	}
-	if err := m.Observe(Sources{Replicas: func() core.MetricsSnapshot { return snap }}); err != nil {
+	lags := func() []FollowerLag { return []FollowerLag{{Topic: "events", Partition: 1, Records: 42, Seconds: 1.5}} }
+	if err := m.Observe(Sources{Replicas: func() core.MetricsSnapshot { return snap }, FollowerLags: lags}); err != nil {
 		t.Fatal(err)
 	}
-	if s := get(t, url); s.value(t, `replicad_log_size_bytes{partition="3",topic="orders"}`) != 10 {
-		t.Fatalf("log series missing:\n%s", s.text)
+	s := get(t, url)
+	if s.value(t, `replicad_log_size_bytes{partition="3",topic="orders"}`) != 10 ||
+		s.value(t, `replicad_follower_lag_records{partition="1",topic="events"}`) != 42 ||
+		s.value(t, `replicad_follower_lag_seconds{partition="1",topic="events"}`) != 1.5 {
+		t.Fatalf("log or lag series missing:\n%s", s.text)
 	}
 }
