@@ -47,9 +47,9 @@ type PartitionMetadata struct {
 
 // Metadata answers what this broker knows of topics: every topic it knows
 // when topics is nil, only the brokers when it is empty. The view comes from the controller's UpdateMetadata
-// and LeaderAndIsr requests; for a partition hosted here the replica's own
-// state wins when it is newer (a leader learns its ISR changes from the
-// controller's AlterPartition answer before any UpdateMetadata). It stays
+// and LeaderAndIsr requests; for a partition this broker leads, its own
+// state wins when it is newer (a leader learns its ISR changes
+// from the controller's AlterPartition answer before any UpdateMetadata). It stays
 // as it was when the controller goes: clients still find the leaders.
 func (rm *ReplicaManager) Metadata(topics []string) MetadataView {
 	var want map[string]bool
@@ -72,10 +72,13 @@ func (rm *ReplicaManager) Metadata(topics []string) MetadataView {
 		}
 		own := PartitionState{TopicPartition: in.TopicPartition, Leader: in.Leader, LeaderEpoch: in.LeaderEpoch,
 			PartitionEpoch: in.PartitionEpoch, ISR: in.ISR, Replicas: in.Replicas, TopicID: in.TopicID}
-		if len(own.Replicas) == 0 {
-			continue // not made leader or follower yet
+		if in.Role != RoleLeader || h.offline.Load() {
+			// Only the leader knows its partition's ISR: a follower
+			// does not keep it, and the view's state is the one to show.
+			continue
 		}
-		if old, ok := byTP[own.TopicPartition]; !ok || newerState(own, old) {
+		// At equal epochs the controller's state is the same ISR, in its order.
+		if old, ok := byTP[own.TopicPartition]; !ok || (newerState(own, old) && !sameEpochs(own, old)) {
 			byTP[own.TopicPartition] = own
 		}
 	}
@@ -116,6 +119,10 @@ func (rm *ReplicaManager) Metadata(topics []string) MetadataView {
 		}
 	}
 	return v
+}
+
+func sameEpochs(a, b PartitionState) bool {
+	return a.TopicID == b.TopicID && a.LeaderEpoch == b.LeaderEpoch && a.PartitionEpoch == b.PartitionEpoch
 }
 
 // partitionMetadata is st as a client sees it: offline replicas are the

@@ -151,3 +151,13 @@ func TestMetadataShowsHostedPartitionsOwnState(t *testing.T) {
 		t.Fatalf("orders-0 %+v after an older UpdateMetadata, want ISR [1 2] kept", p)
 	}
 }
+
+// A follower keeps no ISR of its own: its view shows the controller's.
+func TestMetadataOfAFollowerShowsTheControllersISR(t *testing.T) {
+	h := newHarness(t, 1)
+	h.updateMetadata(1, brokersUpTo(3))
+	h.leaderAndIsr(1, state("orders", 0, 2, 1, []int32{2, 1, 3}, []int32{2, 1, 3}))
+	if p := partitionOf(t, h.rm.Metadata(nil), "orders", 0); p.Leader != 2 || !slices.Equal(p.ISR, []int32{2, 1, 3}) {
+		t.Fatalf("orders-0 %+v on a follower, want leader 2 ISR [2 1 3]", p)
+	}
+}
