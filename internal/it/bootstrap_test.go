@@ -12,6 +12,7 @@ import (
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
 	"github.com/replicad/replicad/internal/syncbuf"
 	"github.com/replicad/replicad/internal/testutil"
+	"github.com/replicad/replicad/internal/tlsconf"
 )
 
 // metadataMatches checks broker id's Metadata answer against the
@@ -203,4 +204,65 @@ func TestBootstrapFindsLeadersWithTheControllerDown(t *testing.T) {
 	if r.code == 0 {
 		t.Fatalf("produce through the dead controller succeeded:\n%s", r.stdout)
 	}
+}
+
+// Under mutual TLS a client certificate's Metadata shows only the topics an
+// ACL lets it use: none before any ACL (the brokers still), a topic named
+// that it may not describe TOPIC_AUTHORIZATION_FAILED; the admin sees every
+// topic. Through --bootstrap the client then produces where it may write,
+// and is refused at once where it may not describe.
+func TestMetadataShowsOnlyDescribableTopicsUnderMutualTLS(t *testing.T) {
+	dir := devCerts(t)
+	c := newTLSCluster(t, dir, 2*time.Second)
+	c.createTopic("seen", 1, 3)
+	c.createTopic("hidden", 1, 3)
+	b, _ := c.broker(1)
+	asClient := replicadv1.NewLogServiceClient(dialAs(t, dir, "client", b.Addr))
+	asAdmin := replicadv1.NewLogServiceClient(dialAs(t, dir, "admin", b.Addr))
+	topicsOf := func(lc replicadv1.LogServiceClient, req *replicadv1.MetadataRequest) ([]string, *replicadv1.MetadataResponse) {
+		t.Helper()
+		resp, err := lc.Metadata(ctx(t), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, tm := range resp.GetTopics() {
+			names = append(names, tm.GetTopic()+"="+metaCodeName(tm.GetErrorCode()))
+		}
+		return names, resp
+	}
+	testutil.Eventually(t, 30*time.Second, func() error {
+		if got, _ := topicsOf(asAdmin, &replicadv1.MetadataRequest{}); !slices.Equal(got, []string{"hidden=NONE", "seen=NONE"}) {
+			return fmt.Errorf("the admin sees %v, want both topics", got)
+		}
+		return nil
+	})
+	got, resp := topicsOf(asClient, &replicadv1.MetadataRequest{})
+	if len(got) != 0 || len(resp.GetBrokers()) != 3 {
+		t.Fatalf("a client without ACLs sees %v and %d brokers, want no topic and the 3 brokers", got, len(resp.GetBrokers()))
+	}
+	if got, _ := topicsOf(asClient, &replicadv1.MetadataRequest{Topics: []string{"seen"}}); !slices.Equal(got, []string{"seen=TOPIC_AUTHORIZATION_FAILED"}) {
+		t.Fatalf("a client without ACLs asking for seen: %v", got)
+	}
+	mustACLCtl(t, c, dir, "acl", "add", "--principal", tlsconf.ClientPrincipal("default"), "--operation", "write", "--topic", "seen")
+	testutil.Eventually(t, 30*time.Second, func() error {
+		if got, _ := topicsOf(asClient, &replicadv1.MetadataRequest{}); !slices.Equal(got, []string{"seen=NONE"}) {
+			return fmt.Errorf("the client with write on seen sees %v", got)
+		}
+		return nil
+	})
+	if got, _ := topicsOf(asClient, &replicadv1.MetadataRequest{Topics: []string{"hidden", "seen"}}); !slices.Equal(got, []string{"hidden=TOPIC_AUTHORIZATION_FAILED", "seen=NONE"}) {
+		t.Fatalf("the client asking for hidden, seen: %v", got)
+	}
+	args := append(tlsFlags(dir, "client", ""), "--bootstrap", b.Addr, "produce", "--topic", "seen", "--partition", "0", "--value", "v")
+	runCtlclient(t, nil, "", args...).want(t, 0)
+	args = append(tlsFlags(dir, "client", ""), "--bootstrap", b.Addr, "produce", "--topic", "hidden", "--partition", "0", "--value", "v")
+	r := runCtlclient(t, nil, "", args...).want(t, 1)
+	if !strings.Contains(r.stderr, "hidden-0: TOPIC_AUTHORIZATION_FAILED") {
+		t.Fatalf("produce to hidden: stderr %s", r.stderr)
+	}
+}
+
+func metaCodeName(c replicadv1.ErrorCode) string {
+	return strings.TrimPrefix(c.String(), "ERROR_CODE_")
 }
