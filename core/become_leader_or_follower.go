@@ -59,6 +59,11 @@ func (rm *ReplicaManager) BecomeLeaderOrFollower(ctx context.Context, req Leader
 		return wholeRequestError(req, ErrStaleControllerEpoch)
 	}
 	rm.metadata.addLive(req.LiveLeaders)
+	// The Metadata view takes the states too: the controller's
+	// UpdateMetadata of the same change may come later. A state the
+	// partition refuses below (an older leader epoch) is older than the
+	// view's as well, and the view keeps its own.
+	rm.metadata.updatePartitions(req.PartitionStates)
 	rm.learnBrokerEpochs(req.LiveLeaders)
 
 	responses := make(map[tp.TopicPartition]ErrorCode, len(req.PartitionStates))

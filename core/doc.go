@@ -1,7 +1,10 @@
 // Package core is replicad's replica state machine: the ReplicaManager that
 // handles the controller's LeaderAndIsr, UpdateMetadata and StopReplica
 // requests, the Partition objects that become leader or follower, the high
-// watermark (HW) and its checkpoint, and produce/consume on a leader.
+// watermark (HW) and its checkpoint, and produce/consume on a leader. It
+// keeps the cluster view those requests give (metadata_cache.go), which the
+// Metadata RPC answers clients with so they find leaders without the
+// controller (metadata.go).
 //
 // It follows Kafka's broker-side ReplicaManager and Partition (see
 // seeds/000_609ad5baec433afe.txt and SPEC.md's "Semantics"): becomeLeaderOrFollower
@@ -25,8 +28,9 @@
 // LeaderAndIsr / StopReplica at a time) -> ReplicaManager.partitionsMu (the map
 // of hosted partitions) -> Partition.mu (a partition's leader and ISR state).
 // No lock is held across a network call, nor across IsrChanger.Submit, whose
-// answer takes Partition.mu. ReplicaManager.brokerEpochsMu and each
-// notifier's mutex are leaves: nothing is taken while they are held.
+// answer takes Partition.mu. ReplicaManager.brokerEpochsMu, the metadata
+// cache's mutex and each notifier's mutex are leaves: nothing is taken
+// while they are held.
 //
 // Every state change is traced (Config.Tracer; see trace.go for the span
 // names, the replicad.* attributes and the per-partition span cap) and

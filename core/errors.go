@@ -11,6 +11,7 @@ const (
 	ErrOffsetOutOfRange             ErrorCode = 1
 	ErrCorruptMessage               ErrorCode = 2
 	ErrUnknownTopicOrPartition      ErrorCode = 3
+	ErrLeaderNotAvailable           ErrorCode = 5
 	ErrNotLeaderOrFollower          ErrorCode = 6
 	ErrRequestTimedOut              ErrorCode = 7
 	ErrBrokerNotAvailable           ErrorCode = 8
@@ -40,6 +41,7 @@ var errorNames = map[ErrorCode]string{
 	ErrOffsetOutOfRange:             "OFFSET_OUT_OF_RANGE",
 	ErrCorruptMessage:               "CORRUPT_MESSAGE",
 	ErrUnknownTopicOrPartition:      "UNKNOWN_TOPIC_OR_PARTITION",
+	ErrLeaderNotAvailable:           "LEADER_NOT_AVAILABLE",
 	ErrNotLeaderOrFollower:          "NOT_LEADER_OR_FOLLOWER",
 	ErrRequestTimedOut:              "REQUEST_TIMED_OUT",
 	ErrBrokerNotAvailable:           "BROKER_NOT_AVAILABLE",

@@ -1,19 +1,35 @@
 package core
 
 import (
+	"slices"
 	"sort"
 	"sync"
+
+	"github.com/replicad/replicad/core/tp"
 )
 
-// metadataCache is the broker's view of live brokers (Kafka's MetadataCache,
-// reduced to what the replica manager needs: where a partition's leader is).
+// metadataCache is the broker's view of the cluster (Kafka's MetadataCache):
+// the live brokers, which the replica manager needs to find a partition's
+// leader, and every partition's state as the controller last told it, which
+// the Metadata RPC answers clients with so that they find leaders without
+// the controller.
 type metadataCache struct {
 	mu      sync.RWMutex
 	brokers map[int32]Broker
+	// partitions holds each partition's newest state (see newerState),
+	// of UpdateMetadata (every partition) and LeaderAndIsr (this broker's).
+	// A deleted topic stays: the controller tells only its replicas
+	// (StopReplica, which a reassignment sends too, so it cannot tell a
+	// deletion here), and a client asking for it is answered by its old
+	// leader with UNKNOWN_TOPIC_OR_PARTITION. Kafka's controller marks a
+	// deletion in UpdateMetadata (leader -2); ours does not yet.
+	partitions map[tp.TopicPartition]PartitionState
+	// controllerID is the controller of the last request taken, -1 before.
+	controllerID int32
 }
 
 func newMetadataCache() *metadataCache {
-	return &metadataCache{brokers: make(map[int32]Broker)}
+	return &metadataCache{brokers: make(map[int32]Broker), partitions: make(map[tp.TopicPartition]PartitionState), controllerID: -1}
 }
 
 // replace installs a new live broker list (UpdateMetadata).
@@ -39,6 +55,46 @@ func (c *metadataCache) addLive(brokers []Broker) {
 	c.mu.Unlock()
 }
 
+func (c *metadataCache) setController(id int32) {
+	c.mu.Lock()
+	c.controllerID = id
+	c.mu.Unlock()
+}
+
+// updatePartitions records states that are newer than the ones held.
+// UpdateMetadata carries only the partitions that changed (or all of them,
+// to a broker catching up), so a partition it leaves out keeps its state.
+func (c *metadataCache) updatePartitions(states []PartitionState) {
+	if len(states) == 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, st := range states {
+		if old, ok := c.partitions[st.TopicPartition]; ok && !newerState(st, old) {
+			continue
+		}
+		st.ISR, st.Replicas, st.IsNew = slices.Clone(st.ISR), slices.Clone(st.Replicas), false
+		c.partitions[st.TopicPartition] = st
+	}
+}
+
+// newerState reports whether st should replace old. UpdateMetadata and
+// LeaderAndIsr come from one queue per broker, but several requests of one
+// controller (and a new controller's) may be handled concurrently: order
+// by (leader epoch, partition epoch), which only grow for one topic. A
+// topic ID other than the held one is another topic of that name (deleted
+// and created again): its epochs start over, so it wins.
+func newerState(st, old PartitionState) bool {
+	if st.TopicID != "" && old.TopicID != "" && st.TopicID != old.TopicID {
+		return true
+	}
+	if st.LeaderEpoch != old.LeaderEpoch {
+		return st.LeaderEpoch > old.LeaderEpoch
+	}
+	return st.PartitionEpoch >= old.PartitionEpoch
+}
+
 func (c *metadataCache) aliveBroker(id int32) (Broker, bool) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
@@ -55,4 +111,22 @@ func (c *metadataCache) aliveBrokers() []Broker {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
+}
+
+// snapshot copies the view: the live brokers by id, the controller id, and
+// the states of the topics named (every topic when topics is nil).
+func (c *metadataCache) snapshot(topics map[string]bool) (map[int32]Broker, int32, []PartitionState) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	brokers := make(map[int32]Broker, len(c.brokers))
+	for id, b := range c.brokers {
+		brokers[id] = b
+	}
+	var states []PartitionState
+	for t, st := range c.partitions {
+		if topics == nil || topics[t.Topic] {
+			states = append(states, st) // the slices are never changed in place
+		}
+	}
+	return brokers, c.controllerID, states
 }

@@ -268,8 +268,9 @@ func (rm *ReplicaManager) Fatal() <-chan error { return rm.fatal }
 // LiveBrokers returns the brokers the metadata cache knows to be alive.
 func (rm *ReplicaManager) LiveBrokers() []Broker { return rm.metadata.aliveBrokers() }
 
-// UpdateMetadata replaces the live broker list; a request from an older
-// controller is rejected.
+// UpdateMetadata replaces the live broker list and records the partition
+// states it carries (the Metadata view); a request from an older controller
+// is rejected.
 func (rm *ReplicaManager) UpdateMetadata(ctx context.Context, req UpdateMetadataRequest) ErrorCode {
 	rm.stateChangeMu.Lock()
 	defer rm.stateChangeMu.Unlock()
@@ -280,6 +281,7 @@ func (rm *ReplicaManager) UpdateMetadata(ctx context.Context, req UpdateMetadata
 		return ErrStaleControllerEpoch
 	}
 	rm.metadata.replace(req.LiveBrokers)
+	rm.metadata.updatePartitions(req.PartitionStates)
 	rm.learnBrokerEpochs(req.LiveBrokers)
 	rm.applyTopicConfigs(ctx, req.PartitionStates)
 	slog := rm.requestStateLog(ctx, req.ControllerID, req.ControllerEpoch)
@@ -316,6 +318,7 @@ func (rm *ReplicaManager) acceptControllerEpochLocked(request string, controller
 		return false
 	}
 	rm.controllerEpoch.Store(controllerEpoch)
+	rm.metadata.setController(controllerID)
 	return true
 }
 

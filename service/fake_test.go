@@ -33,6 +33,7 @@ type fakeRM struct {
 	fetch        func(core.FetchRequest) core.FetchResponse
 	offsets      core.OffsetsForLeaderEpochResponse
 	alterDirs    []core.PartitionError
+	metadata     core.MetadataView
 	maxBatch     int
 	panicWith    any // when set, every call panics with it
 }
@@ -122,6 +123,30 @@ func (f *fakeRM) FetchMessages(_ context.Context, req core.FetchRequest) core.Fe
 func (f *fakeRM) OffsetsForLeaderEpoch(_ context.Context, req core.OffsetsForLeaderEpochRequest) core.OffsetsForLeaderEpochResponse {
 	f.record(req)
 	return f.offsets
+}
+
+// metadataCall is a Metadata call's topics (nil: every topic).
+type metadataCall struct{ topics []string }
+
+// Metadata answers the canned view, its topics narrowed to the ones asked
+// for as core does (an unknown one UNKNOWN_TOPIC_OR_PARTITION).
+func (f *fakeRM) Metadata(topics []string) core.MetadataView {
+	f.record(metadataCall{topics})
+	v := f.metadata
+	if topics == nil {
+		return v
+	}
+	v.Topics = nil
+	for _, t := range topics {
+		tm := core.TopicMetadata{Topic: t, Error: core.ErrUnknownTopicOrPartition}
+		for _, have := range f.metadata.Topics {
+			if have.Topic == t {
+				tm = have
+			}
+		}
+		v.Topics = append(v.Topics, tm)
+	}
+	return v
 }
 
 func (f *fakeRM) ControllerEpoch() int32 { return 0 }

@@ -30,6 +30,7 @@ type ReplicaManager interface {
 	FetchMessages(ctx context.Context, req core.FetchRequest) core.FetchResponse
 	OffsetsForLeaderEpoch(ctx context.Context, req core.OffsetsForLeaderEpochRequest) core.OffsetsForLeaderEpochResponse
 	AlterReplicaLogDirs(ctx context.Context, reqs []core.AlterReplicaLogDir) []core.PartitionError
+	Metadata(topics []string) core.MetadataView
 	MaxBatchBytes() int
 	ControllerEpoch() int32
 }
@@ -241,6 +242,8 @@ type logService struct {
 	rm     ReplicaManager
 	now    func() time.Time
 	limits *limiter
+	// describeFilter is Options.DescribeFilter.
+	describeFilter DescribeFilter
 }
 
 func (s *logService) Produce(ctx context.Context, req *replicadv1.ProduceRequest) (*replicadv1.ProduceResponse, error) {

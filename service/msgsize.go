@@ -14,7 +14,8 @@ import (
 // Per-RPC request size limits. gRPC's server-wide MaxRecvMsgSize must let a
 // Produce with a whole batch through (2x the batch limit plus 1 MiB, at
 // least 4 MiB); no other request needs that much. The ones that list up to
-// maxPartitionsPerRequest partitions (or ACLs) get bulkRequestBytes; every
+// maxPartitionsPerRequest partitions (or ACLs, or MaxMetadataTopics topics)
+// get bulkRequestBytes; every
 // other one, a topic name and a few numbers, gets smallRequestBytes. Produce
 // is bounded by the server-wide limit and, once decoded, by the batch limit
 // (validateProduce). A request over its limit is refused ResourceExhausted,
@@ -38,6 +39,7 @@ var requestLimits = map[string]int{
 	replicadv1.ReplicaManagerService_AlterReplicaLogDirs_FullMethodName:      bulkRequestBytes,
 	replicadv1.ControllerService_AlterPartition_FullMethodName:               bulkRequestBytes,
 	replicadv1.LogService_DeleteRecords_FullMethodName:                       bulkRequestBytes,
+	replicadv1.LogService_Metadata_FullMethodName:                            bulkRequestBytes,
 	replicadv1.ControllerService_CreateAcls_FullMethodName:                   bulkRequestBytes,
 	replicadv1.ControllerService_DeleteAcls_FullMethodName:                   bulkRequestBytes,
 	replicadv1.ControllerService_ControlledShutdown_FullMethodName:           smallRequestBytes,

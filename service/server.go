@@ -54,6 +54,10 @@ type Options struct {
 	// reach it out of order: it must keep the newest set by (ctrlEpoch,
 	// version), the request's controller_epoch and acls_version.
 	OnACLs func(ctrlEpoch int32, version int64, acls []*replicadv1.Acl)
+	// DescribeFilter, if set, tells which topics a Metadata call's caller
+	// may describe (the broker's authorizer, from the call's principal):
+	// the others are left out of its answer. Nil: every topic.
+	DescribeFilter DescribeFilter
 }
 
 // Server is a broker's gRPC server.
@@ -97,7 +101,7 @@ func NewServer(opts Options) *Server {
 	s := &Server{grpc: grpc.NewServer(serverOpts...), health: health.NewServer(), services: servedServices, limits: lim}
 	s.draining, s.stopDraining = context.WithCancel(context.Background())
 	replicadv1.RegisterReplicaManagerServiceServer(s.grpc, NewReplicaManagerService(opts))
-	replicadv1.RegisterLogServiceServer(s.grpc, &logService{rm: opts.ReplicaManager, now: now, limits: lim})
+	replicadv1.RegisterLogServiceServer(s.grpc, &logService{rm: opts.ReplicaManager, now: now, limits: lim, describeFilter: opts.DescribeFilter})
 	replicadv1.RegisterFetchServiceServer(s.grpc, &fetchService{rm: opts.ReplicaManager, draining: s.draining, tracer: dataPlaneTracer(opts.TraceDataPlane), limits: lim})
 	replicadv1.RegisterControllerServiceServer(s.grpc, &controllerService{})
 	healthpb.RegisterHealthServer(s.grpc, s.health)

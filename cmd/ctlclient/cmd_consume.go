@@ -23,13 +23,15 @@ records). Stops at the high watermark, or after --max-records; with --follow
 it keeps long-polling for new records until interrupted (Ctrl-C, exit 0).
 Exits 1 on an error code (OFFSET_OUT_OF_RANGE, NOT_LEADER_OR_FOLLOWER, ...).
 
-With --controller the partition's leader is found from the controller
-rather than --broker, and a poll answered NOT_LEADER_OR_FOLLOWER,
+With --bootstrap the partition's leader is found in a broker's Metadata
+(the controller may be down), with --controller from the controller,
+rather than --broker; a poll answered NOT_LEADER_OR_FOLLOWER,
 LEADER_NOT_AVAILABLE, FENCED_LEADER_EPOCH or UNKNOWN_TOPIC_OR_PARTITION, or
 whose leader cannot be reached, is repeated at the same offset on the leader
-a fresh lookup names (backoff 100ms doubling to 1s, for up to --timeout):
+a fresh lookup names (backoff 100ms doubling to 1s, for up to --timeout
+and 20 attempts):
 a --follow survives leader changes.`,
-		example: "ctlclient consume --topic orders --partition 0\nctlclient consume --topic orders --partition 0 --offset 100 --follow\nctlclient --controller 127.0.0.1:9090 consume --topic orders --partition 2 --follow",
+		example: "ctlclient consume --topic orders --partition 0\nctlclient consume --topic orders --partition 0 --offset 100 --follow\nctlclient --controller 127.0.0.1:9090 consume --topic orders --partition 2 --follow\nctlclient --bootstrap 127.0.0.1:9091,127.0.0.1:9092 consume --topic orders --partition 2",
 		flags: func(fs *flag.FlagSet) func(context.Context, *env) error {
 			topic := fs.String("topic", "", "topic")
 			partition := int32Var(fs, "partition", 0, "partition")

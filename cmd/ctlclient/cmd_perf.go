@@ -22,7 +22,8 @@ func perfProduceCommand() *command {
 		usage:   "--topic T [--partitions N] [--records N] [--record-size B] [--batch N] [--acks all|1|0] [--concurrency N]",
 		details: `Sends --records records of --record-size bytes in requests of --batch records
 to partitions 0..N-1 of --topic on one broker (each must be led by it), or
-with --controller each to its leader as the controller names it (retrying
+with --bootstrap or --controller each to its leader as a broker's Metadata
+or the controller names it (retrying
 through leader changes as produce does; latency then includes the retries),
 from --concurrency workers that each keep one request in flight. Prints a progress
 line every second, then records/s, MB/s and request latency avg, p50, p99,

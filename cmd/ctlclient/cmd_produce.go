@@ -29,22 +29,23 @@ const (
 func produceCommand() *command {
 	return &command{
 		name:    "produce",
-		summary: "append records to a partition's leader (--broker, or found via --controller)",
+		summary: "append records to a partition's leader (--broker, or found via --bootstrap or --controller)",
 		usage:   "--topic T --partition P [--acks all|1|0] [--timeout-ms N] [--key K] [--value V ...]",
 		details: `Each --value is one record. Without --value, each stdin line is one record,
 sent in batches (up to --batch-records records and --batch-bytes bytes, or
 what arrived within --linger-ms). Prints the base offset of each batch. Exits 1 at
 the first batch answered with an error code (NOT_LEADER_OR_FOLLOWER, ...).
 
-With --controller the partition's leader is found from the controller
-(describe-cluster) rather than --broker, and a batch answered
+With --bootstrap the partition's leader is found in a broker's Metadata
+(any live broker listed, the controller may be down), with --controller
+from the controller (describe-cluster), rather than --broker; a batch answered
 NOT_LEADER_OR_FOLLOWER, LEADER_NOT_AVAILABLE, FENCED_LEADER_EPOCH or
 UNKNOWN_TOPIC_OR_PARTITION (a topic just created), or whose leader cannot be
 reached, is sent again to the leader a fresh lookup names, with a backoff of
-100ms doubling to 1s, for up to --timeout. Only the answer that ends the
+100ms doubling to 1s, for up to --timeout (and 20 attempts). Only the answer that ends the
 retries is printed. A batch is sent at least once: one whose answer was lost
 with its leader may be appended twice.`,
-		example: "ctlclient produce --topic orders --partition 0 --value hello --value world\nseq 1 1000 | ctlclient produce --topic orders --partition 0 --acks 1\nseq 1 1000 | ctlclient --controller 127.0.0.1:9090,127.0.0.1:9190 produce --topic orders --partition 2",
+		example: "ctlclient produce --topic orders --partition 0 --value hello --value world\nseq 1 1000 | ctlclient produce --topic orders --partition 0 --acks 1\nseq 1 1000 | ctlclient --controller 127.0.0.1:9090,127.0.0.1:9190 produce --topic orders --partition 2\nctlclient --bootstrap 127.0.0.1:9091,127.0.0.1:9092 produce --topic orders --partition 1 --value x",
 		flags: func(fs *flag.FlagSet) func(context.Context, *env) error {
 			topic := fs.String("topic", "", "topic")
 			partition := int32Var(fs, "partition", 0, "partition")

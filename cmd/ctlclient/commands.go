@@ -73,11 +73,17 @@ Global flags (also accepted after COMMAND):
                      list-topics, describe-topic, cluster health and acl ask
                      the active one; with it produce, consume and perf
                      produce find each partition's leader themselves
+  --bootstrap ADDR[,ADDR...]
+                     brokers (env CTLCLIENT_BOOTSTRAP) whose Metadata produce,
+                     consume and perf produce find leaders in, asking each in
+                     turn (Kafka's bootstrap.servers): works with the
+                     controller down; wins over --controller for that
   -o table|json      output: aligned table (default), or each RPC response as
                      protojson, as grpcurl prints it
-  --timeout D        deadline of each RPC (default 10s); with --controller also
-                     how long one call keeps retrying through a controller
-                     failover or a leader change
+  --timeout D        deadline of each RPC (default 10s); with --bootstrap or
+                     --controller also how long one call keeps retrying
+                     through a controller failover or a leader change (at
+                     most 20 attempts)
   --tls-cert FILE --tls-key FILE --tls-ca FILE
                      TLS 1.3 (env CTLCLIENT_TLS_CERT, CTLCLIENT_TLS_KEY,
                      CTLCLIENT_TLS_CA): the client certificate and the CA

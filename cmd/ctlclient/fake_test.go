@@ -7,6 +7,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/rs/zerolog"
@@ -33,6 +34,9 @@ type memBroker struct {
 	// dirs is where each partition's log lives (default /data/a);
 	// AlterReplicaLogDirs moves it at once to /data/b.
 	dirs map[tp.TopicPartition]string
+	// view answers Metadata (nil: nothing known); metadataCalls counts them.
+	view          func() core.MetadataView
+	metadataCalls atomic.Int32
 }
 
 func newMemBroker() *memBroker { return &memBroker{logs: map[tp.TopicPartition][]record.Record{}} }
@@ -164,6 +168,30 @@ func (b *memBroker) DeleteRecords(_ context.Context, req core.DeleteRecordsReque
 }
 
 func (b *memBroker) MaxBatchBytes() int { return 1 << 20 }
+
+// Metadata answers b.view, narrowed to the topics asked for as core does.
+func (b *memBroker) Metadata(topics []string) core.MetadataView {
+	b.metadataCalls.Add(1)
+	var v core.MetadataView
+	if b.view != nil {
+		v = b.view()
+	}
+	if topics == nil {
+		return v
+	}
+	all := v.Topics
+	v.Topics = nil
+	for _, t := range topics {
+		tm := core.TopicMetadata{Topic: t, Error: core.ErrUnknownTopicOrPartition}
+		for _, have := range all {
+			if have.Topic == t {
+				tm = have
+			}
+		}
+		v.Topics = append(v.Topics, tm)
+	}
+	return v
+}
 
 func (b *memBroker) ControllerEpoch() int32 { return 0 }
 

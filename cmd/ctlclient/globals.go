@@ -9,6 +9,8 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"net"
+	"slices"
 	"strings"
 	"time"
 
@@ -24,8 +26,11 @@ const defaultBroker = "127.0.0.1:9091"
 type globals struct {
 	broker     string
 	controller string
-	output     string
-	timeout    time.Duration
+	// bootstrap lists brokers whose Metadata finds partitions' leaders
+	// (Kafka's bootstrap.servers); it wins over controller for that.
+	bootstrap string
+	output    string
+	timeout   time.Duration
 	// --tls-*: ctlclient's certificate and CA (and, for controller run,
 	// the server's); no file: plaintext.
 	tlsCert, tlsKey, tlsCA, tlsClientAuth string
@@ -38,6 +43,7 @@ func newGlobals(getenv func(string) string) *globals {
 		g.broker = b
 	}
 	g.controller = getenv("CTLCLIENT_CONTROLLER")
+	g.bootstrap = getenv("CTLCLIENT_BOOTSTRAP")
 	g.tlsCert, g.tlsKey, g.tlsCA = getenv("CTLCLIENT_TLS_CERT"), getenv("CTLCLIENT_TLS_KEY"), getenv("CTLCLIENT_TLS_CA")
 	g.tlsClientAuth = getenv("CTLCLIENT_TLS_CLIENT_AUTH")
 	if g.tlsClientAuth == "" {
@@ -51,8 +57,9 @@ func newGlobals(getenv func(string) string) *globals {
 func (g *globals) register(fs *flag.FlagSet) {
 	fs.StringVar(&g.broker, "broker", g.broker, "broker `ADDR` (host:port); env CTLCLIENT_BROKER")
 	fs.StringVar(&g.controller, "controller", g.controller, "controller `ADDR[,ADDR...]`: the active one is found among them; env CTLCLIENT_CONTROLLER")
+	fs.StringVar(&g.bootstrap, "bootstrap", g.bootstrap, "broker `ADDR[,ADDR...]` whose Metadata finds partitions' leaders (produce, consume, perf produce),\nany live one of them or of the brokers they name: the controller may be down. It wins over\n--controller for finding leaders; env CTLCLIENT_BOOTSTRAP")
 	fs.StringVar(&g.output, "o", g.output, "output `format`: table or json (each RPC response as protojson, as grpcurl prints it)")
-	fs.DurationVar(&g.timeout, "timeout", g.timeout, "deadline of each RPC; with --controller also how long one call keeps retrying")
+	fs.DurationVar(&g.timeout, "timeout", g.timeout, "deadline of each RPC; with --bootstrap or --controller also how long one call keeps retrying")
 	fs.StringVar(&g.tlsCert, "tls-cert", g.tlsCert, "PEM client `FILE` (certificate) presented to brokers and controllers, and controller run's server\ncertificate; env CTLCLIENT_TLS_CERT. No --tls-* flag: plaintext")
 	fs.StringVar(&g.tlsKey, "tls-key", g.tlsKey, "PEM private key `FILE` of --tls-cert; env CTLCLIENT_TLS_KEY")
 	fs.StringVar(&g.tlsCA, "tls-ca", g.tlsCA, "PEM CA `FILE` verifying the servers dialed (by their host) and, for controller run, clients;\nenv CTLCLIENT_TLS_CA. Alone (no --tls-cert): TLS without a client certificate")
@@ -72,6 +79,17 @@ func (g *globals) validate() error {
 	if g.controller != "" && len(g.controllers()) == 0 {
 		return fmt.Errorf("--controller: want ADDR[,ADDR...] (got %q)", g.controller)
 	}
+	if g.bootstrap != "" {
+		addrs := g.bootstrapAddrs()
+		if len(addrs) == 0 {
+			return fmt.Errorf("--bootstrap: want HOST:PORT[,HOST:PORT...] (got %q)", g.bootstrap)
+		}
+		for _, a := range addrs {
+			if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
+				return fmt.Errorf("--bootstrap: %q is not HOST:PORT", a)
+			}
+		}
+	}
 	auth, err := tlsconf.ParseClientAuth(g.tlsClientAuth)
 	if err != nil {
 		return fmt.Errorf("--tls-client-auth: %w", err)
@@ -88,6 +106,18 @@ func (g *globals) controllers() []string {
 	var addrs []string
 	for _, a := range strings.Split(g.controller, ",") {
 		if a = strings.TrimSpace(a); a != "" {
+			addrs = append(addrs, a)
+		}
+	}
+	return addrs
+}
+
+// bootstrapAddrs is --bootstrap split at its commas, empty entries and
+// repeats left out.
+func (g *globals) bootstrapAddrs() []string {
+	var addrs []string
+	for _, a := range strings.Split(g.bootstrap, ",") {
+		if a = strings.TrimSpace(a); a != "" && !slices.Contains(addrs, a) {
 			addrs = append(addrs, a)
 		}
 	}

@@ -217,7 +217,7 @@ func run(args []string, stderr io.Writer) int {
 	srv := service.NewServer(service.Options{ReplicaManager: rm, BrokerEpoch: link.brokerEpochFunc(), ControllerGuard: link.guard(),
 		Logger: logger, ServerOptions: serverOpts, TraceDataPlane: cfg.traceDataPlane,
 		Limits: service.Limits{MaxConnections: cfg.maxConnections, ConnectionsMaxIdle: cfg.connectionsMaxIdle},
-		OnACLs: aclSink(enforcer, logger)})
+		OnACLs: aclSink(enforcer, logger), DescribeFilter: describeFilter(enforcer)})
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(lis) }()
 	// broker_id is already on every line (newLogger).
@@ -324,6 +324,15 @@ func shutdownTelemetry(tel *telemetry.Telemetry, logger zerolog.Logger) {
 	if err := tel.Shutdown(ctx); err != nil {
 		logger.Warn().Err(err).Msg("spans may be lost")
 	}
+}
+
+// describeFilter is the enforcer's for Metadata answers; nil (every topic)
+// when authorization is off.
+func describeFilter(enforcer *authz.Enforcer) service.DescribeFilter {
+	if enforcer == nil {
+		return nil
+	}
+	return enforcer.DescribeFilter
 }
 
 // aclSink gives the ACL set of each UpdateMetadata to the broker's

@@ -263,3 +263,46 @@ func TestACLProtoRoundTrip(t *testing.T) {
 		t.Fatalf("set of len %d, skipped %v", set.Len(), skipped)
 	}
 }
+
+// Every principal may call Metadata, even a client before any ACL: what the
+// answer shows is MayDescribe's, per topic. Clients see the topics an ACL
+// lets them use (any operation but CLUSTER_ACTION implies describe); the
+// cluster's roles and superusers see every topic.
+func TestMetadataIsOpenAndItsTopicsFollowDescribe(t *testing.T) {
+	a := New([]string{"spiffe://replicad/client/root"})
+	app := ParsePrincipal("spiffe://replicad/client/app")
+	other := ParsePrincipal("spiffe://replicad/client/other")
+	for _, who := range []Principal{app, ParsePrincipal("spiffe://elsewhere/x"), ParsePrincipal("spiffe://replicad/broker/2"),
+		ParsePrincipal("spiffe://replicad/controller"), ParsePrincipal("spiffe://replicad/admin")} {
+		if err := a.Authorize(who, replicadv1.LogService_Metadata_FullMethodName, &replicadv1.MetadataRequest{Topics: []string{"x"}}); err != nil {
+			t.Errorf("%s may not call Metadata: %v", who, err)
+		}
+	}
+	if a.MayDescribe(app, "orders") {
+		t.Fatal("a client describes orders without any ACL")
+	}
+	a.SetACLs(NewACLSet([]ACL{
+		{Principal: app.URI, Operation: OpWrite, Resource: ResourceTopic, PatternType: PatternLiteral, Name: "orders"},
+		{Principal: app.URI, Operation: OpRead, Resource: ResourceTopic, PatternType: PatternPrefix, Name: "logs-"},
+		{Principal: app.URI, Operation: OpClusterAction, Resource: ResourceTopic, PatternType: PatternLiteral, Name: "ops"},
+	}))
+	for _, tc := range []struct {
+		who   Principal
+		topic string
+		want  bool
+	}{
+		{app, "orders", true}, // write implies describe
+		{app, "logs-a", true}, // read implies describe
+		{app, "ops", false},   // cluster action does not
+		{app, "secret", false},
+		{other, "orders", false},
+		{ParsePrincipal("spiffe://replicad/client/root"), "secret", true},
+		{ParsePrincipal("spiffe://replicad/admin"), "secret", true},
+		{ParsePrincipal("spiffe://replicad/broker/3"), "secret", true},
+		{ParsePrincipal("spiffe://replicad/controller"), "secret", true},
+	} {
+		if got := a.MayDescribe(tc.who, tc.topic); got != tc.want {
+			t.Errorf("%s describes %q: %v, want %v", tc.who, tc.topic, got, tc.want)
+		}
+	}
+}

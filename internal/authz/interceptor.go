@@ -29,6 +29,18 @@ func (e *Enforcer) ServerOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{grpc.ChainUnaryInterceptor(e.unary), grpc.ChainStreamInterceptor(e.stream)}
 }
 
+// DescribeFilter is, for a call the interceptors let through, which topics
+// its principal may describe (Authorizer.MayDescribe): the broker's
+// Metadata answer leaves out the others. A call without a principal (it
+// cannot have passed the interceptors) may describe none.
+func (e *Enforcer) DescribeFilter(ctx context.Context) func(topic string) bool {
+	p, err := e.Rules.PeerPrincipal(ctx)
+	if err != nil {
+		return func(string) bool { return false }
+	}
+	return func(topic string) bool { return e.Authorizer.MayDescribe(p, topic) }
+}
+
 // identify is the call's principal, or the refusal of a call without one.
 func (e *Enforcer) identify(ctx context.Context, fullMethod string) (Principal, error) {
 	p, err := e.Rules.PeerPrincipal(ctx)

@@ -117,6 +117,12 @@ func (a *Authorizer) Authorize(p Principal, fullMethod string, req any) error {
 	if IsOpen(fullMethod) || a.superUsers[p.URI] {
 		return nil
 	}
+	if fullMethod == replicadv1.LogService_Metadata_FullMethodName {
+		// Every principal may ask: the answer holds only the topics it
+		// may describe (MayDescribe, through Enforcer.DescribeFilter),
+		// as Kafka's Metadata does.
+		return nil
+	}
 	deny := func(format string, args ...any) error {
 		return &Denial{Principal: p.URI, Method: fullMethod, Reason: fmt.Sprintf(format, args...)}
 	}
@@ -155,6 +161,21 @@ func (a *Authorizer) Authorize(p Principal, fullMethod string, req any) error {
 		}
 	}
 	return nil
+}
+
+// MayDescribe reports whether p may see topic in a Metadata answer:
+// superusers and the admin, controller and broker roles see every topic
+// (the cluster's own processes, and the operator); a client needs an ACL
+// granting describe on it (READ, WRITE, ALTER and DELETE imply it).
+func (a *Authorizer) MayDescribe(p Principal, topic string) bool {
+	if a.superUsers[p.URI] {
+		return true
+	}
+	switch p.Role {
+	case RoleAdmin, RoleController, RoleBroker:
+		return true
+	}
+	return a.acls.Load().Allows(p.URI, OpDescribe, topic)
 }
 
 // brokerIDOf is the broker a request acts as: the replica of a fetch, the

@@ -44,10 +44,12 @@ const (
 	ErrorCode_ERROR_CODE_STALE_CONTROLLER_EPOCH           ErrorCode = 11
 	ErrorCode_ERROR_CODE_NOT_ENOUGH_REPLICAS              ErrorCode = 19
 	ErrorCode_ERROR_CODE_NOT_ENOUGH_REPLICAS_AFTER_APPEND ErrorCode = 20
-	ErrorCode_ERROR_CODE_TOPIC_ALREADY_EXISTS             ErrorCode = 36
-	ErrorCode_ERROR_CODE_INVALID_PARTITIONS               ErrorCode = 37
-	ErrorCode_ERROR_CODE_INVALID_REPLICATION_FACTOR       ErrorCode = 38
-	ErrorCode_ERROR_CODE_INVALID_REPLICA_ASSIGNMENT       ErrorCode = 39
+	// The caller may not describe (or otherwise use) the topic.
+	ErrorCode_ERROR_CODE_TOPIC_AUTHORIZATION_FAILED ErrorCode = 29
+	ErrorCode_ERROR_CODE_TOPIC_ALREADY_EXISTS       ErrorCode = 36
+	ErrorCode_ERROR_CODE_INVALID_PARTITIONS         ErrorCode = 37
+	ErrorCode_ERROR_CODE_INVALID_REPLICATION_FACTOR ErrorCode = 38
+	ErrorCode_ERROR_CODE_INVALID_REPLICA_ASSIGNMENT ErrorCode = 39
 	// This controller is not the active one (standby or deposed); ask another.
 	ErrorCode_ERROR_CODE_NOT_CONTROLLER  ErrorCode = 41
 	ErrorCode_ERROR_CODE_INVALID_REQUEST ErrorCode = 42
@@ -91,6 +93,7 @@ var (
 		11:  "ERROR_CODE_STALE_CONTROLLER_EPOCH",
 		19:  "ERROR_CODE_NOT_ENOUGH_REPLICAS",
 		20:  "ERROR_CODE_NOT_ENOUGH_REPLICAS_AFTER_APPEND",
+		29:  "ERROR_CODE_TOPIC_AUTHORIZATION_FAILED",
 		36:  "ERROR_CODE_TOPIC_ALREADY_EXISTS",
 		37:  "ERROR_CODE_INVALID_PARTITIONS",
 		38:  "ERROR_CODE_INVALID_REPLICATION_FACTOR",
@@ -127,6 +130,7 @@ var (
 		"ERROR_CODE_STALE_CONTROLLER_EPOCH":           11,
 		"ERROR_CODE_NOT_ENOUGH_REPLICAS":              19,
 		"ERROR_CODE_NOT_ENOUGH_REPLICAS_AFTER_APPEND": 20,
+		"ERROR_CODE_TOPIC_AUTHORIZATION_FAILED":       29,
 		"ERROR_CODE_TOPIC_ALREADY_EXISTS":             36,
 		"ERROR_CODE_INVALID_PARTITIONS":               37,
 		"ERROR_CODE_INVALID_REPLICATION_FACTOR":       38,
@@ -845,7 +849,7 @@ const file_replicad_v1_common_proto_rawDesc = "" +
 	"\toperation\x18\x02 \x01(\x0e2\x19.replicad.v1.AclOperationR\toperation\x12A\n" +
 	"\rresource_type\x18\x03 \x01(\x0e2\x1c.replicad.v1.AclResourceTypeR\fresourceType\x12>\n" +
 	"\fpattern_type\x18\x04 \x01(\x0e2\x1b.replicad.v1.AclPatternTypeR\vpatternType\x12#\n" +
-	"\rresource_name\x18\x05 \x01(\tR\fresourceName*\x81\n" +
+	"\rresource_name\x18\x05 \x01(\tR\fresourceName*\xac\n" +
 	"\n" +
 	"\tErrorCode\x12\x13\n" +
 	"\x0fERROR_CODE_NONE\x10\x00\x12,\n" +
@@ -862,7 +866,8 @@ const file_replicad_v1_common_proto_rawDesc = "" +
 	"\x12%\n" +
 	"!ERROR_CODE_STALE_CONTROLLER_EPOCH\x10\v\x12\"\n" +
 	"\x1eERROR_CODE_NOT_ENOUGH_REPLICAS\x10\x13\x12/\n" +
-	"+ERROR_CODE_NOT_ENOUGH_REPLICAS_AFTER_APPEND\x10\x14\x12#\n" +
+	"+ERROR_CODE_NOT_ENOUGH_REPLICAS_AFTER_APPEND\x10\x14\x12)\n" +
+	"%ERROR_CODE_TOPIC_AUTHORIZATION_FAILED\x10\x1d\x12#\n" +
 	"\x1fERROR_CODE_TOPIC_ALREADY_EXISTS\x10$\x12!\n" +
 	"\x1dERROR_CODE_INVALID_PARTITIONS\x10%\x12)\n" +
 	"%ERROR_CODE_INVALID_REPLICATION_FACTOR\x10&\x12)\n" +

@@ -701,6 +701,323 @@ func (x *DeleteRecordsPartitionResult) GetErrorCode() ErrorCode {
 	return ErrorCode_ERROR_CODE_NONE
 }
 
+type MetadataRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The topics to describe; empty: every topic this broker knows of that
+	// the caller may describe. A topic named twice is answered once.
+	Topics        []string `protobuf:"bytes,1,rep,name=topics,proto3" json:"topics,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MetadataRequest) Reset() {
+	*x = MetadataRequest{}
+	mi := &file_replicad_v1_log_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MetadataRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MetadataRequest) ProtoMessage() {}
+
+func (x *MetadataRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_replicad_v1_log_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MetadataRequest.ProtoReflect.Descriptor instead.
+func (*MetadataRequest) Descriptor() ([]byte, []int) {
+	return file_replicad_v1_log_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *MetadataRequest) GetTopics() []string {
+	if x != nil {
+		return x.Topics
+	}
+	return nil
+}
+
+type MetadataResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The broker answering.
+	BrokerId int32 `protobuf:"varint,1,opt,name=broker_id,json=brokerId,proto3" json:"broker_id,omitempty"`
+	// The controller this broker last took a request from, and its epoch;
+	// -1 when it has heard from none.
+	ControllerId    int32 `protobuf:"varint,2,opt,name=controller_id,json=controllerId,proto3" json:"controller_id,omitempty"`
+	ControllerEpoch int32 `protobuf:"varint,3,opt,name=controller_epoch,json=controllerEpoch,proto3" json:"controller_epoch,omitempty"`
+	// The live brokers, by id, with the endpoint each registered (advertised).
+	// broker_epoch is left 0: it fences replicas, clients have no use for it.
+	Brokers []*Broker `protobuf:"bytes,4,rep,name=brokers,proto3" json:"brokers,omitempty"`
+	// One entry per topic asked for, in request order (every known topic by
+	// name when none was named).
+	Topics        []*MetadataTopic `protobuf:"bytes,5,rep,name=topics,proto3" json:"topics,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MetadataResponse) Reset() {
+	*x = MetadataResponse{}
+	mi := &file_replicad_v1_log_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MetadataResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MetadataResponse) ProtoMessage() {}
+
+func (x *MetadataResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_replicad_v1_log_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MetadataResponse.ProtoReflect.Descriptor instead.
+func (*MetadataResponse) Descriptor() ([]byte, []int) {
+	return file_replicad_v1_log_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *MetadataResponse) GetBrokerId() int32 {
+	if x != nil {
+		return x.BrokerId
+	}
+	return 0
+}
+
+func (x *MetadataResponse) GetControllerId() int32 {
+	if x != nil {
+		return x.ControllerId
+	}
+	return 0
+}
+
+func (x *MetadataResponse) GetControllerEpoch() int32 {
+	if x != nil {
+		return x.ControllerEpoch
+	}
+	return 0
+}
+
+func (x *MetadataResponse) GetBrokers() []*Broker {
+	if x != nil {
+		return x.Brokers
+	}
+	return nil
+}
+
+func (x *MetadataResponse) GetTopics() []*MetadataTopic {
+	if x != nil {
+		return x.Topics
+	}
+	return nil
+}
+
+// MetadataTopic is one topic's metadata. New per-topic fields (configs)
+// take the next field numbers.
+type MetadataTopic struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Topic string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	// The topic's ID (KIP-516); empty when the controller did not say.
+	TopicId string `protobuf:"bytes,2,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
+	// UNKNOWN_TOPIC_OR_PARTITION: this broker knows no such topic (it may
+	// not have heard of a topic just created); TOPIC_AUTHORIZATION_FAILED:
+	// the caller may not describe it. Partitions is empty then.
+	ErrorCode    ErrorCode `protobuf:"varint,3,opt,name=error_code,json=errorCode,proto3,enum=replicad.v1.ErrorCode" json:"error_code,omitempty"`
+	ErrorMessage string    `protobuf:"bytes,4,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	// By partition number.
+	Partitions    []*MetadataPartition `protobuf:"bytes,5,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MetadataTopic) Reset() {
+	*x = MetadataTopic{}
+	mi := &file_replicad_v1_log_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MetadataTopic) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MetadataTopic) ProtoMessage() {}
+
+func (x *MetadataTopic) ProtoReflect() protoreflect.Message {
+	mi := &file_replicad_v1_log_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MetadataTopic.ProtoReflect.Descriptor instead.
+func (*MetadataTopic) Descriptor() ([]byte, []int) {
+	return file_replicad_v1_log_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *MetadataTopic) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *MetadataTopic) GetTopicId() string {
+	if x != nil {
+		return x.TopicId
+	}
+	return ""
+}
+
+func (x *MetadataTopic) GetErrorCode() ErrorCode {
+	if x != nil {
+		return x.ErrorCode
+	}
+	return ErrorCode_ERROR_CODE_NONE
+}
+
+func (x *MetadataTopic) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
+	}
+	return ""
+}
+
+func (x *MetadataTopic) GetPartitions() []*MetadataPartition {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+type MetadataPartition struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Partition int32                  `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
+	// LEADER_NOT_AVAILABLE: no leader, or its broker is not live (leader is
+	// -1 then, as in Kafka).
+	ErrorCode   ErrorCode `protobuf:"varint,2,opt,name=error_code,json=errorCode,proto3,enum=replicad.v1.ErrorCode" json:"error_code,omitempty"`
+	Leader      int32     `protobuf:"varint,3,opt,name=leader,proto3" json:"leader,omitempty"`
+	LeaderEpoch int32     `protobuf:"varint,4,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
+	// The version of the leader and ISR (the controller's partition epoch).
+	PartitionEpoch int32   `protobuf:"varint,5,opt,name=partition_epoch,json=partitionEpoch,proto3" json:"partition_epoch,omitempty"`
+	Replicas       []int32 `protobuf:"varint,6,rep,packed,name=replicas,proto3" json:"replicas,omitempty"`
+	Isr            []int32 `protobuf:"varint,7,rep,packed,name=isr,proto3" json:"isr,omitempty"`
+	// The replicas on brokers that are not live, and this broker's own
+	// replica when its log dir is offline.
+	OfflineReplicas []int32 `protobuf:"varint,8,rep,packed,name=offline_replicas,json=offlineReplicas,proto3" json:"offline_replicas,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *MetadataPartition) Reset() {
+	*x = MetadataPartition{}
+	mi := &file_replicad_v1_log_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MetadataPartition) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MetadataPartition) ProtoMessage() {}
+
+func (x *MetadataPartition) ProtoReflect() protoreflect.Message {
+	mi := &file_replicad_v1_log_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MetadataPartition.ProtoReflect.Descriptor instead.
+func (*MetadataPartition) Descriptor() ([]byte, []int) {
+	return file_replicad_v1_log_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *MetadataPartition) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *MetadataPartition) GetErrorCode() ErrorCode {
+	if x != nil {
+		return x.ErrorCode
+	}
+	return ErrorCode_ERROR_CODE_NONE
+}
+
+func (x *MetadataPartition) GetLeader() int32 {
+	if x != nil {
+		return x.Leader
+	}
+	return 0
+}
+
+func (x *MetadataPartition) GetLeaderEpoch() int32 {
+	if x != nil {
+		return x.LeaderEpoch
+	}
+	return 0
+}
+
+func (x *MetadataPartition) GetPartitionEpoch() int32 {
+	if x != nil {
+		return x.PartitionEpoch
+	}
+	return 0
+}
+
+func (x *MetadataPartition) GetReplicas() []int32 {
+	if x != nil {
+		return x.Replicas
+	}
+	return nil
+}
+
+func (x *MetadataPartition) GetIsr() []int32 {
+	if x != nil {
+		return x.Isr
+	}
+	return nil
+}
+
+func (x *MetadataPartition) GetOfflineReplicas() []int32 {
+	if x != nil {
+		return x.OfflineReplicas
+	}
+	return nil
+}
+
 var File_replicad_v1_log_proto protoreflect.FileDescriptor
 
 const file_replicad_v1_log_proto_rawDesc = "" +
@@ -765,12 +1082,40 @@ const file_replicad_v1_log_proto_rawDesc = "" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12#\n" +
 	"\rlow_watermark\x18\x03 \x01(\x03R\flowWatermark\x125\n" +
 	"\n" +
-	"error_code\x18\x04 \x01(\x0e2\x16.replicad.v1.ErrorCodeR\terrorCode2\xf0\x01\n" +
+	"error_code\x18\x04 \x01(\x0e2\x16.replicad.v1.ErrorCodeR\terrorCode\")\n" +
+	"\x0fMetadataRequest\x12\x16\n" +
+	"\x06topics\x18\x01 \x03(\tR\x06topics\"\xe2\x01\n" +
+	"\x10MetadataResponse\x12\x1b\n" +
+	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12#\n" +
+	"\rcontroller_id\x18\x02 \x01(\x05R\fcontrollerId\x12)\n" +
+	"\x10controller_epoch\x18\x03 \x01(\x05R\x0fcontrollerEpoch\x12-\n" +
+	"\abrokers\x18\x04 \x03(\v2\x13.replicad.v1.BrokerR\abrokers\x122\n" +
+	"\x06topics\x18\x05 \x03(\v2\x1a.replicad.v1.MetadataTopicR\x06topics\"\xdc\x01\n" +
+	"\rMetadataTopic\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x19\n" +
+	"\btopic_id\x18\x02 \x01(\tR\atopicId\x125\n" +
+	"\n" +
+	"error_code\x18\x03 \x01(\x0e2\x16.replicad.v1.ErrorCodeR\terrorCode\x12#\n" +
+	"\rerror_message\x18\x04 \x01(\tR\ferrorMessage\x12>\n" +
+	"\n" +
+	"partitions\x18\x05 \x03(\v2\x1e.replicad.v1.MetadataPartitionR\n" +
+	"partitions\"\xa5\x02\n" +
+	"\x11MetadataPartition\x12\x1c\n" +
+	"\tpartition\x18\x01 \x01(\x05R\tpartition\x125\n" +
+	"\n" +
+	"error_code\x18\x02 \x01(\x0e2\x16.replicad.v1.ErrorCodeR\terrorCode\x12\x16\n" +
+	"\x06leader\x18\x03 \x01(\x05R\x06leader\x12!\n" +
+	"\fleader_epoch\x18\x04 \x01(\x05R\vleaderEpoch\x12'\n" +
+	"\x0fpartition_epoch\x18\x05 \x01(\x05R\x0epartitionEpoch\x12\x1a\n" +
+	"\breplicas\x18\x06 \x03(\x05R\breplicas\x12\x10\n" +
+	"\x03isr\x18\a \x03(\x05R\x03isr\x12)\n" +
+	"\x10offline_replicas\x18\b \x03(\x05R\x0fofflineReplicas2\xb9\x02\n" +
 	"\n" +
 	"LogService\x12D\n" +
 	"\aProduce\x12\x1b.replicad.v1.ProduceRequest\x1a\x1c.replicad.v1.ProduceResponse\x12D\n" +
 	"\aConsume\x12\x1b.replicad.v1.ConsumeRequest\x1a\x1c.replicad.v1.ConsumeResponse\x12V\n" +
-	"\rDeleteRecords\x12!.replicad.v1.DeleteRecordsRequest\x1a\".replicad.v1.DeleteRecordsResponseB\xa1\x01\n" +
+	"\rDeleteRecords\x12!.replicad.v1.DeleteRecordsRequest\x1a\".replicad.v1.DeleteRecordsResponse\x12G\n" +
+	"\bMetadata\x12\x1c.replicad.v1.MetadataRequest\x1a\x1d.replicad.v1.MetadataResponseB\xa1\x01\n" +
 	"\x0fcom.replicad.v1B\bLogProtoP\x01Z7github.com/replicad/replicad/gen/replicad/v1;replicadv1\xa2\x02\x03RXX\xaa\x02\vReplicad.V1\xca\x02\vReplicad\\V1\xe2\x02\x17Replicad\\V1\\GPBMetadata\xea\x02\fReplicad::V1b\x06proto3"
 
 var (
@@ -785,7 +1130,7 @@ func file_replicad_v1_log_proto_rawDescGZIP() []byte {
 	return file_replicad_v1_log_proto_rawDescData
 }
 
-var file_replicad_v1_log_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_replicad_v1_log_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_replicad_v1_log_proto_goTypes = []any{
 	(*Record)(nil),                       // 0: replicad.v1.Record
 	(*ProduceRequest)(nil),               // 1: replicad.v1.ProduceRequest
@@ -797,30 +1142,42 @@ var file_replicad_v1_log_proto_goTypes = []any{
 	(*DeleteRecordsPartition)(nil),       // 7: replicad.v1.DeleteRecordsPartition
 	(*DeleteRecordsResponse)(nil),        // 8: replicad.v1.DeleteRecordsResponse
 	(*DeleteRecordsPartitionResult)(nil), // 9: replicad.v1.DeleteRecordsPartitionResult
-	(*Header)(nil),                       // 10: replicad.v1.Header
-	(ErrorCode)(0),                       // 11: replicad.v1.ErrorCode
+	(*MetadataRequest)(nil),              // 10: replicad.v1.MetadataRequest
+	(*MetadataResponse)(nil),             // 11: replicad.v1.MetadataResponse
+	(*MetadataTopic)(nil),                // 12: replicad.v1.MetadataTopic
+	(*MetadataPartition)(nil),            // 13: replicad.v1.MetadataPartition
+	(*Header)(nil),                       // 14: replicad.v1.Header
+	(ErrorCode)(0),                       // 15: replicad.v1.ErrorCode
+	(*Broker)(nil),                       // 16: replicad.v1.Broker
 }
 var file_replicad_v1_log_proto_depIdxs = []int32{
-	10, // 0: replicad.v1.Record.headers:type_name -> replicad.v1.Header
+	14, // 0: replicad.v1.Record.headers:type_name -> replicad.v1.Header
 	0,  // 1: replicad.v1.ProduceRequest.records:type_name -> replicad.v1.Record
-	11, // 2: replicad.v1.ProduceResponse.error_code:type_name -> replicad.v1.ErrorCode
-	10, // 3: replicad.v1.ConsumedRecord.headers:type_name -> replicad.v1.Header
-	11, // 4: replicad.v1.ConsumeResponse.error_code:type_name -> replicad.v1.ErrorCode
+	15, // 2: replicad.v1.ProduceResponse.error_code:type_name -> replicad.v1.ErrorCode
+	14, // 3: replicad.v1.ConsumedRecord.headers:type_name -> replicad.v1.Header
+	15, // 4: replicad.v1.ConsumeResponse.error_code:type_name -> replicad.v1.ErrorCode
 	4,  // 5: replicad.v1.ConsumeResponse.records:type_name -> replicad.v1.ConsumedRecord
 	7,  // 6: replicad.v1.DeleteRecordsRequest.partitions:type_name -> replicad.v1.DeleteRecordsPartition
 	9,  // 7: replicad.v1.DeleteRecordsResponse.partitions:type_name -> replicad.v1.DeleteRecordsPartitionResult
-	11, // 8: replicad.v1.DeleteRecordsPartitionResult.error_code:type_name -> replicad.v1.ErrorCode
-	1,  // 9: replicad.v1.LogService.Produce:input_type -> replicad.v1.ProduceRequest
-	3,  // 10: replicad.v1.LogService.Consume:input_type -> replicad.v1.ConsumeRequest
-	6,  // 11: replicad.v1.LogService.DeleteRecords:input_type -> replicad.v1.DeleteRecordsRequest
-	2,  // 12: replicad.v1.LogService.Produce:output_type -> replicad.v1.ProduceResponse
-	5,  // 13: replicad.v1.LogService.Consume:output_type -> replicad.v1.ConsumeResponse
-	8,  // 14: replicad.v1.LogService.DeleteRecords:output_type -> replicad.v1.DeleteRecordsResponse
-	12, // [12:15] is the sub-list for method output_type
-	9,  // [9:12] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	15, // 8: replicad.v1.DeleteRecordsPartitionResult.error_code:type_name -> replicad.v1.ErrorCode
+	16, // 9: replicad.v1.MetadataResponse.brokers:type_name -> replicad.v1.Broker
+	12, // 10: replicad.v1.MetadataResponse.topics:type_name -> replicad.v1.MetadataTopic
+	15, // 11: replicad.v1.MetadataTopic.error_code:type_name -> replicad.v1.ErrorCode
+	13, // 12: replicad.v1.MetadataTopic.partitions:type_name -> replicad.v1.MetadataPartition
+	15, // 13: replicad.v1.MetadataPartition.error_code:type_name -> replicad.v1.ErrorCode
+	1,  // 14: replicad.v1.LogService.Produce:input_type -> replicad.v1.ProduceRequest
+	3,  // 15: replicad.v1.LogService.Consume:input_type -> replicad.v1.ConsumeRequest
+	6,  // 16: replicad.v1.LogService.DeleteRecords:input_type -> replicad.v1.DeleteRecordsRequest
+	10, // 17: replicad.v1.LogService.Metadata:input_type -> replicad.v1.MetadataRequest
+	2,  // 18: replicad.v1.LogService.Produce:output_type -> replicad.v1.ProduceResponse
+	5,  // 19: replicad.v1.LogService.Consume:output_type -> replicad.v1.ConsumeResponse
+	8,  // 20: replicad.v1.LogService.DeleteRecords:output_type -> replicad.v1.DeleteRecordsResponse
+	11, // 21: replicad.v1.LogService.Metadata:output_type -> replicad.v1.MetadataResponse
+	18, // [18:22] is the sub-list for method output_type
+	14, // [14:18] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_replicad_v1_log_proto_init() }
@@ -835,7 +1192,7 @@ func file_replicad_v1_log_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_replicad_v1_log_proto_rawDesc), len(file_replicad_v1_log_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -22,6 +22,7 @@ const (
 	LogService_Produce_FullMethodName       = "/replicad.v1.LogService/Produce"
 	LogService_Consume_FullMethodName       = "/replicad.v1.LogService/Consume"
 	LogService_DeleteRecords_FullMethodName = "/replicad.v1.LogService/DeleteRecords"
+	LogService_Metadata_FullMethodName      = "/replicad.v1.LogService/Metadata"
 )
 
 // LogServiceClient is the client API for LogService service.
@@ -37,6 +38,13 @@ type LogServiceClient interface {
 	// DeleteRecords): the records below it are gone from the leader at once,
 	// and the answer comes when every ISR member has deleted them too.
 	DeleteRecords(ctx context.Context, in *DeleteRecordsRequest, opts ...grpc.CallOption) (*DeleteRecordsResponse, error)
+	// The cluster as this broker knows it from the controller's UpdateMetadata
+	// and LeaderAndIsr requests (Kafka's Metadata API): the live brokers and
+	// each partition's leader, ISR and replicas. Any broker answers, with or
+	// without a live controller: clients find leaders through it (ctlclient
+	// --bootstrap). The answer may lag the controller: a client that a
+	// leader answers NOT_LEADER_OR_FOLLOWER asks again.
+	Metadata(ctx context.Context, in *MetadataRequest, opts ...grpc.CallOption) (*MetadataResponse, error)
 }
 
 type logServiceClient struct {
@@ -77,6 +85,16 @@ func (c *logServiceClient) DeleteRecords(ctx context.Context, in *DeleteRecordsR
 	return out, nil
 }
 
+func (c *logServiceClient) Metadata(ctx context.Context, in *MetadataRequest, opts ...grpc.CallOption) (*MetadataResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MetadataResponse)
+	err := c.cc.Invoke(ctx, LogService_Metadata_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // LogServiceServer is the server API for LogService service.
 // All implementations must embed UnimplementedLogServiceServer
 // for forward compatibility.
@@ -90,6 +108,13 @@ type LogServiceServer interface {
 	// DeleteRecords): the records below it are gone from the leader at once,
 	// and the answer comes when every ISR member has deleted them too.
 	DeleteRecords(context.Context, *DeleteRecordsRequest) (*DeleteRecordsResponse, error)
+	// The cluster as this broker knows it from the controller's UpdateMetadata
+	// and LeaderAndIsr requests (Kafka's Metadata API): the live brokers and
+	// each partition's leader, ISR and replicas. Any broker answers, with or
+	// without a live controller: clients find leaders through it (ctlclient
+	// --bootstrap). The answer may lag the controller: a client that a
+	// leader answers NOT_LEADER_OR_FOLLOWER asks again.
+	Metadata(context.Context, *MetadataRequest) (*MetadataResponse, error)
 	mustEmbedUnimplementedLogServiceServer()
 }
 
@@ -108,6 +133,9 @@ func (UnimplementedLogServiceServer) Consume(context.Context, *ConsumeRequest) (
 }
 func (UnimplementedLogServiceServer) DeleteRecords(context.Context, *DeleteRecordsRequest) (*DeleteRecordsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteRecords not implemented")
+}
+func (UnimplementedLogServiceServer) Metadata(context.Context, *MetadataRequest) (*MetadataResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Metadata not implemented")
 }
 func (UnimplementedLogServiceServer) mustEmbedUnimplementedLogServiceServer() {}
 func (UnimplementedLogServiceServer) testEmbeddedByValue()                    {}
@@ -184,6 +212,24 @@ func _LogService_DeleteRecords_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _LogService_Metadata_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MetadataRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LogServiceServer).Metadata(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LogService_Metadata_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LogServiceServer).Metadata(ctx, req.(*MetadataRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // LogService_ServiceDesc is the grpc.ServiceDesc for LogService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -202,6 +248,10 @@ var LogService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteRecords",
 			Handler:    _LogService_DeleteRecords_Handler,
+		},
+		{
+			MethodName: "Metadata",
+			Handler:    _LogService_Metadata_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
