@@ -21,6 +21,7 @@ type Memory struct {
 	topics          map[string][]Partition  // sorted by partition, index == partition
 	deleted         map[string]DeletedTopic // by ID
 	acls            []ACL                   // sorted, no duplicates
+	throttle        int64                   // replication throttle, bytes/s
 }
 
 var _ Store = (*Memory)(nil)

@@ -41,6 +41,7 @@ func RunSuite(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ACLs", testACLs},
 		{"ACLsRejectEmptyFields", testACLsInvalid},
 		{"ConcurrentACLChangesLoseNothing", testConcurrentACLs},
+		{"ReplicationThrottle", testReplicationThrottle},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -66,6 +67,7 @@ func RunDurabilitySuite(t *testing.T, open func(t *testing.T) store.Store, reope
 		{"PartitionsPersist", testPartitionsPersist},
 		{"PendingDeletionsPersist", testPendingDeletionsPersist},
 		{"ACLsPersist", testACLsPersist},
+		{"ReplicationThrottlePersists", testReplicationThrottlePersists},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
