@@ -109,6 +109,12 @@ type Controller struct {
 	acls         []store.ACL
 	wireACLs     atomic.Pointer[wireACLSet]
 	aclsVersions int64
+	// throttle is the stored replication throttle while active (bytes/s,
+	// 0: none); wireThrottle the same with its replication_throttle_version,
+	// read without the lock by the broker queues (brokerqueue.Config.Throttle).
+	throttle         int64
+	wireThrottle     atomic.Pointer[wireThrottle]
+	throttleVersions int64
 	// moveRetryAt is when the session check may next run after a fencing
 	// or a move away from fenced brokers failed, moveFailures how many
 	// failed in a row: a store that stays down is retried with backoff,
@@ -316,6 +322,9 @@ func (c *Controller) activate(ctx context.Context) error {
 	// Before any queue opens: the first UpdateMetadata of each carries them.
 	if err := c.loadACLsLocked(ctx); err != nil {
 		return fmt.Errorf("load acls: %w", err)
+	}
+	if err := c.loadThrottleLocked(ctx); err != nil {
+		return fmt.Errorf("load replication throttle: %w", err)
 	}
 	now := c.cfg.Clock.Now()
 	for _, b := range brokers {

@@ -1076,10 +1076,18 @@ func (x *ElectLeaderResponse) GetPartition() *ClusterPartition {
 }
 
 type ReassignPartitionRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
-	Partition     int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
-	Replicas      []int32                `protobuf:"varint,3,rep,packed,name=replicas,proto3" json:"replicas,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Topic     string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	// The target replicas; the first is the preferred leader. Must be empty
+	// with cancel.
+	Replicas []int32 `protobuf:"varint,3,rep,packed,name=replicas,proto3" json:"replicas,omitempty"`
+	// Cancels the reassignment in flight instead (Kafka's
+	// AlterPartitionReassignments with a null target, KIP-455): the replicas
+	// go back to the original ones (the current ones minus those being
+	// added), and the added replicas stop and delete their logs.
+	// NO_REASSIGNMENT_IN_PROGRESS when none runs.
+	Cancel        bool `protobuf:"varint,4,opt,name=cancel,proto3" json:"cancel,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1133,6 +1141,13 @@ func (x *ReassignPartitionRequest) GetReplicas() []int32 {
 		return x.Replicas
 	}
 	return nil
+}
+
+func (x *ReassignPartitionRequest) GetCancel() bool {
+	if x != nil {
+		return x.Cancel
+	}
+	return false
 }
 
 type ReassignPartitionResponse struct {
@@ -1195,6 +1210,112 @@ func (x *ReassignPartitionResponse) GetPartition() *ClusterPartition {
 	return nil
 }
 
+type AlterReplicationThrottleRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Bytes per second, >= 0; 0 removes the throttle.
+	BytesPerSec   int64 `protobuf:"varint,1,opt,name=bytes_per_sec,json=bytesPerSec,proto3" json:"bytes_per_sec,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AlterReplicationThrottleRequest) Reset() {
+	*x = AlterReplicationThrottleRequest{}
+	mi := &file_replicad_v1_controller_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlterReplicationThrottleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlterReplicationThrottleRequest) ProtoMessage() {}
+
+func (x *AlterReplicationThrottleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_replicad_v1_controller_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlterReplicationThrottleRequest.ProtoReflect.Descriptor instead.
+func (*AlterReplicationThrottleRequest) Descriptor() ([]byte, []int) {
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *AlterReplicationThrottleRequest) GetBytesPerSec() int64 {
+	if x != nil {
+		return x.BytesPerSec
+	}
+	return 0
+}
+
+type AlterReplicationThrottleResponse struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	ErrorCode    ErrorCode              `protobuf:"varint,1,opt,name=error_code,json=errorCode,proto3,enum=replicad.v1.ErrorCode" json:"error_code,omitempty"`
+	ErrorMessage string                 `protobuf:"bytes,2,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	// The rate in force before this call (0: none).
+	PreviousBytesPerSec int64 `protobuf:"varint,3,opt,name=previous_bytes_per_sec,json=previousBytesPerSec,proto3" json:"previous_bytes_per_sec,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
+}
+
+func (x *AlterReplicationThrottleResponse) Reset() {
+	*x = AlterReplicationThrottleResponse{}
+	mi := &file_replicad_v1_controller_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlterReplicationThrottleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlterReplicationThrottleResponse) ProtoMessage() {}
+
+func (x *AlterReplicationThrottleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_replicad_v1_controller_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlterReplicationThrottleResponse.ProtoReflect.Descriptor instead.
+func (*AlterReplicationThrottleResponse) Descriptor() ([]byte, []int) {
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *AlterReplicationThrottleResponse) GetErrorCode() ErrorCode {
+	if x != nil {
+		return x.ErrorCode
+	}
+	return ErrorCode_ERROR_CODE_NONE
+}
+
+func (x *AlterReplicationThrottleResponse) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
+	}
+	return ""
+}
+
+func (x *AlterReplicationThrottleResponse) GetPreviousBytesPerSec() int64 {
+	if x != nil {
+		return x.PreviousBytesPerSec
+	}
+	return 0
+}
+
 type DescribeClusterRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -1203,7 +1324,7 @@ type DescribeClusterRequest struct {
 
 func (x *DescribeClusterRequest) Reset() {
 	*x = DescribeClusterRequest{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[18]
+	mi := &file_replicad_v1_controller_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1215,7 +1336,7 @@ func (x *DescribeClusterRequest) String() string {
 func (*DescribeClusterRequest) ProtoMessage() {}
 
 func (x *DescribeClusterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[18]
+	mi := &file_replicad_v1_controller_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1228,7 +1349,7 @@ func (x *DescribeClusterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeClusterRequest.ProtoReflect.Descriptor instead.
 func (*DescribeClusterRequest) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{18}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{20}
 }
 
 type BrokerDescription struct {
@@ -1244,7 +1365,7 @@ type BrokerDescription struct {
 
 func (x *BrokerDescription) Reset() {
 	*x = BrokerDescription{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[19]
+	mi := &file_replicad_v1_controller_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1256,7 +1377,7 @@ func (x *BrokerDescription) String() string {
 func (*BrokerDescription) ProtoMessage() {}
 
 func (x *BrokerDescription) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[19]
+	mi := &file_replicad_v1_controller_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1269,7 +1390,7 @@ func (x *BrokerDescription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BrokerDescription.ProtoReflect.Descriptor instead.
 func (*BrokerDescription) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{19}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *BrokerDescription) GetId() int32 {
@@ -1340,7 +1461,7 @@ type ClusterPartition struct {
 
 func (x *ClusterPartition) Reset() {
 	*x = ClusterPartition{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[20]
+	mi := &file_replicad_v1_controller_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1352,7 +1473,7 @@ func (x *ClusterPartition) String() string {
 func (*ClusterPartition) ProtoMessage() {}
 
 func (x *ClusterPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[20]
+	mi := &file_replicad_v1_controller_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1365,7 +1486,7 @@ func (x *ClusterPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterPartition.ProtoReflect.Descriptor instead.
 func (*ClusterPartition) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{20}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ClusterPartition) GetTopic() string {
@@ -1479,7 +1600,7 @@ type DeletedTopic struct {
 
 func (x *DeletedTopic) Reset() {
 	*x = DeletedTopic{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[21]
+	mi := &file_replicad_v1_controller_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1491,7 +1612,7 @@ func (x *DeletedTopic) String() string {
 func (*DeletedTopic) ProtoMessage() {}
 
 func (x *DeletedTopic) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[21]
+	mi := &file_replicad_v1_controller_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1504,7 +1625,7 @@ func (x *DeletedTopic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeletedTopic.ProtoReflect.Descriptor instead.
 func (*DeletedTopic) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{21}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *DeletedTopic) GetTopic() string {
@@ -1539,7 +1660,7 @@ type PendingReplicas struct {
 
 func (x *PendingReplicas) Reset() {
 	*x = PendingReplicas{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[22]
+	mi := &file_replicad_v1_controller_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1551,7 +1672,7 @@ func (x *PendingReplicas) String() string {
 func (*PendingReplicas) ProtoMessage() {}
 
 func (x *PendingReplicas) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[22]
+	mi := &file_replicad_v1_controller_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1564,7 +1685,7 @@ func (x *PendingReplicas) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingReplicas.ProtoReflect.Descriptor instead.
 func (*PendingReplicas) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{22}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *PendingReplicas) GetPartition() int32 {
@@ -1599,7 +1720,7 @@ type DescribeClusterResponse struct {
 
 func (x *DescribeClusterResponse) Reset() {
 	*x = DescribeClusterResponse{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[23]
+	mi := &file_replicad_v1_controller_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1611,7 +1732,7 @@ func (x *DescribeClusterResponse) String() string {
 func (*DescribeClusterResponse) ProtoMessage() {}
 
 func (x *DescribeClusterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[23]
+	mi := &file_replicad_v1_controller_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1624,7 +1745,7 @@ func (x *DescribeClusterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeClusterResponse.ProtoReflect.Descriptor instead.
 func (*DescribeClusterResponse) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{23}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *DescribeClusterResponse) GetControllerEpoch() int32 {
@@ -1686,7 +1807,7 @@ type ControlledShutdownRequest struct {
 
 func (x *ControlledShutdownRequest) Reset() {
 	*x = ControlledShutdownRequest{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[24]
+	mi := &file_replicad_v1_controller_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1698,7 +1819,7 @@ func (x *ControlledShutdownRequest) String() string {
 func (*ControlledShutdownRequest) ProtoMessage() {}
 
 func (x *ControlledShutdownRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[24]
+	mi := &file_replicad_v1_controller_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1711,7 +1832,7 @@ func (x *ControlledShutdownRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ControlledShutdownRequest.ProtoReflect.Descriptor instead.
 func (*ControlledShutdownRequest) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{24}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ControlledShutdownRequest) GetBrokerId() int32 {
@@ -1739,7 +1860,7 @@ type ControlledShutdownResponse struct {
 
 func (x *ControlledShutdownResponse) Reset() {
 	*x = ControlledShutdownResponse{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[25]
+	mi := &file_replicad_v1_controller_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1751,7 +1872,7 @@ func (x *ControlledShutdownResponse) String() string {
 func (*ControlledShutdownResponse) ProtoMessage() {}
 
 func (x *ControlledShutdownResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[25]
+	mi := &file_replicad_v1_controller_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1764,7 +1885,7 @@ func (x *ControlledShutdownResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ControlledShutdownResponse.ProtoReflect.Descriptor instead.
 func (*ControlledShutdownResponse) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{25}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ControlledShutdownResponse) GetErrorCode() ErrorCode {
@@ -1791,7 +1912,7 @@ type CreateAclsRequest struct {
 
 func (x *CreateAclsRequest) Reset() {
 	*x = CreateAclsRequest{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[26]
+	mi := &file_replicad_v1_controller_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1803,7 +1924,7 @@ func (x *CreateAclsRequest) String() string {
 func (*CreateAclsRequest) ProtoMessage() {}
 
 func (x *CreateAclsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[26]
+	mi := &file_replicad_v1_controller_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1816,7 +1937,7 @@ func (x *CreateAclsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAclsRequest.ProtoReflect.Descriptor instead.
 func (*CreateAclsRequest) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{26}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *CreateAclsRequest) GetAcls() []*Acl {
@@ -1839,7 +1960,7 @@ type CreateAclsResponse struct {
 
 func (x *CreateAclsResponse) Reset() {
 	*x = CreateAclsResponse{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[27]
+	mi := &file_replicad_v1_controller_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1851,7 +1972,7 @@ func (x *CreateAclsResponse) String() string {
 func (*CreateAclsResponse) ProtoMessage() {}
 
 func (x *CreateAclsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[27]
+	mi := &file_replicad_v1_controller_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1864,7 +1985,7 @@ func (x *CreateAclsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAclsResponse.ProtoReflect.Descriptor instead.
 func (*CreateAclsResponse) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{27}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *CreateAclsResponse) GetErrorCode() ErrorCode {
@@ -1903,7 +2024,7 @@ type AclFilter struct {
 
 func (x *AclFilter) Reset() {
 	*x = AclFilter{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[28]
+	mi := &file_replicad_v1_controller_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1915,7 +2036,7 @@ func (x *AclFilter) String() string {
 func (*AclFilter) ProtoMessage() {}
 
 func (x *AclFilter) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[28]
+	mi := &file_replicad_v1_controller_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1928,7 +2049,7 @@ func (x *AclFilter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclFilter.ProtoReflect.Descriptor instead.
 func (*AclFilter) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{28}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *AclFilter) GetPrincipal() string {
@@ -1979,7 +2100,7 @@ type DeleteAclsRequest struct {
 
 func (x *DeleteAclsRequest) Reset() {
 	*x = DeleteAclsRequest{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[29]
+	mi := &file_replicad_v1_controller_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1991,7 +2112,7 @@ func (x *DeleteAclsRequest) String() string {
 func (*DeleteAclsRequest) ProtoMessage() {}
 
 func (x *DeleteAclsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[29]
+	mi := &file_replicad_v1_controller_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2004,7 +2125,7 @@ func (x *DeleteAclsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteAclsRequest.ProtoReflect.Descriptor instead.
 func (*DeleteAclsRequest) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{29}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *DeleteAclsRequest) GetFilters() []*AclFilter {
@@ -2032,7 +2153,7 @@ type DeleteAclsResponse struct {
 
 func (x *DeleteAclsResponse) Reset() {
 	*x = DeleteAclsResponse{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[30]
+	mi := &file_replicad_v1_controller_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2044,7 +2165,7 @@ func (x *DeleteAclsResponse) String() string {
 func (*DeleteAclsResponse) ProtoMessage() {}
 
 func (x *DeleteAclsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[30]
+	mi := &file_replicad_v1_controller_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2057,7 +2178,7 @@ func (x *DeleteAclsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteAclsResponse.ProtoReflect.Descriptor instead.
 func (*DeleteAclsResponse) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{30}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *DeleteAclsResponse) GetErrorCode() ErrorCode {
@@ -2091,7 +2212,7 @@ type DescribeAclsRequest struct {
 
 func (x *DescribeAclsRequest) Reset() {
 	*x = DescribeAclsRequest{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[31]
+	mi := &file_replicad_v1_controller_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2103,7 +2224,7 @@ func (x *DescribeAclsRequest) String() string {
 func (*DescribeAclsRequest) ProtoMessage() {}
 
 func (x *DescribeAclsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[31]
+	mi := &file_replicad_v1_controller_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2116,7 +2237,7 @@ func (x *DescribeAclsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeAclsRequest.ProtoReflect.Descriptor instead.
 func (*DescribeAclsRequest) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{31}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *DescribeAclsRequest) GetFilter() *AclFilter {
@@ -2137,7 +2258,7 @@ type DescribeAclsResponse struct {
 
 func (x *DescribeAclsResponse) Reset() {
 	*x = DescribeAclsResponse{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[32]
+	mi := &file_replicad_v1_controller_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2149,7 +2270,7 @@ func (x *DescribeAclsResponse) String() string {
 func (*DescribeAclsResponse) ProtoMessage() {}
 
 func (x *DescribeAclsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[32]
+	mi := &file_replicad_v1_controller_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2162,7 +2283,7 @@ func (x *DescribeAclsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeAclsResponse.ProtoReflect.Descriptor instead.
 func (*DescribeAclsResponse) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{32}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *DescribeAclsResponse) GetErrorCode() ErrorCode {
@@ -2279,16 +2400,24 @@ const file_replicad_v1_controller_proto_rawDesc = "" +
 	"\n" +
 	"error_code\x18\x01 \x01(\x0e2\x16.replicad.v1.ErrorCodeR\terrorCode\x12#\n" +
 	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\x12;\n" +
-	"\tpartition\x18\x03 \x01(\v2\x1d.replicad.v1.ClusterPartitionR\tpartition\"j\n" +
+	"\tpartition\x18\x03 \x01(\v2\x1d.replicad.v1.ClusterPartitionR\tpartition\"\x82\x01\n" +
 	"\x18ReassignPartitionRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x1a\n" +
-	"\breplicas\x18\x03 \x03(\x05R\breplicas\"\xb4\x01\n" +
+	"\breplicas\x18\x03 \x03(\x05R\breplicas\x12\x16\n" +
+	"\x06cancel\x18\x04 \x01(\bR\x06cancel\"\xb4\x01\n" +
 	"\x19ReassignPartitionResponse\x125\n" +
 	"\n" +
 	"error_code\x18\x01 \x01(\x0e2\x16.replicad.v1.ErrorCodeR\terrorCode\x12#\n" +
 	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\x12;\n" +
-	"\tpartition\x18\x03 \x01(\v2\x1d.replicad.v1.ClusterPartitionR\tpartition\"\x18\n" +
+	"\tpartition\x18\x03 \x01(\v2\x1d.replicad.v1.ClusterPartitionR\tpartition\"E\n" +
+	"\x1fAlterReplicationThrottleRequest\x12\"\n" +
+	"\rbytes_per_sec\x18\x01 \x01(\x03R\vbytesPerSec\"\xb3\x01\n" +
+	" AlterReplicationThrottleResponse\x125\n" +
+	"\n" +
+	"error_code\x18\x01 \x01(\x0e2\x16.replicad.v1.ErrorCodeR\terrorCode\x12#\n" +
+	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\x123\n" +
+	"\x16previous_bytes_per_sec\x18\x03 \x01(\x03R\x13previousBytesPerSec\"\x18\n" +
 	"\x16DescribeClusterRequest\"\x84\x01\n" +
 	"\x11BrokerDescription\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x05R\x02id\x12\x12\n" +
@@ -2364,7 +2493,7 @@ const file_replicad_v1_controller_proto_rawDesc = "" +
 	"\n" +
 	"error_code\x18\x01 \x01(\x0e2\x16.replicad.v1.ErrorCodeR\terrorCode\x12#\n" +
 	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\x12$\n" +
-	"\x04acls\x18\x03 \x03(\v2\x10.replicad.v1.AclR\x04acls2\xb9\b\n" +
+	"\x04acls\x18\x03 \x03(\v2\x10.replicad.v1.AclR\x04acls2\xb2\t\n" +
 	"\x11ControllerService\x12Y\n" +
 	"\x0eRegisterBroker\x12\".replicad.v1.RegisterBrokerRequest\x1a#.replicad.v1.RegisterBrokerResponse\x12\\\n" +
 	"\x0fBrokerHeartbeat\x12#.replicad.v1.BrokerHeartbeatRequest\x1a$.replicad.v1.BrokerHeartbeatResponse\x12Y\n" +
@@ -2372,7 +2501,8 @@ const file_replicad_v1_controller_proto_rawDesc = "" +
 	"\vCreateTopic\x12\x1f.replicad.v1.CreateTopicRequest\x1a .replicad.v1.CreateTopicResponse\x12P\n" +
 	"\vDeleteTopic\x12\x1f.replicad.v1.DeleteTopicRequest\x1a .replicad.v1.DeleteTopicResponse\x12P\n" +
 	"\vElectLeader\x12\x1f.replicad.v1.ElectLeaderRequest\x1a .replicad.v1.ElectLeaderResponse\x12b\n" +
-	"\x11ReassignPartition\x12%.replicad.v1.ReassignPartitionRequest\x1a&.replicad.v1.ReassignPartitionResponse\x12\\\n" +
+	"\x11ReassignPartition\x12%.replicad.v1.ReassignPartitionRequest\x1a&.replicad.v1.ReassignPartitionResponse\x12w\n" +
+	"\x18AlterReplicationThrottle\x12,.replicad.v1.AlterReplicationThrottleRequest\x1a-.replicad.v1.AlterReplicationThrottleResponse\x12\\\n" +
 	"\x0fDescribeCluster\x12#.replicad.v1.DescribeClusterRequest\x1a$.replicad.v1.DescribeClusterResponse\x12e\n" +
 	"\x12ControlledShutdown\x12&.replicad.v1.ControlledShutdownRequest\x1a'.replicad.v1.ControlledShutdownResponse\x12M\n" +
 	"\n" +
@@ -2394,112 +2524,117 @@ func file_replicad_v1_controller_proto_rawDescGZIP() []byte {
 	return file_replicad_v1_controller_proto_rawDescData
 }
 
-var file_replicad_v1_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_replicad_v1_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
 var file_replicad_v1_controller_proto_goTypes = []any{
-	(*RegisterBrokerRequest)(nil),      // 0: replicad.v1.RegisterBrokerRequest
-	(*RegisterBrokerResponse)(nil),     // 1: replicad.v1.RegisterBrokerResponse
-	(*BrokerHeartbeatRequest)(nil),     // 2: replicad.v1.BrokerHeartbeatRequest
-	(*PartitionRef)(nil),               // 3: replicad.v1.PartitionRef
-	(*BrokerHeartbeatResponse)(nil),    // 4: replicad.v1.BrokerHeartbeatResponse
-	(*BrokerEpoch)(nil),                // 5: replicad.v1.BrokerEpoch
-	(*AlterPartitionItem)(nil),         // 6: replicad.v1.AlterPartitionItem
-	(*AlterPartitionRequest)(nil),      // 7: replicad.v1.AlterPartitionRequest
-	(*AlterPartitionResult)(nil),       // 8: replicad.v1.AlterPartitionResult
-	(*AlterPartitionResponse)(nil),     // 9: replicad.v1.AlterPartitionResponse
-	(*CreateTopicRequest)(nil),         // 10: replicad.v1.CreateTopicRequest
-	(*CreateTopicResponse)(nil),        // 11: replicad.v1.CreateTopicResponse
-	(*DeleteTopicRequest)(nil),         // 12: replicad.v1.DeleteTopicRequest
-	(*DeleteTopicResponse)(nil),        // 13: replicad.v1.DeleteTopicResponse
-	(*ElectLeaderRequest)(nil),         // 14: replicad.v1.ElectLeaderRequest
-	(*ElectLeaderResponse)(nil),        // 15: replicad.v1.ElectLeaderResponse
-	(*ReassignPartitionRequest)(nil),   // 16: replicad.v1.ReassignPartitionRequest
-	(*ReassignPartitionResponse)(nil),  // 17: replicad.v1.ReassignPartitionResponse
-	(*DescribeClusterRequest)(nil),     // 18: replicad.v1.DescribeClusterRequest
-	(*BrokerDescription)(nil),          // 19: replicad.v1.BrokerDescription
-	(*ClusterPartition)(nil),           // 20: replicad.v1.ClusterPartition
-	(*DeletedTopic)(nil),               // 21: replicad.v1.DeletedTopic
-	(*PendingReplicas)(nil),            // 22: replicad.v1.PendingReplicas
-	(*DescribeClusterResponse)(nil),    // 23: replicad.v1.DescribeClusterResponse
-	(*ControlledShutdownRequest)(nil),  // 24: replicad.v1.ControlledShutdownRequest
-	(*ControlledShutdownResponse)(nil), // 25: replicad.v1.ControlledShutdownResponse
-	(*CreateAclsRequest)(nil),          // 26: replicad.v1.CreateAclsRequest
-	(*CreateAclsResponse)(nil),         // 27: replicad.v1.CreateAclsResponse
-	(*AclFilter)(nil),                  // 28: replicad.v1.AclFilter
-	(*DeleteAclsRequest)(nil),          // 29: replicad.v1.DeleteAclsRequest
-	(*DeleteAclsResponse)(nil),         // 30: replicad.v1.DeleteAclsResponse
-	(*DescribeAclsRequest)(nil),        // 31: replicad.v1.DescribeAclsRequest
-	(*DescribeAclsResponse)(nil),       // 32: replicad.v1.DescribeAclsResponse
-	(ErrorCode)(0),                     // 33: replicad.v1.ErrorCode
-	(*PartitionError)(nil),             // 34: replicad.v1.PartitionError
-	(*Acl)(nil),                        // 35: replicad.v1.Acl
-	(AclOperation)(0),                  // 36: replicad.v1.AclOperation
-	(AclResourceType)(0),               // 37: replicad.v1.AclResourceType
-	(AclPatternType)(0),                // 38: replicad.v1.AclPatternType
+	(*RegisterBrokerRequest)(nil),            // 0: replicad.v1.RegisterBrokerRequest
+	(*RegisterBrokerResponse)(nil),           // 1: replicad.v1.RegisterBrokerResponse
+	(*BrokerHeartbeatRequest)(nil),           // 2: replicad.v1.BrokerHeartbeatRequest
+	(*PartitionRef)(nil),                     // 3: replicad.v1.PartitionRef
+	(*BrokerHeartbeatResponse)(nil),          // 4: replicad.v1.BrokerHeartbeatResponse
+	(*BrokerEpoch)(nil),                      // 5: replicad.v1.BrokerEpoch
+	(*AlterPartitionItem)(nil),               // 6: replicad.v1.AlterPartitionItem
+	(*AlterPartitionRequest)(nil),            // 7: replicad.v1.AlterPartitionRequest
+	(*AlterPartitionResult)(nil),             // 8: replicad.v1.AlterPartitionResult
+	(*AlterPartitionResponse)(nil),           // 9: replicad.v1.AlterPartitionResponse
+	(*CreateTopicRequest)(nil),               // 10: replicad.v1.CreateTopicRequest
+	(*CreateTopicResponse)(nil),              // 11: replicad.v1.CreateTopicResponse
+	(*DeleteTopicRequest)(nil),               // 12: replicad.v1.DeleteTopicRequest
+	(*DeleteTopicResponse)(nil),              // 13: replicad.v1.DeleteTopicResponse
+	(*ElectLeaderRequest)(nil),               // 14: replicad.v1.ElectLeaderRequest
+	(*ElectLeaderResponse)(nil),              // 15: replicad.v1.ElectLeaderResponse
+	(*ReassignPartitionRequest)(nil),         // 16: replicad.v1.ReassignPartitionRequest
+	(*ReassignPartitionResponse)(nil),        // 17: replicad.v1.ReassignPartitionResponse
+	(*AlterReplicationThrottleRequest)(nil),  // 18: replicad.v1.AlterReplicationThrottleRequest
+	(*AlterReplicationThrottleResponse)(nil), // 19: replicad.v1.AlterReplicationThrottleResponse
+	(*DescribeClusterRequest)(nil),           // 20: replicad.v1.DescribeClusterRequest
+	(*BrokerDescription)(nil),                // 21: replicad.v1.BrokerDescription
+	(*ClusterPartition)(nil),                 // 22: replicad.v1.ClusterPartition
+	(*DeletedTopic)(nil),                     // 23: replicad.v1.DeletedTopic
+	(*PendingReplicas)(nil),                  // 24: replicad.v1.PendingReplicas
+	(*DescribeClusterResponse)(nil),          // 25: replicad.v1.DescribeClusterResponse
+	(*ControlledShutdownRequest)(nil),        // 26: replicad.v1.ControlledShutdownRequest
+	(*ControlledShutdownResponse)(nil),       // 27: replicad.v1.ControlledShutdownResponse
+	(*CreateAclsRequest)(nil),                // 28: replicad.v1.CreateAclsRequest
+	(*CreateAclsResponse)(nil),               // 29: replicad.v1.CreateAclsResponse
+	(*AclFilter)(nil),                        // 30: replicad.v1.AclFilter
+	(*DeleteAclsRequest)(nil),                // 31: replicad.v1.DeleteAclsRequest
+	(*DeleteAclsResponse)(nil),               // 32: replicad.v1.DeleteAclsResponse
+	(*DescribeAclsRequest)(nil),              // 33: replicad.v1.DescribeAclsRequest
+	(*DescribeAclsResponse)(nil),             // 34: replicad.v1.DescribeAclsResponse
+	(ErrorCode)(0),                           // 35: replicad.v1.ErrorCode
+	(*PartitionError)(nil),                   // 36: replicad.v1.PartitionError
+	(*Acl)(nil),                              // 37: replicad.v1.Acl
+	(AclOperation)(0),                        // 38: replicad.v1.AclOperation
+	(AclResourceType)(0),                     // 39: replicad.v1.AclResourceType
+	(AclPatternType)(0),                      // 40: replicad.v1.AclPatternType
 }
 var file_replicad_v1_controller_proto_depIdxs = []int32{
-	33, // 0: replicad.v1.RegisterBrokerResponse.error_code:type_name -> replicad.v1.ErrorCode
+	35, // 0: replicad.v1.RegisterBrokerResponse.error_code:type_name -> replicad.v1.ErrorCode
 	3,  // 1: replicad.v1.BrokerHeartbeatRequest.offline_partitions:type_name -> replicad.v1.PartitionRef
-	33, // 2: replicad.v1.BrokerHeartbeatResponse.error_code:type_name -> replicad.v1.ErrorCode
+	35, // 2: replicad.v1.BrokerHeartbeatResponse.error_code:type_name -> replicad.v1.ErrorCode
 	5,  // 3: replicad.v1.AlterPartitionItem.new_isr:type_name -> replicad.v1.BrokerEpoch
 	6,  // 4: replicad.v1.AlterPartitionRequest.partitions:type_name -> replicad.v1.AlterPartitionItem
-	33, // 5: replicad.v1.AlterPartitionResult.error_code:type_name -> replicad.v1.ErrorCode
-	33, // 6: replicad.v1.AlterPartitionResponse.error_code:type_name -> replicad.v1.ErrorCode
+	35, // 5: replicad.v1.AlterPartitionResult.error_code:type_name -> replicad.v1.ErrorCode
+	35, // 6: replicad.v1.AlterPartitionResponse.error_code:type_name -> replicad.v1.ErrorCode
 	8,  // 7: replicad.v1.AlterPartitionResponse.partitions:type_name -> replicad.v1.AlterPartitionResult
-	33, // 8: replicad.v1.CreateTopicResponse.error_code:type_name -> replicad.v1.ErrorCode
-	20, // 9: replicad.v1.CreateTopicResponse.partitions:type_name -> replicad.v1.ClusterPartition
-	33, // 10: replicad.v1.DeleteTopicResponse.error_code:type_name -> replicad.v1.ErrorCode
-	33, // 11: replicad.v1.ElectLeaderResponse.error_code:type_name -> replicad.v1.ErrorCode
-	20, // 12: replicad.v1.ElectLeaderResponse.partition:type_name -> replicad.v1.ClusterPartition
-	33, // 13: replicad.v1.ReassignPartitionResponse.error_code:type_name -> replicad.v1.ErrorCode
-	20, // 14: replicad.v1.ReassignPartitionResponse.partition:type_name -> replicad.v1.ClusterPartition
-	22, // 15: replicad.v1.DeletedTopic.pending:type_name -> replicad.v1.PendingReplicas
-	19, // 16: replicad.v1.DescribeClusterResponse.brokers:type_name -> replicad.v1.BrokerDescription
-	20, // 17: replicad.v1.DescribeClusterResponse.partitions:type_name -> replicad.v1.ClusterPartition
-	33, // 18: replicad.v1.DescribeClusterResponse.error_code:type_name -> replicad.v1.ErrorCode
-	21, // 19: replicad.v1.DescribeClusterResponse.pending_deletions:type_name -> replicad.v1.DeletedTopic
-	33, // 20: replicad.v1.ControlledShutdownResponse.error_code:type_name -> replicad.v1.ErrorCode
-	34, // 21: replicad.v1.ControlledShutdownResponse.remaining_partitions:type_name -> replicad.v1.PartitionError
-	35, // 22: replicad.v1.CreateAclsRequest.acls:type_name -> replicad.v1.Acl
-	33, // 23: replicad.v1.CreateAclsResponse.error_code:type_name -> replicad.v1.ErrorCode
-	35, // 24: replicad.v1.CreateAclsResponse.created:type_name -> replicad.v1.Acl
-	36, // 25: replicad.v1.AclFilter.operation:type_name -> replicad.v1.AclOperation
-	37, // 26: replicad.v1.AclFilter.resource_type:type_name -> replicad.v1.AclResourceType
-	38, // 27: replicad.v1.AclFilter.pattern_type:type_name -> replicad.v1.AclPatternType
-	28, // 28: replicad.v1.DeleteAclsRequest.filters:type_name -> replicad.v1.AclFilter
-	33, // 29: replicad.v1.DeleteAclsResponse.error_code:type_name -> replicad.v1.ErrorCode
-	35, // 30: replicad.v1.DeleteAclsResponse.deleted:type_name -> replicad.v1.Acl
-	28, // 31: replicad.v1.DescribeAclsRequest.filter:type_name -> replicad.v1.AclFilter
-	33, // 32: replicad.v1.DescribeAclsResponse.error_code:type_name -> replicad.v1.ErrorCode
-	35, // 33: replicad.v1.DescribeAclsResponse.acls:type_name -> replicad.v1.Acl
-	0,  // 34: replicad.v1.ControllerService.RegisterBroker:input_type -> replicad.v1.RegisterBrokerRequest
-	2,  // 35: replicad.v1.ControllerService.BrokerHeartbeat:input_type -> replicad.v1.BrokerHeartbeatRequest
-	7,  // 36: replicad.v1.ControllerService.AlterPartition:input_type -> replicad.v1.AlterPartitionRequest
-	10, // 37: replicad.v1.ControllerService.CreateTopic:input_type -> replicad.v1.CreateTopicRequest
-	12, // 38: replicad.v1.ControllerService.DeleteTopic:input_type -> replicad.v1.DeleteTopicRequest
-	14, // 39: replicad.v1.ControllerService.ElectLeader:input_type -> replicad.v1.ElectLeaderRequest
-	16, // 40: replicad.v1.ControllerService.ReassignPartition:input_type -> replicad.v1.ReassignPartitionRequest
-	18, // 41: replicad.v1.ControllerService.DescribeCluster:input_type -> replicad.v1.DescribeClusterRequest
-	24, // 42: replicad.v1.ControllerService.ControlledShutdown:input_type -> replicad.v1.ControlledShutdownRequest
-	26, // 43: replicad.v1.ControllerService.CreateAcls:input_type -> replicad.v1.CreateAclsRequest
-	29, // 44: replicad.v1.ControllerService.DeleteAcls:input_type -> replicad.v1.DeleteAclsRequest
-	31, // 45: replicad.v1.ControllerService.DescribeAcls:input_type -> replicad.v1.DescribeAclsRequest
-	1,  // 46: replicad.v1.ControllerService.RegisterBroker:output_type -> replicad.v1.RegisterBrokerResponse
-	4,  // 47: replicad.v1.ControllerService.BrokerHeartbeat:output_type -> replicad.v1.BrokerHeartbeatResponse
-	9,  // 48: replicad.v1.ControllerService.AlterPartition:output_type -> replicad.v1.AlterPartitionResponse
-	11, // 49: replicad.v1.ControllerService.CreateTopic:output_type -> replicad.v1.CreateTopicResponse
-	13, // 50: replicad.v1.ControllerService.DeleteTopic:output_type -> replicad.v1.DeleteTopicResponse
-	15, // 51: replicad.v1.ControllerService.ElectLeader:output_type -> replicad.v1.ElectLeaderResponse
-	17, // 52: replicad.v1.ControllerService.ReassignPartition:output_type -> replicad.v1.ReassignPartitionResponse
-	23, // 53: replicad.v1.ControllerService.DescribeCluster:output_type -> replicad.v1.DescribeClusterResponse
-	25, // 54: replicad.v1.ControllerService.ControlledShutdown:output_type -> replicad.v1.ControlledShutdownResponse
-	27, // 55: replicad.v1.ControllerService.CreateAcls:output_type -> replicad.v1.CreateAclsResponse
-	30, // 56: replicad.v1.ControllerService.DeleteAcls:output_type -> replicad.v1.DeleteAclsResponse
-	32, // 57: replicad.v1.ControllerService.DescribeAcls:output_type -> replicad.v1.DescribeAclsResponse
-	46, // [46:58] is the sub-list for method output_type
-	34, // [34:46] is the sub-list for method input_type
-	34, // [34:34] is the sub-list for extension type_name
-	34, // [34:34] is the sub-list for extension extendee
-	0,  // [0:34] is the sub-list for field type_name
+	35, // 8: replicad.v1.CreateTopicResponse.error_code:type_name -> replicad.v1.ErrorCode
+	22, // 9: replicad.v1.CreateTopicResponse.partitions:type_name -> replicad.v1.ClusterPartition
+	35, // 10: replicad.v1.DeleteTopicResponse.error_code:type_name -> replicad.v1.ErrorCode
+	35, // 11: replicad.v1.ElectLeaderResponse.error_code:type_name -> replicad.v1.ErrorCode
+	22, // 12: replicad.v1.ElectLeaderResponse.partition:type_name -> replicad.v1.ClusterPartition
+	35, // 13: replicad.v1.ReassignPartitionResponse.error_code:type_name -> replicad.v1.ErrorCode
+	22, // 14: replicad.v1.ReassignPartitionResponse.partition:type_name -> replicad.v1.ClusterPartition
+	35, // 15: replicad.v1.AlterReplicationThrottleResponse.error_code:type_name -> replicad.v1.ErrorCode
+	24, // 16: replicad.v1.DeletedTopic.pending:type_name -> replicad.v1.PendingReplicas
+	21, // 17: replicad.v1.DescribeClusterResponse.brokers:type_name -> replicad.v1.BrokerDescription
+	22, // 18: replicad.v1.DescribeClusterResponse.partitions:type_name -> replicad.v1.ClusterPartition
+	35, // 19: replicad.v1.DescribeClusterResponse.error_code:type_name -> replicad.v1.ErrorCode
+	23, // 20: replicad.v1.DescribeClusterResponse.pending_deletions:type_name -> replicad.v1.DeletedTopic
+	35, // 21: replicad.v1.ControlledShutdownResponse.error_code:type_name -> replicad.v1.ErrorCode
+	36, // 22: replicad.v1.ControlledShutdownResponse.remaining_partitions:type_name -> replicad.v1.PartitionError
+	37, // 23: replicad.v1.CreateAclsRequest.acls:type_name -> replicad.v1.Acl
+	35, // 24: replicad.v1.CreateAclsResponse.error_code:type_name -> replicad.v1.ErrorCode
+	37, // 25: replicad.v1.CreateAclsResponse.created:type_name -> replicad.v1.Acl
+	38, // 26: replicad.v1.AclFilter.operation:type_name -> replicad.v1.AclOperation
+	39, // 27: replicad.v1.AclFilter.resource_type:type_name -> replicad.v1.AclResourceType
+	40, // 28: replicad.v1.AclFilter.pattern_type:type_name -> replicad.v1.AclPatternType
+	30, // 29: replicad.v1.DeleteAclsRequest.filters:type_name -> replicad.v1.AclFilter
+	35, // 30: replicad.v1.DeleteAclsResponse.error_code:type_name -> replicad.v1.ErrorCode
+	37, // 31: replicad.v1.DeleteAclsResponse.deleted:type_name -> replicad.v1.Acl
+	30, // 32: replicad.v1.DescribeAclsRequest.filter:type_name -> replicad.v1.AclFilter
+	35, // 33: replicad.v1.DescribeAclsResponse.error_code:type_name -> replicad.v1.ErrorCode
+	37, // 34: replicad.v1.DescribeAclsResponse.acls:type_name -> replicad.v1.Acl
+	0,  // 35: replicad.v1.ControllerService.RegisterBroker:input_type -> replicad.v1.RegisterBrokerRequest
+	2,  // 36: replicad.v1.ControllerService.BrokerHeartbeat:input_type -> replicad.v1.BrokerHeartbeatRequest
+	7,  // 37: replicad.v1.ControllerService.AlterPartition:input_type -> replicad.v1.AlterPartitionRequest
+	10, // 38: replicad.v1.ControllerService.CreateTopic:input_type -> replicad.v1.CreateTopicRequest
+	12, // 39: replicad.v1.ControllerService.DeleteTopic:input_type -> replicad.v1.DeleteTopicRequest
+	14, // 40: replicad.v1.ControllerService.ElectLeader:input_type -> replicad.v1.ElectLeaderRequest
+	16, // 41: replicad.v1.ControllerService.ReassignPartition:input_type -> replicad.v1.ReassignPartitionRequest
+	18, // 42: replicad.v1.ControllerService.AlterReplicationThrottle:input_type -> replicad.v1.AlterReplicationThrottleRequest
+	20, // 43: replicad.v1.ControllerService.DescribeCluster:input_type -> replicad.v1.DescribeClusterRequest
+	26, // 44: replicad.v1.ControllerService.ControlledShutdown:input_type -> replicad.v1.ControlledShutdownRequest
+	28, // 45: replicad.v1.ControllerService.CreateAcls:input_type -> replicad.v1.CreateAclsRequest
+	31, // 46: replicad.v1.ControllerService.DeleteAcls:input_type -> replicad.v1.DeleteAclsRequest
+	33, // 47: replicad.v1.ControllerService.DescribeAcls:input_type -> replicad.v1.DescribeAclsRequest
+	1,  // 48: replicad.v1.ControllerService.RegisterBroker:output_type -> replicad.v1.RegisterBrokerResponse
+	4,  // 49: replicad.v1.ControllerService.BrokerHeartbeat:output_type -> replicad.v1.BrokerHeartbeatResponse
+	9,  // 50: replicad.v1.ControllerService.AlterPartition:output_type -> replicad.v1.AlterPartitionResponse
+	11, // 51: replicad.v1.ControllerService.CreateTopic:output_type -> replicad.v1.CreateTopicResponse
+	13, // 52: replicad.v1.ControllerService.DeleteTopic:output_type -> replicad.v1.DeleteTopicResponse
+	15, // 53: replicad.v1.ControllerService.ElectLeader:output_type -> replicad.v1.ElectLeaderResponse
+	17, // 54: replicad.v1.ControllerService.ReassignPartition:output_type -> replicad.v1.ReassignPartitionResponse
+	19, // 55: replicad.v1.ControllerService.AlterReplicationThrottle:output_type -> replicad.v1.AlterReplicationThrottleResponse
+	25, // 56: replicad.v1.ControllerService.DescribeCluster:output_type -> replicad.v1.DescribeClusterResponse
+	27, // 57: replicad.v1.ControllerService.ControlledShutdown:output_type -> replicad.v1.ControlledShutdownResponse
+	29, // 58: replicad.v1.ControllerService.CreateAcls:output_type -> replicad.v1.CreateAclsResponse
+	32, // 59: replicad.v1.ControllerService.DeleteAcls:output_type -> replicad.v1.DeleteAclsResponse
+	34, // 60: replicad.v1.ControllerService.DescribeAcls:output_type -> replicad.v1.DescribeAclsResponse
+	48, // [48:61] is the sub-list for method output_type
+	35, // [35:48] is the sub-list for method input_type
+	35, // [35:35] is the sub-list for extension type_name
+	35, // [35:35] is the sub-list for extension extendee
+	0,  // [0:35] is the sub-list for field type_name
 }
 
 func init() { file_replicad_v1_controller_proto_init() }
@@ -2515,7 +2650,7 @@ func file_replicad_v1_controller_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_replicad_v1_controller_proto_rawDesc), len(file_replicad_v1_controller_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   33,
+			NumMessages:   35,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
