@@ -26,7 +26,10 @@
 //   - Admin: topic creation (round-robin assignment, leaders spread evenly)
 //     and deletion, preferred or chosen leader election, reassignment (Kafka's
 //     KIP-455 steps: add the target replicas, wait until they are in the ISR,
-//     switch, remove the old ones) and controlled shutdown.
+//     switch, remove the old ones; a cancel reverts to the original
+//     replicas and has the added ones delete their logs), the replication
+//     throttle (stored, sent on every UpdateMetadata; throttle.go) and
+//     controlled shutdown.
 //
 // # Who acts
 //
