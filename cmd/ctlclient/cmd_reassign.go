@@ -146,27 +146,41 @@ func runExecute(ctx context.Context, e *env, cc *controllerClient, o reassignOpt
 	if !e.jsonOutput() {
 		fmt.Fprintf(e.stdout, "Started %d reassignment(s); %d partition(s) of the plan already had their replicas.\n", started, len(plan.Partitions)-len(moves))
 	}
-	if len(failed) > 0 && !o.wait {
-		return answerError{fmt.Sprintf("reassign --execute: %d move(s) not started:\n  %s", len(failed), strings.Join(failed, "\n  "))}
+	var progress []planProgress
+	if len(failed) > 0 {
+		err = answerError{fmt.Sprintf("reassign --execute: %d move(s) not started:\n  %s", len(failed), strings.Join(failed, "\n  "))}
+	} else if o.wait {
+		// Not with a move refused: it would never complete.
+		progress, err = waitForPlan(ctx, e, cc, plan, o.waitTimeout)
 	}
-	if !o.wait {
-		return nil
-	}
-	progress, err := waitForPlan(ctx, e, cc, plan, o.waitTimeout)
 	if e.jsonOutput() {
-		if jerr := e.printResultJSON(struct {
-			Complete   bool           `json:"complete"`
-			Throttle   int64          `json:"throttle_bytes_per_sec,omitempty"`
-			NotStarted []string       `json:"not_started,omitempty"`
-			Partitions []planProgress `json:"partitions"`
-		}{err == nil && len(failed) == 0, o.throttle, failed, progress}); jerr != nil {
+		result := executeResult{Current: currentPlan(before), Started: started, AlreadyDone: len(plan.Partitions) - len(moves),
+			NotStarted: failed, Partitions: progress}
+		if o.throttleSet {
+			result.Throttle = o.throttle
+		}
+		if o.wait {
+			complete := err == nil
+			result.Complete = &complete
+		}
+		if jerr := e.printResultJSON(result); jerr != nil {
 			return jerr
 		}
 	}
-	if len(failed) > 0 {
-		return answerError{fmt.Sprintf("reassign --execute: %d move(s) not started:\n  %s", len(failed), strings.Join(failed, "\n  "))}
-	}
 	return err
+}
+
+// executeResult is --execute's -o json result.
+type executeResult struct {
+	// Current is the assignment before, the rollback plan.
+	Current     reassignPlan `json:"current"`
+	Started     int          `json:"started"`
+	AlreadyDone int          `json:"already_done"`
+	Throttle    int64        `json:"throttle_bytes_per_sec,omitempty"`
+	NotStarted  []string     `json:"not_started,omitempty"`
+	// Complete and Partitions are --wait's outcome.
+	Complete   *bool          `json:"complete,omitempty"`
+	Partitions []planProgress `json:"partitions,omitempty"`
 }
 
 // waitForPlan follows the plan's partitions until every one is complete,
