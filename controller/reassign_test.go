@@ -8,6 +8,7 @@ import (
 
 	"github.com/replicad/replicad/controller/store"
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
+	"github.com/replicad/replicad/internal/spantest"
 )
 
 func cancelReassign(t *testing.T, h *harness, topic string, partition int32) *replicadv1.ReassignPartitionResponse {
@@ -138,5 +139,52 @@ func TestReplicationThrottleIsStoredAndSent(t *testing.T) {
 	}
 	if rate, present := lastThrottle(h2, 1); !present || rate != 0 {
 		t.Errorf("after removal: throttle %d present %v, want 0 present", rate, present)
+	}
+}
+
+// TestCancelAndThrottleAreTraced checks that a cancel made under a client's
+// span is one Controller.cancelReassignment span in that trace, naming the
+// partition and recording the state change, that reaches the original
+// replicas; and that a throttle change is a Controller.alterReplicationThrottle
+// span with the rates.
+func TestCancelAndThrottleAreTraced(t *testing.T) {
+	h, rec, client := tracedCluster(t, 4)
+	ctx := context.Background()
+	h.createTopic("t", 1, 3) // [1 2 3], leader 1
+	if resp, err := h.c.ReassignPartition(ctx, &replicadv1.ReassignPartitionRequest{Topic: "t", Partition: 0, Replicas: []int32{2, 3, 4}}); err != nil || resp.GetErrorCode() != codeNone {
+		t.Fatalf("reassign: %v %v", resp, err)
+	}
+	cctx, span := client.Start(ctx, "ctlclient reassign --cancel")
+	resp, err := h.c.ReassignPartition(cctx, &replicadv1.ReassignPartitionRequest{Topic: "t", Partition: 0, Cancel: true})
+	span.End()
+	if err != nil || resp.GetErrorCode() != codeNone {
+		t.Fatalf("cancel: %v %v", resp, err)
+	}
+	cancels := spantest.Named(rec, "Controller.cancelReassignment")
+	if len(cancels) != 1 || cancels[0].Parent().SpanID() != span.SpanContext().SpanID() {
+		t.Fatalf("Controller.cancelReassignment spans %v, want one under the client's", cancels)
+	}
+	a := spantest.Attrs(cancels[0].Attributes())
+	if a["replicad.topic"].AsString() != "t" || a["replicad.partition"].AsInt64() != 0 || a["replicad.leader"].AsInt64() != 1 {
+		t.Errorf("Controller.cancelReassignment attributes %v", a)
+	}
+	if evs := cancels[0].Events(); len(evs) != 1 || evs[0].Name != "partition state change" {
+		t.Errorf("Controller.cancelReassignment events %v, want one partition state change", evs)
+	}
+	p := h.part("t", 0)
+	for _, id := range p.Replicas {
+		wantSentUnder(t, h, rec, id, p, cancels[0])
+	}
+
+	if _, err := h.c.AlterReplicationThrottle(ctx, &replicadv1.AlterReplicationThrottleRequest{BytesPerSec: 4096}); err != nil {
+		t.Fatal(err)
+	}
+	throttles := spantest.Named(rec, "Controller.alterReplicationThrottle")
+	if len(throttles) != 1 {
+		t.Fatalf("%d Controller.alterReplicationThrottle spans, want 1", len(throttles))
+	}
+	if a := spantest.Attrs(throttles[0].Attributes()); a["replicad.throttle_bytes_per_sec"].AsInt64() != 4096 ||
+		a["replicad.previous_throttle_bytes_per_sec"].AsInt64() != 0 || a["replicad.brokers_told"].AsInt64() != 4 {
+		t.Errorf("Controller.alterReplicationThrottle attributes %v", a)
 	}
 }
