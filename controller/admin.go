@@ -248,6 +248,76 @@ func (c *Controller) reassignPartition(ctx context.Context, topic string, partit
 	return current, nil
 }
 
+// cancelReassignment stops the reassignment in flight of a partition
+// (KIP-455's cancel, Kafka's PartitionReassignmentRevert): the replicas go
+// back to the original ones (the current ones minus the adding ones, in
+// their order), the ISR and ELR lose the adding ones, a leader among them
+// hands over to an original ISR member, and the adding replicas stop and
+// delete their logs. A cancel that would need an unclean election (no
+// original replica left in the ISR) is refused, as Kafka refuses it when
+// unclean election is off.
+func (c *Controller) cancelReassignment(ctx context.Context, topic string, partition int32) (store.Partition, error) {
+	ctx, span := c.tracer.Start(ctx, "Controller.cancelReassignment", trace.WithAttributes(
+		attribute.String("replicad.topic", topic), attribute.Int("replicad.partition", int(partition))))
+	defer span.End()
+	c.lock()
+	p, err := c.partitionLocked(topic, partition)
+	if err != nil {
+		c.unlock()
+		return p, err
+	}
+	if len(p.AddingReplicas) == 0 && len(p.RemovingReplicas) == 0 {
+		c.unlock()
+		return p, refuse(replicadv1.ErrorCode_ERROR_CODE_NO_REASSIGNMENT_IN_PROGRESS, "no reassignment of %s-%d is in progress (replicas %v)", topic, partition, p.Replicas)
+	}
+	next, err := revertReassignment(p, c.eligibleForLocked(keyOf(p)))
+	if err != nil {
+		c.unlock()
+		return p, err
+	}
+	touched, err := c.commitLocked(ctx, []store.PartitionUpdate{update(p, next)}, nil)
+	if err != nil {
+		c.unlock()
+		return p, err
+	}
+	for _, r := range p.AddingReplicas {
+		if bs := c.brokers[r]; bs.reachable() {
+			bs.queue.StopReplicaContext(ctx, []*replicadv1.StopReplicaPartition{{Topic: p.Topic, Partition: p.Partition,
+				LeaderEpoch: next.LeaderEpoch, DeletePartition: true, TopicId: p.TopicID}})
+			touched = append(touched, r)
+		}
+	}
+	c.unlock()
+	span.SetAttributes(attribute.Int("replicad.leader", int(next.Leader)), attribute.Int("replicad.leader_epoch", int(next.LeaderEpoch)))
+	c.log.Info().Str("topic", topic).Int32("partition", partition).Ints32("target", targetOf(p)).Ints32("replicas", next.Replicas).
+		Ints32("stopped", p.AddingReplicas).Int32("leader", next.Leader).Msg("reassignment cancelled")
+	c.waitDelivered(ctx, touched)
+	return next, nil
+}
+
+// revertReassignment is p with its reassignment undone (see
+// cancelReassignment), at the next leader and partition epochs.
+func revertReassignment(p store.Partition, eligible func(int32) bool) (store.Partition, error) {
+	adding := func(r int32) bool { return slices.Contains(p.AddingReplicas, r) }
+	next := p.Clone()
+	next.Replicas = slices.DeleteFunc(slices.Clone(p.Replicas), adding)
+	next.ISR = slices.DeleteFunc(slices.Clone(p.ISR), adding)
+	next.ELR = slices.DeleteFunc(slices.Clone(p.ELR), adding)
+	next.LastKnownELR = slices.DeleteFunc(slices.Clone(p.LastKnownELR), adding)
+	next.AddingReplicas, next.RemovingReplicas = nil, nil
+	if len(next.ISR) == 0 {
+		return p, refuse(replicadv1.ErrorCode_ERROR_CODE_INELIGIBLE_REPLICA,
+			"cancelling the reassignment of %s-%d would need an unclean election: no original replica of %v is in the ISR %v",
+			p.Topic, p.Partition, next.Replicas, p.ISR)
+	}
+	if adding(p.Leader) || !eligible(p.Leader) {
+		next = withLeader(next, cleanLeader(next, eligible))
+	}
+	next.LeaderEpoch++
+	next.PartitionEpoch++
+	return next, nil
+}
+
 // partitionLocked is the partition an admin call names, or why it cannot
 // be acted on: this controller is not active, or the partition is unknown.
 func (c *Controller) partitionLocked(topic string, partition int32) (store.Partition, error) {

@@ -128,6 +128,12 @@ type Controller struct {
 	// heard yet still move the HW under the old minimum, and the ELR must
 	// not assume more (see minIsrLocked).
 	minIsrFloor map[string]int
+	// throttle is the stored replication throttle while active (bytes/s,
+	// 0: none); wireThrottle the same with its replication_throttle_version,
+	// read without the lock by the broker queues (brokerqueue.Config.Throttle).
+	throttle         int64
+	wireThrottle     atomic.Pointer[wireThrottle]
+	throttleVersions int64
 	// moveRetryAt is when the session check may next run after a fencing
 	// or a move away from fenced brokers failed, moveFailures how many
 	// failed in a row: a store that stays down is retried with backoff,
@@ -362,6 +368,9 @@ func (c *Controller) activate(ctx context.Context) error {
 	// Before any queue opens: the first UpdateMetadata of each carries them.
 	if err := c.loadACLsLocked(ctx); err != nil {
 		return fmt.Errorf("load acls: %w", err)
+	}
+	if err := c.loadThrottleLocked(ctx); err != nil {
+		return fmt.Errorf("load replication throttle: %w", err)
 	}
 	now := c.cfg.Clock.Now()
 	for _, b := range brokers {

@@ -27,7 +27,10 @@
 //     shift, leaders spread evenly) and deletion, chosen leader election,
 //     preferred replica election (ElectLeaders, preferred.go), reassignment
 //     (Kafka's KIP-455 steps: add the target replicas, wait until they are in
-//     the ISR, switch, remove the old ones) and controlled shutdown.
+//     the ISR, switch, remove the old ones; a cancel reverts to the original
+//     replicas and has the added ones delete their logs), the replication
+//     throttle (stored, sent on every UpdateMetadata; throttle.go), topic
+//     configs (topic_configs.go) and controlled shutdown.
 //   - Leader balance. With AutoLeaderRebalance, every check interval the
 //     partitions of a broker whose leader imbalance is above the percentage
 //     go back to their preferred replica where it is in the ISR and

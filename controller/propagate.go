@@ -31,6 +31,7 @@ func (c *Controller) openQueueLocked(bs *brokerState) {
 		ControllerEpoch: c.epoch,
 		Client:          client,
 		ACLs:            c.currentWireACLs,
+		Throttle:        c.currentWireThrottle,
 		Backoff:         c.cfg.QueueBackoff,
 		MaxBackoff:      c.cfg.QueueMaxBackoff,
 		Int64N:          c.cfg.QueueInt64N,

@@ -304,6 +304,13 @@ func (c *Controller) ReassignPartition(ctx context.Context, req *replicadv1.Reas
 	if req.GetPartition() < 0 {
 		return nil, invalid("partition", "must not be negative (got %d)", req.GetPartition())
 	}
+	if req.GetCancel() {
+		if len(req.GetReplicas()) > 0 {
+			return nil, invalid("replicas", "must be empty with cancel (got %v)", req.GetReplicas())
+		}
+		p, err := c.cancelReassignment(ctx, req.GetTopic(), req.GetPartition())
+		return reassignAnswer(p, err)
+	}
 	if len(req.GetReplicas()) == 0 {
 		return nil, invalid("replicas", "must not be empty")
 	}
@@ -316,6 +323,10 @@ func (c *Controller) ReassignPartition(ctx context.Context, req *replicadv1.Reas
 		}
 	}
 	p, err := c.reassignPartition(ctx, req.GetTopic(), req.GetPartition(), req.GetReplicas())
+	return reassignAnswer(p, err)
+}
+
+func reassignAnswer(p store.Partition, err error) (*replicadv1.ReassignPartitionResponse, error) {
 	code, msg, err := outcome(err)
 	if err != nil {
 		return nil, err
@@ -325,6 +336,19 @@ func (c *Controller) ReassignPartition(ctx context.Context, req *replicadv1.Reas
 		resp.Partition = clusterPartition(p)
 	}
 	return resp, nil
+}
+
+// AlterReplicationThrottle implements ControllerService.
+func (c *Controller) AlterReplicationThrottle(ctx context.Context, req *replicadv1.AlterReplicationThrottleRequest) (*replicadv1.AlterReplicationThrottleResponse, error) {
+	if req.GetBytesPerSec() < 0 {
+		return nil, invalid("bytes_per_sec", "must not be negative (got %d)", req.GetBytesPerSec())
+	}
+	previous, err := c.alterReplicationThrottle(ctx, req.GetBytesPerSec())
+	code, msg, err := outcome(err)
+	if err != nil {
+		return nil, err
+	}
+	return &replicadv1.AlterReplicationThrottleResponse{ErrorCode: code, ErrorMessage: msg, PreviousBytesPerSec: previous}, nil
 }
 
 // DescribeCluster implements ControllerService.

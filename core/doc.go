@@ -14,7 +14,8 @@
 // On a leader, FetchMessages (fetch.go) answers followers: leader epoch
 // fencing, KIP-279 diverging epochs, out-of-range bounds, raw batches up to
 // the LEO, and updateFollowerFetchState, which may expand the ISR and move the
-// HW. The ISR shrink check (isr.go) runs every replica-lag-time-max / 2. ISR
+// HW; followers outside the ISR read within the replication throttle the
+// controller sets (throttle.go), ISR members never wait on it. The ISR shrink check (isr.go) runs every replica-lag-time-max / 2. ISR
 // changes go through an IsrChanger (StandaloneIsrChanger without a
 // controller), one in flight per partition.
 //
@@ -29,8 +30,8 @@
 // of hosted partitions) -> Partition.mu (a partition's leader and ISR state).
 // No lock is held across a network call, nor across IsrChanger.Submit, whose
 // answer takes Partition.mu. ReplicaManager.brokerEpochsMu, the metadata
-// cache's mutex and each notifier's mutex are leaves: nothing is taken
-// while they are held.
+// cache's mutex, the throttle's tokenBucket.mu and each notifier's mutex are
+// leaves: nothing is taken while they are held.
 //
 // Every state change is traced (Config.Tracer; see trace.go for the span
 // names, the replicad.* attributes and the per-partition span cap) and

@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/replicad/replicad/core/epoch"
@@ -49,7 +50,7 @@ func (rm *ReplicaManager) FetchMessages(ctx context.Context, req FetchRequest) F
 			}
 		}
 	}
-	first, n, cut := rm.readFromLocalLogs(req, maxBytes, true /* updateFetchState */)
+	first, n, cut, firstThrottled := rm.readFromLocalLogs(req, maxBytes, true /* updateFetchState */)
 	if wake == nil || n >= req.MinBytes || cut || needsAnswerNow(first) {
 		return first
 	}
@@ -69,10 +70,13 @@ func (rm *ReplicaManager) FetchMessages(ctx context.Context, req FetchRequest) F
 		}
 		// The follower's state was recorded by the first read: reading again
 		// only refreshes what it gets (Kafka's DelayedFetch.onComplete).
-		resp, n, cut := rm.readFromLocalLogs(req, maxBytes, false /* updateFetchState */)
+		resp, n, cut, throttled := rm.readFromLocalLogs(req, maxBytes, false /* updateFetchState */)
 		if timedOut || n >= req.MinBytes || cut || needsAnswerNow(resp) || highWatermarkMoved(first, resp) {
+			// first is not sent: the throttle gets its bytes back.
+			rm.throttle.giveBack(firstThrottled)
 			return resp
 		}
+		rm.throttle.giveBack(throttled)
 	}
 }
 
@@ -112,7 +116,10 @@ func highWatermarkMoved(before, after FetchResponse) bool {
 // readFromLocalLogs reads every requested partition (Kafka's readFromLog) and
 // returns the response with the number of record bytes in it. cut reports a
 // partition left without records by req.HardMaxBytes although it had some.
-func (rm *ReplicaManager) readFromLocalLogs(req FetchRequest, maxBytes int, updateFetchState bool) (resp FetchResponse, total int, cut bool) {
+// throttled is the part of total read under the replication throttle (for
+// a follower outside the ISR), taken from its bucket: a caller that does not
+// send the response gives it back.
+func (rm *ReplicaManager) readFromLocalLogs(req FetchRequest, maxBytes int, updateFetchState bool) (resp FetchResponse, total int, cut bool, throttled int) {
 	resp = FetchResponse{Partitions: make([]FetchPartitionResult, len(req.Partitions))}
 	for i, fp := range req.Partitions {
 		res := FetchPartitionResult{TopicPartition: fp.TopicPartition, HighWatermark: -1, LogStartOffset: -1, LogEndOffset: -1}
@@ -121,7 +128,8 @@ func (rm *ReplicaManager) readFromLocalLogs(req FetchRequest, maxBytes int, upda
 			res.Error = code
 		} else {
 			var err error
-			res, err = p.fetchRecords(req.ReplicaID, req.BrokerEpoch, fp, max(0, maxBytes-total), updateFetchState)
+			var isThrottled bool
+			res, isThrottled, err = p.fetchRecords(req.ReplicaID, req.BrokerEpoch, fp, max(0, maxBytes-total), updateFetchState, rm.throttle)
 			if err != nil {
 				rm.handleReadError(context.Background(), fp.TopicPartition, err)
 			}
@@ -130,11 +138,17 @@ func (rm *ReplicaManager) readFromLocalLogs(req FetchRequest, maxBytes int, upda
 				// progress was recorded: that needs no records.
 				res.Records, cut = nil, true
 			}
+			if isThrottled {
+				// Taken now, so the next partition of this fetch
+				// sees what is left.
+				rm.throttle.take(len(res.Records))
+				throttled += len(res.Records)
+			}
 		}
 		total += len(res.Records)
 		resp.Partitions[i] = res
 	}
-	return resp, total, cut
+	return resp, total, cut, throttled
 }
 
 // checkBrokerEpoch reports false for a fetch whose broker epoch is older
@@ -178,56 +192,71 @@ func (rm *ReplicaManager) learnBrokerEpochs(brokers []Broker) {
 // Partition.fetchRecords): it reads under the read lock, then records the
 // follower's progress under the write lock. Nothing is recorded for a fetch
 // that failed or diverged: its offset says nothing true about the follower.
-func (p *Partition) fetchRecords(replicaID int32, brokerEpoch int64, fp FetchPartition, maxBytes int, updateFetchState bool) (FetchPartitionResult, error) {
-	res, leaderEpoch, err := p.readForFollower(replicaID, fp, maxBytes)
+//
+// throttle is the leader's replication throttle: a follower outside the ISR
+// reads at most what it allows, and throttled then says so (the caller
+// takes the bytes).
+func (p *Partition) fetchRecords(replicaID int32, brokerEpoch int64, fp FetchPartition, maxBytes int, updateFetchState bool, throttle *tokenBucket) (res FetchPartitionResult, throttled bool, err error) {
+	res, leaderEpoch, throttled, err := p.readForFollower(replicaID, fp, maxBytes, throttle)
 	if res.Error != ErrNone || res.DivergingEpoch != nil || !updateFetchState {
-		return res, err
+		return res, throttled, err
 	}
 	if hw, ok := p.updateFollowerFetchState(replicaID, leaderEpoch, fp.FetchOffset, fp.LogStartOffset, res.LogEndOffset, brokerEpoch); ok {
 		// Answer the HW this fetch may just have moved.
 		res.HighWatermark = hw
 	}
-	return res, nil
+	return res, throttled, nil
 }
 
 // readForFollower validates a follower's fetch and reads from fetch_offset up
 // to the LEO (followers read above the HW). It returns the leader epoch the
-// read happened in.
-func (p *Partition) readForFollower(replicaID int32, fp FetchPartition, maxBytes int) (FetchPartitionResult, int32, error) {
+// read happened in, and whether the read was under the throttle.
+func (p *Partition) readForFollower(replicaID int32, fp FetchPartition, maxBytes int, throttle *tokenBucket) (FetchPartitionResult, int32, bool, error) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	res := FetchPartitionResult{TopicPartition: fp.TopicPartition, HighWatermark: -1, LogStartOffset: -1, LogEndOffset: -1}
 	if p.stopped || p.log == nil {
 		res.Error = ErrNotLeaderOrFollower
-		return res, 0, nil
+		return res, 0, false, nil
 	}
 	// A follower of another topic of this name (deleted and created
 	// again) must not take this log's records for its own.
 	if topicIDsConflict(fp.TopicID, p.topicID) {
 		res.Error = ErrInconsistentTopicID
-		return res, 0, nil
+		return res, 0, false, nil
 	}
 	// Kafka checks the epoch before the role: a fetch from an older epoch is
 	// fenced whatever this broker is now.
 	if res.Error = p.checkCurrentLeaderEpochLocked(fp.CurrentLeaderEpoch); res.Error != ErrNone {
-		return res, 0, nil
+		return res, 0, false, nil
 	}
 	// A replica outside the assignment gets NOT_LEADER_OR_FOLLOWER, as in
 	// Kafka's updateFollowerFetchState: the follower sets the partition aside
 	// until the LeaderAndIsr that reassigned it reaches it.
 	if _, ok := p.remoteReplicas[replicaID]; !ok || !p.isLeaderLocked() {
 		res.Error = ErrNotLeaderOrFollower
-		return res, 0, nil
+		return res, 0, false, nil
 	}
 	l := p.log
 	leo := l.LogEndOffset()
 	res.HighWatermark, res.LogStartOffset, res.LogEndOffset = l.HighWatermark(), l.LogStartOffset(), leo
 	if res.DivergingEpoch = p.divergingEpochLocked(fp.FetchOffset, fp.LastFetchedEpoch, leo); res.DivergingEpoch != nil {
-		return res, p.leaderEpoch, nil
+		return res, p.leaderEpoch, false, nil
 	}
 	if fp.FetchOffset < res.LogStartOffset || fp.FetchOffset > leo {
 		res.Error = ErrOffsetOutOfRange
-		return res, p.leaderEpoch, nil
+		return res, p.leaderEpoch, false, nil
+	}
+	throttled := false
+	if maxBytes > 0 && fp.FetchOffset < leo && throttle != nil && !slices.Contains(p.maximalIsrLocked(), replicaID) {
+		// A follower outside the ISR (one being added, or one that fell
+		// behind) reads within the throttle; an ISR member never waits on
+		// it. The maximal ISR: a follower whose expansion is pending has
+		// caught up already.
+		var allowed int
+		if allowed, throttled = throttle.available(); throttled {
+			maxBytes = min(maxBytes, allowed)
+		}
 	}
 	if maxBytes > 0 && fp.FetchOffset < leo {
 		// A follower checks each batch's CRC before appending it, but a
@@ -238,11 +267,11 @@ func (p *Partition) readForFollower(replicaID int32, fp FetchPartition, maxBytes
 			// Out of range: the log start moved past the offset since
 			// the check above.
 			res.Error, res.LogStartOffset = code, l.LogStartOffset()
-			return res, p.leaderEpoch, err
+			return res, p.leaderEpoch, throttled, err
 		}
 		res.Records = data
 	}
-	return res, p.leaderEpoch, nil
+	return res, p.leaderEpoch, throttled, nil
 }
 
 // checkCurrentLeaderEpochLocked fences a request made for another leader

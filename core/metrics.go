@@ -69,6 +69,8 @@ type MetricsSnapshot struct {
 	// Topics has one entry per topic with an online partition in a role,
 	// sorted by topic.
 	Topics []TopicMetrics
+	// Throttle is the replication throttle and what it held back (throttle.go).
+	Throttle ThrottleStats
 	// Logs has one entry per online partition in a role (leader or
 	// follower: Kafka's kafka.log:type=Log metrics exist on every replica),
 	// sorted by topic then partition.
@@ -160,7 +162,7 @@ func (rm *ReplicaManager) MetricsSnapshot() MetricsSnapshot {
 	}
 	rm.partitionsMu.RUnlock()
 
-	s := MetricsSnapshot{Partitions: len(hosted)}
+	s := MetricsSnapshot{Partitions: len(hosted), Throttle: rm.throttle.stats()}
 	topics := make(map[string]*TopicMetrics)
 	for _, h := range hosted {
 		if h.offline.Load() {

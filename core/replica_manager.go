@@ -141,6 +141,8 @@ type ReplicaManager struct {
 	logs     *logmgr.Manager
 	metadata *metadataCache
 	env      *partitionEnv
+	// throttle is the replication throttle the controller set (throttle.go).
+	throttle *tokenBucket
 
 	// stateChangeMu is Kafka's replicaStateChangeLock: one LeaderAndIsr,
 	// StopReplica or log dir failure is handled at a time.
@@ -198,6 +200,7 @@ func NewReplicaManager(cfg Config) (*ReplicaManager, error) {
 		tracer:     cfg.Tracer,
 		logs:       logs,
 		metadata:   newMetadataCache(),
+		throttle:   newTokenBucket(cfg.Clock.Now),
 		partitions: make(map[tp.TopicPartition]*hostedPartition),
 		stopCh:     make(chan struct{}),
 		fatal:      make(chan error, 1),
@@ -284,6 +287,9 @@ func (rm *ReplicaManager) UpdateMetadata(ctx context.Context, req UpdateMetadata
 	rm.metadata.updatePartitions(req.PartitionStates)
 	rm.learnBrokerEpochs(req.LiveBrokers)
 	rm.applyTopicConfigs(ctx, req.PartitionStates)
+	if req.Throttle != nil && rm.throttle.set(req.ControllerEpoch, *req.Throttle) {
+		rm.stateLog.Debug().Int64("bytes_per_sec", req.Throttle.BytesPerSec).Int64("version", req.Throttle.Version).Msg("Replication throttle set")
+	}
 	slog := rm.requestStateLog(ctx, req.ControllerID, req.ControllerEpoch)
 	slog.Info().Int("live_brokers", len(req.LiveBrokers)).Int("partitions", len(req.PartitionStates)).Msg("Updated metadata")
 	return ErrNone

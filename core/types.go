@@ -75,6 +75,9 @@ type UpdateMetadataRequest struct {
 	BrokerEpoch     int64
 	LiveBrokers     []Broker
 	PartitionStates []PartitionState
+	// Throttle is the replication throttle, nil when the request has none
+	// (the broker keeps the one it has).
+	Throttle *ReplicationThrottle
 }
 
 // StopReplicaPartition names one partition to stop.

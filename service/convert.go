@@ -84,13 +84,17 @@ func leaderAndIsrToProto(resp core.LeaderAndIsrResponse) *replicadv1.LeaderAndIs
 }
 
 func updateMetadataFromProto(req *replicadv1.UpdateMetadataRequest) core.UpdateMetadataRequest {
-	return core.UpdateMetadataRequest{
+	out := core.UpdateMetadataRequest{
 		ControllerID:    req.GetControllerId(),
 		ControllerEpoch: req.GetControllerEpoch(),
 		BrokerEpoch:     req.GetBrokerEpoch(),
 		LiveBrokers:     brokersFromProto(req.GetLiveBrokers()),
 		PartitionStates: partitionStatesFromProto(req.GetPartitionStates()),
 	}
+	if req.GetReplicationThrottlePresent() {
+		out.Throttle = &core.ReplicationThrottle{BytesPerSec: req.GetReplicationThrottleBytesPerSec(), Version: req.GetReplicationThrottleVersion()}
+	}
+	return out
 }
 
 func stopReplicaFromProto(req *replicadv1.StopReplicaRequest) core.StopReplicaRequest {

@@ -228,6 +228,9 @@ func validateUpdateMetadata(req *replicadv1.UpdateMetadataRequest) error {
 	if err := validatePartitionCount("partition_states", len(req.GetPartitionStates())); err != nil {
 		return err
 	}
+	if req.GetReplicationThrottleBytesPerSec() < 0 {
+		return invalid("replication_throttle_bytes_per_sec", "must not be negative (got %d)", req.GetReplicationThrottleBytesPerSec())
+	}
 	return validatePartitionStates("partition_states", req.GetPartitionStates())
 }
 

@@ -431,18 +431,22 @@ var reassignPollInterval = 500 * time.Millisecond
 func reassignCommand() *command {
 	return &command{
 		name:    "reassign",
-		summary: "change a partition's replicas",
-		usage:   "--topic T --partition P --replicas 1,2,3 [--no-wait] [--wait-timeout 5m]",
-		details: `The controller adds the new replicas, waits until they have caught up (joined
-the ISR), moves the leadership if the leader is to go, and removes the
-replicas that are not in --replicas (whose first broker becomes the preferred
-leader). Prints the answer's error code and the partition as the reassignment
-starts; exits 1 unless it is NONE (REASSIGNMENT_IN_PROGRESS,
-INVALID_REPLICA_ASSIGNMENT, ...). When the partition already has exactly
---replicas, in that order, the controller changes nothing: reassign says so
-("orders-0 already has replicas [1 2 3]: nothing changed"; on stderr with
--o json, which prints the answer) and exits 0 without waiting.
-
+		summary: "move partitions' replicas: one partition, or a plan (generate, execute, verify, cancel)",
+		usage: `--topic T --partition P --replicas 1,2,3 [--no-wait] [--wait-timeout 5m]
+  | --generate --topics T,... --brokers 1,2,4
+  | --execute --plan FILE [--throttle BYTES_PER_SEC] [--wait] [--wait-timeout 5m]
+  | --verify --plan FILE
+  | --cancel [--plan FILE] [--preserve-throttles]`,
+		details: `One partition (--topic, --partition, --replicas): the controller adds the new
+replicas, waits until they have caught up (joined the ISR), moves the
+leadership if the leader is to go, and removes the replicas that are not in
+--replicas (whose first broker becomes the preferred leader). Prints the
+answer's error code and the partition as the reassignment starts; exits 1
+unless it is NONE (REASSIGNMENT_IN_PROGRESS, INVALID_REPLICA_ASSIGNMENT, ...).
+When the partition already has exactly --replicas, in that order, the
+controller changes nothing: reassign says so ("orders-0 already has replicas
+[1 2 3]: nothing changed"; on stderr with -o json, which prints the answer)
+and exits 0 without waiting.
 Unless --no-wait, it then asks the controller every 500ms and prints a line
 when the progress changes, like
   adding [4], removing [1]: ISR [1 2 3], waiting for 4
@@ -451,16 +455,99 @@ until the partition has exactly the new replicas and nothing to add or remove:
 It exits 1 if that takes longer than --wait-timeout (the reassignment goes
 on). With -o json only the answer is printed.
 
+Plans, as kafka-reassign-partitions has them, in its JSON format
+  {"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1,2,4]}]}
+(--plan - reads stdin):
+
+--generate prints the current assignment of every partition of --topics
+(save it: it is the rollback plan) and a proposed one over --brokers, and
+changes nothing. The proposal keeps each partition's replication factor,
+spreads replicas evenly (no broker above ceil(replicas/brokers)) and
+preferred leaders (first replicas) evenly, and keeps every replica that
+already sits on one of --brokers while its broker is under that share, so
+a partition placed well does not move. -o json: {"current", "proposed",
+"moved_partitions", "added_replicas"}.
+
+--execute checks the whole plan first: every partition exists and is named
+once, nothing of it is being reassigned already, and its replicas are
+registered brokers, none twice, as many as it has now; a problem is an
+error naming the entry (partitions[3] (orders-7): ...) and nothing starts.
+It prints the current assignment (the rollback plan), sets --throttle if
+given, and starts every move (partitions already so are skipped). With
+--wait it follows them, a line per partition when its state changes (the
+added replicas still catching up), until all are complete or --wait-timeout
+(exit 1; the moves go on); -o json then prints one final result.
+
+--throttle BYTES_PER_SEC (Kafka's leader.replication.throttled.rate): each
+leader sends at most that many bytes/s, over all its partitions, to
+followers that are not in their ISR (the replicas being added); ISR
+followers are never held back, so a move does not slow acks=all produces.
+It is one cluster-wide rate, stored by the controller; it stays until
+--verify sees every move complete, or --cancel, removes it.
+
+--verify reports each partition of the plan: complete (exactly the planned
+replicas, in order, nothing moving), in progress (with the added replicas
+catching up), or not started or differs. It exits 0 only when all are
+complete, and then removes the throttle.
+
+--cancel stops the reassignments in flight of the plan's partitions (of
+every partition without --plan), as Kafka's --cancel (KIP-455): each goes
+back to its original replicas (the current ones minus those being added;
+their order may differ from before: --execute the saved rollback plan to
+restore it) and the added replicas stop and delete their logs. A partition
+with nothing in flight is reported and skipped. It removes the throttle
+unless --preserve-throttles.
+
 ` + controllerExitDetails,
-		example: "ctlclient --controller 127.0.0.1:9090 reassign --topic orders --partition 0 --replicas 2,3,4",
+		example: `ctlclient --controller 127.0.0.1:9090 reassign --topic orders --partition 0 --replicas 2,3,4
+ctlclient reassign --generate --topics orders,events --brokers 1,2,4 > plans.txt
+ctlclient reassign --execute --plan plan.json --throttle 10485760 --wait
+ctlclient reassign --verify --plan plan.json
+ctlclient reassign --cancel --plan plan.json`,
 		flags: func(fs *flag.FlagSet) func(context.Context, *env) error {
-			topic := fs.String("topic", "", "topic")
-			partition := int32Var(fs, "partition", 0, "partition")
+			topic := fs.String("topic", "", "topic (one partition)")
+			partition := int32Var(fs, "partition", 0, "partition (one partition)")
 			var replicas int32List
-			fs.Var(&replicas, "replicas", "the new replicas, comma-separated broker ids; the first is the preferred leader")
-			noWait := fs.Bool("no-wait", false, "return once the controller has accepted the reassignment")
+			fs.Var(&replicas, "replicas", "the new replicas, comma-separated broker ids; the first is the preferred leader (one partition)")
+			noWait := fs.Bool("no-wait", false, "return once the controller has accepted the reassignment (one partition)")
 			waitTimeout := fs.Duration("wait-timeout", 5*time.Minute, "give up waiting after this long")
+			generate := fs.Bool("generate", false, "print the current assignment of --topics and a proposed one over --brokers")
+			execute := fs.Bool("execute", false, "validate --plan and start every move in it")
+			verify := fs.Bool("verify", false, "report the progress of --plan; remove the throttle once all is complete")
+			cancelMoves := fs.Bool("cancel", false, "cancel the moves in flight of --plan (all without --plan)")
+			topics := fs.String("topics", "", "comma-separated topics (--generate)")
+			var brokers int32List
+			fs.Var(&brokers, "brokers", "comma-separated broker ids to spread the replicas over (--generate)")
+			plan := fs.String("plan", "", "the plan `file`, Kafka's JSON format (- for stdin)")
+			throttle := fs.Int64("throttle", 0, "bytes/s for replicas catching up, outside the ISR (--execute)")
+			wait := fs.Bool("wait", false, "follow the moves until all are complete (--execute)")
+			preserve := fs.Bool("preserve-throttles", false, "keep the throttle (--cancel)")
 			return func(ctx context.Context, e *env) error {
+				if *waitTimeout <= 0 {
+					return usagef("--wait-timeout must be positive (got %v)", *waitTimeout)
+				}
+				modes := 0
+				for _, m := range []bool{*generate, *execute, *verify, *cancelMoves} {
+					if m {
+						modes++
+					}
+				}
+				if modes > 1 {
+					return usagef("--generate, --execute, --verify and --cancel exclude each other")
+				}
+				if modes == 1 {
+					if err := forbidFlags(fs, "a plan mode", "topic", "partition", "replicas", "no-wait"); err != nil {
+						return err
+					}
+					return runPlanMode(ctx, e, fs, planMode{*generate, *execute, *verify, *cancelMoves}, reassignOptions{
+						topics: splitList(*topics), brokers: brokers, plan: *plan, throttle: *throttle,
+						throttleSet: setFlags(fs)["throttle"], wait: *wait, waitTimeout: *waitTimeout, preserveThrottles: *preserve,
+					})
+				}
+				if err := forbidFlags(fs, "--topic/--partition/--replicas (give --generate, --execute, --verify or --cancel)",
+					"topics", "brokers", "plan", "throttle", "wait", "preserve-throttles"); err != nil {
+					return err
+				}
 				if err := requireFlags(fs, "topic", "partition", "replicas"); err != nil {
 					return err
 				}
@@ -472,9 +559,6 @@ on). With -o json only the answer is printed.
 				}
 				if err := checkReplicas(replicas); err != nil {
 					return err
-				}
-				if *waitTimeout <= 0 {
-					return usagef("--wait-timeout must be positive (got %v)", *waitTimeout)
 				}
 				cc, err := e.controller()
 				if err != nil {

@@ -142,10 +142,16 @@ func callController[R errorCoded](ctx context.Context, c *controllerClient, call
 			}
 			resp, err := call(actx, client)
 			acancel()
+			unreachable := status.Code(err) == codes.Unavailable || status.Code(err) == codes.DeadlineExceeded
 			switch {
-			case err != nil && ctx.Err() == nil && (status.Code(err) == codes.Unavailable || status.Code(err) == codes.DeadlineExceeded):
+			case err != nil && ctx.Err() == nil && unreachable:
 				outcomes[idx] = status.Code(err).String() + ": " + status.Convert(err).Message()
 				continue
+			case err != nil && unreachable && errors.Is(ctx.Err(), context.DeadlineExceeded):
+				// The budget ran out during this attempt: say which
+				// controllers were tried and why, not the bare deadline.
+				outcomes[idx] = status.Code(err).String() + ": " + status.Convert(err).Message()
+				return zero, noControllerError{addrs: c.addrs, outcomes: outcomes, budget: c.budget}
 			case err != nil:
 				return zero, err
 			case resp.GetErrorCode() == replicadv1.ErrorCode_ERROR_CODE_NOT_CONTROLLER:

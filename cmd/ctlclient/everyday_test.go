@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"net"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -630,4 +631,18 @@ func TestEverydayCommandsBadInput(t *testing.T) {
 	}
 	r := ctl(t, "", "", "--help")
 	wantContains(t, "--help", r.stdout, "list-topics", "describe-topic", "cluster health")
+}
+
+// A controller address that accepts connections but never answers (a hung
+// process) fails within --timeout with the address and what it did, not a
+// bare "context deadline exceeded".
+func TestHungControllerNamesTheAddress(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lis.Close() // never accepted: the TCP handshake completes, gRPC's never does
+	r := ctl(t, "", "", "--controller", lis.Addr().String(), "--timeout", "300ms", "describe-cluster")
+	wantCode(t, r, 1)
+	wantContains(t, "stderr", r.stderr, "no active controller", lis.Addr().String())
 }

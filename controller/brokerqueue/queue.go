@@ -100,6 +100,10 @@ type Config struct {
 	// nor call into the queue (the controller reads an atomic). The result
 	// is not modified. version orders the sets (acls_version).
 	ACLs func() (acls []*replicadv1.Acl, version int64)
+	// Throttle, if set, is the replication throttle (bytes/s, 0: none),
+	// stamped with replication_throttle_present on every UpdateMetadata as
+	// it is built, like ACLs and under the same rules.
+	Throttle func() (bytesPerSec, version int64)
 	// RequestTimeout bounds one call (DefaultRequestTimeout when zero); a
 	// call that times out is retried.
 	RequestTimeout time.Duration
@@ -555,6 +559,10 @@ func (q *Queue) build(e *entry) *request {
 		if q.cfg.ACLs != nil {
 			r.um.Acls, r.um.AclsVersion = q.cfg.ACLs()
 			r.um.AclsPresent = true
+		}
+		if q.cfg.Throttle != nil {
+			r.um.ReplicationThrottleBytesPerSec, r.um.ReplicationThrottleVersion = q.cfg.Throttle()
+			r.um.ReplicationThrottlePresent = true
 		}
 	case kindStopReplica:
 		r.sr = &replicadv1.StopReplicaRequest{

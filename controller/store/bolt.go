@@ -62,6 +62,7 @@ var (
 	keySchemaVersion   = []byte("schema_version")
 	keyControllerEpoch = []byte("controller_epoch")
 	keyLastBrokerEpoch = []byte("last_broker_epoch")
+	keyThrottle        = []byte("replication_throttle") // uint64 bytes/s (absent: 0)
 )
 
 // BoltStore is the embedded Store: one bbolt file, DIR/controller.db. Each

@@ -76,6 +76,7 @@ const etcdSchemaVersion = "1"
 //	acls                JSON []ACL: the whole ACL set, sorted (one key, so that
 //	                    a change is one compare and one put, like a topic;
 //	                    thousands of ACLs fit in --max-request-bytes)
+//	replication_throttle  int64: the replication throttle in bytes/s (absent: 0)
 //	election/<lease>    one key per candidate controller (concurrency.Election,
 //	                    bound to its session lease); the oldest one leads
 //
@@ -95,6 +96,7 @@ const (
 	etcdDirDeleted         = "deleted/"
 	etcdDirConfigs         = "configs/"
 	etcdKeyACLs            = "acls"
+	etcdKeyThrottle        = "replication_throttle"
 	etcdElection           = "election" // concurrency.NewElection adds the "/"
 )
 

@@ -23,6 +23,7 @@ type Memory struct {
 	deleted         map[string]DeletedTopic // by ID
 	acls            []ACL                   // sorted, no duplicates
 	configs         map[string]TopicConfig  // by topic name, every stored topic
+	throttle        int64                   // replication throttle, bytes/s
 }
 
 var _ Store = (*Memory)(nil)

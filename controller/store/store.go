@@ -237,6 +237,13 @@ type Store interface {
 	// any of filters, and returns them sorted. No filter deletes nothing.
 	DeleteAcls(ctx context.Context, filters []ACLFilter) ([]ACL, error)
 
+	// ReplicationThrottle returns the stored replication throttle in
+	// bytes/s (0: none, also when never set).
+	ReplicationThrottle(ctx context.Context) (int64, error)
+	// SetReplicationThrottle stores the replication throttle; 0 removes
+	// it. ErrInvalid if it is negative.
+	SetReplicationThrottle(ctx context.Context, bytesPerSec int64) error
+
 	// Close releases the store. Later calls fail with ErrClosed. Close is
 	// idempotent.
 	Close() error

@@ -51,6 +51,7 @@ var (
 		replicadv1.ControllerService_ElectLeader_FullMethodName,
 		replicadv1.ControllerService_ElectLeaders_FullMethodName,
 		replicadv1.ControllerService_ReassignPartition_FullMethodName,
+		replicadv1.ControllerService_AlterReplicationThrottle_FullMethodName,
 		replicadv1.ControllerService_DescribeCluster_FullMethodName,
 		replicadv1.ControllerService_CreateAcls_FullMethodName,
 		replicadv1.ControllerService_DeleteAcls_FullMethodName,

@@ -161,6 +161,10 @@ type gauges struct {
 
 	topicLeaderPartitions, topicUnderReplicated, topicLeaderLEO, topicLeaderBytes metric.Int64ObservableGauge
 	topicFollowerPartitions                                                       metric.Int64ObservableGauge
+
+	// The replication throttle (core.ThrottleStats).
+	throttleRate                   metric.Int64ObservableGauge
+	throttledBytes, throttledReads metric.Int64ObservableCounter
 }
 
 // Observe registers the gauges, read from src at each scrape. A second call
@@ -189,6 +193,14 @@ func (m *Metrics) Observe(src Sources) error {
 	gauge(&g.topicLeaderLEO, "replicad_topic_leader_log_end_offset", "Sum of the log end offsets of the topic's partitions this broker leads.")
 	gauge(&g.topicLeaderBytes, "replicad_topic_leader_log_size_bytes", "Bytes of the logs of the topic's partitions this broker leads.")
 	gauge(&g.topicFollowerPartitions, "replicad_topic_follower_partitions", "Partitions of the topic this broker follows.")
+	gauge(&g.throttleRate, "replicad_replication_throttle_bytes_per_second", "The replication throttle in force: bytes/s a leader sends to followers outside the ISR (0: none).")
+	counter := func(dst *metric.Int64ObservableCounter, name, desc string) {
+		var err error
+		*dst, err = m.meter.Int64ObservableCounter(name, metric.WithDescription(desc))
+		errs = append(errs, err)
+	}
+	counter(&g.throttledBytes, "replicad_replication_throttled_bytes_total", "Bytes sent, as leader, to followers outside the ISR under the replication throttle.")
+	counter(&g.throttledReads, "replicad_replication_throttled_reads_total", "Partition reads of followers outside the ISR that the replication throttle left without records.")
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("metrics: create gauges: %w", err)
 	}
@@ -197,7 +209,7 @@ func (m *Metrics) Observe(src Sources) error {
 		return nil
 	}, g.partitions, g.leaders, g.underReplicated, g.offline, g.fetcherMaxLag,
 		g.topicLeaderPartitions, g.topicUnderReplicated, g.topicLeaderLEO, g.topicLeaderBytes,
-		g.topicFollowerPartitions)
+		g.topicFollowerPartitions, g.throttleRate, g.throttledBytes, g.throttledReads)
 	if err != nil {
 		return fmt.Errorf("metrics: register gauge callback: %w", err)
 	}
@@ -238,6 +250,9 @@ func (g *gauges) observe(o metric.Observer, src Sources) {
 		lag = src.FetcherMaxLag()
 	}
 	o.ObserveInt64(g.fetcherMaxLag, lag)
+	o.ObserveInt64(g.throttleRate, s.Throttle.BytesPerSec)
+	o.ObserveInt64(g.throttledBytes, s.Throttle.ThrottledBytes)
+	o.ObserveInt64(g.throttledReads, s.Throttle.ThrottledReads)
 	g.topicMu.Lock()
 	defer g.topicMu.Unlock()
 	// The attribute set of each topic is kept from one scrape to the next

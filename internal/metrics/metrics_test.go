@@ -109,7 +109,7 @@ func TestScrapeExportsSpecNames(t *testing.T) {
 	snap := core.MetricsSnapshot{Partitions: 7, Leaders: 4, UnderReplicated: 2, Offline: 1, Topics: []core.TopicMetrics{
 		{Topic: "orders", LeaderPartitions: 4, UnderReplicated: 2, LeaderLogEndOffset: 100, LeaderLogBytes: 4096, FollowerPartitions: 1},
 		{Topic: "events", FollowerPartitions: 2},
-	}}
+	}, Throttle: core.ThrottleStats{BytesPerSec: 1 << 20, ThrottledBytes: 5000, ThrottledReads: 3}}
 	if err := m.Observe(Sources{Replicas: func() core.MetricsSnapshot { return snap }, FetcherMaxLag: func() int64 { return 42 }}); err != nil {
 		t.Fatal(err)
 	}
@@ -142,6 +142,9 @@ func TestScrapeExportsSpecNames(t *testing.T) {
 		"replicad_under_replicated_partitions":                        2,
 		"replicad_offline_partitions":                                 1,
 		"replicad_fetcher_max_lag":                                    42,
+		"replicad_replication_throttle_bytes_per_second":              1 << 20,
+		"replicad_replication_throttled_bytes_total":                  5000,
+		"replicad_replication_throttled_reads_total":                  3,
 		"replicad_isr_shrinks_total":                                  2,
 		"replicad_isr_expands_total":                                  1,
 		"replicad_hw_checkpoint_duration_seconds_count":               1,

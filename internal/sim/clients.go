@@ -52,6 +52,9 @@ func (k controllerClient) ElectLeaders(ctx context.Context, in *replicadv1.Elect
 func (k controllerClient) ReassignPartition(ctx context.Context, in *replicadv1.ReassignPartitionRequest, _ ...grpc.CallOption) (*replicadv1.ReassignPartitionResponse, error) {
 	return invoke[*replicadv1.ReassignPartitionResponse](ctx, k.c, "ReassignPartition", in)
 }
+func (k controllerClient) AlterReplicationThrottle(ctx context.Context, in *replicadv1.AlterReplicationThrottleRequest, _ ...grpc.CallOption) (*replicadv1.AlterReplicationThrottleResponse, error) {
+	return invoke[*replicadv1.AlterReplicationThrottleResponse](ctx, k.c, "AlterReplicationThrottle", in)
+}
 func (k controllerClient) DescribeCluster(ctx context.Context, in *replicadv1.DescribeClusterRequest, _ ...grpc.CallOption) (*replicadv1.DescribeClusterResponse, error) {
 	return invoke[*replicadv1.DescribeClusterResponse](ctx, k.c, "DescribeCluster", in)
 }

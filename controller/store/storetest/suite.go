@@ -42,6 +42,7 @@ func RunSuite(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ACLsRejectEmptyFields", testACLsInvalid},
 		{"ConcurrentACLChangesLoseNothing", testConcurrentACLs},
 		{"TopicConfigs", testTopicConfigs},
+		{"ReplicationThrottle", testReplicationThrottle},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -68,6 +69,7 @@ func RunDurabilitySuite(t *testing.T, open func(t *testing.T) store.Store, reope
 		{"PendingDeletionsPersist", testPendingDeletionsPersist},
 		{"ACLsPersist", testACLsPersist},
 		{"TopicConfigsPersist", testTopicConfigsPersist},
+		{"ReplicationThrottlePersists", testReplicationThrottlePersists},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

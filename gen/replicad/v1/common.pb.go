@@ -66,8 +66,10 @@ const (
 	ErrorCode_ERROR_CODE_PREFERRED_LEADER_NOT_AVAILABLE ErrorCode = 80
 	ErrorCode_ERROR_CODE_ELIGIBLE_LEADERS_NOT_AVAILABLE ErrorCode = 83
 	// The requested leader already leads.
-	ErrorCode_ERROR_CODE_ELECTION_NOT_NEEDED    ErrorCode = 84
-	ErrorCode_ERROR_CODE_INVALID_UPDATE_VERSION ErrorCode = 96
+	ErrorCode_ERROR_CODE_ELECTION_NOT_NEEDED ErrorCode = 84
+	// A reassignment cancel found no reassignment of the partition running.
+	ErrorCode_ERROR_CODE_NO_REASSIGNMENT_IN_PROGRESS ErrorCode = 85
+	ErrorCode_ERROR_CODE_INVALID_UPDATE_VERSION      ErrorCode = 96
 	// The topic ID is not the one this broker holds for the partition.
 	ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_ID ErrorCode = 100
 	// The request's topic ID and the partition's differ: a topic of the same
@@ -110,6 +112,7 @@ var (
 		80:  "ERROR_CODE_PREFERRED_LEADER_NOT_AVAILABLE",
 		83:  "ERROR_CODE_ELIGIBLE_LEADERS_NOT_AVAILABLE",
 		84:  "ERROR_CODE_ELECTION_NOT_NEEDED",
+		85:  "ERROR_CODE_NO_REASSIGNMENT_IN_PROGRESS",
 		96:  "ERROR_CODE_INVALID_UPDATE_VERSION",
 		100: "ERROR_CODE_UNKNOWN_TOPIC_ID",
 		103: "ERROR_CODE_INCONSISTENT_TOPIC_ID",
@@ -147,6 +150,7 @@ var (
 		"ERROR_CODE_PREFERRED_LEADER_NOT_AVAILABLE":   80,
 		"ERROR_CODE_ELIGIBLE_LEADERS_NOT_AVAILABLE":   83,
 		"ERROR_CODE_ELECTION_NOT_NEEDED":              84,
+		"ERROR_CODE_NO_REASSIGNMENT_IN_PROGRESS":      85,
 		"ERROR_CODE_INVALID_UPDATE_VERSION":           96,
 		"ERROR_CODE_UNKNOWN_TOPIC_ID":                 100,
 		"ERROR_CODE_INCONSISTENT_TOPIC_ID":            103,
@@ -849,7 +853,7 @@ const file_replicad_v1_common_proto_rawDesc = "" +
 	"\toperation\x18\x02 \x01(\x0e2\x19.replicad.v1.AclOperationR\toperation\x12A\n" +
 	"\rresource_type\x18\x03 \x01(\x0e2\x1c.replicad.v1.AclResourceTypeR\fresourceType\x12>\n" +
 	"\fpattern_type\x18\x04 \x01(\x0e2\x1b.replicad.v1.AclPatternTypeR\vpatternType\x12#\n" +
-	"\rresource_name\x18\x05 \x01(\tR\fresourceName*\xac\n" +
+	"\rresource_name\x18\x05 \x01(\tR\fresourceName*\xd8\n" +
 	"\n" +
 	"\tErrorCode\x12\x13\n" +
 	"\x0fERROR_CODE_NONE\x10\x00\x12,\n" +
@@ -883,7 +887,8 @@ const file_replicad_v1_common_proto_rawDesc = "" +
 	"\x1dERROR_CODE_STALE_BROKER_EPOCH\x10M\x12-\n" +
 	")ERROR_CODE_PREFERRED_LEADER_NOT_AVAILABLE\x10P\x12-\n" +
 	")ERROR_CODE_ELIGIBLE_LEADERS_NOT_AVAILABLE\x10S\x12\"\n" +
-	"\x1eERROR_CODE_ELECTION_NOT_NEEDED\x10T\x12%\n" +
+	"\x1eERROR_CODE_ELECTION_NOT_NEEDED\x10T\x12*\n" +
+	"&ERROR_CODE_NO_REASSIGNMENT_IN_PROGRESS\x10U\x12%\n" +
 	"!ERROR_CODE_INVALID_UPDATE_VERSION\x10`\x12\x1f\n" +
 	"\x1bERROR_CODE_UNKNOWN_TOPIC_ID\x10d\x12$\n" +
 	" ERROR_CODE_INCONSISTENT_TOPIC_ID\x10g\x12!\n" +

@@ -1753,10 +1753,18 @@ func (x *ElectLeadersResult) GetState() *ClusterPartition {
 }
 
 type ReassignPartitionRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
-	Partition     int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
-	Replicas      []int32                `protobuf:"varint,3,rep,packed,name=replicas,proto3" json:"replicas,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Topic     string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	// The target replicas; the first is the preferred leader. Must be empty
+	// with cancel.
+	Replicas []int32 `protobuf:"varint,3,rep,packed,name=replicas,proto3" json:"replicas,omitempty"`
+	// Cancels the reassignment in flight instead (Kafka's
+	// AlterPartitionReassignments with a null target, KIP-455): the replicas
+	// go back to the original ones (the current ones minus those being
+	// added), and the added replicas stop and delete their logs.
+	// NO_REASSIGNMENT_IN_PROGRESS when none runs.
+	Cancel        bool `protobuf:"varint,4,opt,name=cancel,proto3" json:"cancel,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1810,6 +1818,13 @@ func (x *ReassignPartitionRequest) GetReplicas() []int32 {
 		return x.Replicas
 	}
 	return nil
+}
+
+func (x *ReassignPartitionRequest) GetCancel() bool {
+	if x != nil {
+		return x.Cancel
+	}
+	return false
 }
 
 type ReassignPartitionResponse struct {
@@ -1872,6 +1887,112 @@ func (x *ReassignPartitionResponse) GetPartition() *ClusterPartition {
 	return nil
 }
 
+type AlterReplicationThrottleRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Bytes per second, >= 0; 0 removes the throttle.
+	BytesPerSec   int64 `protobuf:"varint,1,opt,name=bytes_per_sec,json=bytesPerSec,proto3" json:"bytes_per_sec,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AlterReplicationThrottleRequest) Reset() {
+	*x = AlterReplicationThrottleRequest{}
+	mi := &file_replicad_v1_controller_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlterReplicationThrottleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlterReplicationThrottleRequest) ProtoMessage() {}
+
+func (x *AlterReplicationThrottleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_replicad_v1_controller_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlterReplicationThrottleRequest.ProtoReflect.Descriptor instead.
+func (*AlterReplicationThrottleRequest) Descriptor() ([]byte, []int) {
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *AlterReplicationThrottleRequest) GetBytesPerSec() int64 {
+	if x != nil {
+		return x.BytesPerSec
+	}
+	return 0
+}
+
+type AlterReplicationThrottleResponse struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	ErrorCode    ErrorCode              `protobuf:"varint,1,opt,name=error_code,json=errorCode,proto3,enum=replicad.v1.ErrorCode" json:"error_code,omitempty"`
+	ErrorMessage string                 `protobuf:"bytes,2,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	// The rate in force before this call (0: none).
+	PreviousBytesPerSec int64 `protobuf:"varint,3,opt,name=previous_bytes_per_sec,json=previousBytesPerSec,proto3" json:"previous_bytes_per_sec,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
+}
+
+func (x *AlterReplicationThrottleResponse) Reset() {
+	*x = AlterReplicationThrottleResponse{}
+	mi := &file_replicad_v1_controller_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlterReplicationThrottleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlterReplicationThrottleResponse) ProtoMessage() {}
+
+func (x *AlterReplicationThrottleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_replicad_v1_controller_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlterReplicationThrottleResponse.ProtoReflect.Descriptor instead.
+func (*AlterReplicationThrottleResponse) Descriptor() ([]byte, []int) {
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *AlterReplicationThrottleResponse) GetErrorCode() ErrorCode {
+	if x != nil {
+		return x.ErrorCode
+	}
+	return ErrorCode_ERROR_CODE_NONE
+}
+
+func (x *AlterReplicationThrottleResponse) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
+	}
+	return ""
+}
+
+func (x *AlterReplicationThrottleResponse) GetPreviousBytesPerSec() int64 {
+	if x != nil {
+		return x.PreviousBytesPerSec
+	}
+	return 0
+}
+
 type DescribeClusterRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -1880,7 +2001,7 @@ type DescribeClusterRequest struct {
 
 func (x *DescribeClusterRequest) Reset() {
 	*x = DescribeClusterRequest{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[27]
+	mi := &file_replicad_v1_controller_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1892,7 +2013,7 @@ func (x *DescribeClusterRequest) String() string {
 func (*DescribeClusterRequest) ProtoMessage() {}
 
 func (x *DescribeClusterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[27]
+	mi := &file_replicad_v1_controller_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1905,7 +2026,7 @@ func (x *DescribeClusterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeClusterRequest.ProtoReflect.Descriptor instead.
 func (*DescribeClusterRequest) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{27}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{29}
 }
 
 type BrokerDescription struct {
@@ -1921,7 +2042,7 @@ type BrokerDescription struct {
 
 func (x *BrokerDescription) Reset() {
 	*x = BrokerDescription{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[28]
+	mi := &file_replicad_v1_controller_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1933,7 +2054,7 @@ func (x *BrokerDescription) String() string {
 func (*BrokerDescription) ProtoMessage() {}
 
 func (x *BrokerDescription) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[28]
+	mi := &file_replicad_v1_controller_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1946,7 +2067,7 @@ func (x *BrokerDescription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BrokerDescription.ProtoReflect.Descriptor instead.
 func (*BrokerDescription) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{28}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *BrokerDescription) GetId() int32 {
@@ -2017,7 +2138,7 @@ type ClusterPartition struct {
 
 func (x *ClusterPartition) Reset() {
 	*x = ClusterPartition{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[29]
+	mi := &file_replicad_v1_controller_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2029,7 +2150,7 @@ func (x *ClusterPartition) String() string {
 func (*ClusterPartition) ProtoMessage() {}
 
 func (x *ClusterPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[29]
+	mi := &file_replicad_v1_controller_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2042,7 +2163,7 @@ func (x *ClusterPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterPartition.ProtoReflect.Descriptor instead.
 func (*ClusterPartition) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{29}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ClusterPartition) GetTopic() string {
@@ -2156,7 +2277,7 @@ type DeletedTopic struct {
 
 func (x *DeletedTopic) Reset() {
 	*x = DeletedTopic{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[30]
+	mi := &file_replicad_v1_controller_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2168,7 +2289,7 @@ func (x *DeletedTopic) String() string {
 func (*DeletedTopic) ProtoMessage() {}
 
 func (x *DeletedTopic) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[30]
+	mi := &file_replicad_v1_controller_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2181,7 +2302,7 @@ func (x *DeletedTopic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeletedTopic.ProtoReflect.Descriptor instead.
 func (*DeletedTopic) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{30}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *DeletedTopic) GetTopic() string {
@@ -2216,7 +2337,7 @@ type PendingReplicas struct {
 
 func (x *PendingReplicas) Reset() {
 	*x = PendingReplicas{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[31]
+	mi := &file_replicad_v1_controller_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2228,7 +2349,7 @@ func (x *PendingReplicas) String() string {
 func (*PendingReplicas) ProtoMessage() {}
 
 func (x *PendingReplicas) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[31]
+	mi := &file_replicad_v1_controller_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2241,7 +2362,7 @@ func (x *PendingReplicas) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingReplicas.ProtoReflect.Descriptor instead.
 func (*PendingReplicas) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{31}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *PendingReplicas) GetPartition() int32 {
@@ -2276,7 +2397,7 @@ type DescribeClusterResponse struct {
 
 func (x *DescribeClusterResponse) Reset() {
 	*x = DescribeClusterResponse{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[32]
+	mi := &file_replicad_v1_controller_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2288,7 +2409,7 @@ func (x *DescribeClusterResponse) String() string {
 func (*DescribeClusterResponse) ProtoMessage() {}
 
 func (x *DescribeClusterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[32]
+	mi := &file_replicad_v1_controller_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2301,7 +2422,7 @@ func (x *DescribeClusterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeClusterResponse.ProtoReflect.Descriptor instead.
 func (*DescribeClusterResponse) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{32}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *DescribeClusterResponse) GetControllerEpoch() int32 {
@@ -2363,7 +2484,7 @@ type ControlledShutdownRequest struct {
 
 func (x *ControlledShutdownRequest) Reset() {
 	*x = ControlledShutdownRequest{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[33]
+	mi := &file_replicad_v1_controller_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2375,7 +2496,7 @@ func (x *ControlledShutdownRequest) String() string {
 func (*ControlledShutdownRequest) ProtoMessage() {}
 
 func (x *ControlledShutdownRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[33]
+	mi := &file_replicad_v1_controller_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2388,7 +2509,7 @@ func (x *ControlledShutdownRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ControlledShutdownRequest.ProtoReflect.Descriptor instead.
 func (*ControlledShutdownRequest) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{33}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ControlledShutdownRequest) GetBrokerId() int32 {
@@ -2416,7 +2537,7 @@ type ControlledShutdownResponse struct {
 
 func (x *ControlledShutdownResponse) Reset() {
 	*x = ControlledShutdownResponse{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[34]
+	mi := &file_replicad_v1_controller_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2428,7 +2549,7 @@ func (x *ControlledShutdownResponse) String() string {
 func (*ControlledShutdownResponse) ProtoMessage() {}
 
 func (x *ControlledShutdownResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[34]
+	mi := &file_replicad_v1_controller_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2441,7 +2562,7 @@ func (x *ControlledShutdownResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ControlledShutdownResponse.ProtoReflect.Descriptor instead.
 func (*ControlledShutdownResponse) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{34}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ControlledShutdownResponse) GetErrorCode() ErrorCode {
@@ -2468,7 +2589,7 @@ type CreateAclsRequest struct {
 
 func (x *CreateAclsRequest) Reset() {
 	*x = CreateAclsRequest{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[35]
+	mi := &file_replicad_v1_controller_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2480,7 +2601,7 @@ func (x *CreateAclsRequest) String() string {
 func (*CreateAclsRequest) ProtoMessage() {}
 
 func (x *CreateAclsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[35]
+	mi := &file_replicad_v1_controller_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2493,7 +2614,7 @@ func (x *CreateAclsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAclsRequest.ProtoReflect.Descriptor instead.
 func (*CreateAclsRequest) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{35}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *CreateAclsRequest) GetAcls() []*Acl {
@@ -2516,7 +2637,7 @@ type CreateAclsResponse struct {
 
 func (x *CreateAclsResponse) Reset() {
 	*x = CreateAclsResponse{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[36]
+	mi := &file_replicad_v1_controller_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2528,7 +2649,7 @@ func (x *CreateAclsResponse) String() string {
 func (*CreateAclsResponse) ProtoMessage() {}
 
 func (x *CreateAclsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[36]
+	mi := &file_replicad_v1_controller_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2541,7 +2662,7 @@ func (x *CreateAclsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAclsResponse.ProtoReflect.Descriptor instead.
 func (*CreateAclsResponse) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{36}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *CreateAclsResponse) GetErrorCode() ErrorCode {
@@ -2580,7 +2701,7 @@ type AclFilter struct {
 
 func (x *AclFilter) Reset() {
 	*x = AclFilter{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[37]
+	mi := &file_replicad_v1_controller_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2592,7 +2713,7 @@ func (x *AclFilter) String() string {
 func (*AclFilter) ProtoMessage() {}
 
 func (x *AclFilter) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[37]
+	mi := &file_replicad_v1_controller_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2605,7 +2726,7 @@ func (x *AclFilter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclFilter.ProtoReflect.Descriptor instead.
 func (*AclFilter) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{37}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *AclFilter) GetPrincipal() string {
@@ -2656,7 +2777,7 @@ type DeleteAclsRequest struct {
 
 func (x *DeleteAclsRequest) Reset() {
 	*x = DeleteAclsRequest{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[38]
+	mi := &file_replicad_v1_controller_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2668,7 +2789,7 @@ func (x *DeleteAclsRequest) String() string {
 func (*DeleteAclsRequest) ProtoMessage() {}
 
 func (x *DeleteAclsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[38]
+	mi := &file_replicad_v1_controller_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2681,7 +2802,7 @@ func (x *DeleteAclsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteAclsRequest.ProtoReflect.Descriptor instead.
 func (*DeleteAclsRequest) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{38}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *DeleteAclsRequest) GetFilters() []*AclFilter {
@@ -2709,7 +2830,7 @@ type DeleteAclsResponse struct {
 
 func (x *DeleteAclsResponse) Reset() {
 	*x = DeleteAclsResponse{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[39]
+	mi := &file_replicad_v1_controller_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2721,7 +2842,7 @@ func (x *DeleteAclsResponse) String() string {
 func (*DeleteAclsResponse) ProtoMessage() {}
 
 func (x *DeleteAclsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[39]
+	mi := &file_replicad_v1_controller_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2734,7 +2855,7 @@ func (x *DeleteAclsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteAclsResponse.ProtoReflect.Descriptor instead.
 func (*DeleteAclsResponse) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{39}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *DeleteAclsResponse) GetErrorCode() ErrorCode {
@@ -2768,7 +2889,7 @@ type DescribeAclsRequest struct {
 
 func (x *DescribeAclsRequest) Reset() {
 	*x = DescribeAclsRequest{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[40]
+	mi := &file_replicad_v1_controller_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2780,7 +2901,7 @@ func (x *DescribeAclsRequest) String() string {
 func (*DescribeAclsRequest) ProtoMessage() {}
 
 func (x *DescribeAclsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[40]
+	mi := &file_replicad_v1_controller_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2793,7 +2914,7 @@ func (x *DescribeAclsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeAclsRequest.ProtoReflect.Descriptor instead.
 func (*DescribeAclsRequest) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{40}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *DescribeAclsRequest) GetFilter() *AclFilter {
@@ -2814,7 +2935,7 @@ type DescribeAclsResponse struct {
 
 func (x *DescribeAclsResponse) Reset() {
 	*x = DescribeAclsResponse{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[41]
+	mi := &file_replicad_v1_controller_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2826,7 +2947,7 @@ func (x *DescribeAclsResponse) String() string {
 func (*DescribeAclsResponse) ProtoMessage() {}
 
 func (x *DescribeAclsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[41]
+	mi := &file_replicad_v1_controller_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2839,7 +2960,7 @@ func (x *DescribeAclsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeAclsResponse.ProtoReflect.Descriptor instead.
 func (*DescribeAclsResponse) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{41}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *DescribeAclsResponse) GetErrorCode() ErrorCode {
@@ -3009,16 +3130,24 @@ const file_replicad_v1_controller_proto_rawDesc = "" +
 	"\n" +
 	"error_code\x18\x03 \x01(\x0e2\x16.replicad.v1.ErrorCodeR\terrorCode\x12#\n" +
 	"\rerror_message\x18\x04 \x01(\tR\ferrorMessage\x123\n" +
-	"\x05state\x18\x05 \x01(\v2\x1d.replicad.v1.ClusterPartitionR\x05state\"j\n" +
+	"\x05state\x18\x05 \x01(\v2\x1d.replicad.v1.ClusterPartitionR\x05state\"\x82\x01\n" +
 	"\x18ReassignPartitionRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x1a\n" +
-	"\breplicas\x18\x03 \x03(\x05R\breplicas\"\xb4\x01\n" +
+	"\breplicas\x18\x03 \x03(\x05R\breplicas\x12\x16\n" +
+	"\x06cancel\x18\x04 \x01(\bR\x06cancel\"\xb4\x01\n" +
 	"\x19ReassignPartitionResponse\x125\n" +
 	"\n" +
 	"error_code\x18\x01 \x01(\x0e2\x16.replicad.v1.ErrorCodeR\terrorCode\x12#\n" +
 	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\x12;\n" +
-	"\tpartition\x18\x03 \x01(\v2\x1d.replicad.v1.ClusterPartitionR\tpartition\"\x18\n" +
+	"\tpartition\x18\x03 \x01(\v2\x1d.replicad.v1.ClusterPartitionR\tpartition\"E\n" +
+	"\x1fAlterReplicationThrottleRequest\x12\"\n" +
+	"\rbytes_per_sec\x18\x01 \x01(\x03R\vbytesPerSec\"\xb3\x01\n" +
+	" AlterReplicationThrottleResponse\x125\n" +
+	"\n" +
+	"error_code\x18\x01 \x01(\x0e2\x16.replicad.v1.ErrorCodeR\terrorCode\x12#\n" +
+	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\x123\n" +
+	"\x16previous_bytes_per_sec\x18\x03 \x01(\x03R\x13previousBytesPerSec\"\x18\n" +
 	"\x16DescribeClusterRequest\"\x84\x01\n" +
 	"\x11BrokerDescription\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x05R\x02id\x12\x12\n" +
@@ -3101,8 +3230,7 @@ const file_replicad_v1_controller_proto_rawDesc = "" +
 	"\x1cCONFIG_SOURCE_BROKER_DEFAULT\x10\x02*J\n" +
 	"\fElectionType\x12\x1d\n" +
 	"\x19ELECTION_TYPE_UNSPECIFIED\x10\x00\x12\x1b\n" +
-	"\x17ELECTION_TYPE_PREFERRED\x10\x012\xd9\n" +
-	"\n" +
+	"\x17ELECTION_TYPE_PREFERRED\x10\x012\xd2\v\n" +
 	"\x11ControllerService\x12Y\n" +
 	"\x0eRegisterBroker\x12\".replicad.v1.RegisterBrokerRequest\x1a#.replicad.v1.RegisterBrokerResponse\x12\\\n" +
 	"\x0fBrokerHeartbeat\x12#.replicad.v1.BrokerHeartbeatRequest\x1a$.replicad.v1.BrokerHeartbeatResponse\x12Y\n" +
@@ -3113,7 +3241,8 @@ const file_replicad_v1_controller_proto_rawDesc = "" +
 	"\x13DescribeTopicConfig\x12'.replicad.v1.DescribeTopicConfigRequest\x1a(.replicad.v1.DescribeTopicConfigResponse\x12P\n" +
 	"\vElectLeader\x12\x1f.replicad.v1.ElectLeaderRequest\x1a .replicad.v1.ElectLeaderResponse\x12S\n" +
 	"\fElectLeaders\x12 .replicad.v1.ElectLeadersRequest\x1a!.replicad.v1.ElectLeadersResponse\x12b\n" +
-	"\x11ReassignPartition\x12%.replicad.v1.ReassignPartitionRequest\x1a&.replicad.v1.ReassignPartitionResponse\x12\\\n" +
+	"\x11ReassignPartition\x12%.replicad.v1.ReassignPartitionRequest\x1a&.replicad.v1.ReassignPartitionResponse\x12w\n" +
+	"\x18AlterReplicationThrottle\x12,.replicad.v1.AlterReplicationThrottleRequest\x1a-.replicad.v1.AlterReplicationThrottleResponse\x12\\\n" +
 	"\x0fDescribeCluster\x12#.replicad.v1.DescribeClusterRequest\x1a$.replicad.v1.DescribeClusterResponse\x12e\n" +
 	"\x12ControlledShutdown\x12&.replicad.v1.ControlledShutdownRequest\x1a'.replicad.v1.ControlledShutdownResponse\x12M\n" +
 	"\n" +
@@ -3136,145 +3265,150 @@ func file_replicad_v1_controller_proto_rawDescGZIP() []byte {
 }
 
 var file_replicad_v1_controller_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_replicad_v1_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
+var file_replicad_v1_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
 var file_replicad_v1_controller_proto_goTypes = []any{
-	(ConfigSource)(0),                   // 0: replicad.v1.ConfigSource
-	(ElectionType)(0),                   // 1: replicad.v1.ElectionType
-	(*RegisterBrokerRequest)(nil),       // 2: replicad.v1.RegisterBrokerRequest
-	(*RegisterBrokerResponse)(nil),      // 3: replicad.v1.RegisterBrokerResponse
-	(*BrokerHeartbeatRequest)(nil),      // 4: replicad.v1.BrokerHeartbeatRequest
-	(*PartitionRef)(nil),                // 5: replicad.v1.PartitionRef
-	(*BrokerHeartbeatResponse)(nil),     // 6: replicad.v1.BrokerHeartbeatResponse
-	(*BrokerEpoch)(nil),                 // 7: replicad.v1.BrokerEpoch
-	(*AlterPartitionItem)(nil),          // 8: replicad.v1.AlterPartitionItem
-	(*AlterPartitionRequest)(nil),       // 9: replicad.v1.AlterPartitionRequest
-	(*AlterPartitionResult)(nil),        // 10: replicad.v1.AlterPartitionResult
-	(*AlterPartitionResponse)(nil),      // 11: replicad.v1.AlterPartitionResponse
-	(*CreateTopicRequest)(nil),          // 12: replicad.v1.CreateTopicRequest
-	(*CreateTopicResponse)(nil),         // 13: replicad.v1.CreateTopicResponse
-	(*AlterTopicConfigRequest)(nil),     // 14: replicad.v1.AlterTopicConfigRequest
-	(*AlterTopicConfigResponse)(nil),    // 15: replicad.v1.AlterTopicConfigResponse
-	(*DescribeTopicConfigRequest)(nil),  // 16: replicad.v1.DescribeTopicConfigRequest
-	(*ConfigEntry)(nil),                 // 17: replicad.v1.ConfigEntry
-	(*DescribeTopicConfigResponse)(nil), // 18: replicad.v1.DescribeTopicConfigResponse
-	(*DeleteTopicRequest)(nil),          // 19: replicad.v1.DeleteTopicRequest
-	(*DeleteTopicResponse)(nil),         // 20: replicad.v1.DeleteTopicResponse
-	(*ElectLeaderRequest)(nil),          // 21: replicad.v1.ElectLeaderRequest
-	(*ElectLeaderResponse)(nil),         // 22: replicad.v1.ElectLeaderResponse
-	(*ElectLeadersRequest)(nil),         // 23: replicad.v1.ElectLeadersRequest
-	(*ElectLeadersTopic)(nil),           // 24: replicad.v1.ElectLeadersTopic
-	(*ElectLeadersResponse)(nil),        // 25: replicad.v1.ElectLeadersResponse
-	(*ElectLeadersResult)(nil),          // 26: replicad.v1.ElectLeadersResult
-	(*ReassignPartitionRequest)(nil),    // 27: replicad.v1.ReassignPartitionRequest
-	(*ReassignPartitionResponse)(nil),   // 28: replicad.v1.ReassignPartitionResponse
-	(*DescribeClusterRequest)(nil),      // 29: replicad.v1.DescribeClusterRequest
-	(*BrokerDescription)(nil),           // 30: replicad.v1.BrokerDescription
-	(*ClusterPartition)(nil),            // 31: replicad.v1.ClusterPartition
-	(*DeletedTopic)(nil),                // 32: replicad.v1.DeletedTopic
-	(*PendingReplicas)(nil),             // 33: replicad.v1.PendingReplicas
-	(*DescribeClusterResponse)(nil),     // 34: replicad.v1.DescribeClusterResponse
-	(*ControlledShutdownRequest)(nil),   // 35: replicad.v1.ControlledShutdownRequest
-	(*ControlledShutdownResponse)(nil),  // 36: replicad.v1.ControlledShutdownResponse
-	(*CreateAclsRequest)(nil),           // 37: replicad.v1.CreateAclsRequest
-	(*CreateAclsResponse)(nil),          // 38: replicad.v1.CreateAclsResponse
-	(*AclFilter)(nil),                   // 39: replicad.v1.AclFilter
-	(*DeleteAclsRequest)(nil),           // 40: replicad.v1.DeleteAclsRequest
-	(*DeleteAclsResponse)(nil),          // 41: replicad.v1.DeleteAclsResponse
-	(*DescribeAclsRequest)(nil),         // 42: replicad.v1.DescribeAclsRequest
-	(*DescribeAclsResponse)(nil),        // 43: replicad.v1.DescribeAclsResponse
-	nil,                                 // 44: replicad.v1.CreateTopicRequest.ConfigsEntry
-	nil,                                 // 45: replicad.v1.AlterTopicConfigRequest.SetEntry
-	nil,                                 // 46: replicad.v1.AlterTopicConfigResponse.ConfigsEntry
-	(ErrorCode)(0),                      // 47: replicad.v1.ErrorCode
-	(*PartitionError)(nil),              // 48: replicad.v1.PartitionError
-	(*Acl)(nil),                         // 49: replicad.v1.Acl
-	(AclOperation)(0),                   // 50: replicad.v1.AclOperation
-	(AclResourceType)(0),                // 51: replicad.v1.AclResourceType
-	(AclPatternType)(0),                 // 52: replicad.v1.AclPatternType
+	(ConfigSource)(0),                        // 0: replicad.v1.ConfigSource
+	(ElectionType)(0),                        // 1: replicad.v1.ElectionType
+	(*RegisterBrokerRequest)(nil),            // 2: replicad.v1.RegisterBrokerRequest
+	(*RegisterBrokerResponse)(nil),           // 3: replicad.v1.RegisterBrokerResponse
+	(*BrokerHeartbeatRequest)(nil),           // 4: replicad.v1.BrokerHeartbeatRequest
+	(*PartitionRef)(nil),                     // 5: replicad.v1.PartitionRef
+	(*BrokerHeartbeatResponse)(nil),          // 6: replicad.v1.BrokerHeartbeatResponse
+	(*BrokerEpoch)(nil),                      // 7: replicad.v1.BrokerEpoch
+	(*AlterPartitionItem)(nil),               // 8: replicad.v1.AlterPartitionItem
+	(*AlterPartitionRequest)(nil),            // 9: replicad.v1.AlterPartitionRequest
+	(*AlterPartitionResult)(nil),             // 10: replicad.v1.AlterPartitionResult
+	(*AlterPartitionResponse)(nil),           // 11: replicad.v1.AlterPartitionResponse
+	(*CreateTopicRequest)(nil),               // 12: replicad.v1.CreateTopicRequest
+	(*CreateTopicResponse)(nil),              // 13: replicad.v1.CreateTopicResponse
+	(*AlterTopicConfigRequest)(nil),          // 14: replicad.v1.AlterTopicConfigRequest
+	(*AlterTopicConfigResponse)(nil),         // 15: replicad.v1.AlterTopicConfigResponse
+	(*DescribeTopicConfigRequest)(nil),       // 16: replicad.v1.DescribeTopicConfigRequest
+	(*ConfigEntry)(nil),                      // 17: replicad.v1.ConfigEntry
+	(*DescribeTopicConfigResponse)(nil),      // 18: replicad.v1.DescribeTopicConfigResponse
+	(*DeleteTopicRequest)(nil),               // 19: replicad.v1.DeleteTopicRequest
+	(*DeleteTopicResponse)(nil),              // 20: replicad.v1.DeleteTopicResponse
+	(*ElectLeaderRequest)(nil),               // 21: replicad.v1.ElectLeaderRequest
+	(*ElectLeaderResponse)(nil),              // 22: replicad.v1.ElectLeaderResponse
+	(*ElectLeadersRequest)(nil),              // 23: replicad.v1.ElectLeadersRequest
+	(*ElectLeadersTopic)(nil),                // 24: replicad.v1.ElectLeadersTopic
+	(*ElectLeadersResponse)(nil),             // 25: replicad.v1.ElectLeadersResponse
+	(*ElectLeadersResult)(nil),               // 26: replicad.v1.ElectLeadersResult
+	(*ReassignPartitionRequest)(nil),         // 27: replicad.v1.ReassignPartitionRequest
+	(*ReassignPartitionResponse)(nil),        // 28: replicad.v1.ReassignPartitionResponse
+	(*AlterReplicationThrottleRequest)(nil),  // 29: replicad.v1.AlterReplicationThrottleRequest
+	(*AlterReplicationThrottleResponse)(nil), // 30: replicad.v1.AlterReplicationThrottleResponse
+	(*DescribeClusterRequest)(nil),           // 31: replicad.v1.DescribeClusterRequest
+	(*BrokerDescription)(nil),                // 32: replicad.v1.BrokerDescription
+	(*ClusterPartition)(nil),                 // 33: replicad.v1.ClusterPartition
+	(*DeletedTopic)(nil),                     // 34: replicad.v1.DeletedTopic
+	(*PendingReplicas)(nil),                  // 35: replicad.v1.PendingReplicas
+	(*DescribeClusterResponse)(nil),          // 36: replicad.v1.DescribeClusterResponse
+	(*ControlledShutdownRequest)(nil),        // 37: replicad.v1.ControlledShutdownRequest
+	(*ControlledShutdownResponse)(nil),       // 38: replicad.v1.ControlledShutdownResponse
+	(*CreateAclsRequest)(nil),                // 39: replicad.v1.CreateAclsRequest
+	(*CreateAclsResponse)(nil),               // 40: replicad.v1.CreateAclsResponse
+	(*AclFilter)(nil),                        // 41: replicad.v1.AclFilter
+	(*DeleteAclsRequest)(nil),                // 42: replicad.v1.DeleteAclsRequest
+	(*DeleteAclsResponse)(nil),               // 43: replicad.v1.DeleteAclsResponse
+	(*DescribeAclsRequest)(nil),              // 44: replicad.v1.DescribeAclsRequest
+	(*DescribeAclsResponse)(nil),             // 45: replicad.v1.DescribeAclsResponse
+	nil,                                      // 46: replicad.v1.CreateTopicRequest.ConfigsEntry
+	nil,                                      // 47: replicad.v1.AlterTopicConfigRequest.SetEntry
+	nil,                                      // 48: replicad.v1.AlterTopicConfigResponse.ConfigsEntry
+	(ErrorCode)(0),                           // 49: replicad.v1.ErrorCode
+	(*PartitionError)(nil),                   // 50: replicad.v1.PartitionError
+	(*Acl)(nil),                              // 51: replicad.v1.Acl
+	(AclOperation)(0),                        // 52: replicad.v1.AclOperation
+	(AclResourceType)(0),                     // 53: replicad.v1.AclResourceType
+	(AclPatternType)(0),                      // 54: replicad.v1.AclPatternType
 }
 var file_replicad_v1_controller_proto_depIdxs = []int32{
-	47, // 0: replicad.v1.RegisterBrokerResponse.error_code:type_name -> replicad.v1.ErrorCode
+	49, // 0: replicad.v1.RegisterBrokerResponse.error_code:type_name -> replicad.v1.ErrorCode
 	5,  // 1: replicad.v1.BrokerHeartbeatRequest.offline_partitions:type_name -> replicad.v1.PartitionRef
-	47, // 2: replicad.v1.BrokerHeartbeatResponse.error_code:type_name -> replicad.v1.ErrorCode
+	49, // 2: replicad.v1.BrokerHeartbeatResponse.error_code:type_name -> replicad.v1.ErrorCode
 	7,  // 3: replicad.v1.AlterPartitionItem.new_isr:type_name -> replicad.v1.BrokerEpoch
 	8,  // 4: replicad.v1.AlterPartitionRequest.partitions:type_name -> replicad.v1.AlterPartitionItem
-	47, // 5: replicad.v1.AlterPartitionResult.error_code:type_name -> replicad.v1.ErrorCode
-	47, // 6: replicad.v1.AlterPartitionResponse.error_code:type_name -> replicad.v1.ErrorCode
+	49, // 5: replicad.v1.AlterPartitionResult.error_code:type_name -> replicad.v1.ErrorCode
+	49, // 6: replicad.v1.AlterPartitionResponse.error_code:type_name -> replicad.v1.ErrorCode
 	10, // 7: replicad.v1.AlterPartitionResponse.partitions:type_name -> replicad.v1.AlterPartitionResult
-	44, // 8: replicad.v1.CreateTopicRequest.configs:type_name -> replicad.v1.CreateTopicRequest.ConfigsEntry
-	47, // 9: replicad.v1.CreateTopicResponse.error_code:type_name -> replicad.v1.ErrorCode
-	31, // 10: replicad.v1.CreateTopicResponse.partitions:type_name -> replicad.v1.ClusterPartition
-	45, // 11: replicad.v1.AlterTopicConfigRequest.set:type_name -> replicad.v1.AlterTopicConfigRequest.SetEntry
-	47, // 12: replicad.v1.AlterTopicConfigResponse.error_code:type_name -> replicad.v1.ErrorCode
-	46, // 13: replicad.v1.AlterTopicConfigResponse.configs:type_name -> replicad.v1.AlterTopicConfigResponse.ConfigsEntry
+	46, // 8: replicad.v1.CreateTopicRequest.configs:type_name -> replicad.v1.CreateTopicRequest.ConfigsEntry
+	49, // 9: replicad.v1.CreateTopicResponse.error_code:type_name -> replicad.v1.ErrorCode
+	33, // 10: replicad.v1.CreateTopicResponse.partitions:type_name -> replicad.v1.ClusterPartition
+	47, // 11: replicad.v1.AlterTopicConfigRequest.set:type_name -> replicad.v1.AlterTopicConfigRequest.SetEntry
+	49, // 12: replicad.v1.AlterTopicConfigResponse.error_code:type_name -> replicad.v1.ErrorCode
+	48, // 13: replicad.v1.AlterTopicConfigResponse.configs:type_name -> replicad.v1.AlterTopicConfigResponse.ConfigsEntry
 	0,  // 14: replicad.v1.ConfigEntry.source:type_name -> replicad.v1.ConfigSource
-	47, // 15: replicad.v1.DescribeTopicConfigResponse.error_code:type_name -> replicad.v1.ErrorCode
+	49, // 15: replicad.v1.DescribeTopicConfigResponse.error_code:type_name -> replicad.v1.ErrorCode
 	17, // 16: replicad.v1.DescribeTopicConfigResponse.entries:type_name -> replicad.v1.ConfigEntry
-	47, // 17: replicad.v1.DeleteTopicResponse.error_code:type_name -> replicad.v1.ErrorCode
-	47, // 18: replicad.v1.ElectLeaderResponse.error_code:type_name -> replicad.v1.ErrorCode
-	31, // 19: replicad.v1.ElectLeaderResponse.partition:type_name -> replicad.v1.ClusterPartition
+	49, // 17: replicad.v1.DeleteTopicResponse.error_code:type_name -> replicad.v1.ErrorCode
+	49, // 18: replicad.v1.ElectLeaderResponse.error_code:type_name -> replicad.v1.ErrorCode
+	33, // 19: replicad.v1.ElectLeaderResponse.partition:type_name -> replicad.v1.ClusterPartition
 	1,  // 20: replicad.v1.ElectLeadersRequest.election_type:type_name -> replicad.v1.ElectionType
 	24, // 21: replicad.v1.ElectLeadersRequest.topics:type_name -> replicad.v1.ElectLeadersTopic
-	47, // 22: replicad.v1.ElectLeadersResponse.error_code:type_name -> replicad.v1.ErrorCode
+	49, // 22: replicad.v1.ElectLeadersResponse.error_code:type_name -> replicad.v1.ErrorCode
 	26, // 23: replicad.v1.ElectLeadersResponse.results:type_name -> replicad.v1.ElectLeadersResult
-	47, // 24: replicad.v1.ElectLeadersResult.error_code:type_name -> replicad.v1.ErrorCode
-	31, // 25: replicad.v1.ElectLeadersResult.state:type_name -> replicad.v1.ClusterPartition
-	47, // 26: replicad.v1.ReassignPartitionResponse.error_code:type_name -> replicad.v1.ErrorCode
-	31, // 27: replicad.v1.ReassignPartitionResponse.partition:type_name -> replicad.v1.ClusterPartition
-	33, // 28: replicad.v1.DeletedTopic.pending:type_name -> replicad.v1.PendingReplicas
-	30, // 29: replicad.v1.DescribeClusterResponse.brokers:type_name -> replicad.v1.BrokerDescription
-	31, // 30: replicad.v1.DescribeClusterResponse.partitions:type_name -> replicad.v1.ClusterPartition
-	47, // 31: replicad.v1.DescribeClusterResponse.error_code:type_name -> replicad.v1.ErrorCode
-	32, // 32: replicad.v1.DescribeClusterResponse.pending_deletions:type_name -> replicad.v1.DeletedTopic
-	47, // 33: replicad.v1.ControlledShutdownResponse.error_code:type_name -> replicad.v1.ErrorCode
-	48, // 34: replicad.v1.ControlledShutdownResponse.remaining_partitions:type_name -> replicad.v1.PartitionError
-	49, // 35: replicad.v1.CreateAclsRequest.acls:type_name -> replicad.v1.Acl
-	47, // 36: replicad.v1.CreateAclsResponse.error_code:type_name -> replicad.v1.ErrorCode
-	49, // 37: replicad.v1.CreateAclsResponse.created:type_name -> replicad.v1.Acl
-	50, // 38: replicad.v1.AclFilter.operation:type_name -> replicad.v1.AclOperation
-	51, // 39: replicad.v1.AclFilter.resource_type:type_name -> replicad.v1.AclResourceType
-	52, // 40: replicad.v1.AclFilter.pattern_type:type_name -> replicad.v1.AclPatternType
-	39, // 41: replicad.v1.DeleteAclsRequest.filters:type_name -> replicad.v1.AclFilter
-	47, // 42: replicad.v1.DeleteAclsResponse.error_code:type_name -> replicad.v1.ErrorCode
-	49, // 43: replicad.v1.DeleteAclsResponse.deleted:type_name -> replicad.v1.Acl
-	39, // 44: replicad.v1.DescribeAclsRequest.filter:type_name -> replicad.v1.AclFilter
-	47, // 45: replicad.v1.DescribeAclsResponse.error_code:type_name -> replicad.v1.ErrorCode
-	49, // 46: replicad.v1.DescribeAclsResponse.acls:type_name -> replicad.v1.Acl
-	2,  // 47: replicad.v1.ControllerService.RegisterBroker:input_type -> replicad.v1.RegisterBrokerRequest
-	4,  // 48: replicad.v1.ControllerService.BrokerHeartbeat:input_type -> replicad.v1.BrokerHeartbeatRequest
-	9,  // 49: replicad.v1.ControllerService.AlterPartition:input_type -> replicad.v1.AlterPartitionRequest
-	12, // 50: replicad.v1.ControllerService.CreateTopic:input_type -> replicad.v1.CreateTopicRequest
-	19, // 51: replicad.v1.ControllerService.DeleteTopic:input_type -> replicad.v1.DeleteTopicRequest
-	14, // 52: replicad.v1.ControllerService.AlterTopicConfig:input_type -> replicad.v1.AlterTopicConfigRequest
-	16, // 53: replicad.v1.ControllerService.DescribeTopicConfig:input_type -> replicad.v1.DescribeTopicConfigRequest
-	21, // 54: replicad.v1.ControllerService.ElectLeader:input_type -> replicad.v1.ElectLeaderRequest
-	23, // 55: replicad.v1.ControllerService.ElectLeaders:input_type -> replicad.v1.ElectLeadersRequest
-	27, // 56: replicad.v1.ControllerService.ReassignPartition:input_type -> replicad.v1.ReassignPartitionRequest
-	29, // 57: replicad.v1.ControllerService.DescribeCluster:input_type -> replicad.v1.DescribeClusterRequest
-	35, // 58: replicad.v1.ControllerService.ControlledShutdown:input_type -> replicad.v1.ControlledShutdownRequest
-	37, // 59: replicad.v1.ControllerService.CreateAcls:input_type -> replicad.v1.CreateAclsRequest
-	40, // 60: replicad.v1.ControllerService.DeleteAcls:input_type -> replicad.v1.DeleteAclsRequest
-	42, // 61: replicad.v1.ControllerService.DescribeAcls:input_type -> replicad.v1.DescribeAclsRequest
-	3,  // 62: replicad.v1.ControllerService.RegisterBroker:output_type -> replicad.v1.RegisterBrokerResponse
-	6,  // 63: replicad.v1.ControllerService.BrokerHeartbeat:output_type -> replicad.v1.BrokerHeartbeatResponse
-	11, // 64: replicad.v1.ControllerService.AlterPartition:output_type -> replicad.v1.AlterPartitionResponse
-	13, // 65: replicad.v1.ControllerService.CreateTopic:output_type -> replicad.v1.CreateTopicResponse
-	20, // 66: replicad.v1.ControllerService.DeleteTopic:output_type -> replicad.v1.DeleteTopicResponse
-	15, // 67: replicad.v1.ControllerService.AlterTopicConfig:output_type -> replicad.v1.AlterTopicConfigResponse
-	18, // 68: replicad.v1.ControllerService.DescribeTopicConfig:output_type -> replicad.v1.DescribeTopicConfigResponse
-	22, // 69: replicad.v1.ControllerService.ElectLeader:output_type -> replicad.v1.ElectLeaderResponse
-	25, // 70: replicad.v1.ControllerService.ElectLeaders:output_type -> replicad.v1.ElectLeadersResponse
-	28, // 71: replicad.v1.ControllerService.ReassignPartition:output_type -> replicad.v1.ReassignPartitionResponse
-	34, // 72: replicad.v1.ControllerService.DescribeCluster:output_type -> replicad.v1.DescribeClusterResponse
-	36, // 73: replicad.v1.ControllerService.ControlledShutdown:output_type -> replicad.v1.ControlledShutdownResponse
-	38, // 74: replicad.v1.ControllerService.CreateAcls:output_type -> replicad.v1.CreateAclsResponse
-	41, // 75: replicad.v1.ControllerService.DeleteAcls:output_type -> replicad.v1.DeleteAclsResponse
-	43, // 76: replicad.v1.ControllerService.DescribeAcls:output_type -> replicad.v1.DescribeAclsResponse
-	62, // [62:77] is the sub-list for method output_type
-	47, // [47:62] is the sub-list for method input_type
-	47, // [47:47] is the sub-list for extension type_name
-	47, // [47:47] is the sub-list for extension extendee
-	0,  // [0:47] is the sub-list for field type_name
+	49, // 24: replicad.v1.ElectLeadersResult.error_code:type_name -> replicad.v1.ErrorCode
+	33, // 25: replicad.v1.ElectLeadersResult.state:type_name -> replicad.v1.ClusterPartition
+	49, // 26: replicad.v1.ReassignPartitionResponse.error_code:type_name -> replicad.v1.ErrorCode
+	33, // 27: replicad.v1.ReassignPartitionResponse.partition:type_name -> replicad.v1.ClusterPartition
+	49, // 28: replicad.v1.AlterReplicationThrottleResponse.error_code:type_name -> replicad.v1.ErrorCode
+	35, // 29: replicad.v1.DeletedTopic.pending:type_name -> replicad.v1.PendingReplicas
+	32, // 30: replicad.v1.DescribeClusterResponse.brokers:type_name -> replicad.v1.BrokerDescription
+	33, // 31: replicad.v1.DescribeClusterResponse.partitions:type_name -> replicad.v1.ClusterPartition
+	49, // 32: replicad.v1.DescribeClusterResponse.error_code:type_name -> replicad.v1.ErrorCode
+	34, // 33: replicad.v1.DescribeClusterResponse.pending_deletions:type_name -> replicad.v1.DeletedTopic
+	49, // 34: replicad.v1.ControlledShutdownResponse.error_code:type_name -> replicad.v1.ErrorCode
+	50, // 35: replicad.v1.ControlledShutdownResponse.remaining_partitions:type_name -> replicad.v1.PartitionError
+	51, // 36: replicad.v1.CreateAclsRequest.acls:type_name -> replicad.v1.Acl
+	49, // 37: replicad.v1.CreateAclsResponse.error_code:type_name -> replicad.v1.ErrorCode
+	51, // 38: replicad.v1.CreateAclsResponse.created:type_name -> replicad.v1.Acl
+	52, // 39: replicad.v1.AclFilter.operation:type_name -> replicad.v1.AclOperation
+	53, // 40: replicad.v1.AclFilter.resource_type:type_name -> replicad.v1.AclResourceType
+	54, // 41: replicad.v1.AclFilter.pattern_type:type_name -> replicad.v1.AclPatternType
+	41, // 42: replicad.v1.DeleteAclsRequest.filters:type_name -> replicad.v1.AclFilter
+	49, // 43: replicad.v1.DeleteAclsResponse.error_code:type_name -> replicad.v1.ErrorCode
+	51, // 44: replicad.v1.DeleteAclsResponse.deleted:type_name -> replicad.v1.Acl
+	41, // 45: replicad.v1.DescribeAclsRequest.filter:type_name -> replicad.v1.AclFilter
+	49, // 46: replicad.v1.DescribeAclsResponse.error_code:type_name -> replicad.v1.ErrorCode
+	51, // 47: replicad.v1.DescribeAclsResponse.acls:type_name -> replicad.v1.Acl
+	2,  // 48: replicad.v1.ControllerService.RegisterBroker:input_type -> replicad.v1.RegisterBrokerRequest
+	4,  // 49: replicad.v1.ControllerService.BrokerHeartbeat:input_type -> replicad.v1.BrokerHeartbeatRequest
+	9,  // 50: replicad.v1.ControllerService.AlterPartition:input_type -> replicad.v1.AlterPartitionRequest
+	12, // 51: replicad.v1.ControllerService.CreateTopic:input_type -> replicad.v1.CreateTopicRequest
+	19, // 52: replicad.v1.ControllerService.DeleteTopic:input_type -> replicad.v1.DeleteTopicRequest
+	14, // 53: replicad.v1.ControllerService.AlterTopicConfig:input_type -> replicad.v1.AlterTopicConfigRequest
+	16, // 54: replicad.v1.ControllerService.DescribeTopicConfig:input_type -> replicad.v1.DescribeTopicConfigRequest
+	21, // 55: replicad.v1.ControllerService.ElectLeader:input_type -> replicad.v1.ElectLeaderRequest
+	23, // 56: replicad.v1.ControllerService.ElectLeaders:input_type -> replicad.v1.ElectLeadersRequest
+	27, // 57: replicad.v1.ControllerService.ReassignPartition:input_type -> replicad.v1.ReassignPartitionRequest
+	29, // 58: replicad.v1.ControllerService.AlterReplicationThrottle:input_type -> replicad.v1.AlterReplicationThrottleRequest
+	31, // 59: replicad.v1.ControllerService.DescribeCluster:input_type -> replicad.v1.DescribeClusterRequest
+	37, // 60: replicad.v1.ControllerService.ControlledShutdown:input_type -> replicad.v1.ControlledShutdownRequest
+	39, // 61: replicad.v1.ControllerService.CreateAcls:input_type -> replicad.v1.CreateAclsRequest
+	42, // 62: replicad.v1.ControllerService.DeleteAcls:input_type -> replicad.v1.DeleteAclsRequest
+	44, // 63: replicad.v1.ControllerService.DescribeAcls:input_type -> replicad.v1.DescribeAclsRequest
+	3,  // 64: replicad.v1.ControllerService.RegisterBroker:output_type -> replicad.v1.RegisterBrokerResponse
+	6,  // 65: replicad.v1.ControllerService.BrokerHeartbeat:output_type -> replicad.v1.BrokerHeartbeatResponse
+	11, // 66: replicad.v1.ControllerService.AlterPartition:output_type -> replicad.v1.AlterPartitionResponse
+	13, // 67: replicad.v1.ControllerService.CreateTopic:output_type -> replicad.v1.CreateTopicResponse
+	20, // 68: replicad.v1.ControllerService.DeleteTopic:output_type -> replicad.v1.DeleteTopicResponse
+	15, // 69: replicad.v1.ControllerService.AlterTopicConfig:output_type -> replicad.v1.AlterTopicConfigResponse
+	18, // 70: replicad.v1.ControllerService.DescribeTopicConfig:output_type -> replicad.v1.DescribeTopicConfigResponse
+	22, // 71: replicad.v1.ControllerService.ElectLeader:output_type -> replicad.v1.ElectLeaderResponse
+	25, // 72: replicad.v1.ControllerService.ElectLeaders:output_type -> replicad.v1.ElectLeadersResponse
+	28, // 73: replicad.v1.ControllerService.ReassignPartition:output_type -> replicad.v1.ReassignPartitionResponse
+	30, // 74: replicad.v1.ControllerService.AlterReplicationThrottle:output_type -> replicad.v1.AlterReplicationThrottleResponse
+	36, // 75: replicad.v1.ControllerService.DescribeCluster:output_type -> replicad.v1.DescribeClusterResponse
+	38, // 76: replicad.v1.ControllerService.ControlledShutdown:output_type -> replicad.v1.ControlledShutdownResponse
+	40, // 77: replicad.v1.ControllerService.CreateAcls:output_type -> replicad.v1.CreateAclsResponse
+	43, // 78: replicad.v1.ControllerService.DeleteAcls:output_type -> replicad.v1.DeleteAclsResponse
+	45, // 79: replicad.v1.ControllerService.DescribeAcls:output_type -> replicad.v1.DescribeAclsResponse
+	64, // [64:80] is the sub-list for method output_type
+	48, // [48:64] is the sub-list for method input_type
+	48, // [48:48] is the sub-list for extension type_name
+	48, // [48:48] is the sub-list for extension extendee
+	0,  // [0:48] is the sub-list for field type_name
 }
 
 func init() { file_replicad_v1_controller_proto_init() }
@@ -3290,7 +3424,7 @@ func file_replicad_v1_controller_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_replicad_v1_controller_proto_rawDesc), len(file_replicad_v1_controller_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   45,
+			NumMessages:   47,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

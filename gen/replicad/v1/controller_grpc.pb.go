@@ -19,21 +19,22 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	ControllerService_RegisterBroker_FullMethodName      = "/replicad.v1.ControllerService/RegisterBroker"
-	ControllerService_BrokerHeartbeat_FullMethodName     = "/replicad.v1.ControllerService/BrokerHeartbeat"
-	ControllerService_AlterPartition_FullMethodName      = "/replicad.v1.ControllerService/AlterPartition"
-	ControllerService_CreateTopic_FullMethodName         = "/replicad.v1.ControllerService/CreateTopic"
-	ControllerService_DeleteTopic_FullMethodName         = "/replicad.v1.ControllerService/DeleteTopic"
-	ControllerService_AlterTopicConfig_FullMethodName    = "/replicad.v1.ControllerService/AlterTopicConfig"
-	ControllerService_DescribeTopicConfig_FullMethodName = "/replicad.v1.ControllerService/DescribeTopicConfig"
-	ControllerService_ElectLeader_FullMethodName         = "/replicad.v1.ControllerService/ElectLeader"
-	ControllerService_ElectLeaders_FullMethodName        = "/replicad.v1.ControllerService/ElectLeaders"
-	ControllerService_ReassignPartition_FullMethodName   = "/replicad.v1.ControllerService/ReassignPartition"
-	ControllerService_DescribeCluster_FullMethodName     = "/replicad.v1.ControllerService/DescribeCluster"
-	ControllerService_ControlledShutdown_FullMethodName  = "/replicad.v1.ControllerService/ControlledShutdown"
-	ControllerService_CreateAcls_FullMethodName          = "/replicad.v1.ControllerService/CreateAcls"
-	ControllerService_DeleteAcls_FullMethodName          = "/replicad.v1.ControllerService/DeleteAcls"
-	ControllerService_DescribeAcls_FullMethodName        = "/replicad.v1.ControllerService/DescribeAcls"
+	ControllerService_RegisterBroker_FullMethodName           = "/replicad.v1.ControllerService/RegisterBroker"
+	ControllerService_BrokerHeartbeat_FullMethodName          = "/replicad.v1.ControllerService/BrokerHeartbeat"
+	ControllerService_AlterPartition_FullMethodName           = "/replicad.v1.ControllerService/AlterPartition"
+	ControllerService_CreateTopic_FullMethodName              = "/replicad.v1.ControllerService/CreateTopic"
+	ControllerService_DeleteTopic_FullMethodName              = "/replicad.v1.ControllerService/DeleteTopic"
+	ControllerService_AlterTopicConfig_FullMethodName         = "/replicad.v1.ControllerService/AlterTopicConfig"
+	ControllerService_DescribeTopicConfig_FullMethodName      = "/replicad.v1.ControllerService/DescribeTopicConfig"
+	ControllerService_ElectLeader_FullMethodName              = "/replicad.v1.ControllerService/ElectLeader"
+	ControllerService_ElectLeaders_FullMethodName             = "/replicad.v1.ControllerService/ElectLeaders"
+	ControllerService_ReassignPartition_FullMethodName        = "/replicad.v1.ControllerService/ReassignPartition"
+	ControllerService_AlterReplicationThrottle_FullMethodName = "/replicad.v1.ControllerService/AlterReplicationThrottle"
+	ControllerService_DescribeCluster_FullMethodName          = "/replicad.v1.ControllerService/DescribeCluster"
+	ControllerService_ControlledShutdown_FullMethodName       = "/replicad.v1.ControllerService/ControlledShutdown"
+	ControllerService_CreateAcls_FullMethodName               = "/replicad.v1.ControllerService/CreateAcls"
+	ControllerService_DeleteAcls_FullMethodName               = "/replicad.v1.ControllerService/DeleteAcls"
+	ControllerService_DescribeAcls_FullMethodName             = "/replicad.v1.ControllerService/DescribeAcls"
 )
 
 // ControllerServiceClient is the client API for ControllerService service.
@@ -61,6 +62,10 @@ type ControllerServiceClient interface {
 	// partition.
 	ElectLeaders(ctx context.Context, in *ElectLeadersRequest, opts ...grpc.CallOption) (*ElectLeadersResponse, error)
 	ReassignPartition(ctx context.Context, in *ReassignPartitionRequest, opts ...grpc.CallOption) (*ReassignPartitionResponse, error)
+	// AlterReplicationThrottle sets (or, with 0, removes) the cluster's
+	// replication throttle: the bytes/s each leader sends to followers that
+	// are not in the ISR (replicas being added by a reassignment).
+	AlterReplicationThrottle(ctx context.Context, in *AlterReplicationThrottleRequest, opts ...grpc.CallOption) (*AlterReplicationThrottleResponse, error)
 	DescribeCluster(ctx context.Context, in *DescribeClusterRequest, opts ...grpc.CallOption) (*DescribeClusterResponse, error)
 	// ControlledShutdown moves a stopping broker's leaderships away first.
 	ControlledShutdown(ctx context.Context, in *ControlledShutdownRequest, opts ...grpc.CallOption) (*ControlledShutdownResponse, error)
@@ -179,6 +184,16 @@ func (c *controllerServiceClient) ReassignPartition(ctx context.Context, in *Rea
 	return out, nil
 }
 
+func (c *controllerServiceClient) AlterReplicationThrottle(ctx context.Context, in *AlterReplicationThrottleRequest, opts ...grpc.CallOption) (*AlterReplicationThrottleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AlterReplicationThrottleResponse)
+	err := c.cc.Invoke(ctx, ControllerService_AlterReplicationThrottle_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *controllerServiceClient) DescribeCluster(ctx context.Context, in *DescribeClusterRequest, opts ...grpc.CallOption) (*DescribeClusterResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(DescribeClusterResponse)
@@ -254,6 +269,10 @@ type ControllerServiceServer interface {
 	// partition.
 	ElectLeaders(context.Context, *ElectLeadersRequest) (*ElectLeadersResponse, error)
 	ReassignPartition(context.Context, *ReassignPartitionRequest) (*ReassignPartitionResponse, error)
+	// AlterReplicationThrottle sets (or, with 0, removes) the cluster's
+	// replication throttle: the bytes/s each leader sends to followers that
+	// are not in the ISR (replicas being added by a reassignment).
+	AlterReplicationThrottle(context.Context, *AlterReplicationThrottleRequest) (*AlterReplicationThrottleResponse, error)
 	DescribeCluster(context.Context, *DescribeClusterRequest) (*DescribeClusterResponse, error)
 	// ControlledShutdown moves a stopping broker's leaderships away first.
 	ControlledShutdown(context.Context, *ControlledShutdownRequest) (*ControlledShutdownResponse, error)
@@ -301,6 +320,9 @@ func (UnimplementedControllerServiceServer) ElectLeaders(context.Context, *Elect
 }
 func (UnimplementedControllerServiceServer) ReassignPartition(context.Context, *ReassignPartitionRequest) (*ReassignPartitionResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ReassignPartition not implemented")
+}
+func (UnimplementedControllerServiceServer) AlterReplicationThrottle(context.Context, *AlterReplicationThrottleRequest) (*AlterReplicationThrottleResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AlterReplicationThrottle not implemented")
 }
 func (UnimplementedControllerServiceServer) DescribeCluster(context.Context, *DescribeClusterRequest) (*DescribeClusterResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DescribeCluster not implemented")
@@ -518,6 +540,24 @@ func _ControllerService_ReassignPartition_Handler(srv interface{}, ctx context.C
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ControllerService_AlterReplicationThrottle_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AlterReplicationThrottleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServiceServer).AlterReplicationThrottle(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControllerService_AlterReplicationThrottle_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServiceServer).AlterReplicationThrottle(ctx, req.(*AlterReplicationThrottleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _ControllerService_DescribeCluster_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(DescribeClusterRequest)
 	if err := dec(in); err != nil {
@@ -654,6 +694,10 @@ var ControllerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ReassignPartition",
 			Handler:    _ControllerService_ReassignPartition_Handler,
+		},
+		{
+			MethodName: "AlterReplicationThrottle",
+			Handler:    _ControllerService_AlterReplicationThrottle_Handler,
 		},
 		{
 			MethodName: "DescribeCluster",

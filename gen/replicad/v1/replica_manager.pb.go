@@ -188,9 +188,18 @@ type UpdateMetadataRequest struct {
 	// changes of the set. A broker ignores a set older, by (controller_epoch,
 	// acls_version), than the one it holds, so a request delayed past a newer
 	// one (a retry overtaking a slow attempt) cannot bring back a removed ACL.
-	AclsVersion   int64 `protobuf:"varint,8,opt,name=acls_version,json=aclsVersion,proto3" json:"acls_version,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	AclsVersion int64 `protobuf:"varint,8,opt,name=acls_version,json=aclsVersion,proto3" json:"acls_version,omitempty"`
+	// The replication throttle, when replication_throttle_present (set by
+	// every controller that knows of it): as leader, the broker sends at most
+	// this many bytes/s, over all its partitions, to followers that are not in
+	// their partition's ISR (0: no throttle). Ordered like the ACL set, by
+	// (controller_epoch, replication_throttle_version). Without the flag the
+	// broker keeps the rate it holds.
+	ReplicationThrottlePresent     bool  `protobuf:"varint,9,opt,name=replication_throttle_present,json=replicationThrottlePresent,proto3" json:"replication_throttle_present,omitempty"`
+	ReplicationThrottleBytesPerSec int64 `protobuf:"varint,10,opt,name=replication_throttle_bytes_per_sec,json=replicationThrottleBytesPerSec,proto3" json:"replication_throttle_bytes_per_sec,omitempty"`
+	ReplicationThrottleVersion     int64 `protobuf:"varint,11,opt,name=replication_throttle_version,json=replicationThrottleVersion,proto3" json:"replication_throttle_version,omitempty"`
+	unknownFields                  protoimpl.UnknownFields
+	sizeCache                      protoimpl.SizeCache
 }
 
 func (x *UpdateMetadataRequest) Reset() {
@@ -275,6 +284,27 @@ func (x *UpdateMetadataRequest) GetAclsPresent() bool {
 func (x *UpdateMetadataRequest) GetAclsVersion() int64 {
 	if x != nil {
 		return x.AclsVersion
+	}
+	return 0
+}
+
+func (x *UpdateMetadataRequest) GetReplicationThrottlePresent() bool {
+	if x != nil {
+		return x.ReplicationThrottlePresent
+	}
+	return false
+}
+
+func (x *UpdateMetadataRequest) GetReplicationThrottleBytesPerSec() int64 {
+	if x != nil {
+		return x.ReplicationThrottleBytesPerSec
+	}
+	return 0
+}
+
+func (x *UpdateMetadataRequest) GetReplicationThrottleVersion() int64 {
+	if x != nil {
+		return x.ReplicationThrottleVersion
 	}
 	return 0
 }
@@ -1243,7 +1273,7 @@ const file_replicad_v1_replica_manager_proto_rawDesc = "" +
 	"error_code\x18\x01 \x01(\x0e2\x16.replicad.v1.ErrorCodeR\terrorCode\x12F\n" +
 	"\x10partition_errors\x18\x02 \x03(\v2\x1b.replicad.v1.PartitionErrorR\x0fpartitionErrors\x12)\n" +
 	"\x10controller_epoch\x18\x03 \x01(\x05R\x0fcontrollerEpoch\x12#\n" +
-	"\rerror_message\x18\x04 \x01(\tR\ferrorMessage\"\xf6\x02\n" +
+	"\rerror_message\x18\x04 \x01(\tR\ferrorMessage\"\xc6\x04\n" +
 	"\x15UpdateMetadataRequest\x12#\n" +
 	"\rcontroller_id\x18\x01 \x01(\x05R\fcontrollerId\x12)\n" +
 	"\x10controller_epoch\x18\x02 \x01(\x05R\x0fcontrollerEpoch\x12!\n" +
@@ -1252,7 +1282,11 @@ const file_replicad_v1_replica_manager_proto_rawDesc = "" +
 	"\x10partition_states\x18\x05 \x03(\v2\x1b.replicad.v1.PartitionStateR\x0fpartitionStates\x12$\n" +
 	"\x04acls\x18\x06 \x03(\v2\x10.replicad.v1.AclR\x04acls\x12!\n" +
 	"\facls_present\x18\a \x01(\bR\vaclsPresent\x12!\n" +
-	"\facls_version\x18\b \x01(\x03R\vaclsVersion\"\x9f\x01\n" +
+	"\facls_version\x18\b \x01(\x03R\vaclsVersion\x12@\n" +
+	"\x1creplication_throttle_present\x18\t \x01(\bR\x1areplicationThrottlePresent\x12J\n" +
+	"\"replication_throttle_bytes_per_sec\x18\n" +
+	" \x01(\x03R\x1ereplicationThrottleBytesPerSec\x12@\n" +
+	"\x1creplication_throttle_version\x18\v \x01(\x03R\x1areplicationThrottleVersion\"\x9f\x01\n" +
 	"\x16UpdateMetadataResponse\x125\n" +
 	"\n" +
 	"error_code\x18\x01 \x01(\x0e2\x16.replicad.v1.ErrorCodeR\terrorCode\x12)\n" +

@@ -1,0 +1,475 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
+)
+
+// The plan modes of reassign: --generate, --execute, --verify, --cancel.
+
+// reassignOptions are the flags of the plan modes.
+type reassignOptions struct {
+	topics            []string
+	brokers           []int32
+	plan              string
+	throttle          int64
+	throttleSet       bool
+	wait              bool
+	waitTimeout       time.Duration
+	preserveThrottles bool
+}
+
+func describeClusterNow(ctx context.Context, cc *controllerClient, what string) (*replicadv1.DescribeClusterResponse, error) {
+	resp, err := callController(ctx, cc, func(ctx context.Context, c replicadv1.ControllerServiceClient) (*replicadv1.DescribeClusterResponse, error) {
+		return c.DescribeCluster(ctx, &replicadv1.DescribeClusterRequest{})
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := controllerAnswerError(what+": describe-cluster", resp.GetErrorCode(), ""); err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+// printResultJSON prints a plan mode's result (not a proto message) with
+// the indentation printJSON uses.
+func (e *env) printResultJSON(v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode json: %w", err)
+	}
+	_, err = fmt.Fprintf(e.stdout, "%s\n", b)
+	return err
+}
+
+// runGenerate prints the current assignment of the topics and a proposed
+// one over the brokers; it changes nothing.
+func runGenerate(ctx context.Context, e *env, cc *controllerClient, o reassignOptions) error {
+	resp, err := describeClusterNow(ctx, cc, "reassign --generate")
+	if err != nil {
+		return err
+	}
+	ix := indexCluster(resp)
+	var unknown []int32
+	for _, b := range o.brokers {
+		if !ix.brokers[b] {
+			unknown = append(unknown, b)
+		}
+	}
+	if len(unknown) > 0 {
+		return answerError{fmt.Sprintf("reassign --generate: broker(s) %v are not registered", unknown)}
+	}
+	parts, err := partitionsOfTopics(resp, o.topics)
+	if err != nil {
+		return err
+	}
+	proposed, err := generatePlan(parts, o.brokers)
+	if err != nil {
+		return err
+	}
+	current := currentPlan(parts)
+	moved, added := moveCount(proposed, ix)
+	if e.jsonOutput() {
+		return e.printResultJSON(struct {
+			Current         reassignPlan `json:"current"`
+			Proposed        reassignPlan `json:"proposed"`
+			MovedPartitions int          `json:"moved_partitions"`
+			AddedReplicas   int          `json:"added_replicas"`
+		}{current, proposed, moved, added})
+	}
+	fmt.Fprintf(e.stdout, "Current partition replica assignment\n%s\n\nProposed partition reassignment configuration\n%s\n", planJSON(current), planJSON(proposed))
+	fmt.Fprintf(e.stderr, "%d of %d partitions change, %d replicas to copy\n", moved, len(parts), added)
+	return nil
+}
+
+// runExecute validates the whole plan, sets the throttle, starts every
+// move and, with --wait, follows them to the end.
+func runExecute(ctx context.Context, e *env, cc *controllerClient, o reassignOptions) error {
+	plan, err := readPlan(o.plan, e.stdin)
+	if err != nil {
+		return err
+	}
+	resp, err := describeClusterNow(ctx, cc, "reassign --execute")
+	if err != nil {
+		return err
+	}
+	ix := indexCluster(resp)
+	if err := validatePlan(plan, ix); err != nil {
+		return err
+	}
+	var before []*replicadv1.ClusterPartition
+	var moves []planPartition
+	for _, entry := range plan.Partitions {
+		p := ix.parts[entry.key()]
+		before = append(before, p)
+		if !slices.Equal(currentReplicas(p), entry.Replicas) {
+			moves = append(moves, entry)
+		}
+	}
+	if !e.jsonOutput() {
+		fmt.Fprintf(e.stdout, "Current partition replica assignment\n%s\n\nSave this to use as the --plan of a rollback.\n", planJSON(currentPlan(before)))
+	}
+	if o.throttleSet {
+		if err := setThrottle(ctx, cc, o.throttle); err != nil {
+			return err
+		}
+		if !e.jsonOutput() {
+			fmt.Fprintf(e.stdout, "Replication throttle: %d bytes/s for followers outside the ISR (reassign --verify removes it once every move is done).\n", o.throttle)
+		}
+	}
+	var failed []string
+	started := 0
+	for _, m := range moves {
+		req := &replicadv1.ReassignPartitionRequest{Topic: m.Topic, Partition: m.Partition, Replicas: m.Replicas}
+		r, err := callController(ctx, cc, func(ctx context.Context, c replicadv1.ControllerServiceClient) (*replicadv1.ReassignPartitionResponse, error) {
+			return c.ReassignPartition(ctx, req)
+		})
+		if err == nil {
+			err = controllerAnswerError(fmt.Sprintf("%s-%d", m.Topic, m.Partition), r.GetErrorCode(), r.GetErrorMessage())
+		}
+		if err != nil {
+			// The others go on: a plan is many independent moves, and
+			// --verify or --cancel deal with those started.
+			failed = append(failed, err.Error())
+			continue
+		}
+		started++
+	}
+	if !e.jsonOutput() {
+		fmt.Fprintf(e.stdout, "Started %d reassignment(s); %d partition(s) of the plan already had their replicas.\n", started, len(plan.Partitions)-len(moves))
+	}
+	var progress []planProgress
+	if len(failed) > 0 {
+		err = answerError{fmt.Sprintf("reassign --execute: %d move(s) not started:\n  %s", len(failed), strings.Join(failed, "\n  "))}
+	} else if o.wait {
+		// Not with a move refused: it would never complete.
+		progress, err = waitForPlan(ctx, e, cc, plan, o.waitTimeout)
+	}
+	if e.jsonOutput() {
+		result := executeResult{Current: currentPlan(before), Started: started, AlreadyDone: len(plan.Partitions) - len(moves),
+			NotStarted: failed, Partitions: progress}
+		if o.throttleSet {
+			result.Throttle = o.throttle
+		}
+		if o.wait {
+			complete := err == nil
+			result.Complete = &complete
+		}
+		if jerr := e.printResultJSON(result); jerr != nil {
+			return jerr
+		}
+	}
+	return err
+}
+
+// executeResult is --execute's -o json result.
+type executeResult struct {
+	// Current is the assignment before, the rollback plan.
+	Current     reassignPlan `json:"current"`
+	Started     int          `json:"started"`
+	AlreadyDone int          `json:"already_done"`
+	Throttle    int64        `json:"throttle_bytes_per_sec,omitempty"`
+	NotStarted  []string     `json:"not_started,omitempty"`
+	// Complete and Partitions are --wait's outcome.
+	Complete   *bool          `json:"complete,omitempty"`
+	Partitions []planProgress `json:"partitions,omitempty"`
+}
+
+// waitForPlan follows the plan's partitions until every one is complete,
+// printing a line when a partition's state changes (unless -o json), and
+// gives up after timeout. It returns the last progress seen.
+func waitForPlan(ctx context.Context, e *env, cc *controllerClient, plan reassignPlan, timeout time.Duration) ([]planProgress, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	tick := time.NewTicker(reassignPollInterval)
+	defer tick.Stop()
+	last := map[partitionKey]string{}
+	var progress []planProgress
+	for {
+		resp, err := callController(ctx, cc, func(ctx context.Context, c replicadv1.ControllerServiceClient) (*replicadv1.DescribeClusterResponse, error) {
+			return c.DescribeCluster(ctx, &replicadv1.DescribeClusterRequest{})
+		})
+		switch {
+		case err != nil && ctx.Err() == context.DeadlineExceeded:
+			return progress, answerError{fmt.Sprintf("reassign: not every move is done after %s (they go on; see reassign --verify)", timeout)}
+		case err != nil:
+			return progress, err
+		case resp.GetErrorCode() != replicadv1.ErrorCode_ERROR_CODE_NONE:
+			return progress, controllerAnswerError("reassign: describe-cluster", resp.GetErrorCode(), "")
+		}
+		ix := indexCluster(resp)
+		progress = progress[:0]
+		done := 0
+		for _, entry := range plan.Partitions {
+			pp := progressOf(entry, ix.parts[entry.key()])
+			progress = append(progress, pp)
+			if pp.Status == progressComplete {
+				done++
+			}
+			if line := pp.String(); line != last[entry.key()] {
+				last[entry.key()] = line
+				if !e.jsonOutput() {
+					fmt.Fprintf(e.stdout, "[%d/%d] %s\n", done, len(plan.Partitions), line)
+				}
+			}
+		}
+		if done == len(plan.Partitions) {
+			if !e.jsonOutput() {
+				fmt.Fprintf(e.stdout, "done: %d partition(s) complete\n", done)
+			}
+			return progress, nil
+		}
+		select {
+		case <-ctx.Done():
+			if ctx.Err() == context.DeadlineExceeded {
+				return progress, answerError{fmt.Sprintf("reassign: %d of %d moves done after %s (they go on; see reassign --verify)", done, len(plan.Partitions), timeout)}
+			}
+			return progress, ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+func setThrottle(ctx context.Context, cc *controllerClient, rate int64) error {
+	r, err := callController(ctx, cc, func(ctx context.Context, c replicadv1.ControllerServiceClient) (*replicadv1.AlterReplicationThrottleResponse, error) {
+		return c.AlterReplicationThrottle(ctx, &replicadv1.AlterReplicationThrottleRequest{BytesPerSec: rate})
+	})
+	if err != nil {
+		return err
+	}
+	return controllerAnswerError("reassign: set the replication throttle", r.GetErrorCode(), r.GetErrorMessage())
+}
+
+// runVerify reports each plan partition's progress; once all are complete
+// it removes the throttle. It fails (exit 1) while any is not.
+func runVerify(ctx context.Context, e *env, cc *controllerClient, o reassignOptions) error {
+	plan, err := readPlan(o.plan, e.stdin)
+	if err != nil {
+		return err
+	}
+	resp, err := describeClusterNow(ctx, cc, "reassign --verify")
+	if err != nil {
+		return err
+	}
+	ix := indexCluster(resp)
+	var progress []planProgress
+	complete := 0
+	for _, entry := range plan.Partitions {
+		pp := progressOf(entry, ix.parts[entry.key()])
+		progress = append(progress, pp)
+		if pp.Status == progressComplete {
+			complete++
+		}
+	}
+	allDone := complete == len(plan.Partitions)
+	throttleRemoved := false
+	if allDone {
+		// As Kafka's --verify: the throttle was for these moves.
+		if err := setThrottle(ctx, cc, 0); err != nil {
+			return err
+		}
+		throttleRemoved = true
+	}
+	if e.jsonOutput() {
+		if err := e.printResultJSON(struct {
+			Complete        bool           `json:"complete"`
+			ThrottleRemoved bool           `json:"throttle_removed"`
+			Partitions      []planProgress `json:"partitions"`
+		}{allDone, throttleRemoved, progress}); err != nil {
+			return err
+		}
+	} else {
+		for _, pp := range progress {
+			fmt.Fprintln(e.stdout, pp)
+		}
+		fmt.Fprintf(e.stdout, "%d of %d partition(s) complete\n", complete, len(plan.Partitions))
+		if throttleRemoved {
+			fmt.Fprintln(e.stdout, "Replication throttle removed.")
+		}
+	}
+	if !allDone {
+		return answerError{fmt.Sprintf("reassign --verify: %s: %d of %d partition(s) complete", errIncomplete, complete, len(plan.Partitions))}
+	}
+	return nil
+}
+
+// runCancel cancels the reassignments in flight of the plan's partitions
+// (every one in flight without --plan), then removes the throttle unless
+// --preserve-throttles. A partition with nothing in flight is reported and
+// skipped: a cancel run twice succeeds.
+func runCancel(ctx context.Context, e *env, cc *controllerClient, o reassignOptions) error {
+	resp, err := describeClusterNow(ctx, cc, "reassign --cancel")
+	if err != nil {
+		return err
+	}
+	ix := indexCluster(resp)
+	var keys []partitionKey
+	if o.plan != "" {
+		plan, err := readPlan(o.plan, e.stdin)
+		if err != nil {
+			return err
+		}
+		var problems []string
+		for i, entry := range plan.Partitions {
+			if ix.parts[entry.key()] == nil {
+				problems = append(problems, fmt.Sprintf("partitions[%d] (%s-%d): unknown partition", i, entry.Topic, entry.Partition))
+			}
+			keys = append(keys, entry.key())
+		}
+		if len(problems) > 0 {
+			return planError{problems}
+		}
+	} else {
+		for _, p := range resp.GetPartitions() {
+			if isReassigning(p) {
+				keys = append(keys, partitionKey{p.GetTopic(), p.GetPartition()})
+			}
+		}
+	}
+	type cancelResult struct {
+		Topic     string  `json:"topic"`
+		Partition int32   `json:"partition"`
+		Outcome   string  `json:"outcome"`
+		Replicas  []int32 `json:"replicas,omitempty"`
+		Error     string  `json:"error,omitempty"`
+	}
+	var results []cancelResult
+	var failed []string
+	for _, k := range keys {
+		res := cancelResult{Topic: k.topic, Partition: k.partition}
+		if !isReassigning(ix.parts[k]) {
+			res.Outcome, res.Replicas = "nothing in flight", ix.parts[k].GetReplicas()
+			results = append(results, res)
+			continue
+		}
+		r, err := callController(ctx, cc, func(ctx context.Context, c replicadv1.ControllerServiceClient) (*replicadv1.ReassignPartitionResponse, error) {
+			return c.ReassignPartition(ctx, &replicadv1.ReassignPartitionRequest{Topic: k.topic, Partition: k.partition, Cancel: true})
+		})
+		switch {
+		case err != nil:
+			res.Outcome, res.Error = "failed", err.Error()
+		case r.GetErrorCode() == replicadv1.ErrorCode_ERROR_CODE_NO_REASSIGNMENT_IN_PROGRESS:
+			// It completed between the describe and the cancel.
+			res.Outcome, res.Replicas = "nothing in flight", r.GetPartition().GetReplicas()
+		case r.GetErrorCode() != replicadv1.ErrorCode_ERROR_CODE_NONE:
+			res.Outcome, res.Error = "failed", controllerAnswerError("cancel", r.GetErrorCode(), r.GetErrorMessage()).Error()
+		default:
+			res.Outcome, res.Replicas = "cancelled", r.GetPartition().GetReplicas()
+		}
+		if res.Error != "" {
+			failed = append(failed, fmt.Sprintf("%s: %s", k, res.Error))
+		}
+		results = append(results, res)
+	}
+	throttleRemoved := false
+	if !o.preserveThrottles && len(failed) == 0 {
+		if err := setThrottle(ctx, cc, 0); err != nil {
+			return err
+		}
+		throttleRemoved = true
+	}
+	if e.jsonOutput() {
+		if err := e.printResultJSON(struct {
+			Partitions      []cancelResult `json:"partitions"`
+			ThrottleRemoved bool           `json:"throttle_removed"`
+		}{results, throttleRemoved}); err != nil {
+			return err
+		}
+	} else {
+		for _, r := range results {
+			line := fmt.Sprintf("%s-%d: %s", r.Topic, r.Partition, r.Outcome)
+			if r.Replicas != nil {
+				line += fmt.Sprintf(": replicas %v", r.Replicas)
+			}
+			if r.Error != "" {
+				line += ": " + r.Error
+			}
+			fmt.Fprintln(e.stdout, line)
+		}
+		if len(results) == 0 {
+			fmt.Fprintln(e.stdout, "no reassignment in flight")
+		}
+		if throttleRemoved {
+			fmt.Fprintln(e.stdout, "Replication throttle removed.")
+		}
+	}
+	if len(failed) > 0 {
+		return answerError{fmt.Sprintf("reassign --cancel: %d cancel(s) failed:\n  %s", len(failed), strings.Join(failed, "\n  "))}
+	}
+	return nil
+}
+
+type planMode struct{ generate, execute, verify, cancel bool }
+
+// runPlanMode checks the flags of a plan mode and runs it.
+func runPlanMode(ctx context.Context, e *env, fs *flag.FlagSet, m planMode, o reassignOptions) error {
+	var err error
+	switch {
+	case m.generate:
+		if err = requireFlags(fs, "topics", "brokers"); err == nil {
+			err = forbidFlags(fs, "--generate", "plan", "throttle", "wait", "preserve-throttles")
+		}
+		if err == nil {
+			for _, t := range o.topics {
+				if err = checkTopicName(t); err != nil {
+					break
+				}
+			}
+		}
+		if err == nil {
+			err = checkReplicas(o.brokers)
+		}
+	case m.execute:
+		if err = requireFlags(fs, "plan"); err == nil {
+			err = forbidFlags(fs, "--execute", "topics", "brokers", "preserve-throttles")
+		}
+		if err == nil && o.throttleSet && o.throttle <= 0 {
+			err = usagef("--throttle must be positive (got %d)", o.throttle)
+		}
+	case m.verify:
+		if err = requireFlags(fs, "plan"); err == nil {
+			err = forbidFlags(fs, "--verify", "topics", "brokers", "throttle", "wait", "preserve-throttles")
+		}
+	case m.cancel:
+		err = forbidFlags(fs, "--cancel", "topics", "brokers", "throttle", "wait")
+	}
+	if err != nil {
+		if uerr, ok := err.(usageError); ok && strings.HasPrefix(uerr.msg, "--replicas") {
+			err = usagef("--brokers%s", strings.TrimPrefix(uerr.msg, "--replicas"))
+		}
+		return err
+	}
+	cc, err := e.controller()
+	if err != nil {
+		return err
+	}
+	switch {
+	case m.generate:
+		return runGenerate(ctx, e, cc, o)
+	case m.execute:
+		return runExecute(ctx, e, cc, o)
+	case m.verify:
+		return runVerify(ctx, e, cc, o)
+	default:
+		return runCancel(ctx, e, cc, o)
+	}
+}
+
+// splitList splits a comma-separated flag, dropping empty items.
+func splitList(s string) []string {
+	var out []string
+	for _, item := range strings.Split(s, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
+}
