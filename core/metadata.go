@@ -28,7 +28,10 @@ type TopicMetadata struct {
 	TopicID    string
 	Error      ErrorCode
 	Partitions []PartitionMetadata // by partition number
-	// More per-topic fields (configs) belong here as they come.
+	// Configs are the topic's config overrides as the controller last sent
+	// them, at ConfigVersion (0: none heard).
+	Configs       map[string]string
+	ConfigVersion int64
 }
 
 // PartitionMetadata is one partition of a TopicMetadata. Error is
@@ -98,6 +101,9 @@ func (rm *ReplicaManager) Metadata(topics []string) MetadataView {
 		}
 		if tm.TopicID == "" {
 			tm.TopicID = st.TopicID
+		}
+		if st.TopicConfigVersion > tm.ConfigVersion {
+			tm.Configs, tm.ConfigVersion = st.TopicConfigs, st.TopicConfigVersion
 		}
 		tm.Partitions = append(tm.Partitions, partitionMetadata(st, live, offlineHere[t], rm.cfg.BrokerID))
 	}

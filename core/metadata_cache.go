@@ -71,8 +71,14 @@ func (c *metadataCache) updatePartitions(states []PartitionState) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, st := range states {
-		if old, ok := c.partitions[st.TopicPartition]; ok && !newerState(st, old) {
+		old, ok := c.partitions[st.TopicPartition]
+		if ok && !newerState(st, old) {
 			continue
+		}
+		// The leadership may be newer and the configs older (an alter's
+		// UpdateMetadata overtaken by a later one): keep the newer configs.
+		if ok && st.TopicID == old.TopicID && st.TopicConfigVersion < old.TopicConfigVersion {
+			st.TopicConfigs, st.TopicConfigVersion = old.TopicConfigs, old.TopicConfigVersion
 		}
 		st.ISR, st.Replicas, st.IsNew = slices.Clone(st.ISR), slices.Clone(st.Replicas), false
 		c.partitions[st.TopicPartition] = st

@@ -161,3 +161,35 @@ func TestMetadataOfAFollowerShowsTheControllersISR(t *testing.T) {
 		t.Fatalf("orders-0 %+v on a follower, want leader 2 ISR [2 1 3]", p)
 	}
 }
+
+// The view carries each topic's config overrides at the newest version
+// heard: an alter's UpdateMetadata delivered after a later one (same
+// epochs, older configs) does not bring the old value back.
+func TestMetadataCarriesTheNewestTopicConfigs(t *testing.T) {
+	h := newHarness(t, 1)
+	live := brokersUpTo(3)
+	with := func(version int64, configs map[string]string) PartitionState {
+		st := stateWithID("orders", "A", 0, 2, 5, []int32{2, 3}, []int32{2, 3})
+		st.TopicConfigVersion, st.TopicConfigs = version, configs
+		return st
+	}
+	topic := func() TopicMetadata {
+		for _, tm := range h.rm.Metadata([]string{"orders"}).Topics {
+			return tm
+		}
+		t.Fatal("orders not in the view")
+		return TopicMetadata{}
+	}
+	h.updateMetadata(1, live, with(2, map[string]string{"retention.ms": "1000"}))
+	if tm := topic(); tm.ConfigVersion != 2 || tm.Configs["retention.ms"] != "1000" {
+		t.Fatalf("configs %v version %d, want retention.ms=1000 version 2", tm.Configs, tm.ConfigVersion)
+	}
+	h.updateMetadata(1, live, with(1, map[string]string{"retention.ms": "5"}))
+	if tm := topic(); tm.ConfigVersion != 2 || tm.Configs["retention.ms"] != "1000" {
+		t.Fatalf("an older config version was taken: %v version %d", tm.Configs, tm.ConfigVersion)
+	}
+	h.updateMetadata(1, live, with(3, nil))
+	if tm := topic(); tm.ConfigVersion != 3 || len(tm.Configs) != 0 {
+		t.Fatalf("configs %v version %d, want none at version 3", tm.Configs, tm.ConfigVersion)
+	}
+}

@@ -91,7 +91,8 @@ func (s *logService) Metadata(ctx context.Context, req *replicadv1.MetadataReque
 }
 
 func topicMetadataToProto(tm core.TopicMetadata) *replicadv1.MetadataTopic {
-	mt := &replicadv1.MetadataTopic{Topic: tm.Topic, TopicId: tm.TopicID, ErrorCode: errorCodeToProto(tm.Error)}
+	mt := &replicadv1.MetadataTopic{Topic: tm.Topic, TopicId: tm.TopicID, ErrorCode: errorCodeToProto(tm.Error),
+		Configs: tm.Configs, ConfigVersion: tm.ConfigVersion}
 	if tm.Error == core.ErrUnknownTopicOrPartition {
 		mt.ErrorMessage = "this broker knows no such topic (one just created may not have reached it yet)"
 	}

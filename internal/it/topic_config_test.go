@@ -115,4 +115,22 @@ func TestTopicConfigsReachTheBrokers(t *testing.T) {
 	if d, err := lc.partition("orders", 0); err != nil || d.GetTopicConfigVersion() != 2 || d.GetTopicConfig()["segment.bytes"] != "4096" {
 		t.Fatalf("leader after alter-config: %v %v; want version 2 and the refused segment.bytes not applied", d, err)
 	}
+	// Every live broker's Metadata answer carries the overrides, at the new version.
+	for _, id := range clusterIDs {
+		if id == follower {
+			continue
+		}
+		_, cl := c.broker(id)
+		testutil.Eventually(t, 10*time.Second, func() error {
+			md, err := cl.log.Metadata(ctx(t), &replicadv1.MetadataRequest{Topics: []string{"orders"}})
+			if err != nil {
+				return err
+			}
+			if len(md.GetTopics()) != 1 || md.GetTopics()[0].GetConfigVersion() != 2 ||
+				md.GetTopics()[0].GetConfigs()["min.insync.replicas"] != "2" || md.GetTopics()[0].GetConfigs()["retention.ms"] != "1500" {
+				return fmt.Errorf("broker %d Metadata: %v", id, md.GetTopics())
+			}
+			return nil
+		})
+	}
 }

@@ -843,7 +843,12 @@ type MetadataTopic struct {
 	ErrorCode    ErrorCode `protobuf:"varint,3,opt,name=error_code,json=errorCode,proto3,enum=replicad.v1.ErrorCode" json:"error_code,omitempty"`
 	ErrorMessage string    `protobuf:"bytes,4,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
 	// By partition number.
-	Partitions    []*MetadataPartition `protobuf:"bytes,5,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	Partitions []*MetadataPartition `protobuf:"bytes,5,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	// The topic's config overrides (retention.ms, min.insync.replicas, ...;
+	// only the keys set) as the controller last sent them, and their version
+	// (0: this broker heard none).
+	Configs       map[string]string `protobuf:"bytes,6,rep,name=configs,proto3" json:"configs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	ConfigVersion int64             `protobuf:"varint,7,opt,name=config_version,json=configVersion,proto3" json:"config_version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -911,6 +916,20 @@ func (x *MetadataTopic) GetPartitions() []*MetadataPartition {
 		return x.Partitions
 	}
 	return nil
+}
+
+func (x *MetadataTopic) GetConfigs() map[string]string {
+	if x != nil {
+		return x.Configs
+	}
+	return nil
+}
+
+func (x *MetadataTopic) GetConfigVersion() int64 {
+	if x != nil {
+		return x.ConfigVersion
+	}
+	return 0
 }
 
 type MetadataPartition struct {
@@ -1090,7 +1109,7 @@ const file_replicad_v1_log_proto_rawDesc = "" +
 	"\rcontroller_id\x18\x02 \x01(\x05R\fcontrollerId\x12)\n" +
 	"\x10controller_epoch\x18\x03 \x01(\x05R\x0fcontrollerEpoch\x12-\n" +
 	"\abrokers\x18\x04 \x03(\v2\x13.replicad.v1.BrokerR\abrokers\x122\n" +
-	"\x06topics\x18\x05 \x03(\v2\x1a.replicad.v1.MetadataTopicR\x06topics\"\xdc\x01\n" +
+	"\x06topics\x18\x05 \x03(\v2\x1a.replicad.v1.MetadataTopicR\x06topics\"\x82\x03\n" +
 	"\rMetadataTopic\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x19\n" +
 	"\btopic_id\x18\x02 \x01(\tR\atopicId\x125\n" +
@@ -1099,7 +1118,12 @@ const file_replicad_v1_log_proto_rawDesc = "" +
 	"\rerror_message\x18\x04 \x01(\tR\ferrorMessage\x12>\n" +
 	"\n" +
 	"partitions\x18\x05 \x03(\v2\x1e.replicad.v1.MetadataPartitionR\n" +
-	"partitions\"\xa5\x02\n" +
+	"partitions\x12A\n" +
+	"\aconfigs\x18\x06 \x03(\v2'.replicad.v1.MetadataTopic.ConfigsEntryR\aconfigs\x12%\n" +
+	"\x0econfig_version\x18\a \x01(\x03R\rconfigVersion\x1a:\n" +
+	"\fConfigsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa5\x02\n" +
 	"\x11MetadataPartition\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x125\n" +
 	"\n" +
@@ -1130,7 +1154,7 @@ func file_replicad_v1_log_proto_rawDescGZIP() []byte {
 	return file_replicad_v1_log_proto_rawDescData
 }
 
-var file_replicad_v1_log_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_replicad_v1_log_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_replicad_v1_log_proto_goTypes = []any{
 	(*Record)(nil),                       // 0: replicad.v1.Record
 	(*ProduceRequest)(nil),               // 1: replicad.v1.ProduceRequest
@@ -1146,38 +1170,40 @@ var file_replicad_v1_log_proto_goTypes = []any{
 	(*MetadataResponse)(nil),             // 11: replicad.v1.MetadataResponse
 	(*MetadataTopic)(nil),                // 12: replicad.v1.MetadataTopic
 	(*MetadataPartition)(nil),            // 13: replicad.v1.MetadataPartition
-	(*Header)(nil),                       // 14: replicad.v1.Header
-	(ErrorCode)(0),                       // 15: replicad.v1.ErrorCode
-	(*Broker)(nil),                       // 16: replicad.v1.Broker
+	nil,                                  // 14: replicad.v1.MetadataTopic.ConfigsEntry
+	(*Header)(nil),                       // 15: replicad.v1.Header
+	(ErrorCode)(0),                       // 16: replicad.v1.ErrorCode
+	(*Broker)(nil),                       // 17: replicad.v1.Broker
 }
 var file_replicad_v1_log_proto_depIdxs = []int32{
-	14, // 0: replicad.v1.Record.headers:type_name -> replicad.v1.Header
+	15, // 0: replicad.v1.Record.headers:type_name -> replicad.v1.Header
 	0,  // 1: replicad.v1.ProduceRequest.records:type_name -> replicad.v1.Record
-	15, // 2: replicad.v1.ProduceResponse.error_code:type_name -> replicad.v1.ErrorCode
-	14, // 3: replicad.v1.ConsumedRecord.headers:type_name -> replicad.v1.Header
-	15, // 4: replicad.v1.ConsumeResponse.error_code:type_name -> replicad.v1.ErrorCode
+	16, // 2: replicad.v1.ProduceResponse.error_code:type_name -> replicad.v1.ErrorCode
+	15, // 3: replicad.v1.ConsumedRecord.headers:type_name -> replicad.v1.Header
+	16, // 4: replicad.v1.ConsumeResponse.error_code:type_name -> replicad.v1.ErrorCode
 	4,  // 5: replicad.v1.ConsumeResponse.records:type_name -> replicad.v1.ConsumedRecord
 	7,  // 6: replicad.v1.DeleteRecordsRequest.partitions:type_name -> replicad.v1.DeleteRecordsPartition
 	9,  // 7: replicad.v1.DeleteRecordsResponse.partitions:type_name -> replicad.v1.DeleteRecordsPartitionResult
-	15, // 8: replicad.v1.DeleteRecordsPartitionResult.error_code:type_name -> replicad.v1.ErrorCode
-	16, // 9: replicad.v1.MetadataResponse.brokers:type_name -> replicad.v1.Broker
+	16, // 8: replicad.v1.DeleteRecordsPartitionResult.error_code:type_name -> replicad.v1.ErrorCode
+	17, // 9: replicad.v1.MetadataResponse.brokers:type_name -> replicad.v1.Broker
 	12, // 10: replicad.v1.MetadataResponse.topics:type_name -> replicad.v1.MetadataTopic
-	15, // 11: replicad.v1.MetadataTopic.error_code:type_name -> replicad.v1.ErrorCode
+	16, // 11: replicad.v1.MetadataTopic.error_code:type_name -> replicad.v1.ErrorCode
 	13, // 12: replicad.v1.MetadataTopic.partitions:type_name -> replicad.v1.MetadataPartition
-	15, // 13: replicad.v1.MetadataPartition.error_code:type_name -> replicad.v1.ErrorCode
-	1,  // 14: replicad.v1.LogService.Produce:input_type -> replicad.v1.ProduceRequest
-	3,  // 15: replicad.v1.LogService.Consume:input_type -> replicad.v1.ConsumeRequest
-	6,  // 16: replicad.v1.LogService.DeleteRecords:input_type -> replicad.v1.DeleteRecordsRequest
-	10, // 17: replicad.v1.LogService.Metadata:input_type -> replicad.v1.MetadataRequest
-	2,  // 18: replicad.v1.LogService.Produce:output_type -> replicad.v1.ProduceResponse
-	5,  // 19: replicad.v1.LogService.Consume:output_type -> replicad.v1.ConsumeResponse
-	8,  // 20: replicad.v1.LogService.DeleteRecords:output_type -> replicad.v1.DeleteRecordsResponse
-	11, // 21: replicad.v1.LogService.Metadata:output_type -> replicad.v1.MetadataResponse
-	18, // [18:22] is the sub-list for method output_type
-	14, // [14:18] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	14, // 13: replicad.v1.MetadataTopic.configs:type_name -> replicad.v1.MetadataTopic.ConfigsEntry
+	16, // 14: replicad.v1.MetadataPartition.error_code:type_name -> replicad.v1.ErrorCode
+	1,  // 15: replicad.v1.LogService.Produce:input_type -> replicad.v1.ProduceRequest
+	3,  // 16: replicad.v1.LogService.Consume:input_type -> replicad.v1.ConsumeRequest
+	6,  // 17: replicad.v1.LogService.DeleteRecords:input_type -> replicad.v1.DeleteRecordsRequest
+	10, // 18: replicad.v1.LogService.Metadata:input_type -> replicad.v1.MetadataRequest
+	2,  // 19: replicad.v1.LogService.Produce:output_type -> replicad.v1.ProduceResponse
+	5,  // 20: replicad.v1.LogService.Consume:output_type -> replicad.v1.ConsumeResponse
+	8,  // 21: replicad.v1.LogService.DeleteRecords:output_type -> replicad.v1.DeleteRecordsResponse
+	11, // 22: replicad.v1.LogService.Metadata:output_type -> replicad.v1.MetadataResponse
+	19, // [19:23] is the sub-list for method output_type
+	15, // [15:19] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_replicad_v1_log_proto_init() }
@@ -1192,7 +1218,7 @@ func file_replicad_v1_log_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_replicad_v1_log_proto_rawDesc), len(file_replicad_v1_log_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   14,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
