@@ -67,11 +67,16 @@ type config struct {
 	// every retentionCheckInterval.
 	retention              log.Retention
 	retentionCheckInterval time.Duration
+	// showVersion is --version: print the build and exit (nothing else is
+	// checked).
+	showVersion bool
 }
 
 const usageHeader = `replicad: a broker hosting replicas of partitioned append-only logs.
 
 Usage: replicad [flags]
+       replicad controller [flags]   the controller daemon ('replicad controller --help')
+       replicad version [-o json]    the version, commit and build date
 
 It serves ReplicaManagerService, LogService and FetchService over gRPC on
 --listen (with server reflection and grpc.health.v1). Drive it with ctlclient
@@ -170,11 +175,15 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	kafkaAlias(fs, "log.roll.ms", "log-roll-ms", rollMs)
 	fs.IntVar(minISR, "min.insync.replicas", *minISR, "alias of --min-insync-replicas (Kafka's name)")
 	fs.Var((*msDuration)(retentionCheck), "log.retention.check.interval.ms", "alias of --log-retention-check-interval, in ms (Kafka's name)")
+	showVersion := fs.Bool("version", false, "print the version, commit and build date, and exit ('replicad version -o json': as JSON)")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
 	}
 	if fs.NArg() > 0 {
 		return config{}, fmt.Errorf("unexpected argument %q (replicad takes flags only)", fs.Arg(0))
+	}
+	if *showVersion {
+		return config{showVersion: true}, nil
 	}
 
 	cfg := config{
