@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/replicad/replicad/internal/controllerd"
+	"github.com/replicad/replicad/internal/flagfile"
 	"github.com/replicad/replicad/internal/tlsconf"
 	"github.com/replicad/replicad/internal/version"
 )
@@ -39,8 +40,13 @@ or its server fails, 2 for a bad flag.
 Flags:
 `
 
-// runControllerCommand is `replicad controller ARGS`.
-func runControllerCommand(args []string, stdout, stderr io.Writer) int {
+// errShowVersion is --version: print the build instead of running.
+var errShowVersion = errors.New("--version")
+
+// parseControllerFlags parses and checks `replicad controller ARGS` (the
+// file of --config included). It returns flag.ErrHelp for --help (usage
+// printed) and errShowVersion for --version.
+func parseControllerFlags(args []string, stderr io.Writer) (controllerd.Config, error) {
 	fs := flag.NewFlagSet("replicad controller", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
@@ -54,29 +60,47 @@ func runControllerCommand(args []string, stdout, stderr io.Writer) int {
 	tlsCA := fs.String("tls-ca", getenv("REPLICAD_TLS_CA"), "PEM CA bundle `FILE` verifying the brokers and (with --tls-client-auth) the clients; env REPLICAD_TLS_CA")
 	tlsClientAuth := fs.String("tls-client-auth", getenvDefault("REPLICAD_TLS_CLIENT_AUTH", "none"), "client certificates the server asks for: none, request or require (mutual TLS);\nenv REPLICAD_TLS_CLIENT_AUTH")
 	showVersion := fs.Bool("version", false, "print the version, commit and build date, and exit")
-	usageErr := func(err error) int {
-		fmt.Fprintf(stderr, "replicad controller: %v\nRun 'replicad controller --help' for usage.\n", err)
-		return 2
-	}
+	configFile := fs.String("config", "", "YAML `FILE` of flag values, keys the flag names (store: /var/lib/replicad/controller);\nflags given on the command line override it, an unknown key is an error")
 	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return usageErr(err)
+		return cfg, err
 	}
 	if fs.NArg() > 0 {
-		return usageErr(fmt.Errorf("unexpected argument %q (replicad controller takes flags only)", fs.Arg(0)))
+		return cfg, fmt.Errorf("unexpected argument %q (replicad controller takes flags only)", fs.Arg(0))
 	}
 	if *showVersion {
-		fmt.Fprintln(stdout, version.Get().String("replicad"))
-		return 0
+		return cfg, errShowVersion
+	}
+	if *configFile != "" {
+		if err := flagfile.Apply(fs, *configFile, configFileOptions); err != nil {
+			return cfg, err
+		}
 	}
 	cfg.TLS = tlsconf.Options{Cert: *tlsCert, Key: *tlsKey, CA: *tlsCA}
 	var err error
 	if cfg.TLS.ClientAuth, err = tlsconf.ParseClientAuth(*tlsClientAuth); err != nil {
-		return usageErr(fmt.Errorf("--tls-client-auth: %w", err))
+		return cfg, fmt.Errorf("--tls-client-auth: %w", err)
 	}
 	if err := cfg.TLS.Validate(); err != nil {
+		return cfg, err
+	}
+	cfg.Authz.MutualTLS = cfg.TLS.ClientAuth == tlsconf.ClientAuthRequire
+	return cfg, cfg.Validate()
+}
+
+// runControllerCommand is `replicad controller ARGS`.
+func runControllerCommand(args []string, stdout, stderr io.Writer) int {
+	usageErr := func(err error) int {
+		fmt.Fprintf(stderr, "replicad controller: %v\nRun 'replicad controller --help' for usage.\n", err)
+		return 2
+	}
+	cfg, err := parseControllerFlags(args, stderr)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.Is(err, errShowVersion):
+		fmt.Fprintln(stdout, version.Get().String("replicad"))
+		return 0
+	case err != nil:
 		return usageErr(err)
 	}
 

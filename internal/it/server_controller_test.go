@@ -1,12 +1,16 @@
 package it
 
 import (
+	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
 	"github.com/replicad/replicad/internal/testutil"
 )
 
@@ -55,4 +59,58 @@ func TestServerBinaryRunsTheController(t *testing.T) {
 	if code := c.ctl.Terminate(30 * time.Second); code != 0 {
 		t.Fatalf("replicad controller exited %d on SIGTERM; stderr:\n%s", code, c.ctl.Stderr())
 	}
+}
+
+// TestConfigFilesRunACluster starts `replicad controller --config` and a
+// broker with --config, as a packaged deployment does: the files' values
+// apply (JSON logs, the controller address, its store), and a flag on the
+// command line wins over the file (--id 1 over the file's id: 9).
+func TestConfigFilesRunACluster(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	ctlAddr := freeAddr(t)
+	ctlConf := write("controller.yaml", fmt.Sprintf("listen: %s\nstore: %s\nsession-timeout: 2s\nlog-format: json\n", ctlAddr, filepath.Join(dir, "controller")))
+	ctl := testutil.StartServerController(t, bins.Replicad, nil, "--config", ctlConf)
+	brokerConf := write("broker.yaml", fmt.Sprintf("id: 9\ncontroller: %s\nlog-format: json\nmin-insync-replicas: 1\n", ctlAddr))
+	b := testutil.StartBroker(t, bins.Replicad, testutil.BrokerOptions{ID: 1, LogDirs: []string{t.TempDir()}, Args: []string{"--config", brokerConf}})
+
+	conn := ctl.Dial(t)
+	api := replicadv1.NewControllerServiceClient(conn)
+	testutil.Eventually(t, 30*time.Second, func() error {
+		resp, err := api.DescribeCluster(ctx(t), &replicadv1.DescribeClusterRequest{})
+		if err != nil {
+			return err
+		}
+		for _, br := range resp.GetBrokers() {
+			if br.GetId() == 9 {
+				t.Fatalf("the file's id 9 won over --id 1: %v", resp.GetBrokers())
+			}
+			if br.GetId() == 1 && br.GetAlive() {
+				return nil
+			}
+		}
+		return fmt.Errorf("broker 1 not registered: %v", resp.GetBrokers())
+	})
+	for name, p := range map[string]*testutil.Broker{"controller": ctl, "broker": b} {
+		if !jsonLogLine(p.Stderr()) {
+			t.Errorf("%s: no JSON log line despite log-format: json in its file:\n%s", name, p.Stderr())
+		}
+	}
+}
+
+// jsonLogLine reports whether stderr holds a zerolog JSON line.
+func jsonLogLine(stderr string) bool {
+	for _, line := range strings.Split(stderr, "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(line), &m) == nil && m["level"] != nil && m["message"] != nil {
+			return true
+		}
+	}
+	return false
 }
