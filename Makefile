@@ -13,9 +13,15 @@ GO_TEST_FLAGS ?=
 
 all: build
 
+# -buildvcs=auto: Go stamps the commit into the build info in a plain clone (this machine's
+# go env may say -buildvcs=false); scripts/version-ldflags.sh gives the same facts from git
+# where Go stamps nothing (a git worktree). `replicad --version`, `ctlclient version` print them.
+VERSION_LDFLAGS = $(shell ./scripts/version-ldflags.sh)
+GO_BUILD = go build -buildvcs=auto -ldflags "$(VERSION_LDFLAGS)"
+
 build:
-	go build -o $(BIN)/replicad ./cmd/replicad
-	go build -o $(BIN)/ctlclient ./cmd/ctlclient
+	$(GO_BUILD) -o $(BIN)/replicad ./cmd/replicad
+	$(GO_BUILD) -o $(BIN)/ctlclient ./cmd/ctlclient
 
 # Tools are built from the versions pinned in tools/go.mod; make rebuilds them
 # only when the pins change.

@@ -171,7 +171,7 @@ running() { [ -n "$1" ] && kill -0 "$1" 2>/dev/null; }
 
 start_controller() {
 	# shellcheck disable=SC2046 # tls_args is a list of flags
-	spawn "$LOGS/controller.log" "$BIN/ctlclient" controller run --listen "$CONTROLLER" \
+	spawn "$LOGS/controller.log" "$BIN/replicad" controller --listen "$CONTROLLER" \
 		--store "$DEMO/controller" --session-timeout "$SESSION_TIMEOUT" $(tls_args controller)
 	CONTROLLER_PID=$SPAWNED
 	echo "$CONTROLLER_PID" >"$PIDS/controller"
@@ -355,7 +355,7 @@ step "Start the controller on $CONTROLLER, and brokers 1, 2, 3 on 127.0.0.1:9091
 	"brokers are alive (session timeout $SESSION_TIMEOUT) and elects partition leaders. Each broker" \
 	"registers with it, gets a broker epoch, and heartbeats. --min-insync-replicas 2: an acks=all" \
 	"write needs two in-sync copies before it is acknowledged."
-show "./bin/ctlclient controller run --listen $CONTROLLER --store $DEMO/controller --session-timeout $SESSION_TIMEOUT $(tls_args controller) &"
+show "./bin/replicad controller --listen $CONTROLLER --store $DEMO/controller --session-timeout $SESSION_TIMEOUT $(tls_args controller) &"
 start_controller
 controller_up() {
 	running "$CONTROLLER_PID" || { cat "$LOGS/controller.log" >&2; fail "the controller exited"; }

@@ -22,6 +22,8 @@ type command struct {
 	// daemon commands run for long and set up their own telemetry (the
 	// controller), instead of running under one root span.
 	daemon bool
+	// local commands contact nothing (version): no root span, no telemetry.
+	local bool
 	// args commands take positional arguments, which they read from their
 	// FlagSet (fs.Args()) themselves; the others refuse any.
 	args bool
@@ -58,6 +60,7 @@ func commands() []*command {
 		aclListCommand(),
 		traceCommand(),
 		certsInitCommand(),
+		versionCommand(),
 	}
 }
 

@@ -118,7 +118,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return usageFailure(stderr, cmd, err)
 	}
 	e := &env{g: g, stdin: stdin, stdout: stdout, stderr: stderr}
-	if cmd.daemon {
+	if cmd.daemon || cmd.local {
 		return e.report(cmd, runCmd(ctx, e))
 	}
 	return e.runTraced(ctx, cmd, runCmd)

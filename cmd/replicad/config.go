@@ -18,6 +18,7 @@ import (
 	"github.com/replicad/replicad/core/log"
 	"github.com/replicad/replicad/core/topicconfig"
 	"github.com/replicad/replicad/internal/authz"
+	"github.com/replicad/replicad/internal/flagfile"
 	"github.com/replicad/replicad/internal/tlsconf"
 	"github.com/replicad/replicad/service"
 )
@@ -67,11 +68,16 @@ type config struct {
 	// every retentionCheckInterval.
 	retention              log.Retention
 	retentionCheckInterval time.Duration
+	// showVersion is --version: print the build and exit (nothing else is
+	// checked).
+	showVersion bool
 }
 
 const usageHeader = `replicad: a broker hosting replicas of partitioned append-only logs.
 
 Usage: replicad [flags]
+       replicad controller [flags]   the controller daemon ('replicad controller --help')
+       replicad version [-o json]    the version, commit and build date
 
 It serves ReplicaManagerService, LogService and FetchService over gRPC on
 --listen (with server reflection and grpc.health.v1). Drive it with ctlclient
@@ -108,6 +114,10 @@ refused with PermissionDenied; --no-authorization turns it off.
 
 Flags:
 `
+
+// configFileOptions are the --config rules of both daemons: the principal
+// rules are the one repeatable flag; config and version make no sense in a file.
+var configFileOptions = flagfile.Options{Repeatable: []string{"tls-principal-rule"}, Refused: []string{"config", "version"}}
 
 var flushPolicies = map[string]log.FlushPolicy{
 	"every-batch": log.FlushEveryBatch,
@@ -170,11 +180,21 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	kafkaAlias(fs, "log.roll.ms", "log-roll-ms", rollMs)
 	fs.IntVar(minISR, "min.insync.replicas", *minISR, "alias of --min-insync-replicas (Kafka's name)")
 	fs.Var((*msDuration)(retentionCheck), "log.retention.check.interval.ms", "alias of --log-retention-check-interval, in ms (Kafka's name)")
+	showVersion := fs.Bool("version", false, "print the version, commit and build date, and exit ('replicad version -o json': as JSON)")
+	configFile := fs.String("config", "", "YAML `FILE` of flag values, keys the flag names (listen: 127.0.0.1:9091); flags given on the\ncommand line override it, an unknown key is an error")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
 	}
 	if fs.NArg() > 0 {
 		return config{}, fmt.Errorf("unexpected argument %q (replicad takes flags only)", fs.Arg(0))
+	}
+	if *showVersion {
+		return config{showVersion: true}, nil
+	}
+	if *configFile != "" {
+		if err := flagfile.Apply(fs, *configFile, configFileOptions); err != nil {
+			return config{}, err
+		}
 	}
 
 	cfg := config{

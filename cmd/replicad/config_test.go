@@ -161,11 +161,11 @@ func TestParseByteSize(t *testing.T) {
 // before touching any log dir.
 func TestBadFlagsExitTwo(t *testing.T) {
 	var stderr bytes.Buffer
-	if code := run([]string{"--log-format", "xml"}, &stderr); code != 2 {
+	if code := run([]string{"--log-format", "xml"}, io.Discard, &stderr); code != 2 {
 		t.Fatalf("exit %d, want 2 (%s)", code, stderr.String())
 	}
 	stderr.Reset()
-	if code := run([]string{"--help"}, &stderr); code != 0 {
+	if code := run([]string{"--help"}, io.Discard, &stderr); code != 0 {
 		t.Fatalf("--help exit %d, want 0", code)
 	}
 }

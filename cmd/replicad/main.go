@@ -28,6 +28,7 @@ import (
 	"github.com/replicad/replicad/internal/metrics"
 	"github.com/replicad/replicad/internal/telemetry"
 	"github.com/replicad/replicad/internal/tlsconf"
+	"github.com/replicad/replicad/internal/version"
 	"github.com/replicad/replicad/service"
 )
 
@@ -42,7 +43,22 @@ const (
 
 func main() {
 	tuneGC()
-	os.Exit(run(os.Args[1:], os.Stderr))
+	os.Exit(dispatch(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// dispatch picks the daemon: `replicad controller ...` runs the controller
+// (internal/controllerd), `replicad version` prints the build, anything
+// else is the broker's flags.
+func dispatch(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 {
+		switch args[0] {
+		case "controller":
+			return runControllerCommand(args[1:], stdout, stderr)
+		case "version":
+			return runVersion(args[1:], stdout, stderr)
+		}
+	}
+	return run(args, stdout, stderr)
 }
 
 // defaultGCPercent replaces Go's 100 unless GOGC is set. A broker's heap is
@@ -73,9 +89,13 @@ func applyMemoryLimit(cfg config, logger zerolog.Logger) {
 }
 
 // run is the whole daemon; it returns the exit status.
-func run(args []string, stderr io.Writer) int {
+func run(args []string, stdout, stderr io.Writer) int {
 	cfg, err := parseFlags(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if cfg.showVersion {
+		fmt.Fprintln(stdout, version.Get().String("replicad"))
 		return 0
 	}
 	if err != nil {

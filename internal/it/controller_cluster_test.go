@@ -39,6 +39,9 @@ type ctlCluster struct {
 	// dialOpts are the test's credentials towards the processes.
 	brokerArgs func(id int32) []string
 	dialOpts   []grpc.DialOption
+	// serverController runs the controller as `replicad controller`
+	// instead of its alias `ctlclient controller run`.
+	serverController bool
 
 	mu      sync.Mutex // brokers and clients: a producer goroutine reads them
 	brokers map[int32]*testutil.Broker
@@ -63,7 +66,14 @@ func newCtlClusterEnv(t *testing.T, session time.Duration, env []string, args ..
 // broker id.
 func newCtlClusterDirs(t *testing.T, session time.Duration, env []string, extra map[int32]int, args ...string) *ctlCluster {
 	t.Helper()
-	c := &ctlCluster{t: t, ctlAddr: freeAddr(t), ctlDir: t.TempDir(), args: args, env: env, sessionT: session,
+	return newCtlClusterFrom(t, false, session, env, extra, args...)
+}
+
+// newCtlClusterFrom is newCtlClusterDirs, with the controller run by the
+// server binary (replicad controller) when server is set.
+func newCtlClusterFrom(t *testing.T, server bool, session time.Duration, env []string, extra map[int32]int, args ...string) *ctlCluster {
+	t.Helper()
+	c := &ctlCluster{t: t, serverController: server, ctlAddr: freeAddr(t), ctlDir: t.TempDir(), args: args, env: env, sessionT: session,
 		dirs: map[int32]string{}, extraDirs: map[int32][]string{}, brokers: map[int32]*testutil.Broker{}, clients: map[int32]*client{}}
 	for id, n := range extra {
 		for range n {
@@ -100,6 +110,10 @@ func freeAddr(t *testing.T) string {
 
 func (c *ctlCluster) startController() {
 	c.t.Helper()
+	if c.serverController {
+		c.ctl = testutil.StartServerController(c.t, bins.Replicad, c.env, c.ctlArgs...)
+		return
+	}
 	c.ctl = testutil.StartControllerEnv(c.t, bins.Ctlclient, c.env, c.ctlArgs...)
 }
 

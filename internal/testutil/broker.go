@@ -78,6 +78,13 @@ func StartControllerEnv(t testing.TB, ctlclientBin string, env []string, args ..
 	return startListening(t, ctlclientBin, append([]string{"controller", "run"}, args...), env, controllerListeningPrefix)
 }
 
+// StartServerController starts `replicad controller` (the controller from
+// the server binary) with args and env, and waits for its listening line.
+func StartServerController(t testing.TB, replicadBin string, env []string, args ...string) *Broker {
+	t.Helper()
+	return startListening(t, replicadBin, append([]string{"controller"}, args...), env, controllerListeningPrefix)
+}
+
 func startListening(t testing.TB, bin string, args, env []string, prefix string) *Broker {
 	t.Helper()
 	b, err := startProcess(t, bin, args, env, prefix)

@@ -1,0 +1,60 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/replicad/replicad/internal/version"
+)
+
+func TestDispatchVersion(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if code := dispatch([]string{"--version"}, &out, &errOut); code != 0 || strings.TrimSpace(out.String()) != version.Get().String("replicad") {
+		t.Fatalf("--version: exit %d, %q %q", code, out.String(), errOut.String())
+	}
+	// --version wins over flags that would not validate.
+	out.Reset()
+	if code := dispatch([]string{"--log-format", "xml", "--version"}, &out, &errOut); code != 0 || !strings.HasPrefix(out.String(), "replicad ") {
+		t.Fatalf("--version with a bad flag: exit %d, %q", code, out.String())
+	}
+	out.Reset()
+	if code := dispatch([]string{"version", "-o", "json"}, &out, &errOut); code != 0 {
+		t.Fatalf("version -o json: exit %d, %s", code, errOut.String())
+	}
+	var info version.Info
+	if err := json.Unmarshal(out.Bytes(), &info); err != nil || info.GoVersion == "" {
+		t.Fatalf("version -o json: %v %+v\n%s", err, info, out.String())
+	}
+	errOut.Reset()
+	if code := dispatch([]string{"version", "-o", "yaml"}, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), "-o: want table or json") {
+		t.Fatalf("version -o yaml: exit %d, %s", code, errOut.String())
+	}
+}
+
+// replicad controller refuses a bad flag value like ctlclient controller
+// run does, naming the flag, before it opens anything.
+func TestDispatchControllerUsageErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"controller", "--listen", "nowhere"}, "--listen:"},
+		{[]string{"controller", "--leader-imbalance-per-broker-percentage", "101"}, "--leader-imbalance-per-broker-percentage: want 0 to 100"},
+		{[]string{"controller", "--store", "etcd://"}, "--store: etcd:// needs at least one HOST:PORT"},
+		{[]string{"controller", "--tls-client-auth", "require"}, "needs --tls-ca"},
+		{[]string{"controller", "--id", "99999999999"}, "want a 32-bit integer"},
+		{[]string{"controller", "extra"}, `unexpected argument "extra"`},
+	} {
+		var out, errOut bytes.Buffer
+		if code := dispatch(tc.args, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", tc.args, code, errOut.String(), tc.want)
+		}
+	}
+	var out, errOut bytes.Buffer
+	if code := dispatch([]string{"controller", "--help"}, &out, &errOut); code != 0 ||
+		!strings.Contains(errOut.String(), "Usage: replicad controller [flags]") || !strings.Contains(errOut.String(), "-session-timeout") {
+		t.Fatalf("controller --help: exit %d\n%s", code, errOut.String())
+	}
+}
