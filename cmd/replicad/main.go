@@ -210,7 +210,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if cfg.metricsTLS {
 		metricsTLS = tlsConf.ServerConfig("http/1.1")
 	}
-	metricsSrv, err := startMetrics(cfg.metricsListen, brokerMetrics, logger, metricsTLS)
+	metricsSrv, err := startMetrics(cfg.metricsListen, brokerMetrics, logger, metricsTLS, cfg.pprof)
 	if err != nil {
 		logger.Error().Err(err).Str("metrics_listen", cfg.metricsListen).Msg("cannot serve metrics")
 		lis.Close()

@@ -315,7 +315,7 @@ func fbStart(b *testing.B, session time.Duration) *fbCluster {
 		args := []string{"--controller", c.ctl.Addr, "--log-flush", "os"}
 		if fbProfileDir() != "" {
 			c.pprof[id] = fbFreeAddr(b)
-			args = append(args, "--metrics-listen", c.pprof[id])
+			args = append(args, "--metrics-listen", c.pprof[id], "--pprof")
 		}
 		br := testutil.StartBroker(b, bins.Replicad, testutil.BrokerOptions{ID: id, LogDirs: []string{b.TempDir()}, Args: args})
 		conn := fbDial(b, br.Addr)
