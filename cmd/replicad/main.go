@@ -303,9 +303,9 @@ func bootID() string {
 func newLogger(cfg config, stderr io.Writer) zerolog.Logger {
 	out := stderr
 	if cfg.logFormat == "console" {
-		out = zerolog.ConsoleWriter{Out: stderr, TimeFormat: time.RFC3339Nano, NoColor: !isTerminal(stderr)}
+		out = zerolog.ConsoleWriter{Out: stderr, TimeFormat: telemetry.LogTimeFormat, NoColor: !isTerminal(stderr)}
 	}
-	return zerolog.New(out).Level(cfg.logLevel).With().Timestamp().Int32("broker_id", cfg.brokerID).Logger()
+	return zerolog.New(out).Level(cfg.logLevel).Hook(telemetry.LogTimestamps).With().Int32("broker_id", cfg.brokerID).Logger()
 }
 
 func isTerminal(w io.Writer) bool {
@@ -323,7 +323,7 @@ func stopServing(srv *service.Server, logger zerolog.Logger) {
 	ctx, cancel := context.WithTimeout(context.Background(), gracefulStopTimeout)
 	defer cancel()
 	if !srv.Shutdown(ctx) {
-		logger.Warn().Dur("timeout", gracefulStopTimeout).Msg("in-flight calls cancelled after the graceful stop timeout")
+		logger.Warn().Dur("timeout_ms", gracefulStopTimeout).Msg("in-flight calls cancelled after the graceful stop timeout")
 	}
 }
 

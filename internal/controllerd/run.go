@@ -70,9 +70,9 @@ func Run(ctx context.Context, stderr io.Writer, cfg Config) error {
 	level, _ := zerolog.ParseLevel(cfg.LogLevel)
 	var out io.Writer = stderr
 	if cfg.LogFormat == "console" {
-		out = zerolog.ConsoleWriter{Out: stderr, TimeFormat: time.RFC3339Nano, NoColor: true}
+		out = zerolog.ConsoleWriter{Out: stderr, TimeFormat: telemetry.LogTimeFormat, NoColor: true}
 	}
-	logger := zerolog.New(out).Level(level).With().Timestamp().Str("controller", addr).Logger()
+	logger := zerolog.New(out).Level(level).Hook(telemetry.LogTimestamps).With().Str("controller", addr).Logger()
 
 	tel, err := telemetry.Setup(ctx, telemetry.Config{ServiceName: "replicad-controller", InstanceID: addr,
 		Logger: logger, AlwaysSample: true})
@@ -124,7 +124,7 @@ func Run(ctx context.Context, stderr io.Writer, cfg Config) error {
 	serving = true
 	go func() { serveErr <- srv.Serve(lis) }()
 	fmt.Fprintf(stderr, "%s%s\n", ListeningPrefix, lis.Addr())
-	logger.Info().Str("listen", lis.Addr().String()).Str("store", cfg.Store).Dur("session_timeout", cfg.SessionTimeout).
+	logger.Info().Str("listen", lis.Addr().String()).Str("store", cfg.Store).Dur("session_timeout_ms", cfg.SessionTimeout).
 		Bool("tls", tc != nil).Str("tls_client_auth", cfg.TLS.ClientAuth.String()).
 		Bool("unclean_leader_election", cfg.Unclean).Msg("controller serving")
 
