@@ -36,7 +36,7 @@ failed.`,
 			records := fs.Int64("records", 100000, "records to send")
 			recordSize := fs.Int("record-size", 100, "value size of each record in bytes")
 			batchSize := fs.Int("batch", 100, "records per request")
-			acksFlag := fs.String("acks", "1", "all (-1), 1 or 0")
+			acksFlag := fs.String("acks", "all", "all (-1), 1 or 0 (the default is produce's, and Kafka's producer's)")
 			concurrency := fs.Int("concurrency", 1, "workers, each with one request in flight")
 			timeoutMs := int32Var(fs, "timeout-ms", 30000, "broker-side wait for the ISR with --acks all")
 			return func(ctx context.Context, e *env) error {

@@ -74,7 +74,7 @@ OTEL_BSP_SCHEDULE_DELAY says otherwise); 2 for usage errors.`,
 			operation := fs.String("operation", "", "with last: only traces with a span of this `name` in --service (ctlclient elect, Controller.fenceBrokers, ...)")
 			lookback := fs.Duration("lookback", time.Hour, "with last: how far back to look")
 			events := fs.Bool("events", false, "print each span's events (logs) under it, not just how many")
-			limit := fs.Int("limit", 20, "with last: how many of the newest traces of --service to look through\n(for ctlclient, 50 more: earlier `ctlclient trace` runs are passed over)")
+			limit := fs.Int("limit", 20, "with last: how many of the newest traces of --service to look through\n(for ctlclient, 50 more: earlier runs of ctlclient trace are passed over)")
 			return func(ctx context.Context, e *env) error {
 				which, err := traceArgs(fs)
 				if err != nil {

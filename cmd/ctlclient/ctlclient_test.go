@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -311,5 +312,43 @@ func TestUsageAndHelp(t *testing.T) {
 	wantCode(t, r, 2)
 	if !strings.Contains(r.stderr, "--controller is required") {
 		t.Fatalf("stderr %q", r.stderr)
+	}
+}
+
+// A mistyped command names the nearest one; a word far from every command
+// does not pretend to know.
+func TestUnknownCommandSuggestsTheNearest(t *testing.T) {
+	r := ctl(t, "", "", "describe-clustr")
+	wantCode(t, r, 2)
+	if !strings.Contains(r.stderr, `did you mean "describe-cluster"?`) {
+		t.Fatalf("stderr %q", r.stderr)
+	}
+	r = ctl(t, "", "", "prodcue")
+	if !strings.Contains(r.stderr, `did you mean "produce"?`) {
+		t.Fatalf("stderr %q", r.stderr)
+	}
+	r = ctl(t, "", "", "frobnicate")
+	wantCode(t, r, 2)
+	if strings.Contains(r.stderr, "did you mean") {
+		t.Fatalf("a suggestion for a word near nothing: %q", r.stderr)
+	}
+	if d := editDistance("kitten", "sitting"); d != 3 {
+		t.Fatalf("editDistance = %d, want 3", d)
+	}
+}
+
+// Every flag's help line names its value's type, not a backquoted phrase of
+// its usage (the flag package takes the first `...` as the value's name).
+func TestHelpLinesAreNotGarbled(t *testing.T) {
+	for _, c := range commands() {
+		fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
+		if c.flags != nil {
+			c.flags(fs)
+		}
+		fs.VisitAll(func(f *flag.Flag) {
+			if name, _ := flag.UnquoteUsage(f); strings.Contains(name, " ") {
+				t.Errorf("%s --%s: help line reads %q as the value's name", c.name, f.Name, name)
+			}
+		})
 	}
 }

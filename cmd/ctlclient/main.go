@@ -219,7 +219,51 @@ func findCommand(args []string) (*command, []string, error) {
 	if group {
 		return nil, nil, groupError{group: strings.Fields(name)[0], name: name}
 	}
+	if near := nearestCommand(name); near != "" {
+		return nil, nil, fmt.Errorf("unknown command %q; did you mean %q?", name, near)
+	}
 	return nil, nil, fmt.Errorf("unknown command %q", name)
+}
+
+// nearestCommand is the command (or group word) nearest to name by edit
+// distance, if near enough to be a typo: at most 2 edits, and fewer than
+// half of name's letters.
+func nearestCommand(name string) string {
+	best, bestD := "", 3
+	seen := map[string]bool{}
+	for _, c := range commands() {
+		for _, cand := range []string{c.name, strings.Fields(c.name)[0]} {
+			if seen[cand] {
+				continue
+			}
+			seen[cand] = true
+			if d := editDistance(name, cand); d < bestD && 2*d < len(name) {
+				best, bestD = cand, d
+			}
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }
 
 // isGroup reports whether word is the first word of a two-word command.
