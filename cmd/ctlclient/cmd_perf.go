@@ -219,13 +219,13 @@ type perfSummary struct {
 	Records       int64   `json:"records"`
 	Failed        int64   `json:"failed"`
 	Seconds       float64 `json:"seconds"`
-	RecordsPerSec float64 `json:"records_per_sec"`
-	MBPerSec      float64 `json:"mb_per_sec"`
-	AvgMs         float64 `json:"latency_avg_ms"`
-	P50Ms         float64 `json:"latency_p50_ms"`
-	P99Ms         float64 `json:"latency_p99_ms"`
-	P999Ms        float64 `json:"latency_p999_ms"`
-	MaxMs         float64 `json:"latency_max_ms"`
+	RecordsPerSec float64 `json:"recordsPerSec"`
+	MBPerSec      float64 `json:"mbPerSec"`
+	AvgMs         float64 `json:"latencyAvgMs"`
+	P50Ms         float64 `json:"latencyP50Ms"`
+	P99Ms         float64 `json:"latencyP99Ms"`
+	P999Ms        float64 `json:"latencyP999Ms"`
+	MaxMs         float64 `json:"latencyMaxMs"`
 }
 
 func (pt *perfTest) summary(elapsed time.Duration) perfSummary {
