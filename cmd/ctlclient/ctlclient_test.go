@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -351,5 +353,44 @@ func TestHelpLinesAreNotGarbled(t *testing.T) {
 				t.Errorf("%s --%s: help line reads %q as the value's name", c.name, f.Name, name)
 			}
 		})
+	}
+}
+
+// An explicit --broker wins over CTLCLIENT_CONTROLLER (and
+// CTLCLIENT_BOOTSTRAP): produce goes to that broker, not through a
+// controller the environment names (here one that does not answer).
+func TestExplicitBrokerWinsOverTheEnvironment(t *testing.T) {
+	addr := startBroker(t, newMemBroker())
+	dead := deadAddr(t)
+	for _, env := range []string{"CTLCLIENT_CONTROLLER", "CTLCLIENT_BOOTSTRAP"} {
+		var out, errOut bytes.Buffer
+		getenv := func(k string) string {
+			if k == env {
+				return dead
+			}
+			return ""
+		}
+		code := run(context.Background(), []string{"--broker", addr, "--timeout", "2s", "produce", "--topic", "orders", "--partition", "0",
+			"--acks", "1", "--value", "v"}, strings.NewReader(""), &out, &errOut, getenv)
+		if code != 0 {
+			t.Fatalf("with %s=%s and an explicit --broker: exit %d, %s", env, dead, code, errOut.String())
+		}
+	}
+}
+
+// A broker's address given as --controller, or a controller's as --broker,
+// says which it is not, with the address, instead of gRPC's
+// "Unimplemented: unknown service".
+func TestWrongKindOfAddressSaysSo(t *testing.T) {
+	broker := startBroker(t, newMemBroker())
+	r := ctl(t, "", "", "--controller", broker, "--timeout", "1s", "describe-cluster")
+	wantCode(t, r, 1)
+	wantContains(t, "stderr", r.stderr, broker, "not a controller", "--broker")
+	controller := startController(t, describing(&replicadv1.DescribeClusterResponse{}))
+	r = ctl(t, "", "", "--broker", controller, "describe")
+	wantCode(t, r, 1)
+	wantContains(t, "stderr", r.stderr, controller+" is not a broker", "--controller")
+	if strings.Contains(r.stderr, "Unimplemented") {
+		t.Errorf("stderr %q", r.stderr)
 	}
 }

@@ -35,6 +35,11 @@ type globals struct {
 	// the server's); no file: plaintext.
 	tlsCert, tlsKey, tlsCA, tlsClientAuth string
 	tls                                   tlsconf.Options // parsed by validate
+	// brokerOnly: --broker was given on the command line and neither
+	// --controller nor --bootstrap was, so produce, consume and perf go to
+	// that broker even when CTLCLIENT_CONTROLLER or CTLCLIENT_BOOTSTRAP is
+	// set (an explicit flag wins over the environment).
+	brokerOnly bool
 }
 
 func newGlobals(getenv func(string) string) *globals {

@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
+	grpccodes "google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/replicad/replicad/internal/telemetry"
@@ -117,12 +118,20 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if err := g.validate(); err != nil {
 		return usageFailure(stderr, cmd, err)
 	}
+	explicit := setFlags(top)
+	for name := range setFlags(fs) {
+		explicit[name] = true
+	}
+	g.brokerOnly = explicit["broker"] && !explicit["controller"] && !explicit["bootstrap"]
 	e := &env{g: g, stdin: stdin, stdout: stdout, stderr: stderr}
 	if cmd.daemon || cmd.local {
 		return e.report(cmd, runCmd(ctx, e))
 	}
 	return e.runTraced(ctx, cmd, runCmd)
 }
+
+// otlpProbeTimeout bounds the dial that checks the OTLP endpoint listens.
+const otlpProbeTimeout = 300 * time.Millisecond
 
 // runTraced runs the command under the root span "ctlclient <command>".
 func (e *env) runTraced(ctx context.Context, cmd *command, runCmd func(context.Context, *env) error) int {
@@ -134,9 +143,18 @@ func (e *env) runTraced(ctx context.Context, cmd *command, runCmd func(context.C
 		fmt.Fprintf(e.stderr, "ctlclient: %v\n", err)
 		return exitFailure
 	}
+	// The endpoint is probed while the command runs: a flush to a collector
+	// that is not there would hold the prompt until its deadline.
+	var reachable <-chan bool
+	if addr := telemetry.ExportAddress(); addr != "" {
+		reachable = telemetry.Reachable(addr, otlpProbeTimeout)
+	}
 	defer func() {
-		// A flush to an unreachable collector must not hold the prompt for long.
-		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		flush := 2 * time.Second
+		if reachable != nil && !<-reachable {
+			flush = 0 // nobody listens: drop the spans rather than wait
+		}
+		sctx, cancel := context.WithTimeout(context.Background(), flush)
 		defer cancel()
 		_ = tel.Shutdown(sctx)
 	}()
@@ -167,11 +185,29 @@ func (e *env) report(cmd *command, err error) int {
 		return usageFailure(e.stderr, cmd, err)
 	}
 	if st, ok := status.FromError(err); ok {
+		if svc, ok := brokerServiceMissing(st); ok {
+			fmt.Fprintf(e.stderr, "ctlclient: %s is not a broker: it serves no %s (a controller? give its address as --controller)\n", e.g.broker, svc)
+			return exitFailure
+		}
 		fmt.Fprintf(e.stderr, "ctlclient: %s: %s\n", st.Code(), st.Message())
 		return exitFailure
 	}
 	fmt.Fprintf(e.stderr, "ctlclient: %v\n", err)
 	return exitFailure
+}
+
+// brokerServiceMissing reports whether st is the answer of a server that
+// does not serve a broker's service (gRPC's "unknown service"), and which.
+func brokerServiceMissing(st *status.Status) (string, bool) {
+	if st.Code() != grpccodes.Unimplemented {
+		return "", false
+	}
+	for _, svc := range []string{"replicad.v1.LogService", "replicad.v1.ReplicaManagerService", "replicad.v1.FetchService"} {
+		if strings.Contains(st.Message(), "unknown service "+svc) {
+			return svc, true
+		}
+	}
+	return "", false
 }
 
 func usageFailure(stderr io.Writer, cmd *command, err error) int {
