@@ -60,6 +60,7 @@ func commands() []*command {
 		aclListCommand(),
 		traceCommand(),
 		certsInitCommand(),
+		completionCommand(),
 		versionCommand(),
 	}
 }
