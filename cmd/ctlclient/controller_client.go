@@ -161,6 +161,10 @@ func callController[R errorCoded](ctx context.Context, c *controllerClient, call
 				return zero, err
 			case resp.GetErrorCode() == replicadv1.ErrorCode_ERROR_CODE_NOT_CONTROLLER:
 				outcomes[idx] = codeName(resp.GetErrorCode())
+				// A standby names the active controller when it knows it.
+				if m, ok := any(resp).(interface{ GetErrorMessage() string }); ok && m.GetErrorMessage() != "" {
+					outcomes[idx] += " (" + m.GetErrorMessage() + ")"
+				}
 				continue
 			}
 			c.mu.Lock()

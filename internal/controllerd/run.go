@@ -89,7 +89,7 @@ func Run(ctx context.Context, stderr io.Writer, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	st, elector, err := openStore(ctx, cfg, logger)
+	st, elector, err := openStore(ctx, cfg, addr, logger)
 	if err != nil {
 		return err
 	}
@@ -99,7 +99,7 @@ func Run(ctx context.Context, stderr io.Writer, cfg Config) error {
 		}
 	}()
 	ctl, err := controller.New(controller.Config{
-		Store: st, Elector: elector, ID: cfg.ID, SessionTimeout: cfg.SessionTimeout,
+		Store: st, Elector: elector, ID: cfg.ID, SessionTimeout: cfg.SessionTimeout, Advertise: addr,
 		UncleanLeaderElection: cfg.Unclean, DialBroker: brokerDialer(tc), Logger: logger,
 		AutoLeaderRebalance: cfg.AutoRebalance, LeaderImbalanceCheckInterval: cfg.ImbalanceInterval,
 		LeaderImbalancePerBrokerPercentage: cfg.ImbalancePercent,
@@ -154,7 +154,7 @@ func Run(ctx context.Context, stderr io.Writer, cfg Config) error {
 
 // openStore opens the embedded store in a directory or, for etcd://, the
 // etcd store, which is also the election.
-func openStore(ctx context.Context, cfg Config, logger zerolog.Logger) (store.Store, store.Elector, error) {
+func openStore(ctx context.Context, cfg Config, advertise string, logger zerolog.Logger) (store.Store, store.Elector, error) {
 	if rest, ok := strings.CutPrefix(cfg.Store, "etcd://"); ok {
 		endpoints := etcdEndpoints(rest)
 		if len(endpoints) == 0 {
@@ -162,7 +162,7 @@ func openStore(ctx context.Context, cfg Config, logger zerolog.Logger) (store.St
 		}
 		octx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
-		es, err := store.OpenEtcd(octx, store.EtcdConfig{Endpoints: endpoints, SessionTTL: cfg.ElectionTTL, Logger: logger})
+		es, err := store.OpenEtcd(octx, store.EtcdConfig{Endpoints: endpoints, SessionTTL: cfg.ElectionTTL, Advertise: advertise, Logger: logger})
 		if err != nil {
 			return nil, nil, err
 		}
