@@ -26,6 +26,7 @@ import (
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
 	"github.com/replicad/replicad/internal/authz"
 	"github.com/replicad/replicad/internal/metrics"
+	"github.com/replicad/replicad/internal/sdnotify"
 	"github.com/replicad/replicad/internal/telemetry"
 	"github.com/replicad/replicad/internal/tlsconf"
 	"github.com/replicad/replicad/internal/version"
@@ -242,6 +243,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	go func() { served <- srv.Serve(lis) }()
 	// broker_id is already on every line (newLogger).
 	logger.Info().Str("listen", lis.Addr().String()).Strs("log_dirs", cfg.logDirs).Msg("replicad started")
+	// Type=notify units: serving now (the log dirs are open, the listener
+	// bound, health SERVING); registration with the controller follows.
+	notifySystemd(logger, sdnotify.Ready)
 	// Register only now: the controller sends LeaderAndIsr right after.
 	previous := rm.PreviousBrokerEpoch()
 	if link != nil {
@@ -256,6 +260,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			// A second signal now kills the process the default way.
 			stopSignals()
 			logger.Info().Msg("signal received, shutting down")
+			notifySystemd(logger, sdnotify.Stopping)
 			// While the broker still serves: the controller moves its
 			// leaderships away, and the new leaders' followers catch up
 			// from it.
@@ -287,6 +292,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 			shutdownReplicaManager(rm, logger)
 			return 1
 		}
+	}
+}
+
+// notifySystemd tells a Type=notify unit's systemd the broker's state; a
+// failure is only logged: the daemon works the same without a supervisor.
+func notifySystemd(logger zerolog.Logger, state string) {
+	if sent, err := sdnotify.Notify(state); err != nil {
+		logger.Warn().Err(err).Str("state", state).Msg("cannot notify systemd")
+	} else if sent {
+		logger.Debug().Str("state", state).Msg("notified systemd")
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
 	"github.com/replicad/replicad/internal/authz"
 	"github.com/replicad/replicad/internal/grpcx"
+	"github.com/replicad/replicad/internal/sdnotify"
 	"github.com/replicad/replicad/internal/telemetry"
 	"github.com/replicad/replicad/internal/tlsconf"
 	"github.com/replicad/replicad/service"
@@ -127,6 +128,8 @@ func Run(ctx context.Context, stderr io.Writer, cfg Config) error {
 	logger.Info().Str("listen", lis.Addr().String()).Str("store", cfg.Store).Dur("session_timeout_ms", cfg.SessionTimeout).
 		Bool("tls", tc != nil).Str("tls_client_auth", cfg.TLS.ClientAuth.String()).
 		Bool("unclean_leader_election", cfg.Unclean).Msg("controller serving")
+	// Type=notify units: serving (the store is open, the listener bound).
+	notifySystemd(logger, sdnotify.Ready)
 
 	runCtx, stopRun := context.WithCancel(ctx)
 	runDone := make(chan struct{})
@@ -137,6 +140,7 @@ func Run(ctx context.Context, stderr io.Writer, cfg Config) error {
 	select {
 	case <-ctx.Done():
 		logger.Info().Msg("stopping")
+		notifySystemd(logger, sdnotify.Stopping)
 	case err = <-serveErr:
 		logger.Error().Err(err).Msg("gRPC server failed")
 	}
@@ -200,5 +204,15 @@ func brokerDialer(tc *tlsconf.TLS) func(addr string) (replicadv1.ReplicaManagerS
 			return nil, nil, fmt.Errorf("broker: dial %s: %w", addr, err)
 		}
 		return replicadv1.NewReplicaManagerServiceClient(conn), conn, nil
+	}
+}
+
+// notifySystemd tells a Type=notify unit's systemd the controller's state;
+// a failure is only logged.
+func notifySystemd(logger zerolog.Logger, state string) {
+	if sent, err := sdnotify.Notify(state); err != nil {
+		logger.Warn().Err(err).Str("state", state).Msg("cannot notify systemd")
+	} else if sent {
+		logger.Debug().Str("state", state).Msg("notified systemd")
 	}
 }
