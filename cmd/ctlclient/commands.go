@@ -61,6 +61,9 @@ func commands() []*command {
 		traceCommand(),
 		certsInitCommand(),
 		completionCommand(),
+		profileCommands()[0],
+		profileCommands()[1],
+		profileCommands()[2],
 		versionCommand(),
 	}
 }

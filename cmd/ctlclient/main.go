@@ -50,6 +50,9 @@ type env struct {
 	ctlOnce sync.Once
 	ctl     *controllerClient // the --controller addresses; nil until first needed
 
+	// getenv is the environment the command runs in (tests give their own).
+	getenv func(string) string
+
 	tlsOnce sync.Once
 	tls     *tlsconf.TLS // --tls-*, loaded at first dial; nil: plaintext
 	tlsErr  error
@@ -58,7 +61,7 @@ type env struct {
 // run parses the command line, runs one command under its root span and
 // returns the exit status.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) int {
-	g := newGlobals(getenv)
+	g := newGlobalsProfile(getenv, profileArg(args))
 	top := flag.NewFlagSet("ctlclient", flag.ContinueOnError)
 	top.SetOutput(io.Discard)
 	g.register(top)
@@ -123,7 +126,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		explicit[name] = true
 	}
 	g.brokerOnly = explicit["broker"] && !explicit["controller"] && !explicit["bootstrap"]
-	e := &env{g: g, stdin: stdin, stdout: stdout, stderr: stderr}
+	g.explicit = explicit
+	e := &env{g: g, stdin: stdin, stdout: stdout, stderr: stderr, getenv: getenv}
 	if cmd.daemon || cmd.local {
 		return e.report(cmd, runCmd(ctx, e))
 	}
@@ -132,6 +136,26 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 
 // otlpProbeTimeout bounds the dial that checks the OTLP endpoint listens.
 const otlpProbeTimeout = 300 * time.Millisecond
+
+// profileArg is --profile's value among args (before or after the
+// command), read ahead of parsing: the profile gives the defaults of the
+// other flags. "" when absent.
+func profileArg(args []string) string {
+	for i, a := range args {
+		for _, p := range []string{"--profile", "-profile"} {
+			if v, ok := strings.CutPrefix(a, p+"="); ok {
+				return v
+			}
+			if a == p && i+1 < len(args) {
+				return args[i+1]
+			}
+		}
+		if a == "--" {
+			break
+		}
+	}
+	return ""
+}
 
 // runTraced runs the command under the root span "ctlclient <command>".
 func (e *env) runTraced(ctx context.Context, cmd *command, runCmd func(context.Context, *env) error) int {
