@@ -69,9 +69,10 @@ lint: $(GEN_TOOLS)
 
 # Unit, fuzz-seed and integration tests (integration tests build and start real
 # replicad processes on loopback; the tracing one also a real Jaeger, which must be built:
-# with REPLICAD_JAEGER_BIN set it fails rather than skips when the binary is missing).
-test: $(BIN)/jaeger
-	REPLICAD_JAEGER_BIN=$(BIN)/jaeger go test -race -count=1 -timeout 45m $(GO_TEST_FLAGS) ./...
+# with REPLICAD_JAEGER_BIN set it fails rather than skips when the binary is missing; the
+# README walkthrough test runs grpcurl, likewise REPLICAD_GRPCURL_BIN).
+test: $(BIN)/jaeger $(BIN)/grpcurl
+	REPLICAD_JAEGER_BIN=$(BIN)/jaeger REPLICAD_GRPCURL_BIN=$(BIN)/grpcurl go test -race -count=1 -timeout 45m $(GO_TEST_FLAGS) ./...
 
 # The power-loss simulation of the storage code (core/crashtest) at length:
 # SEEDS seeds for each flush mode (every-batch, interval, os), about 1.7 power
