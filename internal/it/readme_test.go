@@ -31,6 +31,7 @@ import (
 var readmePaths = [][]string{
 	{"Walkthrough", "The same with grpcurl"},
 	{"A cluster with a controller", "Finding leaders without the controller"},
+	{"Reproducing a figure"},
 }
 
 type readmeBlock struct {
@@ -199,6 +200,7 @@ func TestReadmeWalkthroughRunsAsWritten(t *testing.T) {
 				}
 				if len(lines) > 0 {
 					r.script(b, lines)
+					t.Logf("ran a block of %q: %d commands", b.section, len(lines))
 				}
 			}
 		})
