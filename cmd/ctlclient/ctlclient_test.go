@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -393,4 +394,17 @@ func TestWrongKindOfAddressSaysSo(t *testing.T) {
 	if strings.Contains(r.stderr, "Unimplemented") {
 		t.Errorf("stderr %q", r.stderr)
 	}
+}
+
+// A broker that accepts connections but never answers fails within
+// --timeout naming the address, not a bare "context deadline exceeded".
+func TestHungBrokerNamesTheAddress(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lis.Close()
+	r := ctl(t, lis.Addr().String(), "", "--timeout", "300ms", "describe")
+	wantCode(t, r, 1)
+	wantContains(t, "stderr", r.stderr, "broker "+lis.Addr().String(), "DeadlineExceeded")
 }

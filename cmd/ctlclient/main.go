@@ -213,11 +213,23 @@ func (e *env) report(cmd *command, err error) int {
 			fmt.Fprintf(e.stderr, "ctlclient: %s is not a broker: it serves no %s (a controller? give its address as --controller)\n", e.g.broker, svc)
 			return exitFailure
 		}
+		// An unreachable or silent broker: name the address dialed, when
+		// the call went to --broker (routed calls name their leader).
+		if (st.Code() == grpccodes.Unavailable || st.Code() == grpccodes.DeadlineExceeded) && !e.routed() && !strings.Contains(st.Message(), e.g.broker) {
+			fmt.Fprintf(e.stderr, "ctlclient: broker %s: %s: %s\n", e.g.broker, st.Code(), st.Message())
+			return exitFailure
+		}
 		fmt.Fprintf(e.stderr, "ctlclient: %s: %s\n", st.Code(), st.Message())
 		return exitFailure
 	}
 	fmt.Fprintf(e.stderr, "ctlclient: %v\n", err)
 	return exitFailure
+}
+
+// routed reports whether broker calls find their leader (through the
+// controller or --bootstrap) rather than go to --broker.
+func (e *env) routed() bool {
+	return !e.g.brokerOnly && (e.g.controller != "" || e.g.bootstrap != "")
 }
 
 // brokerServiceMissing reports whether st is the answer of a server that
