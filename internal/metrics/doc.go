@@ -62,6 +62,10 @@
 //
 //	replicad_follower_lag_records{topic,partition}, replicad_follower_lag_seconds{topic,partition}
 //
+// Per log dir (ObserveLogDirs, logdirs.go; statfs at each scrape):
+//
+//	replicad_log_dir_free_bytes{dir}, replicad_log_dir_capacity_bytes{dir}
+//
 // The gauges are observed at scrape time, in one callback, from
 // core.ReplicaManager.MetricsSnapshot and the fetcher manager's MaxLag: the
 // broker keeps no metric state for them between scrapes. The per-topic series
