@@ -85,7 +85,9 @@ func (s *stateCounters) countCommitted(changes []partitionChange) {
 
 // MetricsSnapshot takes the figures of the controller's gauges under its
 // lock, in one pass over the partitions (O(partitions × replicas)): a scrape
-// of 10,000 partitions holds the lock well under a millisecond.
+// of 10,000 partitions holds the lock about 1.4 ms (BenchmarkMetricsSnapshot10000),
+// during which decisions and heartbeats wait; at a 15 s scrape interval that
+// is 0.01% of the controller's time.
 func (c *Controller) MetricsSnapshot() MetricsSnapshot {
 	c.lock()
 	defer c.unlock()

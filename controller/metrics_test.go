@@ -2,6 +2,8 @@ package controller
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"reflect"
 	"strings"
@@ -9,6 +11,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/replicad/replicad/controller/store"
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
 )
 
@@ -159,4 +162,32 @@ func TestMetricsSnapshotQueueDepth(t *testing.T) {
 	close(gate)
 	waitFor(t, "broker 2's queue to drain once it answers", func() bool { return depth(2) == 0 })
 	<-created
+}
+
+// BenchmarkMetricsSnapshot10000 is one scrape's hold of the controller's
+// lock with 10,000 partitions of RF 3 on 5 brokers (README, Monitoring).
+func BenchmarkMetricsSnapshot10000(b *testing.B) {
+	c, err := New(Config{Store: store.NewMemory(), DialBroker: func(string) (replicadv1.ReplicaManagerServiceClient, io.Closer, error) {
+		return nil, nil, errors.New("not dialed")
+	}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	c.active, c.epoch = true, 1
+	c.brokers = map[int32]*brokerState{}
+	for id := int32(1); id <= 5; id++ {
+		c.brokers[id] = &brokerState{info: store.Broker{ID: id, MinInsyncReplicas: 2}}
+	}
+	c.parts = map[partitionKey]store.Partition{}
+	for i := range 10000 {
+		rs := []int32{int32(i%5 + 1), int32((i+1)%5 + 1), int32((i+2)%5 + 1)}
+		p := store.Partition{Topic: fmt.Sprintf("t%d", i/100), Partition: int32(i % 100), Leader: rs[i%2], ISR: rs[:2+i%2], Replicas: rs}
+		c.parts[keyOf(p)] = p
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if s := c.MetricsSnapshot(); s.Partitions != 10000 {
+			b.Fatal(s.Partitions)
+		}
+	}
 }
