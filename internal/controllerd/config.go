@@ -55,7 +55,8 @@ func usagef(format string, args ...any) error { return UsageError{fmt.Sprintf(fo
 
 // Usage is the flags synopsis of the daemon.
 const Usage = "[--listen 127.0.0.1:9090] [--store DIR | etcd://HOST:PORT[,HOST:PORT]] [--session-timeout 6s] [--unclean-leader-election]\n" +
-	"    [--auto-leader-rebalance-enable=true] [--leader-imbalance-check-interval 5m] [--leader-imbalance-per-broker-percentage 10]"
+	"    [--auto-leader-rebalance-enable=true] [--leader-imbalance-check-interval 5m] [--leader-imbalance-per-broker-percentage 10]\n" +
+	"    [--metrics-listen HOST:PORT [--metrics-tls]]"
 
 // Details is the daemon's help text, shared by both commands.
 var Details = `Serves ControllerService until SIGTERM or Ctrl-C. Brokers started with

@@ -108,3 +108,70 @@ func TestControllerMetricsFollowABrokerDeath(t *testing.T) {
 		"replicad_controller_under_replicated_partitions": 0,
 	})
 }
+
+// TestEtcdControllersMetricsNameTheActiveOne runs two controllers on one
+// etcd with --metrics-listen: exactly one scrapes replicad_controller_active
+// 1 with the cluster's figures, the standby 0 with none of them; when the
+// active one is killed -9, the standby's scrape turns active at a higher
+// epoch and reports the broker.
+func TestEtcdControllersMetricsNameTheActiveOne(t *testing.T) {
+	endpoint := strings.TrimPrefix(testutil.StartEtcd(t)[0], "http://")
+	var addrs []string
+	var procs []*testutil.Broker
+	var urls []string
+	for range 2 {
+		addr := freeAddr(t)
+		p := testutil.StartServerController(t, bins.Replicad, nil, "--listen", addr, "--store", "etcd://"+endpoint,
+			"--election-ttl", "2s", "--session-timeout", "3s", "--metrics-listen", "127.0.0.1:0")
+		addrs, procs, urls = append(addrs, addr), append(procs, p), append(urls, listenedURL(t, p, ctlMetricsListeningPrefix))
+	}
+	testutil.StartBroker(t, bins.Replicad, testutil.BrokerOptions{ID: 1, LogDirs: []string{t.TempDir()},
+		Args: []string{"--controller", strings.Join(addrs, ",")}})
+
+	// activeOne waits until exactly one controller scrapes active, with the
+	// broker registered, and the other as a standby; it returns the active
+	// one's index and epoch.
+	activeOne := func() (int, float64) {
+		t.Helper()
+		active, epoch := -1, 0.0
+		testutil.Eventually(t, 30*time.Second, func() error {
+			active = -1
+			for i, u := range urls {
+				if !procs[i].Running() {
+					continue
+				}
+				s, _, err := scrapeMetrics(u)
+				if err != nil {
+					return err
+				}
+				switch s["replicad_controller_active"] {
+				case 1:
+					if active >= 0 {
+						return fmt.Errorf("controllers %d and %d both scrape active", active, i)
+					}
+					if s["replicad_controller_registered_brokers"] != 1 {
+						return fmt.Errorf("active controller %d: %v registered brokers", i, s["replicad_controller_registered_brokers"])
+					}
+					active, epoch = i, s["replicad_controller_epoch"]
+				case 0:
+					if _, ok := s["replicad_controller_registered_brokers"]; ok {
+						return fmt.Errorf("standby %d exports the cluster's figures", i)
+					}
+				default:
+					return fmt.Errorf("controller %d: no replicad_controller_active", i)
+				}
+			}
+			if active < 0 {
+				return fmt.Errorf("no controller scrapes active")
+			}
+			return nil
+		})
+		return active, epoch
+	}
+	first, epoch := activeOne()
+	procs[first].Signal(syscall.SIGKILL)
+	second, epoch2 := activeOne()
+	if second == first || epoch2 <= epoch {
+		t.Fatalf("after killing controller %d (epoch %v): controller %d active at epoch %v", first, epoch, second, epoch2)
+	}
+}
