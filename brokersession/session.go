@@ -351,7 +351,7 @@ func (s *Session) ControlledShutdown(ctx context.Context) (err error) {
 		case err != nil:
 			failures++
 			wait = max(wait, s.backoff(failures))
-			s.logger.Warn().Err(err).Int("attempt", attempt).Dur("backoff", wait).Msg("controlled shutdown request failed, retrying")
+			s.logger.Warn().Err(err).Int("attempt", attempt).Dur("backoff_ms", wait).Msg("controlled shutdown request failed, retrying")
 		case resp.GetErrorCode() != replicadv1.ErrorCode_ERROR_CODE_NONE:
 			// STALE_BROKER_EPOCH: the broker was fenced; the heartbeat
 			// goroutine registers it again, and the next request carries
@@ -434,10 +434,10 @@ func (s *Session) register(ctx context.Context) error {
 			if misconfigured >= MisconfiguredAttempts && s.brokerEpoch.Load() == 0 {
 				return err
 			}
-			s.logger.Error().Err(err).Int("attempt", attempt).Dur("backoff", wait).Msg("broker registration failed: misconfigured, retrying")
+			s.logger.Error().Err(err).Int("attempt", attempt).Dur("backoff_ms", wait).Msg("broker registration failed: misconfigured, retrying")
 		} else {
 			misconfigured = 0
-			s.logger.Warn().Err(err).Int("attempt", attempt).Dur("backoff", wait).Msg("broker registration failed, retrying")
+			s.logger.Warn().Err(err).Int("attempt", attempt).Dur("backoff_ms", wait).Msg("broker registration failed, retrying")
 		}
 		if !s.sleep(ctx, wait) {
 			return ctx.Err()
@@ -455,7 +455,7 @@ func (s *Session) registered(resp *replicadv1.RegisterBrokerResponse) {
 	s.noteController(resp.GetControllerId(), resp.GetControllerEpoch(), s.controller())
 	previous := s.brokerEpoch.Swap(resp.GetBrokerEpoch())
 	ev := s.logger.Info().Int64("broker_epoch", resp.GetBrokerEpoch()).Int32("controller_epoch", resp.GetControllerEpoch()).
-		Str("controller", s.controller()).Dur("session_timeout", timeout).Str("incarnation_id", s.incarnationID)
+		Str("controller", s.controller()).Dur("session_timeout_ms", timeout).Str("incarnation_id", s.incarnationID)
 	if previous != 0 {
 		ev = ev.Int64("previous_broker_epoch", previous)
 	}

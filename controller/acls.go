@@ -258,7 +258,7 @@ func (c *Controller) CreateAcls(ctx context.Context, req *replicadv1.CreateAclsR
 	}
 	created, err := c.alterAcls(ctx, true, acls, nil)
 	if errors.Is(err, errNotController) {
-		return &replicadv1.CreateAclsResponse{ErrorCode: codeNotController, ErrorMessage: "not the active controller"}, nil
+		return &replicadv1.CreateAclsResponse{ErrorCode: codeNotController, ErrorMessage: c.notActiveMessage()}, nil
 	}
 	if err != nil {
 		return nil, internalErr(err)
@@ -287,7 +287,7 @@ func (c *Controller) DeleteAcls(ctx context.Context, req *replicadv1.DeleteAclsR
 	}
 	deleted, err := c.alterAcls(ctx, false, nil, filters)
 	if errors.Is(err, errNotController) {
-		return &replicadv1.DeleteAclsResponse{ErrorCode: codeNotController, ErrorMessage: "not the active controller"}, nil
+		return &replicadv1.DeleteAclsResponse{ErrorCode: codeNotController, ErrorMessage: c.notActiveMessage()}, nil
 	}
 	if err != nil {
 		return nil, internalErr(err)
@@ -303,7 +303,7 @@ func (c *Controller) DescribeAcls(_ context.Context, req *replicadv1.DescribeAcl
 	}
 	acls, err := c.describeAcls(filter)
 	if errors.Is(err, errNotController) {
-		return &replicadv1.DescribeAclsResponse{ErrorCode: codeNotController, ErrorMessage: "not the active controller"}, nil
+		return &replicadv1.DescribeAclsResponse{ErrorCode: codeNotController, ErrorMessage: c.notActiveMessage()}, nil
 	}
 	if err != nil {
 		return nil, internalErr(err)

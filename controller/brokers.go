@@ -280,7 +280,7 @@ func (c *Controller) expireSessions(ctx context.Context) {
 		// A long decision held the lock: heartbeats are queued behind it
 		// too, and judging sessions before they land would fence live
 		// brokers. The next check sees them.
-		c.log.Debug().Dur("waited", waited).Msg("session check deferred: the controller was busy")
+		c.log.Debug().Dur("waited_ms", waited).Msg("session check deferred: the controller was busy")
 		return
 	}
 	now := c.cfg.Clock.Now()
@@ -364,7 +364,7 @@ func (c *Controller) extendSessions(pause time.Duration) {
 			bs.lastSeen = now
 		}
 	}
-	c.log.Warn().Dur("pause", pause).Msg("the controller was paused; broker sessions restart from now")
+	c.log.Warn().Dur("pause_ms", pause).Msg("the controller was paused; broker sessions restart from now")
 }
 
 // fenceLocked fences broker incarnations and moves their partitions away.

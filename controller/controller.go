@@ -39,6 +39,10 @@ type BrokerDialer func(addr string) (replicadv1.ReplicaManagerServiceClient, io.
 type Config struct {
 	// Store holds the metadata. Required.
 	Store store.Store
+	// Advertise is the HOST:PORT clients reach this controller at (as the
+	// etcd store's EtcdConfig.Advertise): a standby names the active one
+	// in its NOT_CONTROLLER answers, and tells itself apart from it.
+	Advertise string
 	// Elector, when set, must be won before this controller acts (etcd).
 	// Nil: the controller acts as soon as Run starts (the embedded store,
 	// whose file lock already keeps a second controller out).

@@ -49,7 +49,7 @@ func (c *Controller) forgiveDeafnessLocked(now time.Time, held time.Duration) {
 		}
 	}
 	if n > 0 {
-		c.log.Warn().Dur("held", held).Int("brokers", n).
+		c.log.Warn().Dur("held_ms", held).Int("brokers", n).
 			Msg("a decision kept the controller from hearing heartbeats; broker sessions extended by its length")
 	}
 }

@@ -161,7 +161,7 @@ func (c *Controller) CreateTopic(ctx context.Context, req *replicadv1.CreateTopi
 		return nil, err
 	}
 	parts, err := c.createTopic(ctx, req.GetTopic(), int(req.GetPartitions()), int(req.GetReplicationFactor()), req.GetConfigs())
-	code, msg, err := outcome(err)
+	code, msg, err := c.outcome(err)
 	if err != nil {
 		return nil, err
 	}
@@ -205,7 +205,7 @@ func (c *Controller) AlterTopicConfig(ctx context.Context, req *replicadv1.Alter
 		return nil, invalid("set", "nothing to change: set or delete at least one config")
 	}
 	stored, err := c.alterTopicConfig(ctx, req.GetTopic(), req.GetSet(), req.GetDelete(), req.GetValidateOnly())
-	code, msg, err := outcome(err)
+	code, msg, err := c.outcome(err)
 	if err != nil {
 		return nil, err
 	}
@@ -218,7 +218,7 @@ func (c *Controller) DescribeTopicConfig(ctx context.Context, req *replicadv1.De
 		return nil, err
 	}
 	entries, version, err := c.describeTopicConfig(req.GetTopic())
-	code, msg, err := outcome(err)
+	code, msg, err := c.outcome(err)
 	if err != nil {
 		return nil, err
 	}
@@ -230,7 +230,7 @@ func (c *Controller) DeleteTopic(ctx context.Context, req *replicadv1.DeleteTopi
 	if err := validateTopic("topic", req.GetTopic()); err != nil {
 		return nil, err
 	}
-	code, msg, err := outcome(c.deleteTopic(ctx, req.GetTopic()))
+	code, msg, err := c.outcome(c.deleteTopic(ctx, req.GetTopic()))
 	if err != nil {
 		return nil, err
 	}
@@ -251,7 +251,7 @@ func (c *Controller) ElectLeader(ctx context.Context, req *replicadv1.ElectLeade
 		}
 	}
 	p, err := c.electLeader(ctx, req.GetTopic(), req.GetPartition(), req.Leader)
-	code, msg, err := outcome(err)
+	code, msg, err := c.outcome(err)
 	if err != nil {
 		return nil, err
 	}
@@ -281,7 +281,7 @@ func (c *Controller) ElectLeaders(ctx context.Context, req *replicadv1.ElectLead
 		reqs = append(reqs, electRequest{topic: t.GetTopic(), partitions: t.GetPartitions()})
 	}
 	results, err := c.electPreferred(ctx, reqs)
-	code, msg, err := outcome(err)
+	code, msg, err := c.outcome(err)
 	if err != nil {
 		return nil, err
 	}
@@ -309,7 +309,7 @@ func (c *Controller) ReassignPartition(ctx context.Context, req *replicadv1.Reas
 			return nil, invalid("replicas", "must be empty with cancel (got %v)", req.GetReplicas())
 		}
 		p, err := c.cancelReassignment(ctx, req.GetTopic(), req.GetPartition())
-		return reassignAnswer(p, err)
+		return c.reassignAnswer(p, err)
 	}
 	if len(req.GetReplicas()) == 0 {
 		return nil, invalid("replicas", "must not be empty")
@@ -323,11 +323,11 @@ func (c *Controller) ReassignPartition(ctx context.Context, req *replicadv1.Reas
 		}
 	}
 	p, err := c.reassignPartition(ctx, req.GetTopic(), req.GetPartition(), req.GetReplicas())
-	return reassignAnswer(p, err)
+	return c.reassignAnswer(p, err)
 }
 
-func reassignAnswer(p store.Partition, err error) (*replicadv1.ReassignPartitionResponse, error) {
-	code, msg, err := outcome(err)
+func (c *Controller) reassignAnswer(p store.Partition, err error) (*replicadv1.ReassignPartitionResponse, error) {
+	code, msg, err := c.outcome(err)
 	if err != nil {
 		return nil, err
 	}
@@ -344,7 +344,7 @@ func (c *Controller) AlterReplicationThrottle(ctx context.Context, req *replicad
 		return nil, invalid("bytes_per_sec", "must not be negative (got %d)", req.GetBytesPerSec())
 	}
 	previous, err := c.alterReplicationThrottle(ctx, req.GetBytesPerSec())
-	code, msg, err := outcome(err)
+	code, msg, err := c.outcome(err)
 	if err != nil {
 		return nil, err
 	}
@@ -355,7 +355,7 @@ func (c *Controller) AlterReplicationThrottle(ctx context.Context, req *replicad
 func (c *Controller) DescribeCluster(context.Context, *replicadv1.DescribeClusterRequest) (*replicadv1.DescribeClusterResponse, error) {
 	v, err := c.describe()
 	if errors.Is(err, errNotController) {
-		return &replicadv1.DescribeClusterResponse{ErrorCode: codeNotController}, nil
+		return &replicadv1.DescribeClusterResponse{ErrorCode: codeNotController, ErrorMessage: c.notActiveMessage()}, nil
 	}
 	if err != nil {
 		return nil, internalErr(err)
@@ -404,13 +404,13 @@ func (c *Controller) ControlledShutdown(ctx context.Context, req *replicadv1.Con
 
 // outcome splits an admin call's error into the answer's error code and
 // message, or a gRPC error for failures the caller should retry.
-func outcome(err error) (replicadv1.ErrorCode, string, error) {
+func (c *Controller) outcome(err error) (replicadv1.ErrorCode, string, error) {
 	var ae *adminError
 	switch {
 	case err == nil:
 		return codeNone, "", nil
 	case errors.Is(err, errNotController):
-		return codeNotController, "not the active controller", nil
+		return codeNotController, c.notActiveMessage(), nil
 	case errors.As(err, &ae):
 		return ae.code, ae.msg, nil
 	default:

@@ -51,7 +51,7 @@ func (rm *ReplicaManager) checkpointHighWatermarks() []DirCheckpoint {
 	start := time.Now()
 	out := rm.writeHighWatermarkCheckpoints(rm.logs.HighWatermarks())
 	rm.cfg.Metrics.HighWatermarkCheckpointed(time.Since(start))
-	rm.logger.Debug().Dur("took", time.Since(start)).Int("log_dirs", len(out)).Msg("checkpointed high watermarks")
+	rm.logger.Debug().Dur("took_ms", time.Since(start)).Int("log_dirs", len(out)).Msg("checkpointed high watermarks")
 	return out
 }
 

@@ -119,7 +119,7 @@ func (f *fetcher) run(ctx context.Context) {
 			span.End()
 			if err != nil {
 				d := bo.next()
-				f.logger.Warn().Err(err).Dur("backoff", d).Msg("open fetch stream")
+				f.logger.Warn().Err(err).Dur("backoff_ms", d).Msg("open fetch stream")
 				sleep(ctx, f.cfg.Clock, d)
 				continue
 			}
@@ -137,7 +137,7 @@ func (f *fetcher) run(ctx context.Context) {
 				return
 			}
 			d := bo.next()
-			f.logger.Warn().Err(err).Dur("backoff", d).Msg("fetch stream broken, reconnecting")
+			f.logger.Warn().Err(err).Dur("backoff_ms", d).Msg("fetch stream broken, reconnecting")
 			sleep(ctx, f.cfg.Clock, d)
 			continue
 		}

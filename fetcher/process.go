@@ -12,6 +12,7 @@ import (
 	"github.com/replicad/replicad/core/record"
 	"github.com/replicad/replicad/core/tp"
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
+	"github.com/replicad/replicad/internal/telemetry"
 )
 
 // processFetchResponse applies each partition's answer, under mu, to the
@@ -68,7 +69,7 @@ func (f *fetcher) processPartition(t tp.TopicPartition, st *partitionState, res 
 		// and other leader-side errors are retried after a delay, as Kafka
 		// does. Setting them aside until the next LeaderAndIsr would stop the
 		// partition for good when that request comes to us first.
-		lg.Info().Str("error", code.String()).Msg("fetch error, retrying partition after backoff")
+		lg.Info().Str("error_code", telemetry.ErrorCodeName(code)).Msg("fetch error, retrying partition after backoff")
 		f.delay(st)
 	}
 	return false
@@ -178,7 +179,7 @@ func (f *fetcher) noteTruncation(t tp.TopicPartition, st *partitionState, logEnd
 	}
 	if pr.stuck >= stuckBackoffAfter {
 		d := min(f.cfg.PartitionBackoff<<(pr.stuck-stuckBackoffAfter), maxStuckBackoff)
-		lg.Warn().Int("truncations", pr.stuck).Int64("truncate_to", offset).Int64("log_end_offset", logEnd).Dur("backoff", d).
+		lg.Warn().Int("truncations", pr.stuck).Int64("truncate_to", offset).Int64("log_end_offset", logEnd).Dur("backoff_ms", d).
 			Msg("truncation makes no progress, backing off")
 		st.delayedUntil = f.cfg.Clock.Now().Add(d)
 	}

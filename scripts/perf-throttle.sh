@@ -119,7 +119,7 @@ run() {
 	python3 -c '
 import json, sys
 r = json.load(open(sys.argv[1]))
-print("%.2f %.2f %.2f" % (r["latency_p50_ms"], r["latency_p99_ms"], r["latency_avg_ms"]))' "$work/perf.json" >"$work/result"
+print("%.2f %.2f %.2f" % (r["latencyP50Ms"], r["latencyP99Ms"], r["latencyAvgMs"]))' "$work/perf.json" >"$work/result"
 	echo "$note" >"$work/note"
 }
 

@@ -89,7 +89,7 @@ run() {
 	python3 -c '
 import json, sys
 r = json.load(open(sys.argv[1]))
-print("%.1f %.2f" % (r["mb_per_sec"], r["latency_p99_ms"]))' "$dir/perf.json" >"$work/result"
+print("%.1f %.2f" % (r["mbPerSec"], r["latencyP99Ms"]))' "$dir/perf.json" >"$work/result"
 	rm -rf "$dir"
 }
 

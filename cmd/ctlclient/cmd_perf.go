@@ -36,7 +36,7 @@ failed.`,
 			records := fs.Int64("records", 100000, "records to send")
 			recordSize := fs.Int("record-size", 100, "value size of each record in bytes")
 			batchSize := fs.Int("batch", 100, "records per request")
-			acksFlag := fs.String("acks", "1", "all (-1), 1 or 0")
+			acksFlag := fs.String("acks", "all", "all (-1), 1 or 0 (the default is produce's, and Kafka's producer's)")
 			concurrency := fs.Int("concurrency", 1, "workers, each with one request in flight")
 			timeoutMs := int32Var(fs, "timeout-ms", 30000, "broker-side wait for the ISR with --acks all")
 			return func(ctx context.Context, e *env) error {
@@ -219,13 +219,13 @@ type perfSummary struct {
 	Records       int64   `json:"records"`
 	Failed        int64   `json:"failed"`
 	Seconds       float64 `json:"seconds"`
-	RecordsPerSec float64 `json:"records_per_sec"`
-	MBPerSec      float64 `json:"mb_per_sec"`
-	AvgMs         float64 `json:"latency_avg_ms"`
-	P50Ms         float64 `json:"latency_p50_ms"`
-	P99Ms         float64 `json:"latency_p99_ms"`
-	P999Ms        float64 `json:"latency_p999_ms"`
-	MaxMs         float64 `json:"latency_max_ms"`
+	RecordsPerSec float64 `json:"recordsPerSec"`
+	MBPerSec      float64 `json:"mbPerSec"`
+	AvgMs         float64 `json:"latencyAvgMs"`
+	P50Ms         float64 `json:"latencyP50Ms"`
+	P99Ms         float64 `json:"latencyP99Ms"`
+	P999Ms        float64 `json:"latencyP999Ms"`
+	MaxMs         float64 `json:"latencyMaxMs"`
 }
 
 func (pt *perfTest) summary(elapsed time.Duration) perfSummary {

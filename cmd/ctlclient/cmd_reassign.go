@@ -81,8 +81,8 @@ func runGenerate(ctx context.Context, e *env, cc *controllerClient, o reassignOp
 		return e.printResultJSON(struct {
 			Current         reassignPlan `json:"current"`
 			Proposed        reassignPlan `json:"proposed"`
-			MovedPartitions int          `json:"moved_partitions"`
-			AddedReplicas   int          `json:"added_replicas"`
+			MovedPartitions int          `json:"movedPartitions"`
+			AddedReplicas   int          `json:"addedReplicas"`
 		}{current, proposed, moved, added})
 	}
 	fmt.Fprintf(e.stdout, "Current partition replica assignment\n%s\n\nProposed partition reassignment configuration\n%s\n", planJSON(current), planJSON(proposed))
@@ -175,9 +175,9 @@ type executeResult struct {
 	// Current is the assignment before, the rollback plan.
 	Current     reassignPlan `json:"current"`
 	Started     int          `json:"started"`
-	AlreadyDone int          `json:"already_done"`
-	Throttle    int64        `json:"throttle_bytes_per_sec,omitempty"`
-	NotStarted  []string     `json:"not_started,omitempty"`
+	AlreadyDone int          `json:"alreadyDone"`
+	Throttle    int64        `json:"throttleBytesPerSec,omitempty"`
+	NotStarted  []string     `json:"notStarted,omitempty"`
 	// Complete and Partitions are --wait's outcome.
 	Complete   *bool          `json:"complete,omitempty"`
 	Partitions []planProgress `json:"partitions,omitempty"`
@@ -281,7 +281,7 @@ func runVerify(ctx context.Context, e *env, cc *controllerClient, o reassignOpti
 	if e.jsonOutput() {
 		if err := e.printResultJSON(struct {
 			Complete        bool           `json:"complete"`
-			ThrottleRemoved bool           `json:"throttle_removed"`
+			ThrottleRemoved bool           `json:"throttleRemoved"`
 			Partitions      []planProgress `json:"partitions"`
 		}{allDone, throttleRemoved, progress}); err != nil {
 			return err
@@ -379,7 +379,7 @@ func runCancel(ctx context.Context, e *env, cc *controllerClient, o reassignOpti
 	if e.jsonOutput() {
 		if err := e.printResultJSON(struct {
 			Partitions      []cancelResult `json:"partitions"`
-			ThrottleRemoved bool           `json:"throttle_removed"`
+			ThrottleRemoved bool           `json:"throttleRemoved"`
 		}{results, throttleRemoved}); err != nil {
 			return err
 		}

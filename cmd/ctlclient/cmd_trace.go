@@ -74,7 +74,8 @@ OTEL_BSP_SCHEDULE_DELAY says otherwise); 2 for usage errors.`,
 			operation := fs.String("operation", "", "with last: only traces with a span of this `name` in --service (ctlclient elect, Controller.fenceBrokers, ...)")
 			lookback := fs.Duration("lookback", time.Hour, "with last: how far back to look")
 			events := fs.Bool("events", false, "print each span's events (logs) under it, not just how many")
-			limit := fs.Int("limit", 20, "with last: how many of the newest traces of --service to look through\n(for ctlclient, 50 more: earlier `ctlclient trace` runs are passed over)")
+			wide := fs.Bool("wide", false, "print every line whole; by default each line is cut at the terminal's width ($COLUMNS,\nelse the terminal's; a pipe gets whole lines)")
+			limit := fs.Int("limit", 20, "with last: how many of the newest traces of --service to look through\n(for ctlclient, 50 more: earlier runs of ctlclient trace are passed over)")
 			return func(ctx context.Context, e *env) error {
 				which, err := traceArgs(fs)
 				if err != nil {
@@ -117,7 +118,13 @@ OTEL_BSP_SCHEDULE_DELAY says otherwise); 2 for usage errors.`,
 					}
 					return err
 				}
-				return printTimeline(e.stdout, tr, *events)
+				w := e.stdout
+				if width := outputWidth(e.stdout); !*wide && width > 0 {
+					fw := &fitWriter{w: e.stdout, width: width}
+					defer fw.flush()
+					w = fw
+				}
+				return printTimeline(w, tr, *events)
 			}
 		},
 	}

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 // sampleTraceID is the trace in testdata/jaeger_elect_trace.json: Jaeger
@@ -84,6 +85,7 @@ func sampleTrace(t *testing.T) []byte {
 // and durations in ms, the replicad.* attributes and errors, links, and
 // spans whose parent is missing at depth 0.
 func TestTraceTimeline(t *testing.T) {
+	t.Setenv("COLUMNS", "") // whole lines, whatever the terminal running the tests
 	url := startFakeJaeger(t, &fakeJaeger{traces: map[string][]byte{sampleTraceID: sampleTrace(t)}})
 	r := ctl(t, "", "", "trace", sampleTraceID, "--jaeger", url)
 	wantCode(t, r, 0)
@@ -263,5 +265,40 @@ func TestTraceErrors(t *testing.T) {
 		if !strings.Contains(r.stderr, c.want) {
 			t.Errorf("%v: stderr %q, want %q", c.args, r.stderr, c.want)
 		}
+	}
+}
+
+// At a width ($COLUMNS here; a terminal's own otherwise) every timeline line
+// is cut to fit, ending in "…" where it was cut; --wide prints them whole,
+// as a pipe gets them.
+func TestTraceFitsTheTerminal(t *testing.T) {
+	t.Setenv("COLUMNS", "")
+	url := startFakeJaeger(t, &fakeJaeger{traces: map[string][]byte{sampleTraceID: sampleTrace(t)}})
+	whole := ctl(t, "", "", "trace", sampleTraceID, "--jaeger", url)
+	wantCode(t, whole, 0)
+	t.Setenv("COLUMNS", "80")
+	cut := ctl(t, "", "", "trace", sampleTraceID, "--jaeger", url)
+	wantCode(t, cut, 0)
+	wholeLines, cutLines := lines(whole.stdout), lines(cut.stdout)
+	if len(cutLines) != len(wholeLines) {
+		t.Fatalf("%d lines at 80 columns, %d whole", len(cutLines), len(wholeLines))
+	}
+	shortened := 0
+	for i, l := range cutLines {
+		if n := utf8.RuneCountInString(l); n > 80 {
+			t.Errorf("line %d is %d wide: %q", i, n, l)
+		}
+		if l != wholeLines[i] {
+			shortened++
+			if !strings.HasSuffix(l, "…") || !strings.HasPrefix(wholeLines[i], strings.TrimSuffix(l, "…")) {
+				t.Errorf("line %d cut badly: %q from %q", i, l, wholeLines[i])
+			}
+		}
+	}
+	if shortened == 0 {
+		t.Fatal("no line was cut at 80 columns")
+	}
+	if wide := ctl(t, "", "", "trace", sampleTraceID, "--jaeger", url, "--wide"); wide.stdout != whole.stdout {
+		t.Fatal("--wide does not print the lines whole")
 	}
 }

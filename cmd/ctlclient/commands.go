@@ -60,6 +60,10 @@ func commands() []*command {
 		aclListCommand(),
 		traceCommand(),
 		certsInitCommand(),
+		completionCommand(),
+		profileCommands()[0],
+		profileCommands()[1],
+		profileCommands()[2],
 		versionCommand(),
 	}
 }

@@ -147,6 +147,11 @@ func callController[R errorCoded](ctx context.Context, c *controllerClient, call
 			case err != nil && ctx.Err() == nil && unreachable:
 				outcomes[idx] = status.Code(err).String() + ": " + status.Convert(err).Message()
 				continue
+			case status.Code(err) == codes.Unimplemented:
+				// A broker (or anything else) at a controller's address: say
+				// so, and try the others.
+				outcomes[idx] = "not a controller: it serves no ControllerService (a broker? give it as --broker)"
+				continue
 			case err != nil && unreachable && errors.Is(ctx.Err(), context.DeadlineExceeded):
 				// The budget ran out during this attempt: say which
 				// controllers were tried and why, not the bare deadline.
@@ -156,6 +161,10 @@ func callController[R errorCoded](ctx context.Context, c *controllerClient, call
 				return zero, err
 			case resp.GetErrorCode() == replicadv1.ErrorCode_ERROR_CODE_NOT_CONTROLLER:
 				outcomes[idx] = codeName(resp.GetErrorCode())
+				// A standby names the active controller when it knows it.
+				if m, ok := any(resp).(interface{ GetErrorMessage() string }); ok && m.GetErrorMessage() != "" {
+					outcomes[idx] += " (" + m.GetErrorMessage() + ")"
+				}
 				continue
 			}
 			c.mu.Lock()

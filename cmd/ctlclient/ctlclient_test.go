@@ -1,7 +1,10 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -218,8 +221,9 @@ func TestOtherAdminCommands(t *testing.T) {
 	}
 	r = ctl(t, addr, "", "checkpoint", "-o", "json")
 	wantCode(t, r, 0)
-	if want := "{\n  \"logDirs\": [\n    {\n      \"logDir\": \"/data/a\",\n      \"partitions\": 2\n    }\n  ]\n}\n"; r.stdout != want {
-		t.Fatalf("checkpoint json %q, want grpcurl's %q", r.stdout, want)
+	// Every field, zero values included, so jq filters find them.
+	if want := "{\n  \"errorCode\": \"ERROR_CODE_NONE\",\n  \"logDirs\": [\n    {\n      \"logDir\": \"/data/a\",\n      \"partitions\": 2,\n      \"errorCode\": \"ERROR_CODE_NONE\"\n    }\n  ]\n}\n"; r.stdout != want {
+		t.Fatalf("checkpoint json %q, want %q", r.stdout, want)
 	}
 	r = ctl(t, addr, "", "stop-replica", "--controller-id", "0", "--controller-epoch", "1", "--topic", "t", "--partition", "0")
 	wantCode(t, r, 1)
@@ -311,5 +315,82 @@ func TestUsageAndHelp(t *testing.T) {
 	wantCode(t, r, 2)
 	if !strings.Contains(r.stderr, "--controller is required") {
 		t.Fatalf("stderr %q", r.stderr)
+	}
+}
+
+// A mistyped command names the nearest one; a word far from every command
+// does not pretend to know.
+func TestUnknownCommandSuggestsTheNearest(t *testing.T) {
+	r := ctl(t, "", "", "describe-clustr")
+	wantCode(t, r, 2)
+	if !strings.Contains(r.stderr, `did you mean "describe-cluster"?`) {
+		t.Fatalf("stderr %q", r.stderr)
+	}
+	r = ctl(t, "", "", "prodcue")
+	if !strings.Contains(r.stderr, `did you mean "produce"?`) {
+		t.Fatalf("stderr %q", r.stderr)
+	}
+	r = ctl(t, "", "", "frobnicate")
+	wantCode(t, r, 2)
+	if strings.Contains(r.stderr, "did you mean") {
+		t.Fatalf("a suggestion for a word near nothing: %q", r.stderr)
+	}
+	if d := editDistance("kitten", "sitting"); d != 3 {
+		t.Fatalf("editDistance = %d, want 3", d)
+	}
+}
+
+// Every flag's help line names its value's type, not a backquoted phrase of
+// its usage (the flag package takes the first `...` as the value's name).
+func TestHelpLinesAreNotGarbled(t *testing.T) {
+	for _, c := range commands() {
+		fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
+		if c.flags != nil {
+			c.flags(fs)
+		}
+		fs.VisitAll(func(f *flag.Flag) {
+			if name, _ := flag.UnquoteUsage(f); strings.Contains(name, " ") {
+				t.Errorf("%s --%s: help line reads %q as the value's name", c.name, f.Name, name)
+			}
+		})
+	}
+}
+
+// An explicit --broker wins over CTLCLIENT_CONTROLLER (and
+// CTLCLIENT_BOOTSTRAP): produce goes to that broker, not through a
+// controller the environment names (here one that does not answer).
+func TestExplicitBrokerWinsOverTheEnvironment(t *testing.T) {
+	addr := startBroker(t, newMemBroker())
+	dead := deadAddr(t)
+	for _, env := range []string{"CTLCLIENT_CONTROLLER", "CTLCLIENT_BOOTSTRAP"} {
+		var out, errOut bytes.Buffer
+		getenv := func(k string) string {
+			if k == env {
+				return dead
+			}
+			return ""
+		}
+		code := run(context.Background(), []string{"--broker", addr, "--timeout", "2s", "produce", "--topic", "orders", "--partition", "0",
+			"--acks", "1", "--value", "v"}, strings.NewReader(""), &out, &errOut, getenv)
+		if code != 0 {
+			t.Fatalf("with %s=%s and an explicit --broker: exit %d, %s", env, dead, code, errOut.String())
+		}
+	}
+}
+
+// A broker's address given as --controller, or a controller's as --broker,
+// says which it is not, with the address, instead of gRPC's
+// "Unimplemented: unknown service".
+func TestWrongKindOfAddressSaysSo(t *testing.T) {
+	broker := startBroker(t, newMemBroker())
+	r := ctl(t, "", "", "--controller", broker, "--timeout", "1s", "describe-cluster")
+	wantCode(t, r, 1)
+	wantContains(t, "stderr", r.stderr, broker, "not a controller", "--broker")
+	controller := startController(t, describing(&replicadv1.DescribeClusterResponse{}))
+	r = ctl(t, "", "", "--broker", controller, "describe")
+	wantCode(t, r, 1)
+	wantContains(t, "stderr", r.stderr, controller+" is not a broker", "--controller")
+	if strings.Contains(r.stderr, "Unimplemented") {
+		t.Errorf("stderr %q", r.stderr)
 	}
 }

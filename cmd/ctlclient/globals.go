@@ -35,16 +35,42 @@ type globals struct {
 	// the server's); no file: plaintext.
 	tlsCert, tlsKey, tlsCA, tlsClientAuth string
 	tls                                   tlsconf.Options // parsed by validate
+	// brokerOnly: --broker was given on the command line and neither
+	// --controller nor --bootstrap was, so produce, consume and perf go to
+	// that broker even when CTLCLIENT_CONTROLLER or CTLCLIENT_BOOTSTRAP is
+	// set (an explicit flag wins over the environment).
+	brokerOnly bool
+	// profile is the connection profile whose values are the defaults
+	// ("" none); profileErr why the selected one could not be read, which
+	// validate reports.
+	profile    string
+	profileErr error
+	// explicit are the global flags given on the command line.
+	explicit map[string]bool
 }
 
-func newGlobals(getenv func(string) string) *globals {
+func newGlobals(getenv func(string) string) *globals { return newGlobalsProfile(getenv, "") }
+
+// newGlobalsProfile is the defaults, then the connection profile named
+// (--profile; "" for CTLCLIENT_PROFILE's, else the current one), then the
+// CTLCLIENT_* variables: the flags parsed later override all three.
+func newGlobalsProfile(getenv func(string) string, profileName string) *globals {
 	g := &globals{broker: defaultBroker, output: "table", timeout: 10 * time.Second}
-	if b := getenv("CTLCLIENT_BROKER"); b != "" {
-		g.broker = b
+	if profileName == "" {
+		profileName = getenv("CTLCLIENT_PROFILE")
 	}
-	g.controller = getenv("CTLCLIENT_CONTROLLER")
-	g.bootstrap = getenv("CTLCLIENT_BOOTSTRAP")
-	g.tlsCert, g.tlsKey, g.tlsCA = getenv("CTLCLIENT_TLS_CERT"), getenv("CTLCLIENT_TLS_KEY"), getenv("CTLCLIENT_TLS_CA")
+	g.profileErr = applyProfile(g, getenv, profileName)
+	env := func(dst *string, name string) {
+		if v := getenv(name); v != "" {
+			*dst = v
+		}
+	}
+	env(&g.broker, "CTLCLIENT_BROKER")
+	env(&g.controller, "CTLCLIENT_CONTROLLER")
+	env(&g.bootstrap, "CTLCLIENT_BOOTSTRAP")
+	env(&g.tlsCert, "CTLCLIENT_TLS_CERT")
+	env(&g.tlsKey, "CTLCLIENT_TLS_KEY")
+	env(&g.tlsCA, "CTLCLIENT_TLS_CA")
 	g.tlsClientAuth = getenv("CTLCLIENT_TLS_CLIENT_AUTH")
 	if g.tlsClientAuth == "" {
 		g.tlsClientAuth = "none"
@@ -56,6 +82,7 @@ func newGlobals(getenv func(string) string) *globals {
 // defaults, so flags given before the command survive the command's own parse.
 func (g *globals) register(fs *flag.FlagSet) {
 	fs.StringVar(&g.broker, "broker", g.broker, "broker `ADDR` (host:port); env CTLCLIENT_BROKER")
+	fs.StringVar(&g.profile, "profile", g.profile, "connection `profile` giving the defaults of these flags (ctlclient profile list); env\nCTLCLIENT_PROFILE, else the current one")
 	fs.StringVar(&g.controller, "controller", g.controller, "controller `ADDR[,ADDR...]`: the active one is found among them; env CTLCLIENT_CONTROLLER")
 	fs.StringVar(&g.bootstrap, "bootstrap", g.bootstrap, "broker `ADDR[,ADDR...]` whose Metadata finds partitions' leaders (produce, consume, perf produce),\nany live one of them or of the brokers they name: the controller may be down. It wins over\n--controller for finding leaders; env CTLCLIENT_BOOTSTRAP")
 	fs.StringVar(&g.output, "o", g.output, "output `format`: table or json (each RPC response as protojson, as grpcurl prints it)")
@@ -67,6 +94,9 @@ func (g *globals) register(fs *flag.FlagSet) {
 }
 
 func (g *globals) validate() error {
+	if g.profileErr != nil {
+		return fmt.Errorf("--profile: %w", g.profileErr)
+	}
 	if g.output != "table" && g.output != "json" {
 		return fmt.Errorf("-o: want table or json (got %q)", g.output)
 	}

@@ -93,6 +93,10 @@ func (e *env) newLeaderRouter() (*leaderRouter, error) {
 	r := &leaderRouter{e: e, budget: e.g.timeout, conns: map[string]*grpc.ClientConn{},
 		leaders: map[partitionKey]leaderAt{}, stale: map[partitionKey]leaderAt{}}
 	switch {
+	case e.g.brokerOnly:
+		if _, err := r.conn(e.g.broker); err != nil {
+			return nil, err
+		}
 	case e.g.bootstrap != "":
 		r.source = &bootstrapSource{addrs: e.g.bootstrapAddrs()}
 	case e.g.controller != "":

@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
+	grpccodes "google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/replicad/replicad/internal/telemetry"
@@ -49,6 +50,9 @@ type env struct {
 	ctlOnce sync.Once
 	ctl     *controllerClient // the --controller addresses; nil until first needed
 
+	// getenv is the environment the command runs in (tests give their own).
+	getenv func(string) string
+
 	tlsOnce sync.Once
 	tls     *tlsconf.TLS // --tls-*, loaded at first dial; nil: plaintext
 	tlsErr  error
@@ -57,7 +61,7 @@ type env struct {
 // run parses the command line, runs one command under its root span and
 // returns the exit status.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) int {
-	g := newGlobals(getenv)
+	g := newGlobalsProfile(getenv, profileArg(args))
 	top := flag.NewFlagSet("ctlclient", flag.ContinueOnError)
 	top.SetOutput(io.Discard)
 	g.register(top)
@@ -117,11 +121,40 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if err := g.validate(); err != nil {
 		return usageFailure(stderr, cmd, err)
 	}
-	e := &env{g: g, stdin: stdin, stdout: stdout, stderr: stderr}
+	explicit := setFlags(top)
+	for name := range setFlags(fs) {
+		explicit[name] = true
+	}
+	g.brokerOnly = explicit["broker"] && !explicit["controller"] && !explicit["bootstrap"]
+	g.explicit = explicit
+	e := &env{g: g, stdin: stdin, stdout: stdout, stderr: stderr, getenv: getenv}
 	if cmd.daemon || cmd.local {
 		return e.report(cmd, runCmd(ctx, e))
 	}
 	return e.runTraced(ctx, cmd, runCmd)
+}
+
+// otlpProbeTimeout bounds the dial that checks the OTLP endpoint listens.
+const otlpProbeTimeout = 300 * time.Millisecond
+
+// profileArg is --profile's value among args (before or after the
+// command), read ahead of parsing: the profile gives the defaults of the
+// other flags. "" when absent.
+func profileArg(args []string) string {
+	for i, a := range args {
+		for _, p := range []string{"--profile", "-profile"} {
+			if v, ok := strings.CutPrefix(a, p+"="); ok {
+				return v
+			}
+			if a == p && i+1 < len(args) {
+				return args[i+1]
+			}
+		}
+		if a == "--" {
+			break
+		}
+	}
+	return ""
 }
 
 // runTraced runs the command under the root span "ctlclient <command>".
@@ -134,9 +167,18 @@ func (e *env) runTraced(ctx context.Context, cmd *command, runCmd func(context.C
 		fmt.Fprintf(e.stderr, "ctlclient: %v\n", err)
 		return exitFailure
 	}
+	// The endpoint is probed while the command runs: a flush to a collector
+	// that is not there would hold the prompt until its deadline.
+	var reachable <-chan bool
+	if addr := telemetry.ExportAddress(); addr != "" {
+		reachable = telemetry.Reachable(addr, otlpProbeTimeout)
+	}
 	defer func() {
-		// A flush to an unreachable collector must not hold the prompt for long.
-		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		flush := 2 * time.Second
+		if reachable != nil && !<-reachable {
+			flush = 0 // nobody listens: drop the spans rather than wait
+		}
+		sctx, cancel := context.WithTimeout(context.Background(), flush)
 		defer cancel()
 		_ = tel.Shutdown(sctx)
 	}()
@@ -167,11 +209,29 @@ func (e *env) report(cmd *command, err error) int {
 		return usageFailure(e.stderr, cmd, err)
 	}
 	if st, ok := status.FromError(err); ok {
+		if svc, ok := brokerServiceMissing(st); ok {
+			fmt.Fprintf(e.stderr, "ctlclient: %s is not a broker: it serves no %s (a controller? give its address as --controller)\n", e.g.broker, svc)
+			return exitFailure
+		}
 		fmt.Fprintf(e.stderr, "ctlclient: %s: %s\n", st.Code(), st.Message())
 		return exitFailure
 	}
 	fmt.Fprintf(e.stderr, "ctlclient: %v\n", err)
 	return exitFailure
+}
+
+// brokerServiceMissing reports whether st is the answer of a server that
+// does not serve a broker's service (gRPC's "unknown service"), and which.
+func brokerServiceMissing(st *status.Status) (string, bool) {
+	if st.Code() != grpccodes.Unimplemented {
+		return "", false
+	}
+	for _, svc := range []string{"replicad.v1.LogService", "replicad.v1.ReplicaManagerService", "replicad.v1.FetchService"} {
+		if strings.Contains(st.Message(), "unknown service "+svc) {
+			return svc, true
+		}
+	}
+	return "", false
 }
 
 func usageFailure(stderr io.Writer, cmd *command, err error) int {
@@ -219,7 +279,51 @@ func findCommand(args []string) (*command, []string, error) {
 	if group {
 		return nil, nil, groupError{group: strings.Fields(name)[0], name: name}
 	}
+	if near := nearestCommand(name); near != "" {
+		return nil, nil, fmt.Errorf("unknown command %q; did you mean %q?", name, near)
+	}
 	return nil, nil, fmt.Errorf("unknown command %q", name)
+}
+
+// nearestCommand is the command (or group word) nearest to name by edit
+// distance, if near enough to be a typo: at most 2 edits, and fewer than
+// half of name's letters.
+func nearestCommand(name string) string {
+	best, bestD := "", 3
+	seen := map[string]bool{}
+	for _, c := range commands() {
+		for _, cand := range []string{c.name, strings.Fields(c.name)[0]} {
+			if seen[cand] {
+				continue
+			}
+			seen[cand] = true
+			if d := editDistance(name, cand); d < bestD && 2*d < len(name) {
+				best, bestD = cand, d
+			}
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }
 
 // isGroup reports whether word is the first word of a two-word command.

@@ -17,12 +17,15 @@ import (
 
 func (e *env) jsonOutput() bool { return e.g.output == "json" }
 
-// printJSON prints m as grpcurl does: lowerCamelCase names, unpopulated
-// fields left out, int64 as strings, two-space indent. protojson
-// deliberately varies its whitespace between builds, so its compact form is
-// re-indented by encoding/json to give the same bytes every time.
+// printJSON prints m as protojson does: lowerCamelCase names (the casing of
+// every JSON ctlclient prints), int64 as strings, enums by name, two-space
+// indent, and every field, zero values included (partition 0, errorCode
+// "ERROR_CODE_NONE", empty lists), so that jq filters such as
+// select(.partition == 0) find what they look for. protojson deliberately
+// varies its whitespace between builds, so its compact form is re-indented
+// by encoding/json to give the same bytes every time.
 func (e *env) printJSON(m proto.Message) error {
-	compact, err := protojson.Marshal(m)
+	compact, err := protojson.MarshalOptions{EmitUnpopulated: true}.Marshal(m)
 	if err != nil {
 		return fmt.Errorf("encode json: %w", err)
 	}

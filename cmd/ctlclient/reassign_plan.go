@@ -368,7 +368,7 @@ type planProgress struct {
 	Replicas  []int32 `json:"replicas"`
 	ISR       []int32 `json:"isr"`
 	// CatchingUp are the added replicas not in the ISR yet.
-	CatchingUp []int32 `json:"catching_up,omitempty"`
+	CatchingUp []int32 `json:"catchingUp,omitempty"`
 	Detail     string  `json:"detail,omitempty"`
 }
 

@@ -39,6 +39,7 @@ type config struct {
 	logFormat        string
 	metricsListen    string
 	metricsLogSeries bool
+	pprof            bool
 	logConfig        log.Config
 	// traceDataPlane: Produce, Consume and Fetch create spans too.
 	traceDataPlane bool
@@ -149,6 +150,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	stateLevel := fs.String("state-change-log-level", "", "level of the state-change log (logger=state.change) alone, as Kafka's separate state-change\nlog: trace shows every partition's transition without the rest of the broker at trace (default: --log-level)")
 	format := fs.String("log-format", "console", "log format: console (human) or json")
 	metrics := fs.String("metrics-listen", "", "host:port serving Prometheus text at /metrics; empty: off")
+	pprofOn := fs.Bool("pprof", false, "also serve Go's profiles at /debug/pprof on --metrics-listen (off by default: they show the\nprogram's internals to whoever reaches the port)")
 	logSeries := fs.Bool("metrics-log-series", true, "export the per-partition log series (replicad_log_size_bytes, _start_offset, _end_offset,\n_segments_deleted_total: four per partition hosted; about 23 µs of CPU per partition a scrape)")
 	traceDataPlane := fs.Bool("trace-data-plane", false, "also trace the data plane: a span for every Produce and Consume call and every follower\nfetch request (off by default: those paths are hot; the control plane is always traced)")
 	flush := fs.String("log-flush", "every-batch", "when appends are fsynced: every-batch (before a produce is acknowledged),\ninterval (every --log-flush-interval) or os (left to the OS, as Kafka does)")
@@ -205,6 +207,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		logFormat:            *format,
 		metricsListen:        *metrics,
 		metricsLogSeries:     *logSeries,
+		pprof:                *pprofOn,
 		logConfig:            def,
 		traceDataPlane:       *traceDataPlane,
 	}
@@ -279,6 +282,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		errs = append(errs, err)
 	}
 	check(!*metricsTLS || (*tlsCert != "" && *metrics != ""), "metrics-tls", "needs --metrics-listen, --tls-cert and --tls-key")
+	check(!*pprofOn || *metrics != "", "pprof", "needs --metrics-listen, which serves it")
 	cfg.metricsTLS = *metricsTLS
 	cfg.authz = authz.Config{MutualTLS: cfg.tls.ClientAuth == tlsconf.ClientAuthRequire, Disabled: *noAuthz,
 		SuperUsers: *superUsers, Rules: principalRules}

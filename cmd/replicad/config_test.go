@@ -2,12 +2,14 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"flag"
 	"io"
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -201,5 +203,30 @@ func TestParseFlagsAuthorization(t *testing.T) {
 	}
 	if _, err := parseFlags(append(base, "--tls-principal-rule", "CN=(.*)"), io.Discard); err == nil || !strings.Contains(err.Error(), "--tls-principal-rule") {
 		t.Fatalf("a bad rule: %v", err)
+	}
+}
+
+// TestLogLinesCarryMilliseconds ensures both log formats stamp each line
+// to the millisecond and durations say their unit in the key.
+func TestLogLinesCarryMilliseconds(t *testing.T) {
+	var js bytes.Buffer
+	jl := newLogger(config{logFormat: "json", logLevel: zerolog.InfoLevel, brokerID: 7}, &js)
+	jl.Info().Dur("took_ms", 1500*time.Microsecond).Msg("x")
+	var line struct {
+		Time   string  `json:"time"`
+		TookMs float64 `json:"took_ms"`
+		Broker int32   `json:"broker_id"`
+	}
+	if err := json.Unmarshal(js.Bytes(), &line); err != nil {
+		t.Fatalf("%v: %s", err, js.String())
+	}
+	if !regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$`).MatchString(line.Time) || line.TookMs != 1.5 || line.Broker != 7 {
+		t.Fatalf("json line %s: time %q, took_ms %v", js.String(), line.Time, line.TookMs)
+	}
+	var console bytes.Buffer
+	cl := newLogger(config{logFormat: "console", logLevel: zerolog.InfoLevel}, &console)
+	cl.Info().Msg("y")
+	if !regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}`).MatchString(console.String()) {
+		t.Fatalf("console line %q: want a timestamp to the millisecond first", console.String())
 	}
 }

@@ -169,12 +169,12 @@ func (l *controllerLink) controlledShutdown() {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	began := time.Now()
-	l.logger.Info().Dur("timeout", timeout).Int64("broker_epoch", s.BrokerEpoch()).Msg("controlled shutdown: asking the controller to move leaderships away")
+	l.logger.Info().Dur("timeout_ms", timeout).Int64("broker_epoch", s.BrokerEpoch()).Msg("controlled shutdown: asking the controller to move leaderships away")
 	if err := s.ControlledShutdown(ctx); err != nil {
-		l.logger.Warn().Err(err).Dur("timeout", timeout).Msg("controlled shutdown did not complete in time; shutting down anyway")
+		l.logger.Warn().Err(err).Dur("timeout_ms", timeout).Msg("controlled shutdown did not complete in time; shutting down anyway")
 		return
 	}
-	l.logger.Info().Dur("took", time.Since(began)).Msg("controlled shutdown complete: this broker leads no partition")
+	l.logger.Info().Dur("took_ms", time.Since(began)).Msg("controlled shutdown complete: this broker leads no partition")
 }
 
 // close ends the registration or the session (the controller then fences

@@ -26,6 +26,7 @@ import (
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
 	"github.com/replicad/replicad/internal/authz"
 	"github.com/replicad/replicad/internal/metrics"
+	"github.com/replicad/replicad/internal/sdnotify"
 	"github.com/replicad/replicad/internal/telemetry"
 	"github.com/replicad/replicad/internal/tlsconf"
 	"github.com/replicad/replicad/internal/version"
@@ -215,7 +216,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if cfg.metricsTLS {
 		metricsTLS = tlsConf.ServerConfig("http/1.1")
 	}
-	metricsSrv, err := startMetrics(cfg.metricsListen, brokerMetrics, logger, metricsTLS)
+	metricsSrv, err := startMetrics(cfg.metricsListen, brokerMetrics, logger, metricsTLS, cfg.pprof)
 	if err != nil {
 		logger.Error().Err(err).Str("metrics_listen", cfg.metricsListen).Msg("cannot serve metrics")
 		lis.Close()
@@ -247,6 +248,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	go func() { served <- srv.Serve(lis) }()
 	// broker_id is already on every line (newLogger).
 	logger.Info().Str("listen", lis.Addr().String()).Strs("log_dirs", cfg.logDirs).Msg("replicad started")
+	// Type=notify units: serving now (the log dirs are open, the listener
+	// bound, health SERVING); registration with the controller follows.
+	notifySystemd(logger, sdnotify.Ready)
 	// Register only now: the controller sends LeaderAndIsr right after.
 	previous := rm.PreviousBrokerEpoch()
 	if link != nil {
@@ -261,6 +265,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			// A second signal now kills the process the default way.
 			stopSignals()
 			logger.Info().Msg("signal received, shutting down")
+			notifySystemd(logger, sdnotify.Stopping)
 			// While the broker still serves: the controller moves its
 			// leaderships away, and the new leaders' followers catch up
 			// from it.
@@ -295,6 +300,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 }
 
+// notifySystemd tells a Type=notify unit's systemd the broker's state; a
+// failure is only logged: the daemon works the same without a supervisor.
+func notifySystemd(logger zerolog.Logger, state string) {
+	if sent, err := sdnotify.Notify(state); err != nil {
+		logger.Warn().Err(err).Str("state", state).Msg("cannot notify systemd")
+	} else if sent {
+		logger.Debug().Str("state", state).Msg("notified systemd")
+	}
+}
+
 // bootID names this boot of the machine (Linux); "" elsewhere, when only a
 // clean shutdown counts as a life that lost nothing.
 func bootID() string {
@@ -308,9 +323,9 @@ func bootID() string {
 func newLogger(cfg config, stderr io.Writer) zerolog.Logger {
 	out := stderr
 	if cfg.logFormat == "console" {
-		out = zerolog.ConsoleWriter{Out: stderr, TimeFormat: time.RFC3339Nano, NoColor: !isTerminal(stderr)}
+		out = zerolog.ConsoleWriter{Out: stderr, TimeFormat: telemetry.LogTimeFormat, NoColor: !isTerminal(stderr)}
 	}
-	return zerolog.New(out).Level(cfg.logLevel).With().Timestamp().Int32("broker_id", cfg.brokerID).Logger()
+	return zerolog.New(out).Level(cfg.logLevel).Hook(telemetry.LogTimestamps).With().Int32("broker_id", cfg.brokerID).Logger()
 }
 
 func isTerminal(w io.Writer) bool {
@@ -328,7 +343,7 @@ func stopServing(srv *service.Server, logger zerolog.Logger) {
 	ctx, cancel := context.WithTimeout(context.Background(), gracefulStopTimeout)
 	defer cancel()
 	if !srv.Shutdown(ctx) {
-		logger.Warn().Dur("timeout", gracefulStopTimeout).Msg("in-flight calls cancelled after the graceful stop timeout")
+		logger.Warn().Dur("timeout_ms", gracefulStopTimeout).Msg("in-flight calls cancelled after the graceful stop timeout")
 	}
 }
 

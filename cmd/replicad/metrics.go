@@ -75,9 +75,9 @@ func (m *metricsServer) addr() string {
 	return m.lis.Addr().String()
 }
 
-// startMetrics serves m at /metrics, and /debug/pprof, on addr, over HTTPS
-// with tlsConfig if not nil; an empty addr serves nothing.
-func startMetrics(addr string, m *metrics.Metrics, logger zerolog.Logger, tlsConfig *tls.Config) (*metricsServer, error) {
+// startMetrics serves m at /metrics, and with withPprof /debug/pprof, on
+// addr, over HTTPS with tlsConfig if not nil; an empty addr serves nothing.
+func startMetrics(addr string, m *metrics.Metrics, logger zerolog.Logger, tlsConfig *tls.Config, withPprof bool) (*metricsServer, error) {
 	if addr == "" {
 		return &metricsServer{metrics: m}, nil
 	}
@@ -93,19 +93,23 @@ func startMetrics(addr string, m *metrics.Metrics, logger zerolog.Logger, tlsCon
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", m.Handler())
-	// Profiles share the operator-facing listener: a hot path is diagnosed on
-	// the running broker, not on a rebuilt one.
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	// Profiles share the operator-facing listener, so a hot path is diagnosed
+	// on the running broker, but only when asked for (--pprof): they show
+	// the program's internals to whoever reaches the port, and taking one
+	// costs CPU.
+	if withPprof {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			logger.Error().Err(err).Msg("metrics server failed")
 		}
 	}()
-	logger.Info().Str("metrics_listen", lis.Addr().String()).Bool("tls", tlsConfig != nil).Msg("serving /metrics")
+	logger.Info().Str("metrics_listen", lis.Addr().String()).Bool("tls", tlsConfig != nil).Bool("pprof", withPprof).Msg("serving /metrics")
 	return &metricsServer{srv: srv, lis: lis, metrics: m}, nil
 }
 

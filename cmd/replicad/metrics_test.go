@@ -13,7 +13,8 @@ import (
 )
 
 // TestMetricsEndpointAnswers ensures --metrics-listen serves /metrics as
-// Prometheus text with the broker's metrics, and keeps /debug/pprof.
+// Prometheus text with the broker's metrics, and /debug/pprof only with
+// --pprof.
 func TestMetricsEndpointAnswers(t *testing.T) {
 	m, err := newMetrics(config{metricsListen: "127.0.0.1:0"})
 	if err != nil {
@@ -24,7 +25,7 @@ func TestMetricsEndpointAnswers(t *testing.T) {
 	}}); err != nil {
 		t.Fatal(err)
 	}
-	srv, err := startMetrics("127.0.0.1:0", m, zerolog.Nop(), nil)
+	srv, err := startMetrics("127.0.0.1:0", m, zerolog.Nop(), nil, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +54,7 @@ func TestMetricsOffWithoutListen(t *testing.T) {
 	if opts := metricsServerOptions(m); opts != nil {
 		t.Fatalf("%d server options without metrics", len(opts))
 	}
-	srv, err := startMetrics("", m, zerolog.Nop(), nil)
+	srv, err := startMetrics("", m, zerolog.Nop(), nil, false)
 	if err != nil || srv.addr() != "" {
 		t.Fatalf("startMetrics(\"\"): %q %v", srv.addr(), err)
 	}
@@ -75,4 +76,32 @@ func httpGet(t *testing.T, url string) string {
 		t.Fatalf("GET %s: status %d: %s", url, resp.StatusCode, body)
 	}
 	return string(body)
+}
+
+// TestPprofOffByDefault ensures the metrics listener serves no profiles
+// without --pprof.
+func TestPprofOffByDefault(t *testing.T) {
+	m, err := newMetrics(config{metricsListen: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Observe(metrics.Sources{Replicas: func() core.MetricsSnapshot { return core.MetricsSnapshot{} }}); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := startMetrics("127.0.0.1:0", m, zerolog.Nop(), nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.close()
+	resp, err := http.Get("http://" + srv.addr() + "/debug/pprof/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("/debug/pprof/ without --pprof: %s, want 404", resp.Status)
+	}
+	if _, err := parseFlags([]string{"--pprof"}, io.Discard); err == nil || !strings.Contains(err.Error(), "--pprof") {
+		t.Fatalf("--pprof without --metrics-listen: %v", err)
+	}
 }

@@ -435,7 +435,7 @@ func (q *Queue) loop() (stale bool, brokerControllerEpoch int32) {
 			return false, 0 // closing: what is unsent is dropped
 		}
 		lg := q.logger.With().Str("kind", r.kind.String()).Int("partitions", r.size).Logger()
-		lg.Debug().Dur("duration", took).Err(err).Str("error_code", telemetry.ErrorCodeName(code)).Int("attempt", failures+1).Msg("request sent")
+		lg.Debug().Dur("duration_ms", took).Err(err).Str("error_code", telemetry.ErrorCodeName(code)).Int("attempt", failures+1).Msg("request sent")
 		if err == nil && code == replicadv1.ErrorCode_ERROR_CODE_NOT_CONTROLLER {
 			// The broker could not confirm this controller as the one it
 			// follows: its heartbeats have not reached it yet, or another
@@ -454,9 +454,9 @@ func (q *Queue) loop() (stale bool, brokerControllerEpoch int32) {
 			delay := q.backoff(failures)
 			if failures == 1 || time.Since(lastWarn) >= warnInterval {
 				lastWarn = time.Now()
-				lg.Warn().Err(err).Int("attempt", failures).Dur("backoff", delay).Msg("request failed, retrying")
+				lg.Warn().Err(err).Int("attempt", failures).Dur("backoff_ms", delay).Msg("request failed, retrying")
 			} else {
-				lg.Debug().Err(err).Int("attempt", failures).Dur("backoff", delay).Msg("request failed, retrying")
+				lg.Debug().Err(err).Int("attempt", failures).Dur("backoff_ms", delay).Msg("request failed, retrying")
 			}
 			q.release(e)
 			if !q.sleep(delay) {

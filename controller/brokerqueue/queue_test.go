@@ -968,7 +968,7 @@ func TestRetryWarningsRateLimited(t *testing.T) {
 	if got := logs.lines(`"level":"warn"`, "retrying"); len(got) != 1 {
 		t.Errorf("warn lines: %q, want 1", got)
 	}
-	if got := logs.lines(`"level":"debug"`, "request sent", `"kind":"LeaderAndIsr"`, `"partitions":1`, `"duration"`); len(got) < 20 {
+	if got := logs.lines(`"level":"debug"`, "request sent", `"kind":"LeaderAndIsr"`, `"partitions":1`, `"duration_ms"`); len(got) < 20 {
 		t.Errorf("%d debug lines per request sent, want at least 20", len(got))
 	}
 }

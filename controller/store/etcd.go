@@ -38,7 +38,11 @@ type EtcdConfig struct {
 	// one takes over. etcd counts in whole seconds (rounded up here) and
 	// raises a TTL below its minimum (1.5 election timeouts, 2s by default).
 	SessionTTL time.Duration
-	Logger     zerolog.Logger
+	// Advertise is the HOST:PORT clients reach this controller at: the
+	// value of its election key, so that a standby can name the active
+	// controller (ActiveCandidate). Empty: host and pid, for operators.
+	Advertise string
+	Logger    zerolog.Logger
 }
 
 // Defaults of EtcdConfig.
@@ -161,7 +165,7 @@ func OpenEtcd(ctx context.Context, cfg EtcdConfig) (*EtcdStore, error) {
 		prefix:      cfg.Prefix,
 		ttl:         int64(math.Ceil(cfg.SessionTTL.Seconds())),
 		log:         cfg.Logger,
-		candidate:   candidateName(),
+		candidate:   cmp.Or(cfg.Advertise, candidateName()),
 		campaigning: make(chan struct{}, 1),
 	}
 	// clientv3.New does not dial: this first round trip is the one that

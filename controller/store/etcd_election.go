@@ -298,3 +298,20 @@ func (l *etcdLeadership) end() {
 		l.log.Debug().Err(err).Msg("revoke controller election lease (it expires anyway)")
 	}
 }
+
+// ActiveCandidate is the election key's value of the elected controller
+// (its EtcdConfig.Advertise address, or host and pid): the oldest
+// candidate's key, as concurrency.Election decides. "" when none campaigns.
+func (s *EtcdStore) ActiveCandidate(ctx context.Context) (string, error) {
+	if err := s.begin(ctx); err != nil {
+		return "", err
+	}
+	resp, err := s.client.Get(ctx, s.prefix+etcdElection+"/", append(clientv3.WithFirstCreate(), clientv3.WithPrefix())...)
+	if err != nil {
+		return "", s.clientErr(err)
+	}
+	if len(resp.Kvs) == 0 {
+		return "", nil
+	}
+	return string(resp.Kvs[0].Value), nil
+}

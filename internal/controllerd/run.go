@@ -22,6 +22,7 @@ import (
 	"github.com/replicad/replicad/internal/authz"
 	"github.com/replicad/replicad/internal/grpcx"
 	"github.com/replicad/replicad/internal/metrics"
+	"github.com/replicad/replicad/internal/sdnotify"
 	"github.com/replicad/replicad/internal/telemetry"
 	"github.com/replicad/replicad/internal/tlsconf"
 	"github.com/replicad/replicad/service"
@@ -76,9 +77,9 @@ func Run(ctx context.Context, stderr io.Writer, cfg Config) error {
 	level, _ := zerolog.ParseLevel(cfg.LogLevel)
 	var out io.Writer = stderr
 	if cfg.LogFormat == "console" {
-		out = zerolog.ConsoleWriter{Out: stderr, TimeFormat: time.RFC3339Nano, NoColor: true}
+		out = zerolog.ConsoleWriter{Out: stderr, TimeFormat: telemetry.LogTimeFormat, NoColor: true}
 	}
-	logger := zerolog.New(out).Level(level).With().Timestamp().Str("controller", addr).Logger()
+	logger := zerolog.New(out).Level(level).Hook(telemetry.LogTimestamps).With().Str("controller", addr).Logger()
 
 	tel, err := telemetry.Setup(ctx, telemetry.Config{ServiceName: "replicad-controller", InstanceID: addr,
 		Logger: logger, AlwaysSample: true})
@@ -95,7 +96,7 @@ func Run(ctx context.Context, stderr io.Writer, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	st, elector, err := openStore(ctx, cfg, logger)
+	st, elector, err := openStore(ctx, cfg, addr, logger)
 	if err != nil {
 		return err
 	}
@@ -118,7 +119,7 @@ func Run(ctx context.Context, stderr io.Writer, cfg Config) error {
 		}()
 	}
 	ctl, err := controller.New(controller.Config{
-		Store: cm.Store(st), Elector: elector, ID: cfg.ID, SessionTimeout: cfg.SessionTimeout,
+		Store: cm.Store(st), Elector: elector, ID: cfg.ID, SessionTimeout: cfg.SessionTimeout, Advertise: addr,
 		UncleanLeaderElection: cfg.Unclean, DialBroker: brokerDialer(tc), Logger: logger,
 		AutoLeaderRebalance: cfg.AutoRebalance, LeaderImbalanceCheckInterval: cfg.ImbalanceInterval,
 		LeaderImbalancePerBrokerPercentage: cfg.ImbalancePercent,
@@ -158,9 +159,11 @@ func Run(ctx context.Context, stderr io.Writer, cfg Config) error {
 	serving = true
 	go func() { serveErr <- srv.Serve(lis) }()
 	fmt.Fprintf(stderr, "%s%s\n", ListeningPrefix, lis.Addr())
-	logger.Info().Str("listen", lis.Addr().String()).Str("store", cfg.Store).Dur("session_timeout", cfg.SessionTimeout).
+	logger.Info().Str("listen", lis.Addr().String()).Str("store", cfg.Store).Dur("session_timeout_ms", cfg.SessionTimeout).
 		Bool("tls", tc != nil).Str("tls_client_auth", cfg.TLS.ClientAuth.String()).
 		Bool("unclean_leader_election", cfg.Unclean).Msg("controller serving")
+	// Type=notify units: serving (the store is open, the listener bound).
+	notifySystemd(logger, sdnotify.Ready)
 
 	runCtx, stopRun := context.WithCancel(ctx)
 	runDone := make(chan struct{})
@@ -171,6 +174,7 @@ func Run(ctx context.Context, stderr io.Writer, cfg Config) error {
 	select {
 	case <-ctx.Done():
 		logger.Info().Msg("stopping")
+		notifySystemd(logger, sdnotify.Stopping)
 	case err = <-serveErr:
 		logger.Error().Err(err).Msg("gRPC server failed")
 	}
@@ -188,7 +192,7 @@ func Run(ctx context.Context, stderr io.Writer, cfg Config) error {
 
 // openStore opens the embedded store in a directory or, for etcd://, the
 // etcd store, which is also the election.
-func openStore(ctx context.Context, cfg Config, logger zerolog.Logger) (store.Store, store.Elector, error) {
+func openStore(ctx context.Context, cfg Config, advertise string, logger zerolog.Logger) (store.Store, store.Elector, error) {
 	if rest, ok := strings.CutPrefix(cfg.Store, "etcd://"); ok {
 		endpoints := etcdEndpoints(rest)
 		if len(endpoints) == 0 {
@@ -196,7 +200,7 @@ func openStore(ctx context.Context, cfg Config, logger zerolog.Logger) (store.St
 		}
 		octx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
-		es, err := store.OpenEtcd(octx, store.EtcdConfig{Endpoints: endpoints, SessionTTL: cfg.ElectionTTL, Logger: logger})
+		es, err := store.OpenEtcd(octx, store.EtcdConfig{Endpoints: endpoints, SessionTTL: cfg.ElectionTTL, Advertise: advertise, Logger: logger})
 		if err != nil {
 			return nil, nil, err
 		}
@@ -234,5 +238,15 @@ func brokerDialer(tc *tlsconf.TLS) func(addr string) (replicadv1.ReplicaManagerS
 			return nil, nil, fmt.Errorf("broker: dial %s: %w", addr, err)
 		}
 		return replicadv1.NewReplicaManagerServiceClient(conn), conn, nil
+	}
+}
+
+// notifySystemd tells a Type=notify unit's systemd the controller's state;
+// a failure is only logged.
+func notifySystemd(logger zerolog.Logger, state string) {
+	if sent, err := sdnotify.Notify(state); err != nil {
+		logger.Warn().Err(err).Str("state", state).Msg("cannot notify systemd")
+	} else if sent {
+		logger.Debug().Str("state", state).Msg("notified systemd")
 	}
 }

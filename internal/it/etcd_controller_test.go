@@ -105,6 +105,26 @@ func TestEtcdControllersFailover(t *testing.T) {
 	}
 
 	first, e1 := activeOne(30*time.Second, nil)
+	// The standby names the active controller, in its answers and so in
+	// ctlclient's message when only the standby is given.
+	standby := ctls[0]
+	if standby == first {
+		standby = ctls[1]
+	}
+	testutil.Eventually(t, 10*time.Second, func() error {
+		resp, err := standby.api.DescribeCluster(ctx(t), &replicadv1.DescribeClusterRequest{})
+		if err != nil {
+			return err
+		}
+		if resp.GetErrorCode() != replicadv1.ErrorCode_ERROR_CODE_NOT_CONTROLLER || !strings.Contains(resp.GetErrorMessage(), "the active one is "+first.addr) {
+			return fmt.Errorf("standby answers %v %q, want NOT_CONTROLLER naming %s", resp.GetErrorCode(), resp.GetErrorMessage(), first.addr)
+		}
+		return nil
+	})
+	if r := runCtlclientEnv(t, nil, "--controller", standby.addr, "--timeout", "1s", "describe-cluster"); r.code != 1 ||
+		!strings.Contains(r.stderr, "the active one is "+first.addr) {
+		t.Fatalf("ctlclient against the standby only: exit %d, stderr %q; want 1 naming %s", r.code, r.stderr, first.addr)
+	}
 	// Brokers register and a topic is placed through the active controller.
 	testutil.Eventually(t, 30*time.Second, func() error {
 		resp, err := first.api.CreateTopic(ctx(t), &replicadv1.CreateTopicRequest{Topic: "ha", Partitions: 3, ReplicationFactor: 3})

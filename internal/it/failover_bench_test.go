@@ -266,7 +266,7 @@ func fbControlledShutdownOnce(b *testing.B, led int) map[string]float64 {
 	took := "?"
 	for _, l := range strings.Split(c.brokers[1].Stderr(), "\n") {
 		if strings.Contains(l, "controlled shutdown complete") {
-			took = fbField(l, "took") + " ms"
+			took = fbField(l, "took_ms") + " ms"
 		}
 	}
 
@@ -315,7 +315,7 @@ func fbStart(b *testing.B, session time.Duration) *fbCluster {
 		args := []string{"--controller", c.ctl.Addr, "--log-flush", "os"}
 		if fbProfileDir() != "" {
 			c.pprof[id] = fbFreeAddr(b)
-			args = append(args, "--metrics-listen", c.pprof[id])
+			args = append(args, "--metrics-listen", c.pprof[id], "--pprof")
 		}
 		br := testutil.StartBroker(b, bins.Replicad, testutil.BrokerOptions{ID: id, LogDirs: []string{b.TempDir()}, Args: args})
 		conn := fbDial(b, br.Addr)
@@ -566,7 +566,7 @@ func fbBreakdown(w *fbLog, from time.Time, prefix string) fbBD {
 			continue
 		}
 		kind, broker, n := fbField(l.text, "kind"), fbField(l.text, "broker"), fbField(l.text, "partitions")
-		d, err := strconv.ParseFloat(fbField(l.text, "duration"), 64) // zerolog: milliseconds
+		d, err := strconv.ParseFloat(fbField(l.text, "duration_ms"), 64) // zerolog: milliseconds
 		if err != nil {
 			continue
 		}

@@ -3,9 +3,11 @@ package telemetry
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/rs/zerolog"
 	"go.opentelemetry.io/otel"
@@ -206,4 +208,51 @@ func Setup(ctx context.Context, cfg Config) (*Telemetry, error) {
 // by sampling.
 func ControlPlaneSampler() sdktrace.Sampler {
 	return sdktrace.ParentBased(sdktrace.AlwaysSample(), sdktrace.WithRemoteParentNotSampled(sdktrace.AlwaysSample()))
+}
+
+// ExportAddress is the host:port the environment's OTLP endpoint names
+// (OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, else OTEL_EXPORTER_OTLP_ENDPOINT),
+// with the protocol's default port when it names none (4317 for gRPC,
+// 4318 for HTTP); "" when nothing is exported.
+func ExportAddress() string {
+	s := exportFromEnv()
+	if s.protocol == "" {
+		return ""
+	}
+	ep := strings.TrimSpace(os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"))
+	if ep == "" {
+		ep = strings.TrimSpace(os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT"))
+	}
+	host := ep
+	if strings.Contains(ep, "://") {
+		u, err := url.Parse(ep)
+		if err != nil {
+			return ""
+		}
+		host = u.Host
+	}
+	if _, _, err := net.SplitHostPort(host); err == nil {
+		return host
+	}
+	port := "4317"
+	if strings.HasPrefix(s.protocol, "http/") {
+		port = "4318"
+	}
+	return net.JoinHostPort(host, port)
+}
+
+// Reachable dials addr once, within timeout, in the background, and
+// reports on the channel whether it answered. A short-lived command uses it
+// to skip the span flush at exit when nothing listens at the endpoint: the
+// exporter would otherwise retry until its deadline.
+func Reachable(addr string, timeout time.Duration) <-chan bool {
+	out := make(chan bool, 1)
+	go func() {
+		c, err := net.DialTimeout("tcp", addr, timeout)
+		if err == nil {
+			c.Close()
+		}
+		out <- err == nil
+	}()
+	return out
 }

@@ -227,3 +227,21 @@ func TestExportOverHTTP(t *testing.T) {
 		})
 	}
 }
+
+func TestExportAddress(t *testing.T) {
+	for _, tc := range []struct{ endpoint, traces, protocol, want string }{
+		{"", "", "", ""},
+		{"http://collector:4317", "", "", "collector:4317"},
+		{"http://collector", "", "", "collector:4317"},
+		{"http://collector", "", "http/protobuf", "collector:4318"},
+		{"http://a:1", "https://b:2/v1/traces", "", "b:2"},
+		{"127.0.0.1:9", "", "", "127.0.0.1:9"},
+	} {
+		t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", tc.endpoint)
+		t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", tc.traces)
+		t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", tc.protocol)
+		if got := ExportAddress(); got != tc.want {
+			t.Errorf("endpoint %q traces %q protocol %q: %q, want %q", tc.endpoint, tc.traces, tc.protocol, got, tc.want)
+		}
+	}
+}

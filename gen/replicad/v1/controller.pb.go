@@ -2391,8 +2391,11 @@ type DescribeClusterResponse struct {
 	UncleanLeaderElection bool  `protobuf:"varint,6,opt,name=unclean_leader_election,json=uncleanLeaderElection,proto3" json:"unclean_leader_election,omitempty"`
 	// Deleted topics whose replicas have not all deleted their logs yet.
 	PendingDeletions []*DeletedTopic `protobuf:"bytes,7,rep,name=pending_deletions,json=pendingDeletions,proto3" json:"pending_deletions,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// With NOT_CONTROLLER: why, naming the active controller when this one
+	// knows it ("not the active controller; the active one is HOST:PORT").
+	ErrorMessage  string `protobuf:"bytes,8,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DescribeClusterResponse) Reset() {
@@ -2472,6 +2475,13 @@ func (x *DescribeClusterResponse) GetPendingDeletions() []*DeletedTopic {
 		return x.PendingDeletions
 	}
 	return nil
+}
+
+func (x *DescribeClusterResponse) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
+	}
+	return ""
 }
 
 type ControlledShutdownRequest struct {
@@ -3177,7 +3187,7 @@ const file_replicad_v1_controller_proto_rawDesc = "" +
 	"\apending\x18\x03 \x03(\v2\x1c.replicad.v1.PendingReplicasR\apending\"I\n" +
 	"\x0fPendingReplicas\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12\x18\n" +
-	"\abrokers\x18\x02 \x03(\x05R\abrokers\"\xa2\x03\n" +
+	"\abrokers\x18\x02 \x03(\x05R\abrokers\"\xc7\x03\n" +
 	"\x17DescribeClusterResponse\x12)\n" +
 	"\x10controller_epoch\x18\x01 \x01(\x05R\x0fcontrollerEpoch\x128\n" +
 	"\abrokers\x18\x02 \x03(\v2\x1e.replicad.v1.BrokerDescriptionR\abrokers\x12=\n" +
@@ -3188,7 +3198,8 @@ const file_replicad_v1_controller_proto_rawDesc = "" +
 	"error_code\x18\x04 \x01(\x0e2\x16.replicad.v1.ErrorCodeR\terrorCode\x12,\n" +
 	"\x12session_timeout_ms\x18\x05 \x01(\x05R\x10sessionTimeoutMs\x126\n" +
 	"\x17unclean_leader_election\x18\x06 \x01(\bR\x15uncleanLeaderElection\x12F\n" +
-	"\x11pending_deletions\x18\a \x03(\v2\x19.replicad.v1.DeletedTopicR\x10pendingDeletions\"[\n" +
+	"\x11pending_deletions\x18\a \x03(\v2\x19.replicad.v1.DeletedTopicR\x10pendingDeletions\x12#\n" +
+	"\rerror_message\x18\b \x01(\tR\ferrorMessage\"[\n" +
 	"\x19ControlledShutdownRequest\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12!\n" +
 	"\fbroker_epoch\x18\x02 \x01(\x03R\vbrokerEpoch\"\xa3\x01\n" +
