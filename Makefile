@@ -10,7 +10,7 @@ GEN_TOOLS := $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc
 GO_TEST_FLAGS ?=
 
 .PHONY: all build tools gen check-gen lint test crash-test sim chaos fuzz bench perf-tracing demo jaeger jaeger-build \
-	image image-context image-test deploy-test clean
+	prometheus check-monitoring image image-context image-test deploy-test clean
 
 all: build
 
@@ -53,6 +53,30 @@ jaeger-build: $(BIN)/jaeger
 jaeger: $(BIN)/jaeger
 	$(BIN)/jaeger --config tools/jaeger/config.yaml
 
+# Prometheus and promtool, pinned in tools/prometheus/go.mod (github.com/prometheus/prometheus
+# v0.316.0 is Prometheus 3.16.0), built from source like Jaeger, with the service discoveries
+# other than file, HTTP and static left out (-tags remove_all_sd: the AWS, Azure, GCE, ...
+# clients are most of the build, and scraping a replicad cluster needs none of them). The
+# version is stamped from the pin (v0.MMmPP.x is MM/100 . MM%100 . x). Like Jaeger's source
+# build it serves the HTTP API but not the web UI (the UI assets are not in the Go module).
+# The first build from a cold Go cache takes many minutes (README, Monitoring); later ones
+# only when the pin changes.
+PROMETHEUS_VERSION = $(shell awk '$$1 == "github.com/prometheus/prometheus" { split(substr($$2, 4), v, "."); \
+	printf "%d.%d.%s", v[1] / 100, v[1] % 100, v[2] }' tools/prometheus/go.mod)
+$(BIN)/prometheus $(BIN)/promtool &: tools/prometheus/go.mod tools/prometheus/go.sum
+	cd tools/prometheus && go build -tags remove_all_sd \
+		-ldflags "-X github.com/prometheus/common/version.Version=$(PROMETHEUS_VERSION)" -o $(BIN)/ \
+		github.com/prometheus/prometheus/cmd/prometheus github.com/prometheus/prometheus/cmd/promtool
+	@touch $(BIN)/prometheus $(BIN)/promtool
+
+prometheus: $(BIN)/prometheus $(BIN)/promtool
+
+# The monitoring files checked by the real promtool: the rules' syntax and their unit tests
+# (deploy/monitoring/rules_test.yml); `make test` does the same and more (internal/it).
+check-monitoring: $(BIN)/promtool
+	$(BIN)/promtool check rules deploy/monitoring/replicad-rules.yml
+	$(BIN)/promtool test rules deploy/monitoring/rules_test.yml
+
 gen: $(GEN_TOOLS)
 	rm -rf gen
 	PATH=$(BIN):$$PATH $(BIN)/buf generate
@@ -68,11 +92,13 @@ lint: $(GEN_TOOLS)
 	go vet ./...
 
 # Unit, fuzz-seed and integration tests (integration tests build and start real
-# replicad processes on loopback; the tracing one also a real Jaeger, which must be built:
-# with REPLICAD_JAEGER_BIN set it fails rather than skips when the binary is missing; the
-# README walkthrough test runs grpcurl, likewise REPLICAD_GRPCURL_BIN).
-test: $(BIN)/jaeger $(BIN)/grpcurl
-	REPLICAD_JAEGER_BIN=$(BIN)/jaeger REPLICAD_GRPCURL_BIN=$(BIN)/grpcurl go test -race -count=1 -timeout 45m $(GO_TEST_FLAGS) ./...
+# replicad processes on loopback; the tracing one also a real Jaeger, the monitoring ones a
+# real Prometheus and promtool, the README walkthrough test grpcurl, which must be built: with
+# REPLICAD_JAEGER_BIN, REPLICAD_PROMETHEUS_BIN and REPLICAD_GRPCURL_BIN set they fail rather than
+# skip when a binary is missing).
+test: $(BIN)/jaeger $(BIN)/prometheus $(BIN)/promtool $(BIN)/grpcurl
+	REPLICAD_JAEGER_BIN=$(BIN)/jaeger REPLICAD_PROMETHEUS_BIN=$(BIN)/prometheus REPLICAD_PROMTOOL_BIN=$(BIN)/promtool \
+		REPLICAD_GRPCURL_BIN=$(BIN)/grpcurl go test -race -count=1 -timeout 45m $(GO_TEST_FLAGS) ./...
 
 # The power-loss simulation of the storage code (core/crashtest) at length:
 # SEEDS seeds for each flush mode (every-batch, interval, os), about 1.7 power

@@ -81,6 +81,7 @@ func (c *Controller) createTopic(ctx context.Context, topic string, partitions, 
 		changes[i] = partitionChange{new: p}
 	}
 	tracePartitionChanges(ctx, "partition created", changes)
+	c.counters.countCommitted(changes)
 	touched := c.announceLocked(ctx, parts, newReplicas)
 	c.unlock()
 	c.log.Info().Str("topic", topic).Int("partitions", partitions).Int("replication_factor", rf).

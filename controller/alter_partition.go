@@ -196,6 +196,8 @@ func (c *Controller) commitISRLocked(ctx context.Context, updates []store.Partit
 	if err := c.cfg.Store.UpdatePartitions(ctx, updates); err != nil {
 		return nil, c.storeErr(err)
 	}
+	// ISR-only: no leader changes.
+	c.counters.stateChanges.Add(int64(len(updates)))
 	states := make([]*replicadv1.PartitionState, len(updates))
 	for i, u := range updates {
 		c.parts[keyOf(u.New)] = u.New.Clone()

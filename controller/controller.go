@@ -144,6 +144,8 @@ type Controller struct {
 	// not every check.
 	moveRetryAt  time.Time
 	moveFailures int
+	// counters count committed partition states for /metrics (metrics.go).
+	counters stateCounters
 }
 
 // brokerState is what the controller knows of one registered broker.

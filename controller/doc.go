@@ -61,4 +61,13 @@
 // is sent in a ControllerChannel.send span under the decision, and the
 // gRPC client propagates it, so one election is one trace from ctlclient
 // through the controller into every broker it touched.
+//
+// # Metrics
+//
+// MetricsSnapshot (metrics.go) is what the daemon's /metrics reads at each
+// scrape, taken under the lock in one pass over the partitions: the
+// brokers fenced, the offline, leaderless, under-min-ISR and
+// under-replicated partitions, the preferred-leader imbalance, each broker
+// queue's depth, and counts of the partition states committed. The
+// controller keeps no other metric state.
 package controller

@@ -160,6 +160,7 @@ func (c *Controller) commitLocked(ctx context.Context, updates []store.Partition
 		changed[i] = u.New
 	}
 	tracePartitionChanges(ctx, "partition state change", changes)
+	c.counters.countCommitted(changes)
 	return c.announceLocked(ctx, changed, newReplicas), nil
 }
 

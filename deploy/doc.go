@@ -12,7 +12,11 @@
 //   - kubernetes/: a StatefulSet of brokers, the controllers on etcd, the
 //     Services and a PodDisruptionBudget, decoded strictly by TestKubernetes
 //     (no cluster here to apply them to);
-//   - config/: example --config files.
+//   - config/: example --config files;
+//   - monitoring/: Prometheus rules (with promtool unit tests), a Grafana
+//     dashboard and a scrape config, checked by the real promtool and
+//     Prometheus in internal/it (TestMonitoringFilesPassPromtool,
+//     TestPrometheusAlertsOnBrokerDeath), which also run a cluster.
 //
 // It has no code of its own.
 package deploy

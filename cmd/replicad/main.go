@@ -200,8 +200,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 	// A fixed line (whatever the log format) so scripts and tests using port 0 learn the port.
 	fmt.Fprintf(stderr, "replicad listening on %s\n", lis.Addr())
 
-	if err := brokerMetrics.Observe(metrics.Sources{Replicas: rm.MetricsSnapshot, FetcherMaxLag: fetchers.MaxLag,
-		NoLogSeries: !cfg.metricsLogSeries, FollowerLags: followerLags(fetchers)}); err != nil {
+	err = brokerMetrics.Observe(metrics.Sources{Replicas: rm.MetricsSnapshot, FetcherMaxLag: fetchers.MaxLag,
+		NoLogSeries: !cfg.metricsLogSeries, FollowerLags: followerLags(fetchers)})
+	if err == nil {
+		// Free bytes of each log dir's filesystem: the disk-filling alert.
+		err = brokerMetrics.ObserveLogDirs(cfg.logDirs)
+	}
+	if err != nil {
 		logger.Error().Err(err).Msg("metrics setup failed")
 		lis.Close()
 		shutdownReplicaManager(rm, logger)

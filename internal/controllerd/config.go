@@ -29,6 +29,10 @@ type Config struct {
 	ImbalancePercent  int
 	LogLevel          string
 	LogFormat         string
+	// MetricsListen serves Prometheus text at /metrics ("": off, nothing
+	// is measured); MetricsTLS serves it over HTTPS with --tls-cert.
+	MetricsListen string
+	MetricsTLS    bool
 	// TLS is --tls-*: the server's certificate, and the client certificate
 	// of the channels to the brokers. The command registering the flags
 	// fills it.
@@ -51,7 +55,8 @@ func usagef(format string, args ...any) error { return UsageError{fmt.Sprintf(fo
 
 // Usage is the flags synopsis of the daemon.
 const Usage = "[--listen 127.0.0.1:9090] [--store DIR | etcd://HOST:PORT[,HOST:PORT]] [--session-timeout 6s] [--unclean-leader-election]\n" +
-	"    [--auto-leader-rebalance-enable=true] [--leader-imbalance-check-interval 5m] [--leader-imbalance-per-broker-percentage 10]"
+	"    [--auto-leader-rebalance-enable=true] [--leader-imbalance-check-interval 5m] [--leader-imbalance-per-broker-percentage 10]\n" +
+	"    [--metrics-listen HOST:PORT [--metrics-tls]]"
 
 // Details is the daemon's help text, shared by both commands.
 var Details = `Serves ControllerService until SIGTERM or Ctrl-C. Brokers started with
@@ -75,6 +80,13 @@ offline, and the partition is not being reassigned. A check moves at most
 ` + strconv.Itoa(controller.DefaultLeaderRebalanceBatch) + ` leaderships; when it had more, the next check comes after ` + controller.RebalanceFollowUp.String() + `
 instead of the interval. ctlclient elect --preferred does the same on demand.
 
+--metrics-listen HOST:PORT serves Prometheus text at /metrics: whether this
+controller is the active one and its epoch, and from the active one the
+brokers registered and fenced, the offline, leaderless, under-min-ISR and
+under-replicated partitions, the preferred-leader imbalance (in all and per
+broker), each broker queue's depth, the partition state changes committed,
+and the store write latency (README, Monitoring).
+
 OpenTelemetry export follows the OTEL_* environment variables.`
 
 // RegisterFlags adds the daemon's flags, but not --tls-*, to fs; the
@@ -93,6 +105,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 		"`PCT` 0-100: a broker's leader imbalance above this triggers a rebalance (Kafka's leader.imbalance.per.broker.percentage)")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", "console", "console or json")
+	fs.StringVar(&c.MetricsListen, "metrics-listen", "", "`HOST:PORT` serving Prometheus text at /metrics (replicad_controller_*); empty: off")
+	fs.BoolVar(&c.MetricsTLS, "metrics-tls", false, "serve --metrics-listen over HTTPS with --tls-cert and --tls-key (and --tls-client-auth)")
 	fs.StringVar(&c.Authz.SuperUsers, "super-users", "", "comma-separated principals allowed every call (spiffe://replicad/admin,...)")
 	fs.Func("tls-principal-rule", "maps a client certificate without a spiffe:// SAN to a principal:\n'CN=(.*)->spiffe://replicad/client/$1' (CN, DNS, EMAIL or URI); repeatable, first match wins",
 		func(v string) error { c.Authz.Rules = append(c.Authz.Rules, v); return nil })
@@ -143,6 +157,14 @@ func (c Config) Validate() error {
 	}
 	if c.LogFormat != "console" && c.LogFormat != "json" {
 		return usagef("--log-format: want console or json (got %q)", c.LogFormat)
+	}
+	if c.MetricsListen != "" {
+		if _, _, err := net.SplitHostPort(c.MetricsListen); err != nil {
+			return usagef("--metrics-listen: want HOST:PORT or empty: %v", err)
+		}
+	}
+	if c.MetricsTLS && (c.MetricsListen == "" || c.TLS.Cert == "") {
+		return usagef("--metrics-tls: needs --metrics-listen, --tls-cert and --tls-key")
 	}
 	if err := c.Authz.Validate(); err != nil {
 		return usagef("%v", err)

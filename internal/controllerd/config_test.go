@@ -67,3 +67,29 @@ func TestValidateNamesTheFlag(t *testing.T) {
 		t.Fatalf("repeated --tls-principal-rule: %v %v", c.Authz.Rules, err)
 	}
 }
+
+// TestMetricsFlags: --metrics-listen is off by default, takes HOST:PORT,
+// and a bad value or --metrics-tls without a certificate is a usage error
+// naming the flag.
+func TestMetricsFlags(t *testing.T) {
+	if c, err := parse(t); err != nil || c.MetricsListen != "" || c.MetricsTLS {
+		t.Fatalf("metrics on by default: %+v %v", c, err)
+	}
+	if c, err := parse(t, "--metrics-listen", "127.0.0.1:0"); err != nil || c.MetricsListen != "127.0.0.1:0" {
+		t.Fatalf("--metrics-listen 127.0.0.1:0: %+v %v", c, err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--metrics-listen", "nope"}, "--metrics-listen"},
+		{[]string{"--metrics-tls"}, "--metrics-tls"},
+		{[]string{"--metrics-listen", "127.0.0.1:0", "--metrics-tls"}, "--metrics-tls"},
+	} {
+		_, err := parse(t, tc.args...)
+		var ue UsageError
+		if !errors.As(err, &ue) || !strings.HasPrefix(ue.Msg, tc.want) {
+			t.Errorf("%v: %v, want a usage error naming %s", tc.args, err, tc.want)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package controllerd
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -20,6 +21,7 @@ import (
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
 	"github.com/replicad/replicad/internal/authz"
 	"github.com/replicad/replicad/internal/grpcx"
+	"github.com/replicad/replicad/internal/metrics"
 	"github.com/replicad/replicad/internal/sdnotify"
 	"github.com/replicad/replicad/internal/telemetry"
 	"github.com/replicad/replicad/internal/tlsconf"
@@ -29,6 +31,10 @@ import (
 // ListeningPrefix starts the stderr line telling the bound address: scripts
 // and tests started with --listen HOST:0 read the port from it.
 const ListeningPrefix = "replicad controller listening on "
+
+// MetricsListeningPrefix starts the stderr line telling the address of
+// --metrics-listen, for the same reason.
+const MetricsListeningPrefix = "replicad controller metrics listening on "
 
 // Run is the controller daemon: it returns when ctx is done (a signal),
 // after a graceful stop. A bad flag value is a UsageError.
@@ -99,14 +105,42 @@ func Run(ctx context.Context, stderr io.Writer, cfg Config) error {
 			logger.Warn().Err(err).Msg("close store")
 		}
 	}()
+	// Nil without --metrics-listen: nothing is measured (Store then
+	// returns st itself).
+	var cm *metrics.ControllerMetrics
+	if cfg.MetricsListen != "" {
+		if cm, err = metrics.NewController(); err != nil {
+			return err
+		}
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			_ = cm.Shutdown(sctx)
+		}()
+	}
 	ctl, err := controller.New(controller.Config{
-		Store: st, Elector: elector, ID: cfg.ID, SessionTimeout: cfg.SessionTimeout, Advertise: addr,
+		Store: cm.Store(st), Elector: elector, ID: cfg.ID, SessionTimeout: cfg.SessionTimeout, Advertise: addr,
 		UncleanLeaderElection: cfg.Unclean, DialBroker: brokerDialer(tc), Logger: logger,
 		AutoLeaderRebalance: cfg.AutoRebalance, LeaderImbalanceCheckInterval: cfg.ImbalanceInterval,
 		LeaderImbalancePerBrokerPercentage: cfg.ImbalancePercent,
 	})
 	if err != nil {
 		return err
+	}
+	if cm != nil {
+		if err := cm.Observe(ctl.MetricsSnapshot); err != nil {
+			return err
+		}
+		var metricsTLS *tls.Config
+		if cfg.MetricsTLS {
+			metricsTLS = tc.ServerConfig("http/1.1")
+		}
+		ms, err := metrics.Serve(cfg.MetricsListen, cm.Handler(), logger, metricsTLS)
+		if err != nil {
+			return fmt.Errorf("--metrics-listen %s: %w", cfg.MetricsListen, err)
+		}
+		defer ms.Close()
+		fmt.Fprintf(stderr, "%s%s\n", MetricsListeningPrefix, ms.Addr())
 	}
 	if err := listen(); err != nil {
 		return err

@@ -1,4 +1,4 @@
-// Package metrics serves a broker's OpenTelemetry metrics as Prometheus text.
+// Package metrics serves a broker's and a controller's metrics as Prometheus text.
 //
 // It owns an OpenTelemetry MeterProvider whose only reader is the Prometheus
 // exporter, registered on a private Prometheus registry (with the Go runtime
@@ -62,6 +62,10 @@
 //
 //	replicad_follower_lag_records{topic,partition}, replicad_follower_lag_seconds{topic,partition}
 //
+// Per log dir (ObserveLogDirs, logdirs.go; statfs at each scrape):
+//
+//	replicad_log_dir_free_bytes{dir}, replicad_log_dir_capacity_bytes{dir}
+//
 // The gauges are observed at scrape time, in one callback, from
 // core.ReplicaManager.MetricsSnapshot and the fetcher manager's MaxLag: the
 // broker keeps no metric state for them between scrapes. The per-topic series
@@ -75,6 +79,35 @@
 // core.Config.Metrics (Metrics implements core.MetricsRecorder); the request
 // histogram by UnaryServerInterceptor. Streams (the follower Fetch stream,
 // which lives as long as its fetcher) are not timed.
+//
+// A controller daemon's metrics (ControllerMetrics, controller.go; the
+// daemon's --metrics-listen) share the pipeline (pipeline.go). Read from
+// controller.Controller.MetricsSnapshot at each scrape, as constant
+// metrics (one snapshot, under the controller's lock, feeds them all):
+//
+//	replicad_controller_active                1 on the active controller, 0 on a standby
+//	replicad_controller_epoch                 the controller epoch of its (last) term
+//	replicad_controller_partition_state_changes_total  partition states committed (decisions)
+//	replicad_controller_leader_changes_total  of them, those that moved a leadership
+//
+// and from the active controller only (a standby exports none, so sums
+// over every controller stay right):
+//
+//	replicad_controller_registered_brokers, replicad_controller_fenced_brokers
+//	replicad_controller_partitions, replicad_controller_offline_partitions,
+//	replicad_controller_leaderless_partitions, replicad_controller_under_min_isr_partitions,
+//	replicad_controller_under_replicated_partitions,
+//	replicad_controller_preferred_leader_imbalance_partitions
+//	replicad_controller_broker_fenced{broker}, replicad_controller_broker_leader_partitions{broker},
+//	replicad_controller_broker_preferred_partitions{broker},
+//	replicad_controller_broker_preferred_not_led_partitions{broker} (its leader imbalance),
+//	replicad_controller_broker_queue_depth{broker} (partitions waiting in its broker queue)
+//
+// and, through the OpenTelemetry SDK, fed by the Store wrapper around every
+// store write (storetiming.go):
+//
+//	replicad_controller_store_write_duration_seconds{op}  histogram
+//	replicad_controller_store_write_errors_total{op}      counter
 //
 //	m, err := metrics.New()
 //	rm, err := core.NewReplicaManager(core.Config{..., Metrics: m})

@@ -9,15 +9,10 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"github.com/prometheus/otlptranslator"
 	"go.opentelemetry.io/otel/attribute"
-	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	"go.opentelemetry.io/otel/metric"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	"go.opentelemetry.io/otel/sdk/metric/exemplar"
-	"go.opentelemetry.io/otel/sdk/resource"
 
 	"github.com/replicad/replicad/core"
 	"github.com/replicad/replicad/core/tp"
@@ -87,35 +82,11 @@ type FollowerLag struct {
 // New builds the provider, the exporter and the counters and histograms.
 // The gauges come with Observe.
 func New() (*Metrics, error) {
-	m := &Metrics{registry: prometheus.NewRegistry(), requestAttrs: make(map[requestKey]metric.RecordOption)}
-	if err := m.registry.Register(collectors.NewGoCollector()); err != nil {
-		return nil, fmt.Errorf("metrics: register go collector: %w", err)
+	m := &Metrics{requestAttrs: make(map[requestKey]metric.RecordOption)}
+	var err error
+	if m.registry, m.provider, err = newPipeline(); err != nil {
+		return nil, err
 	}
-	if err := m.registry.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
-		return nil, fmt.Errorf("metrics: register process collector: %w", err)
-	}
-	exporter, err := otelprom.New(
-		otelprom.WithRegisterer(m.registry),
-		// Names as given: they already carry their unit and _total.
-		otelprom.WithTranslationStrategy(otlptranslator.UnderscoreEscapingWithoutSuffixes),
-		otelprom.WithoutScopeInfo(),
-		otelprom.WithoutTargetInfo(),
-	)
-	if err != nil {
-		return nil, fmt.Errorf("metrics: prometheus exporter: %w", err)
-	}
-	m.provider = sdkmetric.NewMeterProvider(
-		sdkmetric.WithReader(exporter),
-		sdkmetric.WithResource(resource.Empty()),
-		// The SDK's default of 2000 series per instrument would fold a
-		// broker's 2001st topic into an overflow series. The series are
-		// bounded anyway: by the topics hosted, and by methods x codes.
-		sdkmetric.WithCardinalityLimit(0),
-		// Prometheus text carries no exemplars; offering one per sampled
-		// request (the SDK's default) would be work on the produce path
-		// that no scrape ever reads.
-		sdkmetric.WithExemplarFilter(exemplar.AlwaysOffFilter),
-	)
 	m.meter = m.provider.Meter(meterName)
 	if err := m.createInstruments(); err != nil {
 		_ = m.provider.Shutdown(context.Background())
