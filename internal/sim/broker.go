@@ -123,6 +123,7 @@ func (b *brokerNode) start() error {
 		stop()
 		return err
 	}
+	gate := &isrGate{ap: ap}
 	rm, err := core.NewReplicaManager(core.Config{
 		BrokerID:             b.id,
 		LogDirs:              []string{logDir},
@@ -133,7 +134,7 @@ func (b *brokerNode) start() error {
 		Clock:                clock.Real{},
 		Logger:               logger,
 		Fetchers:             fetchers,
-		IsrChanger:           ap,
+		IsrChanger:           gate,
 		BrokerEpoch:          l.brokerEpoch,
 		// Every crash is a power cut: a new boot, so the broker's last life
 		// counts as one that may have lost its unflushed tail.
@@ -147,6 +148,7 @@ func (b *brokerNode) start() error {
 		return fmt.Errorf("start %s: %w", b.name, err)
 	}
 	l.rm, l.fetchers, l.ap = rm, fetchers, ap
+	s.isrGates = append(s.isrGates, gate)
 	svc := service.NewReplicaManagerService(service.Options{ReplicaManager: rm, BrokerEpoch: l.brokerEpoch,
 		ControllerGuard: service.SessionGuard(&l.session), Logger: logger})
 	ep := &endpoint{name: b.name, life: l.life, ctx: ctx, stop: stop,

@@ -50,6 +50,23 @@
 // an FNV hash: one seed, one schedule, which TestSim checks by running each
 // seed twice (-sim.replay).
 //
+// synctest makes time deterministic, not the order in which goroutines
+// that are runnable together run. Where that order decides what is sent,
+// the scheduler takes the decision back to a point where the cluster is
+// idle:
+//   - a start (the controller's, a broker's) is let run until idle before
+//     the next one, so that the controller's first requests find a broker
+//     that restarts with it either always up or always down;
+//   - ISR changes go through an isrGate, which hands them to the broker's
+//     AlterPartition manager one at a time in TopicPartition order, idle in
+//     between: the manager batches whatever is queued when its goroutine
+//     wakes, which otherwise races the submitters (so, under the sim, changes
+//     submitted together while the manager is idle go out one request each;
+//     those queued while one is in flight are batched as in the product);
+//   - a producer asks the scheduler for the partition's leader instead of
+//     reading the store itself, when its timer may fire at the instant a
+//     controller timer moves leadership.
+//
 // # Invariants
 //
 // After every step (checker): leader completeness (the leader the

@@ -49,6 +49,11 @@ type Config struct {
 	// KeepTrace keeps every step's line in Result.Trace (the hash is
 	// always computed).
 	KeepTrace bool
+	// TracePending adds, before each step's line in the trace (not in the
+	// hash), the messages pending when the scheduler chose: where two runs
+	// of one seed part, the first difference is often in what was pending,
+	// a step before the choices differ.
+	TracePending bool
 }
 
 func (c *Config) setDefaults() {
@@ -112,6 +117,12 @@ type Sim struct {
 	faults []string
 	trace  []string
 	hash   hashWriter
+	// isrGates are every broker life's, in start order (see isrGate).
+	isrGates []*isrGate
+	// lookups are the producers' leader lookups waiting for the next step
+	// (see lookupLeader).
+	lookupsMu sync.Mutex
+	lookups   []leaderLookup
 }
 
 type hashWriter struct{ h uint64 }
@@ -183,11 +194,13 @@ func (s *Sim) run() Result {
 		res.Violations = append(res.Violations, err.Error())
 		return res
 	}
+	s.cfg.Wait() // see restartDown
 	for _, b := range s.brokers {
 		if err := b.start(); err != nil {
 			res.Violations = append(res.Violations, err.Error())
 			return res
 		}
+		s.cfg.Wait()
 	}
 	prodCtx, stopProducers := context.WithCancel(context.Background())
 	var producers sync.WaitGroup
@@ -292,9 +305,18 @@ var delays = []time.Duration{time.Millisecond, 5 * time.Millisecond, 20 * time.M
 // faults) inject a fault.
 func (s *Sim) step(faults bool) {
 	s.cfg.Wait()
+	s.flushIsr()
+	s.serveLookups()
 	s.checker.check(s, s.steps)
 	s.steps++
 	pend := s.net.pending()
+	if s.cfg.TracePending && s.cfg.KeepTrace {
+		var ks []string
+		for _, m := range pend {
+			ks = append(ks, m.Key())
+		}
+		s.trace = append(s.trace, fmt.Sprintf("  pending %v", ks))
+	}
 	r := s.rng.Float64()
 	switch {
 	case faults && r < s.cfg.FaultRate:
@@ -408,13 +430,19 @@ func (s *Sim) noteFault(what string) {
 	s.record("fault " + what)
 }
 
-// restartDown restarts every node that is down and may start.
+// restartDown restarts every node that is down and may start. Each start
+// is let run until idle before the next: a start leaves goroutines running
+// (the controller's Run, a broker's registration), and whether the
+// controller's first UpdateMetadata to b1 finds b1 up, or fails to connect,
+// must not depend on whether its goroutine runs before or after this one
+// starts b1.
 func (s *Sim) restartDown() {
 	if s.ctl.canStart() {
 		s.record("restart " + controllerName)
 		if err := s.ctl.start(); err != nil {
 			s.checker.fail("restart controller: %v", err)
 		}
+		s.cfg.Wait()
 	}
 	for _, b := range s.brokers {
 		if b.canStart() {
@@ -422,6 +450,7 @@ func (s *Sim) restartDown() {
 			if err := b.start(); err != nil {
 				s.checker.fail("restart %s: %v", b.name, err)
 			}
+			s.cfg.Wait()
 		}
 	}
 }

@@ -3,8 +3,10 @@ package sim
 import (
 	"flag"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -15,14 +17,15 @@ import (
 )
 
 var (
-	flagSeed   = flag.Uint64("sim.seed", 0, "run only this seed (replaying a failure)")
-	flagSeeds  = flag.Int("sim.seeds", 6, "fresh random seeds to run besides the fixed ones")
-	flagFaults = flag.Int("sim.faults", -1, "inject at most this many faults (-1: no limit); a shrunk failure names it")
-	flagReplay = flag.Bool("sim.replay", true, "run each seed twice and compare the schedules' hashes")
-	flagShrink = flag.Bool("sim.shrink", true, "shrink a failing seed to its shortest failing fault prefix")
-	flagLog    = flag.Bool("sim.log", false, "log the cluster (zerolog, debug) to stderr")
-	flagTrace  = flag.Bool("sim.trace", false, "print the schedule of each run")
-	flagTime   = flag.Duration("sim.time", 0, "virtual time of the fault phase (default 20s)")
+	flagSeed    = flag.Uint64("sim.seed", 0, "run only this seed (replaying a failure)")
+	flagSeeds   = flag.Int("sim.seeds", 6, "fresh random seeds to run besides the fixed ones")
+	flagFaults  = flag.Int("sim.faults", -1, "inject at most this many faults (-1: no limit); a shrunk failure names it")
+	flagReplay  = flag.Bool("sim.replay", true, "run each seed twice and compare the schedules' hashes")
+	flagShrink  = flag.Bool("sim.shrink", true, "shrink a failing seed to its shortest failing fault prefix")
+	flagLog     = flag.Bool("sim.log", false, "log the cluster (zerolog, debug) to stderr")
+	flagTrace   = flag.Bool("sim.trace", false, "print the schedule of each run")
+	flagDiffLog = flag.String("sim.difflog", "", "TestReplayDiff: write each run's debug log (JSON, virtual time) to DIR/a.json and DIR/b.json")
+	flagTime    = flag.Duration("sim.time", 0, "virtual time of the fault phase (default 20s)")
 )
 
 // fixedSeeds always run: the first few seeds, and every seed that found a
@@ -120,16 +123,45 @@ func TestSim(t *testing.T) {
 }
 
 // runSeed runs one seed in its own synctest bubble.
-func runSeed(t *testing.T, seed uint64, maxFaults int, trace bool, keep ...bool) (Result, time.Duration) {
+func runSeed(t *testing.T, seed uint64, maxFaults int, trace bool) (Result, time.Duration) {
+	return runSeedWith(t, seed, maxFaults, trace, diffOpts{})
+}
+
+// diffOpts are TestReplayDiff's: keep the trace with the pending messages,
+// and log (debug) into log instead of nowhere.
+type diffOpts struct {
+	keep bool
+	log  io.Writer
+}
+
+// lockedBuf collects a run's log in memory: writing it to stderr as the
+// run goes slows the goroutines down enough to hide the races TestReplayDiff
+// chases.
+type lockedBuf struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuf) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func runSeedWith(t *testing.T, seed uint64, maxFaults int, trace bool, o diffOpts) (Result, time.Duration) {
 	var res Result
 	logger := zerolog.Nop()
-	if *flagLog {
+	switch {
+	case o.log != nil:
+		logger = zerolog.New(o.log).Level(zerolog.DebugLevel).With().Timestamp().Logger()
+	case *flagLog:
 		logger = zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr, TimeFormat: "15:04:05.000"}).Level(zerolog.DebugLevel).
 			With().Timestamp().Uint64("seed", seed).Logger()
 	}
 	start := time.Now()
 	synctest.Test(t, func(t *testing.T) {
-		res = Run(Config{Seed: seed, MaxFaults: maxFaults, FaultTime: *flagTime, Wait: synctest.Wait, Logger: logger, KeepTrace: trace || len(keep) > 0})
+		res = Run(Config{Seed: seed, MaxFaults: maxFaults, FaultTime: *flagTime, Wait: synctest.Wait, Logger: logger,
+			KeepTrace: trace || o.keep, TracePending: o.keep})
 	})
 	wall := time.Since(start)
 	if trace {
@@ -157,20 +189,35 @@ func shrink(t *testing.T, seed uint64, failed Result) int {
 }
 
 // TestReplayDiff runs -sim.seed twice and prints where the schedules part
-// (a tool for chasing non-determinism; skipped without -sim.seed).
+// (a tool for chasing non-determinism; skipped without -sim.seed), with the
+// messages pending at each step; -sim.difflog=DIR keeps both runs' debug
+// logs to compare what the nodes did.
 func TestReplayDiff(t *testing.T) {
 	if *flagSeed == 0 {
 		t.Skip("needs -sim.seed")
 	}
-	a, _ := runSeed(t, *flagSeed, *flagFaults, false, true)
-	b, _ := runSeed(t, *flagSeed, *flagFaults, false, true)
+	oa, ob := diffOpts{keep: true}, diffOpts{keep: true}
+	var la, lb lockedBuf
+	if *flagDiffLog != "" {
+		oa.log, ob.log = &la, &lb
+	}
+	a, _ := runSeedWith(t, *flagSeed, *flagFaults, false, oa)
+	b, _ := runSeedWith(t, *flagSeed, *flagFaults, false, ob)
+	if *flagDiffLog != "" {
+		for name, l := range map[string]*lockedBuf{"a.json": &la, "b.json": &lb} {
+			if err := os.WriteFile(filepath.Join(*flagDiffLog, name), []byte(l.b.String()), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		t.Logf("the runs' logs: %s and %s", filepath.Join(*flagDiffLog, "a.json"), filepath.Join(*flagDiffLog, "b.json"))
+	}
 	for i := range min(len(a.Trace), len(b.Trace)) {
 		if a.Trace[i] != b.Trace[i] {
-			for j := max(0, i-5); j < min(i+3, len(a.Trace), len(b.Trace)); j++ {
+			for j := max(0, i-9); j < min(i+15, len(a.Trace), len(b.Trace)); j++ {
 				t.Logf("%d: %-60s | %s", j, a.Trace[j], b.Trace[j])
 			}
-			t.Fatalf("schedules part at step %d", i)
+			t.Fatalf("the runs part at trace line %d (pending lines included)", i)
 		}
 	}
-	t.Logf("identical (%d steps)", len(a.Trace))
+	t.Logf("identical (%d steps)", a.Steps)
 }

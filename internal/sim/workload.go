@@ -97,14 +97,14 @@ func (s *Sim) produce(ctx context.Context, t tp.TopicPartition, rng *rand.Rand, 
 			return
 		case <-timer.C:
 		}
-		p, err := s.ctl.store.Partition(ctx, t.Topic, t.Partition)
-		if err != nil || p.Leader < 0 {
+		leader, ok := s.lookupLeader(ctx, t)
+		if !ok {
 			continue
 		}
-		c := conns[p.Leader]
+		c := conns[leader]
 		if c == nil {
-			c = &conn{net: s.net, client: clientName, clientLife: 1, server: brokerName(p.Leader), kind: "produce-" + t.String()}
-			conns[p.Leader] = c
+			c = &conn{net: s.net, client: clientName, clientLife: 1, server: brokerName(leader), kind: "produce-" + t.String()}
+			conns[leader] = c
 		}
 		value := fmt.Sprintf("%s/v%d", t, n)
 		s.workload.mu.Lock()
@@ -133,4 +133,50 @@ func (w *workload) drainProblems() []string {
 	p := w.problems
 	w.problems = nil
 	return p
+}
+
+// leaderLookup is a producer's question to the scheduler: who leads t?
+type leaderLookup struct {
+	t      tp.TopicPartition
+	answer chan int32 // buffered; -1: no leader (or no answer)
+}
+
+// lookupLeader asks the scheduler who leads t, and waits for the answer
+// (false: none, or ctx ended). The scheduler reads the store at its next
+// step, with the cluster idle (serveLookups): a producer reading it
+// itself, when its timer fires at the very instant a controller timer
+// moves leadership, would see either leader depending on which goroutine
+// runs first, and send its produce to one broker or the other from one
+// run of a seed to the next.
+func (s *Sim) lookupLeader(ctx context.Context, t tp.TopicPartition) (int32, bool) {
+	q := leaderLookup{t: t, answer: make(chan int32, 1)}
+	s.lookupsMu.Lock()
+	s.lookups = append(s.lookups, q)
+	s.lookupsMu.Unlock()
+	select {
+	case l := <-q.answer:
+		return l, l >= 0
+	case <-ctx.Done():
+		return -1, false
+	}
+}
+
+// serveLookups answers the producers' leader lookups from the store, then
+// lets the producers send before the scheduler chooses.
+func (s *Sim) serveLookups() {
+	s.lookupsMu.Lock()
+	qs := s.lookups
+	s.lookups = nil
+	s.lookupsMu.Unlock()
+	if len(qs) == 0 {
+		return
+	}
+	for _, q := range qs {
+		leader := int32(-1)
+		if p, err := s.ctl.store.Partition(context.Background(), q.t.Topic, q.t.Partition); err == nil && p.Leader >= 0 {
+			leader = p.Leader
+		}
+		q.answer <- leader
+	}
+	s.cfg.Wait()
 }
