@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -42,7 +43,14 @@ type EtcdConfig struct {
 	// value of its election key, so that a standby can name the active
 	// controller (ActiveCandidate). Empty: host and pid, for operators.
 	Advertise string
-	Logger    zerolog.Logger
+	// AttemptTimeout bounds each attempt of a read or a transaction
+	// (default 2s). The client spreads calls over the endpoints round
+	// robin, and a call sent to a member that hangs (paused, or its link
+	// holding bytes) would otherwise wait for gRPC's keepalive, at least
+	// 13 s: an attempt past this deadline is sent again, to the next
+	// member, within the caller's own deadline.
+	AttemptTimeout time.Duration
+	Logger         zerolog.Logger
 }
 
 // Defaults of EtcdConfig.
@@ -50,6 +58,7 @@ const (
 	DefaultEtcdPrefix      = "/replicad/"
 	DefaultEtcdDialTimeout = 5 * time.Second
 	DefaultEtcdSessionTTL  = 5 * time.Second
+	DefaultEtcdAttempt     = 2 * time.Second
 )
 
 // etcd's default server limits (etcd --max-txn-ops, --max-request-bytes).
@@ -116,6 +125,7 @@ type EtcdStore struct {
 	client    *clientv3.Client
 	prefix    string
 	ttl       int64 // election lease TTL, seconds
+	attempt   time.Duration
 	log       zerolog.Logger
 	candidate string // the election key's value: who leads, for operators
 
@@ -164,6 +174,7 @@ func OpenEtcd(ctx context.Context, cfg EtcdConfig) (*EtcdStore, error) {
 		client:      client,
 		prefix:      cfg.Prefix,
 		ttl:         int64(math.Ceil(cfg.SessionTTL.Seconds())),
+		attempt:     cfg.AttemptTimeout,
 		log:         cfg.Logger,
 		candidate:   cmp.Or(cfg.Advertise, candidateName()),
 		campaigning: make(chan struct{}, 1),
@@ -191,6 +202,9 @@ func etcdDefaults(cfg EtcdConfig) EtcdConfig {
 	}
 	if cfg.SessionTTL <= 0 {
 		cfg.SessionTTL = DefaultEtcdSessionTTL
+	}
+	if cfg.AttemptTimeout <= 0 {
+		cfg.AttemptTimeout = DefaultEtcdAttempt
 	}
 	return cfg
 }
@@ -272,7 +286,7 @@ func (s *EtcdStore) get(ctx context.Context, key string) (*mvccpb.KeyValue, erro
 	if err := s.begin(ctx); err != nil {
 		return nil, err
 	}
-	resp, err := s.client.Get(ctx, key)
+	resp, err := s.getAttempts(ctx, key)
 	if err != nil {
 		return nil, s.clientErr(err)
 	}
@@ -287,7 +301,7 @@ func (s *EtcdStore) list(ctx context.Context, dir string) ([]*mvccpb.KeyValue, e
 	if err := s.begin(ctx); err != nil {
 		return nil, err
 	}
-	resp, err := s.client.Get(ctx, s.prefix+dir, clientv3.WithPrefix())
+	resp, err := s.getAttempts(ctx, s.prefix+dir, clientv3.WithPrefix())
 	if err != nil {
 		return nil, s.clientErr(err)
 	}
@@ -343,18 +357,86 @@ func (s *EtcdStore) commit(ctx context.Context, cmps []clientv3.Cmp, ops []clien
 		// a lost compare-and-set.
 		orElse = []clientv3.Op{clientv3.OpGet(lead.key)}
 	}
-	resp, err := s.client.Txn(ctx).If(cmps...).Then(ops...).Else(orElse...).Commit()
+	var resp *clientv3.TxnResponse
+	retried := false
+	for {
+		actx, cancel := context.WithTimeout(ctx, s.attempt)
+		resp, err = s.client.Txn(actx).If(cmps...).Then(ops...).Else(orElse...).Commit()
+		cancel()
+		if err == nil || !s.attemptTimedOut(ctx, err) {
+			break
+		}
+		// The member hung: send it again, round robin to another. The
+		// compares make a second commit impossible if the first landed.
+		retried = true
+	}
 	if err != nil {
 		return false, s.txnErr(err, len(cmps), ops)
 	}
 	if resp.Succeeded {
 		return true, nil
 	}
+	if retried {
+		// An attempt that timed out may have committed all the same, and
+		// then its retry fails its compares: if every key holds what this
+		// transaction wrote, it was ours.
+		landed, lerr := s.landed(ctx, ops)
+		if lerr != nil {
+			return false, s.clientErr(lerr)
+		}
+		if landed {
+			return true, nil
+		}
+	}
 	if lead != nil && !lead.heldIn(resp.Responses[0].GetResponseRange()) {
 		lead.lose("the election key is gone or replaced: another controller was elected")
 		return false, lead.notLeader()
 	}
 	return false, nil
+}
+
+// attemptTimedOut reports whether err is an attempt's own deadline, with
+// the caller's still running: the call is worth sending again.
+func (s *EtcdStore) attemptTimedOut(ctx context.Context, err error) bool {
+	if ctx.Err() != nil || s.isClosed() {
+		return false
+	}
+	return errors.Is(err, context.DeadlineExceeded) || status.Code(err) == codes.DeadlineExceeded
+}
+
+// getAttempts is client.Get in attempts of s.attempt each (see
+// EtcdConfig.AttemptTimeout); a read is safe to send again.
+func (s *EtcdStore) getAttempts(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
+	for {
+		actx, cancel := context.WithTimeout(ctx, s.attempt)
+		resp, err := s.client.Get(actx, key, opts...)
+		cancel()
+		if err == nil || !s.attemptTimedOut(ctx, err) {
+			return resp, err
+		}
+	}
+}
+
+// landed reports whether every put of ops holds its value and every
+// deleted key is gone: the transaction's effect is in etcd.
+func (s *EtcdStore) landed(ctx context.Context, ops []clientv3.Op) (bool, error) {
+	for _, op := range ops {
+		resp, err := s.getAttempts(ctx, string(op.KeyBytes()))
+		if err != nil {
+			return false, err
+		}
+		switch {
+		case op.IsPut():
+			if len(resp.Kvs) == 0 || !bytes.Equal(resp.Kvs[0].Value, op.ValueBytes()) {
+				return false, nil
+			}
+		case op.IsDelete():
+			if len(resp.Kvs) != 0 {
+				return false, nil
+			}
+		}
+	}
+	return true, nil
 }
 
 // txnErr explains a transaction etcd refused for its size: it is refused

@@ -32,7 +32,7 @@
 //     made leader in turn; acknowledged writes lost or moved, replicas
 //     differing below the HW, consumer reads the final log contradicts,
 //     duplicates, and the longest time without an acknowledgement (bounded
-//     in the default mix outside controller and etcd outages) are reported.
+//     in the default mix outside controller outages) are reported.
 //
 // Run writes summary.txt and history.jsonl (every produce attempt and
 // fault) to the run folder beside the process logs. TestChaos runs a short

@@ -1,0 +1,192 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/replicad/replicad/controller/store"
+)
+
+// holdingProxy forwards TCP to target until hold, then keeps every byte in
+// flight (as a cut link or a paused member does: the connection stays up,
+// nothing comes back), until release.
+type holdingProxy struct {
+	lis    net.Listener
+	target string
+	mu     sync.Mutex
+	held   bool // every byte
+	reply  bool // only etcd's answers
+	freed  chan struct{}
+	conns  []net.Conn
+}
+
+func startHoldingProxy(t *testing.T, target string) *holdingProxy {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &holdingProxy{lis: lis, target: target, freed: make(chan struct{})}
+	go p.serve()
+	t.Cleanup(p.close)
+	return p
+}
+
+func (p *holdingProxy) addr() string { return p.lis.Addr().String() }
+
+func (p *holdingProxy) serve() {
+	for {
+		c, err := p.lis.Accept()
+		if err != nil {
+			return
+		}
+		b, err := net.Dial("tcp", p.target)
+		if err != nil {
+			c.Close()
+			continue
+		}
+		p.mu.Lock()
+		p.conns = append(p.conns, c, b)
+		p.mu.Unlock()
+		go p.pipe(b, c, false) // requests
+		go p.pipe(c, b, true)  // answers
+	}
+}
+
+// pipe copies src to dst, waiting while the proxy holds (answers is the
+// direction from etcd).
+func (p *holdingProxy) pipe(dst, src net.Conn, answers bool) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			p.mu.Lock()
+			held, freed := p.held || (answers && p.reply), p.freed
+			p.mu.Unlock()
+			if held {
+				<-freed
+			}
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				dst.Close()
+			}
+			return
+		}
+	}
+}
+
+func (p *holdingProxy) hold() {
+	p.mu.Lock()
+	p.held = true
+	p.mu.Unlock()
+}
+
+// holdAnswers lets requests through but keeps etcd's answers: a write
+// lands, and its caller never hears.
+func (p *holdingProxy) holdAnswers() {
+	p.mu.Lock()
+	p.reply = true
+	p.mu.Unlock()
+}
+
+func (p *holdingProxy) close() {
+	p.lis.Close()
+	p.mu.Lock()
+	if p.held || p.reply {
+		close(p.freed)
+		p.held, p.reply = false, false
+	}
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.mu.Unlock()
+}
+
+// A store whose etcd client reaches the cluster through two endpoints, one
+// of which starts holding every byte (a paused member, a cut link), goes
+// on writing and reading within a few attempt timeouts: an attempt that
+// hangs is sent again, round robin, to the other endpoint, instead of
+// waiting for gRPC's keepalive (13 s and more). What was written is there.
+func TestEtcdAttemptsMoveOffAHungMember(t *testing.T) {
+	direct := strings.TrimPrefix(startEtcd(t)[0], "http://")
+	proxy := startHoldingProxy(t, direct)
+	ctx := context.Background()
+	s, err := store.OpenEtcd(ctx, store.EtcdConfig{Endpoints: []string{"http://" + proxy.addr(), "http://" + direct},
+		Prefix: newPrefix(t), SessionTTL: testTTL, AttemptTimeout: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	// Both endpoints in use: a few calls before the hold.
+	for i := range 4 {
+		if _, err := s.RegisterBroker(ctx, store.Broker{ID: int32(i + 1), Host: "h", Port: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	proxy.hold()
+	start := time.Now()
+	for i := range 6 {
+		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := s.CreateTopic(wctx, "t"+string(rune('a'+i)), []store.Partition{{Partition: 0, Leader: 1, ISR: []int32{1}, Replicas: []int32{1}}}, nil)
+		cancel()
+		if err != nil {
+			t.Fatalf("CreateTopic %d with one endpoint hung: %v", i, err)
+		}
+	}
+	if _, err := s.Brokers(ctx); err != nil {
+		t.Fatalf("Brokers with one endpoint hung: %v", err)
+	}
+	parts, err := s.Partitions(ctx)
+	if err != nil || len(parts) != 6 {
+		t.Fatalf("Partitions: %d, %v; want the 6 created", len(parts), err)
+	}
+	// Six writes and two reads, each at worst one hung attempt (300 ms)
+	// and one that goes through: far below a keepalive timeout.
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("writes and reads took %v with one endpoint hung", took)
+	}
+}
+
+// A write whose attempt lands in etcd but whose answer never comes back
+// (the answers held) is sent again; the retry's compares then fail, and
+// the store finds that what it wrote is there: the write succeeded, it is
+// not reported as a conflict (a CreateTopic retried is not "already
+// exists").
+func TestEtcdAttemptThatLandedIsASuccess(t *testing.T) {
+	direct := strings.TrimPrefix(startEtcd(t)[0], "http://")
+	proxy := startHoldingProxy(t, direct)
+	ctx := context.Background()
+	s, err := store.OpenEtcd(ctx, store.EtcdConfig{Endpoints: []string{"http://" + proxy.addr(), "http://" + direct},
+		Prefix: newPrefix(t), SessionTTL: testTTL, AttemptTimeout: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	for i := range 4 {
+		if _, err := s.RegisterBroker(ctx, store.Broker{ID: int32(i + 1), Host: "h", Port: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	proxy.holdAnswers()
+	for i := range 6 {
+		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := s.CreateTopic(wctx, "t"+string(rune('a'+i)), []store.Partition{{Partition: 0, Leader: 1, ISR: []int32{1}, Replicas: []int32{1}}}, nil)
+		cancel()
+		if err != nil {
+			t.Fatalf("CreateTopic %d whose answer may be held: %v", i, err)
+		}
+	}
+	if err := s.CreateTopic(ctx, "ta", []store.Partition{{Partition: 0, Replicas: []int32{1}}}, nil); !errors.Is(err, store.ErrExists) {
+		t.Fatalf("creating ta again: %v, want ErrExists", err)
+	}
+}
