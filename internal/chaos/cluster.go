@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -54,8 +55,9 @@ type node struct {
 	bin   string
 	ann   string // the announce prefix of its stderr
 	proc  *proc
-	// paused is set while SIGSTOPped.
-	paused bool
+	// paused is set while SIGSTOPped; the workload's goroutines read it
+	// while the nemesis writes it.
+	paused atomic.Bool
 	// client and peer are an etcd member's real addresses, which its
 	// proxies point at from before it starts (see startAt).
 	client, peer string
@@ -295,7 +297,8 @@ func (c *Cluster) start(n *node) error {
 	if err != nil {
 		return err
 	}
-	n.proc, n.paused = p, false
+	n.proc = p
+	n.paused.Store(false)
 	c.net.SetTarget(n.name, p.addr, p.pid())
 	return nil
 }
@@ -312,7 +315,8 @@ func (c *Cluster) startAt(n *node) error {
 	if err != nil {
 		return err
 	}
-	n.proc, n.paused = p, false
+	n.proc = p
+	n.paused.Store(false)
 	return nil
 }
 
@@ -334,8 +338,8 @@ func (c *Cluster) Restart(n *node) error {
 }
 
 // Pause is SIGSTOP; Resume SIGCONT.
-func (c *Cluster) Pause(n *node)  { n.proc.signal(syscall.SIGSTOP); n.paused = true }
-func (c *Cluster) Resume(n *node) { n.proc.signal(syscall.SIGCONT); n.paused = false }
+func (c *Cluster) Pause(n *node)  { n.proc.signal(syscall.SIGSTOP); n.paused.Store(true) }
+func (c *Cluster) Resume(n *node) { n.proc.signal(syscall.SIGCONT); n.paused.Store(false) }
 
 // Stop kills everything and unmounts what it mounted.
 func (c *Cluster) Stop() {
@@ -391,7 +395,7 @@ func (c *Cluster) replicaManager(id int32) replicadv1.ReplicaManagerServiceClien
 func (c *Cluster) ActiveController(ctx context.Context) (*node, *replicadv1.DescribeClusterResponse, error) {
 	var last error = errors.New("no controller running")
 	for _, n := range c.controllers {
-		if n.paused || n.proc == nil || !n.proc.running() {
+		if n.paused.Load() || n.proc == nil || !n.proc.running() {
 			continue
 		}
 		cctx, cancel := context.WithTimeout(ctx, time.Second)
@@ -427,7 +431,7 @@ func (c *Cluster) brokerSmallDir(id int32) string {
 // etcdLeader is the etcd member that is the raft leader (nil: none found).
 func (c *Cluster) etcdLeader(ctx context.Context) *node {
 	for _, n := range c.etcd {
-		if n.paused || n.proc == nil || !n.proc.running() {
+		if n.paused.Load() || n.proc == nil || !n.proc.running() {
 			continue
 		}
 		cli, err := clientv3.New(clientv3.Config{Endpoints: []string{n.proxy}, DialTimeout: time.Second, Logger: zap.NewNop()})

@@ -220,7 +220,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	c.net.Heal()
 	for _, group := range [][]*node{c.etcd, c.controllers, c.brokers} {
 		for _, n := range group {
-			if n.paused {
+			if n.paused.Load() {
 				c.Resume(n)
 			}
 			if !n.proc.running() {
