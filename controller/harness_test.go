@@ -65,6 +65,9 @@ type fakeBroker struct {
 	// staleAnswerEpoch is the controller epoch a STALE_CONTROLLER_EPOCH
 	// answer names (0: none, as an older broker answers).
 	staleAnswerEpoch int32
+	// failUpdateMetadata makes every UpdateMetadata fail (Unavailable), as
+	// a broker the controller cannot reach.
+	failUpdateMetadata bool
 	// storageErrorFor are the partitions it answers STORAGE_ERROR for.
 	storageErrorFor map[partitionKey]bool
 	dials           int
@@ -125,6 +128,9 @@ func (f *fakeBroker) UpdateMetadata(_ context.Context, in *replicadv1.UpdateMeta
 	f.checkPersisted("UpdateMetadata", in.GetPartitionStates())
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.failUpdateMetadata {
+		return nil, status.Error(codes.Unavailable, "fake broker unreachable")
+	}
 	f.um = append(f.um, in)
 	return &replicadv1.UpdateMetadataResponse{}, nil
 }
@@ -257,6 +263,8 @@ type harnessOption func(*Config)
 func withUnclean() harnessOption { return func(c *Config) { c.UncleanLeaderElection = true } }
 
 func withStore(s store.Store) harnessOption { return func(c *Config) { c.Store = s } }
+
+func withSendTimeout(d time.Duration) harnessOption { return func(c *Config) { c.SendTimeout = d } }
 
 func withElector(e store.Elector) harnessOption { return func(c *Config) { c.Elector = e } }
 

@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 	"maps"
-	"slices"
 	"strconv"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -48,8 +47,8 @@ func (c *Controller) alterTopicConfig(ctx context.Context, topic string, set map
 		c.unlock()
 		return store.TopicConfig{}, c.storeErr(err)
 	}
-	raising := cur.Configs[topicconfig.MinInsyncReplicas] != next[topicconfig.MinInsyncReplicas]
-	if raising {
+	minIsrChanged := cur.Configs[topicconfig.MinInsyncReplicas] != next[topicconfig.MinInsyncReplicas]
+	if minIsrChanged {
 		// Until every broker has the new value, leaders may still use the
 		// old one (or, with none, their flags, at least 1).
 		floor := 1
@@ -83,7 +82,7 @@ func (c *Controller) alterTopicConfig(ctx context.Context, topic string, set map
 	span.SetAttributes(attribute.Int64("replicad.config_version", stored.Version))
 	c.log.Info().Str("topic", topic).Str("configs", topicconfig.Format(stored.Configs)).Int64("config_version", stored.Version).
 		Str("set", topicconfig.Format(set)).Strs("delete", del).Msg("topic configs changed")
-	if c.waitDelivered(ctx, touched) && raising {
+	if c.waitDelivered(ctx, touched) && minIsrChanged {
 		c.lock()
 		if c.configs[topic].Version == stored.Version {
 			delete(c.minIsrFloor, topic)
@@ -121,23 +120,12 @@ func (c *Controller) describeTopicConfig(topic string) ([]*replicadv1.ConfigEntr
 		def.MinInsyncReplicas = minIsr
 	}
 	var out []*replicadv1.ConfigEntry
-	for _, k := range topicconfig.Keys() {
+	for _, k := range topicconfig.Keys() { // sorted
 		e := &replicadv1.ConfigEntry{Name: k, Value: def.Value(k), Source: replicadv1.ConfigSource_CONFIG_SOURCE_BROKER_DEFAULT}
 		if v, ok := cur.Configs[k]; ok {
 			e.Value, e.Source = v, replicadv1.ConfigSource_CONFIG_SOURCE_TOPIC
 		}
 		out = append(out, e)
 	}
-	slices.SortFunc(out, func(a, b *replicadv1.ConfigEntry) int { return compareStrings(a.GetName(), b.GetName()) })
 	return out, cur.Version, nil
-}
-
-func compareStrings(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -178,4 +179,29 @@ func storedConfigs(t *testing.T, h *harness) map[string]store.TopicConfig {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// A raise of a topic's min.insync.replicas that has not reached every
+// broker yet does not count for the ELR: a leader that has not heard still
+// moves the HW under the old minimum, so a replica leaving an ISR of 2 is
+// not kept as an eligible leader until the raise was delivered everywhere
+// (here one broker is unreachable, and it never is).
+func TestMinIsrRaiseInFlightKeepsTheOldValueForTheELR(t *testing.T) {
+	h := startCluster(t, 3, withSendTimeout(300*time.Millisecond))
+	h.createTopic("t", 1, 3)
+	p := h.part("t", 0)
+	leader, second, third := p.Replicas[0], p.Replicas[1], p.Replicas[2]
+	h.fake(third).mu.Lock()
+	h.fake(third).failUpdateMetadata = true
+	h.fake(third).mu.Unlock()
+	r, err := h.c.AlterTopicConfig(context.Background(), &replicadv1.AlterTopicConfigRequest{Topic: "t",
+		Set: map[string]string{"min.insync.replicas": "2"}})
+	if err != nil || r.GetErrorCode() != codeNone {
+		t.Fatalf("AlterTopicConfig: %v %v", r, err)
+	}
+	h.expire(leader, second) // the third replica leaves: an ISR of 2
+	h.expire(leader)         // the second leaves an ISR of 2
+	if p := h.part("t", 0); len(p.ELR) != 0 {
+		t.Fatalf("ELR %v while the raise to 2 has not reached broker %d: a leader may still commit under min ISR 1", p.ELR, third)
+	}
 }

@@ -3,12 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
-	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 
-	"google.golang.org/grpc"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
@@ -51,7 +50,7 @@ func (ec *electController) ElectLeaders(_ context.Context, req *replicadv1.Elect
 				r.ErrorCode = replicadv1.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_OR_PARTITION
 			case p.GetLeader() == p.GetReplicas()[0]:
 				r.ErrorCode = replicadv1.ErrorCode_ERROR_CODE_ELECTION_NOT_NEEDED
-			case !containsInt32(p.GetIsr(), p.GetReplicas()[0]):
+			case !slices.Contains(p.GetIsr(), p.GetReplicas()[0]):
 				r.ErrorCode, r.ErrorMessage = replicadv1.ErrorCode_ERROR_CODE_PREFERRED_LEADER_NOT_AVAILABLE, "the preferred replica is not in the ISR"
 			default:
 				p.Leader = p.GetReplicas()[0]
@@ -71,32 +70,6 @@ func (ec *electController) requests() []*replicadv1.ElectLeadersRequest {
 	return ec.reqs
 }
 
-func containsInt32(s []int32, v int32) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
-}
-
-func startElectController(t *testing.T, ec *electController) string {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	replicadv1.RegisterControllerServiceServer(srv, ec)
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(lis) }()
-	t.Cleanup(func() {
-		srv.Stop()
-		<-served
-	})
-	return lis.Addr().String()
-}
-
 // part is topic-partition with replicas, led by leader, ISR isr.
 func part(topic string, n, leader int32, replicas, isr []int32) *replicadv1.ClusterPartition {
 	return &replicadv1.ClusterPartition{Topic: topic, Partition: n, Leader: leader, Replicas: replicas, Isr: isr}
@@ -106,7 +79,7 @@ func part(topic string, n, leader int32, replicas, isr []int32) *replicadv1.Clus
 // 0 with a message; an election prints the new leader.
 func TestElectPreferredOnePartition(t *testing.T) {
 	ec := newElectController(part("orders", 0, 1, []int32{1, 2}, []int32{1, 2}), part("orders", 1, 1, []int32{2, 1}, []int32{1, 2}))
-	addr := startElectController(t, ec)
+	addr := startController(t, ec)
 
 	r := ctl(t, "", "", "--controller", addr, "elect", "--preferred", "--topic", "orders", "--partition", "0")
 	wantCode(t, r, 0)
@@ -146,7 +119,7 @@ func TestElectPreferredTopicProgress(t *testing.T) {
 	}
 	parts = append(parts, part("other", 0, 2, []int32{1, 2}, []int32{1, 2}))
 	ec := newElectController(parts...)
-	addr := startElectController(t, ec)
+	addr := startController(t, ec)
 
 	r := ctl(t, "", "", "--controller", addr, "elect", "--preferred", "--topic", "orders")
 	wantCode(t, r, 1)
@@ -186,7 +159,7 @@ func TestElectPreferredAllJSON(t *testing.T) {
 		parts = append(parts, part("a", i, 2, []int32{1, 2}, []int32{1, 2}), part("b", i, 1, []int32{1, 2}, []int32{1, 2}))
 	}
 	ec := newElectController(parts...)
-	addr := startElectController(t, ec)
+	addr := startController(t, ec)
 	r := ctl(t, "", "", "--controller", addr, "-o", "json", "elect", "--preferred", "--all")
 	wantCode(t, r, 0)
 	var got replicadv1.ElectLeadersResponse

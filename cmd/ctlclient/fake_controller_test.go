@@ -120,8 +120,9 @@ func orEmpty[M interface {
 	return m
 }
 
-// startController serves f on a loopback port and returns its address.
-func startController(t *testing.T, f *fakeController) string {
+// startController serves f (a fakeController, or one built on it) on a
+// loopback port and returns its address.
+func startController(t *testing.T, f replicadv1.ControllerServiceServer) string {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

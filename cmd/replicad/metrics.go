@@ -4,9 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
-	"net"
-	"net/http"
-	"net/http/pprof"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -62,17 +59,16 @@ func metricsServerOptions(m *metrics.Metrics) []grpc.ServerOption {
 }
 
 type metricsServer struct {
-	srv     *http.Server
-	lis     net.Listener
+	srv     *metrics.Server // nil when off
 	metrics *metrics.Metrics
 }
 
 // addr is the address served, "" when off.
 func (m *metricsServer) addr() string {
-	if m.lis == nil {
+	if m.srv == nil {
 		return ""
 	}
-	return m.lis.Addr().String()
+	return m.srv.Addr()
 }
 
 // startMetrics serves m at /metrics, and with withPprof /debug/pprof, on
@@ -84,41 +80,19 @@ func startMetrics(addr string, m *metrics.Metrics, logger zerolog.Logger, tlsCon
 	if m == nil {
 		return nil, errors.New("metrics server without metrics")
 	}
-	lis, err := net.Listen("tcp", addr)
+	srv, err := metrics.Serve(addr, m.Handler(), logger, tlsConfig, withPprof)
 	if err != nil {
 		return nil, err
 	}
-	if tlsConfig != nil {
-		lis = tls.NewListener(lis, tlsConfig)
-	}
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", m.Handler())
-	// Profiles share the operator-facing listener, so a hot path is diagnosed
-	// on the running broker, but only when asked for (--pprof): they show
-	// the program's internals to whoever reaches the port, and taking one
-	// costs CPU.
-	if withPprof {
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go func() {
-		if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			logger.Error().Err(err).Msg("metrics server failed")
-		}
-	}()
-	logger.Info().Str("metrics_listen", lis.Addr().String()).Bool("tls", tlsConfig != nil).Bool("pprof", withPprof).Msg("serving /metrics")
-	return &metricsServer{srv: srv, lis: lis, metrics: m}, nil
+	return &metricsServer{srv: srv, metrics: m}, nil
 }
 
 // close stops serving, then stops the meter provider.
 func (m *metricsServer) close() {
+	if m.srv != nil {
+		m.srv.Close()
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	if m.srv != nil {
-		_ = m.srv.Shutdown(ctx)
-	}
 	_ = m.metrics.Shutdown(ctx)
 }

@@ -135,7 +135,7 @@ func Run(ctx context.Context, stderr io.Writer, cfg Config) error {
 		if cfg.MetricsTLS {
 			metricsTLS = tc.ServerConfig("http/1.1")
 		}
-		ms, err := metrics.Serve(cfg.MetricsListen, cm.Handler(), logger, metricsTLS)
+		ms, err := metrics.Serve(cfg.MetricsListen, cm.Handler(), logger, metricsTLS, false)
 		if err != nil {
 			return fmt.Errorf("--metrics-listen %s: %w", cfg.MetricsListen, err)
 		}

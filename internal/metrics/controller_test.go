@@ -27,7 +27,7 @@ func newControllerMetrics(t testing.TB) *ControllerMetrics {
 // serveController serves m with Serve, as the daemon does, on a free port.
 func serveController(t *testing.T, m *ControllerMetrics) string {
 	t.Helper()
-	srv, err := Serve("127.0.0.1:0", m.Handler(), zerolog.Nop(), nil)
+	srv, err := Serve("127.0.0.1:0", m.Handler(), zerolog.Nop(), nil, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -81,41 +81,14 @@ func jaegerFiles(t testing.TB) (bin, config string) {
 
 func startJaeger(t testing.TB, bin, config, otlp, queryHTTP, queryGRPC string) (*Broker, error) {
 	t.Helper()
-	j := &Broker{t: t, stderr: &syncBuffer{}, listenC: make(chan string, 1), exited: make(chan struct{})}
-	j.cmd = exec.Command(bin, "--config", config)
-	j.cmd.Env = append(os.Environ(),
+	cmd := exec.Command(bin, "--config", config)
+	cmd.Env = append(os.Environ(),
 		"JAEGER_OTLP_GRPC="+otlp, "JAEGER_QUERY_HTTP="+queryHTTP, "JAEGER_QUERY_GRPC="+queryGRPC,
 		"JAEGER_LOG_LEVEL=warn", "JAEGER_MAX_TRACES=10000")
-	// Jaeger logs to stderr; both streams go to the same buffer, shown on failure.
-	pipe, err := j.cmd.StderrPipe()
+	j, err := startHelper(t, cmd, "jaeger")
 	if err != nil {
 		return nil, err
 	}
-	j.cmd.Stdout = j.cmd.Stderr
-	if err := j.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start %s: %w", bin, err)
-	}
-	copied := make(chan struct{})
-	go func() {
-		defer close(copied)
-		j.scanStderr(pipe)
-	}()
-	go func() {
-		<-copied
-		j.exitCode = ExitCode(j.cmd.Wait())
-		close(j.exited)
-	}()
-	t.Cleanup(func() {
-		if j.Running() {
-			_ = j.cmd.Process.Signal(syscall.SIGTERM)
-			if _, ok := j.Wait(10 * time.Second); !ok {
-				j.Kill()
-			}
-		}
-		if t.Failed() {
-			t.Logf("jaeger output:\n%s", j.Stderr())
-		}
-	})
 
 	// Ready: the query API answers and the OTLP receiver accepts connections.
 	deadline := time.Now().Add(jaegerReadyTimeout)
@@ -148,4 +121,42 @@ func startJaeger(t testing.TB, bin, config, otlp, queryHTTP, queryGRPC string) (
 func freeHostPort(t testing.TB) string {
 	u := FreeURL(t)
 	return u.Host
+}
+
+// startHelper starts a helper process (Jaeger, Prometheus) for t: stdout
+// and stderr go to one buffer, shown when t fails; it is sent SIGTERM (then
+// killed after 10 s) at cleanup.
+func startHelper(t testing.TB, cmd *exec.Cmd, name string) (*Broker, error) {
+	t.Helper()
+	p := &Broker{t: t, stderr: &syncBuffer{}, listenC: make(chan string, 1), exited: make(chan struct{}), cmd: cmd}
+	pipe, err := cmd.StderrPipe()
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stdout = cmd.Stderr
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", cmd.Path, err)
+	}
+	copied := make(chan struct{})
+	go func() {
+		defer close(copied)
+		p.scanStderr(pipe)
+	}()
+	go func() {
+		<-copied
+		p.exitCode = ExitCode(cmd.Wait())
+		close(p.exited)
+	}()
+	t.Cleanup(func() {
+		if p.Running() {
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			if _, ok := p.Wait(10 * time.Second); !ok {
+				p.Kill()
+			}
+		}
+		if t.Failed() {
+			t.Logf("%s output:\n%s", name, p.Stderr())
+		}
+	})
+	return p, nil
 }

@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -97,40 +96,14 @@ func StartPrometheus(t testing.TB, dir, config string) string {
 
 func startPrometheus(t testing.TB, bin, config, tsdb, addr string) (*Broker, error) {
 	t.Helper()
-	p := &Broker{t: t, stderr: &syncBuffer{}, listenC: make(chan string, 1), exited: make(chan struct{})}
-	p.cmd = exec.Command(bin, "--config.file", config, "--storage.tsdb.path", tsdb,
+	cmd := exec.Command(bin, "--config.file", config, "--storage.tsdb.path", tsdb,
 		"--web.listen-address", addr, "--log.level", "warn",
 		// A test's series never need more than minutes of history.
 		"--storage.tsdb.retention.time", "1h")
-	pipe, err := p.cmd.StderrPipe()
+	p, err := startHelper(t, cmd, "prometheus")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.cmd.Stdout = p.cmd.Stderr
-	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", bin, err)
-	}
-	copied := make(chan struct{})
-	go func() {
-		defer close(copied)
-		p.scanStderr(pipe)
-	}()
-	go func() {
-		<-copied
-		p.exitCode = ExitCode(p.cmd.Wait())
-		close(p.exited)
-	}()
-	t.Cleanup(func() {
-		if p.Running() {
-			_ = p.cmd.Process.Signal(syscall.SIGTERM)
-			if _, ok := p.Wait(10 * time.Second); !ok {
-				p.Kill()
-			}
-		}
-		if t.Failed() {
-			t.Logf("prometheus output:\n%s", p.Stderr())
-		}
-	})
 	deadline := time.Now().Add(prometheusReadyTimeout)
 	client := &http.Client{Timeout: 2 * time.Second}
 	for {
