@@ -145,6 +145,12 @@ func (f *fencedStore) SetTopicConfig(ctx context.Context, name string, expected 
 	}
 	return f.Store.SetTopicConfig(ctx, name, expected, configs)
 }
+func (f *fencedStore) AlterTopicConfig(ctx context.Context, name string, expected int64, next store.TopicConfig, updates []store.PartitionUpdate) error {
+	if err := f.check(); err != nil {
+		return err
+	}
+	return f.Store.AlterTopicConfig(ctx, name, expected, next, updates)
+}
 func (f *fencedStore) DeleteTopic(ctx context.Context, name string) error {
 	if err := f.check(); err != nil {
 		return err
