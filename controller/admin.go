@@ -110,7 +110,6 @@ func (c *Controller) deleteTopic(ctx context.Context, topic string) error {
 	// The store recorded every replica as pending deletion; the ones that
 	// are up are told now, the others when they register again.
 	delete(c.configs, topic)
-	delete(c.minIsrFloor, topic)
 	deleted := store.Topic{Name: topic}
 	for _, p := range c.sortedPartitionsLocked() {
 		if p.Topic == topic {

@@ -148,6 +148,7 @@ func (c *Controller) commitLocked(ctx context.Context, updates []store.Partition
 	if len(updates) == 0 {
 		return nil, nil
 	}
+	updates = c.withoutStaleElrLocked(updates) // issue 19, path 1: see min_isr.go
 	if err := c.cfg.Store.UpdatePartitions(ctx, updates); err != nil {
 		return nil, c.storeErr(err)
 	}
