@@ -131,6 +131,11 @@ type Controller struct {
 	// clearing (retryMinIsrFloorClearsLocked). The floor itself is stored
 	// with the topic config (min_isr.go): this only avoids duplicate tries.
 	floorClears map[string]bool
+	// configDelivered, when set, answers for the brokers whether every
+	// reachable one took everything queued (clearMinIsrFloorWhenDelivered):
+	// the model check (modelcheck_test.go), whose brokers have no queues,
+	// decides it. Nil: the broker queues are flushed.
+	configDelivered func() bool
 	// throttle is the stored replication throttle while active (bytes/s,
 	// 0: none); wireThrottle the same with its replication_throttle_version,
 	// read without the lock by the broker queues (brokerqueue.Config.Throttle).

@@ -210,6 +210,10 @@ func (c *Controller) clearMinIsrFloorWhenDelivered(ctx context.Context, topic st
 		return
 	}
 	wait := c.flushAllLocked()
+	if c.configDelivered != nil {
+		delivered := c.configDelivered()
+		wait = func(context.Context) bool { return delivered }
+	}
 	c.unlock()
 	if !wait(ctx) {
 		return // tried again at a later session check
