@@ -67,9 +67,11 @@ func (c *Controller) registerBroker(ctx context.Context, b store.Broker, reg reg
 			return store.Broker{}, 0, err
 		}
 	}
-	info, err := c.cfg.Store.RegisterBroker(ctx, b)
+	sctx, cancel := c.storeCtx(ctx)
+	info, err := c.cfg.Store.RegisterBroker(sctx, b)
+	cancel()
 	if err != nil {
-		return store.Broker{}, 0, c.storeErr(fmt.Errorf("register broker %d: %w", b.ID, err))
+		return store.Broker{}, 0, c.writeFailedLocked(ctx, "broker registration not stored", fmt.Errorf("register broker %d: %w", b.ID, err))
 	}
 	bs := c.brokers[b.ID]
 	if bs == nil {
@@ -382,8 +384,14 @@ func (c *Controller) fenceLocked(ctx context.Context, brokers []*brokerState, re
 	for _, bs := range brokers {
 		fenced := bs.info
 		fenced.Fenced = true
-		if err := c.cfg.Store.UpdateBroker(ctx, fenced); err != nil {
-			err = c.storeErr(fmt.Errorf("fence broker %d: %w", fenced.ID, err))
+		sctx, cancel := c.storeCtx(ctx)
+		err := c.cfg.Store.UpdateBroker(sctx, fenced)
+		cancel()
+		if err != nil {
+			// A fencing that landed unanswered is found by the re-read,
+			// which finishes it in memory; one that did not is retried
+			// by the next session check.
+			err = c.writeFailedLocked(ctx, "broker fencing not stored", fmt.Errorf("fence broker %d: %w", fenced.ID, err))
 			span.RecordError(err)
 			span.SetStatus(codes.Error, "fencing not stored")
 			return err
