@@ -389,10 +389,13 @@ func (c *Controller) fenceLocked(ctx context.Context, brokers []*brokerState, re
 		cancel()
 		if err != nil {
 			// A fencing that landed unanswered is found by the re-read,
-			// which finishes it in memory; one that did not is retried
-			// by the next session check.
+			// which marks it in memory: the move goes on. One that did
+			// not is retried by the next session check.
 			err = c.writeFailedLocked(ctx, "broker fencing not stored", fmt.Errorf("fence broker %d: %w", fenced.ID, err))
 			span.RecordError(err)
+			if bs.info.Fenced && bs.info.Epoch == fenced.Epoch {
+				continue
+			}
 			span.SetStatus(codes.Error, "fencing not stored")
 			return err
 		}

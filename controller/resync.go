@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"maps"
@@ -99,40 +100,22 @@ func (c *Controller) resyncLocked(ctx context.Context, cause string, cerr error)
 	}
 	c.resyncPending = false
 
-	// Brokers: a fencing or a registration that landed.
+	// Brokers: a fencing that landed is finished. A registration that
+	// landed unanswered is not taken: the broker retries it and gets
+	// another epoch (the controller fenced its previous life before
+	// writing it, so nothing in memory needs the stored one), and a new
+	// controller would give it a session and fence it if it never does.
 	var brokersRepaired []int32
-	now := c.cfg.Clock.Now()
 	for _, b := range brokers {
 		bs, ok := c.brokers[b.ID]
-		switch {
-		case ok && bs.info == b:
-			continue
-		case ok && bs.info.Epoch == b.Epoch && b.Fenced && !bs.info.Fenced:
-			// The fencing landed: finish it (the move away is retried by
-			// the session check, movePending).
-			bs.info, bs.shuttingDown, bs.movePending = b, false, true
-			c.closeQueueLocked(bs)
-			c.log.Warn().Int32("broker", b.ID).Int64("broker_epoch", b.Epoch).Str("reason", "found fenced in the store after a failed write").
-				Msg("broker fenced")
-		case !ok || b.Epoch > bs.info.Epoch:
-			// A registration that landed unanswered: taken as activation
-			// takes a stored broker, with a session from now (the broker
-			// registers again when its heartbeat is refused).
-			if !ok {
-				bs = &brokerState{}
-				c.brokers[b.ID] = bs
-			}
-			bs.info, bs.lastSeen, bs.shuttingDown, bs.incarnation, bs.movePending = b, now, false, "", b.Fenced
-			bs.offline, bs.storageErrors = nil, nil
-			bs.refusing.Store(false)
-			if b.Fenced {
-				c.closeQueueLocked(bs)
-			} else {
-				c.openQueueLocked(bs)
-			}
-		default:
+		if !ok || bs.info.Epoch != b.Epoch || !b.Fenced || bs.info.Fenced {
 			continue
 		}
+		// The move away is retried by the session check (movePending).
+		bs.info, bs.shuttingDown, bs.movePending = b, false, true
+		c.closeQueueLocked(bs)
+		c.log.Warn().Int32("broker", b.ID).Int64("broker_epoch", b.Epoch).Str("reason", "found fenced in the store after a failed write").
+			Msg("broker fenced")
 		brokersRepaired = append(brokersRepaired, b.ID)
 	}
 
@@ -298,14 +281,17 @@ func (c *Controller) reconcile(ctx context.Context) {
 // completion is retried after a backoff.
 func (c *Controller) driveReassignmentsLocked(ctx context.Context, why string) {
 	var due []partitionKey
-	for _, p := range c.sortedPartitionsLocked() {
+	for k, p := range c.parts {
 		if reassignmentDue(p) {
-			due = append(due, keyOf(p))
+			due = append(due, k)
 		}
 	}
 	if len(due) == 0 {
 		return
 	}
+	slices.SortFunc(due, func(a, b partitionKey) int {
+		return cmp.Or(cmp.Compare(a.topic, b.topic), cmp.Compare(a.partition, b.partition))
+	})
 	ctx, span := c.tracer.Start(ctx, "Controller.completeReassignments", trace.WithAttributes(
 		attribute.String("replicad.reason", why), attribute.Int("replicad.partitions", len(due))))
 	defer span.End()
