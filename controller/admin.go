@@ -382,7 +382,7 @@ func (c *Controller) maybeCompleteReassignmentLocked(ctx context.Context, k part
 	if eligible := c.eligibleForLocked(k); !slices.Contains(target, p.Leader) || !eligible(p.Leader) {
 		leader := cleanLeader(next, eligible)
 		if leader == store.NoLeader {
-			return nil // no target ISR member is live yet; try again at the next ISR change
+			return nil // no target ISR member is live yet: the next ISR change, or the periodic check (reconcile), tries again
 		}
 		next = withLeader(next, leader)
 	}

@@ -255,3 +255,80 @@ func TestReassignmentCompletesWhenATargetBecomesEligibleLater(t *testing.T) {
 		t.Fatalf("after the periodic check: %+v, want replicas [2 3] led by 2, nothing moving", p)
 	}
 }
+
+// A compare-and-set that conflicts (the store moved on behind this
+// controller's back: here another writer) makes the controller read the
+// store back, so its next decision on the partition goes through.
+func TestConflictRereadsTheStore(t *testing.T) {
+	h, _ := faultyCluster(t, 3)
+	h.createTopic("t", 1, 3)
+	stale := h.part("t", 0)
+	next := stale.Clone()
+	next.ISR, next.PartitionEpoch = []int32{1, 2}, stale.PartitionEpoch+1
+	if err := h.st.UpdatePartitions(context.Background(), []store.PartitionUpdate{{Expected: stale.PartitionEpoch, New: next}}); err != nil {
+		t.Fatal(err)
+	}
+	// The leader, which heard of the change, shrinks again; the
+	// controller, at the old partition epoch, proposes from memory.
+	if _, err := h.c.AlterPartition(context.Background(), h.alterReq(1, h.item(0, 0, 1, 3))); err == nil {
+		t.Fatal("a proposal against the stale state answered no error")
+	}
+	h.wantMemoryAgrees("t", 0)
+	h.mustAlter(1, h.part("t", 0), 1)
+	if p := h.wantMemoryAgrees("t", 0); !slices.Equal(p.ISR, []int32{1}) {
+		t.Fatalf("ISR %v, want [1]", p.ISR)
+	}
+}
+
+// A topic creation, a config change and a throttle change that land with
+// an error: the controller learns them from the store and tells the
+// brokers (the replicas get the new topic's LeaderAndIsr, with is_new),
+// and an operator's retry is answered as for a change already made.
+func TestAdminWritesLandedWithAnError(t *testing.T) {
+	h, f := faultyCluster(t, 3)
+	ctx := context.Background()
+	f.Inject(storetest.Fault{Op: storetest.OpCreateTopic, Kind: storetest.LandThenFail})
+	if _, err := h.c.CreateTopic(ctx, &replicadv1.CreateTopicRequest{Topic: "t", Partitions: 1, ReplicationFactor: 3}); err == nil {
+		t.Fatal("CreateTopic whose write landed with an error answered no error")
+	}
+	p := h.wantMemoryAgrees("t", 0)
+	for _, id := range p.Replicas {
+		waitFor(t, "the new topic's replicas to be told to create it", func() bool {
+			s, _ := h.fake(id).laiState("t", 0)
+			return s != nil && s.GetIsNew() && s.GetLeader() == p.Leader
+		})
+	}
+	if resp, err := h.c.CreateTopic(ctx, &replicadv1.CreateTopicRequest{Topic: "t", Partitions: 1, ReplicationFactor: 3}); err != nil ||
+		resp.GetErrorCode() != replicadv1.ErrorCode_ERROR_CODE_TOPIC_ALREADY_EXISTS {
+		t.Fatalf("the operator's retry: %v %v, want TOPIC_ALREADY_EXISTS", resp, err)
+	}
+
+	f.Inject(storetest.Fault{Op: storetest.OpSetTopicConfig, Kind: storetest.LandThenFail})
+	if _, err := h.c.AlterTopicConfig(ctx, &replicadv1.AlterTopicConfigRequest{Topic: "t", Set: map[string]string{"retention.ms": "60000"}}); err == nil {
+		t.Fatal("AlterTopicConfig whose write landed with an error answered no error")
+	}
+	waitFor(t, "the brokers to get the stored config", func() bool {
+		for _, um := range h.fake(2).updateMetadatas() {
+			for _, s := range um.GetPartitionStates() {
+				if s.GetTopic() == "t" && s.GetTopicConfigs()["retention.ms"] == "60000" {
+					return true
+				}
+			}
+		}
+		return false
+	})
+	h.c.lock()
+	cfg := h.c.configs["t"]
+	h.c.unlock()
+	if cfg.Version != 2 || cfg.Configs["retention.ms"] != "60000" {
+		t.Fatalf("config in memory %+v, want version 2 with retention.ms", cfg)
+	}
+
+	f.Inject(storetest.Fault{Op: storetest.OpSetReplicationThrottle, Kind: storetest.LandThenFail})
+	if _, err := h.c.AlterReplicationThrottle(ctx, &replicadv1.AlterReplicationThrottleRequest{BytesPerSec: 1 << 20}); err == nil {
+		t.Fatal("AlterReplicationThrottle whose write landed with an error answered no error")
+	}
+	if rate, _ := h.c.currentWireThrottle(); rate != 1<<20 {
+		t.Fatalf("throttle sent %d, want the stored %d", rate, 1<<20)
+	}
+}
