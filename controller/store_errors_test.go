@@ -331,4 +331,18 @@ func TestAdminWritesLandedWithAnError(t *testing.T) {
 	if rate, _ := h.c.currentWireThrottle(); rate != 1<<20 {
 		t.Fatalf("throttle sent %d, want the stored %d", rate, 1<<20)
 	}
+
+	f.Inject(storetest.Fault{Op: storetest.OpDeleteTopic, Kind: storetest.LandThenFail})
+	if _, err := h.c.DeleteTopic(ctx, &replicadv1.DeleteTopicRequest{Topic: "t"}); err == nil {
+		t.Fatal("DeleteTopic whose write landed with an error answered no error")
+	}
+	h.c.lock()
+	_, known := h.c.parts[partitionKey{"t", 0}]
+	h.c.unlock()
+	if known {
+		t.Fatal("the deleted topic is still in memory")
+	}
+	for _, id := range p.Replicas {
+		waitFor(t, "the replicas to be told to delete the topic", func() bool { return h.fake(id).stoppedAndDeleted("t", 0) })
+	}
 }

@@ -283,3 +283,31 @@ func TestEtcdRetriedBumpDoesNotTakeAnotherControllersEpoch(t *testing.T) {
 		t.Fatalf("b's next bump %d, want %d", got, eb+1)
 	}
 }
+
+// A write whose caller's deadline passes while its transaction is in
+// flight (it lands, the answer is held) fails with an error that says its
+// outcome is unknown, not one that passes for "nothing written": the
+// controller must re-read after it (issue 19, path 3).
+func TestEtcdWriteCutShortIsAnUnknownOutcome(t *testing.T) {
+	direct := strings.TrimPrefix(startEtcd(t)[0], "http://")
+	proxy := startHoldingProxy(t, direct)
+	ctx := context.Background()
+	s, err := store.OpenEtcd(ctx, store.EtcdConfig{Endpoints: []string{"http://" + proxy.addr()},
+		Prefix: newPrefix(t), SessionTTL: testTTL, AttemptTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	proxy.holdAnswers()
+	wctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	err = s.CreateTopic(wctx, "t", []store.Partition{{Partition: 0, Leader: 1, ISR: []int32{1}, Replicas: []int32{1}}}, nil)
+	cancel()
+	if !errors.Is(err, store.ErrUnknownOutcome) || store.IsDefinite(err) {
+		t.Fatalf("CreateTopic cut short by its deadline: %v, want ErrUnknownOutcome", err)
+	}
+	proxy.release()
+	eventually(t, 5*time.Second, "the topic the cut-short write created", func() bool {
+		_, err := s.Topic(ctx, "t")
+		return err == nil
+	})
+}
