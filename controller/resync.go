@@ -61,7 +61,7 @@ const resyncRetry = time.Second
 // partitions (their replicas may never have heard of a state the store
 // holds), StopReplica for replicas a stored state removed, deletions for
 // a topic found deleted. A read that fails leaves resyncPending, retried by
-// the periodic check (reconcileLocked).
+// the periodic check (reconcile).
 func (c *Controller) resyncLocked(ctx context.Context, cause string, cerr error) {
 	ctx, span := c.tracer.Start(ctx, "Controller.resync", trace.WithAttributes(
 		attribute.String("replicad.reason", cause)))
@@ -69,6 +69,7 @@ func (c *Controller) resyncLocked(ctx context.Context, cause string, cerr error)
 	if cerr != nil {
 		span.SetAttributes(attribute.String("replicad.store_error", cerr.Error()))
 	}
+	c.counters.resyncs.Add(1)
 	rctx, cancel := c.storeCtx(ctx)
 	defer cancel()
 	parts, err := c.cfg.Store.Partitions(rctx)
@@ -219,7 +220,7 @@ func (c *Controller) resyncLocked(ctx context.Context, cause string, cerr error)
 		return
 	}
 	tracePartitionChanges(ctx, "partition state repaired", changes)
-	c.counters.countCommitted(changes)
+	c.counters.repaired.Add(int64(len(changes)))
 	// Every live broker gets an UpdateMetadata (with the live brokers and
 	// the throttle, which each carries), even with no partition repaired.
 	c.announceLocked(ctx, announce, newReplicas)

@@ -92,6 +92,9 @@ func TestAlterPartitionWriteLandedWithAnError(t *testing.T) {
 		t.Fatal("AlterPartition whose write landed with an error answered no error")
 	}
 	h.wantMemoryAgrees("t", 0)
+	if s := h.c.MetricsSnapshot(); s.StoreResyncs != 1 || s.PartitionsRepaired != 1 {
+		t.Errorf("metrics: %d re-reads, %d partitions repaired; want 1, 1", s.StoreResyncs, s.PartitionsRepaired)
+	}
 	resp, err := h.c.AlterPartition(context.Background(), h.alterReq(1, h.item(0, 0, 1, 2)))
 	if err != nil || len(resp.GetPartitions()) != 1 || resp.GetPartitions()[0].GetErrorCode() != codeNone ||
 		!slices.Equal(resp.GetPartitions()[0].GetIsr(), []int32{1, 2}) {
