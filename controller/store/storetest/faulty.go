@@ -74,7 +74,8 @@ type Fault struct {
 	// Times is how many writes it hits before it is spent; 0: one, a
 	// negative number: every matching write until Clear.
 	Times int
-	// Match, when set, picks the writes it hits among those of Op.
+	// Match, when set, picks the writes it hits among those of Op. It runs
+	// under the Faulty's lock: it must not call the store.
 	Match func(Call) bool
 }
 
