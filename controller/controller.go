@@ -177,6 +177,10 @@ type brokerState struct {
 	// movePending: fenced, but its partitions have not all been moved away
 	// yet (the move failed); the session check retries it.
 	movePending bool
+	// welcomePending: registered, but the rest of the registration (the
+	// elections it allows, telling it the state) failed; its retry of the
+	// registration runs it again (welcomeLocked).
+	welcomePending bool
 	// offline are the replicas the broker's last heartbeat reported
 	// offline, storageErrors those it answered a LeaderAndIsr for with
 	// STORAGE_ERROR (until it takes one for them): neither leads nor joins

@@ -349,3 +349,38 @@ func TestAdminWritesLandedWithAnError(t *testing.T) {
 		waitFor(t, "the replicas to be told to delete the topic", func() bool { return h.fake(id).stoppedAndDeleted("t", 0) })
 	}
 }
+
+// A registration stored whose election write then failed: the broker's
+// retry of it (the same incarnation, answered as a retry) runs the
+// elections and sends the state again, instead of answering the stored
+// epoch and leaving the partition leaderless (issue 19, path 3: a decision
+// lost to a failed write is driven again).
+func TestRegistrationElectionRetriedWithTheRegistration(t *testing.T) {
+	h, f := faultyCluster(t, 3)
+	ctx := context.Background()
+	h.createTopic("t", 1, 3) // [1 2 3], leader 1
+	if _, err := h.c.AlterTopicConfig(ctx, &replicadv1.AlterTopicConfigRequest{Topic: "t", Set: map[string]string{"min.insync.replicas": "2"}}); err != nil {
+		t.Fatal(err)
+	}
+	h.expire(1, 2)
+	h.expire(1) // 2 in the ELR
+	h.expire()  // leaderless
+	if p := h.part("t", 0); p.Leader != store.NoLeader || !slices.Contains(p.ELR, 2) {
+		t.Fatalf("setup: %+v, want leaderless with 2 in the ELR", p)
+	}
+	f.Inject(storetest.Fault{Op: storetest.OpUpdatePartitions, Kind: storetest.FailBefore, Err: errors.New("injected: store unreachable"),
+		Match: func(c storetest.Call) bool { return len(c.Updates) == 1 && c.Updates[0].New.Leader == 2 }})
+	req := &replicadv1.RegisterBrokerRequest{BrokerId: 2, Host: brokerHost(2), Port: brokerPort(2), PreviousBrokerEpoch: h.epoch[2], IncarnationId: "life-2"}
+	if resp, err := h.c.RegisterBroker(ctx, req); err == nil && resp.GetErrorCode() == codeNone {
+		t.Fatalf("registration whose election failed: %v, want an error", resp)
+	}
+	resp, err := h.c.RegisterBroker(ctx, req)
+	if err != nil || resp.GetErrorCode() != codeNone {
+		t.Fatalf("the broker's retry: %v %v", resp, err)
+	}
+	p := h.wantMemoryAgrees("t", 0)
+	if p.Leader != 2 {
+		t.Fatalf("after the retried registration: %+v, want 2 elected from the ELR", p)
+	}
+	waitLAI(t, h, 2, p)
+}
