@@ -171,6 +171,9 @@ func (c *Controller) resyncLocked(ctx context.Context, cause string, cerr error)
 		if !had && p.PartitionEpoch == 0 {
 			// Created unanswered: no replica has its log yet.
 			newReplicas[k] = slices.Clone(p.Replicas)
+			if p.Partition == 0 {
+				c.topicsCreated++
+			}
 		}
 		c.parts[k] = p.Clone()
 		changes = append(changes, partitionChange{old: old, hadOld: had, new: p})
