@@ -149,8 +149,11 @@ func (c *Controller) commitLocked(ctx context.Context, updates []store.Partition
 		return nil, nil
 	}
 	updates = c.withoutStaleElrLocked(updates) // issue 19, path 1: see min_isr.go
-	if err := c.cfg.Store.UpdatePartitions(ctx, updates); err != nil {
-		return nil, c.storeErr(err)
+	sctx, cancel := c.storeCtx(ctx)
+	err := c.cfg.Store.UpdatePartitions(sctx, updates)
+	cancel()
+	if err != nil {
+		return nil, c.writeFailedLocked(ctx, "partition state change not stored", err)
 	}
 	changed := make([]store.Partition, len(updates))
 	changes := make([]partitionChange, len(updates))

@@ -49,9 +49,13 @@ func (c *Controller) alterTopicConfig(ctx context.Context, topic string, set map
 	c.configs[topic] = stored
 	updates := c.staleElrUpdatesLocked(topic, c.minIsrLocked)
 	c.configs[topic] = cur
-	if err := c.cfg.Store.AlterTopicConfig(ctx, topic, cur.Version, stored, updates); err != nil {
+	sctx, cancel := c.storeCtx(ctx)
+	err = c.cfg.Store.AlterTopicConfig(sctx, topic, cur.Version, stored, updates)
+	cancel()
+	if err != nil {
+		err = c.writeFailedLocked(ctx, "topic config change not stored", err)
 		c.unlock()
-		return store.TopicConfig{}, c.storeErr(err)
+		return store.TopicConfig{}, err
 	}
 	c.configs[topic] = stored
 	if stored.MinIsrFloor != cur.MinIsrFloor {
