@@ -77,7 +77,7 @@ type Config struct {
 	// the epoch of the registration before: the process lost nothing.
 	PreviousBrokerEpoch int64
 	// OfflinePartitions, when set, lists the broker's offline replicas;
-	// every heartbeat carries them.
+	// every registration and heartbeat carries them.
 	OfflinePartitions func() []tp.TopicPartition
 	// OnRegistered, when set, is called with the broker epoch of each
 	// successful registration, before the call that registered returns (the
@@ -410,6 +410,11 @@ func (s *Session) register(ctx context.Context) error {
 		LogDirs:             s.cfg.LogDirs,
 		PreviousBrokerEpoch: previous,
 		MinInsyncReplicas:   s.cfg.MinInsyncReplicas,
+		// A registration again in the same process (after a fencing) says
+		// what is offline, as a heartbeat does: otherwise the controller
+		// takes the replicas of a failed log dir as healthy, and may elect
+		// them, until the first heartbeat of the new epoch.
+		OfflinePartitions: s.offlineRefs(),
 	}
 	misconfigured := 0
 	for attempt := 1; ; attempt++ {
@@ -469,13 +474,20 @@ func (s *Session) registered(resp *replicadv1.RegisterBrokerResponse) {
 
 // heartbeatRequest is a heartbeat at epoch, with the offline replicas.
 func (s *Session) heartbeatRequest(epoch int64) *replicadv1.BrokerHeartbeatRequest {
-	req := &replicadv1.BrokerHeartbeatRequest{BrokerId: s.cfg.BrokerID, BrokerEpoch: epoch, WantShutdown: s.wantShutdown.Load()}
-	if s.cfg.OfflinePartitions != nil {
-		for _, t := range s.cfg.OfflinePartitions() {
-			req.OfflinePartitions = append(req.OfflinePartitions, &replicadv1.PartitionRef{Topic: t.Topic, Partition: t.Partition})
-		}
+	return &replicadv1.BrokerHeartbeatRequest{BrokerId: s.cfg.BrokerID, BrokerEpoch: epoch, WantShutdown: s.wantShutdown.Load(),
+		OfflinePartitions: s.offlineRefs()}
+}
+
+// offlineRefs are the broker's offline replicas now (Config.OfflinePartitions).
+func (s *Session) offlineRefs() []*replicadv1.PartitionRef {
+	if s.cfg.OfflinePartitions == nil {
+		return nil
 	}
-	return req
+	var refs []*replicadv1.PartitionRef
+	for _, t := range s.cfg.OfflinePartitions() {
+		refs = append(refs, &replicadv1.PartitionRef{Topic: t.Topic, Partition: t.Partition})
+	}
+	return refs
 }
 
 // heartbeatInterval is a third of the session timeout, at least

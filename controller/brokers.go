@@ -27,6 +27,9 @@ type registration struct {
 	// a machine that kept running, which keeps the page cache), -1
 	// otherwise (KIP-966's PreviousBrokerEpoch).
 	previousEpoch int64
+	// offline are the replicas the broker says are offline as it registers
+	// (a log dir that failed in this process's life).
+	offline []*replicadv1.PartitionRef
 }
 
 // registerBroker gives a (re)starting broker a new broker epoch. A broker
@@ -77,7 +80,13 @@ func (c *Controller) registerBroker(ctx context.Context, b store.Broker, reg reg
 		c.brokers[b.ID] = bs
 	}
 	bs.info, bs.lastSeen, bs.shuttingDown, bs.incarnation, bs.movePending = info, c.cfg.Clock.Now(), false, incarnation, false
-	bs.offline, bs.storageErrors = nil, nil // a new life: its heartbeats say again
+	// A new life: its heartbeats say again what is offline, and so does the
+	// registration itself, before any election below can pick a replica in
+	// a log dir that failed (issue 19, path 9).
+	bs.offline, bs.storageErrors = nil, nil
+	if len(reg.offline) > 0 {
+		c.setOfflineLocked(ctx, bs, reg.offline)
+	}
 	bs.refusing.Store(false)
 	c.openQueueLocked(bs)
 	c.log.Info().Int32("broker", info.ID).Int64("broker_epoch", info.Epoch).Str("host", info.Host).Int32("port", info.Port).
