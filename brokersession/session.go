@@ -46,6 +46,10 @@ const (
 	MinHeartbeatInterval = 50 * time.Millisecond
 )
 
+// maxDuplicateBackoff bounds the wait between registrations refused with
+// DUPLICATE_BROKER_REGISTRATION.
+const maxDuplicateBackoff = time.Second
+
 // ErrNoController is returned by Start without a controller address.
 var ErrNoController = errors.New("brokersession: no controller address")
 
@@ -427,6 +431,29 @@ func (s *Session) register(ctx context.Context) error {
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
+		}
+		if err == nil && resp.GetErrorCode() == replicadv1.ErrorCode_ERROR_CODE_DUPLICATE_BROKER_REGISTRATION {
+			// Another process is registered as this broker and alive, or
+			// this broker's previous process died a moment ago and the
+			// controller cannot tell yet (see the controller's
+			// duplicateRegistrationLocked). The two look the same from
+			// here, so the broker waits, holding nothing the controller
+			// gave it, rather than exit: a restarted broker must get back
+			// in once its old session lapses, and a supervisor restarting
+			// an exited duplicate would only loop. The controller answers
+			// at once, so the retries stay frequent (at most a second
+			// apart): the id frees up half a session timeout after the
+			// old process's last heartbeat.
+			misconfigured = 0
+			wait := min(s.backoff(attempt), maxDuplicateBackoff)
+			s.logger.Error().Int32("broker_id", s.cfg.BrokerID).Str("incarnation_id", s.incarnationID).Int("attempt", attempt).
+				Dur("backoff_ms", wait).Str("controller", s.controller()).
+				Msg("broker registration refused: DUPLICATE_BROKER_REGISTRATION: another process is registered with this broker id and alive; " +
+					"waiting until it stops (two processes must never run as one broker)")
+			if !s.sleep(ctx, wait) {
+				return ctx.Err()
+			}
+			continue
 		}
 		if err == nil {
 			err = fmt.Errorf("controller answered %s", resp.GetErrorCode())

@@ -431,6 +431,31 @@ func TestReregistrationCarriesOfflineReplicas(t *testing.T) {
 	})
 }
 
+// A registration refused with DUPLICATE_BROKER_REGISTRATION (another live
+// process holds the broker id) is retried, each refusal logged at error,
+// until the controller accepts it (issue 19, path 13).
+func TestDuplicateRegistrationIsRetried(t *testing.T) {
+	f := newFakeController(150)
+	f.duplicates = 3
+	f.serve(t, "127.0.0.1:0")
+	var logs syncBuffer
+	cfg := testConfig(t, f.addr)
+	cfg.Logger = zerolog.New(&logs)
+	s := start(t, cfg)
+	if s.BrokerEpoch() != 1 {
+		t.Fatalf("BrokerEpoch() = %d, want 1", s.BrokerEpoch())
+	}
+	if n, _, _ := f.counts(); n != 4 {
+		t.Fatalf("%d registrations, want 4 (3 refused)", n)
+	}
+	if n := logs.count("DUPLICATE_BROKER_REGISTRATION"); n != 3 {
+		t.Fatalf("%d refusals logged, want 3:\n%s", n, logs.String())
+	}
+	if n := logs.count(`"level":"error"`); n != 3 {
+		t.Fatalf("%d error lines, want the 3 refusals:\n%s", n, logs.String())
+	}
+}
+
 // With two controllers the session finds the active one: a standby's
 // NOT_CONTROLLER or an unreachable controller sends the call to the next
 // address, and OnControllerChange follows.

@@ -59,6 +59,17 @@ func (c *Controller) registerBroker(ctx context.Context, b store.Broker, reg reg
 		c.log.Info().Int32("broker", b.ID).Int64("broker_epoch", old.info.Epoch).Msg("broker registration retried; same incarnation")
 		return old.info, c.epoch, nil
 	}
+	if old, ok := c.brokers[b.ID]; ok {
+		if silent, dup := c.duplicateRegistrationLocked(old, b, reg); dup {
+			span.SetAttributes(attribute.String("replicad.error_code", "DUPLICATE_BROKER_REGISTRATION"))
+			span.SetStatus(codes.Error, "DUPLICATE_BROKER_REGISTRATION")
+			c.log.Warn().Int32("broker", b.ID).Str("incarnation", incarnation).Str("live_incarnation", old.incarnation).
+				Int64("live_broker_epoch", old.info.Epoch).Str("live_endpoint", endpoint(old.info.Host, old.info.Port)).
+				Str("endpoint", endpoint(b.Host, b.Port)).Int64("previous_broker_epoch", reg.previousEpoch).Dur("silent_ms", silent).
+				Msg("broker registration refused (DUPLICATE_BROKER_REGISTRATION): the id is registered by another incarnation that is alive")
+			return store.Broker{}, 0, errDuplicateRegistration
+		}
+	}
 	if old, ok := c.brokers[b.ID]; ok && !old.info.Fenced {
 		if err := c.fenceLocked(ctx, []*brokerState{old}, "registered again (new incarnation)"); err != nil {
 			return store.Broker{}, 0, err
