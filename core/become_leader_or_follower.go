@@ -130,6 +130,18 @@ func (rm *ReplicaManager) BecomeLeaderOrFollower(ctx context.Context, req Leader
 			}
 		}
 		oldLeader, current, currentPartitionEpoch := p.leaderAndEpochs()
+		if logEpoch := rm.untakenLogEpoch(p, t); st.LeaderEpoch < logEpoch {
+			// The partition has not taken its log yet (the first state
+			// after a restart) and the log has records of a later leader
+			// epoch than this state's: the state is older than the log,
+			// and taking it would put an older epoch after a newer one in
+			// the log's epoch cache. Refused like any stale leader epoch.
+			stateFields(slog.Warn(), st).Int32("log_latest_leader_epoch", logEpoch).
+				Msg("Ignoring LeaderAndIsr request: its leader epoch is smaller than the latest leader epoch of the local log")
+			ignore(st, ErrStaleControllerEpoch, "leader epoch below the log's latest", logEpoch)
+			rm.forgetIfCreated(t, p, created)
+			continue
+		}
 		switch {
 		case st.LeaderEpoch > current || isRefresh(st, oldLeader, current, currentPartitionEpoch):
 			if !slices.Contains(st.Replicas, rm.cfg.BrokerID) {
@@ -277,6 +289,20 @@ func (rm *ReplicaManager) unprovenLog(p *Partition, st PartitionState) string {
 		return "the replica is new, yet a log of no topic ID is here"
 	}
 	return ""
+}
+
+// untakenLogEpoch is the latest leader epoch of the log of t here when the
+// partition has not taken it yet (after a restart), -1 otherwise: once
+// taken, the partition's own leader epoch is at least the log's.
+func (rm *ReplicaManager) untakenLogEpoch(p *Partition, t tp.TopicPartition) int32 {
+	if p.Log() != nil {
+		return -1
+	}
+	l, ok := rm.logs.GetLog(t)
+	if !ok {
+		return -1
+	}
+	return l.LatestEpoch()
 }
 
 // setAsideLocked stops the replica of st's partition and sets its log

@@ -181,3 +181,32 @@ func TestLogWithoutTopicIDIsSetAsideNotAdopted(t *testing.T) {
 		t.Fatalf("new replica: %+v, want an empty log of %s", p, topicB)
 	}
 }
+
+// After a restart, a state whose leader epoch is below the latest epoch of
+// the log here (same topic, or no topic IDs at all) is stale: it is refused
+// and the log kept as it is, rather than taken with an epoch cache that
+// would go down (issue 19, path 5).
+func TestStateBelowTheLogsLatestEpochIsRefused(t *testing.T) {
+	for _, id := range []string{"", topicA} {
+		h := newHarness(t, 1)
+		st := stateOf(id, 1, 3, []int32{1}, []int32{1})
+		h.leaderAndIsr(1, st)
+		h.produce(tp0, AcksLeader, "e3-0", "e3-1")
+		h.restart()
+		old := stateOf(id, 1, 2, []int32{1}, []int32{1})
+		old.IsNew = false
+		if code := codeOf(h.leaderAndIsr(1, old), tp0); code != ErrStaleControllerEpoch {
+			t.Fatalf("topic ID %q: state at epoch 2 on a log at epoch 3: %v, want STALE_CONTROLLER_EPOCH", id, code)
+		}
+		if _, hosted := h.describe(tp0); hosted {
+			t.Fatalf("topic ID %q: the refused state left the partition hosted", id)
+		}
+		st.IsNew = false
+		if code := codeOf(h.leaderAndIsr(1, st), tp0); code != ErrNone {
+			t.Fatalf("topic ID %q: state at the log's epoch: %v", id, code)
+		}
+		if p, _ := h.describe(tp0); p.LogEndOffset != 2 || p.LeaderEpoch != 3 {
+			t.Fatalf("topic ID %q: %+v, want the log kept at epoch 3", id, p)
+		}
+	}
+}
