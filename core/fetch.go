@@ -193,9 +193,9 @@ func (rm *ReplicaManager) learnBrokerEpochs(brokers []Broker) {
 // follower's progress under the write lock. Nothing is recorded for a fetch
 // that failed or diverged: its offset says nothing true about the follower.
 //
-// throttle is the leader's replication throttle: a follower outside the ISR
-// reads at most what it allows, and throttled then says so (the caller
-// takes the bytes).
+// throttle is the leader's replication throttle: a replica being added that
+// is outside the ISR reads at most what it allows, and throttled then says so
+// (the caller takes the bytes).
 func (p *Partition) fetchRecords(replicaID int32, brokerEpoch int64, fp FetchPartition, maxBytes int, updateFetchState bool, throttle *tokenBucket) (res FetchPartitionResult, throttled bool, err error) {
 	res, leaderEpoch, throttled, err := p.readForFollower(replicaID, fp, maxBytes, throttle)
 	if res.Error != ErrNone || res.DivergingEpoch != nil || !updateFetchState {
@@ -248,10 +248,15 @@ func (p *Partition) readForFollower(replicaID int32, fp FetchPartition, maxBytes
 		return res, p.leaderEpoch, false, nil
 	}
 	throttled := false
-	if maxBytes > 0 && fp.FetchOffset < leo && throttle != nil && !slices.Contains(p.maximalIsrLocked(), replicaID) {
-		// A follower outside the ISR (one being added, or one that fell
-		// behind) reads within the throttle; an ISR member never waits on
-		// it. The maximal ISR: a follower whose expansion is pending has
+	if maxBytes > 0 && fp.FetchOffset < leo && throttle != nil &&
+		slices.Contains(p.adding, replicaID) && !slices.Contains(p.maximalIsrLocked(), replicaID) {
+		// A replica a reassignment is adding reads within the throttle
+		// until it joins the ISR (Kafka throttles the replicas listed in
+		// follower.replication.throttled.replicas, the moving ones). Any
+		// other follower outside the ISR, one back from a restart or that
+		// fell behind, catches up at full speed: throttled, it would keep
+		// the partition under-replicated for as long as the move lasts.
+		// The maximal ISR: a follower whose expansion is pending has
 		// caught up already.
 		var allowed int
 		if allowed, throttled = throttle.available(); throttled {
