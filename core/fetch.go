@@ -20,8 +20,9 @@ const DefaultFetchMaxBytes = 10 << 20
 // progress, which may expand the ISR and move the HW.
 //
 // When the response holds fewer than MinBytes it waits up to MaxWait (Kafka's
-// DelayedFetch), woken by an append or an HW change on any requested
-// partition, so a caught-up follower gets new data at once. The follower's own
+// DelayedFetch), woken by an append, an HW change or a log start rise on any
+// requested partition, so a caught-up follower gets new data, and learns of
+// deleted records, at once. The follower's own
 // progress is recorded before the wait: an acks=-1 produce waiting on that
 // follower completes without waiting for the fetch to answer.
 //
@@ -71,7 +72,7 @@ func (rm *ReplicaManager) FetchMessages(ctx context.Context, req FetchRequest) F
 		// The follower's state was recorded by the first read: reading again
 		// only refreshes what it gets (Kafka's DelayedFetch.onComplete).
 		resp, n, cut, throttled := rm.readFromLocalLogs(req, maxBytes, false /* updateFetchState */)
-		if timedOut || n >= req.MinBytes || cut || needsAnswerNow(resp) || highWatermarkMoved(first, resp) {
+		if timedOut || n >= req.MinBytes || cut || needsAnswerNow(resp) || highWatermarkMoved(first, resp) || logStartMoved(first, resp) {
 			// first is not sent: the throttle gets its bytes back.
 			rm.throttle.giveBack(firstThrottled)
 			return resp
@@ -107,6 +108,18 @@ func needsAnswerNow(resp FetchResponse) bool {
 func highWatermarkMoved(before, after FetchResponse) bool {
 	for i := range before.Partitions {
 		if before.Partitions[i].HighWatermark != after.Partitions[i].HighWatermark {
+			return true
+		}
+	}
+	return false
+}
+
+// logStartMoved reports a partition whose log start rose between two reads
+// (retention or DeleteRecords): a waiting follower is answered then, so it
+// deletes what the leader deleted without waiting a whole max_wait.
+func logStartMoved(before, after FetchResponse) bool {
+	for i := range before.Partitions {
+		if before.Partitions[i].LogStartOffset != after.Partitions[i].LogStartOffset {
 			return true
 		}
 	}
