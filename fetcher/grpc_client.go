@@ -43,6 +43,8 @@ func NewGRPCClient(extra ...grpc.DialOption) *GRPCClient {
 // ReplicaFetcher.openStream span) to the leader.
 func NewGRPCClientTracing(traceFetches bool, extra ...grpc.DialOption) *GRPCClient {
 	opts := append(grpcx.DialOptions(),
+		// A leader back after a cut is reconnected to within a second.
+		grpcx.ConnectParams(),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithStatsHandler(otelgrpc.NewClientHandler(grpcx.OtelOptions(traceFetches)...)),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMsgSize), grpc.MaxCallSendMsgSize(maxMsgSize)),
