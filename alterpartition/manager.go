@@ -110,6 +110,8 @@ func (c *Config) setDefaults() {
 // grpcDial is the default Config.Dial.
 func grpcDial(addr string, extra ...grpc.DialOption) (replicadv1.ControllerServiceClient, io.Closer, error) {
 	opts := append(grpcx.DialOptions(),
+		// A controller back after a cut is reconnected to within a second.
+		grpcx.ConnectParams(),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithStatsHandler(otelgrpc.NewClientHandler(grpcx.OtelOptions(false)...)),
 	)
