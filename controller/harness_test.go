@@ -244,7 +244,11 @@ type harness struct {
 	t     *testing.T
 	st    store.Store
 	clk   *clock.Manual
-	c     *Controller
+	// pclk is the controller's process clock: it stands still unless a
+	// test plays a pause of the controller's process, so clock jumps of
+	// clk read as time the controller heard through.
+	pclk *clock.Manual
+	c    *Controller
 	cfg   Config
 	epoch map[int32]int64 // the broker epoch of each registration
 	// minIsr is the --min-insync-replicas the harness's brokers register
@@ -278,6 +282,7 @@ func newHarness(t *testing.T, opts ...harnessOption) *harness {
 	h := &harness{
 		t:     t,
 		clk:   clock.NewManual(time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)),
+		pclk:  clock.NewManual(time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)),
 		epoch: make(map[int32]int64),
 		fakes: make(map[string]*fakeBroker),
 	}
@@ -289,6 +294,7 @@ func newHarness(t *testing.T, opts ...harnessOption) *harness {
 		QueueMaxBackoff: 5 * time.Millisecond,
 		SendTimeout:     5 * time.Second,
 		Clock:           h.clk,
+		processClock:    h.pclk,
 		Logger:          zerolog.Nop(),
 		DialBroker:      h.dial,
 	}

@@ -68,6 +68,9 @@ type BrokerMetrics struct {
 // c.mu's state so that they survive a deactivation.
 type stateCounters struct {
 	stateChanges, leaderChanges atomic.Int64
+	// pauses counts the session checks that found this process had stood
+	// still (extendSessions).
+	pauses atomic.Int64
 }
 
 // countCommitted counts committed partition states; a change of leader
