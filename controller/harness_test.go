@@ -241,14 +241,14 @@ func (c fakeCloser) Close() error {
 
 // harness is a Controller over a store with a Manual clock and fake brokers.
 type harness struct {
-	t     *testing.T
-	st    store.Store
-	clk   *clock.Manual
+	t   *testing.T
+	st  store.Store
+	clk *clock.Manual
 	// pclk is the controller's process clock: it stands still unless a
 	// test plays a pause of the controller's process, so clock jumps of
 	// clk read as time the controller heard through.
-	pclk *clock.Manual
-	c    *Controller
+	pclk  *clock.Manual
+	c     *Controller
 	cfg   Config
 	epoch map[int32]int64 // the broker epoch of each registration
 	// minIsr is the --min-insync-replicas the harness's brokers register
