@@ -369,10 +369,7 @@ func (c *Controller) pausedLocked() time.Duration {
 	now := c.process.Now()
 	last := c.lastCheck
 	c.lastCheck = now
-	if last.IsZero() {
-		return 0
-	}
-	if gap := now.Sub(last); gap > pauseThreshold(c.cfg.SessionTimeout, c.sessionCheckInterval()) {
+	if gap := now.Sub(last); !last.IsZero() && gap > pauseThreshold(c.cfg.SessionTimeout, c.sessionCheckInterval()) {
 		return gap
 	}
 	return 0

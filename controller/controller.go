@@ -100,7 +100,7 @@ type Controller struct {
 	// queueTracer traces the broker queues' sends.
 	queueTracer trace.Tracer
 	// process is cfg.processClock; lastCheck is its reading at the last
-	// session check (zero: none yet this term), under mu.
+	// session check (or at the start of the term), under mu.
 	process   clock.Clock
 	lastCheck time.Time
 
@@ -305,9 +305,10 @@ func (c *Controller) serve(ctx context.Context, lead store.Leadership) string {
 		defer rebalance.Stop()
 		rebalanceC = rebalance.C
 	}
-	// A new term's first check measures no pause (see expireSessions).
+	// A new term's first check measures from here: a pause right after
+	// activation is a pause too (see expireSessions).
 	c.mu.Lock()
-	c.lastCheck = time.Time{}
+	c.lastCheck = c.process.Now()
 	c.mu.Unlock()
 	for {
 		select {
