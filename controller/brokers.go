@@ -406,6 +406,11 @@ func (c *Controller) fenceLocked(ctx context.Context, brokers []*brokerState, re
 	ctx, span := c.tracer.Start(ctx, "Controller.fenceBrokers", trace.WithAttributes(
 		attribute.IntSlice("replicad.brokers", toInts(ids)), attribute.String("replicad.reason", reason)))
 	defer span.End()
+	// One line per decision, however many brokers it fences (the chaos
+	// checker counts them: a decision fencing more than one broker in the
+	// default mix is a controller that blamed its brokers for its own
+	// pause or deafness).
+	c.log.Warn().Ints32("brokers", ids).Str("reason", reason).Msg("fencing brokers")
 	for _, bs := range brokers {
 		fenced := bs.info
 		fenced.Fenced = true
