@@ -120,19 +120,22 @@ sim:
 # The chaos test at length (internal/chaos): a controller and BROKERS brokers as real processes
 # from bin/, behind a fault-injecting proxy, under acks=all producers and consumers, with ROUNDS
 # seeded faults, then the checker. ETCD=1: 3 controllers on a 3-member etcd; HARSH=1: the harsh
-# mix; TLS=1: every process on mutual TLS with authorization on. SEED=0 draws a seed and prints it; FROM=K skips to round K of the seed's schedule. As root, a log dir of each broker is a small tmpfs
-# (disk-full faults). The summary names the folder holding the history and every process log.
+# mix; TLS=1: every process on mutual TLS with authorization on. SEED=0 draws a seed and prints it; FROM=K skips to round K of the seed's schedule.
+# EXTRA=P: P% of fault rounds are followed by an operator action or a long network cut (default
+# 25; 0: none); EVERY=1: every one is, each kind in turn (make test's embedded run). As root, a
+# log dir of each broker is a small tmpfs (disk-full faults). The summary names the folder holding the history and every process log.
 ROUNDS ?= 100
 SEED ?= 0
 FROM ?= 0
 BROKERS ?= 3
+EXTRA ?= 25
 ETCD ?=
 HARSH ?=
 TLS ?=
 chaos: build
 	go test ./internal/chaos -run '^TestChaos$$' -count=1 -timeout 0 -v -chaos.bin=$(BIN) \
-		-chaos.rounds=$(ROUNDS) -chaos.seed=$(SEED) -chaos.from=$(FROM) -chaos.brokers=$(BROKERS) \
-		$(if $(ETCD),-chaos.etcd) $(if $(HARSH),-chaos.harsh) $(if $(TLS),-chaos.tls)
+		-chaos.rounds=$(ROUNDS) -chaos.seed=$(SEED) -chaos.from=$(FROM) -chaos.brokers=$(BROKERS) -chaos.extra=$(EXTRA) \
+		$(if $(ETCD),-chaos.etcd) $(if $(HARSH),-chaos.harsh) $(if $(TLS),-chaos.tls) $(if $(EVERY),-chaos.every)
 
 # Coverage-guided fuzzing of log recovery (runs until FUZZTIME).
 FUZZTIME ?= 60s

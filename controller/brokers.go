@@ -335,6 +335,12 @@ func (c *Controller) expireSessions(ctx context.Context) {
 		c.log.Debug().Dur("waited_ms", waited).Msg("session check deferred: the controller was busy")
 		return
 	}
+	// Read under the lock, next to the session clock, so a pause cannot
+	// fall between the two readings unnoticed.
+	if pause := c.pausedLocked(); pause > 0 {
+		c.forgivePauseLocked(ctx, pause)
+		return // the brokers' queued heartbeats land before the next check
+	}
 	now := c.cfg.Clock.Now()
 	if now.Before(c.moveRetryAt) {
 		// A fencing or move failed (the store is failing): the next try
@@ -401,22 +407,43 @@ func (c *Controller) retryMoveAwayLocked(ctx context.Context, now time.Time, ids
 	c.moveFailures, c.moveRetryAt = 0, time.Time{}
 }
 
-// extendSessions gives every live broker a fresh session. The controller
-// calls it when it finds it was itself paused (a stopped process, a stalled
-// VM): the brokers' silence was its own, and fencing them all would be wrong.
-func (c *Controller) extendSessions(pause time.Duration) {
-	c.lock()
-	defer c.unlock()
-	if !c.active {
-		return
+// pausedLocked returns how long this process stood still since the last
+// session check (0: it did not), and notes this check's time.
+//
+// The gap is read from the process clock (Config.processClock, the real
+// clock outside tests) at each check, never from a ticker's value: since
+// Go 1.23 a ticker that fires late delivers the time it was due, so the
+// first tick after a SIGSTOP carries a time one interval after the last
+// and the pause went unseen. The check then fenced every broker at once
+// for the controller's own absence (issue 19 path 11: make chaos's
+// pause-controller fault, "brokers [1,2,3] fenced in one decision").
+func (c *Controller) pausedLocked() time.Duration {
+	now := c.process.Now()
+	last := c.lastCheck
+	c.lastCheck = now
+	if gap := now.Sub(last); !last.IsZero() && gap > pauseThreshold(c.cfg.SessionTimeout, c.sessionCheckInterval()) {
+		return gap
 	}
-	now := c.cfg.Clock.Now()
-	for _, bs := range c.brokers {
-		if !bs.info.Fenced {
-			bs.lastSeen = now
-		}
-	}
-	c.log.Warn().Dur("pause_ms", pause).Msg("the controller was paused; broker sessions restart from now")
+	return 0
+}
+
+// forgivePauseLocked forgives every live broker the controller's own
+// pause: the process stood still (a stopped process, a stalled VM, a long
+// GC pause) and heard no heartbeat, though the brokers kept sending them
+// (they wait in its sockets). Each live broker's last heartbeat moves
+// forward by the pause (to at most now), as for a long lock hold
+// (deafness.go), so silence counts only over time the controller could
+// hear: a broker that died before or during the pause is still fenced, one
+// session timeout of hearing time after its last heartbeat, and the others
+// are not all fenced at once for the controller's absence (etcd extends
+// every lease on a leader change for the same reason).
+func (c *Controller) forgivePauseLocked(ctx context.Context, pause time.Duration) {
+	_, span := c.tracer.Start(ctx, "Controller.extendSessions", trace.WithAttributes(
+		attribute.Int64("replicad.pause_ms", pause.Milliseconds())))
+	defer span.End()
+	c.counters.pauses.Add(1)
+	c.log.Warn().Dur("pause_ms", pause).Msg("the controller was paused; broker sessions extended by the pause")
+	c.forgiveDeafnessLocked(c.cfg.Clock.Now(), pause)
 }
 
 // fenceLocked fences broker incarnations and moves their partitions away.
@@ -431,6 +458,11 @@ func (c *Controller) fenceLocked(ctx context.Context, brokers []*brokerState, re
 	ctx, span := c.tracer.Start(ctx, "Controller.fenceBrokers", trace.WithAttributes(
 		attribute.IntSlice("replicad.brokers", toInts(ids)), attribute.String("replicad.reason", reason)))
 	defer span.End()
+	// One line per decision, however many brokers it fences (the chaos
+	// checker counts them: a decision fencing more than one broker in the
+	// default mix is a controller that blamed its brokers for its own
+	// pause or deafness).
+	c.log.Warn().Ints32("brokers", ids).Str("reason", reason).Msg("fencing brokers")
 	for _, bs := range brokers {
 		fenced := bs.info
 		fenced.Fenced = true

@@ -80,7 +80,11 @@ type Config struct {
 	// for its requests to reach the brokers before answering. Default 10s.
 	SendTimeout time.Duration
 	Clock       clock.Clock
-	Logger      zerolog.Logger
+	// processClock is the clock that stands still while this process does
+	// (nil: the real clock); the session checks read it to notice that the
+	// controller was paused. Tests set it to play a pause.
+	processClock clock.Clock
+	Logger       zerolog.Logger
 	// TracerProvider makes the controller's spans (Controller.*, and the
 	// broker queues' ControllerChannel.send). Nil: the global provider.
 	TracerProvider trace.TracerProvider
@@ -99,6 +103,10 @@ type Controller struct {
 	tracer trace.Tracer
 	// queueTracer traces the broker queues' sends.
 	queueTracer trace.Tracer
+	// process is cfg.processClock; lastCheck is its reading at the last
+	// session check (or at the start of the term), under mu.
+	process   clock.Clock
+	lastCheck time.Time
 
 	// lost receives when this controller must stop acting: a store write
 	// found it deposed, or a broker knows a newer controller epoch.
@@ -228,6 +236,9 @@ func New(cfg Config) (*Controller, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Real{}
 	}
+	if cfg.processClock == nil {
+		cfg.processClock = clock.Real{}
+	}
 	if cfg.TracerProvider == nil {
 		cfg.TracerProvider = otel.GetTracerProvider()
 	}
@@ -237,6 +248,7 @@ func New(cfg Config) (*Controller, error) {
 		tracer:      cfg.TracerProvider.Tracer("github.com/replicad/replicad/controller"),
 		queueTracer: cfg.TracerProvider.Tracer("github.com/replicad/replicad/controller/brokerqueue"),
 		lost:        make(chan struct{}, 1),
+		process:     cfg.processClock,
 	}, nil
 }
 
@@ -318,9 +330,11 @@ func (c *Controller) serve(ctx context.Context, lead store.Leadership) string {
 		defer rebalance.Stop()
 		rebalanceC = rebalance.C
 	}
-	// lastTick is wall time, not Config.Clock: it detects that this process
-	// itself stood still (SIGSTOP, a stalled VM), which no clock can fake.
-	lastTick := time.Now()
+	// A new term's first check measures from here: a pause right after
+	// activation is a pause too (see expireSessions).
+	c.mu.Lock()
+	c.lastCheck = c.process.Now()
+	c.mu.Unlock()
 	for {
 		select {
 		case <-ctx.Done():
@@ -329,11 +343,7 @@ func (c *Controller) serve(ctx context.Context, lead store.Leadership) string {
 			return "lost the election"
 		case <-c.lost:
 			return deposedReason
-		case now := <-tick.C:
-			if gap := now.Sub(lastTick); gap > max(c.cfg.SessionTimeout/2, 5*interval) {
-				c.extendSessions(gap)
-			}
-			lastTick = now
+		case <-tick.C:
 			c.expireSessions(ctx)
 			c.lock()
 			if c.active {
@@ -345,6 +355,14 @@ func (c *Controller) serve(ctx context.Context, lead store.Leadership) string {
 			c.runRebalanceCheck(ctx, rebalance)
 		}
 	}
+}
+
+// pauseThreshold is the gap between two session checks beyond which the
+// controller takes it that its own process stood still: well past the
+// ticker's interval (a loaded machine delays ticks by a few), and below the
+// session timeout, so a pause is always caught before it can fence.
+func pauseThreshold(sessionTimeout, interval time.Duration) time.Duration {
+	return min(max(sessionTimeout/2, 5*interval), sessionTimeout)
 }
 
 // sessionCheckInterval is how often sessions are checked: a tenth of the

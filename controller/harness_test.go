@@ -241,9 +241,13 @@ func (c fakeCloser) Close() error {
 
 // harness is a Controller over a store with a Manual clock and fake brokers.
 type harness struct {
-	t     *testing.T
-	st    store.Store
-	clk   *clock.Manual
+	t   *testing.T
+	st  store.Store
+	clk *clock.Manual
+	// pclk is the controller's process clock: it stands still unless a
+	// test plays a pause of the controller's process, so clock jumps of
+	// clk read as time the controller heard through.
+	pclk  *clock.Manual
 	c     *Controller
 	cfg   Config
 	epoch map[int32]int64 // the broker epoch of each registration
@@ -278,6 +282,7 @@ func newHarness(t *testing.T, opts ...harnessOption) *harness {
 	h := &harness{
 		t:     t,
 		clk:   clock.NewManual(time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)),
+		pclk:  clock.NewManual(time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)),
 		epoch: make(map[int32]int64),
 		fakes: make(map[string]*fakeBroker),
 	}
@@ -289,6 +294,7 @@ func newHarness(t *testing.T, opts ...harnessOption) *harness {
 		QueueMaxBackoff: 5 * time.Millisecond,
 		SendTimeout:     5 * time.Second,
 		Clock:           h.clk,
+		processClock:    h.pclk,
 		Logger:          zerolog.Nop(),
 		DialBroker:      h.dial,
 	}

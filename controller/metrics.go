@@ -73,6 +73,9 @@ type BrokerMetrics struct {
 type stateCounters struct {
 	stateChanges, leaderChanges atomic.Int64
 	resyncs, repaired           atomic.Int64
+	// pauses counts the session checks that found this process had stood
+	// still (extendSessions).
+	pauses atomic.Int64
 }
 
 // countCommitted counts committed partition states; a change of leader

@@ -24,6 +24,8 @@ var (
 	flagNoDisk  = flag.Bool("chaos.nodisk", false, "no disk-full faults even as root")
 	flagTLS     = flag.Bool("chaos.tls", false, "every process on mutual TLS with authorization on")
 	flagFrom    = flag.Int("chaos.from", 0, "skip the schedule's rounds before this one (replay one round of a long run)")
+	flagEvery   = flag.Bool("chaos.every", false, "an extra round after every fault round, each kind in turn")
+	flagExtra   = flag.Int("chaos.extra", DefaultExtraPercent, "percent of fault rounds followed by an operator action or a long network cut")
 )
 
 // shortRounds is the fault rounds of each random run in make test.
@@ -36,13 +38,21 @@ type fixedCase struct {
 	etcd     bool
 	tls      bool
 	from, to int
+	// every: an extra round (operator action, long cut) after each fault
+	// round, every kind in turn.
+	every bool
 }
 
 // fixedCases are make test's fixed runs. A seed that once found a bug stays
 // here, replaying the rounds that found it (the README's chaos section
 // lists what each found).
 var fixedCases = []fixedCase{
-	{name: "embedded", seed: 1, to: shortRounds},
+	// With an operator action or a long network cut after each fault
+	// round, every kind once (issue 19: min ISR up and down with a
+	// follower dying, reassign and cancel with an RF change under a
+	// throttle, chosen and preferred elections, controlled shutdown,
+	// delete and re-create, a long refused or silent cut).
+	{name: "embedded", seed: 1, to: shortRounds, every: true},
 	{name: "etcd", seed: 1, etcd: true, to: shortRounds},
 	// The same faults with every connection on mutual TLS and
 	// authorization on (issue 12: a full mTLS cluster passes them too).
@@ -91,7 +101,7 @@ func runBase() string {
 	return ""
 }
 
-func run(t *testing.T, bins [3]string, seed uint64, from, rounds int, etcd, harsh, tls bool, brokers int) {
+func run(t *testing.T, bins [3]string, seed uint64, from, rounds int, etcd, harsh, tls bool, brokers, extra int, every bool) {
 	t.Helper()
 	dir, err := os.MkdirTemp(runBase(), fmt.Sprintf("replicad-chaos-%d-", seed))
 	if err != nil {
@@ -100,12 +110,18 @@ func run(t *testing.T, bins [3]string, seed uint64, from, rounds int, etcd, hars
 	cfg := Config{
 		Options: Options{Replicad: bins[0], Ctlclient: bins[1], Etcdmember: bins[2], Dir: dir, Brokers: brokers, Etcd: etcd,
 			SessionTimeout: 3 * time.Second, ReplicaLag: 6 * time.Second, SmallDirs: !*flagNoDisk && smallDirsAvailable(), TLS: tls},
-		Seed: seed, Rounds: rounds, FirstRound: from, Harsh: harsh, Partitions: 4, Producers: 2,
+		Seed: seed, Rounds: rounds, FirstRound: from, Harsh: harsh, Partitions: 4, Producers: 2, ExtraPercent: extra, EveryExtra: every,
 		Logf: func(s string) { t.Log(s) },
 	}
 	// Bounded: setup, each round's fault (under 10 s) and settle (under
-	// 45 s), the final heal and the checker.
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute+time.Duration(rounds-max(from, 1)+1)*time.Minute)
+	// 45 s), its extra round if any (a long cut under 45 s, an operator
+	// action under 3 min of retries and waits) and settle, the final heal
+	// and the checker.
+	perRound := time.Minute
+	if extra > 0 || every {
+		perRound += 2 * time.Minute
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute+time.Duration(rounds-max(from, 1)+1)*perRound)
 	defer cancel()
 	rep, err := Run(ctx, cfg)
 	if err != nil {
@@ -138,14 +154,14 @@ func TestChaos(t *testing.T) {
 		if seed == 0 {
 			seed = rand.Uint64() % 1_000_000
 		}
-		run(t, bins, seed, *flagFrom, *flagRounds, *flagEtcd, *flagHarsh, *flagTLS, *flagBrokers)
+		run(t, bins, seed, *flagFrom, *flagRounds, *flagEtcd, *flagHarsh, *flagTLS, *flagBrokers, *flagExtra, *flagEvery)
 		return
 	}
 	for _, fc := range fixedCases {
-		t.Run(fmt.Sprintf("%s/seed=%d", fc.name, fc.seed), func(t *testing.T) { run(t, bins, fc.seed, fc.from, fc.to, fc.etcd, false, fc.tls, 3) })
+		t.Run(fmt.Sprintf("%s/seed=%d", fc.name, fc.seed), func(t *testing.T) { run(t, bins, fc.seed, fc.from, fc.to, fc.etcd, false, fc.tls, 3, 0, fc.every) })
 	}
 	seed := rand.Uint64() % 1_000_000
 	etcd := seed%2 == 1
 	t.Logf("random seed %d (etcd %v): replay with make chaos SEED=%d ROUNDS=%d%s", seed, etcd, seed, shortRounds, map[bool]string{true: " ETCD=1"}[etcd])
-	t.Run(fmt.Sprintf("random/seed=%d", seed), func(t *testing.T) { run(t, bins, seed, 0, shortRounds, etcd, false, false, 3) })
+	t.Run(fmt.Sprintf("random/seed=%d", seed), func(t *testing.T) { run(t, bins, seed, 0, shortRounds, etcd, false, false, 3, 0, false) })
 }

@@ -184,7 +184,12 @@ func (c *Cluster) elect(ctx context.Context, p, b int32, parts int32) error {
 // Findings are what the checker found wrong; every list must be empty.
 type Findings struct {
 	Lost, Moved, Divergent, Changed, Duplicates, Problems []string
-	Heal                                                  error
+	// Operator: operator actions the cluster did not carry out (in time,
+	// or correctly); MassFencing: decisions that fenced more than one
+	// broker in the default mix (issue 19 path 11); SlowHeal: network
+	// heals not followed by full ISRs within the heal bound (path 12).
+	Operator, MassFencing, SlowHeal []string
+	Heal                            error
 }
 
 const maxListed = 20

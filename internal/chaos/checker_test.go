@@ -84,3 +84,48 @@ func TestScheduleIsTheSeeds(t *testing.T) {
 		t.Fatalf("500 rounds drew kinds %v, want all of %v", kinds, HarshMix(true, true))
 	}
 }
+
+// The checker reads a fencing decision's broker count from the
+// controller's "fencing brokers" line, as it logs it.
+func TestFencedIn(t *testing.T) {
+	for line, want := range map[string]int{
+		`2026-12-04T13:55:21.387Z WRN fencing brokers brokers=[1,2,3] controller=127.0.0.1:36079 logger=controller reason="session expired: silent for [4.1s 4.1s 4.1s]"`: 3,
+		`... WRN fencing brokers brokers=[2] reason="registered again (new incarnation)"`:                                                                                 1,
+		`... WRN fencing brokers brokers=[] reason=x`: 0,
+	} {
+		if got := fencedIn(line); got != want {
+			t.Errorf("fencedIn(%q) = %d, want %d", line, got, want)
+		}
+	}
+}
+
+// Extra rounds come from a stream of their own: adding them leaves a
+// seed's fault schedule (and every fixed seed's replay) as it was; with
+// every, each kind comes once in len(mix) rounds.
+func TestExtraSchedule(t *testing.T) {
+	mix := ExtraMix()
+	every := ExtraSchedule(1, len(mix), 0, true, mix, 3, 4)
+	var kinds []string
+	for _, f := range every {
+		kinds = append(kinds, f.Kind)
+	}
+	slices.Sort(kinds)
+	if want := sortedKeys(mix); !slices.Equal(kinds, want) {
+		t.Fatalf("every: kinds %v, want each of %v once", kinds, want)
+	}
+	n := 0
+	for _, f := range ExtraSchedule(7, 400, DefaultExtraPercent, false, mix, 3, 4) {
+		if f != nil {
+			n++
+			if f.Kind == LongCut && (f.Hold < 20*time.Second || f.Hold > 40*time.Second) {
+				t.Errorf("a long cut of %v", f.Hold)
+			}
+		}
+	}
+	if n < 60 || n > 140 {
+		t.Errorf("%d extras in 400 rounds at %d%%", n, DefaultExtraPercent)
+	}
+	if none := ExtraSchedule(7, 50, 0, false, mix, 3, 4); slices.ContainsFunc(none, func(f *Fault) bool { return f != nil }) {
+		t.Errorf("extras at 0%%")
+	}
+}

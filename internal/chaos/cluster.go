@@ -71,6 +71,9 @@ type Cluster struct {
 
 	mu       sync.Mutex
 	problems []string
+	// fencings are the controllers' fencing decisions ("fencing brokers"
+	// log lines), with how many brokers each fenced.
+	fencings []fencing
 
 	etcd        []*node
 	controllers []*node
@@ -88,6 +91,47 @@ func (c *Cluster) problem(s string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.problems = append(c.problems, s)
+}
+
+// fencing is one fencing decision of a controller.
+type fencing struct {
+	node    string
+	brokers int
+	line    string
+}
+
+// watchLine notes what the checker needs from a process's log line: the
+// controllers' fencing decisions.
+func (c *Cluster) watchLine(name string) func(string) {
+	return func(line string) {
+		if !strings.Contains(line, "fencing brokers") {
+			return
+		}
+		k := fencedIn(line)
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.fencings = append(c.fencings, fencing{node: name, brokers: k, line: line})
+	}
+}
+
+// fencedIn counts the brokers of a "fencing brokers" line's brokers=[...].
+func fencedIn(line string) int {
+	_, rest, ok := strings.Cut(line, "brokers=[")
+	if !ok {
+		return 0
+	}
+	list, _, _ := strings.Cut(rest, "]")
+	if list == "" {
+		return 0
+	}
+	return strings.Count(list, ",") + 1
+}
+
+// Fencings are the fencing decisions seen so far.
+func (c *Cluster) Fencings() []fencing {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]fencing(nil), c.fencings...)
 }
 
 // Problems are the crash markers and unexpected exits seen so far.
@@ -292,7 +336,7 @@ func (c *Cluster) startEtcd() error {
 
 // start starts n and points its proxy at the address it announced.
 func (c *Cluster) start(n *node) error {
-	p, err := startProc(n.name, n.bin, n.args(), filepath.Join(c.opts.Dir, n.name+".log"), n.ann, c.problem,
+	p, err := startProc(n.name, n.bin, n.args(), filepath.Join(c.opts.Dir, n.name+".log"), n.ann, c.problem, c.watchLine(n.name),
 		func(pid int) { c.net.SetTarget(n.name, "", pid) })
 	if err != nil {
 		return err
@@ -307,7 +351,7 @@ func (c *Cluster) start(n *node) error {
 // (its client and peer ones) from the start: no member is ready before a
 // quorum of them can talk.
 func (c *Cluster) startAt(n *node) error {
-	p, err := startProc(n.name, n.bin, n.args(), filepath.Join(c.opts.Dir, n.name+".log"), n.ann, c.problem,
+	p, err := startProc(n.name, n.bin, n.args(), filepath.Join(c.opts.Dir, n.name+".log"), n.ann, c.problem, c.watchLine(n.name),
 		func(pid int) {
 			c.net.SetTarget(n.name, n.client, pid)
 			c.net.SetTarget(n.name+"-peer", n.peer, pid)
@@ -327,6 +371,13 @@ func (c *Cluster) Kill(n *node) {
 	if strings.HasPrefix(n.name, "etcd-") {
 		c.net.SetTarget(n.name+"-peer", "", 0)
 	}
+}
+
+// Terminate is SIGTERM (a broker's controlled shutdown), waited for up
+// to d, then kill -9.
+func (c *Cluster) Terminate(n *node, d time.Duration) {
+	n.proc.terminate(d)
+	c.net.SetTarget(n.name, "", 0)
 }
 
 // Restart starts a killed n again (same flags, same data).

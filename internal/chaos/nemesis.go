@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -52,6 +53,12 @@ func (f Fault) String() string {
 		target = "the active controller"
 	case PauseController:
 		target = "the active controller, and " + target
+	case LongCut:
+		mode := "silent"
+		if f.Detail == 1 {
+			mode = "refused"
+		}
+		return fmt.Sprintf("%s (%s) %s from the other brokers for %v", f.Kind, mode, target, f.Hold.Round(time.Millisecond))
 	case EtcdPartition, EtcdPause:
 		m := fmt.Sprintf("etcd member %d", f.Member+1)
 		if f.Leader {
@@ -141,6 +148,8 @@ type nemesis struct {
 	// timeout after the heal.
 	excused [][2]time.Time
 	counts  map[string]int
+	// ops counts the operator calls made, by what they did.
+	ops map[string]int
 }
 
 // target resolves f's broker: the leader of its partition when it has one.
@@ -176,6 +185,10 @@ func (n *nemesis) run(ctx context.Context, f Fault) error {
 	n.counts[f.Kind]++
 	b := n.target(ctx, f)
 	bn := n.c.Broker(b)
+	if strings.HasPrefix(f.Kind, "op-") {
+		n.h.note("operator", "%s -> partition %d (broker %d)", f.Kind, f.Partition, b)
+		return n.operate(ctx, f)
+	}
 	if f.Kind == KillController {
 		n.h.note("fault", "%s", f)
 	} else {
@@ -246,6 +259,24 @@ func (n *nemesis) run(ctx context.Context, f Fault) error {
 			n.c.net.Cut(o, bn.name)
 		}
 		hold()
+	case LongCut:
+		// The leader of a partition cut from its followers: its
+		// partitions fall under min ISR and refuse acks=all until the heal
+		// (excused); from the heal on the availability bound holds again,
+		// so followers that come back late are caught by it and by the
+		// heal bound.
+		start := time.Now()
+		for _, o := range n.brokerNames(b) {
+			if f.Detail == 1 {
+				n.c.net.Refuse(bn.name, o)
+				n.c.net.Refuse(o, bn.name)
+			} else {
+				n.c.net.Cut(bn.name, o)
+				n.c.net.Cut(o, bn.name)
+			}
+		}
+		hold()
+		n.excuse(start, time.Now())
 	case PartitionCtl:
 		for _, o := range n.controllerNames() {
 			n.c.net.Cut(bn.name, o)

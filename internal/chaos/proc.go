@@ -38,10 +38,10 @@ var crashMarkers = []string{"panic:", "fatal error:", "WARNING: DATA RACE", "SIG
 
 // startProc runs bin with args, appends its stderr to logPath, and waits
 // for the line starting with announce, whose rest is the address it
-// serves on. problems receives every crash marker line.
+// serves on. problems receives every crash marker line, watch every line.
 // started is called with the process id as soon as it runs (before it
 // announces), so connections it opens meanwhile are attributed to it.
-func startProc(name, bin string, args []string, logPath, announce string, problems func(string), started func(pid int)) (*proc, error) {
+func startProc(name, bin string, args []string, logPath, announce string, problems, watch func(string), started func(pid int)) (*proc, error) {
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
@@ -69,6 +69,7 @@ func startProc(name, bin string, args []string, logPath, announce string, proble
 		for sc.Scan() {
 			line := sc.Text()
 			fmt.Fprintln(logf, line)
+			watch(line)
 			if rest, ok := strings.CutPrefix(line, announce); ok && !sent {
 				sent = true
 				announced <- strings.TrimSpace(rest)

@@ -28,6 +28,12 @@ const Client = "client"
 // back up as behind a lost route, and what was in flight arrives after the
 // heal, as TCP's retransmissions would deliver it. Connections are not
 // reset, so a peer learns of the cut only from its own deadlines.
+//
+// A refused link (Refuse) is the other kind of cut, a host that is up but
+// whose peer's port is closed or firewalled with a reject: every open
+// connection between the two is reset, and every new one is reset at
+// once, so a client sees errors at once and keeps reconnecting, which is
+// what grows gRPC's reconnect backoff (issue 19 path 12).
 type Network struct {
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced at every change of links
@@ -41,8 +47,9 @@ type Network struct {
 }
 
 type link struct {
-	down  bool
-	delay time.Duration
+	down    bool
+	refused bool
+	delay   time.Duration
 }
 
 type proxyNode struct {
@@ -103,6 +110,23 @@ func (n *Network) SetTarget(node, target string, pid int) {
 
 // Cut takes the link from -> to down (one direction).
 func (n *Network) Cut(from, to string) { n.update(from, to, func(l *link) { l.down = true }) }
+
+// Refuse takes the link from -> to down by refusing: open connections
+// between the two nodes, either way, are reset, and connections that from
+// opens to to are reset as soon as they are accepted. (Bytes of a
+// connection that to opened are held, as on a cut.)
+func (n *Network) Refuse(from, to string) {
+	n.update(from, to, func(l *link) { l.down, l.refused = true, true })
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, p := range n.nodes {
+		for c := range p.conns {
+			if (c.from == from && c.to == to) || (c.from == to && c.to == from) {
+				c.reset()
+			}
+		}
+	}
+}
 
 // Slow delays every byte from -> to by d (0: none).
 func (n *Network) Slow(from, to string, d time.Duration) {
@@ -176,8 +200,9 @@ func (n *Network) serve(p *proxyNode, c net.Conn) {
 	n.mu.Lock()
 	target := p.target
 	n.mu.Unlock()
-	if target == "" {
-		c.Close()
+	l, _, _ := n.wait(from, p.name)
+	if target == "" || l.refused {
+		resetConn(c)
 		return
 	}
 	d, err := net.DialTimeout("tcp", target, 2*time.Second)
@@ -208,6 +233,20 @@ func (n *Network) serve(p *proxyNode, c net.Conn) {
 func (c *proxyConn) close() {
 	c.a.Close()
 	c.b.Close()
+}
+
+// reset closes both sides with a TCP reset (no lingering FIN), as a
+// rejecting firewall or a closed port answers.
+func (c *proxyConn) reset() {
+	resetConn(c.a)
+	resetConn(c.b)
+}
+
+func resetConn(c net.Conn) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
+	c.Close()
 }
 
 // pump copies src to dst chunk by chunk, each only while the link from ->

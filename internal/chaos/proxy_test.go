@@ -24,7 +24,10 @@ func TestMain(m *testing.M) {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
-		go func() { _, _ = io.Copy(os.Stdout, conn) }()
+		go func() {
+			_, _ = io.Copy(os.Stdout, conn)
+			os.Exit(0) // the connection ended (closed or reset)
+		}()
 		_, _ = io.Copy(conn, os.Stdin)
 		os.Exit(0)
 	}
@@ -117,5 +120,93 @@ func TestNetworkAttributesAndCutsOneDirection(t *testing.T) {
 	}
 	if strings.Contains(fmt.Sprint(n.Accepted()), Client) {
 		t.Fatalf("the child was taken for a client: %v", n.Accepted())
+	}
+}
+
+// A refused link resets the connections open between the two nodes and
+// every new one from the refused side, at once (not held, as a cut holds
+// them); after the heal, connections work again.
+func TestNetworkRefuseResets(t *testing.T) {
+	echo, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer echo.Close()
+	go func() {
+		for {
+			c, err := echo.Accept()
+			if err != nil {
+				return
+			}
+			go func() { _, _ = io.Copy(c, c); c.Close() }()
+		}
+	}()
+	n := NewNetwork()
+	defer n.Close()
+	addr, err := n.Listen("b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.Listen("a"); err != nil {
+		t.Fatal(err)
+	}
+	n.SetTarget("b", echo.Addr().String(), 0)
+	// child dials b as node a; it exits once its connection fails (its
+	// stdout, lines, then closes).
+	child := func() (io.WriteCloser, <-chan string) {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), childEnv+"="+addr)
+		stdin, _ := cmd.StdinPipe()
+		stdout, _ := cmd.StdoutPipe()
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { stdin.Close(); _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		n.SetTarget("a", "", cmd.Process.Pid)
+		lines := make(chan string, 10)
+		go func() {
+			sc := bufio.NewScanner(stdout)
+			for sc.Scan() {
+				lines <- sc.Text()
+			}
+			close(lines)
+		}()
+		return stdin, lines
+	}
+	// expect reads the next line (ok false: the child's connection ended).
+	expect := func(lines <-chan string) (string, bool) {
+		t.Helper()
+		select {
+		case l, ok := <-lines:
+			return l, ok
+		case <-time.After(10 * time.Second):
+			t.Fatal("no answer and no reset within 10s")
+			return "", false
+		}
+	}
+	in, lines := child()
+	fmt.Fprintln(in, "one")
+	if got, ok := expect(lines); !ok || got != "one" {
+		t.Fatalf("echo %q (%v), want one", got, ok)
+	}
+	n.Refuse("a", "b")
+	for range 3 { // writes on a reset connection fail: the child exits
+		fmt.Fprintln(in, "two")
+	}
+	if got, ok := expect(lines); ok {
+		t.Fatalf("%q came back over a refused link", got)
+	}
+	in, lines = child() // a new connection is reset at once
+	for range 3 {
+		fmt.Fprintln(in, "three")
+	}
+	if got, ok := expect(lines); ok {
+		t.Fatalf("%q came back over a refused link", got)
+	}
+	n.Heal()
+	in, lines = child()
+	fmt.Fprintln(in, "four")
+	if got, ok := expect(lines); !ok || got != "four" {
+		t.Fatalf("after the heal: echo %q (%v), want four", got, ok)
 	}
 }

@@ -23,6 +23,13 @@ type Config struct {
 	// the ones before it.
 	FirstRound int
 	Harsh      bool
+	// ExtraPercent is the share of fault rounds (percent) followed by an
+	// extra round: an operator action or a long network cut
+	// (ExtraSchedule). 0: none.
+	ExtraPercent int
+	// EveryExtra follows every fault round with an extra, the kinds in
+	// turn (ExtraSchedule).
+	EveryExtra bool
 	Partitions int32
 	Producers  int // per partition
 	// Logf prints the nemesis's lines and progress (the test log).
@@ -39,6 +46,16 @@ type Report struct {
 	LongestGap               []time.Duration // per partition
 	LongestUnexcused         []time.Duration
 	GapBound                 time.Duration // checked in the default mix only
+	// Ops counts the operator calls made, by what they did.
+	Ops map[string]int
+	// HealTimes is, per fault kind, the longest time from a round's heal
+	// to full ISRs everywhere; HealBound bounds it after network faults
+	// (default mix).
+	HealTimes map[string]time.Duration
+	HealBound time.Duration
+	// Fencings counts the controllers' fencing decisions, and FencedMost
+	// the most brokers one of them fenced.
+	Fencings, FencedMost int
 	Findings
 	Unavailable []string       // partitions over the bound (default mix)
 	Connections map[string]int // accepted by the proxy, by "from->to"
@@ -48,7 +65,8 @@ type Report struct {
 // Failed says whether the run found anything wrong.
 func (r *Report) Failed() bool {
 	f := r.Findings
-	return len(f.Lost)+len(f.Moved)+len(f.Divergent)+len(f.Changed)+len(f.Duplicates)+len(f.Problems)+len(r.Unavailable) > 0 || f.Heal != nil
+	return len(f.Lost)+len(f.Moved)+len(f.Divergent)+len(f.Changed)+len(f.Duplicates)+len(f.Problems)+len(r.Unavailable)+
+		len(f.Operator)+len(f.MassFencing)+len(f.SlowHeal) > 0 || f.Heal != nil
 }
 
 // Summary is the report in a few lines.
@@ -81,6 +99,13 @@ func (r *Report) Summary() string {
 		fs = append(fs, fmt.Sprintf("%s=%d", k, r.Faults[k]))
 	}
 	fmt.Fprintf(&b, "  faults: %s\n", strings.Join(fs, " "))
+	fmt.Fprintf(&b, "  operator calls: %s\n", joinCounts(r.Ops))
+	var hs []string
+	for _, k := range sortedKeys(r.HealTimes) {
+		hs = append(hs, fmt.Sprintf("%s=%v", k, r.HealTimes[k].Round(100*time.Millisecond)))
+	}
+	fmt.Fprintf(&b, "  longest heal to full ISR: %s (bound %v after network faults)\n", strings.Join(hs, " "), r.HealBound)
+	fmt.Fprintf(&b, "  fencing decisions %d, most brokers in one %d\n", r.Fencings, r.FencedMost)
 	fmt.Fprintf(&b, "  produce attempts %d, acknowledged %d, failed or unknown %d; consumer reads %d; final records %d\n",
 		r.Attempts, r.Acked, r.Unacked, r.Reads, r.FinalRecords)
 	fmt.Fprintf(&b, "  lost %d, moved %d, divergent %d, changed reads %d, duplicates %d, process problems %d\n",
@@ -109,6 +134,9 @@ func (r *Report) Summary() string {
 	list("DUPLICATE", r.Duplicates)
 	list("PROBLEM", r.Problems)
 	list("UNAVAILABLE", r.Unavailable)
+	list("OPERATOR", r.Operator)
+	list("MASS-FENCING", r.MassFencing)
+	list("SLOW-HEAL", r.SlowHeal)
 	if r.Heal != nil {
 		fmt.Fprintf(&b, "  HEAL: %v\n", r.Heal)
 	}
@@ -122,6 +150,31 @@ func (r *Report) Summary() string {
 	fmt.Fprintf(&b, "  replay: make chaos SEED=%d ROUNDS=%d%s\n", r.Seed, r.Rounds, replayFlags(r.Config))
 	return b.String()
 }
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+func joinCounts(m map[string]int) string {
+	var out []string
+	for _, k := range sortedKeys(m) {
+		out = append(out, fmt.Sprintf("%q=%d", k, m[k]))
+	}
+	if len(out) == 0 {
+		return "none"
+	}
+	return strings.Join(out, " ")
+}
+
+// networkFaults are the kinds whose heal is the network's alone: no
+// process restarts, so the followers' return to the ISR measures how fast
+// a healed link is used again.
+var networkFaults = map[string]bool{PartitionPeers: true, PartitionCtl: true, PartitionOneWay: true, SlowLinks: true, LongCut: true}
 
 func replayFlags(c Config) string {
 	var s string
@@ -137,17 +190,34 @@ func replayFlags(c Config) string {
 	if c.FirstRound > 1 {
 		s += fmt.Sprintf(" FROM=%d", c.FirstRound)
 	}
+	if c.EveryExtra {
+		s += " EVERY=1"
+	} else if c.ExtraPercent != DefaultExtraPercent {
+		s += fmt.Sprintf(" EXTRA=%d", c.ExtraPercent)
+	}
 	if c.Brokers != 3 {
 		s += fmt.Sprintf(" BROKERS=%d", c.Brokers)
 	}
 	return s
 }
 
+// HealBound bounds the time from the heal of a network fault to full ISRs
+// everywhere: a healed link is used again within about a second (issue 19
+// path 12: followers came back about 40 s late after a refused cut), and
+// catching up and the ISR change take a few more.
+const HealBound = 10 * time.Second
+
+// DefaultExtraPercent is make chaos's share of fault rounds followed by an
+// operator action or a long cut: a modest rate, so the faults stay the
+// main course.
+const DefaultExtraPercent = 25
+
 // Run starts a cluster, runs the workload under cfg.Rounds faults, heals,
 // checks, and writes summary.txt and history.jsonl to cfg.Dir.
 func Run(ctx context.Context, cfg Config) (*Report, error) {
 	start := time.Now()
-	rep := &Report{Config: cfg, Mode: "embedded", Faults: map[string]int{}}
+	rep := &Report{Config: cfg, Mode: "embedded", Faults: map[string]int{}, Ops: map[string]int{}, HealTimes: map[string]time.Duration{},
+		HealBound: HealBound}
 	if cfg.Etcd {
 		rep.Mode = "etcd (3 controllers, 3 members)"
 	}
@@ -188,8 +258,45 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if cfg.Harsh {
 		mix = HarshMix(cfg.Etcd, cfg.SmallDirs)
 	}
-	nem := &nemesis{c: c, h: h, w: w, counts: rep.Faults}
+	nem := &nemesis{c: c, h: h, w: w, counts: rep.Faults, ops: rep.Ops}
 	schedule := Schedule(cfg.Seed, cfg.Rounds, mix, int32(cfg.Brokers), cfg.Partitions, cfg.SessionTimeout)
+	extras := ExtraSchedule(cfg.Seed, cfg.Rounds, cfg.ExtraPercent, cfg.EveryExtra, ExtraMix(), int32(cfg.Brokers), cfg.Partitions)
+	// round runs one fault or extra and waits for the cluster to heal;
+	// false: the harness itself failed, stop.
+	round := func(name string, f Fault) bool {
+		h.note("round", "%s", name)
+		if err := nem.run(ctx, f); err != nil {
+			var op opError
+			if errors.As(err, &op) {
+				addf(&rep.Operator, "round %s (%s): %v", name, f, op.error)
+			} else {
+				rep.Heal = errors.Join(rep.Heal, fmt.Errorf("round %s (%s): %w", name, f, err))
+				return false
+			}
+		}
+		// At most one broker faulty at a time: the next fault waits for
+		// full ISRs (a restarted broker is faulty until it caught up).
+		healed := time.Now()
+		err := c.settle(ctx, cfg.Partitions, 45*time.Second)
+		took := time.Since(healed)
+		if err != nil {
+			h.note("slow-heal", "round %s: %v", name, err)
+		} else {
+			h.note("healed", "round %s: full ISRs %v after the heal", name, took.Round(time.Millisecond))
+		}
+		rep.HealTimes[f.Kind] = max(rep.HealTimes[f.Kind], took)
+		if networkFaults[f.Kind] && !cfg.Harsh && (err != nil || took > rep.HealBound) {
+			addf(&rep.SlowHeal, "round %s (%s): full ISRs %v after the heal (bound %v)", name, f, took.Round(time.Millisecond), rep.HealBound)
+		}
+		// ... and for every partition to take writes again, so faults do
+		// not pile up on a cluster still stalled by the last one.
+		for p := range cfg.Partitions {
+			if err := waitFor(ctx, 30*time.Second, func() bool { return w.lastAck(p).After(healed) }); err != nil {
+				h.note("slow-heal", "round %s: no acknowledgement on partition %d within 30s of the heal", name, p)
+			}
+		}
+		return true
+	}
 	for i, f := range schedule {
 		if ctx.Err() != nil {
 			break
@@ -197,22 +304,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		if i+1 < cfg.FirstRound {
 			continue
 		}
-		h.note("round", "%d/%d", i+1, len(schedule))
-		if err := nem.run(ctx, f); err != nil {
-			rep.Heal = errors.Join(rep.Heal, fmt.Errorf("round %d (%s): %w", i+1, f, err))
+		if !round(fmt.Sprintf("%d/%d", i+1, len(schedule)), f) {
 			break
 		}
-		// At most one broker faulty at a time: the next fault waits for
-		// full ISRs (a restarted broker is faulty until it caught up).
-		healed := time.Now()
-		if err := c.settle(ctx, cfg.Partitions, 45*time.Second); err != nil {
-			h.note("slow-heal", "round %d: %v", i+1, err)
-		}
-		// ... and for every partition to take writes again, so faults do
-		// not pile up on a cluster still stalled by the last one.
-		for p := range cfg.Partitions {
-			if err := waitFor(ctx, 30*time.Second, func() bool { return w.lastAck(p).After(healed) }); err != nil {
-				h.note("slow-heal", "round %d: no acknowledgement on partition %d within 30s of the heal", i+1, p)
+		if x := extras[i]; x != nil && ctx.Err() == nil {
+			if !round(fmt.Sprintf("%d/%d+", i+1, len(schedule)), *x) {
+				break
 			}
 		}
 	}
@@ -252,6 +349,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}
 	rep.Problems = c.Problems()
+	for _, fc := range c.Fencings() {
+		rep.Fencings++
+		rep.FencedMost = max(rep.FencedMost, fc.brokers)
+		if fc.brokers > 1 && !cfg.Harsh {
+			addf(&rep.MassFencing, "%s fenced %d brokers in one decision: %s", fc.node, fc.brokers, fc.line)
+		}
+	}
 	rep.Connections = c.net.Accepted()
 	rep.Elapsed = time.Since(start)
 	_ = os.WriteFile(filepath.Join(cfg.Dir, "summary.txt"), []byte(rep.Summary()), 0o644)
