@@ -241,3 +241,25 @@ func TestActivationClearsAStaleElr(t *testing.T) {
 		t.Fatalf("after activation: %+v, want the ELR cleared (min ISR 1, ISR %v)", p, p.ISR)
 	}
 }
+
+// The same process stopping and activating again (deposed, then elected
+// again) keeps a raise in flight as a controller taking over does: what
+// protects it is read back from the store, not kept in memory.
+func TestMinIsrRaiseInFlightSurvivesReactivation(t *testing.T) {
+	h := startCluster(t, 3, withSendTimeout(300*time.Millisecond))
+	p := createTopicWith(t, h, 3, nil)
+	leader, second, third := p.Replicas[0], p.Replicas[1], p.Replicas[2]
+	f := h.fake(third)
+	f.mu.Lock()
+	f.failUpdateMetadata = true
+	f.mu.Unlock()
+	alterConfig(t, h, map[string]string{"min.insync.replicas": "2"})
+	_, before := h.c.Active()
+	h.c.signalLost() // deposed: Run deactivates, waits, and activates again
+	waitFor(t, "the controller to activate again", func() bool { a, e := h.c.Active(); return a && e > before })
+	h.expire(leader, second)
+	h.expire(leader)
+	if p := h.part("t", 0); len(p.ELR) != 0 {
+		t.Fatalf("after re-activation: ELR %v while the raise to 2 has not reached broker %d", p.ELR, third)
+	}
+}

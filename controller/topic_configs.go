@@ -82,11 +82,10 @@ func (c *Controller) alterTopicConfig(ctx context.Context, topic string, set map
 	span.SetAttributes(attribute.Int64("replicad.config_version", stored.Version))
 	c.log.Info().Str("topic", topic).Str("configs", topicconfig.Format(stored.Configs)).Int64("config_version", stored.Version).
 		Str("set", topicconfig.Format(set)).Strs("delete", del).Int("min_isr_floor", stored.MinIsrFloor).Msg("topic configs changed")
-	c.waitDelivered(ctx, touched)
-	if stored.MinIsrFloor > 0 {
+	if c.waitDelivered(ctx, touched) && stored.MinIsrFloor > 0 {
 		// Until every broker has the new value, leaders may still use the
-		// old one: the floor counts until then (a later session check
-		// tries again if this one finds a broker behind).
+		// old one: the floor counts until then. When a broker is behind,
+		// the session checks try again, so the call waits only once.
 		c.clearMinIsrFloorWhenDelivered(ctx, topic, stored.Version, epoch)
 	}
 	return stored, nil
