@@ -114,11 +114,13 @@ func (c *Controller) registerBroker(ctx context.Context, b store.Broker, reg reg
 	// registration itself, before any election below can pick a replica in
 	// a log dir that failed (issue 19, path 9).
 	bs.offline, bs.storageErrors = nil, nil
-	if len(reg.offline) > 0 {
-		c.setOfflineLocked(ctx, bs, reg.offline)
-	}
 	bs.refusing.Store(false)
 	c.openQueueLocked(bs)
+	if len(reg.offline) > 0 {
+		// After the queue: what moves away from them is announced to the
+		// new incarnation too.
+		c.setOfflineLocked(ctx, bs, reg.offline)
+	}
 	c.log.Info().Int32("broker", info.ID).Int64("broker_epoch", info.Epoch).Str("host", info.Host).Int32("port", info.Port).
 		Msg("broker registered")
 	span.SetAttributes(attribute.Int64("replicad.broker_epoch", info.Epoch))
