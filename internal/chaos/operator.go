@@ -76,7 +76,9 @@ func ExtraSchedule(seed uint64, rounds, percent int, every bool, mix Mix, broker
 			Hold: time.Duration(2000+r.IntN(2000)) * time.Millisecond}
 		long := time.Duration(20+r.IntN(21)) * time.Second
 		if every {
-			f.Kind = kinds[i%len(kinds)]
+			// The harder variant of each: a follower killed while min ISR
+			// is 3, a refused long cut (the one that found path 12).
+			f.Kind, f.Detail = kinds[i%len(kinds)], 1
 		} else if x >= percent {
 			continue
 		}
