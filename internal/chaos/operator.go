@@ -232,6 +232,18 @@ func (n *nemesis) operate(ctx context.Context, f Fault) error {
 			return err
 		}
 		var killed *node
+		done := false
+		defer func() {
+			if done {
+				return
+			}
+			// Failed half way: leave the cluster as the next round expects
+			// it (a finding is reported all the same).
+			if killed != nil && !killed.proc.running() {
+				_ = n.c.Restart(killed)
+			}
+			_, _ = n.callCtl(ctx, "alter-config delete min.insync.replicas (after a failure)", 30*time.Second, setMinIsr(""))
+		}()
 		if f.Detail == 1 {
 			// A follower dies while min ISR is 3: the ISR shrinks to 2,
 			// under the minimum, and it goes to the ELR; acks=all stall
@@ -259,6 +271,7 @@ func (n *nemesis) operate(ctx context.Context, f Fault) error {
 		}
 		hold(f.Hold / 2)
 		_, err := n.callCtl(ctx, "alter-config delete min.insync.replicas", 30*time.Second, setMinIsr(""))
+		done = err == nil
 		return err
 	case OpReassign:
 		orig := slices.Clone(cp.GetReplicas())
@@ -279,6 +292,12 @@ func (n *nemesis) operate(ctx context.Context, f Fault) error {
 		if _, err := n.callCtl(ctx, "replication throttle 4 MiB/s", 30*time.Second, throttle(4<<20)); err != nil {
 			return err
 		}
+		done := false
+		defer func() {
+			if !done { // failed half way: no throttle left on for the next rounds
+				_, _ = n.callCtl(ctx, "replication throttle removed (after a failure)", 30*time.Second, throttle(0))
+			}
+		}()
 		if _, err := n.callCtl(ctx, fmt.Sprintf("reassign partition %d to %v (RF 2)", p, keep), 30*time.Second, reassign(p, keep, false)); err != nil {
 			return err
 		}
@@ -310,6 +329,7 @@ func (n *nemesis) operate(ctx context.Context, f Fault) error {
 			return err
 		}
 		_, err := n.callCtl(ctx, "replication throttle removed", 30*time.Second, throttle(0))
+		done = err == nil
 		return err
 	case OpElect:
 		var other int32
