@@ -114,7 +114,7 @@ func (r *Report) Summary() string {
 	for p := range r.LongestGap {
 		longest, unexcused = max(longest, r.LongestGap[p]), max(unexcused, r.LongestUnexcused[p])
 	}
-	fmt.Fprintf(&b, "  longest time without an acknowledgement: %v (%v outside controller outages; bound %v", longest.Round(time.Millisecond), unexcused.Round(time.Millisecond), r.GapBound)
+	fmt.Fprintf(&b, "  longest time without an acknowledgement: %v (%v outside excused spans: controller outages, long cuts, min ISR 3; bound %v", longest.Round(time.Millisecond), unexcused.Round(time.Millisecond), r.GapBound)
 	if r.Harsh {
 		b.WriteString(", not checked in the harsh mix")
 	}
