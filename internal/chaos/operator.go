@@ -27,7 +27,9 @@ const (
 	// back and cancels it, then adds it back as the preferred leader, under
 	// a replication throttle set for the move and removed after.
 	OpReassign = "op-reassign"
-	// OpElect elects a chosen ISR member leader, then the preferred leaders.
+	// OpElect elects a chosen ISR member leader, then the preferred
+	// leaders; with Detail 1 while the fault of the round before holds (a
+	// second into it), not after its heal.
 	OpElect = "op-elect"
 	// OpShutdown is a controlled shutdown (SIGTERM) of a broker, and its
 	// restart.

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
@@ -306,10 +307,37 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		if i+1 < cfg.FirstRound {
 			continue
 		}
-		if !round(fmt.Sprintf("%d/%d", i+1, len(schedule)), f) {
+		x := extras[i]
+		var during sync.WaitGroup
+		if x != nil && x.Kind == OpElect && x.Detail == 1 {
+			// Elections raced with the fault itself, a second into it.
+			// What the fault prevents (electing a paused broker) is no
+			// finding; what the elections do to the data is checked.
+			during.Add(1)
+			go func(x Fault) {
+				defer during.Done()
+				dctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+				defer cancel()
+				select {
+				case <-time.After(time.Second):
+				case <-dctx.Done():
+				}
+				h.note("operator", "%s during round %d's fault", x.Kind, i+1)
+				if err := nem.operate(dctx, x); err != nil {
+					h.note("operator", "during a fault, not carried out (no finding): %v", err)
+				}
+			}(*x)
+		}
+		ok := round(fmt.Sprintf("%d/%d", i+1, len(schedule)), f)
+		during.Wait()
+		if x != nil && x.Kind == OpElect && x.Detail == 1 {
+			rep.Faults[OpElect+"-during-fault"]++
+			x = nil
+		}
+		if !ok {
 			break
 		}
-		if x := extras[i]; x != nil && ctx.Err() == nil {
+		if x != nil && ctx.Err() == nil {
 			if !round(fmt.Sprintf("%d/%d+", i+1, len(schedule)), *x) {
 				break
 			}
