@@ -51,7 +51,7 @@ func TestReconnectSoonAfterLongRefusal(t *testing.T) {
 	}
 	const (
 		outage   = 15 * time.Second
-		reopenBy = 3 * time.Second // gRPC's backoff (1 s + 20% jitter) then the fetcher's (1 s)
+		reopenBy = 2 * time.Second // gRPC's backoff: 1 s + 20% jitter
 	)
 	e := newEnv(t, "grpc")
 	var dl dialLog

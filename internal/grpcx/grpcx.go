@@ -46,19 +46,19 @@ const (
 	MinConnectTimeout  = 3 * time.Second
 )
 
-// ConnectParams is the dial option that sets the reconnect bounds above.
+// ConnectParams is the dial option that sets the reconnect bounds above, for
+// the channels between replicad processes (fetchers, AlterPartition, the
+// controller's to its brokers; the broker session sets its own, as short).
+// ctlclient, a one-shot command, keeps gRPC's.
 func ConnectParams() grpc.DialOption {
 	bc := backoff.DefaultConfig
 	bc.BaseDelay, bc.MaxDelay = ReconnectBaseDelay, ReconnectMaxDelay
 	return grpc.WithConnectParams(grpc.ConnectParams{Backoff: bc, MinConnectTimeout: MinConnectTimeout})
 }
 
-// DialOptions are the transport options of a client of replicad, with the
-// reconnect bounds of ConnectParams (a later WithConnectParams overrides
-// them).
+// DialOptions are the transport options of a client of replicad.
 func DialOptions() []grpc.DialOption {
 	return []grpc.DialOption{
-		ConnectParams(),
 		grpc.WithInitialWindowSize(streamWindow),
 		grpc.WithInitialConnWindowSize(connWindow),
 		grpc.WithReadBufferSize(bufferSize),
