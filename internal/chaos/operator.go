@@ -229,6 +229,9 @@ func (n *nemesis) operate(ctx context.Context, f Fault) error {
 	}
 	switch f.Kind {
 	case OpMinIsr:
+		if n.harsh && f.Detail == 1 {
+			return n.lowerMinIsrUnderElr(ctx, cp, f.Hold)
+		}
 		start := time.Now()
 		if _, err := n.callCtl(ctx, "alter-config min.insync.replicas=3", 30*time.Second, setMinIsr("3")); err != nil {
 			return err
@@ -476,6 +479,76 @@ func (n *nemesis) recreate(ctx context.Context) error {
 	for off, v := range log {
 		if !strings.HasPrefix(v, gen+"-new-") {
 			return opError{fmt.Errorf("re-created %s serves %q at offset %d: a record of the deleted topic", ScratchTopic, v, off)}
+		}
+	}
+	return nil
+}
+
+// lowerMinIsrUnderElr is issue 19's path 1 as an operator meets it (harsh
+// mix only: three brokers down in turn): min ISR 3, the followers of cp die
+// one after the other (the ISR shrinks to the leader, they go to the ELR),
+// the operator lowers min ISR to 1 to restore writes, acks=all records are
+// acknowledged by the leader alone, the leader dies, and the first follower
+// to have died comes back first. An ELR member elected without those
+// records loses them: the checker sees it.
+func (n *nemesis) lowerMinIsrUnderElr(ctx context.Context, cp *replicadv1.ClusterPartition, hold time.Duration) error {
+	p, leader := cp.GetPartition(), cp.GetLeader()
+	var followers []int32
+	for _, r := range cp.GetReplicas() {
+		if r != leader {
+			followers = append(followers, r)
+		}
+	}
+	if leader <= 0 || len(followers) != 2 {
+		return nil // not the shape the scenario needs: a no-op round
+	}
+	killed := []*node{}
+	defer func() { // whatever happened, everyone back and the override gone
+		for _, k := range killed {
+			if !k.proc.running() {
+				_ = n.c.Restart(k)
+			}
+		}
+		_, _ = n.callCtl(ctx, "alter-config delete min.insync.replicas", 30*time.Second, setMinIsr(""))
+	}()
+	if _, err := n.callCtl(ctx, "alter-config min.insync.replicas=3", 30*time.Second, setMinIsr("3")); err != nil {
+		return err
+	}
+	for _, f := range followers {
+		k := n.c.Broker(f)
+		n.h.note("fault", "kill -9 broker %d (a follower of partition %d) while min.insync.replicas is 3", f, p)
+		n.c.Kill(k)
+		killed = append(killed, k)
+		if err := n.waitPartition(ctx, Topic, p, 20*time.Second, fmt.Sprintf("broker %d out of the ISR", f), func(cp *replicadv1.ClusterPartition) bool {
+			return !slices.Contains(cp.GetIsr(), f)
+		}); err != nil {
+			return err
+		}
+	}
+	if _, err := n.callCtl(ctx, "alter-config min.insync.replicas=1", 30*time.Second, setMinIsr("1")); err != nil {
+		return err
+	}
+	time.Sleep(hold) // acks=all records acknowledged by the leader alone
+	lk := n.c.Broker(leader)
+	n.h.note("fault", "kill -9 broker %d (partition %d's leader)", leader, p)
+	n.c.Kill(lk)
+	killed = append(killed, lk)
+	n.h.note("heal", "restart broker %d first (the first follower to die)", followers[0])
+	if err := n.c.Restart(n.c.Broker(followers[0])); err != nil {
+		return err
+	}
+	_ = n.waitPartition(ctx, Topic, p, 15*time.Second, "a leader", func(cp *replicadv1.ClusterPartition) bool { return cp.GetLeader() > 0 })
+	_, resp, err := n.control(ctx)
+	if err == nil {
+		if cp := partitionOf(resp, Topic, p); cp != nil {
+			n.h.note("operator", "partition %d after the first restart: leader %d, ISR %v, ELR %v", p, cp.GetLeader(), cp.GetIsr(), cp.GetElr())
+		}
+	}
+	time.Sleep(time.Second)
+	for _, b := range []int32{leader, followers[1]} {
+		n.h.note("heal", "restart broker %d", b)
+		if err := n.c.Restart(n.c.Broker(b)); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -261,7 +261,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if cfg.Harsh {
 		mix = HarshMix(cfg.Etcd, cfg.SmallDirs)
 	}
-	nem := &nemesis{c: c, h: h, w: w, counts: rep.Faults, ops: rep.Ops}
+	nem := &nemesis{c: c, h: h, w: w, counts: rep.Faults, ops: rep.Ops, harsh: cfg.Harsh}
 	schedule := Schedule(cfg.Seed, cfg.Rounds, mix, int32(cfg.Brokers), cfg.Partitions, cfg.SessionTimeout)
 	extras := ExtraSchedule(cfg.Seed, cfg.Rounds, cfg.ExtraPercent, cfg.EveryExtra, ExtraMix(), int32(cfg.Brokers), cfg.Partitions)
 	// round runs one fault or extra and waits for the cluster to heal;
