@@ -39,8 +39,12 @@ type fixedCase struct {
 	tls      bool
 	from, to int
 	// every: an extra round (operator action, long cut) after each fault
-	// round, every kind in turn.
+	// round, every kind in turn; extra: the percent of fault rounds
+	// followed by one otherwise.
 	every bool
+	extra int
+	// harsh: the harsh mix (no availability bound, no mass-fencing check).
+	harsh bool
 }
 
 // fixedCases are make test's fixed runs. A seed that once found a bug stays
@@ -158,7 +162,7 @@ func TestChaos(t *testing.T) {
 		return
 	}
 	for _, fc := range fixedCases {
-		t.Run(fmt.Sprintf("%s/seed=%d", fc.name, fc.seed), func(t *testing.T) { run(t, bins, fc.seed, fc.from, fc.to, fc.etcd, false, fc.tls, 3, 0, fc.every) })
+		t.Run(fmt.Sprintf("%s/seed=%d", fc.name, fc.seed), func(t *testing.T) { run(t, bins, fc.seed, fc.from, fc.to, fc.etcd, fc.harsh, fc.tls, 3, fc.extra, fc.every) })
 	}
 	seed := rand.Uint64() % 1_000_000
 	etcd := seed%2 == 1

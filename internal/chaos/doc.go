@@ -11,7 +11,9 @@
 //     process that opened it (its socket's inode, found in /proc), so a
 //     fault applies to one directed link: bytes from A to B are held while
 //     A->B is cut, or delayed. Held, not dropped: after the heal they
-//     arrive, as TCP retransmission would bring them.
+//     arrive, as TCP retransmission would bring them. A refused link
+//     instead resets every connection between the two at once, as a
+//     closed port does.
 //   - Cluster (cluster.go, proc.go): starts, kills (-9), pauses (SIGSTOP)
 //     and restarts the processes, each process's stderr appended to its
 //     log file in the run folder; crash markers (panic, fatal error, data
@@ -27,15 +29,26 @@
 //     default mix keeps at most one broker faulty at a time, and waits
 //     after each heal until the cluster is whole and every partition takes
 //     writes again; the harsh mix also takes two brokers down at once.
+//   - Extra rounds (operator.go), from a stream of their own so a seed's
+//     faults stay the same: operator actions (min.insync.replicas up and
+//     down, reassign and cancel with an RF change under a throttle,
+//     chosen and preferred elections, controlled shutdown, delete and
+//     re-create of a scratch topic) and long cuts of a leader from its
+//     followers, silent or refused.
 //   - Checker (checker.go): after the final heal and full ISRs, every
 //     partition is read from its leader and then from every other replica
 //     made leader in turn; acknowledged writes lost or moved, replicas
 //     differing below the HW, consumer reads the final log contradicts,
 //     duplicates, and the longest time without an acknowledgement (bounded
-//     in the default mix outside controller outages) are reported.
+//     in the default mix outside controller outages, long cuts and min ISR
+//     3) are reported; so are operator actions the cluster did not carry
+//     out, a controller decision fencing more than one broker (default
+//     mix), and full ISRs coming back more than HealBound after the heal
+//     of a network fault.
 //
 // Run writes summary.txt and history.jsonl (every produce attempt and
 // fault) to the run folder beside the process logs. TestChaos runs a short
 // fixed-seed and random-seed mix in `make test`; `make chaos ROUNDS=N
-// SEED=S [ETCD=1] [HARSH=1] [BROKERS=5]` runs as long as asked.
+// SEED=S [ETCD=1] [HARSH=1] [BROKERS=5] [EXTRA=P] [EVERY=1]` runs as long
+// as asked.
 package chaos

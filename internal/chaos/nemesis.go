@@ -150,6 +150,9 @@ type nemesis struct {
 	counts  map[string]int
 	// ops counts the operator calls made, by what they did.
 	ops map[string]int
+	// harsh: the harsh mix (an operator action may take brokers down in
+	// turn).
+	harsh bool
 }
 
 // target resolves f's broker: the leader of its partition when it has one.

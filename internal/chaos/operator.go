@@ -27,7 +27,9 @@ const (
 	// back and cancels it, then adds it back as the preferred leader, under
 	// a replication throttle set for the move and removed after.
 	OpReassign = "op-reassign"
-	// OpElect elects a chosen ISR member leader, then the preferred leaders.
+	// OpElect elects a chosen ISR member leader, then the preferred
+	// leaders; with Detail 1 while the fault of the round before holds (a
+	// second into it), not after its heal.
 	OpElect = "op-elect"
 	// OpShutdown is a controlled shutdown (SIGTERM) of a broker, and its
 	// restart.
@@ -76,7 +78,11 @@ func ExtraSchedule(seed uint64, rounds, percent int, every bool, mix Mix, broker
 			Hold: time.Duration(2000+r.IntN(2000)) * time.Millisecond}
 		long := time.Duration(20+r.IntN(21)) * time.Second
 		if every {
-			f.Kind = kinds[i%len(kinds)]
+			// The harder variant of each: a follower killed while min ISR
+			// is 3, a refused long cut (the one that found path 12).
+			// 20 s, the shortest long cut, keeps make test's run short
+			// (and found path 12: 11.7 s to full ISRs without its fix).
+			f.Kind, f.Detail, long = kinds[i%len(kinds)], 1, 20*time.Second
 		} else if x >= percent {
 			continue
 		}
@@ -223,11 +229,26 @@ func (n *nemesis) operate(ctx context.Context, f Fault) error {
 	}
 	switch f.Kind {
 	case OpMinIsr:
+		if n.harsh && f.Detail == 1 {
+			return n.lowerMinIsrUnderElr(ctx, cp, f.Hold)
+		}
 		start := time.Now()
 		if _, err := n.callCtl(ctx, "alter-config min.insync.replicas=3", 30*time.Second, setMinIsr("3")); err != nil {
 			return err
 		}
 		var killed *node
+		done := false
+		defer func() {
+			if done {
+				return
+			}
+			// Failed half way: leave the cluster as the next round expects
+			// it (a finding is reported all the same).
+			if killed != nil && !killed.proc.running() {
+				_ = n.c.Restart(killed)
+			}
+			_, _ = n.callCtl(ctx, "alter-config delete min.insync.replicas (after a failure)", 30*time.Second, setMinIsr(""))
+		}()
 		if f.Detail == 1 {
 			// A follower dies while min ISR is 3: the ISR shrinks to 2,
 			// under the minimum, and it goes to the ELR; acks=all stall
@@ -255,6 +276,7 @@ func (n *nemesis) operate(ctx context.Context, f Fault) error {
 		}
 		hold(f.Hold / 2)
 		_, err := n.callCtl(ctx, "alter-config delete min.insync.replicas", 30*time.Second, setMinIsr(""))
+		done = err == nil
 		return err
 	case OpReassign:
 		orig := slices.Clone(cp.GetReplicas())
@@ -275,6 +297,12 @@ func (n *nemesis) operate(ctx context.Context, f Fault) error {
 		if _, err := n.callCtl(ctx, "replication throttle 4 MiB/s", 30*time.Second, throttle(4<<20)); err != nil {
 			return err
 		}
+		done := false
+		defer func() {
+			if !done { // failed half way: no throttle left on for the next rounds
+				_, _ = n.callCtl(ctx, "replication throttle removed (after a failure)", 30*time.Second, throttle(0))
+			}
+		}()
 		if _, err := n.callCtl(ctx, fmt.Sprintf("reassign partition %d to %v (RF 2)", p, keep), 30*time.Second, reassign(p, keep, false)); err != nil {
 			return err
 		}
@@ -306,6 +334,7 @@ func (n *nemesis) operate(ctx context.Context, f Fault) error {
 			return err
 		}
 		_, err := n.callCtl(ctx, "replication throttle removed", 30*time.Second, throttle(0))
+		done = err == nil
 		return err
 	case OpElect:
 		var other int32
@@ -450,6 +479,76 @@ func (n *nemesis) recreate(ctx context.Context) error {
 	for off, v := range log {
 		if !strings.HasPrefix(v, gen+"-new-") {
 			return opError{fmt.Errorf("re-created %s serves %q at offset %d: a record of the deleted topic", ScratchTopic, v, off)}
+		}
+	}
+	return nil
+}
+
+// lowerMinIsrUnderElr is issue 19's path 1 as an operator meets it (harsh
+// mix only: three brokers down in turn): min ISR 3, the followers of cp die
+// one after the other (the ISR shrinks to the leader, they go to the ELR),
+// the operator lowers min ISR to 1 to restore writes, acks=all records are
+// acknowledged by the leader alone, the leader dies, and the first follower
+// to have died comes back first. An ELR member elected without those
+// records loses them: the checker sees it.
+func (n *nemesis) lowerMinIsrUnderElr(ctx context.Context, cp *replicadv1.ClusterPartition, hold time.Duration) error {
+	p, leader := cp.GetPartition(), cp.GetLeader()
+	var followers []int32
+	for _, r := range cp.GetReplicas() {
+		if r != leader {
+			followers = append(followers, r)
+		}
+	}
+	if leader <= 0 || len(followers) != 2 {
+		return nil // not the shape the scenario needs: a no-op round
+	}
+	killed := []*node{}
+	defer func() { // whatever happened, everyone back and the override gone
+		for _, k := range killed {
+			if !k.proc.running() {
+				_ = n.c.Restart(k)
+			}
+		}
+		_, _ = n.callCtl(ctx, "alter-config delete min.insync.replicas", 30*time.Second, setMinIsr(""))
+	}()
+	if _, err := n.callCtl(ctx, "alter-config min.insync.replicas=3", 30*time.Second, setMinIsr("3")); err != nil {
+		return err
+	}
+	for _, f := range followers {
+		k := n.c.Broker(f)
+		n.h.note("fault", "kill -9 broker %d (a follower of partition %d) while min.insync.replicas is 3", f, p)
+		n.c.Kill(k)
+		killed = append(killed, k)
+		if err := n.waitPartition(ctx, Topic, p, 20*time.Second, fmt.Sprintf("broker %d out of the ISR", f), func(cp *replicadv1.ClusterPartition) bool {
+			return !slices.Contains(cp.GetIsr(), f)
+		}); err != nil {
+			return err
+		}
+	}
+	if _, err := n.callCtl(ctx, "alter-config min.insync.replicas=1", 30*time.Second, setMinIsr("1")); err != nil {
+		return err
+	}
+	time.Sleep(hold) // acks=all records acknowledged by the leader alone
+	lk := n.c.Broker(leader)
+	n.h.note("fault", "kill -9 broker %d (partition %d's leader)", leader, p)
+	n.c.Kill(lk)
+	killed = append(killed, lk)
+	n.h.note("heal", "restart broker %d first (the first follower to die)", followers[0])
+	if err := n.c.Restart(n.c.Broker(followers[0])); err != nil {
+		return err
+	}
+	_ = n.waitPartition(ctx, Topic, p, 15*time.Second, "a leader", func(cp *replicadv1.ClusterPartition) bool { return cp.GetLeader() > 0 })
+	_, resp, err := n.control(ctx)
+	if err == nil {
+		if cp := partitionOf(resp, Topic, p); cp != nil {
+			n.h.note("operator", "partition %d after the first restart: leader %d, ISR %v, ELR %v", p, cp.GetLeader(), cp.GetIsr(), cp.GetElr())
+		}
+	}
+	time.Sleep(time.Second)
+	for _, b := range []int32{leader, followers[1]} {
+		n.h.note("heal", "restart broker %d", b)
+		if err := n.c.Restart(n.c.Broker(b)); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
@@ -114,7 +115,7 @@ func (r *Report) Summary() string {
 	for p := range r.LongestGap {
 		longest, unexcused = max(longest, r.LongestGap[p]), max(unexcused, r.LongestUnexcused[p])
 	}
-	fmt.Fprintf(&b, "  longest time without an acknowledgement: %v (%v outside controller outages; bound %v", longest.Round(time.Millisecond), unexcused.Round(time.Millisecond), r.GapBound)
+	fmt.Fprintf(&b, "  longest time without an acknowledgement: %v (%v outside excused spans: controller outages, long cuts, min ISR 3; bound %v", longest.Round(time.Millisecond), unexcused.Round(time.Millisecond), r.GapBound)
 	if r.Harsh {
 		b.WriteString(", not checked in the harsh mix")
 	}
@@ -202,10 +203,12 @@ func replayFlags(c Config) string {
 }
 
 // HealBound bounds the time from the heal of a network fault to full ISRs
-// everywhere: a healed link is used again within about a second (issue 19
-// path 12: followers came back about 40 s late after a refused cut), and
-// catching up and the ISR change take a few more.
-const HealBound = 10 * time.Second
+// everywhere: a healed link is used again within about a second, and
+// catching up and the ISR change take a little more. Issue 19 path 12:
+// after a refused cut of 20 s, followers were back 11.7 s after the heal
+// (seed 63, EXTRA=100, before the fetchers' reconnect backoff was capped);
+// 1.5 s since. Other network heals take under 0.3 s.
+const HealBound = 5 * time.Second
 
 // DefaultExtraPercent is make chaos's share of fault rounds followed by an
 // operator action or a long cut: a modest rate, so the faults stay the
@@ -258,7 +261,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if cfg.Harsh {
 		mix = HarshMix(cfg.Etcd, cfg.SmallDirs)
 	}
-	nem := &nemesis{c: c, h: h, w: w, counts: rep.Faults, ops: rep.Ops}
+	nem := &nemesis{c: c, h: h, w: w, counts: rep.Faults, ops: rep.Ops, harsh: cfg.Harsh}
 	schedule := Schedule(cfg.Seed, cfg.Rounds, mix, int32(cfg.Brokers), cfg.Partitions, cfg.SessionTimeout)
 	extras := ExtraSchedule(cfg.Seed, cfg.Rounds, cfg.ExtraPercent, cfg.EveryExtra, ExtraMix(), int32(cfg.Brokers), cfg.Partitions)
 	// round runs one fault or extra and waits for the cluster to heal;
@@ -304,10 +307,37 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		if i+1 < cfg.FirstRound {
 			continue
 		}
-		if !round(fmt.Sprintf("%d/%d", i+1, len(schedule)), f) {
+		x := extras[i]
+		var during sync.WaitGroup
+		if x != nil && x.Kind == OpElect && x.Detail == 1 {
+			// Elections raced with the fault itself, a second into it.
+			// What the fault prevents (electing a paused broker) is no
+			// finding; what the elections do to the data is checked.
+			during.Add(1)
+			go func(x Fault) {
+				defer during.Done()
+				dctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+				defer cancel()
+				select {
+				case <-time.After(time.Second):
+				case <-dctx.Done():
+				}
+				h.note("operator", "%s during round %d's fault", x.Kind, i+1)
+				if err := nem.operate(dctx, x); err != nil {
+					h.note("operator", "during a fault, not carried out (no finding): %v", err)
+				}
+			}(*x)
+		}
+		ok := round(fmt.Sprintf("%d/%d", i+1, len(schedule)), f)
+		during.Wait()
+		if x != nil && x.Kind == OpElect && x.Detail == 1 {
+			rep.Faults[OpElect+"-during-fault"]++
+			x = nil
+		}
+		if !ok {
 			break
 		}
-		if x := extras[i]; x != nil && ctx.Err() == nil {
+		if x != nil && ctx.Err() == nil {
 			if !round(fmt.Sprintf("%d/%d+", i+1, len(schedule)), *x) {
 				break
 			}
