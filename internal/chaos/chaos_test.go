@@ -64,6 +64,11 @@ var fixedCases = []fixedCase{
 	// A fencing write stalled 4 s by an etcd leader partitioned from its
 	// peers; the next session check fenced the live brokers.
 	{name: "etcd-stalled-fencing", seed: 4, etcd: true, from: 35, to: 36},
+	// Issue 19, path 1: min.insync.replicas lowered to 1 while a follower
+	// killed under min ISR 3 sat in the ELR; the ELR was kept, and after
+	// the leader's death the stale follower led: 21 acknowledged records
+	// lost (the extra round after round 1 of the harsh mix).
+	{name: "harsh-lowered-min-isr", seed: 27, to: 1, harsh: true, extra: 100},
 }
 
 func binaries(t *testing.T) (replicad, ctlclient, etcdmember string) {
