@@ -77,9 +77,9 @@ func TestSim(t *testing.T) {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			t.Parallel()
 			res, wall := runSeed(t, seed, *flagFaults, *flagTrace)
-			t.Logf("seed %d: %d steps in %v (%.0f steps/s), virtual %v, %d faults, produced %d, acked %d, outcomes %v",
+			t.Logf("seed %d: %d steps in %v (%.0f steps/s), virtual %v, %d faults, produced %d, acked %d, outcomes %v, ops %v",
 				seed, res.Steps, wall.Round(time.Millisecond), float64(res.Steps)/wall.Seconds(), res.VirtualTime.Round(time.Millisecond),
-				len(res.Faults), res.Produced, res.Acked, res.Errors)
+				len(res.Faults), res.Produced, res.Acked, res.Errors, res.Ops)
 			sum.mu.Lock()
 			sum.seeds++
 			sum.steps += res.Steps
