@@ -408,6 +408,17 @@ func (s *Sim) fault(pend []*message) {
 			}
 		}})
 	}
+	if len(up) > 1 {
+		// A process that stops (killed, or stopped without a controlled
+		// shutdown) with its machine up: its disk keeps every write, and
+		// it comes back as a clean restart (the same boot), which keeps it
+		// in the ELRs it was in.
+		opts = append(opts, option{1, "stop", func() {
+			b := up[s.rng.IntN(len(up))]
+			s.noteFault("stop " + b.name + " (no power loss)")
+			b.shutdown()
+		}})
+	}
 	if s.ctl.up() {
 		opts = append(opts, option{1, "crash controller", func() {
 			s.noteFault("crash " + controllerName)
