@@ -26,6 +26,8 @@ var (
 	flagTrace   = flag.Bool("sim.trace", false, "print the schedule of each run")
 	flagDiffLog = flag.String("sim.difflog", "", "TestReplayDiff: write each run's debug log (JSON, virtual time) to DIR/a.json and DIR/b.json")
 	flagTime    = flag.Duration("sim.time", 0, "virtual time of the fault phase (default 20s)")
+	flagOps     = flag.Bool("sim.ops", true, "schedule the operator's commands (alter-config, reassign, elections, ...)")
+	flagStore   = flag.Bool("sim.storefaults", true, "schedule store faults (writes that fail, land and fail, land late, or land as the controller dies)")
 )
 
 // fixedSeeds always run: the first few seeds, and every seed that found a
@@ -161,6 +163,7 @@ func runSeedWith(t *testing.T, seed uint64, maxFaults int, trace bool, o diffOpt
 	start := time.Now()
 	synctest.Test(t, func(t *testing.T) {
 		res = Run(Config{Seed: seed, MaxFaults: maxFaults, FaultTime: *flagTime, Wait: synctest.Wait, Logger: logger,
+			NoOps: !*flagOps, NoStoreFaults: !*flagStore,
 			KeepTrace: trace || o.keep, TracePending: o.keep})
 	})
 	wall := time.Since(start)
