@@ -45,8 +45,8 @@ type Config struct {
 	// NoOps and NoStoreFaults leave the operator's commands, or the store
 	// faults, out of the schedule (to tell which finds a bug).
 	NoOps, NoStoreFaults bool
-	SessionTimeout    time.Duration // the controller's; default 3s
-	ReplicaLagTimeMax time.Duration // the brokers'; default 4s
+	SessionTimeout       time.Duration // the controller's; default 3s
+	ReplicaLagTimeMax    time.Duration // the brokers'; default 4s
 	// Wait is synctest.Wait: it returns once every other goroutine of the
 	// bubble is durably blocked. Required.
 	Wait   func()
