@@ -92,11 +92,13 @@ func (c *Controller) alterAcls(ctx context.Context, create bool, acls []store.AC
 	}
 	var changed []store.ACL
 	var err error
+	sctx, cancel := c.storeCtx(ctx)
 	if create {
-		changed, err = c.cfg.Store.CreateAcls(ctx, acls)
+		changed, err = c.cfg.Store.CreateAcls(sctx, acls)
 	} else {
-		changed, err = c.cfg.Store.DeleteAcls(ctx, filters)
+		changed, err = c.cfg.Store.DeleteAcls(sctx, filters)
 	}
+	cancel()
 	// The copy the brokers get is re-read from the store, not derived from
 	// the answer: a write whose outcome is unknown (an etcd transaction
 	// that committed after ctx ended) must not leave the controller, and

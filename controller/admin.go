@@ -62,12 +62,22 @@ func (c *Controller) createTopic(ctx context.Context, topic string, partitions, 
 		parts[i] = store.Partition{Topic: topic, TopicID: id, Partition: int32(i), Leader: rs[0], ISR: slices.Clone(rs), Replicas: rs}
 	}
 	configs = maps.Clone(configs)
-	if err := c.cfg.Store.CreateTopic(ctx, topic, parts, configs); err != nil {
-		c.unlock()
+	sctx, cancel := c.storeCtx(ctx)
+	err = c.cfg.Store.CreateTopic(sctx, topic, parts, configs)
+	cancel()
+	if err != nil {
 		if errors.Is(err, store.ErrExists) {
+			if _, known := c.configs[topic]; !known {
+				// Stored, but not in memory: an earlier create landed
+				// unanswered.
+				c.resyncLocked(ctx, "topic exists in the store only", err)
+			}
+			c.unlock()
 			return nil, refuse(replicadv1.ErrorCode_ERROR_CODE_TOPIC_ALREADY_EXISTS, "topic %q already exists", topic)
 		}
-		return nil, c.storeErr(err)
+		err = c.writeFailedLocked(ctx, "topic creation not stored", err)
+		c.unlock()
+		return nil, err
 	}
 	c.topicsCreated++
 	// Before the announcement: the partitions' first LeaderAndIsr carries
@@ -100,12 +110,22 @@ func (c *Controller) deleteTopic(ctx context.Context, topic string) error {
 		c.unlock()
 		return errNotController
 	}
-	if err := c.cfg.Store.DeleteTopic(ctx, topic); err != nil {
-		c.unlock()
+	sctx, cancel := c.storeCtx(ctx)
+	err := c.cfg.Store.DeleteTopic(sctx, topic)
+	cancel()
+	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
+			if _, known := c.configs[topic]; known {
+				// Gone from the store, not from memory: an earlier
+				// delete landed unanswered.
+				c.resyncLocked(ctx, "topic deleted in the store only", err)
+			}
+			c.unlock()
 			return refuse(replicadv1.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_OR_PARTITION, "topic %q does not exist", topic)
 		}
-		return c.storeErr(err)
+		err = c.writeFailedLocked(ctx, "topic deletion not stored", err)
+		c.unlock()
+		return err
 	}
 	// The store recorded every replica as pending deletion; the ones that
 	// are up are told now, the others when they register again.
@@ -362,7 +382,7 @@ func (c *Controller) maybeCompleteReassignmentLocked(ctx context.Context, k part
 	if eligible := c.eligibleForLocked(k); !slices.Contains(target, p.Leader) || !eligible(p.Leader) {
 		leader := cleanLeader(next, eligible)
 		if leader == store.NoLeader {
-			return nil // no target ISR member is live yet; try again at the next ISR change
+			return nil // no target ISR member is live yet: the next ISR change, or the periodic check (reconcile), tries again
 		}
 		next = withLeader(next, leader)
 	}

@@ -193,8 +193,14 @@ func (c *Controller) commitISRLocked(ctx context.Context, updates []store.Partit
 	if len(updates) == 0 {
 		return nil, nil
 	}
-	if err := c.cfg.Store.UpdatePartitions(ctx, updates); err != nil {
-		return nil, c.storeErr(err)
+	// The broker's request deadline must not cut the write short: it may
+	// land all the same, and the leader's retry would then be refused as
+	// stale (storeCtx).
+	sctx, cancel := c.storeCtx(ctx)
+	err := c.cfg.Store.UpdatePartitions(sctx, updates)
+	cancel()
+	if err != nil {
+		return nil, c.writeFailedLocked(ctx, "ISR change not stored", err)
 	}
 	// ISR-only: no leader changes.
 	c.counters.stateChanges.Add(int64(len(updates)))

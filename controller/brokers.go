@@ -54,6 +54,14 @@ func (c *Controller) registerBroker(ctx context.Context, b store.Broker, reg reg
 		old.info.Host == b.Host && old.info.Port == b.Port {
 		old.lastSeen = c.cfg.Clock.Now()
 		c.log.Info().Int32("broker", b.ID).Int64("broker_epoch", old.info.Epoch).Msg("broker registration retried; same incarnation")
+		if old.welcomePending {
+			// The first attempt stored the registration but failed after
+			// (an election write): finish it now, or the broker never
+			// hears its partitions' state.
+			if err := c.welcomeLocked(ctx, old); err != nil {
+				return store.Broker{}, 0, err
+			}
+		}
 		return old.info, c.epoch, nil
 	}
 	if old, ok := c.brokers[b.ID]; ok && !old.info.Fenced {
@@ -67,9 +75,11 @@ func (c *Controller) registerBroker(ctx context.Context, b store.Broker, reg reg
 			return store.Broker{}, 0, err
 		}
 	}
-	info, err := c.cfg.Store.RegisterBroker(ctx, b)
+	sctx, cancel := c.storeCtx(ctx)
+	info, err := c.cfg.Store.RegisterBroker(sctx, b)
+	cancel()
 	if err != nil {
-		return store.Broker{}, 0, c.storeErr(fmt.Errorf("register broker %d: %w", b.ID, err))
+		return store.Broker{}, 0, c.writeFailedLocked(ctx, "broker registration not stored", fmt.Errorf("register broker %d: %w", b.ID, err))
 	}
 	bs := c.brokers[b.ID]
 	if bs == nil {
@@ -83,7 +93,19 @@ func (c *Controller) registerBroker(ctx context.Context, b store.Broker, reg reg
 	c.log.Info().Int32("broker", info.ID).Int64("broker_epoch", info.Epoch).Str("host", info.Host).Int32("port", info.Port).
 		Msg("broker registered")
 	span.SetAttributes(attribute.Int64("replicad.broker_epoch", info.Epoch))
+	bs.welcomePending = true
+	if err := c.welcomeLocked(ctx, bs); err != nil {
+		return store.Broker{}, 0, err
+	}
+	return info, c.epoch, nil
+}
 
+// welcomeLocked finishes the registration of bs: it leads the leaderless
+// partitions it may, and it and every other broker are told the state.
+// Until it succeeds, bs.welcomePending makes the broker's retry of the
+// same registration run it again.
+func (c *Controller) welcomeLocked(ctx context.Context, bs *brokerState) error {
+	info := bs.info
 	// Partitions left leaderless that this broker can now lead (it is in
 	// their ELR, or their last resort).
 	var updates []store.PartitionUpdate
@@ -96,7 +118,7 @@ func (c *Controller) registerBroker(ctx context.Context, b store.Broker, reg reg
 		}
 	}
 	if _, err := c.commitLocked(ctx, updates, nil); err != nil {
-		return store.Broker{}, 0, err
+		return err
 	}
 	// What it still holds of deleted topics goes first: a log of a topic
 	// deleted while it was away must not serve a topic created since.
@@ -109,7 +131,8 @@ func (c *Controller) registerBroker(ctx context.Context, b store.Broker, reg reg
 			other.queue.UpdateMetadataContext(ctx, live, nil)
 		}
 	}
-	return info, c.epoch, nil
+	bs.welcomePending = false
+	return nil
 }
 
 // electLeaderlessLocked elects a leader for a leaderless partition: clean
@@ -382,9 +405,18 @@ func (c *Controller) fenceLocked(ctx context.Context, brokers []*brokerState, re
 	for _, bs := range brokers {
 		fenced := bs.info
 		fenced.Fenced = true
-		if err := c.cfg.Store.UpdateBroker(ctx, fenced); err != nil {
-			err = c.storeErr(fmt.Errorf("fence broker %d: %w", fenced.ID, err))
+		sctx, cancel := c.storeCtx(ctx)
+		err := c.cfg.Store.UpdateBroker(sctx, fenced)
+		cancel()
+		if err != nil {
+			// A fencing that landed unanswered is found by the re-read,
+			// which marks it in memory: the move goes on. One that did
+			// not is retried by the next session check.
+			err = c.writeFailedLocked(ctx, "broker fencing not stored", fmt.Errorf("fence broker %d: %w", fenced.ID, err))
 			span.RecordError(err)
+			if bs.info.Fenced && bs.info.Epoch == fenced.Epoch {
+				continue
+			}
 			span.SetStatus(codes.Error, "fencing not stored")
 			return err
 		}

@@ -72,6 +72,10 @@ type Config struct {
 	// QueueBackoff and QueueMaxBackoff tune the per-broker queues' retries
 	// (zero: the queue's defaults).
 	QueueBackoff, QueueMaxBackoff time.Duration
+	// StoreTimeout bounds each store write (default DefaultStoreTimeout).
+	// A write runs under this deadline of the controller's own, never
+	// under the deadline of the request that caused it.
+	StoreTimeout time.Duration
 	// SendTimeout bounds how long an admin call or a controlled shutdown waits
 	// for its requests to reach the brokers before answering. Default 10s.
 	SendTimeout time.Duration
@@ -144,6 +148,16 @@ type Controller struct {
 	// not every check.
 	moveRetryAt  time.Time
 	moveFailures int
+	// resyncPending: a write failed with an unknown outcome or a conflict
+	// and the re-read of the store that follows failed too; memory may be
+	// behind the store. reconcile retries at resyncRetryAt.
+	resyncPending bool
+	resyncRetryAt time.Time
+	// reassignRetryAt is when the periodic check may next try to complete
+	// reassignments after a completion failed, reassignFailures how many
+	// failed in a row.
+	reassignRetryAt  time.Time
+	reassignFailures int
 	// counters count committed partition states for /metrics (metrics.go).
 	counters stateCounters
 }
@@ -163,6 +177,10 @@ type brokerState struct {
 	// movePending: fenced, but its partitions have not all been moved away
 	// yet (the move failed); the session check retries it.
 	movePending bool
+	// welcomePending: registered, but the rest of the registration (the
+	// elections it allows, telling it the state) failed; its retry of the
+	// registration runs it again (welcomeLocked).
+	welcomePending bool
 	// offline are the replicas the broker's last heartbeat reported
 	// offline, storageErrors those it answered a LeaderAndIsr for with
 	// STORAGE_ERROR (until it takes one for them): neither leads nor joins
@@ -193,6 +211,9 @@ func New(cfg Config) (*Controller, error) {
 	}
 	if cfg.SendTimeout <= 0 {
 		cfg.SendTimeout = 10 * time.Second
+	}
+	if cfg.StoreTimeout <= 0 {
+		cfg.StoreTimeout = DefaultStoreTimeout
 	}
 	if cfg.LeaderImbalanceCheckInterval <= 0 {
 		cfg.LeaderImbalanceCheckInterval = DefaultLeaderImbalanceCheckInterval
@@ -310,6 +331,7 @@ func (c *Controller) serve(ctx context.Context, lead store.Leadership) string {
 			}
 			lastTick = now
 			c.expireSessions(ctx)
+			c.reconcile(ctx)
 		case <-rebalanceC:
 			c.runRebalanceCheck(ctx, rebalance)
 		}
@@ -423,6 +445,11 @@ func (c *Controller) activate(ctx context.Context) error {
 	if err := c.giveLegacyTopicsIDsLocked(ctx); err != nil {
 		return err
 	}
+	// A reassignment whose completion was due when the last controller
+	// stopped (it died between the ISR change and the completion write,
+	// or that write failed) completes now.
+	c.resyncPending, c.reassignRetryAt, c.reassignFailures = false, time.Time{}, 0
+	c.driveReassignmentsLocked(ctx, "activation")
 	for _, bs := range c.brokers {
 		if !bs.info.Fenced {
 			c.sendPendingDeletionsLocked(ctx, bs)
@@ -469,7 +496,9 @@ func (c *Controller) notePastEpoch(epoch int32) {
 	}
 }
 
-// storeErr notes a deposed controller and passes err on.
+// storeErr notes a deposed controller and passes err on. Writes use
+// writeFailedLocked, which also re-reads the store after a write whose
+// outcome is unknown.
 func (c *Controller) storeErr(err error) error {
 	if errors.Is(err, store.ErrNotLeader) {
 		c.signalLost()

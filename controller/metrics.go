@@ -46,6 +46,10 @@ type MetricsSnapshot struct {
 	// reassignment steps), over every term; LeaderChanges those of them
 	// that gave a partition another leader. Monotonic.
 	PartitionStateChanges, LeaderChanges int64
+	// StoreResyncs counts the re-reads of the store after a write that
+	// conflicted or whose outcome was unknown; PartitionsRepaired the
+	// partition states those re-reads found memory behind on. Monotonic.
+	StoreResyncs, PartitionsRepaired int64
 }
 
 // BrokerMetrics is one registered broker in a MetricsSnapshot.
@@ -68,6 +72,7 @@ type BrokerMetrics struct {
 // c.mu's state so that they survive a deactivation.
 type stateCounters struct {
 	stateChanges, leaderChanges atomic.Int64
+	resyncs, repaired           atomic.Int64
 }
 
 // countCommitted counts committed partition states; a change of leader
@@ -92,7 +97,8 @@ func (c *Controller) MetricsSnapshot() MetricsSnapshot {
 	c.lock()
 	defer c.unlock()
 	s := MetricsSnapshot{Active: c.active, Epoch: c.epoch,
-		PartitionStateChanges: c.counters.stateChanges.Load(), LeaderChanges: c.counters.leaderChanges.Load()}
+		PartitionStateChanges: c.counters.stateChanges.Load(), LeaderChanges: c.counters.leaderChanges.Load(),
+		StoreResyncs: c.counters.resyncs.Load(), PartitionsRepaired: c.counters.repaired.Load()}
 	if !c.active {
 		return s
 	}

@@ -148,8 +148,11 @@ func (c *Controller) commitLocked(ctx context.Context, updates []store.Partition
 	if len(updates) == 0 {
 		return nil, nil
 	}
-	if err := c.cfg.Store.UpdatePartitions(ctx, updates); err != nil {
-		return nil, c.storeErr(err)
+	sctx, cancel := c.storeCtx(ctx)
+	err := c.cfg.Store.UpdatePartitions(sctx, updates)
+	cancel()
+	if err != nil {
+		return nil, c.writeFailedLocked(ctx, "partition state change not stored", err)
 	}
 	changed := make([]store.Partition, len(updates))
 	changes := make([]partitionChange, len(updates))

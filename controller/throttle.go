@@ -64,9 +64,13 @@ func (c *Controller) alterReplicationThrottle(ctx context.Context, bytesPerSec i
 		return 0, errNotController
 	}
 	previous := c.throttle
-	if err := c.cfg.Store.SetReplicationThrottle(ctx, bytesPerSec); err != nil {
+	sctx, cancel := c.storeCtx(ctx)
+	err := c.cfg.Store.SetReplicationThrottle(sctx, bytesPerSec)
+	cancel()
+	if err != nil {
+		err = c.writeFailedLocked(ctx, "replication throttle change not stored", err)
 		c.unlock()
-		return previous, c.storeErr(err)
+		return previous, err
 	}
 	c.setThrottleLocked(bytesPerSec)
 	var touched []int32

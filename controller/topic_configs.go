@@ -42,10 +42,13 @@ func (c *Controller) alterTopicConfig(ctx context.Context, topic string, set map
 		c.unlock()
 		return store.TopicConfig{Version: cur.Version, Configs: next}, nil
 	}
-	stored, err := c.cfg.Store.SetTopicConfig(ctx, topic, cur.Version, next)
+	sctx, cancel := c.storeCtx(ctx)
+	stored, err := c.cfg.Store.SetTopicConfig(sctx, topic, cur.Version, next)
+	cancel()
 	if err != nil {
+		err = c.writeFailedLocked(ctx, "topic config change not stored", err)
 		c.unlock()
-		return store.TopicConfig{}, c.storeErr(err)
+		return store.TopicConfig{}, err
 	}
 	minIsrChanged := cur.Configs[topicconfig.MinInsyncReplicas] != next[topicconfig.MinInsyncReplicas]
 	if minIsrChanged {

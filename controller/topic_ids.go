@@ -166,9 +166,12 @@ func (c *Controller) completeDeletions(id int32, epoch int64, req *replicadv1.St
 		attribute.Int("replicad.broker", int(id)), attribute.Int("replicad.topics", len(done))))
 	defer span.End()
 	for topicID, replicas := range done {
-		if err := c.cfg.Store.CompleteDeletions(ctx, topicID, replicas); err != nil {
+		sctx, cancel := c.storeCtx(ctx)
+		err := c.cfg.Store.CompleteDeletions(sctx, topicID, replicas)
+		cancel()
+		if err != nil {
 			span.RecordError(err)
-			c.log.Error().Err(c.storeErr(err)).Str("topic_id", topicID).Msg("record completed deletions (retried at the broker's next registration)")
+			c.log.Error().Err(c.writeFailedLocked(ctx, "completed deletions not stored", err)).Str("topic_id", topicID).Msg("record completed deletions (retried at the broker's next registration)")
 			continue
 		}
 		d := c.deleted[topicID]

@@ -1,9 +1,9 @@
 package store
 
 import (
-	"bytes"
 	"cmp"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,9 +14,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -90,6 +92,8 @@ const etcdSchemaVersion = "1"
 //	                    a change is one compare and one put, like a topic;
 //	                    thousands of ACLs fit in --max-request-bytes)
 //	replication_throttle  int64: the replication throttle in bytes/s (absent: 0)
+//	last_write          the write id of the last transaction (see commit): how
+//	                    a write sent again knows whether its first attempt landed
 //	election/<lease>    one key per candidate controller (concurrency.Election,
 //	                    bound to its session lease); the oldest one leads
 //
@@ -110,6 +114,7 @@ const (
 	etcdDirConfigs         = "configs/"
 	etcdKeyACLs            = "acls"
 	etcdKeyThrottle        = "replication_throttle"
+	etcdKeyLastWrite       = "last_write"
 	etcdElection           = "election" // concurrency.NewElection adds the "/"
 )
 
@@ -128,6 +133,13 @@ type EtcdStore struct {
 	attempt   time.Duration
 	log       zerolog.Logger
 	candidate string // the election key's value: who leads, for operators
+	// writer and writes make every transaction's write id (see commit):
+	// writer is random per open store, writes counts its transactions.
+	writer string
+	writes atomic.Uint64
+	// beforeTxn, when set (tests only), runs before each transaction
+	// attempt of a write.
+	beforeTxn func()
 
 	// campaigning holds one token while a Campaign runs: two campaigns of
 	// one store would stand against each other.
@@ -177,6 +189,7 @@ func OpenEtcd(ctx context.Context, cfg EtcdConfig) (*EtcdStore, error) {
 		attempt:     cfg.AttemptTimeout,
 		log:         cfg.Logger,
 		candidate:   cmp.Or(cfg.Advertise, candidateName()),
+		writer:      rand.Text(),
 		campaigning: make(chan struct{}, 1),
 	}
 	// clientv3.New does not dial: this first round trip is the one that
@@ -341,7 +354,16 @@ func (s *EtcdStore) fence() (*etcdLeadership, error) {
 // compared too. That compare is the fencing: etcd evaluates it atomically
 // with the write, so a controller that was deposed, even one that has not
 // noticed yet (a GC pause, a partition), cannot write. commit returns
-// (false, nil) when cmps failed, and ErrNotLeader when the fence did.
+// (false, nil) when cmps failed, and ErrNotLeader when the fence did. An
+// error whose outcome it could not settle wraps ErrUnknownOutcome.
+//
+// Every transaction also puts a write id of its own under last_write. An
+// attempt that hangs, or that etcd answers "request timed out" or "leader
+// changed", may have been applied all the same; it is sent again, and when
+// the retry's compares fail, the write id tells whether the first attempt
+// was this write. Its values alone cannot: two controllers bumping the
+// controller epoch both write old+1, and a deposed one whose attempt
+// never landed would take its successor's write for its own.
 func (s *EtcdStore) commit(ctx context.Context, cmps []clientv3.Cmp, ops []clientv3.Op) (bool, error) {
 	if err := s.begin(ctx); err != nil {
 		return false, err
@@ -357,32 +379,46 @@ func (s *EtcdStore) commit(ctx context.Context, cmps []clientv3.Cmp, ops []clien
 		// a lost compare-and-set.
 		orElse = []clientv3.Op{clientv3.OpGet(lead.key)}
 	}
+	id := s.writer + "/" + strconv.FormatUint(s.writes.Add(1), 10)
+	ops = append(slices.Clip(ops), clientv3.OpPut(s.key(etcdKeyLastWrite), id))
 	var resp *clientv3.TxnResponse
 	retried := false
 	for {
+		if s.beforeTxn != nil {
+			s.beforeTxn()
+		}
 		actx, cancel := context.WithTimeout(ctx, s.attempt)
 		resp, err = s.client.Txn(actx).If(cmps...).Then(ops...).Else(orElse...).Commit()
 		cancel()
-		if err == nil || !s.attemptTimedOut(ctx, err) {
+		if err == nil || !s.attemptUnsettled(ctx, err) {
 			break
 		}
-		// The member hung: send it again, round robin to another. The
-		// compares make a second commit impossible if the first landed.
+		// The member hung, or could not tell whether the proposal
+		// committed: send it again, round robin to another. The compares
+		// make a second commit impossible if the first landed.
 		retried = true
+		if !s.attemptTimedOut(ctx, err) {
+			sleepCtx(ctx, etcdRetryPause)
+		}
 	}
 	if err != nil {
-		return false, s.txnErr(err, len(cmps), ops)
+		if isTxnTooLarge(err) {
+			return false, s.txnErr(err, len(cmps), ops)
+		}
+		// The caller's deadline, or a failure after the request left:
+		// it may have been applied.
+		return false, fmt.Errorf("%w: %w", ErrUnknownOutcome, s.clientErr(err))
 	}
 	if resp.Succeeded {
 		return true, nil
 	}
 	if retried {
-		// An attempt that timed out may have committed all the same, and
-		// then its retry fails its compares: if every key holds what this
-		// transaction wrote, it was ours.
-		landed, lerr := s.landed(ctx, ops)
+		// An attempt that failed may have committed all the same, and
+		// then its retry fails its compares: if the write id is there,
+		// it was ours.
+		landed, lerr := s.landed(ctx, cmps, ops, id)
 		if lerr != nil {
-			return false, s.clientErr(lerr)
+			return false, fmt.Errorf("%w: %w", ErrUnknownOutcome, s.clientErr(lerr))
 		}
 		if landed {
 			return true, nil
@@ -393,6 +429,23 @@ func (s *EtcdStore) commit(ctx context.Context, cmps []clientv3.Cmp, ops []clien
 		return false, lead.notLeader()
 	}
 	return false, nil
+}
+
+// etcdRetryPause spaces the retries of a transaction etcd answered with an
+// unsettled error (a leader election in progress takes about that long).
+const etcdRetryPause = 50 * time.Millisecond
+
+// attemptUnsettled reports whether an attempt failed in a way worth
+// sending again within the caller's deadline: it timed out (attemptTimedOut)
+// or etcd could not say whether it committed (a proposal that timed out,
+// a leader that changed or is missing).
+func (s *EtcdStore) attemptUnsettled(ctx context.Context, err error) bool {
+	if ctx.Err() != nil || s.isClosed() {
+		return false
+	}
+	return s.attemptTimedOut(ctx, err) || errors.Is(err, rpctypes.ErrTimeout) || errors.Is(err, rpctypes.ErrTimeoutDueToLeaderFail) ||
+		errors.Is(err, rpctypes.ErrTimeoutDueToConnectionLost) || errors.Is(err, rpctypes.ErrLeaderChanged) ||
+		errors.Is(err, rpctypes.ErrNoLeader)
 }
 
 // attemptTimedOut reports whether err is an attempt's own deadline, with
@@ -417,33 +470,98 @@ func (s *EtcdStore) getAttempts(ctx context.Context, key string, opts ...clientv
 	}
 }
 
-// landed reports whether every put of ops holds its value and every
-// deleted key is gone: the transaction's effect is in etcd.
-func (s *EtcdStore) landed(ctx context.Context, ops []clientv3.Op) (bool, error) {
+// landed reports whether the transaction with write id (its last op the
+// put of last_write), guarded by cmps, was applied. last_write still
+// holding id proves it. Once a later transaction replaced it, a key the
+// transaction both compared and put tells: its compare let it land only as
+// the very next write of that key after the mod revision it expected, so
+// last_write at the revision of that next write names the one that made
+// it. A value another writer put (the same next epoch, say) is never taken
+// for this one's. When no such key can be read back (too many writes
+// since, a compacted revision), the outcome is unknown: an error.
+func (s *EtcdStore) landed(ctx context.Context, cmps []clientv3.Cmp, ops []clientv3.Op, id string) (bool, error) {
+	marker := s.key(etcdKeyLastWrite)
+	resp, err := s.getAttempts(ctx, marker)
+	if err != nil {
+		return false, err
+	}
+	if len(resp.Kvs) == 1 && string(resp.Kvs[0].Value) == id {
+		return true, nil
+	}
+	expected := make(map[string]int64, len(cmps))
+	for _, c := range cmps {
+		pc := c.GetCompare()
+		switch {
+		case pc.GetResult() != etcdserverpb.Compare_EQUAL:
+		case pc.GetTarget() == etcdserverpb.Compare_MOD:
+			expected[string(pc.GetKey())] = pc.GetModRevision()
+		case pc.GetTarget() == etcdserverpb.Compare_CREATE && pc.GetCreateRevision() == 0:
+			expected[string(pc.GetKey())] = 0 // absent: its next write creates it
+		}
+	}
 	for _, op := range ops {
-		resp, err := s.getAttempts(ctx, string(op.KeyBytes()))
+		key := string(op.KeyBytes())
+		floor, ok := expected[key]
+		if !op.IsPut() || !ok {
+			continue
+		}
+		// Walk the key's versions back to the first one after floor.
+		kr, err := s.getAttempts(ctx, key)
 		if err != nil {
 			return false, err
 		}
-		switch {
-		case op.IsPut():
-			if len(resp.Kvs) == 0 || !bytes.Equal(resp.Kvs[0].Value, op.ValueBytes()) {
-				return false, nil
-			}
-		case op.IsDelete():
-			if len(resp.Kvs) != 0 {
-				return false, nil
-			}
+		if len(kr.Kvs) == 0 {
+			break // deleted since: which writes came between is lost
 		}
+		next := kr.Kvs[0].ModRevision
+		for range etcdLandedWalk {
+			if next <= floor {
+				return false, nil // nothing wrote the key after the read
+			}
+			pr, err := s.getAttempts(ctx, key, clientv3.WithRev(next-1))
+			if err != nil {
+				return false, err
+			}
+			if len(pr.Kvs) == 0 || pr.Kvs[0].ModRevision <= floor {
+				// next is the first write after the read: the only one
+				// this transaction could have been.
+				mr, err := s.getAttempts(ctx, marker, clientv3.WithRev(next))
+				if err != nil {
+					return false, err
+				}
+				return len(mr.Kvs) == 1 && mr.Kvs[0].ModRevision == next && string(mr.Kvs[0].Value) == id, nil
+			}
+			next = pr.Kvs[0].ModRevision
+		}
+		break
 	}
-	return true, nil
+	return false, fmt.Errorf("write %s: whether it landed cannot be read back", id)
+}
+
+// etcdLandedWalk bounds how many later versions of a key landed reads to
+// find the one a retried write may have made.
+const etcdLandedWalk = 16
+
+// sleepCtx waits d or until ctx is done.
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// isTxnTooLarge reports whether etcd refused a transaction for its size.
+func isTxnTooLarge(err error) bool {
+	return errors.Is(err, rpctypes.ErrTooManyOps) || errors.Is(err, rpctypes.ErrRequestTooLarge) ||
+		status.Code(err) == codes.ResourceExhausted
 }
 
 // txnErr explains a transaction etcd refused for its size: it is refused
 // whole, and retrying cannot help.
 func (s *EtcdStore) txnErr(err error, cmps int, ops []clientv3.Op) error {
-	if !errors.Is(err, rpctypes.ErrTooManyOps) && !errors.Is(err, rpctypes.ErrRequestTooLarge) &&
-		status.Code(err) != codes.ResourceExhausted {
+	if !isTxnTooLarge(err) {
 		return s.clientErr(err)
 	}
 	size := 0

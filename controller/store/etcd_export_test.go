@@ -31,3 +31,8 @@ func KeepStaleLeadershipForTest(s *EtcdStore, lead Leadership) Leadership {
 	s.mu.Unlock()
 	return stale
 }
+
+// BeforeTxnForTest makes s call f before each transaction attempt of a
+// write, so a test can hold the link at that moment. Set it before the
+// write starts.
+func BeforeTxnForTest(s *EtcdStore, f func()) { s.beforeTxn = f }

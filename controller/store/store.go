@@ -24,7 +24,25 @@ var (
 	// ErrNotLeader: this controller lost its election (etcd); nothing was
 	// written, and the controller must stop acting at once.
 	ErrNotLeader = errors.New("store: not the elected controller")
+	// ErrUnknownOutcome: the write was sent but its answer never came (an
+	// etcd "request timed out" or "leader changed", a deadline that passed
+	// while the transaction was in flight): it may or may not have been
+	// applied. The caller re-reads what it wrote before deciding again.
+	// Not every such error wraps it: see IsDefinite.
+	ErrUnknownOutcome = errors.New("store: outcome of the write unknown")
 )
+
+// IsDefinite reports whether a failed write is known to have written
+// nothing: it failed with ErrConflict, ErrInvalid, ErrNotFound, ErrExists
+// or ErrNotLeader, all of which a store answers only before or instead of
+// applying the write. Any other error (a context's, a transport's,
+// ErrUnknownOutcome, ErrClosed, which Close can cause after a transaction
+// committed) leaves the outcome unknown: what the caller holds in memory may
+// be behind the store, and only a read tells. nil is definite.
+func IsDefinite(err error) bool {
+	return err == nil || errors.Is(err, ErrConflict) || errors.Is(err, ErrInvalid) || errors.Is(err, ErrNotFound) ||
+		errors.Is(err, ErrExists) || errors.Is(err, ErrNotLeader)
+}
 
 // Elector is implemented by stores that several controllers share (etcd):
 // only the controller holding the Leadership may write.

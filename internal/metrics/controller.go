@@ -117,6 +117,7 @@ type controllerCollector struct {
 	partitions, offline, leaderless, underMinIsr, underR *prometheus.Desc
 	imbalance                                            *prometheus.Desc
 	stateChanges, leaderChanges                          *prometheus.Desc
+	storeResyncs, partitionsRepaired                     *prometheus.Desc
 	brokerFenced, brokerLeaders, brokerPreferred         *prometheus.Desc
 	brokerNotLed, brokerQueue                            *prometheus.Desc
 }
@@ -143,6 +144,10 @@ func newControllerCollector(snapshot func() controller.MetricsSnapshot) *control
 		stateChanges: d("replicad_controller_partition_state_changes_total",
 			"Partition states this process committed: created partitions, elections, ISR changes, reassignment steps."),
 		leaderChanges: d("replicad_controller_leader_changes_total", "Committed partition states that gave the partition another leader (or none)."),
+		storeResyncs: d("replicad_controller_store_resyncs_total",
+			"Re-reads of the store after a write that conflicted or whose outcome was unknown (it may have landed)."),
+		partitionsRepaired: d("replicad_controller_partitions_repaired_total",
+			"Partition states such a re-read found the controller's memory behind on (a write that landed unanswered), taken and re-announced."),
 		brokerFenced:  d("replicad_controller_broker_fenced", "1 if the broker is fenced, 0 if its session is live."+active, "broker"),
 		brokerLeaders: d("replicad_controller_broker_leader_partitions", "Partitions the broker leads."+active, "broker"),
 		brokerPreferred: d("replicad_controller_broker_preferred_partitions",
@@ -157,7 +162,7 @@ func newControllerCollector(snapshot func() controller.MetricsSnapshot) *control
 func (c *controllerCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.active, c.epoch, c.brokersRegistered, c.brokersFenced, c.partitions,
 		c.offline, c.leaderless, c.underMinIsr, c.underR, c.imbalance, c.stateChanges, c.leaderChanges,
-		c.brokerFenced, c.brokerLeaders, c.brokerPreferred, c.brokerNotLed, c.brokerQueue} {
+		c.storeResyncs, c.partitionsRepaired, c.brokerFenced, c.brokerLeaders, c.brokerPreferred, c.brokerNotLed, c.brokerQueue} {
 		ch <- d
 	}
 }
@@ -175,6 +180,8 @@ func (c *controllerCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.epoch, int(s.Epoch))
 	ch <- prometheus.MustNewConstMetric(c.stateChanges, prometheus.CounterValue, float64(s.PartitionStateChanges))
 	ch <- prometheus.MustNewConstMetric(c.leaderChanges, prometheus.CounterValue, float64(s.LeaderChanges))
+	ch <- prometheus.MustNewConstMetric(c.storeResyncs, prometheus.CounterValue, float64(s.StoreResyncs))
+	ch <- prometheus.MustNewConstMetric(c.partitionsRepaired, prometheus.CounterValue, float64(s.PartitionsRepaired))
 	if !s.Active {
 		// A standby's view of the cluster is empty, not zero: a sum over
 		// every controller stays the active one's.

@@ -44,7 +44,7 @@ func TestControllerScrape(t *testing.T) {
 	var mu sync.Mutex
 	snap := controller.MetricsSnapshot{Active: true, Epoch: 7, BrokersRegistered: 3, BrokersFenced: 1, Partitions: 12,
 		Offline: 2, Leaderless: 1, UnderMinIsr: 3, UnderReplicated: 4, PreferredImbalance: 5,
-		PartitionStateChanges: 40, LeaderChanges: 9,
+		PartitionStateChanges: 40, LeaderChanges: 9, StoreResyncs: 2, PartitionsRepaired: 5,
 		Brokers: []controller.BrokerMetrics{
 			{ID: 1, Leaders: 8, Preferred: 4},
 			{ID: 2, Leaders: 3, Preferred: 4, PreferredNotLed: 2, QueueDepth: 17},
@@ -74,6 +74,8 @@ func TestControllerScrape(t *testing.T) {
 		"replicad_controller_preferred_leader_imbalance_partitions":            5,
 		"replicad_controller_partition_state_changes_total":                    40,
 		"replicad_controller_leader_changes_total":                             9,
+		"replicad_controller_store_resyncs_total":                              2,
+		"replicad_controller_partitions_repaired_total":                        5,
 		`replicad_controller_broker_fenced{broker="1"}`:                        0,
 		`replicad_controller_broker_fenced{broker="3"}`:                        1,
 		`replicad_controller_broker_leader_partitions{broker="1"}`:             8,
