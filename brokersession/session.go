@@ -46,6 +46,10 @@ const (
 	MinHeartbeatInterval = 50 * time.Millisecond
 )
 
+// maxDuplicateBackoff bounds the wait between registrations refused with
+// DUPLICATE_BROKER_REGISTRATION.
+const maxDuplicateBackoff = time.Second
+
 // ErrNoController is returned by Start without a controller address.
 var ErrNoController = errors.New("brokersession: no controller address")
 
@@ -77,7 +81,7 @@ type Config struct {
 	// the epoch of the registration before: the process lost nothing.
 	PreviousBrokerEpoch int64
 	// OfflinePartitions, when set, lists the broker's offline replicas;
-	// every heartbeat carries them.
+	// every registration and heartbeat carries them.
 	OfflinePartitions func() []tp.TopicPartition
 	// OnRegistered, when set, is called with the broker epoch of each
 	// successful registration, before the call that registered returns (the
@@ -410,6 +414,11 @@ func (s *Session) register(ctx context.Context) error {
 		LogDirs:             s.cfg.LogDirs,
 		PreviousBrokerEpoch: previous,
 		MinInsyncReplicas:   s.cfg.MinInsyncReplicas,
+		// A registration again in the same process (after a fencing) says
+		// what is offline, as a heartbeat does: otherwise the controller
+		// takes the replicas of a failed log dir as healthy, and may elect
+		// them, until the first heartbeat of the new epoch.
+		OfflinePartitions: s.offlineRefs(),
 	}
 	misconfigured := 0
 	for attempt := 1; ; attempt++ {
@@ -422,6 +431,29 @@ func (s *Session) register(ctx context.Context) error {
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
+		}
+		if err == nil && resp.GetErrorCode() == replicadv1.ErrorCode_ERROR_CODE_DUPLICATE_BROKER_REGISTRATION {
+			// Another process is registered as this broker and alive, or
+			// this broker's previous process died a moment ago and the
+			// controller cannot tell yet (see the controller's
+			// duplicateRegistrationLocked). The two look the same from
+			// here, so the broker waits, holding nothing the controller
+			// gave it, rather than exit: a restarted broker must get back
+			// in once its old session lapses, and a supervisor restarting
+			// an exited duplicate would only loop. The controller answers
+			// at once, so the retries stay frequent (at most a second
+			// apart): the id frees up half a session timeout after the
+			// old process's last heartbeat.
+			misconfigured = 0
+			wait := min(s.backoff(attempt), maxDuplicateBackoff)
+			s.logger.Error().Int32("broker_id", s.cfg.BrokerID).Str("incarnation_id", s.incarnationID).Int("attempt", attempt).
+				Dur("backoff_ms", wait).Str("controller", s.controller()).
+				Msg("broker registration refused: DUPLICATE_BROKER_REGISTRATION: another process is registered with this broker id and alive; " +
+					"waiting until it stops (two processes must never run as one broker)")
+			if !s.sleep(ctx, wait) {
+				return ctx.Err()
+			}
+			continue
 		}
 		if err == nil {
 			err = fmt.Errorf("controller answered %s", resp.GetErrorCode())
@@ -469,13 +501,20 @@ func (s *Session) registered(resp *replicadv1.RegisterBrokerResponse) {
 
 // heartbeatRequest is a heartbeat at epoch, with the offline replicas.
 func (s *Session) heartbeatRequest(epoch int64) *replicadv1.BrokerHeartbeatRequest {
-	req := &replicadv1.BrokerHeartbeatRequest{BrokerId: s.cfg.BrokerID, BrokerEpoch: epoch, WantShutdown: s.wantShutdown.Load()}
-	if s.cfg.OfflinePartitions != nil {
-		for _, t := range s.cfg.OfflinePartitions() {
-			req.OfflinePartitions = append(req.OfflinePartitions, &replicadv1.PartitionRef{Topic: t.Topic, Partition: t.Partition})
-		}
+	return &replicadv1.BrokerHeartbeatRequest{BrokerId: s.cfg.BrokerID, BrokerEpoch: epoch, WantShutdown: s.wantShutdown.Load(),
+		OfflinePartitions: s.offlineRefs()}
+}
+
+// offlineRefs are the broker's offline replicas now (Config.OfflinePartitions).
+func (s *Session) offlineRefs() []*replicadv1.PartitionRef {
+	if s.cfg.OfflinePartitions == nil {
+		return nil
 	}
-	return req
+	var refs []*replicadv1.PartitionRef
+	for _, t := range s.cfg.OfflinePartitions() {
+		refs = append(refs, &replicadv1.PartitionRef{Topic: t.Topic, Partition: t.Partition})
+	}
+	return refs
 }
 
 // heartbeatInterval is a third of the session timeout, at least

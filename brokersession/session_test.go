@@ -6,6 +6,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/replicad/replicad/core/clock"
+	"github.com/replicad/replicad/core/tp"
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
 	"github.com/replicad/replicad/internal/spantest"
 	"github.com/replicad/replicad/internal/syncbuf"
@@ -51,6 +53,9 @@ type fakeController struct {
 	// ctlID and ctlEpoch are the controller id and epoch the answers name
 	// (a registration names epoch 4 when ctlEpoch is 0).
 	ctlID, ctlEpoch int32
+	// duplicates is how many registrations from now on are answered
+	// DUPLICATE_BROKER_REGISTRATION (another process holds the id).
+	duplicates int
 
 	registrations []*replicadv1.RegisterBrokerRequest
 	heartbeats    []*replicadv1.BrokerHeartbeatRequest
@@ -73,6 +78,10 @@ func (f *fakeController) RegisterBroker(_ context.Context, req *replicadv1.Regis
 	f.registrations = append(f.registrations, proto.Clone(req).(*replicadv1.RegisterBrokerRequest))
 	if f.standby {
 		return &replicadv1.RegisterBrokerResponse{ErrorCode: replicadv1.ErrorCode_ERROR_CODE_NOT_CONTROLLER}, nil
+	}
+	if f.duplicates > 0 {
+		f.duplicates--
+		return &replicadv1.RegisterBrokerResponse{ErrorCode: replicadv1.ErrorCode_ERROR_CODE_DUPLICATE_BROKER_REGISTRATION}, nil
 	}
 	f.epoch++
 	f.fenced, f.staleEpoch = false, false
@@ -391,6 +400,60 @@ func TestReregistersWhenFencedOrStale(t *testing.T) {
 			}
 		}
 	})
+}
+
+// A registration again in the same process carries the broker's offline
+// replicas, as its heartbeats do: the controller must not take a failed log
+// dir's replicas as healthy until the next heartbeat (issue 19, path 9).
+func TestReregistrationCarriesOfflineReplicas(t *testing.T) {
+	f := newFakeController(150)
+	f.serve(t, "127.0.0.1:0")
+	var offline atomic.Bool
+	cfg := testConfig(t, f.addr)
+	cfg.OfflinePartitions = func() []tp.TopicPartition {
+		if offline.Load() {
+			return []tp.TopicPartition{{Topic: "orders", Partition: 3}}
+		}
+		return nil
+	}
+	s := start(t, cfg)
+	offline.Store(true)
+	f.with(func(f *fakeController) { f.fenced = true })
+	eventually(t, "broker epoch 2", func() bool { return s.BrokerEpoch() == 2 })
+	f.with(func(f *fakeController) {
+		if got := f.registrations[0].GetOfflinePartitions(); len(got) != 0 {
+			t.Errorf("first registration carries offline replicas %v, want none", got)
+		}
+		got := f.registrations[1].GetOfflinePartitions()
+		if len(got) != 1 || got[0].GetTopic() != "orders" || got[0].GetPartition() != 3 {
+			t.Errorf("registration again carries offline replicas %v, want [orders-3]", got)
+		}
+	})
+}
+
+// A registration refused with DUPLICATE_BROKER_REGISTRATION (another live
+// process holds the broker id) is retried, each refusal logged at error,
+// until the controller accepts it (issue 19, path 13).
+func TestDuplicateRegistrationIsRetried(t *testing.T) {
+	f := newFakeController(150)
+	f.duplicates = 3
+	f.serve(t, "127.0.0.1:0")
+	var logs syncBuffer
+	cfg := testConfig(t, f.addr)
+	cfg.Logger = zerolog.New(&logs)
+	s := start(t, cfg)
+	if s.BrokerEpoch() != 1 {
+		t.Fatalf("BrokerEpoch() = %d, want 1", s.BrokerEpoch())
+	}
+	if n, _, _ := f.counts(); n != 4 {
+		t.Fatalf("%d registrations, want 4 (3 refused)", n)
+	}
+	if n := logs.count("DUPLICATE_BROKER_REGISTRATION"); n != 3 {
+		t.Fatalf("%d refusals logged, want 3:\n%s", n, logs.String())
+	}
+	if n := logs.count(`"level":"error"`); n != 3 {
+		t.Fatalf("%d error lines, want the 3 refusals:\n%s", n, logs.String())
+	}
 }
 
 // With two controllers the session finds the active one: a standby's

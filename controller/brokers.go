@@ -27,6 +27,9 @@ type registration struct {
 	// a machine that kept running, which keeps the page cache), -1
 	// otherwise (KIP-966's PreviousBrokerEpoch).
 	previousEpoch int64
+	// offline are the replicas the broker says are offline as it registers
+	// (a log dir that failed in this process's life).
+	offline []*replicadv1.PartitionRef
 }
 
 // registerBroker gives a (re)starting broker a new broker epoch. A broker
@@ -64,6 +67,17 @@ func (c *Controller) registerBroker(ctx context.Context, b store.Broker, reg reg
 		}
 		return old.info, c.epoch, nil
 	}
+	if old, ok := c.brokers[b.ID]; ok {
+		if silent, dup := c.duplicateRegistrationLocked(old, b, reg); dup {
+			span.SetAttributes(attribute.String("replicad.error_code", "DUPLICATE_BROKER_REGISTRATION"))
+			span.SetStatus(codes.Error, "DUPLICATE_BROKER_REGISTRATION")
+			c.log.Warn().Int32("broker", b.ID).Str("incarnation", incarnation).Str("live_incarnation", old.incarnation).
+				Int64("live_broker_epoch", old.info.Epoch).Str("live_endpoint", endpoint(old.info.Host, old.info.Port)).
+				Str("endpoint", endpoint(b.Host, b.Port)).Int64("previous_broker_epoch", reg.previousEpoch).Dur("silent_ms", silent).
+				Msg("broker registration refused (DUPLICATE_BROKER_REGISTRATION): the id is registered by another incarnation that is alive")
+			return store.Broker{}, 0, errDuplicateRegistration
+		}
+	}
 	if old, ok := c.brokers[b.ID]; ok && !old.info.Fenced {
 		if err := c.fenceLocked(ctx, []*brokerState{old}, "registered again (new incarnation)"); err != nil {
 			return store.Broker{}, 0, err
@@ -87,9 +101,17 @@ func (c *Controller) registerBroker(ctx context.Context, b store.Broker, reg reg
 		c.brokers[b.ID] = bs
 	}
 	bs.info, bs.lastSeen, bs.shuttingDown, bs.incarnation, bs.movePending = info, c.cfg.Clock.Now(), false, incarnation, false
-	bs.offline, bs.storageErrors = nil, nil // a new life: its heartbeats say again
+	// A new life: its heartbeats say again what is offline, and so does the
+	// registration itself, before any election below can pick a replica in
+	// a log dir that failed (issue 19, path 9).
+	bs.offline, bs.storageErrors = nil, nil
 	bs.refusing.Store(false)
 	c.openQueueLocked(bs)
+	if len(reg.offline) > 0 {
+		// After the queue: what moves away from them is announced to the
+		// new incarnation too.
+		c.setOfflineLocked(ctx, bs, reg.offline)
+	}
 	c.log.Info().Int32("broker", info.ID).Int64("broker_epoch", info.Epoch).Str("host", info.Host).Int32("port", info.Port).
 		Msg("broker registered")
 	span.SetAttributes(attribute.Int64("replicad.broker_epoch", info.Epoch))

@@ -3,7 +3,11 @@ package controller
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
+
+	grpccodes "google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/replicad/replicad/controller/store"
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
@@ -167,4 +171,43 @@ func TestStorageErrorEndsWhenTheReplicaTakesALeaderAndIsr(t *testing.T) {
 		ar := h.alter(p.Leader, p, append(slices.Clone(p.ISR), 3)...)
 		return ar.GetPartitions()[0].GetErrorCode() == codeNone
 	})
+}
+
+// A broker fenced while a log dir of its had failed registers again in the
+// same process: its registration says which replicas are offline, so none
+// of them is elected on its word that nothing was lost (it sends its last
+// broker epoch as a clean previous life). Before, the registration cleared
+// what the heartbeats had said and elected the failed replica as the
+// partition's last ISR member (issue 19, path 9).
+func TestRegistrationAgainCarriesOfflineReplicas(t *testing.T) {
+	h := startCluster(t, 2)
+	h.createTopic("t", 1, 2) // [1 2], leader 1
+	h.expire(1)              // 2 goes: ISR [1]
+	h.expire()               // 1 goes too, its dir failed meanwhile
+	before := h.part("t", 0)
+	if before.Leader != store.NoLeader {
+		t.Fatalf("%+v, want the partition leaderless", before)
+	}
+	resp, err := h.c.RegisterBroker(context.Background(), &replicadv1.RegisterBrokerRequest{
+		BrokerId: 1, Host: brokerHost(1), Port: brokerPort(1), PreviousBrokerEpoch: h.epoch[1], MinInsyncReplicas: h.minIsr,
+		OfflinePartitions: []*replicadv1.PartitionRef{{Topic: "t", Partition: 0}}})
+	if err != nil || resp.GetErrorCode() != codeNone {
+		t.Fatalf("RegisterBroker: %v %v", resp, err)
+	}
+	h.epoch[1] = resp.GetBrokerEpoch()
+	if p := h.part("t", 0); p.Leader == 1 {
+		t.Fatalf("%+v: broker 1 elected for a replica its registration says is offline", p)
+	}
+	one := int32(1)
+	er, err := h.c.ElectLeader(context.Background(), &replicadv1.ElectLeaderRequest{Topic: "t", Partition: 0, Leader: &one})
+	if err != nil || er.GetErrorCode() != replicadv1.ErrorCode_ERROR_CODE_INELIGIBLE_REPLICA {
+		t.Fatalf("elect the offline replica: %v %v, want INELIGIBLE_REPLICA", er, err)
+	}
+	// A bad entry is refused, naming the field.
+	_, err = h.c.RegisterBroker(context.Background(), &replicadv1.RegisterBrokerRequest{
+		BrokerId: 1, Host: brokerHost(1), Port: brokerPort(1), PreviousBrokerEpoch: h.epoch[1],
+		OfflinePartitions: []*replicadv1.PartitionRef{{Topic: "t", Partition: -1}}})
+	if status.Code(err) != grpccodes.InvalidArgument || !strings.Contains(err.Error(), "offline_partitions[0].partition") {
+		t.Fatalf("negative partition: %v, want InvalidArgument naming offline_partitions[0].partition", err)
+	}
 }

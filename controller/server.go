@@ -52,6 +52,20 @@ func validateTopic(field, topic string) error {
 	return nil
 }
 
+// validatePartitionRefs checks each partition of a list named field.
+func validatePartitionRefs(field string, refs []*replicadv1.PartitionRef) error {
+	for i, p := range refs {
+		path := fmt.Sprintf("%s[%d]", field, i)
+		if err := validateTopic(path+".topic", p.GetTopic()); err != nil {
+			return err
+		}
+		if p.GetPartition() < 0 {
+			return invalid(path+".partition", "must not be negative (got %d)", p.GetPartition())
+		}
+	}
+	return nil
+}
+
 // RegisterBroker implements ControllerService.
 func (c *Controller) RegisterBroker(ctx context.Context, req *replicadv1.RegisterBrokerRequest) (*replicadv1.RegisterBrokerResponse, error) {
 	if err := validateBrokerID("broker_id", req.GetBrokerId()); err != nil {
@@ -66,11 +80,17 @@ func (c *Controller) RegisterBroker(ctx context.Context, req *replicadv1.Registe
 	if m := req.GetMinInsyncReplicas(); m < 0 {
 		return nil, invalid("min_insync_replicas", "must not be negative (got %d)", m)
 	}
+	if err := validatePartitionRefs("offline_partitions", req.GetOfflinePartitions()); err != nil {
+		return nil, err
+	}
 	info, epoch, err := c.registerBroker(ctx, store.Broker{ID: req.GetBrokerId(), Host: req.GetHost(), Port: req.GetPort(),
 		MinInsyncReplicas: req.GetMinInsyncReplicas()},
-		registration{incarnation: req.GetIncarnationId(), previousEpoch: req.GetPreviousBrokerEpoch()})
+		registration{incarnation: req.GetIncarnationId(), previousEpoch: req.GetPreviousBrokerEpoch(), offline: req.GetOfflinePartitions()})
 	if errors.Is(err, errNotController) {
 		return &replicadv1.RegisterBrokerResponse{ErrorCode: codeNotController}, nil
+	}
+	if errors.Is(err, errDuplicateRegistration) {
+		return &replicadv1.RegisterBrokerResponse{ErrorCode: replicadv1.ErrorCode_ERROR_CODE_DUPLICATE_BROKER_REGISTRATION}, nil
 	}
 	if err != nil {
 		return nil, internalErr(err)
@@ -84,14 +104,8 @@ func (c *Controller) BrokerHeartbeat(ctx context.Context, req *replicadv1.Broker
 	if err := validateBrokerID("broker_id", req.GetBrokerId()); err != nil {
 		return nil, err
 	}
-	for i, p := range req.GetOfflinePartitions() {
-		path := fmt.Sprintf("offline_partitions[%d]", i)
-		if err := validateTopic(path+".topic", p.GetTopic()); err != nil {
-			return nil, err
-		}
-		if p.GetPartition() < 0 {
-			return nil, invalid(path+".partition", "must not be negative (got %d)", p.GetPartition())
-		}
+	if err := validatePartitionRefs("offline_partitions", req.GetOfflinePartitions()); err != nil {
+		return nil, err
 	}
 	code, fenced, epoch, err := c.heartbeat(ctx, req.GetBrokerId(), req.GetBrokerEpoch(), req.GetWantShutdown(), req.GetOfflinePartitions())
 	if errors.Is(err, errNotController) {

@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -112,7 +113,35 @@ func (rm *ReplicaManager) BecomeLeaderOrFollower(ctx context.Context, req Leader
 				continue
 			}
 		}
+		if reason := rm.unprovenLog(p, st); reason != "" {
+			// A log without a topic ID that the state cannot have been
+			// written for (a standalone broker's, or a restored dir's):
+			// taking it would serve its records as the new topic's and
+			// break the epoch order the followers truncate by. It is kept
+			// but never served, and the partition starts empty.
+			if code := rm.setAsideLocked(ctx, slog, st, reason); code != ErrNone {
+				ignore(st, code, "log of no topic ID not set aside", -1)
+				continue
+			}
+			p, created = rm.getOrCreateHostedPartition(t)
+			if p == nil {
+				ignore(st, ErrStorageError, "offline log dir", -1)
+				continue
+			}
+		}
 		oldLeader, current, currentPartitionEpoch := p.leaderAndEpochs()
+		if logEpoch := rm.untakenLogEpoch(p, t); st.LeaderEpoch < logEpoch {
+			// The partition has not taken its log yet (the first state
+			// after a restart) and the log has records of a later leader
+			// epoch than this state's: the state is older than the log,
+			// and taking it would put an older epoch after a newer one in
+			// the log's epoch cache. Refused like any stale leader epoch.
+			stateFields(slog.Warn(), st).Int32("log_latest_leader_epoch", logEpoch).
+				Msg("Ignoring LeaderAndIsr request: its leader epoch is smaller than the latest leader epoch of the local log")
+			ignore(st, ErrStaleControllerEpoch, "leader epoch below the log's latest", logEpoch)
+			rm.forgetIfCreated(t, p, created)
+			continue
+		}
 		switch {
 		case st.LeaderEpoch > current || isRefresh(st, oldLeader, current, currentPartitionEpoch):
 			if !slices.Contains(st.Replicas, rm.cfg.BrokerID) {
@@ -228,6 +257,88 @@ func (rm *ReplicaManager) deleteStrayLocked(ctx context.Context, slog zerolog.Lo
 	code := rm.stopPartition(slog, StopReplicaPartition{TopicPartition: t, LeaderEpoch: NoEpoch, Delete: true})
 	setErrorCode(span, code)
 	return code
+}
+
+// unprovenLog says why the log of st's partition here cannot be taken as
+// the log of st's topic, "" when it can (or there is none). Only a log
+// without a topic ID, given one by st, is in question: a log with an ID is
+// proven (or stray, see strayTopicID), and a state without an ID (a
+// standalone broker's) proves nothing either way. Such a log is taken only
+// as a log from before topic IDs would be: its partition already existed
+// (st is not for a new replica) and its epochs are not ahead of st's
+// leader epoch (leader epochs only grow within a topic; a topic created
+// since restarts them at 0). An empty log holds nothing to mistake.
+func (rm *ReplicaManager) unprovenLog(p *Partition, st PartitionState) string {
+	if st.TopicID == "" || rm.replicaTopicID(p, st.TopicPartition) != "" {
+		return ""
+	}
+	l := p.Log()
+	if l == nil {
+		var ok bool
+		if l, ok = rm.logs.GetLog(st.TopicPartition); !ok {
+			return ""
+		}
+	}
+	latest := l.LatestEpoch()
+	switch {
+	case l.LogEndOffset() == 0 && latest < 0:
+		return ""
+	case latest > st.LeaderEpoch:
+		return fmt.Sprintf("the log's latest leader epoch %d is ahead of the partition's %d", latest, st.LeaderEpoch)
+	case st.IsNew:
+		return "the replica is new, yet a log of no topic ID is here"
+	}
+	return ""
+}
+
+// untakenLogEpoch is the latest leader epoch of the log of t here when the
+// partition has not taken it yet (after a restart), -1 otherwise: once
+// taken, the partition's own leader epoch is at least the log's.
+func (rm *ReplicaManager) untakenLogEpoch(p *Partition, t tp.TopicPartition) int32 {
+	if p.Log() != nil {
+		return -1
+	}
+	l, ok := rm.logs.GetLog(t)
+	if !ok {
+		return -1
+	}
+	return l.LatestEpoch()
+}
+
+// setAsideLocked stops the replica of st's partition and sets its log
+// aside (logmgr.SetAsideLog): renamed "*-stray", kept, never served, and
+// counted (MetricsRecorder.LogSetAside). The partition then starts over
+// from an empty log. Runs under stateChangeMu.
+func (rm *ReplicaManager) setAsideLocked(ctx context.Context, slog zerolog.Logger, st PartitionState, reason string) ErrorCode {
+	t := st.TopicPartition
+	_, span := rm.tracer.Start(ctx, "ReplicaManager.setAsideLog", trace.WithAttributes(append(partitionAttrs(t),
+		attribute.String("replicad.topic_id", st.TopicID), attribute.Int("replicad.leader_epoch", int(st.LeaderEpoch)),
+		attribute.Bool("replicad.is_new", st.IsNew), attribute.String("replicad.reason", reason))...))
+	defer span.End()
+	rm.cfg.Fetchers.RemoveFetcherForPartitions([]tp.TopicPartition{t})
+	rm.cfg.AlterLogDirsFetchers.RemoveFetcherForPartitions([]tp.TopicPartition{t})
+	if code := rm.stopPartition(slog, StopReplicaPartition{TopicPartition: t, LeaderEpoch: NoEpoch}); code != ErrNone {
+		setErrorCode(span, code)
+		return code
+	}
+	var leo int64 = -1
+	if l, ok := rm.logs.GetLog(t); ok {
+		leo = l.LogEndOffset()
+	}
+	dir, err := rm.logs.SetAsideLog(t)
+	if err != nil {
+		span.RecordError(err)
+		setErrorCode(span, ErrStorageError)
+		stateFields(slog.Error(), st).Err(err).Str("topic_id", st.TopicID).Msg("Could not set aside a log of no topic ID")
+		return ErrStorageError
+	}
+	span.SetAttributes(attribute.String("replicad.set_aside_dir", dir), attribute.Int64("replicad.log_end_offset", leo))
+	setErrorCode(span, ErrNone)
+	rm.env.metrics.LogSetAside(t)
+	stateFields(slog.Warn(), st).Str("topic_id", st.TopicID).Bool("is_new", st.IsNew).Str("reason", reason).
+		Int64("log_end_offset", leo).Str("set_aside_dir", dir).
+		Msg("Setting aside a log of no topic ID: it cannot be proven to belong to the topic; it is kept, never served, and the partition starts empty")
+	return ErrNone
 }
 
 // repairDamagedLog cuts the partition's log at its damage, when it opened

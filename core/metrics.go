@@ -22,6 +22,9 @@ type MetricsRecorder interface {
 	// HighWatermarkCheckpointed times one CheckpointHighWatermarks (every
 	// online log dir's replication-offset-checkpoint written).
 	HighWatermarkCheckpointed(took time.Duration)
+	// LogSetAside counts a log set aside rather than taken for a partition
+	// (ReplicaManager.setAsideLog): kept on disk, never served.
+	LogSetAside(t tp.TopicPartition)
 }
 
 // noMetrics is the MetricsRecorder of a broker without metrics.
@@ -30,6 +33,7 @@ type noMetrics struct{}
 func (noMetrics) IsrShrunk(tp.TopicPartition)             {}
 func (noMetrics) IsrExpanded(tp.TopicPartition)           {}
 func (noMetrics) HighWatermarkCheckpointed(time.Duration) {}
+func (noMetrics) LogSetAside(tp.TopicPartition)           {}
 
 // recordIsrChange counts a committed ISR change, as Kafka counts a shrink or
 // an expansion once the new ISR is written (not when proposed).

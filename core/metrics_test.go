@@ -15,6 +15,13 @@ type recordedMetrics struct {
 	shrinks     []tp.TopicPartition
 	expands     []tp.TopicPartition
 	checkpoints int
+	setAside    []tp.TopicPartition
+}
+
+func (r *recordedMetrics) LogSetAside(t tp.TopicPartition) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.setAside = append(r.setAside, t)
 }
 
 func (r *recordedMetrics) IsrShrunk(t tp.TopicPartition) {

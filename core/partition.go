@@ -241,6 +241,13 @@ func (p *Partition) makeLeader(st PartitionState, syncMetadata bool) (isNewLeade
 	if err != nil {
 		return false, err
 	}
+	if flushed, err := p.flushRecovered(); err != nil {
+		return false, err
+	} else if flushed {
+		p.mu.Lock()
+		p.maybeIncrementLeaderHWLocked()
+		p.mu.Unlock()
+	}
 	// The seed completes delayed requests only when the HW moved; waking on any
 	// leadership change is a superset that costs one channel close.
 	p.changed.notify()
@@ -316,9 +323,29 @@ func (p *Partition) makeLeaderLocked(st PartitionState, syncMetadata bool) (isNe
 func (p *Partition) makeFollower(st PartitionState, syncMetadata bool) (changed bool, err error) {
 	changed, err = p.makeFollowerLocked(st, syncMetadata)
 	if err == nil {
+		// Its LEO is what it tells the leader it holds.
+		_, err = p.flushRecovered()
+	}
+	if err == nil {
 		p.changed.notify()
 	}
 	return changed, err
+}
+
+// flushRecovered fsyncs what the log holds past its durable end, when its
+// flush policy makes only durable records committable (every-batch): after
+// a crash, recovery keeps the records the page cache had, unflushed, and
+// the HW would wait below them until the next append. It reports whether
+// it flushed. Outside p.mu: the fetches of the partition go on meanwhile.
+func (p *Partition) flushRecovered() (bool, error) {
+	l := p.Log()
+	if l == nil || l.DurableEndOffset() >= l.LogEndOffset() {
+		return false, nil
+	}
+	if err := l.Flush(); err != nil {
+		return false, fmt.Errorf("flush %s past its recovery point: %w", p.topicPartition, err)
+	}
+	return true, nil
 }
 
 func (p *Partition) makeFollowerLocked(st PartitionState, syncMetadata bool) (bool, error) {
@@ -358,7 +385,8 @@ func (p *Partition) createLogOnly(st PartitionState, syncMetadata bool) error {
 }
 
 // maybeIncrementLeaderHWLocked moves the leader's HW to the smallest LEO in
-// the maximal ISR (the committed ISR plus an expansion in flight). It never
+// the maximal ISR, the leader's own counting only as far as it is durable
+// under its flush policy (log.DurableEndOffset) (the committed ISR plus an expansion in flight). It never
 // moves the HW backwards, and does not move it while the committed ISR is
 // smaller than the effective min.insync.replicas or while an ISR member's
 // LEO is unknown in this epoch. p.mu must be held for writing.
@@ -373,7 +401,14 @@ func (p *Partition) maybeIncrementLeaderHWLocked() bool {
 	if !p.isLeaderLocked() || p.log == nil || len(p.isr) < p.effectiveMinIsrLocked() {
 		return false
 	}
-	newHW := p.log.LogEndOffset()
+	// The leader's own share is what it made durable, not its LEO: under
+	// --log-flush every-batch an append is fsynced before it is
+	// acknowledged, and a record a consumer has read must survive a power
+	// loss just the same. Group commit otherwise let the HW pass appends
+	// whose fsync had not run yet (issue 19, path 6). The followers' LEOs
+	// count as they are: a follower fetches its next offset only once its
+	// previous append is flushed, under the same policy.
+	newHW := p.log.DurableEndOffset()
 	for _, id := range isr {
 		if id == p.env.brokerID {
 			continue

@@ -25,6 +25,7 @@ import (
 	"github.com/replicad/replicad/core/logmgr"
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
 	"github.com/replicad/replicad/internal/authz"
+	"github.com/replicad/replicad/internal/dirlock"
 	"github.com/replicad/replicad/internal/metrics"
 	"github.com/replicad/replicad/internal/sdnotify"
 	"github.com/replicad/replicad/internal/telemetry"
@@ -105,6 +106,20 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	logger := newLogger(cfg, stderr)
 	applyMemoryLimit(cfg, logger)
+
+	// First of all: another process on these dirs (a second replicad with
+	// this broker's id, or any other) would append to and truncate the
+	// same files. The refused process writes nothing and exits.
+	dirLock, err := dirlock.Acquire(cfg.logDirs, fmt.Sprintf("pid=%d broker.id=%d started=%s",
+		os.Getpid(), cfg.brokerID, time.Now().UTC().Format(time.RFC3339)))
+	if err != nil {
+		logger.Error().Err(err).Strs("log_dirs", cfg.logDirs).Msg("refusing to start: a log dir is locked by another process")
+		fmt.Fprintf(stderr, "replicad: start broker %d: %v\n", cfg.brokerID, err)
+		return 1
+	}
+	// Released when run returns, after the replica manager's shutdown
+	// (deferred later, so run first).
+	defer dirLock.Release()
 
 	ctx, stopSignals := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stopSignals()

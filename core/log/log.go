@@ -227,6 +227,22 @@ func (l *Log) LogStartOffset() int64 { return l.logStartOffset.Load() }
 // checkpoints it and passes it back to Open.
 func (l *Log) RecoveryPoint() int64 { return l.recoveryPoint.Load() }
 
+// DurableEndOffset is the end of what this log's flush policy has made
+// durable, which a leader may commit (let its HW cover): under
+// FlushEveryBatch, the flushed offset (the recovery point, at most the
+// LEO), since an append there is acknowledged only once fsynced and a
+// record a consumer reads must survive a power loss as an acknowledged one
+// does; under FlushInterval and FlushOS, the LEO: records there are
+// durable by replication alone (they sit in the page cache of every ISR
+// member), and the HW covers what the ISR holds, not what any disk holds.
+func (l *Log) DurableEndOffset() int64 {
+	leo := l.logEndOffset.Load()
+	if l.cfg.FlushPolicy != FlushEveryBatch {
+		return leo
+	}
+	return min(leo, l.recoveryPoint.Load())
+}
+
 // HighWatermark is the HW last set with UpdateHighWatermark, lowered by truncation.
 func (l *Log) HighWatermark() int64 { return l.highWatermark.Load() }
 

@@ -352,6 +352,11 @@ func (m *Manager) scanDir(dir string) (parts []partitionDir, stale []string, err
 			continue
 		case strings.HasSuffix(name, ".tmp"):
 			continue
+		case strings.HasSuffix(name, StrayDirSuffix):
+			// A log set aside (SetAsideLog): kept for the operator, never
+			// loaded, never removed.
+			m.logger.Info().Str("log_dir", dir).Str("set_aside_dir", name).Msg("keeping a log set aside; it is not served")
+			continue
 		case strings.HasSuffix(name, FutureDirSuffix):
 			t, err := parseFutureDirName(name)
 			if err != nil {

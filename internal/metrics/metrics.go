@@ -42,6 +42,8 @@ type Metrics struct {
 	requests     metric.Float64Histogram
 	// denied counts the calls authorization refused, by full method.
 	denied metric.Int64Counter
+	// setAside counts the logs set aside rather than taken for a partition.
+	setAside metric.Int64Counter
 	// traffic counts produce, consume and fetch per topic (traffic.go).
 	traffic *traffic
 
@@ -100,7 +102,7 @@ func New() (*Metrics, error) {
 }
 
 func (m *Metrics) createInstruments() error {
-	var errs [5]error
+	var errs [6]error
 	m.isrShrinks, errs[0] = m.meter.Int64Counter("replicad_isr_shrinks_total",
 		metric.WithDescription("ISR shrinks this broker proposed as leader and saw committed."))
 	m.isrExpands, errs[1] = m.meter.Int64Counter("replicad_isr_expands_total",
@@ -113,6 +115,8 @@ func (m *Metrics) createInstruments() error {
 		metric.WithUnit("s"), metric.WithExplicitBucketBoundaries(requestBuckets...))
 	m.denied, errs[4] = m.meter.Int64Counter("replicad_authorization_denied_total",
 		metric.WithDescription("Calls refused by authorization (PermissionDenied or Unauthenticated), by full method."))
+	m.setAside, errs[5] = m.meter.Int64Counter("replicad_logs_set_aside_total",
+		metric.WithDescription("Logs set aside (renamed *-stray, kept, never served) rather than taken for a partition they could not be proven to belong to."))
 	if err := errors.Join(errs[:]...); err != nil {
 		return fmt.Errorf("metrics: create instruments: %w", err)
 	}
@@ -120,6 +124,7 @@ func (m *Metrics) createInstruments() error {
 	// series before the first shrink, and "no shrink yet" reads as 0.
 	m.isrShrinks.Add(context.Background(), 0)
 	m.isrExpands.Add(context.Background(), 0)
+	m.setAside.Add(context.Background(), 0)
 	return nil
 }
 
@@ -287,6 +292,13 @@ func (m *Metrics) AuthorizationDenied(fullMethod string) {
 func (m *Metrics) IsrExpanded(tp.TopicPartition) {
 	if m != nil {
 		m.isrExpands.Add(context.Background(), 1)
+	}
+}
+
+// LogSetAside implements core.MetricsRecorder.
+func (m *Metrics) LogSetAside(tp.TopicPartition) {
+	if m != nil {
+		m.setAside.Add(context.Background(), 1)
 	}
 }
 

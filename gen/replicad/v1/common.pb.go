@@ -72,6 +72,10 @@ const (
 	ErrorCode_ERROR_CODE_INVALID_UPDATE_VERSION      ErrorCode = 96
 	// The topic ID is not the one this broker holds for the partition.
 	ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_ID ErrorCode = 100
+	// A broker registering with an id whose session is alive under another
+	// incarnation (another process, or the same broker restarted before its
+	// old session lapsed): the registration is refused; the broker retries.
+	ErrorCode_ERROR_CODE_DUPLICATE_BROKER_REGISTRATION ErrorCode = 101
 	// The request's topic ID and the partition's differ: a topic of the same
 	// name that was deleted and created again.
 	ErrorCode_ERROR_CODE_INCONSISTENT_TOPIC_ID ErrorCode = 103
@@ -115,6 +119,7 @@ var (
 		85:  "ERROR_CODE_NO_REASSIGNMENT_IN_PROGRESS",
 		96:  "ERROR_CODE_INVALID_UPDATE_VERSION",
 		100: "ERROR_CODE_UNKNOWN_TOPIC_ID",
+		101: "ERROR_CODE_DUPLICATE_BROKER_REGISTRATION",
 		103: "ERROR_CODE_INCONSISTENT_TOPIC_ID",
 		107: "ERROR_CODE_INELIGIBLE_REPLICA",
 	}
@@ -153,6 +158,7 @@ var (
 		"ERROR_CODE_NO_REASSIGNMENT_IN_PROGRESS":      85,
 		"ERROR_CODE_INVALID_UPDATE_VERSION":           96,
 		"ERROR_CODE_UNKNOWN_TOPIC_ID":                 100,
+		"ERROR_CODE_DUPLICATE_BROKER_REGISTRATION":    101,
 		"ERROR_CODE_INCONSISTENT_TOPIC_ID":            103,
 		"ERROR_CODE_INELIGIBLE_REPLICA":               107,
 	}
@@ -853,8 +859,7 @@ const file_replicad_v1_common_proto_rawDesc = "" +
 	"\toperation\x18\x02 \x01(\x0e2\x19.replicad.v1.AclOperationR\toperation\x12A\n" +
 	"\rresource_type\x18\x03 \x01(\x0e2\x1c.replicad.v1.AclResourceTypeR\fresourceType\x12>\n" +
 	"\fpattern_type\x18\x04 \x01(\x0e2\x1b.replicad.v1.AclPatternTypeR\vpatternType\x12#\n" +
-	"\rresource_name\x18\x05 \x01(\tR\fresourceName*\xd8\n" +
-	"\n" +
+	"\rresource_name\x18\x05 \x01(\tR\fresourceName*\x86\v\n" +
 	"\tErrorCode\x12\x13\n" +
 	"\x0fERROR_CODE_NONE\x10\x00\x12,\n" +
 	"\x1fERROR_CODE_UNKNOWN_SERVER_ERROR\x10\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01\x12\"\n" +
@@ -890,7 +895,8 @@ const file_replicad_v1_common_proto_rawDesc = "" +
 	"\x1eERROR_CODE_ELECTION_NOT_NEEDED\x10T\x12*\n" +
 	"&ERROR_CODE_NO_REASSIGNMENT_IN_PROGRESS\x10U\x12%\n" +
 	"!ERROR_CODE_INVALID_UPDATE_VERSION\x10`\x12\x1f\n" +
-	"\x1bERROR_CODE_UNKNOWN_TOPIC_ID\x10d\x12$\n" +
+	"\x1bERROR_CODE_UNKNOWN_TOPIC_ID\x10d\x12,\n" +
+	"(ERROR_CODE_DUPLICATE_BROKER_REGISTRATION\x10e\x12$\n" +
 	" ERROR_CODE_INCONSISTENT_TOPIC_ID\x10g\x12!\n" +
 	"\x1dERROR_CODE_INELIGIBLE_REPLICA\x10k*y\n" +
 	"\vReplicaRole\x12\x1c\n" +

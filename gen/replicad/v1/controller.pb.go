@@ -143,6 +143,11 @@ type RegisterBrokerRequest struct {
 	// The broker's --min-insync-replicas: the controller keeps replicas that
 	// leave an ISR smaller than that as eligible leaders (ELR).
 	MinInsyncReplicas int32 `protobuf:"varint,7,opt,name=min_insync_replicas,json=minInsyncReplicas,proto3" json:"min_insync_replicas,omitempty"`
+	// Every replica of this broker that is offline now (its log dir failed,
+	// or its log could not be opened), as a heartbeat carries them: a broker
+	// registering again in the same process after a log dir failed must not
+	// be taken as holding those replicas until its next heartbeat.
+	OfflinePartitions []*PartitionRef `protobuf:"bytes,8,rep,name=offline_partitions,json=offlinePartitions,proto3" json:"offline_partitions,omitempty"`
 	unknownFields     protoimpl.UnknownFields
 	sizeCache         protoimpl.SizeCache
 }
@@ -224,6 +229,13 @@ func (x *RegisterBrokerRequest) GetMinInsyncReplicas() int32 {
 		return x.MinInsyncReplicas
 	}
 	return 0
+}
+
+func (x *RegisterBrokerRequest) GetOfflinePartitions() []*PartitionRef {
+	if x != nil {
+		return x.OfflinePartitions
+	}
+	return nil
 }
 
 type RegisterBrokerResponse struct {
@@ -2998,7 +3010,7 @@ var File_replicad_v1_controller_proto protoreflect.FileDescriptor
 
 const file_replicad_v1_controller_proto_rawDesc = "" +
 	"\n" +
-	"\x1creplicad/v1/controller.proto\x12\vreplicad.v1\x1a\x18replicad/v1/common.proto\"\x82\x02\n" +
+	"\x1creplicad/v1/controller.proto\x12\vreplicad.v1\x1a\x18replicad/v1/common.proto\"\xcc\x02\n" +
 	"\x15RegisterBrokerRequest\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12\x12\n" +
 	"\x04host\x18\x02 \x01(\tR\x04host\x12\x12\n" +
@@ -3006,7 +3018,8 @@ const file_replicad_v1_controller_proto_rawDesc = "" +
 	"\x0eincarnation_id\x18\x04 \x01(\tR\rincarnationId\x12\x19\n" +
 	"\blog_dirs\x18\x05 \x03(\tR\alogDirs\x122\n" +
 	"\x15previous_broker_epoch\x18\x06 \x01(\x03R\x13previousBrokerEpoch\x12.\n" +
-	"\x13min_insync_replicas\x18\a \x01(\x05R\x11minInsyncReplicas\"\xf0\x01\n" +
+	"\x13min_insync_replicas\x18\a \x01(\x05R\x11minInsyncReplicas\x12H\n" +
+	"\x12offline_partitions\x18\b \x03(\v2\x19.replicad.v1.PartitionRefR\x11offlinePartitions\"\xf0\x01\n" +
 	"\x16RegisterBrokerResponse\x125\n" +
 	"\n" +
 	"error_code\x18\x01 \x01(\x0e2\x16.replicad.v1.ErrorCodeR\terrorCode\x12!\n" +
@@ -3335,91 +3348,92 @@ var file_replicad_v1_controller_proto_goTypes = []any{
 	(AclPatternType)(0),                      // 54: replicad.v1.AclPatternType
 }
 var file_replicad_v1_controller_proto_depIdxs = []int32{
-	49, // 0: replicad.v1.RegisterBrokerResponse.error_code:type_name -> replicad.v1.ErrorCode
-	5,  // 1: replicad.v1.BrokerHeartbeatRequest.offline_partitions:type_name -> replicad.v1.PartitionRef
-	49, // 2: replicad.v1.BrokerHeartbeatResponse.error_code:type_name -> replicad.v1.ErrorCode
-	7,  // 3: replicad.v1.AlterPartitionItem.new_isr:type_name -> replicad.v1.BrokerEpoch
-	8,  // 4: replicad.v1.AlterPartitionRequest.partitions:type_name -> replicad.v1.AlterPartitionItem
-	49, // 5: replicad.v1.AlterPartitionResult.error_code:type_name -> replicad.v1.ErrorCode
-	49, // 6: replicad.v1.AlterPartitionResponse.error_code:type_name -> replicad.v1.ErrorCode
-	10, // 7: replicad.v1.AlterPartitionResponse.partitions:type_name -> replicad.v1.AlterPartitionResult
-	46, // 8: replicad.v1.CreateTopicRequest.configs:type_name -> replicad.v1.CreateTopicRequest.ConfigsEntry
-	49, // 9: replicad.v1.CreateTopicResponse.error_code:type_name -> replicad.v1.ErrorCode
-	33, // 10: replicad.v1.CreateTopicResponse.partitions:type_name -> replicad.v1.ClusterPartition
-	47, // 11: replicad.v1.AlterTopicConfigRequest.set:type_name -> replicad.v1.AlterTopicConfigRequest.SetEntry
-	49, // 12: replicad.v1.AlterTopicConfigResponse.error_code:type_name -> replicad.v1.ErrorCode
-	48, // 13: replicad.v1.AlterTopicConfigResponse.configs:type_name -> replicad.v1.AlterTopicConfigResponse.ConfigsEntry
-	0,  // 14: replicad.v1.ConfigEntry.source:type_name -> replicad.v1.ConfigSource
-	49, // 15: replicad.v1.DescribeTopicConfigResponse.error_code:type_name -> replicad.v1.ErrorCode
-	17, // 16: replicad.v1.DescribeTopicConfigResponse.entries:type_name -> replicad.v1.ConfigEntry
-	49, // 17: replicad.v1.DeleteTopicResponse.error_code:type_name -> replicad.v1.ErrorCode
-	49, // 18: replicad.v1.ElectLeaderResponse.error_code:type_name -> replicad.v1.ErrorCode
-	33, // 19: replicad.v1.ElectLeaderResponse.partition:type_name -> replicad.v1.ClusterPartition
-	1,  // 20: replicad.v1.ElectLeadersRequest.election_type:type_name -> replicad.v1.ElectionType
-	24, // 21: replicad.v1.ElectLeadersRequest.topics:type_name -> replicad.v1.ElectLeadersTopic
-	49, // 22: replicad.v1.ElectLeadersResponse.error_code:type_name -> replicad.v1.ErrorCode
-	26, // 23: replicad.v1.ElectLeadersResponse.results:type_name -> replicad.v1.ElectLeadersResult
-	49, // 24: replicad.v1.ElectLeadersResult.error_code:type_name -> replicad.v1.ErrorCode
-	33, // 25: replicad.v1.ElectLeadersResult.state:type_name -> replicad.v1.ClusterPartition
-	49, // 26: replicad.v1.ReassignPartitionResponse.error_code:type_name -> replicad.v1.ErrorCode
-	33, // 27: replicad.v1.ReassignPartitionResponse.partition:type_name -> replicad.v1.ClusterPartition
-	49, // 28: replicad.v1.AlterReplicationThrottleResponse.error_code:type_name -> replicad.v1.ErrorCode
-	35, // 29: replicad.v1.DeletedTopic.pending:type_name -> replicad.v1.PendingReplicas
-	32, // 30: replicad.v1.DescribeClusterResponse.brokers:type_name -> replicad.v1.BrokerDescription
-	33, // 31: replicad.v1.DescribeClusterResponse.partitions:type_name -> replicad.v1.ClusterPartition
-	49, // 32: replicad.v1.DescribeClusterResponse.error_code:type_name -> replicad.v1.ErrorCode
-	34, // 33: replicad.v1.DescribeClusterResponse.pending_deletions:type_name -> replicad.v1.DeletedTopic
-	49, // 34: replicad.v1.ControlledShutdownResponse.error_code:type_name -> replicad.v1.ErrorCode
-	50, // 35: replicad.v1.ControlledShutdownResponse.remaining_partitions:type_name -> replicad.v1.PartitionError
-	51, // 36: replicad.v1.CreateAclsRequest.acls:type_name -> replicad.v1.Acl
-	49, // 37: replicad.v1.CreateAclsResponse.error_code:type_name -> replicad.v1.ErrorCode
-	51, // 38: replicad.v1.CreateAclsResponse.created:type_name -> replicad.v1.Acl
-	52, // 39: replicad.v1.AclFilter.operation:type_name -> replicad.v1.AclOperation
-	53, // 40: replicad.v1.AclFilter.resource_type:type_name -> replicad.v1.AclResourceType
-	54, // 41: replicad.v1.AclFilter.pattern_type:type_name -> replicad.v1.AclPatternType
-	41, // 42: replicad.v1.DeleteAclsRequest.filters:type_name -> replicad.v1.AclFilter
-	49, // 43: replicad.v1.DeleteAclsResponse.error_code:type_name -> replicad.v1.ErrorCode
-	51, // 44: replicad.v1.DeleteAclsResponse.deleted:type_name -> replicad.v1.Acl
-	41, // 45: replicad.v1.DescribeAclsRequest.filter:type_name -> replicad.v1.AclFilter
-	49, // 46: replicad.v1.DescribeAclsResponse.error_code:type_name -> replicad.v1.ErrorCode
-	51, // 47: replicad.v1.DescribeAclsResponse.acls:type_name -> replicad.v1.Acl
-	2,  // 48: replicad.v1.ControllerService.RegisterBroker:input_type -> replicad.v1.RegisterBrokerRequest
-	4,  // 49: replicad.v1.ControllerService.BrokerHeartbeat:input_type -> replicad.v1.BrokerHeartbeatRequest
-	9,  // 50: replicad.v1.ControllerService.AlterPartition:input_type -> replicad.v1.AlterPartitionRequest
-	12, // 51: replicad.v1.ControllerService.CreateTopic:input_type -> replicad.v1.CreateTopicRequest
-	19, // 52: replicad.v1.ControllerService.DeleteTopic:input_type -> replicad.v1.DeleteTopicRequest
-	14, // 53: replicad.v1.ControllerService.AlterTopicConfig:input_type -> replicad.v1.AlterTopicConfigRequest
-	16, // 54: replicad.v1.ControllerService.DescribeTopicConfig:input_type -> replicad.v1.DescribeTopicConfigRequest
-	21, // 55: replicad.v1.ControllerService.ElectLeader:input_type -> replicad.v1.ElectLeaderRequest
-	23, // 56: replicad.v1.ControllerService.ElectLeaders:input_type -> replicad.v1.ElectLeadersRequest
-	27, // 57: replicad.v1.ControllerService.ReassignPartition:input_type -> replicad.v1.ReassignPartitionRequest
-	29, // 58: replicad.v1.ControllerService.AlterReplicationThrottle:input_type -> replicad.v1.AlterReplicationThrottleRequest
-	31, // 59: replicad.v1.ControllerService.DescribeCluster:input_type -> replicad.v1.DescribeClusterRequest
-	37, // 60: replicad.v1.ControllerService.ControlledShutdown:input_type -> replicad.v1.ControlledShutdownRequest
-	39, // 61: replicad.v1.ControllerService.CreateAcls:input_type -> replicad.v1.CreateAclsRequest
-	42, // 62: replicad.v1.ControllerService.DeleteAcls:input_type -> replicad.v1.DeleteAclsRequest
-	44, // 63: replicad.v1.ControllerService.DescribeAcls:input_type -> replicad.v1.DescribeAclsRequest
-	3,  // 64: replicad.v1.ControllerService.RegisterBroker:output_type -> replicad.v1.RegisterBrokerResponse
-	6,  // 65: replicad.v1.ControllerService.BrokerHeartbeat:output_type -> replicad.v1.BrokerHeartbeatResponse
-	11, // 66: replicad.v1.ControllerService.AlterPartition:output_type -> replicad.v1.AlterPartitionResponse
-	13, // 67: replicad.v1.ControllerService.CreateTopic:output_type -> replicad.v1.CreateTopicResponse
-	20, // 68: replicad.v1.ControllerService.DeleteTopic:output_type -> replicad.v1.DeleteTopicResponse
-	15, // 69: replicad.v1.ControllerService.AlterTopicConfig:output_type -> replicad.v1.AlterTopicConfigResponse
-	18, // 70: replicad.v1.ControllerService.DescribeTopicConfig:output_type -> replicad.v1.DescribeTopicConfigResponse
-	22, // 71: replicad.v1.ControllerService.ElectLeader:output_type -> replicad.v1.ElectLeaderResponse
-	25, // 72: replicad.v1.ControllerService.ElectLeaders:output_type -> replicad.v1.ElectLeadersResponse
-	28, // 73: replicad.v1.ControllerService.ReassignPartition:output_type -> replicad.v1.ReassignPartitionResponse
-	30, // 74: replicad.v1.ControllerService.AlterReplicationThrottle:output_type -> replicad.v1.AlterReplicationThrottleResponse
-	36, // 75: replicad.v1.ControllerService.DescribeCluster:output_type -> replicad.v1.DescribeClusterResponse
-	38, // 76: replicad.v1.ControllerService.ControlledShutdown:output_type -> replicad.v1.ControlledShutdownResponse
-	40, // 77: replicad.v1.ControllerService.CreateAcls:output_type -> replicad.v1.CreateAclsResponse
-	43, // 78: replicad.v1.ControllerService.DeleteAcls:output_type -> replicad.v1.DeleteAclsResponse
-	45, // 79: replicad.v1.ControllerService.DescribeAcls:output_type -> replicad.v1.DescribeAclsResponse
-	64, // [64:80] is the sub-list for method output_type
-	48, // [48:64] is the sub-list for method input_type
-	48, // [48:48] is the sub-list for extension type_name
-	48, // [48:48] is the sub-list for extension extendee
-	0,  // [0:48] is the sub-list for field type_name
+	5,  // 0: replicad.v1.RegisterBrokerRequest.offline_partitions:type_name -> replicad.v1.PartitionRef
+	49, // 1: replicad.v1.RegisterBrokerResponse.error_code:type_name -> replicad.v1.ErrorCode
+	5,  // 2: replicad.v1.BrokerHeartbeatRequest.offline_partitions:type_name -> replicad.v1.PartitionRef
+	49, // 3: replicad.v1.BrokerHeartbeatResponse.error_code:type_name -> replicad.v1.ErrorCode
+	7,  // 4: replicad.v1.AlterPartitionItem.new_isr:type_name -> replicad.v1.BrokerEpoch
+	8,  // 5: replicad.v1.AlterPartitionRequest.partitions:type_name -> replicad.v1.AlterPartitionItem
+	49, // 6: replicad.v1.AlterPartitionResult.error_code:type_name -> replicad.v1.ErrorCode
+	49, // 7: replicad.v1.AlterPartitionResponse.error_code:type_name -> replicad.v1.ErrorCode
+	10, // 8: replicad.v1.AlterPartitionResponse.partitions:type_name -> replicad.v1.AlterPartitionResult
+	46, // 9: replicad.v1.CreateTopicRequest.configs:type_name -> replicad.v1.CreateTopicRequest.ConfigsEntry
+	49, // 10: replicad.v1.CreateTopicResponse.error_code:type_name -> replicad.v1.ErrorCode
+	33, // 11: replicad.v1.CreateTopicResponse.partitions:type_name -> replicad.v1.ClusterPartition
+	47, // 12: replicad.v1.AlterTopicConfigRequest.set:type_name -> replicad.v1.AlterTopicConfigRequest.SetEntry
+	49, // 13: replicad.v1.AlterTopicConfigResponse.error_code:type_name -> replicad.v1.ErrorCode
+	48, // 14: replicad.v1.AlterTopicConfigResponse.configs:type_name -> replicad.v1.AlterTopicConfigResponse.ConfigsEntry
+	0,  // 15: replicad.v1.ConfigEntry.source:type_name -> replicad.v1.ConfigSource
+	49, // 16: replicad.v1.DescribeTopicConfigResponse.error_code:type_name -> replicad.v1.ErrorCode
+	17, // 17: replicad.v1.DescribeTopicConfigResponse.entries:type_name -> replicad.v1.ConfigEntry
+	49, // 18: replicad.v1.DeleteTopicResponse.error_code:type_name -> replicad.v1.ErrorCode
+	49, // 19: replicad.v1.ElectLeaderResponse.error_code:type_name -> replicad.v1.ErrorCode
+	33, // 20: replicad.v1.ElectLeaderResponse.partition:type_name -> replicad.v1.ClusterPartition
+	1,  // 21: replicad.v1.ElectLeadersRequest.election_type:type_name -> replicad.v1.ElectionType
+	24, // 22: replicad.v1.ElectLeadersRequest.topics:type_name -> replicad.v1.ElectLeadersTopic
+	49, // 23: replicad.v1.ElectLeadersResponse.error_code:type_name -> replicad.v1.ErrorCode
+	26, // 24: replicad.v1.ElectLeadersResponse.results:type_name -> replicad.v1.ElectLeadersResult
+	49, // 25: replicad.v1.ElectLeadersResult.error_code:type_name -> replicad.v1.ErrorCode
+	33, // 26: replicad.v1.ElectLeadersResult.state:type_name -> replicad.v1.ClusterPartition
+	49, // 27: replicad.v1.ReassignPartitionResponse.error_code:type_name -> replicad.v1.ErrorCode
+	33, // 28: replicad.v1.ReassignPartitionResponse.partition:type_name -> replicad.v1.ClusterPartition
+	49, // 29: replicad.v1.AlterReplicationThrottleResponse.error_code:type_name -> replicad.v1.ErrorCode
+	35, // 30: replicad.v1.DeletedTopic.pending:type_name -> replicad.v1.PendingReplicas
+	32, // 31: replicad.v1.DescribeClusterResponse.brokers:type_name -> replicad.v1.BrokerDescription
+	33, // 32: replicad.v1.DescribeClusterResponse.partitions:type_name -> replicad.v1.ClusterPartition
+	49, // 33: replicad.v1.DescribeClusterResponse.error_code:type_name -> replicad.v1.ErrorCode
+	34, // 34: replicad.v1.DescribeClusterResponse.pending_deletions:type_name -> replicad.v1.DeletedTopic
+	49, // 35: replicad.v1.ControlledShutdownResponse.error_code:type_name -> replicad.v1.ErrorCode
+	50, // 36: replicad.v1.ControlledShutdownResponse.remaining_partitions:type_name -> replicad.v1.PartitionError
+	51, // 37: replicad.v1.CreateAclsRequest.acls:type_name -> replicad.v1.Acl
+	49, // 38: replicad.v1.CreateAclsResponse.error_code:type_name -> replicad.v1.ErrorCode
+	51, // 39: replicad.v1.CreateAclsResponse.created:type_name -> replicad.v1.Acl
+	52, // 40: replicad.v1.AclFilter.operation:type_name -> replicad.v1.AclOperation
+	53, // 41: replicad.v1.AclFilter.resource_type:type_name -> replicad.v1.AclResourceType
+	54, // 42: replicad.v1.AclFilter.pattern_type:type_name -> replicad.v1.AclPatternType
+	41, // 43: replicad.v1.DeleteAclsRequest.filters:type_name -> replicad.v1.AclFilter
+	49, // 44: replicad.v1.DeleteAclsResponse.error_code:type_name -> replicad.v1.ErrorCode
+	51, // 45: replicad.v1.DeleteAclsResponse.deleted:type_name -> replicad.v1.Acl
+	41, // 46: replicad.v1.DescribeAclsRequest.filter:type_name -> replicad.v1.AclFilter
+	49, // 47: replicad.v1.DescribeAclsResponse.error_code:type_name -> replicad.v1.ErrorCode
+	51, // 48: replicad.v1.DescribeAclsResponse.acls:type_name -> replicad.v1.Acl
+	2,  // 49: replicad.v1.ControllerService.RegisterBroker:input_type -> replicad.v1.RegisterBrokerRequest
+	4,  // 50: replicad.v1.ControllerService.BrokerHeartbeat:input_type -> replicad.v1.BrokerHeartbeatRequest
+	9,  // 51: replicad.v1.ControllerService.AlterPartition:input_type -> replicad.v1.AlterPartitionRequest
+	12, // 52: replicad.v1.ControllerService.CreateTopic:input_type -> replicad.v1.CreateTopicRequest
+	19, // 53: replicad.v1.ControllerService.DeleteTopic:input_type -> replicad.v1.DeleteTopicRequest
+	14, // 54: replicad.v1.ControllerService.AlterTopicConfig:input_type -> replicad.v1.AlterTopicConfigRequest
+	16, // 55: replicad.v1.ControllerService.DescribeTopicConfig:input_type -> replicad.v1.DescribeTopicConfigRequest
+	21, // 56: replicad.v1.ControllerService.ElectLeader:input_type -> replicad.v1.ElectLeaderRequest
+	23, // 57: replicad.v1.ControllerService.ElectLeaders:input_type -> replicad.v1.ElectLeadersRequest
+	27, // 58: replicad.v1.ControllerService.ReassignPartition:input_type -> replicad.v1.ReassignPartitionRequest
+	29, // 59: replicad.v1.ControllerService.AlterReplicationThrottle:input_type -> replicad.v1.AlterReplicationThrottleRequest
+	31, // 60: replicad.v1.ControllerService.DescribeCluster:input_type -> replicad.v1.DescribeClusterRequest
+	37, // 61: replicad.v1.ControllerService.ControlledShutdown:input_type -> replicad.v1.ControlledShutdownRequest
+	39, // 62: replicad.v1.ControllerService.CreateAcls:input_type -> replicad.v1.CreateAclsRequest
+	42, // 63: replicad.v1.ControllerService.DeleteAcls:input_type -> replicad.v1.DeleteAclsRequest
+	44, // 64: replicad.v1.ControllerService.DescribeAcls:input_type -> replicad.v1.DescribeAclsRequest
+	3,  // 65: replicad.v1.ControllerService.RegisterBroker:output_type -> replicad.v1.RegisterBrokerResponse
+	6,  // 66: replicad.v1.ControllerService.BrokerHeartbeat:output_type -> replicad.v1.BrokerHeartbeatResponse
+	11, // 67: replicad.v1.ControllerService.AlterPartition:output_type -> replicad.v1.AlterPartitionResponse
+	13, // 68: replicad.v1.ControllerService.CreateTopic:output_type -> replicad.v1.CreateTopicResponse
+	20, // 69: replicad.v1.ControllerService.DeleteTopic:output_type -> replicad.v1.DeleteTopicResponse
+	15, // 70: replicad.v1.ControllerService.AlterTopicConfig:output_type -> replicad.v1.AlterTopicConfigResponse
+	18, // 71: replicad.v1.ControllerService.DescribeTopicConfig:output_type -> replicad.v1.DescribeTopicConfigResponse
+	22, // 72: replicad.v1.ControllerService.ElectLeader:output_type -> replicad.v1.ElectLeaderResponse
+	25, // 73: replicad.v1.ControllerService.ElectLeaders:output_type -> replicad.v1.ElectLeadersResponse
+	28, // 74: replicad.v1.ControllerService.ReassignPartition:output_type -> replicad.v1.ReassignPartitionResponse
+	30, // 75: replicad.v1.ControllerService.AlterReplicationThrottle:output_type -> replicad.v1.AlterReplicationThrottleResponse
+	36, // 76: replicad.v1.ControllerService.DescribeCluster:output_type -> replicad.v1.DescribeClusterResponse
+	38, // 77: replicad.v1.ControllerService.ControlledShutdown:output_type -> replicad.v1.ControlledShutdownResponse
+	40, // 78: replicad.v1.ControllerService.CreateAcls:output_type -> replicad.v1.CreateAclsResponse
+	43, // 79: replicad.v1.ControllerService.DeleteAcls:output_type -> replicad.v1.DeleteAclsResponse
+	45, // 80: replicad.v1.ControllerService.DescribeAcls:output_type -> replicad.v1.DescribeAclsResponse
+	65, // [65:81] is the sub-list for method output_type
+	49, // [49:65] is the sub-list for method input_type
+	49, // [49:49] is the sub-list for extension type_name
+	49, // [49:49] is the sub-list for extension extendee
+	0,  // [0:49] is the sub-list for field type_name
 }
 
 func init() { file_replicad_v1_controller_proto_init() }
