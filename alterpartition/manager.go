@@ -36,7 +36,10 @@ const (
 	DefaultRequestTimeout = 10 * time.Second
 	// DefaultMinBackoff is Kafka's retry delay after a failed AlterPartition.
 	DefaultMinBackoff = 50 * time.Millisecond
-	DefaultMaxBackoff = 2 * time.Second
+	// DefaultMaxBackoff is Kafka's retry.backoff.max.ms: a leader cut from
+	// its controller commits its ISR changes within about a second of the
+	// heal (its channel reconnects as soon, grpcx.ConnectParams).
+	DefaultMaxBackoff = time.Second
 )
 
 // ErrNoController is returned by New without a controller address.
@@ -110,6 +113,8 @@ func (c *Config) setDefaults() {
 // grpcDial is the default Config.Dial.
 func grpcDial(addr string, extra ...grpc.DialOption) (replicadv1.ControllerServiceClient, io.Closer, error) {
 	opts := append(grpcx.DialOptions(),
+		// A controller back after a cut is reconnected to within a second.
+		grpcx.ConnectParams(),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithStatsHandler(otelgrpc.NewClientHandler(grpcx.OtelOptions(false)...)),
 	)

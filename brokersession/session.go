@@ -180,12 +180,16 @@ func (c *Config) setDefaults() {
 }
 
 // grpcDialer is the default Config.Dial. The channel reconnects with the
-// session's own backoff bounds rather than gRPC's (up to two minutes), so a
-// broker waiting for its controller notices it soon after it comes up.
+// session's own backoff bounds rather than gRPC's (up to two minutes), and
+// at most grpcx.ReconnectMaxDelay apart whatever the session's retry bound
+// (its heartbeats come every interval anyway), so a broker cut from its
+// controller, or waiting for it, notices it within about a second of the
+// heal.
 func grpcDialer(base, maxDelay, connectTimeout time.Duration, extra []grpc.DialOption) func(addr string) (replicadv1.ControllerServiceClient, io.Closer, error) {
 	return func(addr string) (replicadv1.ControllerServiceClient, io.Closer, error) {
 		bc := backoff.DefaultConfig
-		bc.BaseDelay, bc.MaxDelay = base, maxDelay
+		bc.MaxDelay = min(maxDelay, grpcx.ReconnectMaxDelay)
+		bc.BaseDelay = min(base, bc.MaxDelay)
 		opts := append(grpcx.DialOptions(),
 			grpc.WithTransportCredentials(insecure.NewCredentials()),
 			grpc.WithStatsHandler(otelgrpc.NewClientHandler(grpcx.OtelOptions(false)...)),

@@ -53,7 +53,7 @@ func waitLAI(t *testing.T, h *harness, id int32, p store.Partition) *replicadv1.
 				if s.GetTopic() == p.Topic && s.GetPartition() == p.Partition && s.GetLeader() == p.Leader &&
 					s.GetLeaderEpoch() == p.LeaderEpoch && s.GetPartitionEpoch() == p.PartitionEpoch &&
 					slices.Equal(s.GetIsr(), p.ISR) && slices.Equal(s.GetReplicas(), p.Replicas) &&
-					s.GetControllerEpoch() == epoch && r.GetControllerEpoch() == epoch {
+					slices.Equal(s.GetAddingReplicas(), p.AddingReplicas) && s.GetControllerEpoch() == epoch && r.GetControllerEpoch() == epoch {
 					req = r
 					return true
 				}

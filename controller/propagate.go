@@ -80,6 +80,7 @@ func (c *Controller) stateProto(p store.Partition, isNew bool) *replicadv1.Parti
 		Isr:             slices.Clone(p.ISR),
 		PartitionEpoch:  p.PartitionEpoch,
 		Replicas:        slices.Clone(p.Replicas),
+		AddingReplicas:  slices.Clone(p.AddingReplicas),
 		IsNew:           isNew,
 		TopicId:         p.TopicID,
 		// Shared, not cloned: the controller replaces a topic's map at

@@ -31,6 +31,12 @@ func TestCancelReassignment(t *testing.T) {
 		t.Fatalf("reassign: %v %v", resp, err)
 	}
 	moving := h.part("t", 0)
+	if !slices.Equal(moving.AddingReplicas, []int32{4}) {
+		t.Fatalf("moving: %+v, want 4 being added", moving)
+	}
+	// The leader learns which replicas are being added: the only ones its
+	// replication throttle holds back.
+	waitLAI(t, h, 1, moving)
 	resp := cancelReassign(t, h, "t", 0)
 	if resp.GetErrorCode() != codeNone {
 		t.Fatalf("cancel: %v", resp)

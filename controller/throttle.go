@@ -8,9 +8,11 @@ import (
 )
 
 // The replication throttle (Kafka's leader.replication.throttled.rate with
-// every replica throttled, "*"): a leader sends followers outside the ISR at
-// most this many bytes/s, so a reassignment's added replicas catch up without
-// slowing the ISR. The controller keeps one rate for the cluster in the store
+// the moving replicas throttled, as kafka-reassign-partitions lists them): a
+// leader sends the replicas a reassignment is adding (the partition state's
+// AddingReplicas), while they are outside the ISR, at most this many
+// bytes/s, so they catch up without slowing the ISR; other followers outside
+// the ISR (one back from a restart) are not held back. The controller keeps one rate for the cluster in the store
 // (so a failover keeps it) and stamps it on every UpdateMetadata
 // (brokerqueue.Config.Throttle), as it does the ACLs; `reassign --execute
 // --throttle` sets it and `reassign --verify` removes it once every move is

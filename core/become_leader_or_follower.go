@@ -43,7 +43,7 @@ func (rm *ReplicaManager) BecomeLeaderOrFollower(ctx context.Context, req Leader
 	slog.Info().Int("partitions", len(req.PartitionStates)).Int64("broker_epoch", req.BrokerEpoch).Msg("Handling LeaderAndIsr request")
 	for _, st := range req.PartitionStates {
 		// A disabled level makes Trace() nil, and every call on it a no-op.
-		stateFields(slog.Trace(), st).Ints32("replicas", st.Replicas).Bool("is_new", st.IsNew).
+		stateFields(slog.Trace(), st).Ints32("replicas", st.Replicas).Ints32("adding_replicas", st.AddingReplicas).Bool("is_new", st.IsNew).
 			Int32("state_controller_epoch", st.ControllerEpoch).Msg("Received LeaderAndIsr request")
 	}
 

@@ -118,11 +118,19 @@ func (p *Partition) deleteRecordsOnLeader(offset int64) (int64, ErrorCode) {
 	if offset < 0 || offset > hw {
 		return 0, ErrOffsetOutOfRange
 	}
-	if _, err := p.log.IncrementLogStartOffset(offset); err != nil {
+	raised, err := p.log.IncrementLogStartOffset(offset)
+	if err != nil {
 		if errors.Is(err, log.ErrOffsetOutOfRange) {
 			return 0, ErrOffsetOutOfRange
 		}
 		return 0, storageErrorCode(err)
+	}
+	if raised {
+		// Followers waiting in a fetch are answered now (FetchMessages
+		// answers a moved log start), not at their max wait: they delete
+		// what the leader deleted, and DeleteRecords's low watermark
+		// moves, at once.
+		p.changed.notify()
 	}
 	return max(offset, p.log.LogStartOffset()), ErrNone
 }

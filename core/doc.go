@@ -14,8 +14,9 @@
 // On a leader, FetchMessages (fetch.go) answers followers: leader epoch
 // fencing, KIP-279 diverging epochs, out-of-range bounds, raw batches up to
 // the LEO, and updateFollowerFetchState, which may expand the ISR and move the
-// HW; followers outside the ISR read within the replication throttle the
-// controller sets (throttle.go), ISR members never wait on it. The ISR shrink check (isr.go) runs every replica-lag-time-max / 2. ISR
+// HW; replicas a reassignment is adding read within the replication throttle
+// the controller sets until they join the ISR (throttle.go); no other
+// follower waits on it. The ISR shrink check (isr.go) runs every replica-lag-time-max / 2. ISR
 // changes go through an IsrChanger (StandaloneIsrChanger without a
 // controller), one in flight per partition.
 //

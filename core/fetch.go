@@ -20,8 +20,9 @@ const DefaultFetchMaxBytes = 10 << 20
 // progress, which may expand the ISR and move the HW.
 //
 // When the response holds fewer than MinBytes it waits up to MaxWait (Kafka's
-// DelayedFetch), woken by an append or an HW change on any requested
-// partition, so a caught-up follower gets new data at once. The follower's own
+// DelayedFetch), woken by an append, an HW change or a log start rise on any
+// requested partition, so a caught-up follower gets new data, and learns of
+// deleted records, at once. The follower's own
 // progress is recorded before the wait: an acks=-1 produce waiting on that
 // follower completes without waiting for the fetch to answer.
 //
@@ -71,7 +72,7 @@ func (rm *ReplicaManager) FetchMessages(ctx context.Context, req FetchRequest) F
 		// The follower's state was recorded by the first read: reading again
 		// only refreshes what it gets (Kafka's DelayedFetch.onComplete).
 		resp, n, cut, throttled := rm.readFromLocalLogs(req, maxBytes, false /* updateFetchState */)
-		if timedOut || n >= req.MinBytes || cut || needsAnswerNow(resp) || highWatermarkMoved(first, resp) {
+		if timedOut || n >= req.MinBytes || cut || needsAnswerNow(resp) || highWatermarkMoved(first, resp) || logStartMoved(first, resp) {
 			// first is not sent: the throttle gets its bytes back.
 			rm.throttle.giveBack(firstThrottled)
 			return resp
@@ -107,6 +108,18 @@ func needsAnswerNow(resp FetchResponse) bool {
 func highWatermarkMoved(before, after FetchResponse) bool {
 	for i := range before.Partitions {
 		if before.Partitions[i].HighWatermark != after.Partitions[i].HighWatermark {
+			return true
+		}
+	}
+	return false
+}
+
+// logStartMoved reports a partition whose log start rose between two reads
+// (retention or DeleteRecords): a waiting follower is answered then, so it
+// deletes what the leader deleted without waiting a whole max_wait.
+func logStartMoved(before, after FetchResponse) bool {
+	for i := range before.Partitions {
+		if before.Partitions[i].LogStartOffset != after.Partitions[i].LogStartOffset {
 			return true
 		}
 	}
@@ -193,9 +206,9 @@ func (rm *ReplicaManager) learnBrokerEpochs(brokers []Broker) {
 // follower's progress under the write lock. Nothing is recorded for a fetch
 // that failed or diverged: its offset says nothing true about the follower.
 //
-// throttle is the leader's replication throttle: a follower outside the ISR
-// reads at most what it allows, and throttled then says so (the caller
-// takes the bytes).
+// throttle is the leader's replication throttle: a replica being added that
+// is outside the ISR reads at most what it allows, and throttled then says so
+// (the caller takes the bytes).
 func (p *Partition) fetchRecords(replicaID int32, brokerEpoch int64, fp FetchPartition, maxBytes int, updateFetchState bool, throttle *tokenBucket) (res FetchPartitionResult, throttled bool, err error) {
 	res, leaderEpoch, throttled, err := p.readForFollower(replicaID, fp, maxBytes, throttle)
 	if res.Error != ErrNone || res.DivergingEpoch != nil || !updateFetchState {
@@ -248,10 +261,15 @@ func (p *Partition) readForFollower(replicaID int32, fp FetchPartition, maxBytes
 		return res, p.leaderEpoch, false, nil
 	}
 	throttled := false
-	if maxBytes > 0 && fp.FetchOffset < leo && throttle != nil && !slices.Contains(p.maximalIsrLocked(), replicaID) {
-		// A follower outside the ISR (one being added, or one that fell
-		// behind) reads within the throttle; an ISR member never waits on
-		// it. The maximal ISR: a follower whose expansion is pending has
+	if maxBytes > 0 && fp.FetchOffset < leo && throttle != nil &&
+		slices.Contains(p.adding, replicaID) && !slices.Contains(p.maximalIsrLocked(), replicaID) {
+		// A replica a reassignment is adding reads within the throttle
+		// until it joins the ISR (Kafka throttles the replicas listed in
+		// follower.replication.throttled.replicas, the moving ones). Any
+		// other follower outside the ISR, one back from a restart or that
+		// fell behind, catches up at full speed: throttled, it would keep
+		// the partition under-replicated for as long as the move lasts.
+		// The maximal ISR: a follower whose expansion is pending has
 		// caught up already.
 		var allowed int
 		if allowed, throttled = throttle.available(); throttled {

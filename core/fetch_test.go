@@ -277,6 +277,43 @@ func TestLongPollFetchWokenByAppend(t *testing.T) {
 	}
 }
 
+// A caught-up follower's long-polling fetch returns as soon as the leader's
+// log start rises (retention, DeleteRecords), with the new log start: the
+// follower deletes what the leader deleted at once, not a max wait later.
+func TestLongPollFetchWokenByLogStart(t *testing.T) {
+	h := newHarness(t, 1)
+	h.leaderAndIsr(1, state("orders", 0, 1, 1, []int32{1, 2}, []int32{1, 2}))
+	for range 3 {
+		h.produce(tp0, AcksLeader, "r")
+	}
+	if r := h.fetch(2, fetchAt(3, 1)); r.Error != ErrNone || r.HighWatermark != 3 {
+		t.Fatalf("caught-up fetch: %+v", r)
+	}
+	h.clock.Advance(time.Millisecond) // tells this fetch's record from the last one's
+	done := make(chan FetchResponse, 1)
+	go func() {
+		done <- h.rm.FetchMessages(context.Background(), FetchRequest{ReplicaID: 2, BrokerEpoch: -1, MinBytes: 1, MaxWait: time.Hour,
+			Partitions: []FetchPartition{fetchAt(3, 1)}})
+	}()
+	p := h.rm.getPartition(tp0).partition
+	waitFor(t, func() bool { // the fetch has read and been recorded, so it is waiting
+		p.mu.RLock()
+		defer p.mu.RUnlock()
+		return p.remoteReplicas[2].lastFetchTime.Equal(h.clock.Now())
+	})
+	if _, code := p.deleteRecordsOnLeader(2); code != ErrNone {
+		t.Fatal(code)
+	}
+	select {
+	case r := <-done:
+		if r.Partitions[0].Error != ErrNone || r.Partitions[0].LogStartOffset != 2 {
+			t.Fatalf("woken fetch: %+v, want log start 2", r.Partitions[0])
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the log start rise did not wake the fetch (the manual clock never reaches max wait)")
+	}
+}
+
 // A long-polling fetch with nothing to read returns when max wait passes.
 func TestLongPollFetchExpires(t *testing.T) {
 	h := newHarness(t, 1)

@@ -95,7 +95,10 @@ type Partition struct {
 	// when the controller has not named one. "" when unknown.
 	topicID    string
 	assignment []int32
-	isr        []int32 // sorted; empty on a follower; committed only
+	// adding are the replicas a reassignment in flight adds, the only ones
+	// the replication throttle holds back (throttle.go).
+	adding []int32
+	isr    []int32 // sorted; empty on a follower; committed only
 	// pendingIsr is the ISR change in flight (at most one), nil when none.
 	pendingIsr     *pendingIsrChange
 	remoteReplicas map[int32]*replicaState
@@ -163,10 +166,12 @@ func (p *Partition) Log() *log.Log {
 // isLeaderLocked reports whether this broker leads the partition.
 func (p *Partition) isLeaderLocked() bool { return p.leader == p.env.brokerID }
 
-// updateAssignmentAndIsrLocked stores the replica set and ISR and keeps one
-// remote replica state per other assigned broker.
-func (p *Partition) updateAssignmentAndIsrLocked(replicas, isr []int32) {
+// updateAssignmentAndIsrLocked stores the replica set (and those of it a
+// reassignment adds) and ISR, and keeps one remote replica state per other
+// assigned broker.
+func (p *Partition) updateAssignmentAndIsrLocked(replicas, adding, isr []int32) {
 	p.assignment = slices.Clone(replicas)
+	p.adding = slices.Clone(adding)
 	p.isr = sortedSet(isr)
 	// The controller's ISR replaces whatever this broker proposed: an answer
 	// to that proposal arriving later is ignored.
@@ -272,7 +277,7 @@ func (p *Partition) makeLeaderLocked(st PartitionState, syncMetadata bool) (isNe
 	}
 	// Record the epoch of the controller that made the decision.
 	p.controllerEpoch = st.ControllerEpoch
-	p.updateAssignmentAndIsrLocked(st.Replicas, st.ISR)
+	p.updateAssignmentAndIsrLocked(st.Replicas, st.AddingReplicas, st.ISR)
 	p.topicID = cmp.Or(st.TopicID, p.topicID)
 	if err := p.createLogIfNotExistsLocked(st.IsNew, syncMetadata); err != nil {
 		return false, err
@@ -354,7 +359,7 @@ func (p *Partition) makeFollowerLocked(st PartitionState, syncMetadata bool) (bo
 	oldLeaderEpoch := p.leaderEpoch
 	p.controllerEpoch = st.ControllerEpoch
 	// A follower keeps the assignment but no ISR: only the leader tracks it.
-	p.updateAssignmentAndIsrLocked(st.Replicas, nil)
+	p.updateAssignmentAndIsrLocked(st.Replicas, st.AddingReplicas, nil)
 	p.topicID = cmp.Or(st.TopicID, p.topicID)
 	if err := p.createLogIfNotExistsLocked(st.IsNew, syncMetadata); err != nil {
 		return false, err

@@ -7,12 +7,16 @@ import (
 )
 
 // The leader's replication throttle (Kafka's leader.replication.throttled.rate
-// with every replica throttled): over all the partitions this broker leads,
-// followers that are not in their partition's ISR get at most a rate of
-// bytes/s. Those are the replicas a reassignment adds (and any follower that
-// fell out of the ISR), so a move cannot take the disk and network from the
-// ISR, whose fetches are never held back: an acks=all produce waits on the
-// ISR only. The controller sends the rate with UpdateMetadata; 0 is none.
+// with the moving replicas throttled, as kafka-reassign-partitions sets
+// follower.replication.throttled.replicas): over all the partitions this
+// broker leads, the replicas a reassignment is adding (PartitionState's
+// AddingReplicas) get at most a rate of bytes/s while they are not in their
+// partition's ISR, so a move cannot take the disk and network from the ISR,
+// whose fetches are never held back: an acks=all produce waits on the ISR
+// only. Other followers outside the ISR (back from a restart, or fallen
+// behind) are not throttled: they catch up at full speed and the partition
+// is fully replicated again as soon as it can be. The controller sends the
+// rate with UpdateMetadata; 0 is none.
 //
 // As Kafka's ReplicaManager.shouldLeaderThrottle does, a throttled partition
 // of a fetch gets no records while the budget is spent; the follower's
@@ -134,10 +138,10 @@ func (b *tokenBucket) giveBack(n int) {
 type ThrottleStats struct {
 	// BytesPerSec is the rate in force (0: none).
 	BytesPerSec int64
-	// ThrottledBytes counts the bytes sent, as leader, to followers outside
-	// the ISR while a throttle was in force.
+	// ThrottledBytes counts the bytes sent, as leader, to replicas being
+	// added (outside the ISR) while a throttle was in force.
 	ThrottledBytes int64
-	// ThrottledReads counts the partition reads of such followers that the
+	// ThrottledReads counts the partition reads of such replicas that the
 	// throttle left without records.
 	ThrottledReads int64
 }

@@ -78,12 +78,14 @@ func TestTokenBucketOrdersThrottles(t *testing.T) {
 	}
 }
 
-// The leader holds back fetches of a follower outside the ISR to the rate,
-// and never a fetch of an ISR member, whatever the budget.
+// The leader holds back fetches of a replica being added, outside the ISR,
+// to the rate, and never a fetch of an ISR member, whatever the budget.
 func TestLeaderThrottlesOnlyFollowersOutsideTheIsr(t *testing.T) {
 	h := newHarness(t, 1)
 	// Replicas 1 (this leader), 2 in the ISR, 3 being added (not in it).
-	h.leaderAndIsr(1, state("orders", 0, 1, 1, []int32{1, 2, 3}, []int32{1, 2}))
+	st := state("orders", 0, 1, 1, []int32{1, 2, 3}, []int32{1, 2})
+	st.AddingReplicas = []int32{3}
+	h.leaderAndIsr(1, st)
 	value := strings.Repeat("x", 1000)
 	for range 20 {
 		h.produce(tp0, AcksLeader, value)
@@ -142,5 +144,48 @@ func TestLeaderThrottlesOnlyFollowersOutsideTheIsr(t *testing.T) {
 		Throttle: &ReplicationThrottle{BytesPerSec: 0, Version: 2}})
 	if r := h.fetch(3, fetchAt(offset, 1)); len(batchBases(t, r.Records)) != int(21-offset) {
 		t.Fatalf("after removal: %d batches from %d, want %d", len(batchBases(t, r.Records)), offset, 21-offset)
+	}
+}
+
+// Only the replicas a reassignment adds are throttled (Kafka's
+// follower.replication.throttled.replicas, the moving ones): a follower
+// outside the ISR that is not being added, one back from a restart, reads at
+// full speed while the throttle's budget is spent, and does not spend it. So
+// does a replica that was being added once its reassignment is over.
+func TestLeaderThrottlesOnlyReplicasBeingAdded(t *testing.T) {
+	h := newHarness(t, 1)
+	// Replicas 1 (this leader), 2 in the ISR, 3 back from a restart (out of
+	// the ISR), 4 being added.
+	st := state("orders", 0, 1, 1, []int32{1, 2, 3, 4}, []int32{1, 2})
+	st.AddingReplicas = []int32{4}
+	h.leaderAndIsr(1, st)
+	value := strings.Repeat("x", 1000)
+	for range 20 {
+		h.produce(tp0, AcksLeader, value)
+	}
+	if code := h.rm.UpdateMetadata(context.Background(), UpdateMetadataRequest{ControllerID: 100, ControllerEpoch: 1,
+		Throttle: &ReplicationThrottle{BytesPerSec: 2000, Version: 1}}); code != ErrNone {
+		t.Fatalf("UpdateMetadata: %v", code)
+	}
+	// A new rate starts with an empty bucket: the adding replica gets
+	// nothing...
+	if r := h.fetch(4, fetchAt(0, 1)); len(r.Records) != 0 || r.Error != ErrNone {
+		t.Fatalf("replica being added, no budget: %d bytes, %v; want none", len(r.Records), r.Error)
+	}
+	// ...while the restarted follower reads everything at once.
+	if r := h.fetch(3, fetchAt(0, 1)); r.Error != ErrNone || len(batchBases(t, r.Records)) != 20 {
+		t.Fatalf("follower outside the ISR, not being added: %d batches, %v; want all 20 (throttled?)",
+			len(batchBases(t, r.Records)), r.Error)
+	}
+	if s := h.rm.ReplicationThrottleStats(); s.ThrottledBytes != 0 {
+		t.Fatalf("stats %+v: the follower not being added was counted under the throttle", s)
+	}
+	// The reassignment completes: 4 stays a replica, no longer being added
+	// (the same leadership, a newer partition epoch), and reads at once too.
+	done := state("orders", 0, 1, 1, []int32{1, 2, 3, 4}, []int32{1, 2})
+	done.PartitionEpoch, done.IsNew = 1, false
+	h.leaderAndIsr(1, done)
+	if r := h.fetch(4, fetchAt(0, 1)); r.Error != ErrNone || len(batchBases(t, r.Records)) != 20 {
+		t.Fatalf("replica once added, after the reassignment: %d batches, %v; want all 20", len(batchBases(t, r.Records)), r.Error)
 	}
 }

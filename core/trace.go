@@ -101,6 +101,7 @@ func transitionAttrs(tr partitionTransition) []attribute.KeyValue {
 		attribute.Int("replicad.partition_epoch", int(st.PartitionEpoch)),
 		attribute.IntSlice("replicad.isr", ints(st.ISR)),
 		attribute.IntSlice("replicad.replicas", ints(st.Replicas)),
+		attribute.IntSlice("replicad.adding_replicas", ints(st.AddingReplicas)),
 		attribute.Bool("replicad.is_new_replica", st.IsNew),
 	)
 }

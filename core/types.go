@@ -36,7 +36,11 @@ type PartitionState struct {
 	ISR             []int32
 	PartitionEpoch  int32
 	Replicas        []int32
-	IsNew           bool
+	// AddingReplicas are the replicas a reassignment in flight adds (a
+	// subset of Replicas), the only ones the leader's replication throttle
+	// holds back (throttle.go).
+	AddingReplicas []int32
+	IsNew          bool
 	// TopicID is the topic's identity (KIP-516), "" when the sender did not
 	// say: a log of another topic ID is never reused for the partition.
 	TopicID string

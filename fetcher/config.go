@@ -30,9 +30,12 @@ type Config struct {
 	PartitionBackoff time.Duration // default 1s (replica.fetch.backoff.ms)
 	// ReconnectBackoff and MaxReconnectBackoff bound the exponential delay
 	// between attempts to reopen a broken stream; ReconnectJitter in [0, 1]
-	// is the share of each delay randomised.
+	// is the share of each delay randomised. The 1 s bound is Kafka's
+	// replica.fetch.backoff.ms and reconnect.backoff.max.ms: a follower is
+	// back within about a second of its leader (GRPCClient's channel
+	// reconnects within grpcx.ReconnectMaxDelay too).
 	ReconnectBackoff    time.Duration // default 100ms
-	MaxReconnectBackoff time.Duration // default 5s
+	MaxReconnectBackoff time.Duration // default 1s
 	ReconnectJitter     float64       // default 0.2; negative means none
 
 	Client   LeaderClient   // required
@@ -68,7 +71,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.ReconnectBackoff = 100 * time.Millisecond
 	}
 	if c.MaxReconnectBackoff <= 0 {
-		c.MaxReconnectBackoff = 5 * time.Second
+		c.MaxReconnectBackoff = time.Second
 	}
 	c.MaxReconnectBackoff = max(c.MaxReconnectBackoff, c.ReconnectBackoff)
 	switch {

@@ -12,7 +12,8 @@
 // FENCED_LEADER_EPOCH partition aside as failed until the next
 // AddFetcherForPartitions for it; retries other partition errors after
 // Config.PartitionBackoff; and reopens a broken stream with exponential
-// backoff and jitter.
+// backoff and jitter, at most a second apart (GRPCClient's channel too), so
+// that a follower is back within about a second of a healed network.
 //
 // The package declares its two seams: LeaderClient (a stream to a leader;
 // GRPCClient and InmemClient implement it, and the tests run on both) and

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"time"
 
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/replicad/replicad/core"
@@ -43,6 +45,8 @@ func NewGRPCClient(extra ...grpc.DialOption) *GRPCClient {
 // ReplicaFetcher.openStream span) to the leader.
 func NewGRPCClientTracing(traceFetches bool, extra ...grpc.DialOption) *GRPCClient {
 	opts := append(grpcx.DialOptions(),
+		// A leader back after a cut is reconnected to within a second.
+		grpcx.ConnectParams(),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithStatsHandler(otelgrpc.NewClientHandler(grpcx.OtelOptions(traceFetches)...)),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMsgSize), grpc.MaxCallSendMsgSize(maxMsgSize)),
@@ -50,12 +54,19 @@ func NewGRPCClientTracing(traceFetches bool, extra ...grpc.DialOption) *GRPCClie
 	return &GRPCClient{opts: append(opts, extra...), conns: make(map[string]*grpc.ClientConn)}
 }
 
+// readyWait bounds how long Open waits for a channel that is not connected
+// to connect before it opens the stream (which then fails at once if the
+// channel is still down): the channel's reconnect delay, so a fetcher
+// retrying Open polls the channel rather than adding its own backoff to it.
+const readyWait = grpcx.ReconnectMaxDelay
+
 // Open implements LeaderClient.
 func (c *GRPCClient) Open(ctx context.Context, leader core.Broker) (FetchStream, error) {
 	conn, err := c.conn(leader.Addr())
 	if err != nil {
 		return nil, err
 	}
+	waitReady(ctx, conn, readyWait)
 	ctx, cancel := context.WithCancel(ctx)
 	s, err := replicadv1.NewFetchServiceClient(conn).Fetch(ctx)
 	if err != nil {
@@ -63,6 +74,24 @@ func (c *GRPCClient) Open(ctx context.Context, leader core.Broker) (FetchStream,
 		return nil, fmt.Errorf("open fetch stream to %d at %s: %w", leader.ID, leader.Addr(), err)
 	}
 	return &grpcStream{s: s, cancel: cancel}, nil
+}
+
+// waitReady waits up to d for conn to be connected. A stream opened on a
+// channel in transient failure fails at once without dialing (the channel
+// dials on its own backoff): waiting here, the stream opens as soon as the
+// leader is back, within the channel's reconnect delay of a heal, instead of
+// at the fetcher's next try after it.
+func waitReady(ctx context.Context, conn *grpc.ClientConn, d time.Duration) {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	for s := conn.GetState(); s != connectivity.Ready; s = conn.GetState() {
+		if s == connectivity.Idle {
+			conn.Connect()
+		}
+		if s == connectivity.Shutdown || !conn.WaitForStateChange(ctx, s) {
+			return
+		}
+	}
 }
 
 // conn returns the connection to addr, creating it (grpc.NewClient does not

@@ -29,6 +29,7 @@ func partitionStateFromProto(p *replicadv1.PartitionState) core.PartitionState {
 		ISR:             cloneInt32s(p.GetIsr()),
 		PartitionEpoch:  p.GetPartitionEpoch(),
 		Replicas:        cloneInt32s(p.GetReplicas()),
+		AddingReplicas:  cloneInt32s(p.GetAddingReplicas()),
 		IsNew:           p.GetIsNew(),
 		TopicID:         p.GetTopicId(),
 		// Not cloned: the request is not used after it is converted, and

@@ -50,6 +50,7 @@ func TestLeaderAndIsrTranslatesBothWays(t *testing.T) {
 	req.BrokerEpoch = 7
 	second := validState()
 	second.Partition, second.Leader, second.IsNew, second.PartitionEpoch = 1, 2, true, 3
+	second.AddingReplicas = []int32{3}
 	req.PartitionStates = append(req.PartitionStates, second)
 	req.LiveLeaders = []*replicadv1.Broker{{Id: 2, Host: "b2", Port: 9092}}
 
@@ -65,7 +66,7 @@ func TestLeaderAndIsrTranslatesBothWays(t *testing.T) {
 		ControllerID: 1, ControllerEpoch: 1, BrokerEpoch: 7,
 		PartitionStates: []core.PartitionState{
 			{TopicPartition: orders0, ControllerEpoch: 1, Leader: 1, LeaderEpoch: 1, ISR: []int32{1, 2}, Replicas: []int32{1, 2, 3}},
-			{TopicPartition: orders1, ControllerEpoch: 1, Leader: 2, LeaderEpoch: 1, ISR: []int32{1, 2}, PartitionEpoch: 3, Replicas: []int32{1, 2, 3}, IsNew: true},
+			{TopicPartition: orders1, ControllerEpoch: 1, Leader: 2, LeaderEpoch: 1, ISR: []int32{1, 2}, PartitionEpoch: 3, Replicas: []int32{1, 2, 3}, AddingReplicas: []int32{3}, IsNew: true},
 		},
 		LiveLeaders: []core.Broker{{ID: 2, Host: "b2", Port: 9092}},
 	}})

@@ -161,6 +161,16 @@ func validatePartitionState(path string, p *replicadv1.PartitionState) error {
 		}
 		inISR[r] = true
 	}
+	adding := make(map[int32]bool, len(p.GetAddingReplicas()))
+	for _, r := range p.GetAddingReplicas() {
+		if !inReplicas[r] {
+			return invalid(path+".adding_replicas", "broker %d is not in replicas %v", r, replicas)
+		}
+		if adding[r] {
+			return invalid(path+".adding_replicas", "broker %d appears twice", r)
+		}
+		adding[r] = true
+	}
 	return nil
 }
 

@@ -121,6 +121,8 @@ func TestMalformedRequestsAreRejected(t *testing.T) {
 		{"lai leader below no leader", lai(stateWith(func(p *replicadv1.PartitionState) { p.Leader = -2 })), "partition_states[0].leader: broker -2 is not in replicas"},
 		{"lai isr outside replicas", lai(stateWith(func(p *replicadv1.PartitionState) { p.Isr = []int32{1, 4} })), "partition_states[0].isr: broker 4 is not in replicas"},
 		{"lai duplicate isr", lai(stateWith(func(p *replicadv1.PartitionState) { p.Isr = []int32{1, 1} })), "partition_states[0].isr: broker 1 appears twice"},
+		{"lai adding outside replicas", lai(stateWith(func(p *replicadv1.PartitionState) { p.AddingReplicas = []int32{4} })), "partition_states[0].adding_replicas: broker 4 is not in replicas"},
+		{"lai duplicate adding", lai(stateWith(func(p *replicadv1.PartitionState) { p.AddingReplicas = []int32{2, 2} })), "partition_states[0].adding_replicas: broker 2 appears twice"},
 		{"lai negative leader epoch", lai(stateWith(func(p *replicadv1.PartitionState) { p.LeaderEpoch = -1 })), "partition_states[0].leader_epoch: must not be negative"},
 		{"lai negative partition controller epoch", lai(stateWith(func(p *replicadv1.PartitionState) { p.ControllerEpoch = -1 })), "partition_states[0].controller_epoch: must not be negative"},
 		{"lai negative partition epoch", lai(stateWith(func(p *replicadv1.PartitionState) { p.PartitionEpoch = -1 })), "partition_states[0].partition_epoch: must not be negative"},

@@ -519,7 +519,7 @@ ctlclient reassign --cancel --plan plan.json`,
 			var brokers int32List
 			fs.Var(&brokers, "brokers", "comma-separated broker ids to spread the replicas over (--generate)")
 			plan := fs.String("plan", "", "the plan `file`, Kafka's JSON format (- for stdin)")
-			throttle := fs.Int64("throttle", 0, "bytes/s for replicas catching up, outside the ISR (--execute)")
+			throttle := fs.Int64("throttle", 0, "bytes/s for the replicas being added, until they join the ISR (--execute)")
 			wait := fs.Bool("wait", false, "follow the moves until all are complete (--execute)")
 			preserve := fs.Bool("preserve-throttles", false, "keep the throttle (--cancel)")
 			return func(ctx context.Context, e *env) error {

@@ -122,7 +122,7 @@ func runExecute(ctx context.Context, e *env, cc *controllerClient, o reassignOpt
 			return err
 		}
 		if !e.jsonOutput() {
-			fmt.Fprintf(e.stdout, "Replication throttle: %d bytes/s for followers outside the ISR (reassign --verify removes it once every move is done).\n", o.throttle)
+			fmt.Fprintf(e.stdout, "Replication throttle: %d bytes/s for the replicas being added (reassign --verify removes it once every move is done).\n", o.throttle)
 		}
 	}
 	var failed []string

@@ -10,8 +10,8 @@ import (
 )
 
 // The replication throttle (Kafka's leader.replication.throttled.rate, one
-// rate for the whole cluster here): the bytes/s a leader sends to followers
-// outside the ISR. It is stored so that a controller that takes over, or
+// rate for the whole cluster here): the bytes/s a leader sends to the
+// replicas a reassignment is adding, while they are outside the ISR. It is stored so that a controller that takes over, or
 // restarts, keeps sending it to the brokers until `reassign --verify`
 // removes it; a throttle lost at a failover would let a move run at full
 // speed and slow the ISR down.

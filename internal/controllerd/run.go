@@ -228,6 +228,9 @@ func brokerDialer(tc *tlsconf.TLS) func(addr string) (replicadv1.ReplicaManagerS
 	creds := tc.DialOptions(tlsconf.Roles{Peer: "broker", Self: "the controller"})
 	return func(addr string) (replicadv1.ReplicaManagerServiceClient, io.Closer, error) {
 		opts := append(grpcx.DialOptions(),
+			// A broker back after a cut gets its LeaderAndIsr and
+			// UpdateMetadata within a second, not gRPC's up to two minutes.
+			grpcx.ConnectParams(),
 			grpc.WithTransportCredentials(insecure.NewCredentials()),
 			grpc.WithStatsHandler(otelgrpc.NewClientHandler(grpcx.OtelOptions(false)...)),
 			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMsgSize), grpc.MaxCallSendMsgSize(maxMsgSize)),

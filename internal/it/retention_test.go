@@ -112,3 +112,82 @@ func dirSize(t *testing.T, dir string) int64 {
 	}
 	return n
 }
+
+// TestFollowersApplyRetentionOnIdlePartition: after the last produce to a
+// partition (retention.bytes 256 KiB), each follower is down to the retained
+// bytes of its own segments within a few retention checks, though the
+// partition gets no more records and whatever the leader deletes. A
+// replica's segments are its own: they begin where its appends fell, by its
+// segment.bytes and segment.ms and its restarts, so following the leader's
+// log start is not enough. Here the leader's segments are 1 MiB and the
+// followers' 64 KiB: the leader, with 1 MiB in one segment and the next
+// under retention, deletes nothing. Before, followers applied only the
+// leader's log start, so they kept all of it (log start 0) for good.
+func TestFollowersApplyRetentionOnIdlePartition(t *testing.T) {
+	const (
+		segment   = 64 << 10
+		retention = 256 << 10
+	)
+	dirs := make([]string, 4)
+	clients := make([]*client, 4)
+	var live []*replicadv1.Broker
+	for id := int32(1); id <= 3; id++ {
+		seg := segment
+		if id == 1 {
+			seg = 1 << 20
+		}
+		args := []string{"--segment-bytes", fmt.Sprint(seg), "--max-batch-bytes", fmt.Sprint(segment),
+			"--log-retention-bytes", fmt.Sprint(retention), "--log-retention-check-interval", "200ms"}
+		dirs[id] = t.TempDir()
+		b := testutil.StartBroker(t, bins.Replicad, testutil.BrokerOptions{ID: id, LogDirs: []string{dirs[id]}, Args: args})
+		clients[id] = newClient(t, b.Dial(t))
+		live = append(live, endpoint(t, id, b))
+	}
+	for id := int32(1); id <= 3; id++ {
+		clients[id].sendLeaderAndIsr(1, &replicadv1.PartitionState{Topic: "orders", Partition: 0, Leader: 1, LeaderEpoch: 1,
+			Isr: []int32{1, 2, 3}, Replicas: []int32{1, 2, 3}, IsNew: true}, live)
+	}
+	// 1 MiB in batches of 30 KiB, acks=all: every replica holds all of it.
+	value := strings.Repeat("v", 1000)
+	batch := make([]string, 30)
+	for i := range batch {
+		batch[i] = value
+	}
+	for range 35 {
+		clients[1].produce("orders", 0, -1, batch...)
+	}
+	last := time.Now()
+	for id := int32(2); id <= 3; id++ {
+		pdir := filepath.Join(dirs[id], "orders-0")
+		testutil.Eventually(t, 5*time.Second, func() error {
+			p, err := clients[id].partition("orders", 0)
+			if err != nil {
+				return err
+			}
+			segs := segmentBases(t, pdir)
+			if p.GetLogStartOffset() == 0 || segs[0] != p.GetLogStartOffset() {
+				return fmt.Errorf("follower %d: log start %d, segments %v", id, p.GetLogStartOffset(), segs)
+			}
+			if size := dirSize(t, pdir); size > retention+segment {
+				return fmt.Errorf("follower %d holds %d bytes of segments %v (log start %d), want at most %d retained and a segment over",
+					id, size, segs, p.GetLogStartOffset(), retention)
+			}
+			return nil
+		})
+		t.Logf("follower %d down to the retained bytes %v after the last produce", id, time.Since(last).Round(time.Millisecond))
+	}
+	// The leader keeps its own: its 1 MiB segment is not past retention.
+	if p, err := clients[1].partition("orders", 0); err != nil || p.GetLogStartOffset() != 0 {
+		t.Fatalf("leader: %v, log start %d; want 0 (its first segment holds more than what retention keeps after it)", err, p.GetLogStartOffset())
+	}
+	// Every replica still serves what it kept: the followers' records match
+	// the leader's from the highest follower log start.
+	from := int64(0)
+	for id := int32(2); id <= 3; id++ {
+		p, _ := clients[id].partition("orders", 0)
+		from = max(from, p.GetLogStartOffset())
+	}
+	if recs := clients[1].consumeFrom("orders", 0, from); int64(len(recs)) != 35*30-from {
+		t.Fatalf("leader serves %d records from %d, want %d", len(recs), from, 35*30-from)
+	}
+}

@@ -20,7 +20,7 @@
 //	replicad_hw_checkpoint_duration_seconds   histogram  one HW checkpoint of every log dir
 //	replicad_authorization_denied_total{method}  counter  calls refused by authorization (internal/authz)
 //	replicad_replication_throttle_bytes_per_second  gauge  the replication throttle in force (0: none)
-//	replicad_replication_throttled_bytes_total  counter  bytes sent as leader to followers outside the ISR under it
+//	replicad_replication_throttled_bytes_total  counter  bytes sent as leader to replicas being added (outside the ISR) under it
 //	replicad_replication_throttled_reads_total  counter  such followers' partition reads it left without records
 //
 // and per topic, for the roles this broker holds:

@@ -169,14 +169,14 @@ func (m *Metrics) Observe(src Sources) error {
 	gauge(&g.topicLeaderLEO, "replicad_topic_leader_log_end_offset", "Sum of the log end offsets of the topic's partitions this broker leads.")
 	gauge(&g.topicLeaderBytes, "replicad_topic_leader_log_size_bytes", "Bytes of the logs of the topic's partitions this broker leads.")
 	gauge(&g.topicFollowerPartitions, "replicad_topic_follower_partitions", "Partitions of the topic this broker follows.")
-	gauge(&g.throttleRate, "replicad_replication_throttle_bytes_per_second", "The replication throttle in force: bytes/s a leader sends to followers outside the ISR (0: none).")
+	gauge(&g.throttleRate, "replicad_replication_throttle_bytes_per_second", "The replication throttle in force: bytes/s a leader sends to replicas being added by a reassignment, outside the ISR (0: none).")
 	counter := func(dst *metric.Int64ObservableCounter, name, desc string) {
 		var err error
 		*dst, err = m.meter.Int64ObservableCounter(name, metric.WithDescription(desc))
 		errs = append(errs, err)
 	}
-	counter(&g.throttledBytes, "replicad_replication_throttled_bytes_total", "Bytes sent, as leader, to followers outside the ISR under the replication throttle.")
-	counter(&g.throttledReads, "replicad_replication_throttled_reads_total", "Partition reads of followers outside the ISR that the replication throttle left without records.")
+	counter(&g.throttledBytes, "replicad_replication_throttled_bytes_total", "Bytes sent, as leader, to replicas being added (outside the ISR) under the replication throttle.")
+	counter(&g.throttledReads, "replicad_replication_throttled_reads_total", "Partition reads of replicas being added (outside the ISR) that the replication throttle left without records.")
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("metrics: create gauges: %w", err)
 	}

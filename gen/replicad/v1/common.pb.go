@@ -509,8 +509,15 @@ type PartitionState struct {
 	// back. 0: not told (a hand-made request, an older controller): the
 	// broker keeps what it holds.
 	TopicConfigVersion int64 `protobuf:"varint,12,opt,name=topic_config_version,json=topicConfigVersion,proto3" json:"topic_config_version,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// The replicas a reassignment in flight is adding (a subset of
+	// replicas); empty when none is. The leader holds these, and only these,
+	// to the replication throttle while they are outside the ISR (Kafka's
+	// follower.replication.throttled.replicas, which kafka-reassign-partitions
+	// sets to the moving replicas): a follower back from a restart catches up
+	// at full speed.
+	AddingReplicas []int32 `protobuf:"varint,13,rep,packed,name=adding_replicas,json=addingReplicas,proto3" json:"adding_replicas,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *PartitionState) Reset() {
@@ -625,6 +632,13 @@ func (x *PartitionState) GetTopicConfigVersion() int64 {
 		return x.TopicConfigVersion
 	}
 	return 0
+}
+
+func (x *PartitionState) GetAddingReplicas() []int32 {
+	if x != nil {
+		return x.AddingReplicas
+	}
+	return nil
 }
 
 // PartitionError is one partition's outcome in a batch response.
@@ -828,7 +842,7 @@ const file_replicad_v1_common_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\x05R\x02id\x12\x12\n" +
 	"\x04host\x18\x02 \x01(\tR\x04host\x12\x12\n" +
 	"\x04port\x18\x03 \x01(\x05R\x04port\x12!\n" +
-	"\fbroker_epoch\x18\x04 \x01(\x03R\vbrokerEpoch\"\xfa\x03\n" +
+	"\fbroker_epoch\x18\x04 \x01(\x03R\vbrokerEpoch\"\xa3\x04\n" +
 	"\x0ePartitionState\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12)\n" +
@@ -842,7 +856,8 @@ const file_replicad_v1_common_proto_rawDesc = "" +
 	"\btopic_id\x18\n" +
 	" \x01(\tR\atopicId\x12R\n" +
 	"\rtopic_configs\x18\v \x03(\v2-.replicad.v1.PartitionState.TopicConfigsEntryR\ftopicConfigs\x120\n" +
-	"\x14topic_config_version\x18\f \x01(\x03R\x12topicConfigVersion\x1a?\n" +
+	"\x14topic_config_version\x18\f \x01(\x03R\x12topicConfigVersion\x12'\n" +
+	"\x0fadding_replicas\x18\r \x03(\x05R\x0eaddingReplicas\x1a?\n" +
 	"\x11TopicConfigsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"{\n" +

@@ -63,8 +63,9 @@ type ControllerServiceClient interface {
 	ElectLeaders(ctx context.Context, in *ElectLeadersRequest, opts ...grpc.CallOption) (*ElectLeadersResponse, error)
 	ReassignPartition(ctx context.Context, in *ReassignPartitionRequest, opts ...grpc.CallOption) (*ReassignPartitionResponse, error)
 	// AlterReplicationThrottle sets (or, with 0, removes) the cluster's
-	// replication throttle: the bytes/s each leader sends to followers that
-	// are not in the ISR (replicas being added by a reassignment).
+	// replication throttle: the bytes/s each leader sends to the replicas a
+	// reassignment is adding while they are not in the ISR (no other follower
+	// is throttled).
 	AlterReplicationThrottle(ctx context.Context, in *AlterReplicationThrottleRequest, opts ...grpc.CallOption) (*AlterReplicationThrottleResponse, error)
 	DescribeCluster(ctx context.Context, in *DescribeClusterRequest, opts ...grpc.CallOption) (*DescribeClusterResponse, error)
 	// ControlledShutdown moves a stopping broker's leaderships away first.
@@ -270,8 +271,9 @@ type ControllerServiceServer interface {
 	ElectLeaders(context.Context, *ElectLeadersRequest) (*ElectLeadersResponse, error)
 	ReassignPartition(context.Context, *ReassignPartitionRequest) (*ReassignPartitionResponse, error)
 	// AlterReplicationThrottle sets (or, with 0, removes) the cluster's
-	// replication throttle: the bytes/s each leader sends to followers that
-	// are not in the ISR (replicas being added by a reassignment).
+	// replication throttle: the bytes/s each leader sends to the replicas a
+	// reassignment is adding while they are not in the ISR (no other follower
+	// is throttled).
 	AlterReplicationThrottle(context.Context, *AlterReplicationThrottleRequest) (*AlterReplicationThrottleResponse, error)
 	DescribeCluster(context.Context, *DescribeClusterRequest) (*DescribeClusterResponse, error)
 	// ControlledShutdown moves a stopping broker's leaderships away first.

@@ -191,8 +191,9 @@ type UpdateMetadataRequest struct {
 	AclsVersion int64 `protobuf:"varint,8,opt,name=acls_version,json=aclsVersion,proto3" json:"acls_version,omitempty"`
 	// The replication throttle, when replication_throttle_present (set by
 	// every controller that knows of it): as leader, the broker sends at most
-	// this many bytes/s, over all its partitions, to followers that are not in
-	// their partition's ISR (0: no throttle). Ordered like the ACL set, by
+	// this many bytes/s, over all its partitions, to the replicas a
+	// reassignment is adding (PartitionState.adding_replicas) while they are
+	// not in their partition's ISR (0: no throttle). Ordered like the ACL set, by
 	// (controller_epoch, replication_throttle_version). Without the flag the
 	// broker keeps the rate it holds.
 	ReplicationThrottlePresent     bool  `protobuf:"varint,9,opt,name=replication_throttle_present,json=replicationThrottlePresent,proto3" json:"replication_throttle_present,omitempty"`
