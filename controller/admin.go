@@ -130,7 +130,6 @@ func (c *Controller) deleteTopic(ctx context.Context, topic string) error {
 	// The store recorded every replica as pending deletion; the ones that
 	// are up are told now, the others when they register again.
 	delete(c.configs, topic)
-	delete(c.minIsrFloor, topic)
 	deleted := store.Topic{Name: topic}
 	for _, p := range c.sortedPartitionsLocked() {
 		if p.Topic == topic {
@@ -195,6 +194,9 @@ func (c *Controller) electLeader(ctx context.Context, topic string, partition in
 	next.LeaderEpoch++
 	next.PartitionEpoch++
 	touched, err := c.commitLocked(ctx, []store.PartitionUpdate{update(p, next)}, nil)
+	if err == nil {
+		next = c.parts[keyOf(p)] // as stored: commitLocked may clear a stale ELR
+	}
 	c.unlock()
 	if err != nil {
 		return p, err
@@ -301,6 +303,7 @@ func (c *Controller) cancelReassignment(ctx context.Context, topic string, parti
 		c.unlock()
 		return p, err
 	}
+	next = c.parts[keyOf(p)] // as stored: commitLocked may clear a stale ELR
 	for _, r := range p.AddingReplicas {
 		if bs := c.brokers[r]; bs.reachable() {
 			bs.queue.StopReplicaContext(ctx, []*replicadv1.StopReplicaPartition{{Topic: p.Topic, Partition: p.Partition,

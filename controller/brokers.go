@@ -89,6 +89,15 @@ func (c *Controller) registerBroker(ctx context.Context, b store.Broker, reg reg
 			return store.Broker{}, 0, err
 		}
 	}
+	// A lower --min-insync-replicas than its last registration's lowers
+	// the min ISR of the partitions without a topic override: their stale
+	// ELR is cleared first, in a write of its own (a registration and
+	// partitions are two writes); the broker cannot lead, so apply its
+	// flag, before it is registered. Activation repairs a crash between.
+	if err := c.clearStaleElrLocked(ctx, fmt.Sprintf("broker %d registers with --min-insync-replicas %d", b.ID, b.MinInsyncReplicas),
+		c.staleElrUpdatesLocked("", c.registrationMinIsrLocked(b))); err != nil {
+		return store.Broker{}, 0, err
+	}
 	sctx, cancel := c.storeCtx(ctx)
 	info, err := c.cfg.Store.RegisterBroker(sctx, b)
 	cancel()

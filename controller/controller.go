@@ -131,11 +131,15 @@ type Controller struct {
 	aclsVersions int64
 	// configs mirrors the store's topic configs while active, by topic.
 	configs map[string]store.TopicConfig
-	// minIsrFloor holds, while a raise of a topic's min.insync.replicas is
-	// on its way to the brokers, the value before it: leaders that have not
-	// heard yet still move the HW under the old minimum, and the ELR must
-	// not assume more (see minIsrLocked).
-	minIsrFloor map[string]int
+	// floorClears are the topics whose stored min ISR floor a goroutine is
+	// clearing (retryMinIsrFloorClearsLocked). The floor itself is stored
+	// with the topic config (min_isr.go): this only avoids duplicate tries.
+	floorClears map[string]bool
+	// configDelivered, when set, answers for the brokers whether every
+	// reachable one took everything queued (clearMinIsrFloorWhenDelivered):
+	// the model check (modelcheck_test.go), whose brokers have no queues,
+	// decides it. Nil: the broker queues are flushed.
+	configDelivered func() bool
 	// throttle is the stored replication throttle while active (bytes/s,
 	// 0: none); wireThrottle the same with its replication_throttle_version,
 	// read without the lock by the broker queues (brokerqueue.Config.Throttle).
@@ -332,6 +336,11 @@ func (c *Controller) serve(ctx context.Context, lead store.Leadership) string {
 			lastTick = now
 			c.expireSessions(ctx)
 			c.reconcile(ctx)
+			c.lock()
+			if c.active {
+				c.retryMinIsrFloorClearsLocked(ctx)
+			}
+			c.unlock()
 		case <-rebalanceC:
 			c.runRebalanceCheck(ctx, rebalance)
 		}
@@ -389,7 +398,7 @@ func (c *Controller) activate(ctx context.Context) error {
 			c.configs[t] = store.TopicConfig{} // stored before topic configs: version 0
 		}
 	}
-	c.minIsrFloor = nil
+	c.floorClears = nil
 	if err := c.loadDeletedLocked(ctx); err != nil {
 		return err
 	}
@@ -414,6 +423,13 @@ func (c *Controller) activate(ctx context.Context) error {
 		Int("acls", len(c.acls)).Msg("active controller")
 	span.SetAttributes(attribute.Int("replicad.controller_epoch", int(epoch)), attribute.Int("replicad.brokers", len(brokers)),
 		attribute.Int("replicad.partitions", len(parts)))
+	// A crash between a fall of min ISR and the ELR clear it needs (a
+	// broker's registration and the clear are two writes), or a store an
+	// older controller wrote: no ELR that a leader may commit without
+	// survives, before anyone is elected from it.
+	if err := c.clearStaleElrLocked(ctx, "activation", c.staleElrUpdatesLocked("", c.minIsrLocked)); err != nil {
+		return err
+	}
 	// A crash between fencing a broker and moving its partitions leaves a
 	// fenced broker leading; finish that work now.
 	var fenced []int32
@@ -475,7 +491,7 @@ func (c *Controller) deactivate(reason string) {
 	c.deleted = nil
 	c.acls = nil
 	c.configs = nil
-	c.minIsrFloor = nil
+	c.floorClears = nil
 }
 
 // signalLost asks Run to stop acting; it never blocks.

@@ -75,6 +75,22 @@ func withIsr(p store.Partition, isr []int32, minIsr int) store.Partition {
 	return next
 }
 
+// withoutStaleElr is p with its ELR and last known ELR cleared when its ISR
+// is at minIsr or more: the leader may then commit records without them, so
+// they no longer hold every committed record (Kafka's PartitionChangeBuilder
+// clears them at every change, and the controller re-checks every partition
+// when min ISR falls: a topic's min.insync.replicas lowered or deleted, a
+// broker registered with a lower --min-insync-replicas, a reassignment that
+// changes the replicas). changed is false when there was nothing to clear.
+func withoutStaleElr(p store.Partition, minIsr int) (next store.Partition, changed bool) {
+	if len(p.ISR) < minIsr || (len(p.ELR) == 0 && len(p.LastKnownELR) == 0) {
+		return p, false
+	}
+	next = p.Clone()
+	next.ELR, next.LastKnownELR = nil, nil
+	return next, true
+}
+
 // withoutElr is p after broker id came back from an unclean shutdown: it may
 // have lost records it acknowledged, so it leaves the ELR. When nobody is left
 // in the ISR or the ELR, it is kept in the last known ELR, the last resort

@@ -39,33 +39,53 @@ func (c *Controller) eligibleForLocked(k partitionKey) func(int32) bool {
 // broker that did not say counts as 1), capped at the replica count. The
 // ELR rests on leaders not moving the HW under it, so the controller must
 // never assume a larger minimum than a leader uses: while a raise of the
-// topic's value travels to the brokers, the old one counts.
+// topic's value travels to the brokers, the old one counts (the topic
+// config's MinIsrFloor, stored with the raise so that a controller taking
+// over honours it too).
 func (c *Controller) minIsrLocked(p store.Partition) int {
-	if v, ok := c.configs[p.Topic].Configs[topicconfig.MinInsyncReplicas]; ok {
+	return c.minIsrWithLocked(p, c.brokerFlagLocked)
+}
+
+// minIsrWithLocked is minIsrLocked with flag as each replica's
+// --min-insync-replicas: registerBroker asks what a registration would
+// make it before storing one.
+func (c *Controller) minIsrWithLocked(p store.Partition, flag func(int32) int) int {
+	cfg := c.configs[p.Topic]
+	if v, ok := cfg.Configs[topicconfig.MinInsyncReplicas]; ok {
 		n, err := strconv.Atoi(v)
 		if err == nil && n >= 1 {
-			if floor, ok := c.minIsrFloor[p.Topic]; ok {
-				n = min(n, floor)
+			if cfg.MinIsrFloor > 0 {
+				n = min(n, cfg.MinIsrFloor)
 			}
 			return effectiveMinIsr(n, len(p.Replicas))
 		}
 	}
-	if floor, ok := c.minIsrFloor[p.Topic]; ok {
-		return min(floor, c.brokerMinIsrLocked(p))
+	m := c.brokerMinIsrWithLocked(p, flag)
+	if cfg.MinIsrFloor > 0 {
+		m = min(m, cfg.MinIsrFloor)
 	}
-	return c.brokerMinIsrLocked(p)
+	return m
+}
+
+// brokerFlagLocked is broker id's registered --min-insync-replicas (1 when
+// it did not say or is unknown).
+func (c *Controller) brokerFlagLocked(id int32) int {
+	if bs, ok := c.brokers[id]; ok && bs.info.MinInsyncReplicas > 0 {
+		return int(bs.info.MinInsyncReplicas)
+	}
+	return 1
 }
 
 // brokerMinIsrLocked is p's effective min.insync.replicas by its replicas'
 // --min-insync-replicas alone.
 func (c *Controller) brokerMinIsrLocked(p store.Partition) int {
+	return c.brokerMinIsrWithLocked(p, c.brokerFlagLocked)
+}
+
+func (c *Controller) brokerMinIsrWithLocked(p store.Partition, flag func(int32) int) int {
 	minIsr := 0
 	for _, r := range p.Replicas {
-		m := 1
-		if bs, ok := c.brokers[r]; ok && bs.info.MinInsyncReplicas > 0 {
-			m = int(bs.info.MinInsyncReplicas)
-		}
-		if minIsr == 0 || m < minIsr {
+		if m := flag(r); minIsr == 0 || m < minIsr {
 			minIsr = m
 		}
 	}

@@ -149,6 +149,7 @@ func (c *Controller) commitLocked(ctx context.Context, updates []store.Partition
 	if len(updates) == 0 {
 		return nil, nil
 	}
+	updates = c.withoutStaleElrLocked(updates) // issue 19, path 1: see min_isr.go
 	sctx, cancel := c.storeCtx(ctx)
 	err := c.cfg.Store.UpdatePartitions(sctx, updates)
 	cancel()

@@ -14,7 +14,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/replicad/replicad/controller/store"
-	"github.com/replicad/replicad/core/topicconfig"
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
 )
 
@@ -127,21 +126,8 @@ func (c *Controller) resyncLocked(ctx context.Context, cause string, cerr error)
 		if ok && cur.Version == stored.Version && maps.Equal(cur.Configs, stored.Configs) {
 			continue
 		}
-		if ok && cur.Configs[topicconfig.MinInsyncReplicas] != stored.Configs[topicconfig.MinInsyncReplicas] {
-			// As alterTopicConfig does: leaders may still use the old
-			// minimum until they hear of the new one.
-			floor := 1
-			if n, err := strconv.Atoi(cur.Configs[topicconfig.MinInsyncReplicas]); err == nil {
-				floor = n
-			}
-			if old, ok := c.minIsrFloor[topic]; ok {
-				floor = min(floor, old)
-			}
-			if c.minIsrFloor == nil {
-				c.minIsrFloor = make(map[string]int)
-			}
-			c.minIsrFloor[topic] = floor
-		}
+		// The stored config carries its min ISR floor (a raise in flight,
+		// min_isr.go): taking it whole keeps the floor.
 		c.configs[topic] = stored
 		configsRepaired = append(configsRepaired, topic)
 	}
@@ -196,7 +182,6 @@ func (c *Controller) resyncLocked(ctx context.Context, cause string, cerr error)
 	for topic := range c.configs {
 		if _, ok := configs[topic]; !ok && !slices.ContainsFunc(parts, func(p store.Partition) bool { return p.Topic == topic }) {
 			delete(c.configs, topic)
-			delete(c.minIsrFloor, topic)
 		}
 	}
 	slices.Sort(dropped)

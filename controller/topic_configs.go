@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 	"maps"
-	"strconv"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
@@ -42,31 +41,28 @@ func (c *Controller) alterTopicConfig(ctx context.Context, topic string, set map
 		c.unlock()
 		return store.TopicConfig{Version: cur.Version, Configs: next}, nil
 	}
+	stored := store.TopicConfig{Version: cur.Version + 1, Configs: next, MinIsrFloor: nextMinIsrFloor(cur, next)}
+	// A lower minimum makes the ELR of partitions whose ISR is at it stale:
+	// it is cleared in the same write as the config, so no leader ever
+	// commits under the new value while a replica that lacks those records
+	// may be elected (issue 19, path 1).
+	c.configs[topic] = stored
+	updates := c.staleElrUpdatesLocked(topic, c.minIsrLocked)
+	c.configs[topic] = cur
 	sctx, cancel := c.storeCtx(ctx)
-	stored, err := c.cfg.Store.SetTopicConfig(sctx, topic, cur.Version, next)
+	err = c.cfg.Store.AlterTopicConfig(sctx, topic, cur.Version, stored, updates)
 	cancel()
 	if err != nil {
 		err = c.writeFailedLocked(ctx, "topic config change not stored", err)
 		c.unlock()
 		return store.TopicConfig{}, err
 	}
-	minIsrChanged := cur.Configs[topicconfig.MinInsyncReplicas] != next[topicconfig.MinInsyncReplicas]
-	if minIsrChanged {
-		// Until every broker has the new value, leaders may still use the
-		// old one (or, with none, their flags, at least 1).
-		floor := 1
-		if n, err := strconv.Atoi(cur.Configs[topicconfig.MinInsyncReplicas]); err == nil {
-			floor = n
-		}
-		if old, ok := c.minIsrFloor[topic]; ok {
-			floor = min(floor, old)
-		}
-		if c.minIsrFloor == nil {
-			c.minIsrFloor = make(map[string]int)
-		}
-		c.minIsrFloor[topic] = floor
-	}
 	c.configs[topic] = stored
+	if stored.MinIsrFloor != cur.MinIsrFloor {
+		span.SetAttributes(attribute.Int("replicad.min_isr_floor", stored.MinIsrFloor))
+	}
+	span.SetAttributes(attribute.Int("replicad.partitions_changed", len(updates)))
+	c.appliedLocked(ctx, "min.insync.replicas fell: the ELR is cleared, its members may lack what the ISR commits from now on", updates)
 	var states []*replicadv1.PartitionState
 	for _, p := range c.sortedPartitionsLocked() {
 		if p.Topic == topic {
@@ -81,16 +77,16 @@ func (c *Controller) alterTopicConfig(ctx context.Context, topic string, set map
 			touched = append(touched, id)
 		}
 	}
+	epoch := c.epoch
 	c.unlock()
 	span.SetAttributes(attribute.Int64("replicad.config_version", stored.Version))
 	c.log.Info().Str("topic", topic).Str("configs", topicconfig.Format(stored.Configs)).Int64("config_version", stored.Version).
-		Str("set", topicconfig.Format(set)).Strs("delete", del).Msg("topic configs changed")
-	if c.waitDelivered(ctx, touched) && minIsrChanged {
-		c.lock()
-		if c.configs[topic].Version == stored.Version {
-			delete(c.minIsrFloor, topic)
-		}
-		c.unlock()
+		Str("set", topicconfig.Format(set)).Strs("delete", del).Int("min_isr_floor", stored.MinIsrFloor).Msg("topic configs changed")
+	if c.waitDelivered(ctx, touched) && stored.MinIsrFloor > 0 {
+		// Until every broker has the new value, leaders may still use the
+		// old one: the floor counts until then. When a broker is behind,
+		// the session checks try again, so the call waits only once.
+		c.clearMinIsrFloorWhenDelivered(ctx, topic, stored.Version, epoch)
 	}
 	return stored, nil
 }

@@ -294,21 +294,67 @@ func (s *BoltStore) SetTopicConfig(ctx context.Context, name string, expected in
 		if topicBucket(tx, name) == nil {
 			return ErrNotFound
 		}
-		var cur TopicConfig
-		if v := tx.Bucket(bucketConfigs).Get([]byte(name)); v != nil {
-			if err := json.Unmarshal(v, &cur); err != nil {
-				return fmt.Errorf("decode config: %w", err)
-			}
+		cur, err := getTopicConfig(tx, name)
+		if err != nil {
+			return err
 		}
 		if cur.Version != expected {
 			return fmt.Errorf("version %d, expected %d: %w", cur.Version, expected, ErrConflict)
 		}
+		next.MinIsrFloor = cur.MinIsrFloor
 		return putJSON(tx.Bucket(bucketConfigs), []byte(name), next)
 	})
 	if err != nil {
 		return TopicConfig{}, fmt.Errorf("set topic config %s: %w", name, err)
 	}
 	return next, nil
+}
+
+// getTopicConfig is the stored config of a topic (version 0 and none when
+// absent: a topic stored before topic configs).
+func getTopicConfig(tx *bolt.Tx, name string) (TopicConfig, error) {
+	var cur TopicConfig
+	if v := tx.Bucket(bucketConfigs).Get([]byte(name)); v != nil {
+		if err := json.Unmarshal(v, &cur); err != nil {
+			return TopicConfig{}, fmt.Errorf("decode config: %w", err)
+		}
+	}
+	return cur, nil
+}
+
+func (s *BoltStore) AlterTopicConfig(ctx context.Context, name string, expected int64, next TopicConfig, updates []PartitionUpdate) error {
+	if err := checkAlterTopicConfig(name, expected, next, updates); err != nil {
+		return err
+	}
+	// Any error returned from fn rolls the whole transaction back.
+	return s.update(ctx, func(tx *bolt.Tx) error {
+		if topicBucket(tx, name) == nil {
+			return fmt.Errorf("alter topic config %s: %w", name, ErrNotFound)
+		}
+		cur, err := getTopicConfig(tx, name)
+		if err != nil {
+			return fmt.Errorf("alter topic config %s: %w", name, err)
+		}
+		if err := checkConfigVersion(name, cur, expected, next); err != nil {
+			return err
+		}
+		if err := putJSON(tx.Bucket(bucketConfigs), []byte(name), next); err != nil {
+			return fmt.Errorf("alter topic config %s: %w", name, err)
+		}
+		for _, u := range updates {
+			old, err := getPartition(tx, u.New.Topic, u.New.Partition)
+			if err != nil {
+				return err
+			}
+			if old.PartitionEpoch != u.Expected {
+				return conflict(u.New, u.Expected, old.PartitionEpoch)
+			}
+			if err := putJSON(topicBucket(tx, u.New.Topic), be32(uint32(u.New.Partition)), u.New); err != nil {
+				return fmt.Errorf("update %s-%d: %w", u.New.Topic, u.New.Partition, err)
+			}
+		}
+		return nil
+	})
 }
 
 func (s *BoltStore) DeleteTopic(ctx context.Context, name string) error {

@@ -831,10 +831,6 @@ func (s *EtcdStore) SetTopicConfig(ctx context.Context, name string, expected in
 		return TopicConfig{}, fmt.Errorf("set topic config %s: %w", name, err)
 	}
 	next := TopicConfig{Version: expected + 1, Configs: maps.Clone(configs)}
-	data, err := json.Marshal(next)
-	if err != nil {
-		return TopicConfig{}, fmt.Errorf("set topic config %s: %w", name, err)
-	}
 	tkey, ckey := s.topicKey(name), s.configKey(name)
 	topic, err := s.get(ctx, tkey)
 	if err != nil {
@@ -856,6 +852,11 @@ func (s *EtcdStore) SetTopicConfig(ctx context.Context, name string, expected in
 	if cur.Version != expected {
 		return TopicConfig{}, fmt.Errorf("set topic config %s: version %d, expected %d: %w", name, cur.Version, expected, ErrConflict)
 	}
+	next.MinIsrFloor = cur.MinIsrFloor
+	data, err := json.Marshal(next)
+	if err != nil {
+		return TopicConfig{}, fmt.Errorf("set topic config %s: %w", name, err)
+	}
 	// The topic must be the one read (not deleted and created again since:
 	// its creation revision, as its partitions change at every election)
 	// and the config unchanged: otherwise another writer got in between.
@@ -868,6 +869,64 @@ func (s *EtcdStore) SetTopicConfig(ctx context.Context, name string, expected in
 		return TopicConfig{}, fmt.Errorf("set topic config %s: changed concurrently: %w", name, ErrConflict)
 	}
 	return next, nil
+}
+
+func (s *EtcdStore) AlterTopicConfig(ctx context.Context, name string, expected int64, next TopicConfig, updates []PartitionUpdate) error {
+	if err := checkAlterTopicConfig(name, expected, next, updates); err != nil {
+		return err
+	}
+	if err := s.beginWrite(ctx); err != nil {
+		return fmt.Errorf("alter topic config %s: %w", name, err)
+	}
+	data, err := json.Marshal(next)
+	if err != nil {
+		return fmt.Errorf("alter topic config %s: %w", name, err)
+	}
+	ckey := s.configKey(name)
+	for {
+		// The topic (its partitions) and its config, each compared at the
+		// revision read: another writer in between makes the commit fail,
+		// and it is decided again on what is stored then.
+		read, err := s.readTopics(ctx, []string{name})
+		if err != nil {
+			return fmt.Errorf("alter topic config %s: %w", name, err)
+		}
+		if read[name] == nil {
+			return fmt.Errorf("alter topic config %s: %w", name, ErrNotFound)
+		}
+		kv, err := s.get(ctx, ckey)
+		if err != nil {
+			return fmt.Errorf("alter topic config %s: %w", name, err)
+		}
+		var cur TopicConfig
+		if kv != nil {
+			if err := json.Unmarshal(kv.Value, &cur); err != nil {
+				return fmt.Errorf("alter topic config %s: decode: %w", name, err)
+			}
+		}
+		if err := checkConfigVersion(name, cur, expected, next); err != nil {
+			return err
+		}
+		r := read[name]
+		cmps := []clientv3.Cmp{modRevIs(ckey, kv), clientv3.Compare(clientv3.ModRevision(r.key), "=", r.modRev)}
+		ops := []clientv3.Op{clientv3.OpPut(ckey, string(data))}
+		if len(updates) > 0 {
+			// planUpdates compares the topic key itself (a key is put
+			// once per transaction).
+			pc, po, err := planUpdates(read, updates)
+			if err != nil {
+				return err
+			}
+			cmps, ops = append(cmps[:1], pc...), append(ops, po...)
+		}
+		ok, err := s.commit(ctx, cmps, ops)
+		if err != nil {
+			return fmt.Errorf("alter topic config %s: %w", name, err)
+		}
+		if ok {
+			return nil
+		}
+	}
 }
 
 func (s *EtcdStore) DeletedTopics(ctx context.Context) ([]DeletedTopic, error) {

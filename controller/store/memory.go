@@ -154,9 +154,40 @@ func (m *Memory) SetTopicConfig(ctx context.Context, name string, expected int64
 	if got := m.configs[name].Version; got != expected {
 		return TopicConfig{}, fmt.Errorf("set topic config %s: version %d, expected %d: %w", name, got, expected, ErrConflict)
 	}
-	c := TopicConfig{Version: expected + 1, Configs: maps.Clone(configs)}
+	c := TopicConfig{Version: expected + 1, Configs: maps.Clone(configs), MinIsrFloor: m.configs[name].MinIsrFloor}
 	m.configs[name] = c
 	return c.Clone(), nil
+}
+
+func (m *Memory) AlterTopicConfig(ctx context.Context, name string, expected int64, next TopicConfig, updates []PartitionUpdate) error {
+	if err := checkAlterTopicConfig(name, expected, next, updates); err != nil {
+		return err
+	}
+	if err := m.lock(ctx); err != nil {
+		return err
+	}
+	defer m.mu.Unlock()
+	if _, ok := m.topics[name]; !ok {
+		return fmt.Errorf("alter topic config %s: %w", name, ErrNotFound)
+	}
+	if err := checkConfigVersion(name, m.configs[name], expected, next); err != nil {
+		return err
+	}
+	// Check everything before writing anything: all or nothing.
+	for _, u := range updates {
+		old, ok := m.partitionLocked(u.New.Topic, u.New.Partition)
+		if !ok {
+			return partitionNotFound(u.New.Topic, u.New.Partition)
+		}
+		if old.PartitionEpoch != u.Expected {
+			return conflict(u.New, u.Expected, old.PartitionEpoch)
+		}
+	}
+	m.configs[name] = next.Clone()
+	for _, u := range updates {
+		m.topics[u.New.Topic][u.New.Partition] = u.New.Clone()
+	}
+	return nil
 }
 
 func (m *Memory) DeleteTopic(ctx context.Context, name string) error {

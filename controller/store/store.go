@@ -160,6 +160,14 @@ type Replica struct {
 type TopicConfig struct {
 	Version int64             `json:"version"`
 	Configs map[string]string `json:"configs,omitempty"`
+	// MinIsrFloor (0: none) is, while a raise of the topic's
+	// min.insync.replicas travels to the brokers, the value before it:
+	// leaders that have not heard yet still commit under it, so the
+	// controller must not assume more when it keeps replicas as eligible
+	// leaders. It is stored with the raise, in the same write, so that a
+	// controller taking over keeps honouring it, and cleared by a later
+	// write once every broker has the new version.
+	MinIsrFloor int `json:"min_isr_floor,omitempty"`
 }
 
 // Clone returns a copy of c that shares no map with it.
@@ -219,7 +227,21 @@ type Store interface {
 	// version is expected, and returns what it stored, at version
 	// expected+1. ErrNotFound if there is no such topic; ErrConflict if the
 	// version differs (nothing written).
+	// The stored MinIsrFloor is kept.
 	SetTopicConfig(ctx context.Context, name string, expected int64, configs map[string]string) (TopicConfig, error)
+	// AlterTopicConfig stores next as a topic's config (overrides, version
+	// and min ISR floor) if the stored version is expected, and applies
+	// updates, compare-and-sets of partitions of that topic, in the same
+	// transaction: all or nothing. A change of min.insync.replicas and the
+	// partition states it makes stale (their ELR) are one write, so no
+	// reader sees one without the other. next.Version is expected+1 (a
+	// change) or expected (a write of the floor alone: next.Configs must
+	// then be the stored overrides). ErrInvalid for another version, stored
+	// overrides changed at the same version, an update of another topic or
+	// one UpdatePartitions refuses; ErrNotFound if there is no such topic
+	// or partition; ErrConflict if the version or a partition epoch
+	// differs. Nothing is written on error.
+	AlterTopicConfig(ctx context.Context, name string, expected int64, next TopicConfig, updates []PartitionUpdate) error
 	// DeleteTopic removes a topic, its partitions and its configs, and records in
 	// the same transaction every replica of them as pending deletion
 	// (DeletedTopics) under the topic's ID; ErrNotFound if there is none.
@@ -473,6 +495,35 @@ func checkUpdates(updates []PartitionUpdate) error {
 			return fmt.Errorf("update %s-%d: new partition epoch %d is not expected %d + 1: %w",
 				k.topic, k.partition, u.New.PartitionEpoch, u.Expected, ErrInvalid)
 		}
+	}
+	return nil
+}
+
+// checkAlterTopicConfig validates AlterTopicConfig's argument without
+// looking at the stored state.
+func checkAlterTopicConfig(name string, expected int64, next TopicConfig, updates []PartitionUpdate) error {
+	if next.Version != expected && next.Version != expected+1 {
+		return fmt.Errorf("alter topic config %s: version %d is neither expected %d nor the next: %w", name, next.Version, expected, ErrInvalid)
+	}
+	if next.MinIsrFloor < 0 {
+		return fmt.Errorf("alter topic config %s: min ISR floor %d is negative: %w", name, next.MinIsrFloor, ErrInvalid)
+	}
+	for _, u := range updates {
+		if u.New.Topic != name {
+			return fmt.Errorf("alter topic config %s: update of partition %s-%d: %w", name, u.New.Topic, u.New.Partition, ErrInvalid)
+		}
+	}
+	return checkUpdates(updates)
+}
+
+// checkConfigVersion checks a stored topic config against AlterTopicConfig's
+// expected version and next config.
+func checkConfigVersion(name string, cur TopicConfig, expected int64, next TopicConfig) error {
+	if cur.Version != expected {
+		return fmt.Errorf("alter topic config %s: version %d, expected %d: %w", name, cur.Version, expected, ErrConflict)
+	}
+	if next.Version == expected && !maps.Equal(cur.Configs, next.Configs) {
+		return fmt.Errorf("alter topic config %s: overrides changed at the same version %d: %w", name, expected, ErrInvalid)
 	}
 	return nil
 }

@@ -13,7 +13,7 @@ import (
 // writing method of store.Store. Reads are not timed: the controller reads
 // the store only when it activates.
 var storeWriteOps = []string{
-	"bump_controller_epoch", "register_broker", "update_broker", "create_topic", "set_topic_config",
+	"bump_controller_epoch", "register_broker", "update_broker", "create_topic", "set_topic_config", "alter_topic_config",
 	"delete_topic", "complete_deletions", "update_partitions", "create_acls", "delete_acls",
 	"set_replication_throttle",
 }
@@ -122,5 +122,12 @@ func (t *timedStore) SetReplicationThrottle(ctx context.Context, bytesPerSec int
 	start := time.Now()
 	err := t.Store.SetReplicationThrottle(ctx, bytesPerSec)
 	t.done("set_replication_throttle", start, err)
+	return err
+}
+
+func (t *timedStore) AlterTopicConfig(ctx context.Context, name string, expected int64, next store.TopicConfig, updates []store.PartitionUpdate) error {
+	start := time.Now()
+	err := t.Store.AlterTopicConfig(ctx, name, expected, next, updates)
+	t.done("alter_topic_config", start, err)
 	return err
 }

@@ -208,6 +208,11 @@ func (f *fencedStore) SetTopicConfig(ctx context.Context, name string, expected 
 	})
 	return out, err
 }
+func (f *fencedStore) AlterTopicConfig(ctx context.Context, name string, expected int64, next store.TopicConfig, updates []store.PartitionUpdate) error {
+	return f.write(ctx, "AlterTopicConfig", func() error {
+		return f.Store.AlterTopicConfig(context.Background(), name, expected, next, updates)
+	})
+}
 func (f *fencedStore) DeleteTopic(ctx context.Context, name string) error {
 	return f.write(ctx, "DeleteTopic", func() error { return f.Store.DeleteTopic(context.Background(), name) })
 }

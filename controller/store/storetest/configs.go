@@ -69,9 +69,93 @@ func testTopicConfigsPersist(t *testing.T, s store.Store, restart func(store.Sto
 		t.Fatal(err)
 	}
 	must(s.SetTopicConfig(ctx, "t", 1, map[string]string{"retention.ms": "2000", "min.insync.replicas": "2"}))(t)
+	want := map[string]string{"retention.ms": "2000", "min.insync.replicas": "3"}
+	if err := s.AlterTopicConfig(ctx, "t", 2, store.TopicConfig{Version: 3, Configs: want, MinIsrFloor: 2}, nil); err != nil {
+		t.Fatal(err)
+	}
 	s = restart(s)
-	want := map[string]string{"retention.ms": "2000", "min.insync.replicas": "2"}
-	if c := must(s.TopicConfigs(ctx))(t)["t"]; c.Version != 2 || !maps.Equal(c.Configs, want) {
-		t.Fatalf("after restart: %+v, want version 2 %v", c, want)
+	if c := must(s.TopicConfigs(ctx))(t)["t"]; c.Version != 3 || !maps.Equal(c.Configs, want) || c.MinIsrFloor != 2 {
+		t.Fatalf("after restart: %+v, want version 3 %v with min ISR floor 2", c, want)
+	}
+}
+
+// testAlterTopicConfig ensures AlterTopicConfig writes a topic's config,
+// its min ISR floor and partition states in one transaction: everything or,
+// when the version or any partition epoch is stale, nothing; that a write
+// at the same version changes the floor alone; that SetTopicConfig keeps the
+// floor; and that a bad argument is refused.
+func testAlterTopicConfig(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	createTopic(t, s, "t", 2)
+	createTopic(t, s, "u", 1)
+	p0 := must(s.Partition(ctx, "t", 0))(t)
+	p1 := must(s.Partition(ctx, "t", 1))(t)
+	clearElr := func(p store.Partition) store.PartitionUpdate {
+		next := p.Clone()
+		next.ELR, next.LastKnownELR = nil, nil
+		next.ISR = []int32{1}
+		next.PartitionEpoch++
+		return store.PartitionUpdate{Expected: p.PartitionEpoch, New: next}
+	}
+	raise := store.TopicConfig{Version: 2, Configs: map[string]string{"min.insync.replicas": "3"}, MinIsrFloor: 1}
+
+	// A stale partition epoch: nothing at all is written.
+	stale := clearElr(p1)
+	stale.Expected, stale.New.PartitionEpoch = p1.PartitionEpoch+1, p1.PartitionEpoch+2
+	if err := s.AlterTopicConfig(ctx, "t", 1, raise, []store.PartitionUpdate{clearElr(p0), stale}); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("with a stale partition epoch: %v, want ErrConflict", err)
+	}
+	if c := must(s.TopicConfigs(ctx))(t)["t"]; c.Version != 1 || len(c.Configs) != 0 || c.MinIsrFloor != 0 {
+		t.Fatalf("a refused write stored the config %+v", c)
+	}
+	if p := must(s.Partition(ctx, "t", 0))(t); p.PartitionEpoch != p0.PartitionEpoch {
+		t.Fatalf("a refused write stored partition %+v", p)
+	}
+	// Refused arguments.
+	for name, bad := range map[string]func() error{
+		"version two ahead": func() error { return s.AlterTopicConfig(ctx, "t", 1, store.TopicConfig{Version: 3}, nil) },
+		"negative floor": func() error {
+			return s.AlterTopicConfig(ctx, "t", 1, store.TopicConfig{Version: 2, MinIsrFloor: -1}, nil)
+		},
+		"another topic": func() error {
+			return s.AlterTopicConfig(ctx, "t", 1, raise, []store.PartitionUpdate{clearElr(must(s.Partition(ctx, "u", 0))(t))})
+		},
+		"overrides changed at the same version": func() error {
+			return s.AlterTopicConfig(ctx, "t", 1, store.TopicConfig{Version: 1, Configs: raise.Configs}, nil)
+		},
+	} {
+		if err := bad(); !errors.Is(err, store.ErrInvalid) {
+			t.Errorf("%s: %v, want ErrInvalid", name, err)
+		}
+	}
+	if err := s.AlterTopicConfig(ctx, "nope", 0, store.TopicConfig{Version: 1}, nil); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("unknown topic: %v, want ErrNotFound", err)
+	}
+
+	// Everything in one write.
+	if err := s.AlterTopicConfig(ctx, "t", 1, raise, []store.PartitionUpdate{clearElr(p0), clearElr(p1)}); err != nil {
+		t.Fatal(err)
+	}
+	if c := must(s.TopicConfigs(ctx))(t)["t"]; c.Version != 2 || !maps.Equal(c.Configs, raise.Configs) || c.MinIsrFloor != 1 {
+		t.Fatalf("stored config %+v, want %+v", c, raise)
+	}
+	for _, p := range []store.Partition{p0, p1} {
+		if got := must(s.Partition(ctx, "t", p.Partition))(t); got.PartitionEpoch != p.PartitionEpoch+1 || len(got.ISR) != 1 {
+			t.Fatalf("stored partition %+v, want epoch %d and ISR [1]", got, p.PartitionEpoch+1)
+		}
+	}
+	if err := s.AlterTopicConfig(ctx, "t", 1, store.TopicConfig{Version: 2}, nil); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("at a stale version: %v, want ErrConflict", err)
+	}
+	// SetTopicConfig keeps the floor; a write at the same version clears it.
+	must(s.SetTopicConfig(ctx, "t", 2, map[string]string{"min.insync.replicas": "2"}))(t)
+	if c := must(s.TopicConfigs(ctx))(t)["t"]; c.Version != 3 || c.MinIsrFloor != 1 {
+		t.Fatalf("after SetTopicConfig: %+v, want version 3 with the floor 1 kept", c)
+	}
+	if err := s.AlterTopicConfig(ctx, "t", 3, store.TopicConfig{Version: 3, Configs: map[string]string{"min.insync.replicas": "2"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if c := must(s.TopicConfigs(ctx))(t)["t"]; c.Version != 3 || c.MinIsrFloor != 0 || c.Configs["min.insync.replicas"] != "2" {
+		t.Fatalf("after clearing the floor: %+v, want version 3, no floor", c)
 	}
 }

@@ -42,6 +42,7 @@ func RunSuite(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ACLsRejectEmptyFields", testACLsInvalid},
 		{"ConcurrentACLChangesLoseNothing", testConcurrentACLs},
 		{"TopicConfigs", testTopicConfigs},
+		{"AlterTopicConfigIsOneWrite", testAlterTopicConfig},
 		{"ReplicationThrottle", testReplicationThrottle},
 	}
 	for _, tc := range tests {
@@ -689,6 +690,7 @@ func testClosed(t *testing.T, s store.Store) {
 	calls["UpdatePartitions"] = s.UpdatePartitions(ctx, []store.PartitionUpdate{{Expected: 0, New: store.Partition{Topic: "t", PartitionEpoch: 1}}})
 	_, calls["TopicConfigs"] = s.TopicConfigs(ctx)
 	_, calls["SetTopicConfig"] = s.SetTopicConfig(ctx, "t", 1, nil)
+	calls["AlterTopicConfig"] = s.AlterTopicConfig(ctx, "t", 1, store.TopicConfig{Version: 2}, nil)
 	for name, err := range calls {
 		if !errors.Is(err, store.ErrClosed) {
 			t.Errorf("%s after close: %v, want ErrClosed", name, err)
