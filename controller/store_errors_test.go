@@ -306,7 +306,9 @@ func TestAdminWritesLandedWithAnError(t *testing.T) {
 		t.Fatalf("the operator's retry: %v %v, want TOPIC_ALREADY_EXISTS", resp, err)
 	}
 
-	f.Inject(storetest.Fault{Op: storetest.OpSetTopicConfig, Kind: storetest.LandThenFail})
+	// The controller writes a config change with AlterTopicConfig (the
+	// config and the partitions it makes stale, as one).
+	f.Inject(storetest.Fault{Op: storetest.OpAlterTopicConfig, Kind: storetest.LandThenFail})
 	if _, err := h.c.AlterTopicConfig(ctx, &replicadv1.AlterTopicConfigRequest{Topic: "t", Set: map[string]string{"retention.ms": "60000"}}); err == nil {
 		t.Fatal("AlterTopicConfig whose write landed with an error answered no error")
 	}

@@ -20,6 +20,7 @@ const (
 	OpUpdateBroker           Op = "UpdateBroker"
 	OpCreateTopic            Op = "CreateTopic"
 	OpSetTopicConfig         Op = "SetTopicConfig"
+	OpAlterTopicConfig       Op = "AlterTopicConfig"
 	OpDeleteTopic            Op = "DeleteTopic"
 	OpCompleteDeletions      Op = "CompleteDeletions"
 	OpUpdatePartitions       Op = "UpdatePartitions"
@@ -57,7 +58,8 @@ type Call struct {
 	Updates []store.PartitionUpdate
 	// Broker is RegisterBroker's or UpdateBroker's argument.
 	Broker store.Broker
-	// Topic is the topic of CreateTopic, SetTopicConfig and DeleteTopic.
+	// Topic is the topic of CreateTopic, SetTopicConfig, AlterTopicConfig
+	// and DeleteTopic.
 	Topic string
 }
 
@@ -212,6 +214,12 @@ func (f *Faulty) SetTopicConfig(ctx context.Context, name string, expected int64
 		return err
 	})
 	return out, err
+}
+
+func (f *Faulty) AlterTopicConfig(ctx context.Context, name string, expected int64, next store.TopicConfig, updates []store.PartitionUpdate) error {
+	return f.do(ctx, Call{Op: OpAlterTopicConfig, Topic: name}, func(ctx context.Context) error {
+		return f.Store.AlterTopicConfig(ctx, name, expected, next, updates)
+	})
 }
 
 func (f *Faulty) DeleteTopic(ctx context.Context, name string) error {
