@@ -57,6 +57,12 @@ var findings = []struct {
 	// lost).
 	{919637809, false},
 	{179910017, true},
+	// Paths 1 and 2 together: min.insync.replicas raised to 3 while b3 was
+	// shut down (the raise could not reach it), the controller died between
+	// the two writes of a reassignment (the new one took the raised value
+	// for the ELR at once), then lowered to 1; b2, elected from the ELR,
+	// lacked acknowledged records. Passes with h-minisr's fix alone.
+	{968762410, false},
 	// Path 3: a store write that landed but returned an error left the
 	// controller's memory behind its store: every later change of the
 	// partition conflicted, the ISR never grew back (wedge).
