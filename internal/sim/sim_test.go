@@ -100,8 +100,10 @@ type summary struct {
 
 // TestSim ensures that the whole cluster (3 brokers, the controller) keeps
 // its safety invariants under a seeded schedule of message delays,
-// reorderings, drops, partitions and crashes with power loss, and gets
-// every partition a leader and a full ISR once the faults stop.
+// reorderings, drops, partitions, crashes with power loss, process stops,
+// operator commands and store faults, and, once the faults stop, gets
+// every partition a leader and a full ISR, with the controller's memory
+// agreeing with its store and no reassignment pending.
 func TestSim(t *testing.T) {
 	type simCase struct {
 		seed          uint64
