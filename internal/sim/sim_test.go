@@ -76,20 +76,17 @@ var findings = []struct {
 	// completed (replicas [2 1 3], removing [3], after heal).
 	{207138893, false},
 	{970799471, false},
+	// A topic deleted and created again while a produce for the old one was
+	// on its way: the new leader appended it at 0 and lost power before its
+	// next HW checkpoint, whose file still held the deleted topic's entry
+	// for the name; restarted with HW 1, it counted the record as committed
+	// (leader completeness, log matching). Log removals now rewrite the
+	// dir's HW checkpoint without the log (logmgr's checkpointRemoval).
+	{504596852, false},
+	{795871276, true},
+	{150560177, true},
+	{502628584, true},
 }
-
-// Open (not in findings: they fail with every fix of issue 19 merged): found
-// with -sim.storefaults=false, 795871276, 150560177 and 502628584; with every
-// fault, 504596852 (a fresh seed of the slice, so `make test` can hit it
-// until it is fixed: about 1 seed in 180). The topic is
-// deleted and created again while a produce for the old one is still on its
-// way; the leader of the new topic appends it at offset 0, and crashes (power
-// cut) before its next HW checkpoint. The last durable
-// replication-offset-checkpoint still holds the deleted topic's entry for
-// that partition name, and the restarted broker gives the new log that HW
-// (min(checkpoint, LEO) = 1): a record that was never committed stands below
-// a replica's HW (log matching), or is taken for committed when the new
-// leader lacks it (leader completeness), until the follower truncates.
 
 // summary adds up the subtests' figures for the parent test's report.
 type summary struct {
