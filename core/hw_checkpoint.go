@@ -10,7 +10,6 @@ import (
 
 	"github.com/replicad/replicad/core/clock"
 	"github.com/replicad/replicad/core/log"
-	"github.com/replicad/replicad/core/tp"
 )
 
 // CheckpointHighWatermarks writes every online log dir's
@@ -49,30 +48,28 @@ func (rm *ReplicaManager) checkpointHighWatermarks() []DirCheckpoint {
 	rm.checkpointMu.Lock()
 	defer rm.checkpointMu.Unlock()
 	start := time.Now()
-	out := rm.writeHighWatermarkCheckpoints(rm.logs.HighWatermarks())
+	out := rm.writeHighWatermarkCheckpoints()
 	rm.cfg.Metrics.HighWatermarkCheckpointed(time.Since(start))
 	rm.logger.Debug().Dur("took_ms", time.Since(start)).Int("log_dirs", len(out)).Msg("checkpointed high watermarks")
 	return out
 }
 
 // writeHighWatermarkCheckpoints writes one replication-offset-checkpoint per
-// dir; a dir whose write fails goes offline.
-func (rm *ReplicaManager) writeHighWatermarkCheckpoints(byDir map[string]map[tp.TopicPartition]int64) []DirCheckpoint {
+// online dir; a dir whose write fails goes offline. The log manager reads
+// the HWs and writes them under one lock, which its log deletions take too
+// (they rewrite the file without the deleted log's entry).
+func (rm *ReplicaManager) writeHighWatermarkCheckpoints() []DirCheckpoint {
 	var out []DirCheckpoint
-	for _, dir := range rm.onlineDirs() {
-		hws, ok := byDir[dir]
-		if !ok {
-			continue
-		}
-		res := DirCheckpoint{Dir: dir, Partitions: len(hws)}
-		if err := rm.logs.WriteHighWatermarks(dir, hws); err != nil {
-			rm.logger.Error().Err(err).Str("log_dir", dir).Msg("write the HW checkpoint")
+	for _, c := range rm.logs.CheckpointHighWatermarks(rm.onlineDirs()) {
+		res := DirCheckpoint{Dir: c.Dir, Partitions: len(c.HWs)}
+		if err := c.Err; err != nil {
+			rm.logger.Error().Err(err).Str("log_dir", c.Dir).Msg("write the HW checkpoint")
 			res.Error = ErrStorageError
 			// The log manager reports the failure too; it is handled here
 			// at once, so the caller sees the dir offline when answered.
 			// Running out of descriptors is no failure of the dir.
 			if !errors.Is(err, log.ErrFileLimit) {
-				rm.handleLogDirFailure(dir, err)
+				rm.handleLogDirFailure(c.Dir, err)
 			}
 		}
 		out = append(out, res)

@@ -584,8 +584,9 @@ func (s *sim) deleteLog(p *partition) error {
 		return fmt.Errorf("delete log: %w", err)
 	}
 	p.deleting, p.cur, p.durable = false, nil, false
-	s.lowerBounds(p, dir, 0)
-	s.rpBound[dir][p.t] = math.MaxInt64 // DeleteLog rewrote the dir's checkpoints
+	// DeleteLog rewrote the dir's checkpoints, the HWs' too, without the
+	// log: a log created again under the name inherits nothing.
+	s.rpBound[dir][p.t], s.hwBound[dir][p.t] = math.MaxInt64, math.MaxInt64
 	return nil
 }
 
@@ -653,10 +654,6 @@ func (s *sim) startMove(p *partition) error {
 	}
 	s.logf("%s: create future log in %s", p.t, to)
 	p.futChanging = true
-	// The dir's HW checkpoint may still name the partition from a log that
-	// moved away or a future log deleted; the future log's HW is not used
-	// until the swap (and a stale one is rewritten at start-up).
-	s.hwBound[to][p.t] = 0
 	fut, err := s.m.GetOrCreateFutureLog(p.t, to)
 	if err != nil {
 		return fmt.Errorf("create future log: %w", err)
@@ -722,7 +719,6 @@ func (s *sim) copyToFuture(p *partition, fut *log.Log) error {
 
 func (s *sim) swap(p *partition) error {
 	hw := s.log(p).HighWatermark()
-	from, _ := s.m.DirOf(p.t)
 	s.logf("%s: replace the current log with the future log (hw %d)", p.t, hw)
 	p.futChanging = true
 	l, err := s.m.ReplaceCurrentWithFutureLog(p.t, hw)
@@ -735,10 +731,10 @@ func (s *sim) swap(p *partition) error {
 		return fmt.Errorf("swapped log has HW %d, want %d", l.HighWatermark(), hw)
 	}
 	for _, d := range logDirs {
-		s.rpBound[d][p.t] = math.MaxInt64 // the swap rewrote both dirs' checkpoints
+		// The swap rewrote both dirs' checkpoints, the HWs' too: the old
+		// dir's name the partition no more.
+		s.rpBound[d][p.t], s.hwBound[d][p.t] = math.MaxInt64, math.MaxInt64
 	}
-	s.lowerBounds(p, from, 0) // the old dir's HW checkpoint still names it
-	s.rpBound[from][p.t] = math.MaxInt64
 	return nil
 }
 

@@ -79,9 +79,10 @@ func (m *Manager) nextDirLocked() *logDir {
 //
 // As in Kafka, the partition dir is first renamed to "<name>.<id>-delete",
 // which Open never loads, so a crash mid-removal cannot bring back half a
-// log; the removal itself runs in the background. The dir's recovery-point
-// and log-start checkpoints are then rewritten without the partition, so a
-// log created again under the same name does not inherit its offsets.
+// log; the removal itself runs in the background. The dir's recovery-point,
+// log-start and HW checkpoints are then rewritten without the partition
+// (checkpointRemoval), so a log created again under the same name does not
+// inherit its offsets.
 // Deleting a partition without a log does nothing.
 func (m *Manager) DeleteLog(t tp.TopicPartition) error {
 	m.createMu.Lock()
@@ -107,7 +108,7 @@ func (m *Manager) DeleteLog(t tp.TopicPartition) error {
 		return m.deleteFailed(h.dir, t, err)
 	}
 	m.removeInBackground([]string{deleted})
-	if err := m.checkpointDir(h.dir); err != nil {
+	if err := m.checkpointRemoval(h.dir); err != nil {
 		return m.deleteFailed(h.dir, t, err)
 	}
 	m.logger.Info().Str("partition", t.String()).Str("log_dir", h.dir.path).Msg("deleted log")

@@ -12,8 +12,9 @@
 //	recovery-point-offset-checkpoint   written by CheckpointLogOffsets, by every truncation that
 //	log-start-offset-checkpoint        lowers a log's recovery point (before it cuts), by
 //	                                   DeleteLog and the log dir moves, and by Open when stale
-//	replication-offset-checkpoint      the HWs, written by WriteHighWatermarks (the replica
-//	                                   manager's), rewritten by LoadHighWatermarks when stale
+//	replication-offset-checkpoint      the HWs, written by CheckpointHighWatermarks (the replica
+//	                                   manager's), by DeleteLog and the log dir moves, and by
+//	                                   LoadHighWatermarks when stale
 //	<topic>-<partition>/               one partition log, with its partition.metadata (topic ID)
 //	<topic>-<partition>.<id>-delete/   a deleted log, removed in the background
 //	<topic>-<partition>.<id>-future/   a replica being moved here (alter log dirs)

@@ -105,7 +105,8 @@ func (m *Manager) GetOrCreateFutureLog(t tp.TopicPartition, dir string) (*log.Lo
 }
 
 // DeleteFutureLog closes and removes the partition's future log (an aborted
-// or stopped move). Deleting a partition without one does nothing.
+// or stopped move), and rewrites its dir's checkpoints without it
+// (checkpointRemoval). Deleting a partition without one does nothing.
 func (m *Manager) DeleteFutureLog(t tp.TopicPartition) error {
 	m.createMu.Lock()
 	defer m.createMu.Unlock()
@@ -125,7 +126,7 @@ func (m *Manager) DeleteFutureLog(t tp.TopicPartition) error {
 		return m.deleteFailed(h.dir, t, err)
 	}
 	m.removeInBackground([]string{deleted})
-	if err := m.checkpointDir(h.dir); err != nil {
+	if err := m.checkpointRemoval(h.dir); err != nil {
 		return m.deleteFailed(h.dir, t, err)
 	}
 	m.logger.Info().Str("partition", t.String()).Str("log_dir", h.dir.path).Msg("deleted future log")
@@ -213,7 +214,7 @@ func (m *Manager) ReplaceCurrentWithFutureLog(t tp.TopicPartition, highWatermark
 	m.mu.Unlock()
 	m.removeInBackground([]string{deleted})
 	for _, d := range []*logDir{cur.dir, fut.dir} {
-		if err := m.checkpointDir(d); err != nil {
+		if err := m.checkpointRemoval(d); err != nil {
 			m.reportFailure(d, err)
 		}
 	}

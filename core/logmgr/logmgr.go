@@ -94,6 +94,12 @@ type Manager struct {
 	// checkpointMu serializes writers of the per-dir checkpoint files, which
 	// share their tmp files.
 	checkpointMu sync.Mutex
+	// hwMu serializes writers of the replication-offset-checkpoint files,
+	// and each one takes its snapshot of the HWs under it
+	// (writeHighWatermarksLocked): a checkpoint that read a log about to be
+	// deleted can then never land after the deletion's rewrite of the file
+	// (checkpointRemoval), bringing the deleted log's entry back.
+	hwMu sync.Mutex
 	// brokerStateMu serializes writers of the broker-state files.
 	brokerStateMu sync.Mutex
 

@@ -157,8 +157,8 @@ func (m *Manager) Shutdown() error {
 
 // HighWatermarks returns the HW of every log (future logs included) by
 // online log dir, each capped at its log's recovery point: what the replica
-// manager writes to each dir's replication-offset-checkpoint with
-// WriteHighWatermarks.
+// manager has written to each dir's replication-offset-checkpoint by
+// CheckpointHighWatermarks.
 //
 // The cap keeps the checkpoint from claiming records that are not durable:
 // with the interval and os flush policies the HW routinely runs ahead of
@@ -182,16 +182,88 @@ func (m *Manager) HighWatermarks() map[string]map[tp.TopicPartition]int64 {
 	return byDir
 }
 
-// WriteHighWatermarks replaces dir's replication-offset-checkpoint with hws
-// (Kafka's checkpointHighWatermarks for one dir). The caller serializes the
-// writers of one dir and takes the dir offline when it fails.
+// HighWatermarkCheckpoint is what CheckpointHighWatermarks wrote in one dir.
+type HighWatermarkCheckpoint struct {
+	Dir string
+	// HWs are the entries written (or that failed to be).
+	HWs map[tp.TopicPartition]int64
+	// Err is the failure of the write, already reported on Failures.
+	Err error
+}
+
+// CheckpointHighWatermarks replaces the replication-offset-checkpoint of
+// each of dirs that is online with the HWs of its logs (HighWatermarks),
+// in the order given (Kafka's checkpointHighWatermarks). The HWs are read
+// under the lock that serializes the writers of these files, so that a
+// deletion that rewrites them (checkpointRemoval) can never be overwritten
+// by a checkpoint that read the deleted log. The caller takes a failed dir
+// offline; the failure is also reported on Failures.
+func (m *Manager) CheckpointHighWatermarks(dirs []string) []HighWatermarkCheckpoint {
+	m.hwMu.Lock()
+	defer m.hwMu.Unlock()
+	byDir := m.HighWatermarks()
+	out := make([]HighWatermarkCheckpoint, 0, len(dirs))
+	for _, dir := range dirs {
+		hws, ok := byDir[dir]
+		if !ok {
+			continue // offline
+		}
+		out = append(out, HighWatermarkCheckpoint{Dir: dir, HWs: hws, Err: m.writeHighWatermarksLocked(dir, hws)})
+	}
+	return out
+}
+
+// WriteHighWatermarks replaces dir's replication-offset-checkpoint with hws,
+// given by the caller: for tests and benchmarks, which remove no log
+// meanwhile. A replica manager uses CheckpointHighWatermarks, which reads
+// the HWs under the lock: hws read before a log removal and written after
+// it would bring the removed log's entry back.
 func (m *Manager) WriteHighWatermarks(dir string, hws map[tp.TopicPartition]int64) error {
+	m.hwMu.Lock()
+	defer m.hwMu.Unlock()
+	return m.writeHighWatermarksLocked(dir, hws)
+}
+
+// writeHighWatermarksLocked replaces dir's replication-offset-checkpoint
+// with hws, which the caller read under hwMu, held.
+func (m *Manager) writeHighWatermarksLocked(dir string, hws map[tp.TopicPartition]int64) error {
 	if err := checkpoint.WriteOffsets(m.fsys, filepath.Join(dir, ReplicationOffsetCheckpoint), hws, true); err != nil {
 		err = ioError("write "+ReplicationOffsetCheckpoint, err)
 		m.ReportFailure(dir, err)
 		return err
 	}
 	return nil
+}
+
+// rewriteHighWatermarks replaces d's replication-offset-checkpoint with the
+// HWs of the logs d holds now.
+func (m *Manager) rewriteHighWatermarks(d *logDir) error {
+	m.hwMu.Lock()
+	defer m.hwMu.Unlock()
+	hws, ok := m.HighWatermarks()[d.path]
+	if !ok {
+		return fmt.Errorf("logmgr: rewrite %s in %s: %w", ReplicationOffsetCheckpoint, d.path, ErrDirOffline)
+	}
+	return m.writeHighWatermarksLocked(d.path, hws)
+}
+
+// checkpointRemoval rewrites every checkpoint of d from the logs it holds
+// now, once a log was taken out of it (deleted, set aside, moved away or
+// replaced), before the removal is answered (Kafka's LogManager.asyncDelete
+// checkpoints the dir's recovery points and log start offsets at once).
+// The files are keyed by partition name, not topic ID: an entry left for
+// the removed log would be given to the next log created under the name in
+// this dir. A recovery point would make recovery trust the new log's
+// unflushed, possibly torn, tail unread; a log start would hide its first
+// records; and a HW (min(entry, LEO) after a power cut) would count as
+// committed records the new log appended but never committed. The caller
+// holds createMu, so no log of the name is created in between. Costs one
+// fsynced write of each of the three files per call.
+func (m *Manager) checkpointRemoval(d *logDir) error {
+	if err := m.checkpointDir(d); err != nil {
+		return err
+	}
+	return m.rewriteHighWatermarks(d)
 }
 
 // ReadHighWatermarks reads dir's replication-offset-checkpoint (missing: none).
@@ -230,7 +302,10 @@ func (m *Manager) LoadHighWatermarks() map[string]error {
 		if !stale {
 			continue
 		}
-		if err := m.WriteHighWatermarks(dir, m.HighWatermarks()[dir]); err != nil {
+		m.hwMu.Lock()
+		err = m.writeHighWatermarksLocked(dir, m.HighWatermarks()[dir])
+		m.hwMu.Unlock()
+		if err != nil {
 			failed[dir] = fmt.Errorf("logmgr: rewrite stale HW checkpoint: %w", err)
 		}
 	}

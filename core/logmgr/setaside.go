@@ -14,8 +14,8 @@ const StrayDirSuffix = "-stray"
 // SetAsideLog takes the partition's log out of service without deleting a
 // byte of it: it is closed, its dir renamed to "<name>.<id>-stray" (which
 // Open never loads and never removes) and the parent fsynced, and the dir's
-// recovery-point and log-start checkpoints are rewritten without the
-// partition, so that a log created again under the name starts from
+// recovery-point, log-start and HW checkpoints are rewritten without the
+// partition (checkpointRemoval), so that a log created again under the name starts from
 // nothing. It returns the new path of the dir. A future log of the
 // partition (a move in progress, a copy of the same data) is deleted. The
 // operator decides what becomes of the set-aside dir. No log: "" and nil.
@@ -49,7 +49,7 @@ func (m *Manager) SetAsideLog(t tp.TopicPartition) (string, error) {
 	if err := m.fsys.SyncDir(h.dir.path); err != nil {
 		return "", m.setAsideFailed(h.dir, t, err)
 	}
-	if err := m.checkpointDir(h.dir); err != nil {
+	if err := m.checkpointRemoval(h.dir); err != nil {
 		return "", m.setAsideFailed(h.dir, t, err)
 	}
 	m.logger.Warn().Str("partition", t.String()).Str("log_dir", h.dir.path).Str("set_aside_dir", aside).

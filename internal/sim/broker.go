@@ -39,7 +39,10 @@ type brokerNode struct {
 	fs    *crashfs.FS
 	boots int // power cycles, for the BootID
 	lives int
-	cur   *brokerLife // nil while down
+	// minISR is the --min-insync-replicas the next life starts with (the
+	// operator may restart a broker with another).
+	minISR int32
+	cur    *brokerLife // nil while down
 	// stopped is closed when the last life's components have stopped; a
 	// restart waits for it so two lives never run on one disk.
 	stopped chan struct{}
@@ -130,7 +133,7 @@ func (b *brokerNode) start() error {
 		LogConfig:            log.Config{SegmentBytes: 4096, IndexIntervalBytes: 512, MaxBatchBytes: 1 << 20, FlushPolicy: log.FlushEveryBatch, FlushInterval: time.Second},
 		HWCheckpointInterval: time.Second,
 		ReplicaLagTimeMax:    s.cfg.ReplicaLagTimeMax,
-		MinInsyncReplicas:    minISR,
+		MinInsyncReplicas:    int(b.minISR),
 		Clock:                clock.Real{},
 		Logger:               logger,
 		Fetchers:             fetchers,
@@ -180,7 +183,7 @@ func (b *brokerNode) start() error {
 			LogDirs:             []string{logDir},
 			Logger:              logger,
 			OnControllerChange:  ap.UseController,
-			MinInsyncReplicas:   minISR,
+			MinInsyncReplicas:   b.minISR,
 			PreviousBrokerEpoch: previous,
 			OfflinePartitions:   rm.OfflinePartitions,
 			OnRegistered: func(epoch int64) {
@@ -213,7 +216,15 @@ func (b *brokerNode) produceHandler(rm *core.ReplicaManager) func(context.Contex
 		res := rm.Produce(ctx, core.ProduceRequest{TopicPartition: t, Acks: core.AcksAll,
 			Timeout: time.Duration(req.GetTimeoutMs()) * time.Millisecond, Records: recs})
 		if res.Error == core.ErrNone {
-			b.sim.workload.acked(t, res.BaseOffset, string(recs[0].Value), b.id)
+			// The incarnation the leader acknowledged in: its replica's
+			// topic ID, as it stands right after (a deletion takes a
+			// StopReplica, which cannot arrive within this step).
+			id := ""
+			part := t.Partition
+			if d := rm.Describe(t.Topic, &part); len(d.Partitions) == 1 {
+				id = d.Partitions[0].TopicID
+			}
+			b.sim.workload.acked(incarnation{t, id}, res.BaseOffset, string(recs[0].Value), b.id)
 		}
 		return &replicadv1.ProduceResponse{ErrorCode: replicadv1.ErrorCode(res.Error), BaseOffset: res.BaseOffset,
 			HighWatermark: res.HighWatermark}, nil

@@ -2,7 +2,10 @@ package sim
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
+	"sync"
 	"sync/atomic"
 
 	"github.com/replicad/replicad/controller"
@@ -19,6 +22,7 @@ const controllerName = "ctl"
 type controllerNode struct {
 	sim     *Sim
 	store   *store.Memory
+	faults  storeFaults
 	lives   int
 	cur     *controllerLife
 	stopped chan struct{}
@@ -52,7 +56,7 @@ func (c *controllerNode) start() error {
 	s := c.sim
 	c.lives++
 	life := c.lives
-	fence := &fencedStore{Store: c.store}
+	fence := &fencedStore{Store: c.store, faults: &c.faults, node: c}
 	ctl, err := controller.New(controller.Config{
 		Store:          fence,
 		ID:             1,
@@ -73,6 +77,14 @@ func (c *controllerNode) start() error {
 		"BrokerHeartbeat":    unary(ctl.BrokerHeartbeat),
 		"AlterPartition":     unary(ctl.AlterPartition),
 		"ControlledShutdown": unary(ctl.ControlledShutdown),
+		// The operator's (operator.go).
+		"CreateTopic":              unary(ctl.CreateTopic),
+		"DeleteTopic":              unary(ctl.DeleteTopic),
+		"AlterTopicConfig":         unary(ctl.AlterTopicConfig),
+		"ReassignPartition":        unary(ctl.ReassignPartition),
+		"ElectLeader":              unary(ctl.ElectLeader),
+		"ElectLeaders":             unary(ctl.ElectLeaders),
+		"AlterReplicationThrottle": unary(ctl.AlterReplicationThrottle),
 	}})
 	runCtx, cancel := context.WithCancel(context.Background())
 	c.cur = &controllerLife{life: life, ctl: ctl, fence: fence, cancel: cancel}
@@ -102,10 +114,13 @@ func (c *controllerNode) crash() {
 // fencedStore is a controller life's view of the durable store: once the
 // life has crashed, its writes fail, as a dead process writes nothing.
 // Crashes happen while every goroutine is blocked, and the Memory store
-// never blocks, so no write is ever half-way when it is fenced.
+// never blocks, so no write is ever half-way when it is fenced. Every write
+// also goes through the store faults the scheduler armed (storeFaults).
 type fencedStore struct {
 	store.Store
-	dead atomic.Bool
+	dead   atomic.Bool
+	faults *storeFaults
+	node   *controllerNode
 }
 
 func (f *fencedStore) check() error {
@@ -115,59 +130,100 @@ func (f *fencedStore) check() error {
 	return nil
 }
 
-func (f *fencedStore) BumpControllerEpoch(ctx context.Context, past int32) (int32, error) {
+// write runs one store write through the life's fence and the armed store
+// fault, if this write is the one it waits for.
+func (f *fencedStore) write(ctx context.Context, what string, do func() error) error {
 	if err := f.check(); err != nil {
-		return 0, err
+		return err
 	}
-	return f.Store.BumpControllerEpoch(ctx, past)
+	kind := f.faults.take(what)
+	switch kind {
+	case sfFail:
+		return errStoreUnavailable
+	case sfLandThenFail:
+		if err := do(); err != nil {
+			return err
+		}
+		return errStoreTimedOut
+	case sfSlow:
+		// The write is slow: it lands after the caller's deadline passed,
+		// and the caller hears context.DeadlineExceeded. The time itself
+		// does not pass here: the controller writes holding its lock, and
+		// a goroutine waiting on a mutex is not durably blocked, so a
+		// bubble whose lock holder sleeps never advances its clock.
+		if err := do(); err != nil {
+			return err
+		}
+		return context.DeadlineExceeded
+	case sfCrashAfter:
+		// The write lands and the process dies before it hears: nothing
+		// it does from here reaches the store, and the scheduler takes
+		// it off the network at its next step.
+		err := do()
+		f.dead.Store(true)
+		f.faults.crashNow(f.node)
+		if err != nil {
+			return err
+		}
+		return store.ErrClosed
+	}
+	return do()
+}
+
+var (
+	// errStoreUnavailable is a write that failed: nothing was written.
+	errStoreUnavailable = errors.New("sim store: unavailable (nothing written)")
+	// errStoreTimedOut is etcd's answer to a write whose outcome it does
+	// not know: here it landed.
+	errStoreTimedOut = errors.New("sim store: request timed out (the write landed)")
+)
+
+func (f *fencedStore) BumpControllerEpoch(ctx context.Context, past int32) (int32, error) {
+	var e int32
+	err := f.write(ctx, "BumpControllerEpoch", func() (err error) {
+		e, err = f.Store.BumpControllerEpoch(context.Background(), past)
+		return err
+	})
+	return e, err
 }
 func (f *fencedStore) RegisterBroker(ctx context.Context, b store.Broker) (store.Broker, error) {
-	if err := f.check(); err != nil {
-		return store.Broker{}, err
-	}
-	return f.Store.RegisterBroker(ctx, b)
+	var out store.Broker
+	err := f.write(ctx, "RegisterBroker", func() (err error) {
+		out, err = f.Store.RegisterBroker(context.Background(), b)
+		return err
+	})
+	return out, err
 }
 func (f *fencedStore) UpdateBroker(ctx context.Context, b store.Broker) error {
-	if err := f.check(); err != nil {
-		return err
-	}
-	return f.Store.UpdateBroker(ctx, b)
+	return f.write(ctx, "UpdateBroker", func() error { return f.Store.UpdateBroker(context.Background(), b) })
 }
 func (f *fencedStore) CreateTopic(ctx context.Context, name string, parts []store.Partition, configs map[string]string) error {
-	if err := f.check(); err != nil {
-		return err
-	}
-	return f.Store.CreateTopic(ctx, name, parts, configs)
+	return f.write(ctx, "CreateTopic", func() error { return f.Store.CreateTopic(context.Background(), name, parts, configs) })
 }
 func (f *fencedStore) SetTopicConfig(ctx context.Context, name string, expected int64, configs map[string]string) (store.TopicConfig, error) {
-	if err := f.check(); err != nil {
-		return store.TopicConfig{}, err
-	}
-	return f.Store.SetTopicConfig(ctx, name, expected, configs)
+	var out store.TopicConfig
+	err := f.write(ctx, "SetTopicConfig", func() (err error) {
+		out, err = f.Store.SetTopicConfig(context.Background(), name, expected, configs)
+		return err
+	})
+	return out, err
 }
 func (f *fencedStore) AlterTopicConfig(ctx context.Context, name string, expected int64, next store.TopicConfig, updates []store.PartitionUpdate) error {
-	if err := f.check(); err != nil {
-		return err
-	}
-	return f.Store.AlterTopicConfig(ctx, name, expected, next, updates)
+	return f.write(ctx, "AlterTopicConfig", func() error {
+		return f.Store.AlterTopicConfig(context.Background(), name, expected, next, updates)
+	})
 }
 func (f *fencedStore) DeleteTopic(ctx context.Context, name string) error {
-	if err := f.check(); err != nil {
-		return err
-	}
-	return f.Store.DeleteTopic(ctx, name)
+	return f.write(ctx, "DeleteTopic", func() error { return f.Store.DeleteTopic(context.Background(), name) })
 }
 func (f *fencedStore) CompleteDeletions(ctx context.Context, topicID string, done []store.Replica) error {
-	if err := f.check(); err != nil {
-		return err
-	}
-	return f.Store.CompleteDeletions(ctx, topicID, done)
+	return f.write(ctx, "CompleteDeletions", func() error { return f.Store.CompleteDeletions(context.Background(), topicID, done) })
 }
 func (f *fencedStore) UpdatePartitions(ctx context.Context, updates []store.PartitionUpdate) error {
-	if err := f.check(); err != nil {
-		return err
-	}
-	return f.Store.UpdatePartitions(ctx, updates)
+	return f.write(ctx, "UpdatePartitions", func() error { return f.Store.UpdatePartitions(context.Background(), updates) })
+}
+func (f *fencedStore) SetReplicationThrottle(ctx context.Context, bytesPerSec int64) error {
+	return f.write(ctx, "SetReplicationThrottle", func() error { return f.Store.SetReplicationThrottle(context.Background(), bytesPerSec) })
 }
 
 func (f *fencedStore) CreateAcls(ctx context.Context, acls []store.ACL) ([]store.ACL, error) {
@@ -185,3 +241,92 @@ func (f *fencedStore) DeleteAcls(ctx context.Context, filters []store.ACLFilter)
 
 // Close leaves the durable store open for the next life.
 func (f *fencedStore) Close() error { return nil }
+
+// storeFault is what happens to one store write.
+type storeFault int
+
+const (
+	sfNone storeFault = iota
+	// sfFail: nothing is written, the write fails.
+	sfFail
+	// sfLandThenFail: the write lands and still returns an error (etcd's
+	// "request timed out" or "leader changed"): an unknown outcome.
+	sfLandThenFail
+	// sfSlow: the write lands after the caller's deadline passed (see
+	// fencedStore.write).
+	sfSlow
+	// sfCrashAfter: the write lands and the controller dies before it
+	// hears (a failover between the writes of one operation).
+	sfCrashAfter
+)
+
+var storeFaultNames = []string{"none", "fail", "land-then-fail", "slow", "crash-after"}
+
+func (k storeFault) String() string { return storeFaultNames[k] }
+
+// storeFaults is the store fault the scheduler armed: it hits the write
+// after the next skip ones (skip 1 is the second write of a two-write
+// operation, as a reassignment's completion after the ISR change that
+// makes it due). The scheduler arms and disarms it with the cluster idle;
+// the controller's goroutines take it. What fired is reported back to the
+// scheduler (drain), which records it at its next step, so the schedule's
+// hash does not depend on when the goroutine ran.
+type storeFaults struct {
+	mu    sync.Mutex
+	armed bool
+	skip  int
+	kind  storeFault
+	fired []string
+	// crash asks the scheduler to take the controller life down (set by
+	// sfCrashAfter).
+	crash *controllerNode
+}
+
+func (sf *storeFaults) arm(kind storeFault, skip int) {
+	sf.mu.Lock()
+	defer sf.mu.Unlock()
+	sf.armed, sf.kind, sf.skip = true, kind, skip
+}
+
+func (sf *storeFaults) disarm() {
+	sf.mu.Lock()
+	defer sf.mu.Unlock()
+	sf.armed = false
+}
+
+func (sf *storeFaults) isArmed() bool {
+	sf.mu.Lock()
+	defer sf.mu.Unlock()
+	return sf.armed
+}
+
+func (sf *storeFaults) take(what string) storeFault {
+	sf.mu.Lock()
+	defer sf.mu.Unlock()
+	if !sf.armed {
+		return sfNone
+	}
+	if sf.skip > 0 {
+		sf.skip--
+		return sfNone
+	}
+	sf.armed = false
+	sf.fired = append(sf.fired, fmt.Sprintf("store %s %s", sf.kind, what))
+	return sf.kind
+}
+
+func (sf *storeFaults) crashNow(c *controllerNode) {
+	sf.mu.Lock()
+	defer sf.mu.Unlock()
+	sf.crash = c
+}
+
+// drain returns what fired since the last call, and whether the
+// controller must be taken down.
+func (sf *storeFaults) drain() ([]string, bool) {
+	sf.mu.Lock()
+	defer sf.mu.Unlock()
+	fired, crash := sf.fired, sf.crash != nil
+	sf.fired, sf.crash = nil, nil
+	return fired, crash
+}

@@ -19,7 +19,10 @@
 // the background; a restart waits for that and reopens the logs from what
 // the disk kept. The controller's crash fences its store view, so a dead
 // process writes nothing, and a restart runs a new controller on the same
-// store (a new controller epoch).
+// store (a new controller epoch). A broker may also stop without a power
+// loss (a killed process on a machine that stays up, or the end of a
+// controlled shutdown): its disk keeps every write and it restarts clean,
+// which keeps it in the ELRs it was in.
 //
 // # Network
 //
@@ -67,6 +70,33 @@
 //     reading the store itself, when its timer may fire at the instant a
 //     controller timer moves leadership.
 //
+// # Operator and store faults
+//
+// The scheduler also plays the operator (operator.go): at a step it may
+// start one admin command (one at a time), sent over the network to the
+// controller's own gRPC methods, as ctlclient sends them: min.insync.replicas
+// set to 1, 2 or 3 or deleted on the topic; a reassignment to 2 or 3 of the
+// brokers in a random order (a replication factor change, or a reorder) and
+// its cancel; a preferred election, or the election of a chosen broker; a
+// broker's controlled shutdown, after which it stops and restarts, maybe
+// with another --min-insync-replicas; the topic deleted and created again;
+// the replication throttle set or removed. Once the faults stop, the
+// operator creates the topic again if it is missing and removes the
+// throttle.
+//
+// The controller's store (the Memory store, through each life's
+// fencedStore) gets faults of its own, armed by the scheduler for the next
+// write or the one after (the second write of an operation): the write
+// fails with nothing written; it lands and returns an error (etcd's
+// "request timed out"); it lands after the caller's deadline
+// (context.DeadlineExceeded; the time itself cannot pass there, see
+// fencedStore.write); or it lands and the controller dies before it hears,
+// a failover between the writes of one operation. What fired is recorded at
+// the next step, so it is part of the schedule.
+//
+// -sim.ops=false and -sim.storefaults=false leave either out, to tell which
+// one a failure needs.
+//
 // # Invariants
 //
 // After every step (checker): leader completeness (the leader the
@@ -77,9 +107,14 @@
 // member the controller records whose log is open, with LEO past it; the
 // ISR is within the replicas and holds the leader; one leader per
 // (partition, leader epoch), as the brokers and as the store say;
-// controller and broker epochs only grow. After the faults stop and every
-// node is back: every partition gets a leader and a full ISR within
-// Config.HealTime.
+// controller and broker epochs only grow. All of these are per topic
+// incarnation (the topic ID): a deleted topic's records are not lost, and
+// the topic created again starts at leader epoch 0. After the faults stop
+// and every node is back, within Config.HealTime: every partition gets a
+// leader and a full ISR, the controller's memory agrees with its store
+// (PartitionStates: a controller whose copy fell behind refuses every
+// later change of the partition, a wedge), and every reassignment has
+// completed or been cancelled.
 //
 // # Replay and shrinking
 //

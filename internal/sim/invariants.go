@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/replicad/replicad/controller/store"
 	"github.com/replicad/replicad/core"
@@ -19,8 +20,10 @@ import (
 type checker struct {
 	// committed is every record seen below some replica's HW, by offset,
 	// and committedHW the highest HW seen: the committed log.
-	committed   map[tp.TopicPartition]map[int64]string
-	committedHW map[tp.TopicPartition]int64
+	// Everything is per topic incarnation (topic ID): a topic deleted and
+	// created again starts a new log, at leader epoch 0 again.
+	committed   map[incarnation]map[int64]string
+	committedHW map[incarnation]int64
 	// leaderHW is the last HW of a leader, per (broker life, partition,
 	// leader epoch).
 	leaderHW map[leaderKey]int64
@@ -40,19 +43,19 @@ type checker struct {
 type leaderKey struct {
 	broker int32
 	life   int
-	t      tp.TopicPartition
+	t      incarnation
 	epoch  int32
 }
 
 type epochKey struct {
-	t     tp.TopicPartition
+	t     incarnation
 	epoch int32
 }
 
 type replicaKey struct {
 	broker int32
 	life   int
-	t      tp.TopicPartition
+	t      incarnation
 }
 
 type cachedLog struct {
@@ -63,7 +66,7 @@ type cachedLog struct {
 
 func newChecker() *checker {
 	return &checker{
-		committed: map[tp.TopicPartition]map[int64]string{}, committedHW: map[tp.TopicPartition]int64{},
+		committed: map[incarnation]map[int64]string{}, committedHW: map[incarnation]int64{},
 		leaderHW: map[leaderKey]int64{}, epochLeader: map[epochKey]int32{}, storeEpochLeader: map[epochKey]int32{},
 		brokerEpochs: map[int32]int64{}, logs: map[replicaKey]*cachedLog{},
 	}
@@ -94,7 +97,7 @@ func (c *checker) check(s *Sim, step int) {
 	for _, p := range parts {
 		current[tp.TopicPartition{Topic: p.Topic, Partition: p.Partition}] = p
 	}
-	views := map[tp.TopicPartition][]replicaView{}
+	views := map[incarnation][]replicaView{}
 	for _, b := range s.brokers {
 		l := b.cur
 		if l == nil {
@@ -108,26 +111,27 @@ func (c *checker) check(s *Sim, step int) {
 			if !ok {
 				continue
 			}
-			cl := c.readLog(replicaKey{b.id, l.life, in.TopicPartition}, lg, step)
-			views[in.TopicPartition] = append(views[in.TopicPartition], replicaView{broker: b.id, info: in, log: cl})
+			inc := incarnation{in.TopicPartition, in.TopicID}
+			cl := c.readLog(replicaKey{b.id, l.life, inc}, lg, step)
+			views[inc] = append(views[inc], replicaView{broker: b.id, info: in, log: cl})
 			if in.Role == core.RoleLeader {
 				c.checkLeader(b.id, l.life, in)
 			}
 		}
 	}
 	// In a fixed order, so one seed's violations read the same every run.
-	keys := make([]tp.TopicPartition, 0, len(views))
+	keys := make([]incarnation, 0, len(views))
 	for t := range views {
 		keys = append(keys, t)
 	}
-	slices.SortFunc(keys, func(a, b tp.TopicPartition) int {
+	slices.SortFunc(keys, func(a, b incarnation) int {
 		switch {
-		case tp.Less(a, b):
+		case tp.Less(a.TopicPartition, b.TopicPartition):
 			return -1
-		case tp.Less(b, a):
+		case tp.Less(b.TopicPartition, a.TopicPartition):
 			return 1
 		}
-		return 0
+		return strings.Compare(a.id, b.id)
 	})
 	for _, t := range keys {
 		vs := views[t]
@@ -136,8 +140,9 @@ func (c *checker) check(s *Sim, step int) {
 		// controller elected, once it knows: a deposed leader that has not
 		// heard yet (partitioned away) still calls itself leader at its old
 		// epoch, and can commit nothing more.
+		cur, ok := current[t.TopicPartition]
 		for _, v := range vs {
-			if v.info.Role != core.RoleLeader || current[t].Leader != v.broker || current[t].LeaderEpoch != v.info.LeaderEpoch {
+			if !ok || cur.TopicID != t.id || v.info.Role != core.RoleLeader || cur.Leader != v.broker || cur.LeaderEpoch != v.info.LeaderEpoch {
 				continue
 			}
 			for o := v.log.start; o < c.committedHW[t]; o++ {
@@ -183,7 +188,7 @@ func (c *checker) check(s *Sim, step int) {
 func (c *checker) checkStore(s *Sim, parts []store.Partition) {
 	ctx := context.Background()
 	for _, p := range parts {
-		t := tp.TopicPartition{Topic: p.Topic, Partition: p.Partition}
+		t := incarnation{tp.TopicPartition{Topic: p.Topic, Partition: p.Partition}, p.TopicID}
 		for _, r := range p.ISR {
 			if !slices.Contains(p.Replicas, r) {
 				c.fail("store: %s ISR %v not within replicas %v", t, p.ISR, p.Replicas)
@@ -228,12 +233,13 @@ func (c *checker) checkStore(s *Sim, parts []store.Partition) {
 // checkLeader: one leader per (partition, leader epoch), and a leader's HW
 // never moves back within its epoch.
 func (c *checker) checkLeader(broker int32, life int, in core.PartitionInfo) {
-	k := epochKey{in.TopicPartition, in.LeaderEpoch}
+	inc := incarnation{in.TopicPartition, in.TopicID}
+	k := epochKey{inc, in.LeaderEpoch}
 	if prev, ok := c.epochLeader[k]; ok && prev != broker {
 		c.fail("two leaders: brokers %d and %d both lead %s at leader epoch %d", prev, broker, in.TopicPartition, in.LeaderEpoch)
 	}
 	c.epochLeader[k] = broker
-	lk := leaderKey{broker, life, in.TopicPartition, in.LeaderEpoch}
+	lk := leaderKey{broker, life, inc, in.LeaderEpoch}
 	if prev, ok := c.leaderHW[lk]; ok && in.HighWatermark < prev {
 		c.fail("HW moved back: broker %d leading %s at epoch %d from %d to %d", broker, in.TopicPartition, in.LeaderEpoch, prev, in.HighWatermark)
 	}
@@ -246,10 +252,12 @@ func (c *checker) checkLeader(broker int32, life int, in core.PartitionInfo) {
 // record at o is the acknowledged one. Members down or not hosting the
 // partition yet are checked when they are back; replicas join the ISR only
 // through AlterPartition, after they caught up past the HW.
-func (c *checker) checkAcked(s *Sim, parts []store.Partition, views map[tp.TopicPartition][]replicaView) {
-	isr := map[tp.TopicPartition][]int32{}
+func (c *checker) checkAcked(s *Sim, parts []store.Partition, views map[incarnation][]replicaView) {
+	// The ISR of the incarnation the store holds: a deleted incarnation's
+	// records are not held against anyone.
+	isr := map[incarnation][]int32{}
 	for _, p := range parts {
-		isr[tp.TopicPartition{Topic: p.Topic, Partition: p.Partition}] = p.ISR
+		isr[incarnation{tp.TopicPartition{Topic: p.Topic, Partition: p.Partition}, p.TopicID}] = p.ISR
 	}
 	for _, a := range s.workload.snapshot() {
 		for _, v := range views[a.t] {

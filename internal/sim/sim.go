@@ -38,10 +38,15 @@ type Config struct {
 	// MaxFaults stops injecting faults after that many (-1: no limit): the
 	// shrinker replays a failing seed with fewer.
 	MaxFaults int
-	// FaultRate is the chance that a step injects a fault (default 0.01).
-	FaultRate         float64
-	SessionTimeout    time.Duration // the controller's; default 3s
-	ReplicaLagTimeMax time.Duration // the brokers'; default 4s
+	// FaultRate is the chance that a step injects a fault (default 0.01),
+	// OpRate that it starts an operator command (default 0.005; see
+	// operator).
+	FaultRate, OpRate float64
+	// NoOps and NoStoreFaults leave the operator's commands, or the store
+	// faults, out of the schedule (to tell which finds a bug).
+	NoOps, NoStoreFaults bool
+	SessionTimeout       time.Duration // the controller's; default 3s
+	ReplicaLagTimeMax    time.Duration // the brokers'; default 4s
 	// Wait is synctest.Wait: it returns once every other goroutine of the
 	// bubble is durably blocked. Required.
 	Wait   func()
@@ -72,6 +77,9 @@ func (c *Config) setDefaults() {
 	if c.FaultRate <= 0 {
 		c.FaultRate = 0.01
 	}
+	if c.OpRate <= 0 {
+		c.OpRate = 0.005
+	}
 	if c.SessionTimeout <= 0 {
 		c.SessionTimeout = 3 * time.Second
 	}
@@ -95,6 +103,8 @@ type Result struct {
 	Produced    int
 	Acked       int
 	Errors      map[string]int
+	// Ops counts the operator's commands by command and outcome.
+	Ops map[string]int
 }
 
 // Failed says whether an invariant was broken (liveness included).
@@ -110,6 +120,10 @@ type Sim struct {
 	brokers  []*brokerNode
 	workload *workload
 	checker  *checker
+	op       *operator
+	// opCtx ends the operator's commands at teardown.
+	opCtx    context.Context
+	opCancel context.CancelFunc
 	logger   zerolog.Logger
 
 	t0     time.Time
@@ -150,9 +164,11 @@ func Run(cfg Config) Result {
 		t0:       time.Now(),
 	}
 	s.hash.h = fnvOffset
+	s.op = newOperator(s.net)
+	s.opCtx, s.opCancel = context.WithCancel(context.Background())
 	s.ctl = &controllerNode{sim: s, store: store.NewMemory()}
 	for i := 1; i <= cfg.Brokers; i++ {
-		s.brokers = append(s.brokers, &brokerNode{sim: s, id: int32(i), name: brokerName(int32(i)), fs: crashfs.New()})
+		s.brokers = append(s.brokers, &brokerNode{sim: s, id: int32(i), name: brokerName(int32(i)), fs: crashfs.New(), minISR: minISR})
 	}
 	cliCtx, cliStop := context.WithCancel(context.Background())
 	s.net.serve(&endpoint{name: clientName, life: 1, ctx: cliCtx, stop: cliStop})
@@ -167,6 +183,7 @@ func Run(cfg Config) Result {
 	res.Violations = append(res.Violations, s.checker.violations...)
 	res.Produced, res.Acked = s.workload.count()
 	res.Errors = s.workload.errors
+	res.Ops = s.op.outcomes
 	return res
 }
 
@@ -256,18 +273,27 @@ func (s *Sim) run() Result {
 		s.net.heal(c[0], c[1])
 		s.record(fmt.Sprintf("heal %s-%s", c[0], c[1]))
 	}
+	s.ctl.faults.disarm()
 	s.record("faults end")
 	healStart := time.Now()
 	ok := s.runUntil(s.cfg.HealTime, false, func() bool {
 		s.restartDown()
-		return s.healthy()
+		s.healOps()
+		return s.healthy() && s.settled() == ""
 	})
 	if len(s.checker.violations) > 0 {
 		return res
 	}
 	if !ok {
-		res.Violations = append(res.Violations, fmt.Sprintf("liveness: %v after healing, not every partition has a leader and a full ISR: %s",
-			time.Since(healStart), s.describe()))
+		if !s.healthy() {
+			// settled says, besides, whether the controller's memory fell
+			// behind its store (a wedge keeps ISRs from growing back).
+			res.Violations = append(res.Violations, fmt.Sprintf("liveness: %v after healing, not every partition has a leader and a full ISR (%s): %s",
+				time.Since(healStart), s.settled(), s.describe()))
+		} else {
+			res.Violations = append(res.Violations, fmt.Sprintf("liveness: %v after healing, %s: %s",
+				time.Since(healStart), s.settled(), s.describe()))
+		}
 	}
 	// A last check with everything healthy: with full ISRs, every
 	// acknowledged record is on every replica.
@@ -305,6 +331,8 @@ var delays = []time.Duration{time.Millisecond, 5 * time.Millisecond, 20 * time.M
 // faults) inject a fault.
 func (s *Sim) step(faults bool) {
 	s.cfg.Wait()
+	s.storeFaultsFired()
+	s.stopShutDown()
 	s.flushIsr()
 	s.serveLookups()
 	s.checker.check(s, s.steps)
@@ -325,6 +353,12 @@ func (s *Sim) step(faults bool) {
 			return
 		}
 		s.fault(pend)
+	case faults && !s.cfg.NoOps && r < s.cfg.FaultRate+s.cfg.OpRate:
+		if s.cfg.MaxFaults >= 0 && len(s.faults) >= s.cfg.MaxFaults {
+			s.sleep()
+			return
+		}
+		s.operate()
 	case len(pend) > 0 && r < 0.9:
 		m := pend[s.rng.IntN(len(pend))]
 		s.record("deliver " + m.Key())
@@ -379,6 +413,17 @@ func (s *Sim) fault(pend []*message) {
 			}
 		}})
 	}
+	if len(up) > 1 {
+		// A process that stops (killed, or stopped without a controlled
+		// shutdown) with its machine up: its disk keeps every write, and
+		// it comes back as a clean restart (the same boot), which keeps it
+		// in the ELRs it was in.
+		opts = append(opts, option{1, "stop", func() {
+			b := up[s.rng.IntN(len(up))]
+			s.noteFault("stop " + b.name + " (no power loss)")
+			b.shutdown()
+		}})
+	}
 	if s.ctl.up() {
 		opts = append(opts, option{1, "crash controller", func() {
 			s.noteFault("crash " + controllerName)
@@ -390,6 +435,14 @@ func (s *Sim) fault(pend []*message) {
 			if err := s.ctl.start(); err != nil {
 				s.checker.fail("restart controller: %v", err)
 			}
+		}})
+	}
+	if s.ctl.up() && !s.cfg.NoStoreFaults && !s.ctl.faults.isArmed() {
+		opts = append(opts, option{3, "store fault", func() {
+			kind := storeFault(1 + s.rng.IntN(4))
+			skip := []int{0, 0, 1}[s.rng.IntN(3)]
+			s.noteFault(fmt.Sprintf("arm store %s (after %d writes)", kind, skip))
+			s.ctl.faults.arm(kind, skip)
 		}})
 	}
 	nodes := []string{controllerName}
@@ -531,6 +584,8 @@ func (s *Sim) describe() string {
 // teardown stops everything, so that the bubble's goroutines all exit.
 func (s *Sim) teardown(producers *sync.WaitGroup) {
 	producers.Wait()
+	s.opCancel()
+	s.op.wg.Wait()
 	s.ctl.crash()
 	for _, b := range s.brokers {
 		b.shutdown()
@@ -547,3 +602,69 @@ func (s *Sim) teardown(producers *sync.WaitGroup) {
 }
 
 var _ = errors.New
+
+// storeFaultsFired records the store faults that hit a write since the
+// last step, and takes down a controller that died after its write landed.
+func (s *Sim) storeFaultsFired() {
+	fired, crash := s.ctl.faults.drain()
+	for _, f := range fired {
+		s.record(f)
+	}
+	if crash && s.ctl.cur != nil && s.ctl.cur.fence.dead.Load() {
+		s.noteFault("crash " + controllerName + " (after its store write landed)")
+		s.ctl.crash()
+		s.cfg.Wait()
+	}
+}
+
+// settled says what keeps a healed cluster from being done besides its
+// leaders and ISRs ("" when nothing): the controller's memory must agree
+// with its store (a controller whose copy fell behind refuses every change
+// of that partition: a wedge), every reassignment must have completed or
+// been cancelled, and the topic must exist.
+func (s *Sim) settled() string {
+	ctx := context.Background()
+	parts, err := s.ctl.store.Partitions(ctx)
+	if err != nil {
+		return "store: " + err.Error()
+	}
+	if len(parts) < s.cfg.Partitions {
+		return fmt.Sprintf("the topic has %d partitions in the store", len(parts))
+	}
+	for _, p := range parts {
+		if len(p.AddingReplicas) > 0 || len(p.RemovingReplicas) > 0 {
+			return fmt.Sprintf("reassignment not completed: %s-%d replicas %v adding %v removing %v isr %v",
+				p.Topic, p.Partition, p.Replicas, p.AddingReplicas, p.RemovingReplicas, p.ISR)
+		}
+	}
+	if s.ctl.cur == nil {
+		return "controller down"
+	}
+	mem, ok := s.ctl.cur.ctl.PartitionStates()
+	if !ok {
+		return "controller not active"
+	}
+	if d := diffPartitions(mem, parts); d != "" {
+		return "wedge: the controller's memory disagrees with its store: " + d
+	}
+	return ""
+}
+
+// diffPartitions names the first partition whose state differs between the
+// controller's memory and the store.
+func diffPartitions(mem, stored []store.Partition) string {
+	if len(mem) != len(stored) {
+		return fmt.Sprintf("%d partitions in memory, %d stored", len(mem), len(stored))
+	}
+	norm := func(p store.Partition) string {
+		return fmt.Sprintf("%s-%d id %s leader %d epoch %d pepoch %d isr %v replicas %v adding %v removing %v elr %v lkelr %v",
+			p.Topic, p.Partition, p.TopicID, p.Leader, p.LeaderEpoch, p.PartitionEpoch, p.ISR, p.Replicas,
+			p.AddingReplicas, p.RemovingReplicas, p.ELR, p.LastKnownELR)
+	}
+	for i := range mem {
+		if a, b := norm(mem[i]), norm(stored[i]); a != b {
+			return fmt.Sprintf("memory [%s], store [%s]", a, b)
+		}
+	}
+	return ""
+}

@@ -26,6 +26,8 @@ var (
 	flagTrace   = flag.Bool("sim.trace", false, "print the schedule of each run")
 	flagDiffLog = flag.String("sim.difflog", "", "TestReplayDiff: write each run's debug log (JSON, virtual time) to DIR/a.json and DIR/b.json")
 	flagTime    = flag.Duration("sim.time", 0, "virtual time of the fault phase (default 20s)")
+	flagOps     = flag.Bool("sim.ops", true, "schedule the operator's commands (alter-config, reassign, elections, ...)")
+	flagStore   = flag.Bool("sim.storefaults", true, "schedule store faults (writes that fail, land and fail, land late, or land as the controller dies)")
 )
 
 // fixedSeeds always run: the first few seeds, and every seed that found a
@@ -39,6 +41,53 @@ var fixedSeeds = []uint64{
 	117115516,
 }
 
+// findings are the seeds that found issue 19's control-plane bugs (run
+// with the main branch of the time, without their fixes), kept so that
+// `make test` runs them. They run once each (their schedules were checked
+// to replay when they were added: the replay check is the fresh seeds'
+// job), so that the slice stays about as fast as before. noStoreFaults:
+// found with -sim.storefaults=false, and run so.
+var findings = []struct {
+	seed          uint64
+	noStoreFaults bool
+}{
+	// Path 1: min.insync.replicas lowered to 1 while the ELR was {2} kept
+	// the stale ELR; the leader committed alone; b2, elected from the ELR
+	// after heal, lacked the commits (leader completeness, acked records
+	// lost).
+	{919637809, false},
+	{179910017, true},
+	// Paths 1 and 2 together: min.insync.replicas raised to 3 while b3 was
+	// shut down (the raise could not reach it), the controller died between
+	// the two writes of a reassignment (the new one took the raised value
+	// for the ELR at once), then lowered to 1; b2, elected from the ELR,
+	// lacked acknowledged records. Passes with h-minisr's fix alone.
+	{968762410, false},
+	// Path 3: a store write that landed but returned an error left the
+	// controller's memory behind its store: every later change of the
+	// partition conflicted, the ISR never grew back (wedge).
+	{111839926, false},
+	{211349803, false},
+	// ... and one where the landed ISR expansion put a replica in the
+	// stored ISR that the leader never counted: an acked record missing
+	// from a stored ISR member.
+	{254499479, false},
+	// Path 4: a reassignment whose completion was due but failed was never
+	// completed (replicas [2 1 3], removing [3], after heal).
+	{207138893, false},
+	{970799471, false},
+	// A topic deleted and created again while a produce for the old one was
+	// on its way: the new leader appended it at 0 and lost power before its
+	// next HW checkpoint, whose file still held the deleted topic's entry
+	// for the name; restarted with HW 1, it counted the record as committed
+	// (leader completeness, log matching). Log removals now rewrite the
+	// dir's HW checkpoint without the log (logmgr's checkpointRemoval).
+	{504596852, false},
+	{795871276, true},
+	{150560177, true},
+	{502628584, true},
+}
+
 // summary adds up the subtests' figures for the parent test's report.
 type summary struct {
 	mu                      sync.Mutex
@@ -50,18 +99,31 @@ type summary struct {
 
 // TestSim ensures that the whole cluster (3 brokers, the controller) keeps
 // its safety invariants under a seeded schedule of message delays,
-// reorderings, drops, partitions and crashes with power loss, and gets
-// every partition a leader and a full ISR once the faults stop.
+// reorderings, drops, partitions, crashes with power loss, process stops,
+// operator commands and store faults, and, once the faults stop, gets
+// every partition a leader and a full ISR, with the controller's memory
+// agreeing with its store and no reassignment pending.
 func TestSim(t *testing.T) {
-	seeds := fixedSeeds
+	type simCase struct {
+		seed          uint64
+		noStoreFaults bool
+		replay        bool
+	}
+	var cases []simCase
 	if *flagSeed != 0 {
-		seeds = []uint64{*flagSeed}
+		cases = append(cases, simCase{seed: *flagSeed, noStoreFaults: !*flagStore, replay: *flagReplay})
 	} else {
+		for _, seed := range fixedSeeds {
+			cases = append(cases, simCase{seed: seed, noStoreFaults: !*flagStore, replay: *flagReplay})
+		}
+		for _, f := range findings {
+			cases = append(cases, simCase{seed: f.seed, noStoreFaults: f.noStoreFaults || !*flagStore})
+		}
 		for range *flagSeeds {
-			seeds = append(seeds, rand.Uint64()%1_000_000_000)
+			cases = append(cases, simCase{seed: rand.Uint64() % 1_000_000_000, noStoreFaults: !*flagStore, replay: *flagReplay})
 		}
 	}
-	t.Logf("seeds: %v", seeds)
+	t.Logf("seeds: %v", cases)
 	var sum summary
 	t.Cleanup(func() {
 		sum.mu.Lock()
@@ -73,13 +135,21 @@ func TestSim(t *testing.T) {
 		t.Logf("summary: %d seeds, %d failed, %d simulated steps, %.0f steps/s (per run, wall), %d invariant violations, replay %d/%d identical",
 			sum.seeds, sum.failed, sum.steps, rate, sum.violations, sum.replaysMatched, sum.replays)
 	})
-	for _, seed := range seeds {
-		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+	for _, c := range cases {
+		seed := c.seed
+		name := fmt.Sprintf("seed=%d", seed)
+		opts := diffOpts{noStoreFaults: c.noStoreFaults}
+		storeFlag := ""
+		if c.noStoreFaults {
+			name += "/nostorefaults"
+			storeFlag = " -sim.storefaults=false"
+		}
+		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			res, wall := runSeed(t, seed, *flagFaults, *flagTrace)
-			t.Logf("seed %d: %d steps in %v (%.0f steps/s), virtual %v, %d faults, produced %d, acked %d, outcomes %v",
+			res, wall := runSeedWith(t, seed, *flagFaults, *flagTrace, opts)
+			t.Logf("seed %d: %d steps in %v (%.0f steps/s), virtual %v, %d faults, produced %d, acked %d, outcomes %v, ops %v",
 				seed, res.Steps, wall.Round(time.Millisecond), float64(res.Steps)/wall.Seconds(), res.VirtualTime.Round(time.Millisecond),
-				len(res.Faults), res.Produced, res.Acked, res.Errors)
+				len(res.Faults), res.Produced, res.Acked, res.Errors, res.Ops)
 			sum.mu.Lock()
 			sum.seeds++
 			sum.steps += res.Steps
@@ -89,8 +159,8 @@ func TestSim(t *testing.T) {
 				sum.failed++
 			}
 			sum.mu.Unlock()
-			if *flagReplay {
-				again, _ := runSeed(t, seed, *flagFaults, false)
+			if c.replay {
+				again, _ := runSeedWith(t, seed, *flagFaults, false, opts)
 				same := again.Hash == res.Hash
 				sum.mu.Lock()
 				sum.replays++
@@ -110,21 +180,16 @@ func TestSim(t *testing.T) {
 			}
 			faults := *flagFaults
 			if *flagShrink {
-				faults = shrink(t, seed, res)
+				faults = shrink(t, seed, res, opts)
 			}
 			prefix := res.Faults
 			if faults >= 0 && faults < len(prefix) {
 				prefix = prefix[:faults]
 			}
-			t.Errorf("seed %d failed; shortest failing fault prefix (%d of %d faults):\n  %s\nreplay: go test ./internal/sim -run 'TestSim$' -sim.seed=%d -sim.faults=%d -v",
-				seed, len(prefix), len(res.Faults), strings.Join(prefix, "\n  "), seed, faults)
+			t.Errorf("seed %d failed; shortest failing fault prefix (%d of %d faults):\n  %s\nreplay: go test ./internal/sim -run 'TestSim$' -sim.seed=%d -sim.faults=%d%s -v",
+				seed, len(prefix), len(res.Faults), strings.Join(prefix, "\n  "), seed, faults, storeFlag)
 		})
 	}
-}
-
-// runSeed runs one seed in its own synctest bubble.
-func runSeed(t *testing.T, seed uint64, maxFaults int, trace bool) (Result, time.Duration) {
-	return runSeedWith(t, seed, maxFaults, trace, diffOpts{})
 }
 
 // diffOpts are TestReplayDiff's: keep the trace with the pending messages,
@@ -132,6 +197,8 @@ func runSeed(t *testing.T, seed uint64, maxFaults int, trace bool) (Result, time
 type diffOpts struct {
 	keep bool
 	log  io.Writer
+	// noStoreFaults runs the seed without store faults.
+	noStoreFaults bool
 }
 
 // lockedBuf collects a run's log in memory: writing it to stderr as the
@@ -161,6 +228,7 @@ func runSeedWith(t *testing.T, seed uint64, maxFaults int, trace bool, o diffOpt
 	start := time.Now()
 	synctest.Test(t, func(t *testing.T) {
 		res = Run(Config{Seed: seed, MaxFaults: maxFaults, FaultTime: *flagTime, Wait: synctest.Wait, Logger: logger,
+			NoOps: !*flagOps, NoStoreFaults: o.noStoreFaults,
 			KeepTrace: trace || o.keep, TracePending: o.keep})
 	})
 	wall := time.Since(start)
@@ -174,11 +242,11 @@ func runSeedWith(t *testing.T, seed uint64, maxFaults int, trace bool, o diffOpt
 
 // shrink finds the fewest faults of the seed's schedule that still fail,
 // by binary search on the number of fault steps kept.
-func shrink(t *testing.T, seed uint64, failed Result) int {
+func shrink(t *testing.T, seed uint64, failed Result, o diffOpts) int {
 	lo, hi := 0, len(failed.Faults)
 	for lo < hi {
 		mid := (lo + hi) / 2
-		res, _ := runSeed(t, seed, mid, false)
+		res, _ := runSeedWith(t, seed, mid, false, o)
 		if res.Failed() {
 			hi = mid
 		} else {
@@ -201,6 +269,7 @@ func TestReplayDiff(t *testing.T) {
 	if *flagDiffLog != "" {
 		oa.log, ob.log = &la, &lb
 	}
+	oa.noStoreFaults, ob.noStoreFaults = !*flagStore, !*flagStore
 	a, _ := runSeedWith(t, *flagSeed, *flagFaults, false, oa)
 	b, _ := runSeedWith(t, *flagSeed, *flagFaults, false, ob)
 	if *flagDiffLog != "" {

@@ -21,8 +21,10 @@ const clientName = "cli"
 // the invariants hold the cluster to.
 type workload struct {
 	mu sync.Mutex
-	// acks are the acknowledged records: offset -> value, per partition.
-	acks     map[tp.TopicPartition]map[int64]string
+	// acks are the acknowledged records: offset -> value, per partition
+	// incarnation (a topic deleted and created again is another one: the
+	// deleted one's records are gone by the operator's will, not lost).
+	acks     map[incarnation]map[int64]string
 	produced int
 	errors   map[string]int
 	// problems are double acknowledgements of one offset.
@@ -30,11 +32,11 @@ type workload struct {
 }
 
 func newWorkload() *workload {
-	return &workload{acks: map[tp.TopicPartition]map[int64]string{}, errors: map[string]int{}}
+	return &workload{acks: map[incarnation]map[int64]string{}, errors: map[string]int{}}
 }
 
 // acked records that leader answered NONE for value at offset.
-func (w *workload) acked(t tp.TopicPartition, offset int64, value string, leader int32) {
+func (w *workload) acked(t incarnation, offset int64, value string, leader int32) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	m := w.acks[t]
@@ -48,8 +50,14 @@ func (w *workload) acked(t tp.TopicPartition, offset int64, value string, leader
 	m[offset] = value
 }
 
+// incarnation is one partition of one topic incarnation (its topic ID).
+type incarnation struct {
+	tp.TopicPartition
+	id string
+}
+
 type ackedRecord struct {
-	t      tp.TopicPartition
+	t      incarnation
 	offset int64
 	value  string
 }
@@ -66,7 +74,10 @@ func (w *workload) snapshot() []ackedRecord {
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].t != out[j].t {
-			return tp.Less(out[i].t, out[j].t)
+			if out[i].t.TopicPartition != out[j].t.TopicPartition {
+				return tp.Less(out[i].t.TopicPartition, out[j].t.TopicPartition)
+			}
+			return out[i].t.id < out[j].t.id
 		}
 		return out[i].offset < out[j].offset
 	})
