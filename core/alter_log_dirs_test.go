@@ -60,6 +60,7 @@ func (noMoves) AddFetcherForPartitions(context.Context, map[tp.TopicPartition]co
 }
 func (noMoves) RemoveFetcherForPartitions([]tp.TopicPartition) {}
 func (noMoves) ShutdownIdleFetchers()                          {}
+func (noMoves) IsFetching(tp.TopicPartition) bool              { return true }
 func (noMoves) Shutdown()                                      {}
 
 func openRM(t *testing.T, dirs []string, alter core.FetcherManager, rmp **core.ReplicaManager) *core.ReplicaManager {
@@ -385,8 +386,9 @@ func (h *replicaFetcherHook) RemoveFetcherForPartitions([]tp.TopicPartition) {
 		f()
 	}
 }
-func (h *replicaFetcherHook) ShutdownIdleFetchers() {}
-func (h *replicaFetcherHook) Shutdown()             {}
+func (h *replicaFetcherHook) ShutdownIdleFetchers()             {}
+func (h *replicaFetcherHook) Shutdown()                         {}
+func (h *replicaFetcherHook) IsFetching(tp.TopicPartition) bool { return true }
 
 func (h *replicaFetcherHook) arm(f func()) {
 	h.mu.Lock()

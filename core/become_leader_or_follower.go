@@ -505,7 +505,10 @@ func (rm *ReplicaManager) makeLeaders(ctx context.Context, slog zerolog.Logger, 
 
 // makeFollowers makes this broker a follower of the given partitions (Kafka's
 // ReplicaManager.makeFollowers) and returns those whose leader or leader epoch
-// changed; only they get their fetchers restarted. A partition whose leader is
+// changed; only they get their fetchers restarted. One that keeps its leader
+// and epoch but that no fetcher holds (set aside as failed, or never
+// started) gets its fetcher added back (Kafka's KRaft brokers do too), and
+// is not returned: its role did not change. A partition whose leader is
 // NoLeader (-1) becomes a follower of nobody: its state is taken and its
 // fetcher removed, and none is added. Each transition is a
 // Partition.makeFollower child span, or an event above MaxPartitionSpans
@@ -536,6 +539,16 @@ func (rm *ReplicaManager) makeFollowers(ctx context.Context, slog zerolog.Logger
 				break
 			}
 			didChange[i], errs[i] = tr.partition.makeFollower(tr.state, false /* syncMetadata */)
+			if errs[i] == nil && !didChange[i] && !rm.cfg.Fetchers.IsFetching(tr.state.TopicPartition) {
+				// Same leader and leader epoch, yet no fetcher holds the
+				// partition: its fetcher set it aside as failed ("until the
+				// next LeaderAndIsr"), or it was never started. This is that
+				// LeaderAndIsr: the fetcher is added back, as Kafka's KRaft
+				// brokers do, or the follower waits for a new leader epoch
+				// that may never come (after a topic is deleted and created
+				// again, the new topic's first state is all it gets).
+				outcome[i] = outcomeFetcherReadded
+			}
 		case tr.state.Leader == noLeader:
 			// The controller left the partition without a leader (no ISR
 			// member alive). Unlike an unknown leader, this is a decision:
@@ -561,7 +574,10 @@ func (rm *ReplicaManager) makeFollowers(ctx context.Context, slog zerolog.Logger
 	if !childSpans {
 		events = newPartitionEvents(span)
 	}
-	var changed []partitionTransition
+	// changed have a new leader or leader epoch; readd keep theirs but have
+	// lost their fetcher. Both get one below; only changed are returned (and
+	// have their old fetcher removed first).
+	var changed, readd []partitionTransition
 	for i, tr := range transitions {
 		switch {
 		case errs[i] != nil:
@@ -569,6 +585,10 @@ func (rm *ReplicaManager) makeFollowers(ctx context.Context, slog zerolog.Logger
 			responses[tr.state.TopicPartition] = storageErrorCode(errs[i])
 		case didChange[i]:
 			changed = append(changed, tr)
+		case outcome[i] == outcomeFetcherReadded:
+			readd = append(readd, tr)
+			stateFields(slog.Info(), tr.state).Int32("old_leader", tr.oldLeader).Str("topic_id", tr.state.TopicID).
+				Msg("Adding the fetcher back as part of become-follower request: the leader and leader epoch are the same, but no fetcher holds the partition (set aside as failed, or never started)")
 		case outcome[i] == "":
 			stateFields(slog.Info(), tr.state).Int32("old_leader", tr.oldLeader).
 				Msg("Skipped the become-follower state change: the new leader is the same as the old leader")
@@ -598,15 +618,16 @@ func (rm *ReplicaManager) makeFollowers(ctx context.Context, slog zerolog.Logger
 	}
 
 	if rm.shuttingDown.Load() {
-		for _, tr := range changed {
+		for _, tr := range slices.Concat(changed, readd) {
 			stateFields(slog.Trace(), tr.state).Msg("Skipped the adding-fetcher step of the become-follower state change since the broker is shutting down")
 		}
 		span.SetAttributes(attribute.Int("replicad.became_follower", len(parts)))
 		return parts
 	}
-	initial := make(map[tp.TopicPartition]InitialFetchState, len(changed))
+	starting := slices.Concat(changed, readd)
+	initial := make(map[tp.TopicPartition]InitialFetchState, len(starting))
 	var leaders []int
-	for _, tr := range changed {
+	for _, tr := range starting {
 		p := tr.partition
 		p.mu.RLock()
 		leader, epoch, l := p.leader, p.leaderEpoch, p.log
@@ -647,13 +668,24 @@ func (rm *ReplicaManager) makeFollowers(ctx context.Context, slog zerolog.Logger
 					Msg("Started fetcher to new leader as part of become-follower request")
 			}
 		}
+		for _, tr := range readd {
+			if init, ok := initial[tr.state.TopicPartition]; ok {
+				stateFields(slog.Info(), tr.state).Int64("fetch_offset", init.InitOffset).Str("leader_addr", init.Leader.Addr()).
+					Str("topic_id", init.TopicID).Msg("Added the fetcher back to the same leader as part of become-follower request")
+			}
+		}
 	}
 	for _, tr := range changed {
 		stateFields(slog.Trace(), tr.state).Msg("Completed LeaderAndIsr request for the become-follower transition")
 	}
-	span.SetAttributes(attribute.Int("replicad.became_follower", len(parts)))
+	span.SetAttributes(attribute.Int("replicad.became_follower", len(parts)), attribute.Int("replicad.fetchers_readded", len(readd)))
 	return parts
 }
+
+// outcomeFetcherReadded is the outcome of a become-follower transition that
+// kept its leader and leader epoch but found no fetcher for the partition:
+// the fetcher is added back.
+const outcomeFetcherReadded = "fetcher added back"
 
 // followerAttrs are the outcome of a become-follower transition.
 func followerAttrs(changed bool, outcome string) []attribute.KeyValue {

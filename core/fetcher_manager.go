@@ -22,4 +22,10 @@ type FetcherManager interface {
 	RemoveFetcherForPartitions(partitions []tp.TopicPartition)
 	ShutdownIdleFetchers()
 	Shutdown()
+	// IsFetching reports whether a fetcher holds the partition's fetch
+	// state: false when it was never added, was removed, or is set aside as
+	// failed until its next AddFetcherForPartitions. makeFollowers re-adds
+	// a follower that a LeaderAndIsr finds at the same leader and epoch but
+	// not fetching (Kafka's KRaft brokers do the same).
+	IsFetching(t tp.TopicPartition) bool
 }

@@ -548,6 +548,7 @@ type noFetchers struct{}
 func (noFetchers) AddFetcherForPartitions(context.Context, map[tp.TopicPartition]InitialFetchState) {}
 func (noFetchers) RemoveFetcherForPartitions([]tp.TopicPartition)                                   {}
 func (noFetchers) ShutdownIdleFetchers()                                                            {}
+func (noFetchers) IsFetching(tp.TopicPartition) bool                                                { return true } // nothing to add back
 func (noFetchers) Shutdown()                                                                        {}
 
 // stateChangeLogger is Kafka's stateChangeLogger: Logger's output, its own

@@ -58,6 +58,19 @@ func (f *fakeFetchers) RemoveFetcherForPartitions(ps []tp.TopicPartition) {
 func (f *fakeFetchers) ShutdownIdleFetchers() { f.mu.Lock(); f.idle++; f.mu.Unlock() }
 func (f *fakeFetchers) Shutdown()             {}
 
+func (f *fakeFetchers) IsFetching(t tp.TopicPartition) bool {
+	_, ok := f.fetching(t)
+	return ok
+}
+
+// fail sets t aside as a real fetcher does after an error only a
+// LeaderAndIsr resolves: it is no longer fetched until added again.
+func (f *fakeFetchers) fail(t tp.TopicPartition) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.added, t)
+}
+
 func (f *fakeFetchers) fetching(t tp.TopicPartition) (InitialFetchState, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

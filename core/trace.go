@@ -21,7 +21,9 @@ import (
 //     error_code), at most MaxIgnoredEvents in a request above
 //     MaxPartitionSpans partitions.
 //   - ReplicaManager.makeLeaders / makeFollowers (partitions,
-//     controller_epoch, became_*), with a child Partition.makeLeader /
+//     controller_epoch, became_*; fetchers_readded for makeFollowers: the
+//     followers that kept their leader and epoch but had no fetcher, outcome
+//     "fetcher added back"), with a child Partition.makeLeader /
 //     Partition.makeFollower per partition: topic, partition, leader,
 //     old_leader, leader_epoch, old_leader_epoch, controller_epoch,
 //     partition_epoch, isr, replicas, is_new_replica, then is_new_leader

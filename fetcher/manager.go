@@ -238,6 +238,13 @@ func (m *Manager) FetchState(t tp.TopicPartition) (PartitionFetchState, bool) {
 	return PartitionFetchState{}, false
 }
 
+// IsFetching reports whether a fetcher holds t's fetch state (not failed,
+// not removed).
+func (m *Manager) IsFetching(t tp.TopicPartition) bool {
+	_, ok := m.FetchState(t)
+	return ok
+}
+
 // FailedPartitions lists the partitions set aside until their next
 // AddFetcherForPartitions.
 func (m *Manager) FailedPartitions() []tp.TopicPartition { return m.failed.list() }

@@ -60,9 +60,17 @@ func (f *fetcher) processPartition(t tp.TopicPartition, st *partitionState, res 
 		f.markFailed(t, lg, "fenced leader epoch: awaiting the new LeaderAndIsr")
 	case replicadv1.ErrorCode_ERROR_CODE_INCONSISTENT_TOPIC_ID, replicadv1.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_ID:
 		// The leader's partition is another topic of the name (one side was
-		// deleted and created again): nothing it sends is ours, and only a
-		// LeaderAndIsr can sort out which topic this broker follows.
-		f.markFailed(t, lg, "the leader's partition has another topic ID: awaiting the next LeaderAndIsr")
+		// deleted and created again): nothing it sends is ours. Retried
+		// after a delay, as Kafka does, not set aside: either side may be
+		// the one behind. When it is the leader (it has not yet applied the
+		// new topic's LeaderAndIsr), this broker already holds the new
+		// topic's state and no further LeaderAndIsr with a new leader epoch
+		// comes to it; set aside, the partition never fetched again and the
+		// ISR never filled (seed 244401447). When it is this broker, its
+		// own LeaderAndIsr or StopReplica removes this fetch state.
+		lg.Warn().Str("error_code", telemetry.ErrorCodeName(code)).Str("topic_id", st.topicID).
+			Msg("the leader's partition has another topic ID (a topic of the name is being deleted or created), retrying partition after backoff")
+		f.delay(st)
 	default:
 		// UNKNOWN_LEADER_EPOCH and NOT_LEADER_OR_FOLLOWER mean the leader has
 		// not yet applied the LeaderAndIsr we already have; it will, so these
