@@ -110,20 +110,13 @@ func (c *Controller) appliedLocked(ctx context.Context, event string, updates []
 	if len(updates) == 0 {
 		return
 	}
-	changed := make([]store.Partition, len(updates))
-	changes := make([]partitionChange, len(updates))
-	for i, u := range updates {
-		old, hadOld := c.parts[keyOf(u.New)]
-		changes[i] = partitionChange{old: old, hadOld: hadOld, new: u.New}
-		c.parts[keyOf(u.New)] = u.New.Clone()
-		changed[i] = u.New
+	for _, u := range updates {
+		old := c.parts[keyOf(u.New)]
 		c.log.Warn().Str("topic", u.New.Topic).Int32("partition", u.New.Partition).Ints32("isr", u.New.ISR).
 			Ints32("cleared_elr", old.ELR).Ints32("cleared_last_known_elr", old.LastKnownELR).
 			Int32("partition_epoch", u.New.PartitionEpoch).Msg(event)
 	}
-	tracePartitionChanges(ctx, "partition state change", changes)
-	c.counters.countCommitted(changes)
-	c.announceLocked(ctx, changed, nil)
+	c.announceLocked(ctx, c.takeStoredLocked(ctx, updates), nil)
 }
 
 // registrationMinIsrLocked is p's min ISR once broker b is registered with

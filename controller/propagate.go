@@ -156,6 +156,13 @@ func (c *Controller) commitLocked(ctx context.Context, updates []store.Partition
 	if err != nil {
 		return nil, c.writeFailedLocked(ctx, "partition state change not stored", err)
 	}
+	return c.announceLocked(ctx, c.takeStoredLocked(ctx, updates), newReplicas), nil
+}
+
+// takeStoredLocked takes partition updates that a store write has just
+// stored into memory, traces and counts them, and returns the new states
+// for announceLocked.
+func (c *Controller) takeStoredLocked(ctx context.Context, updates []store.PartitionUpdate) []store.Partition {
 	changed := make([]store.Partition, len(updates))
 	changes := make([]partitionChange, len(updates))
 	for i, u := range updates {
@@ -166,7 +173,7 @@ func (c *Controller) commitLocked(ctx context.Context, updates []store.Partition
 	}
 	tracePartitionChanges(ctx, "partition state change", changes)
 	c.counters.countCommitted(changes)
-	return c.announceLocked(ctx, changed, newReplicas), nil
+	return changed
 }
 
 // announceLocked queues the LeaderAndIsr and UpdateMetadata requests that
