@@ -110,12 +110,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 	// First of all: another process on these dirs (a second replicad with
 	// this broker's id, or any other) would append to and truncate the
 	// same files. The refused process writes nothing and exits.
-	dirLock, err := dirlock.Acquire(cfg.logDirs, fmt.Sprintf("pid=%d broker.id=%d started=%s",
+	dirLock, unlocked, err := dirlock.Acquire(cfg.logDirs, fmt.Sprintf("pid=%d broker.id=%d started=%s",
 		os.Getpid(), cfg.brokerID, time.Now().UTC().Format(time.RFC3339)))
 	if err != nil {
 		logger.Error().Err(err).Strs("log_dirs", cfg.logDirs).Msg("refusing to start: a log dir is locked by another process")
 		fmt.Fprintf(stderr, "replicad: start broker %d: %v\n", cfg.brokerID, err)
 		return 1
+	}
+	for dir, err := range unlocked {
+		// The log manager meets the same error and takes the dir offline.
+		logger.Warn().Err(err).Str("log_dir", dir).Msg("cannot lock a log dir; it is left to fail at open")
 	}
 	// Released when run returns, after the replica manager's shutdown
 	// (deferred later, so run first).

@@ -36,17 +36,30 @@ type Lock struct {
 // ErrLocked, naming the dir and the holder the file names, at the first dir
 // another process holds, having released what it took: the caller must
 // then write nothing to any of them.
-func Acquire(dirs []string, holder string) (*Lock, error) {
-	l := &Lock{}
+//
+// A dir that cannot be locked for another reason (it cannot be created, its
+// disk fails) is not a reason to refuse the start: the broker runs without
+// a failed dir, which the log manager takes offline when it meets the same
+// error. Such dirs come back in unlocked, with their errors, for the caller
+// to log; nothing is written to them through this process.
+func Acquire(dirs []string, holder string) (l *Lock, unlocked map[string]error, err error) {
+	l = &Lock{}
 	for _, dir := range dirs {
 		f, err := lockDir(dir, holder)
-		if err != nil {
+		switch {
+		case errors.Is(err, ErrLocked):
 			l.Release()
-			return nil, err
+			return nil, nil, err
+		case err != nil:
+			if unlocked == nil {
+				unlocked = make(map[string]error)
+			}
+			unlocked[dir] = err
+		default:
+			l.files = append(l.files, f)
 		}
-		l.files = append(l.files, f)
 	}
-	return l, nil
+	return l, unlocked, nil
 }
 
 func lockDir(dir, holder string) (*os.File, error) {
