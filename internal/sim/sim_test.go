@@ -80,8 +80,8 @@ var findings = []struct {
 
 // Open (not in findings: they fail with every fix of issue 19 merged): found
 // with -sim.storefaults=false, 795871276, 150560177 and 502628584; with every
-// fault, 504596852 (a fresh seed of the slice, so `make test` can hit it
-// until it is fixed: about 1 seed in 180). The topic is
+// fault, 504596852 and 355653967 (fresh seeds of the slice: `make test` can
+// hit it until it is fixed, about 1 seed in 140). The topic is
 // deleted and created again while a produce for the old one is still on its
 // way; the leader of the new topic appends it at offset 0, and crashes (power
 // cut) before its next HW checkpoint. The last durable
