@@ -86,6 +86,7 @@ var findings = []struct {
 	{795871276, true},
 	{150560177, true},
 	{502628584, true},
+	{355653967, false},
 	// A topic deleted and created again: b1 took the new topic's state
 	// before its leader b3 did, b3 answered its fetch with another topic ID,
 	// and b1's fetcher set sim-1 aside until a LeaderAndIsr with the same
