@@ -167,7 +167,9 @@ func TestChaos(t *testing.T) {
 		return
 	}
 	for _, fc := range fixedCases {
-		t.Run(fmt.Sprintf("%s/seed=%d", fc.name, fc.seed), func(t *testing.T) { run(t, bins, fc.seed, fc.from, fc.to, fc.etcd, fc.harsh, fc.tls, 3, fc.extra, fc.every) })
+		t.Run(fmt.Sprintf("%s/seed=%d", fc.name, fc.seed), func(t *testing.T) {
+			run(t, bins, fc.seed, fc.from, fc.to, fc.etcd, fc.harsh, fc.tls, 3, fc.extra, fc.every)
+		})
 	}
 	seed := rand.Uint64() % 1_000_000
 	etcd := seed%2 == 1
