@@ -152,7 +152,13 @@ func TestFollowerFetchAdvancesHighWatermarkAndCompletesProduce(t *testing.T) {
 	h.leaderAndIsr(1, state("orders", 0, 1, 1, []int32{1, 2}, []int32{1, 2}))
 	done := make(chan ProduceResult, 1)
 	go func() { done <- h.produce(tp0, AcksAll, "a", "b") }()
-	waitFor(t, func() bool { p, _ := h.describe(tp0); return p.LogEndOffset == 2 })
+	// The leader's own share of the HW is what it has fsynced (every-batch),
+	// so wait for the fsync too, not only the append: a fetch at the LEO
+	// before it would rightly leave the HW where it is.
+	waitFor(t, func() bool {
+		p, _ := h.describe(tp0)
+		return p.LogEndOffset == 2 && h.rm.getPartition(tp0).partition.Log().DurableEndOffset() == 2
+	})
 
 	r := h.fetch(2, fetchAt(0, 1))
 	if r.Error != ErrNone || !slices.Equal(batchBases(t, r.Records), []int64{0}) || r.HighWatermark != 0 || r.LogEndOffset != 2 {
