@@ -91,6 +91,9 @@ type Config struct {
 	// QueueInt64N is the broker queues' jitter source (brokerqueue's
 	// Config.Int64N); nil: math/rand/v2's. A seeded simulation sets it.
 	QueueInt64N func(n int64) int64
+	// QueueGate is the broker queues' Gate (brokerqueue's Config.Gate),
+	// given the queue's broker; nil: none. A seeded simulation sets it.
+	QueueGate func(ctx context.Context, broker int32)
 }
 
 // Controller is the controller. Create it with New, drive it with Run, and

@@ -35,6 +35,7 @@ func (c *Controller) openQueueLocked(bs *brokerState) {
 		Backoff:         c.cfg.QueueBackoff,
 		MaxBackoff:      c.cfg.QueueMaxBackoff,
 		Int64N:          c.cfg.QueueInt64N,
+		Gate:            c.queueGate(id),
 		// Off the queue's goroutine: the answer is handled under the
 		// controller's lock, which a decision closing this queue may hold.
 		OnLeaderAndIsrResponse: func(_ int32, resp *replicadv1.LeaderAndIsrResponse) {
@@ -287,4 +288,12 @@ func (c *Controller) waitDelivered(ctx context.Context, brokers []int32) bool {
 // update is the compare-and-set that turns p into next.
 func update(p, next store.Partition) store.PartitionUpdate {
 	return store.PartitionUpdate{Expected: p.PartitionEpoch, New: next}
+}
+
+// queueGate is the Gate of broker id's queue (Config.QueueGate).
+func (c *Controller) queueGate(id int32) func(context.Context) {
+	if c.cfg.QueueGate == nil {
+		return nil
+	}
+	return func(ctx context.Context) { c.cfg.QueueGate(ctx, id) }
 }

@@ -141,6 +141,15 @@ type Config struct {
 	// It may be called from several queues' goroutines at once. Set by a
 	// seeded test that replays a run exactly (internal/sim).
 	Int64N func(n int64) int64
+	// Gate, if set, is called by the sending goroutine when calls wait and
+	// before it takes them into a request; it returns when the goroutine
+	// may take them (or once ctx, the Queue's, is done). Which calls make
+	// one request depends on whether a caller that queues two calls in a
+	// row, or one woken with the goroutine by an answer, queues the second
+	// before the goroutine takes the first: a simulation that replays a
+	// run exactly (internal/sim) lets the goroutine take only once every
+	// other goroutine is idle. Nil: it takes at once.
+	Gate func(ctx context.Context)
 }
 
 func (c *Config) setDefaults() {
@@ -507,6 +516,7 @@ type request struct {
 // next waits for work and returns the head entry, marked in flight, and its
 // request; nil once the Queue is closed.
 func (q *Queue) next() (*entry, *request) {
+	gated := false
 	for {
 		q.mu.Lock()
 		if q.closed || q.stale {
@@ -514,6 +524,12 @@ func (q *Queue) next() (*entry, *request) {
 			return nil, nil
 		}
 		if len(q.entries) > 0 {
+			if q.cfg.Gate != nil && !gated {
+				q.mu.Unlock()
+				q.cfg.Gate(q.ctx)
+				gated = true
+				continue // Close may have come meanwhile
+			}
 			// Entries of the head's kind queued behind it while it was in
 			// flight join it for the retry: nothing else waits between them.
 			for len(q.entries) > 1 && q.mergeable(q.entries[0], q.entries[1]) {

@@ -1106,3 +1106,42 @@ func TestLoopbackGRPC(t *testing.T) {
 	})
 	q.Close()
 }
+
+// TestGateHoldsTheTake checks Config.Gate: the goroutine that finds calls
+// waiting asks the gate before it takes them, so that a call queued while
+// it is held joins the waiting one (the two UpdateMetadata of one decision
+// are one request, whatever order goroutines run in: internal/sim relies
+// on it to replay a seed), and Close ends a goroutine held there.
+func TestGateHoldsTheTake(t *testing.T) {
+	entered := make(chan struct{}, 1)
+	open := make(chan struct{})
+	f := &fakeBroker{}
+	q := newQueue(t, f, func(c *Config) {
+		c.Gate = func(ctx context.Context) {
+			entered <- struct{}{}
+			select {
+			case <-open:
+			case <-ctx.Done():
+			}
+		}
+	})
+	q.UpdateMetadata([]*replicadv1.Broker{br(1, "h1")}, []*replicadv1.PartitionState{st("p", 0, 1)})
+	select {
+	case <-entered:
+	case <-time.After(waitTimeout):
+		t.Fatal("the queue took the call without asking its gate")
+	}
+	q.UpdateMetadata([]*replicadv1.Broker{br(1, "h1"), br(3, "h3")}, nil)
+	if got := f.count(); got != 0 {
+		t.Fatalf("%d requests sent while the gate held the queue, want 0", got)
+	}
+	close(open)
+	flush(t, q)
+	wantCalls(t, f, []string{"UM p/0@1 | 1:h1 3:h3"})
+
+	held := newQueue(t, &fakeBroker{}, func(c *Config) {
+		c.Gate = func(ctx context.Context) { <-ctx.Done() }
+	})
+	held.UpdateMetadata(nil, nil)
+	closeWithin(t, held, waitTimeout)
+}

@@ -67,6 +67,9 @@ func (c *controllerNode) start() error {
 		Clock:       clock.Real{},
 		Logger:      s.logger.With().Str("node", controllerName).Int("life", life).Logger(),
 		QueueInt64N: s.int64N,
+		QueueGate: func(ctx context.Context, broker int32) {
+			s.queues.wait(ctx, life, broker)
+		},
 	})
 	if err != nil {
 		return err

@@ -69,6 +69,15 @@
 //   - a producer asks the scheduler for the partition's leader instead of
 //     reading the store itself, when its timer may fire at the instant a
 //     controller timer moves leadership.
+//   - the controller's broker queues take what waits into a request only
+//     at a step, idle (queueGate, through the queues' Gate seam): a queue
+//     merges consecutive calls of one kind, and its goroutine, woken by
+//     the first call or by the answer to the request before, raced a
+//     second call from a decision that queues two in a row (a
+//     registration's ELR change, then the live-broker list) or from a
+//     goroutine woken by that same answer (a Flush waiter, an operator's
+//     command waiting for delivery): one run sent one UpdateMetadata, the
+//     next two.
 //
 // # Operator and store faults
 //

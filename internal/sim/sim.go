@@ -133,6 +133,9 @@ type Sim struct {
 	hash   hashWriter
 	// isrGates are every broker life's, in start order (see isrGate).
 	isrGates []*isrGate
+	// queues holds the controller's broker queues until the next step
+	// (see queueGate).
+	queues queueGate
 	// lookups are the producers' leader lookups waiting for the next step
 	// (see lookupLeader).
 	lookupsMu sync.Mutex
@@ -331,10 +334,12 @@ var delays = []time.Duration{time.Millisecond, 5 * time.Millisecond, 20 * time.M
 // faults) inject a fault.
 func (s *Sim) step(faults bool) {
 	s.cfg.Wait()
+	s.releaseQueues()
 	s.storeFaultsFired()
 	s.stopShutDown()
 	s.flushIsr()
 	s.serveLookups()
+	s.releaseQueues()
 	s.checker.check(s, s.steps)
 	s.steps++
 	pend := s.net.pending()
