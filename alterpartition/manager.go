@@ -251,6 +251,9 @@ func (m *Manager) run() {
 			break
 		}
 		inflight = m.takeQueued(inflight)
+		if inflight = m.dropWithdrawn(inflight); len(inflight) == 0 {
+			continue
+		}
 		m.takePreferred()
 		resp, err := m.send(inflight)
 		switch {
@@ -333,6 +336,30 @@ func (m *Manager) takeQueued(batch []item) []item {
 	}
 	complete(superseded, func(item) core.IsrChangeResult { return core.IsrChangeResult{Error: core.ErrInvalidUpdateVersion} })
 	return batch
+}
+
+// dropWithdrawn answers the changes of batch that their Partition withdrew
+// (see core.IsrChange.Withdrawn) INVALID_UPDATE_VERSION, as takeQueued does
+// a superseded one, and returns the rest: checked before every attempt, so
+// a change of a deleted topic retried while the controller was away is not
+// committed on the topic re-created under its name.
+func (m *Manager) dropWithdrawn(batch []item) []item {
+	var withdrawn []item
+	keep := batch[:0]
+	for _, it := range batch {
+		if it.change.Withdrawn != nil && it.change.Withdrawn() {
+			withdrawn = append(withdrawn, it)
+			continue
+		}
+		keep = append(keep, it)
+	}
+	for _, it := range withdrawn {
+		m.logger.Debug().Str("topic", it.change.TopicPartition.Topic).Int32("partition", it.change.TopicPartition.Partition).
+			Int32("leader_epoch", it.change.LeaderEpoch).Int32("partition_epoch", it.change.PartitionEpoch).
+			Msg("ISR change withdrawn by its partition, not sent")
+	}
+	complete(withdrawn, func(item) core.IsrChangeResult { return core.IsrChangeResult{Error: core.ErrInvalidUpdateVersion} })
+	return keep
 }
 
 func indexOf(batch []item, t tp.TopicPartition) int {

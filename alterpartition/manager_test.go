@@ -459,3 +459,29 @@ func TestUseControllerAbandonsAHungOne(t *testing.T) {
 		t.Fatalf("calls: hung %d, active %d; want 1 and 2", len(hung.calls()), len(active.calls()))
 	}
 }
+
+// A change its partition withdrew while the controller was unreachable is
+// not sent again: it is answered INVALID_UPDATE_VERSION. Retried, a deleted
+// topic's change matched the topic re-created under its name (same epochs)
+// and was committed there, behind its new leader's back (internal/sim, seed
+// 647001108).
+func TestWithdrawnChangeIsNotRetried(t *testing.T) {
+	var withdrawn atomic.Bool
+	ctl := startController(t, func(_ context.Context, n int, req *replicadv1.AlterPartitionRequest) (*replicadv1.AlterPartitionResponse, error) {
+		if n == 0 {
+			withdrawn.Store(true) // the topic is deleted while this call fails
+			return nil, status.Error(codes.Unavailable, "controller moving")
+		}
+		return accept(req), nil
+	})
+	m := newManager(t, ctl.addr)
+	change := expansion("orders", 0, 1, 2)
+	change.Withdrawn = withdrawn.Load
+	results, _ := submit(m, change)
+	if res := await(t, results, "result"); res.Error != core.ErrInvalidUpdateVersion {
+		t.Fatalf("result %+v, want INVALID_UPDATE_VERSION (withdrawn, not sent)", res)
+	}
+	if got := ctl.calls(); len(got) != 1 {
+		t.Fatalf("controller got %d requests, want only the one before the change was withdrawn", len(got))
+	}
+}

@@ -31,6 +31,18 @@ type IsrChange struct {
 	// SpanContext is the change's Partition.shrinkIsr / Partition.expandIsr
 	// span: an IsrChanger that sends it on sends it in that trace.
 	SpanContext trace.SpanContext
+	// Withdrawn reports (nil: never) that the Partition no longer wants the
+	// change: it was stopped (its topic deleted) or a LeaderAndIsr replaced
+	// the state the change was based on. An IsrChanger still holding the
+	// change (queued, or retrying while the controller is away) must not
+	// send it again. AlterPartition names a partition by topic name only,
+	// and a re-created topic starts again at leader epoch 0 and partition
+	// epoch 0: a deleted incarnation's change retried after the re-creation
+	// matches the new one, the controller commits it, and the new
+	// incarnation's leader, whose Partition ignores the answer, keeps an
+	// ISR the controller no longer has, with nothing to ever reconcile them
+	// (internal/sim, seed 647001108).
+	Withdrawn func() bool
 }
 
 // IsrChangeResult is the outcome of an IsrChange. On success Isr and
@@ -173,7 +185,13 @@ func (p *Partition) proposeIsrLocked(newIsr []int32, expand bool) *pendingIsrCha
 		NewIsr:         newIsr,
 		BrokerEpochs:   p.knownBrokerEpochsLocked(newIsr),
 	}}
-	return p.pendingIsr
+	pending := p.pendingIsr
+	pending.change.Withdrawn = func() bool {
+		p.mu.RLock()
+		defer p.mu.RUnlock()
+		return p.stopped || p.pendingIsr != pending
+	}
+	return pending
 }
 
 // knownBrokerEpochsLocked is the broker epoch of each follower in isr that

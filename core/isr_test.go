@@ -117,3 +117,42 @@ func TestIsrChangeCarriesFollowerBrokerEpochs(t *testing.T) {
 		t.Fatalf("submitted %+v, want an expansion to [1 2 3] with broker epochs {2: 5}", got)
 	}
 }
+
+// A change in flight is withdrawn once a LeaderAndIsr replaces the state it
+// was based on, or once the partition is stopped (its topic deleted): a
+// changer retrying it while the controller is away must not send it, since a
+// topic re-created under the name starts at the same epochs and the
+// controller would commit it there (internal/sim, seed 647001108).
+func TestIsrChangeWithdrawnWhenReplacedOrStopped(t *testing.T) {
+	shrinkInFlight := func(t *testing.T) (*harness, IsrChange) {
+		changer := &heldIsrChanger{}
+		h := newHarness(t, 1, func(c *Config) { c.ReplicaLagTimeMax = 10 * time.Second; c.IsrChanger = changer })
+		h.leaderAndIsr(1, state("orders", 0, 1, 1, []int32{1, 2}, []int32{1, 2}))
+		h.fetch(2, fetchAt(0, 1))
+		h.produce(tp0, AcksLeader, "a")
+		h.clock.Advance(15 * time.Second)
+		got := changer.submitted()
+		if len(got) != 1 || got[0].Withdrawn == nil || got[0].Withdrawn() {
+			t.Fatalf("submitted %+v, want one shrink, not withdrawn", got)
+		}
+		return h, got[0]
+	}
+	t.Run("LeaderAndIsr", func(t *testing.T) {
+		h, change := shrinkInFlight(t)
+		h.leaderAndIsr(1, state("orders", 0, 1, 2, []int32{1, 2}, []int32{1, 2}))
+		if !change.Withdrawn() {
+			t.Fatal("change still wanted after a LeaderAndIsr replaced its state")
+		}
+	})
+	t.Run("StopReplica", func(t *testing.T) {
+		h, change := shrinkInFlight(t)
+		resp := h.rm.StopReplicas(context.Background(), StopReplicaRequest{ControllerID: 100, ControllerEpoch: 1,
+			Partitions: []StopReplicaPartition{{TopicPartition: tp0, LeaderEpoch: -1, Delete: true}}})
+		if resp.Error != ErrNone || resp.PartitionErrors[0].Error != ErrNone {
+			t.Fatalf("delete: %+v", resp)
+		}
+		if !change.Withdrawn() {
+			t.Fatal("change still wanted after its partition was deleted")
+		}
+	})
+}

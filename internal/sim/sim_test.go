@@ -93,6 +93,13 @@ var findings = []struct {
 	// and b1's fetcher set sim-1 aside until a LeaderAndIsr with the same
 	// leader and epoch that did not add it back: the ISR never filled.
 	{244401447, false},
+	// A topic deleted and created again while the controller was down: b1's
+	// ISR shrink of the deleted sim-0, retried until the controller came
+	// back, was committed on the new sim-0 (AlterPartition names the topic
+	// only; both start at epochs 0); b1 ignored the answer and kept ISR
+	// [1 2 3] against the store's [1 2], so b3 never rejoined (wedge). A
+	// partition now withdraws a change a LeaderAndIsr or a stop replaced.
+	{647001108, false},
 }
 
 // summary adds up the subtests' figures for the parent test's report.
