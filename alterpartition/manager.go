@@ -274,6 +274,20 @@ func (m *Manager) run() {
 				m.nextController()
 			}
 			continue
+		case err == nil && resp.GetErrorCode() == replicadv1.ErrorCode_ERROR_CODE_STALE_BROKER_EPOCH:
+			// The controller refused the whole request for this broker's
+			// own epoch, before looking at any change: nothing was applied.
+			// Answered to core, an expansion stays pending until a
+			// LeaderAndIsr that need not come (the broker registers again
+			// and keeps leading at the same leader epoch), and its
+			// follower never rejoins (internal/sim, seed 112384444: sent
+			// under the old epoch just before the new registration
+			// landed). Retried, it goes with the epoch of the moment, and
+			// the partition withdraws it if a LeaderAndIsr replaces it.
+			failures++
+			m.logger.Warn().Str("to", m.addrs[m.cur]).Int("partitions", len(inflight)).Int("attempt", failures).
+				Msg("AlterPartition refused for a stale broker epoch, retrying with the current one")
+			continue
 		case err != nil:
 			failures++
 			m.logger.Error().Err(err).Int("partitions", len(inflight)).Msg("AlterPartition refused, rejecting its ISR changes")

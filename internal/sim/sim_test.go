@@ -100,6 +100,12 @@ var findings = []struct {
 	// [1 2 3] against the store's [1 2], so b3 never rejoined (wedge). A
 	// partition now withdraws a change a LeaderAndIsr or a stop replaced.
 	{647001108, false},
+	// b2, fenced and registering again, sent an ISR expansion of sim-2
+	// under its old broker epoch; the controller refused it as a whole,
+	// core kept it pending until a LeaderAndIsr that never came (b2 kept
+	// leading at the same epoch), and b3 never rejoined. The manager now
+	// retries such a request with the current epoch.
+	{112384444, false},
 }
 
 // summary adds up the subtests' figures for the parent test's report.
