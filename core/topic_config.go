@@ -62,6 +62,16 @@ func (rm *ReplicaManager) applyTopicConfigs(ctx context.Context, states []Partit
 			continue
 		}
 		p.mu.Lock()
+		if p.isLeaderLocked() && supersedesLeadershipLocked(p, st) {
+			// This broker still leads at an epoch the same request says is
+			// over: a zombie whose LeaderAndIsr has not come yet. Taking a
+			// lowered min.insync.replicas now would let it commit alone,
+			// under its stale ISR, records the elected leader lacks (a HW
+			// over an unreplicated append, then truncated away). The
+			// LeaderAndIsr that makes it a follower carries the config.
+			p.mu.Unlock()
+			continue
+		}
 		if p.stopped || !p.applyTopicConfigLocked(st) {
 			p.mu.Unlock()
 			continue
@@ -86,6 +96,14 @@ func (rm *ReplicaManager) applyTopicConfigs(ctx context.Context, states []Partit
 	if span != nil {
 		span.SetAttributes(attribute.Int("replicad.partitions", changed))
 	}
+}
+
+// supersedesLeadershipLocked reports whether st, a partition state in an
+// UpdateMetadata, says that p's leadership here is over: another leader, a
+// newer leader epoch, or another topic incarnation. Runs under p.mu.
+func supersedesLeadershipLocked(p *Partition, st PartitionState) bool {
+	return st.Leader != p.env.brokerID || st.LeaderEpoch > p.leaderEpoch ||
+		(st.TopicID != "" && p.topicID != "" && st.TopicID != p.topicID)
 }
 
 // topicDefaults is the topic config of a topic that overrides nothing: the

@@ -75,3 +75,39 @@ func TestTopicRetentionOverridesTheBroker(t *testing.T) {
 		t.Fatalf("log start %d (want <= 30), config %+v", p.LogStartOffset, p.TopicConfig)
 	}
 }
+
+// TestZombieLeaderTakesNoLoweredMinIsr checks that a leader that an
+// UpdateMetadata says is no longer leader (a newer leader epoch elected
+// elsewhere while this one was fenced) does not take a lowered
+// min.insync.replicas from it: with its stale ISR of itself alone it would
+// move its HW over an append nobody else has, which the new leader's log
+// then replaces (issue 19 simulation seed 325941231). The LeaderAndIsr that
+// makes it a follower brings the config.
+func TestZombieLeaderTakesNoLoweredMinIsr(t *testing.T) {
+	h := newHarness(t, 1)
+	st := state("orders", 0, 1, 3, []int32{1, 2, 3}, []int32{1})
+	h.leaderAndIsr(1, withConfigs(st, 1, map[string]string{"min.insync.replicas": "2"}))
+	if r := h.produce(tp0, AcksLeader, "only here"); r.Error != ErrNone {
+		t.Fatalf("acks=1 produce: %v", r.Error)
+	}
+	newer := state("orders", 0, 3, 5, []int32{1, 2, 3}, []int32{3})
+	if code := h.rm.UpdateMetadata(context.Background(), UpdateMetadataRequest{ControllerID: 100, ControllerEpoch: 1,
+		PartitionStates: []PartitionState{withConfigs(newer, 2, map[string]string{"min.insync.replicas": "1"})}}); code != ErrNone {
+		t.Fatalf("UpdateMetadata: %v", code)
+	}
+	if p, _ := h.describe(tp0); p.HighWatermark != 0 || p.TopicConfig.MinInsyncReplicas != 2 {
+		t.Fatalf("after an UpdateMetadata naming leader 3 at epoch 5: HW %d, min ISR %d; want 0 and 2 (the old leader took the lowered value)",
+			p.HighWatermark, p.TopicConfig.MinInsyncReplicas)
+	}
+	// A leader the same request confirms takes it, as before.
+	h2 := newHarness(t, 1)
+	h2.leaderAndIsr(1, withConfigs(st, 1, map[string]string{"min.insync.replicas": "2"}))
+	h2.produce(tp0, AcksLeader, "here")
+	if code := h2.rm.UpdateMetadata(context.Background(), UpdateMetadataRequest{ControllerID: 100, ControllerEpoch: 1,
+		PartitionStates: []PartitionState{withConfigs(st, 2, map[string]string{"min.insync.replicas": "1"})}}); code != ErrNone {
+		t.Fatalf("UpdateMetadata: %v", code)
+	}
+	if p, _ := h2.describe(tp0); p.HighWatermark != 1 || p.TopicConfig.MinInsyncReplicas != 1 {
+		t.Fatalf("the confirmed leader: HW %d, min ISR %d; want 1 and 1", p.HighWatermark, p.TopicConfig.MinInsyncReplicas)
+	}
+}

@@ -106,6 +106,12 @@ var findings = []struct {
 	// leading at the same epoch), and b3 never rejoined. The manager now
 	// retries such a request with the current epoch.
 	{112384444, false},
+	// A fenced leader of sim-0 (ISR [1] at epoch 3, min ISR 2) took a
+	// lowered min.insync.replicas from an UpdateMetadata that named leader
+	// 3 at epoch 5, and moved its HW over an append nobody else had: a
+	// zombie now takes no topic config from a request that ends its
+	// leadership (core's applyTopicConfigs).
+	{325941231, false},
 }
 
 // summary adds up the subtests' figures for the parent test's report.
