@@ -341,19 +341,7 @@ func (s *BoltStore) AlterTopicConfig(ctx context.Context, name string, expected 
 		if err := putJSON(tx.Bucket(bucketConfigs), []byte(name), next); err != nil {
 			return fmt.Errorf("alter topic config %s: %w", name, err)
 		}
-		for _, u := range updates {
-			old, err := getPartition(tx, u.New.Topic, u.New.Partition)
-			if err != nil {
-				return err
-			}
-			if old.PartitionEpoch != u.Expected {
-				return conflict(u.New, u.Expected, old.PartitionEpoch)
-			}
-			if err := putJSON(topicBucket(tx, u.New.Topic), be32(uint32(u.New.Partition)), u.New); err != nil {
-				return fmt.Errorf("update %s-%d: %w", u.New.Topic, u.New.Partition, err)
-			}
-		}
-		return nil
+		return putPartitionUpdates(tx, updates)
 	})
 }
 
@@ -483,19 +471,7 @@ func (s *BoltStore) UpdatePartitions(ctx context.Context, updates []PartitionUpd
 	// Any error returned from fn rolls the whole transaction back: all or
 	// nothing.
 	return s.update(ctx, func(tx *bolt.Tx) error {
-		for _, u := range updates {
-			old, err := getPartition(tx, u.New.Topic, u.New.Partition)
-			if err != nil {
-				return err
-			}
-			if old.PartitionEpoch != u.Expected {
-				return conflict(u.New, u.Expected, old.PartitionEpoch)
-			}
-			if err := putJSON(topicBucket(tx, u.New.Topic), be32(uint32(u.New.Partition)), u.New); err != nil {
-				return fmt.Errorf("update %s-%d: %w", u.New.Topic, u.New.Partition, err)
-			}
-		}
-		return nil
+		return putPartitionUpdates(tx, updates)
 	})
 }
 
@@ -645,3 +621,21 @@ func getU64(b *bolt.Bucket, key []byte) (uint64, error) {
 
 func be32(v uint32) []byte { return binary.BigEndian.AppendUint32(nil, v) }
 func be64(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }
+
+// putPartitionUpdates writes each update by compare-and-set on its partition
+// epoch, inside tx: a conflict rolls the whole transaction back.
+func putPartitionUpdates(tx *bolt.Tx, updates []PartitionUpdate) error {
+	for _, u := range updates {
+		old, err := getPartition(tx, u.New.Topic, u.New.Partition)
+		if err != nil {
+			return err
+		}
+		if old.PartitionEpoch != u.Expected {
+			return conflict(u.New, u.Expected, old.PartitionEpoch)
+		}
+		if err := putJSON(topicBucket(tx, u.New.Topic), be32(uint32(u.New.Partition)), u.New); err != nil {
+			return fmt.Errorf("update %s-%d: %w", u.New.Topic, u.New.Partition, err)
+		}
+	}
+	return nil
+}

@@ -174,14 +174,8 @@ func (m *Memory) AlterTopicConfig(ctx context.Context, name string, expected int
 		return err
 	}
 	// Check everything before writing anything: all or nothing.
-	for _, u := range updates {
-		old, ok := m.partitionLocked(u.New.Topic, u.New.Partition)
-		if !ok {
-			return partitionNotFound(u.New.Topic, u.New.Partition)
-		}
-		if old.PartitionEpoch != u.Expected {
-			return conflict(u.New, u.Expected, old.PartitionEpoch)
-		}
+	if err := m.checkUpdatesLocked(updates); err != nil {
+		return err
 	}
 	m.configs[name] = next.Clone()
 	for _, u := range updates {
@@ -298,14 +292,8 @@ func (m *Memory) UpdatePartitions(ctx context.Context, updates []PartitionUpdate
 	}
 	defer m.mu.Unlock()
 	// Check everything before writing anything: all or nothing.
-	for _, u := range updates {
-		old, ok := m.partitionLocked(u.New.Topic, u.New.Partition)
-		if !ok {
-			return partitionNotFound(u.New.Topic, u.New.Partition)
-		}
-		if old.PartitionEpoch != u.Expected {
-			return conflict(u.New, u.Expected, old.PartitionEpoch)
-		}
+	if err := m.checkUpdatesLocked(updates); err != nil {
+		return err
 	}
 	for _, u := range updates {
 		m.topics[u.New.Topic][u.New.Partition] = u.New.Clone()
@@ -351,4 +339,19 @@ func (m *Memory) DeleteAcls(ctx context.Context, filters []ACLFilter) ([]ACL, er
 	var deleted []ACL
 	m.acls, deleted = removeACLs(m.acls, filters)
 	return deleted, nil
+}
+
+// checkUpdatesLocked checks every update's compare-and-set against the
+// stored partition epoch, writing nothing. m.mu must be held.
+func (m *Memory) checkUpdatesLocked(updates []PartitionUpdate) error {
+	for _, u := range updates {
+		old, ok := m.partitionLocked(u.New.Topic, u.New.Partition)
+		if !ok {
+			return partitionNotFound(u.New.Topic, u.New.Partition)
+		}
+		if old.PartitionEpoch != u.Expected {
+			return conflict(u.New, u.Expected, old.PartitionEpoch)
+		}
+	}
+	return nil
 }

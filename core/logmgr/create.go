@@ -87,13 +87,7 @@ func (m *Manager) nextDirLocked() *logDir {
 func (m *Manager) DeleteLog(t tp.TopicPartition) error {
 	m.createMu.Lock()
 	defer m.createMu.Unlock()
-	m.mu.Lock()
-	h, ok := m.logs[t]
-	if ok {
-		delete(m.logs, t)
-		h.dir.partitions--
-	}
-	m.mu.Unlock()
+	h, ok := m.forgetLog(t)
 	if !ok {
 		return nil
 	}
@@ -196,4 +190,18 @@ func (m *Manager) openNewLog(d *logDir, t tp.TopicPartition, name, what, topicID
 		d.partitions++
 	}
 	return l, nil
+}
+
+// forgetLog takes t's log out of the manager (DeleteLog, SetAsideLog): it is
+// no longer served, and its dir counts one partition less. It returns the
+// handle for the caller to close and remove.
+func (m *Manager) forgetLog(t tp.TopicPartition) (hostedLog, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	h, ok := m.logs[t]
+	if ok {
+		delete(m.logs, t)
+		h.dir.partitions--
+	}
+	return h, ok
 }

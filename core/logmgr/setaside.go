@@ -27,13 +27,7 @@ func (m *Manager) SetAsideLog(t tp.TopicPartition) (string, error) {
 	}
 	m.createMu.Lock()
 	defer m.createMu.Unlock()
-	m.mu.Lock()
-	h, ok := m.logs[t]
-	if ok {
-		delete(m.logs, t)
-		h.dir.partitions--
-	}
-	m.mu.Unlock()
+	h, ok := m.forgetLog(t)
 	if !ok {
 		return "", nil
 	}
