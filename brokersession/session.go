@@ -74,6 +74,10 @@ type Config struct {
 	// controller at registration (it keeps replicas that leave an ISR below
 	// it as eligible leaders).
 	MinInsyncReplicas int32
+	// MaxPartitions is the broker's --max-partitions, told to the
+	// controller at registration: it assigns the broker no more replicas
+	// than that (0: no budget).
+	MaxPartitions int32
 	// PreviousBrokerEpoch is the broker epoch of this broker's previous life
 	// if that life lost nothing (a clean shutdown, or a process crash with
 	// the machine up), -1 otherwise (KIP-966); the first registration sends
@@ -418,6 +422,7 @@ func (s *Session) register(ctx context.Context) error {
 		LogDirs:             s.cfg.LogDirs,
 		PreviousBrokerEpoch: previous,
 		MinInsyncReplicas:   s.cfg.MinInsyncReplicas,
+		MaxPartitions:       s.cfg.MaxPartitions,
 		// A registration again in the same process (after a fencing) says
 		// what is offline, as a heartbeat does: otherwise the controller
 		// takes the replicas of a failed log dir as healthy, and may elect

@@ -52,6 +52,10 @@ func (c *Controller) createTopic(ctx context.Context, topic string, partitions, 
 			"replication factor %d is larger than the %d live brokers %v", rf, len(live), live)
 	}
 	assignment := assignReplicas(live, partitions, rf, c.topicsCreated)
+	if err := c.refuseOverBudgetLocked(ctx, fmt.Sprintf("creating topic %q (%d partitions, replication factor %d)", topic, partitions, rf), assignment); err != nil {
+		c.unlock()
+		return nil, err
+	}
 	id, err := newTopicID()
 	if err != nil {
 		c.unlock()
@@ -248,6 +252,10 @@ func (c *Controller) reassignPartition(ctx context.Context, topic string, partit
 		if !slices.Contains(p.Replicas, r) {
 			next.AddingReplicas = append(next.AddingReplicas, r)
 		}
+	}
+	if err := c.refuseOverBudgetLocked(ctx, fmt.Sprintf("reassigning %s-%d to %v", topic, partition, target), [][]int32{next.AddingReplicas}); err != nil {
+		c.unlock()
+		return p, err
 	}
 	// The leader epoch rises so every replica, old and new, takes the new
 	// replica list (a broker ignores a LeaderAndIsr at its current epoch).

@@ -80,11 +80,14 @@ func (c *Controller) RegisterBroker(ctx context.Context, req *replicadv1.Registe
 	if m := req.GetMinInsyncReplicas(); m < 0 {
 		return nil, invalid("min_insync_replicas", "must not be negative (got %d)", m)
 	}
+	if m := req.GetMaxPartitions(); m < 0 {
+		return nil, invalid("max_partitions", "must not be negative (got %d)", m)
+	}
 	if err := validatePartitionRefs("offline_partitions", req.GetOfflinePartitions()); err != nil {
 		return nil, err
 	}
 	info, epoch, err := c.registerBroker(ctx, store.Broker{ID: req.GetBrokerId(), Host: req.GetHost(), Port: req.GetPort(),
-		MinInsyncReplicas: req.GetMinInsyncReplicas()},
+		MinInsyncReplicas: req.GetMinInsyncReplicas(), MaxPartitions: req.GetMaxPartitions()},
 		registration{incarnation: req.GetIncarnationId(), previousEpoch: req.GetPreviousBrokerEpoch(), offline: req.GetOfflinePartitions()})
 	if errors.Is(err, errNotController) {
 		return &replicadv1.RegisterBrokerResponse{ErrorCode: codeNotController}, nil

@@ -92,6 +92,10 @@ func (rm *ReplicaManager) BecomeLeaderOrFollower(ctx context.Context, req Leader
 			ignore(st, ErrInvalidRequest, "partition dir name too long", -1)
 			continue
 		}
+		if rm.refuseOverBudget(slog, st) {
+			ignore(st, ErrWillExceedPartitionLimits, "over the broker's partition budget", -1)
+			continue
+		}
 		p, created := rm.getOrCreateHostedPartition(t)
 		if p == nil {
 			stateFields(slog.Warn(), st).Msg("Ignoring LeaderAndIsr request: the local replica is in an offline log dir")

@@ -30,6 +30,9 @@ const (
 	ErrInvalidUpdateVersion         ErrorCode = 96
 	ErrUnknownTopicID               ErrorCode = 100
 	ErrInconsistentTopicID          ErrorCode = 103
+	// ErrWillExceedPartitionLimits: a new partition beyond this broker's
+	// Config.MaxPartitions (KIP-578's name; replicad's own number).
+	ErrWillExceedPartitionLimits ErrorCode = 1000
 	// Answers of the controller to AlterPartition, named so logs read well.
 	ErrNotController     ErrorCode = 41
 	ErrIneligibleReplica ErrorCode = 107
@@ -60,6 +63,7 @@ var errorNames = map[ErrorCode]string{
 	ErrInvalidUpdateVersion:         "INVALID_UPDATE_VERSION",
 	ErrUnknownTopicID:               "UNKNOWN_TOPIC_ID",
 	ErrInconsistentTopicID:          "INCONSISTENT_TOPIC_ID",
+	ErrWillExceedPartitionLimits:    "WILL_EXCEED_PARTITION_LIMITS",
 	ErrNotController:                "NOT_CONTROLLER",
 	ErrIneligibleReplica:            "INELIGIBLE_REPLICA",
 }

@@ -79,6 +79,11 @@ type Config struct {
 	// checkpoint; nil means the real one (vfs.OS). Tests pass a simulated
 	// disk (core/vfs/crashfs).
 	FS vfs.FS
+	// MaxPartitions is the most partitions this broker hosts (its
+	// --max-partitions, Kafka's max.broker.partitions): a LeaderAndIsr's
+	// new partitions beyond it are refused (see refuseOverBudget). 0: no
+	// limit.
+	MaxPartitions int
 }
 
 func (c *Config) setDefaults() {
@@ -181,6 +186,10 @@ type ReplicaManager struct {
 	wg           sync.WaitGroup
 	fatalOnce    sync.Once
 	fatal        chan error
+
+	// overBudget counts the partitions refused for MaxPartitions (see
+	// refuseOverBudget). Guarded by stateChangeMu.
+	overBudget int
 }
 
 // NewReplicaManager opens the log dirs, reads each dir's HW checkpoint once

@@ -72,6 +72,9 @@ type config struct {
 	// showVersion is --version: print the build and exit (nothing else is
 	// checked).
 	showVersion bool
+	// maxPartitions is --max-partitions: the most replicas this broker
+	// hosts (the controller assigns no more; core refuses more).
+	maxPartitions int
 }
 
 const usageHeader = `replicad: a broker hosting replicas of partitioned append-only logs.
@@ -146,6 +149,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	lagMax := fs.Duration("replica-lag-time-max", 30*time.Second, "a follower not caught up for this long leaves the ISR")
 	fetchers := fs.Int("num-replica-fetchers", 1, "fetcher streams per source broker (>= 1)")
 	minISR := fs.Int("min-insync-replicas", 1, "smallest ISR that accepts acks=-1 produces and advances the high watermark (>= 1)")
+	maxParts := fs.Int("max-partitions", defaultMaxPartitions(), "most partition replicas this broker hosts (Kafka's max.broker.partitions, KIP-578): the\ncontroller refuses a create or reassignment that would put more on it, and the broker refuses\nnew partitions beyond it in a LeaderAndIsr (made from RLIMIT_NOFILE: "+maxPartitionsDefaultRule+")")
 	level := fs.String("log-level", "info", "log level: trace, debug, info, warn or error")
 	stateLevel := fs.String("state-change-log-level", "", "level of the state-change log (logger=state.change) alone, as Kafka's separate state-change\nlog: trace shows every partition's transition without the rest of the broker at trace (default: --log-level)")
 	format := fs.String("log-format", "console", "log format: console (human) or json")
@@ -181,6 +185,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	kafkaAlias(fs, "log.segment.bytes", "segment-bytes", segmentBytes)
 	kafkaAlias(fs, "log.roll.ms", "log-roll-ms", rollMs)
 	fs.IntVar(minISR, "min.insync.replicas", *minISR, "alias of --min-insync-replicas (Kafka's name)")
+	fs.IntVar(maxParts, "max.broker.partitions", *maxParts, "alias of --max-partitions (Kafka's name, KIP-578)")
 	fs.Var((*msDuration)(retentionCheck), "log.retention.check.interval.ms", "alias of --log-retention-check-interval, in ms (Kafka's name)")
 	showVersion := fs.Bool("version", false, "print the version, commit and build date, and exit ('replicad version -o json': as JSON)")
 	configFile := fs.String("config", "", "YAML `FILE` of flag values, keys the flag names (listen: 127.0.0.1:9091); flags given on the\ncommand line override it, an unknown key is an error")
@@ -240,6 +245,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	check(*lagMax > 0, "replica-lag-time-max", "must be positive (got %v)", *lagMax)
 	check(*fetchers >= 1, "num-replica-fetchers", "must be at least 1 (got %d)", *fetchers)
 	check(*minISR >= 1, "min-insync-replicas", "must be at least 1 (got %d)", *minISR)
+	check(*maxParts >= 1 && *maxParts <= 1<<31-1, "max-partitions", "must be in 1..%d (got %d)", 1<<31-1, *maxParts)
+	cfg.maxPartitions = *maxParts
 	cfg.logLevel, err = parseLevel(*level)
 	check(err == nil, "log-level", "%v", err)
 	if *stateLevel != "" {

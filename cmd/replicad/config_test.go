@@ -33,6 +33,7 @@ func TestDefaultsFollowSpec(t *testing.T) {
 		numReplicaFetchers: 1, minInsyncReplicas: 1, logLevel: zerolog.InfoLevel, logFormat: "console", metricsLogSeries: true,
 		logConfig: log.DefaultConfig(), maxConnections: 1000, connectionsMaxIdle: 10 * time.Minute,
 		memoryLimit: 1 << 30, retention: log.Retention{Ms: 7 * 24 * 3600 * 1000, Bytes: -1}, retentionCheckInterval: 5 * time.Minute,
+		maxPartitions: defaultMaxPartitions(),
 	}
 	want.logConfig.MaxBatchBytes = 1048576
 	want.logConfig.SegmentMs = 7 * 24 * 3600 * 1000 // Kafka's log.roll.hours 168
@@ -73,6 +74,7 @@ func TestFlagsReachConfig(t *testing.T) {
 		"--truncate-damaged-logs", "--max-connections", "7", "--connections-max-idle", "90s",
 		"--memory-limit", "512MiB", "--log-retention-ms", "60000", "--log-retention-bytes", "1000000",
 		"--log-retention-check-interval", "30s", "--log-roll-ms", "5000", "--metrics-log-series=false",
+		"--max-partitions", "1234",
 	}, &bytes.Buffer{})
 	if err != nil {
 		t.Fatal(err)
@@ -89,6 +91,7 @@ func TestFlagsReachConfig(t *testing.T) {
 		traceDataPlane: true, stateChangeLevel: &trace, maxConnections: 7, connectionsMaxIdle: 90 * time.Second,
 		memoryLimit: 512 << 20, memoryLimitSet: true,
 		retention: log.Retention{Ms: 60000, Bytes: 1000000}, retentionCheckInterval: 30 * time.Second,
+		maxPartitions: 1234,
 	}
 	if !reflect.DeepEqual(cfg, want) {
 		t.Fatalf("got  %+v\nwant %+v", cfg, want)
@@ -228,5 +231,30 @@ func TestLogLinesCarryMilliseconds(t *testing.T) {
 	cl.Info().Msg("y")
 	if !regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}`).MatchString(console.String()) {
 		t.Fatalf("console line %q: want a timestamp to the millisecond first", console.String())
+	}
+}
+
+// TestMaxPartitionsDefault ensures --max-partitions' default follows the
+// descriptor limit: under this machine's 20,000 descriptors 30,000 logs and
+// 60,000 (100,000 partitions RF 3 on 5 brokers) fit while 100,000 (the same
+// on 3 brokers) does not; tiny and unlimited limits are clamped.
+func TestMaxPartitionsDefault(t *testing.T) {
+	if got := maxPartitionsFor(20_000); got < 60_000 || got >= 100_000 {
+		t.Errorf("default under 20,000 descriptors: %d, want 60,000 <= x < 100,000", got)
+	}
+	if got := maxPartitionsFor(16); got != minDefaultMaxPartitions {
+		t.Errorf("default under 16 descriptors: %d, want %d", got, minDefaultMaxPartitions)
+	}
+	if got := maxPartitionsFor(^uint64(0)); got != maxDefaultMaxPartitions {
+		t.Errorf("default without a descriptor limit: %d, want %d", got, maxDefaultMaxPartitions)
+	}
+	for _, v := range []string{"0", "-1"} {
+		if _, err := parseFlags([]string{"--max-partitions", v}, &bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), "--max-partitions") {
+			t.Errorf("--max-partitions %s: %v, want an error naming the flag", v, err)
+		}
+	}
+	cfg, err := parseFlags([]string{"--max.broker.partitions", "77"}, &bytes.Buffer{})
+	if err != nil || cfg.maxPartitions != 77 {
+		t.Errorf("--max.broker.partitions 77: %d %v", cfg.maxPartitions, err)
 	}
 }

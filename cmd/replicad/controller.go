@@ -128,6 +128,7 @@ func (l *controllerLink) start(ctx context.Context, listenAddr net.Addr, life br
 			// The session knows first when the active controller changes.
 			OnControllerChange: l.onControllerChange,
 			MinInsyncReplicas:  int32(l.cfg.minInsyncReplicas),
+			MaxPartitions:      int32(l.cfg.maxPartitions),
 			DialOptions:        l.tls.DialOptions(toController),
 			// TLS on one side only: the broker exits rather than retry forever.
 			Misconfigured:       tlsconf.IsMismatch,

@@ -199,6 +199,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		BrokerEpoch:            link.brokerEpochFunc(),
 		Metrics:                metricsRecorder(brokerMetrics),
 		BootID:                 bootID(),
+		MaxPartitions:          cfg.maxPartitions,
 	})
 	if err != nil {
 		if errors.Is(err, logmgr.ErrOtherBroker) {

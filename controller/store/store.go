@@ -79,6 +79,9 @@ type Broker struct {
 	// controller keep replicas that left a small ISR as eligible leaders
 	// (Partition.ELR).
 	MinInsyncReplicas int32 `json:"min_insync_replicas,omitempty"`
+	// MaxPartitions is the broker's --max-partitions, as it registered:
+	// the most replicas the controller assigns it (0: not told, no budget).
+	MaxPartitions int32 `json:"max_partitions,omitempty"`
 }
 
 // Partition is the controller's state of one partition.

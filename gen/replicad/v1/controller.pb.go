@@ -148,8 +148,12 @@ type RegisterBrokerRequest struct {
 	// registering again in the same process after a log dir failed must not
 	// be taken as holding those replicas until its next heartbeat.
 	OfflinePartitions []*PartitionRef `protobuf:"bytes,8,rep,name=offline_partitions,json=offlinePartitions,proto3" json:"offline_partitions,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// The broker's --max-partitions: the most replicas it hosts. The
+	// controller refuses a create or reassignment that would put more on it
+	// (KIP-578). 0 (a broker that does not say): no budget.
+	MaxPartitions int32 `protobuf:"varint,9,opt,name=max_partitions,json=maxPartitions,proto3" json:"max_partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RegisterBrokerRequest) Reset() {
@@ -236,6 +240,13 @@ func (x *RegisterBrokerRequest) GetOfflinePartitions() []*PartitionRef {
 		return x.OfflinePartitions
 	}
 	return nil
+}
+
+func (x *RegisterBrokerRequest) GetMaxPartitions() int32 {
+	if x != nil {
+		return x.MaxPartitions
+	}
+	return 0
 }
 
 type RegisterBrokerResponse struct {
@@ -3010,7 +3021,7 @@ var File_replicad_v1_controller_proto protoreflect.FileDescriptor
 
 const file_replicad_v1_controller_proto_rawDesc = "" +
 	"\n" +
-	"\x1creplicad/v1/controller.proto\x12\vreplicad.v1\x1a\x18replicad/v1/common.proto\"\xcc\x02\n" +
+	"\x1creplicad/v1/controller.proto\x12\vreplicad.v1\x1a\x18replicad/v1/common.proto\"\xf3\x02\n" +
 	"\x15RegisterBrokerRequest\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12\x12\n" +
 	"\x04host\x18\x02 \x01(\tR\x04host\x12\x12\n" +
@@ -3019,7 +3030,8 @@ const file_replicad_v1_controller_proto_rawDesc = "" +
 	"\blog_dirs\x18\x05 \x03(\tR\alogDirs\x122\n" +
 	"\x15previous_broker_epoch\x18\x06 \x01(\x03R\x13previousBrokerEpoch\x12.\n" +
 	"\x13min_insync_replicas\x18\a \x01(\x05R\x11minInsyncReplicas\x12H\n" +
-	"\x12offline_partitions\x18\b \x03(\v2\x19.replicad.v1.PartitionRefR\x11offlinePartitions\"\xf0\x01\n" +
+	"\x12offline_partitions\x18\b \x03(\v2\x19.replicad.v1.PartitionRefR\x11offlinePartitions\x12%\n" +
+	"\x0emax_partitions\x18\t \x01(\x05R\rmaxPartitions\"\xf0\x01\n" +
 	"\x16RegisterBrokerResponse\x125\n" +
 	"\n" +
 	"error_code\x18\x01 \x01(\x0e2\x16.replicad.v1.ErrorCodeR\terrorCode\x12!\n" +
