@@ -75,59 +75,10 @@ func (m *Manager) nextDirLocked() *logDir {
 	return best
 }
 
-// DeleteLog closes and removes the partition's log.
-//
-// As in Kafka, the partition dir is first renamed to "<name>.<id>-delete",
-// which Open never loads, so a crash mid-removal cannot bring back half a
-// log; the removal itself runs in the background. The dir's recovery-point,
-// log-start and HW checkpoints are then rewritten without the partition
-// (checkpointRemoval), so a log created again under the same name does not
-// inherit its offsets.
+// DeleteLog closes and removes the partition's log (DeleteLogs of one).
 // Deleting a partition without a log does nothing.
 func (m *Manager) DeleteLog(t tp.TopicPartition) error {
-	m.createMu.Lock()
-	defer m.createMu.Unlock()
-	h, ok := m.forgetLog(t)
-	if !ok {
-		return nil
-	}
-	// The data is being removed: a failed final flush loses nothing.
-	_ = h.log.Close()
-	dir := filepath.Join(h.dir.path, t.String())
-	deleted := deletedDirPath(h.dir.path, t)
-	if err := m.fsys.Rename(dir, deleted); err != nil {
-		return m.deleteFailed(h.dir, t, err)
-	}
-	if err := m.fsys.SyncDir(h.dir.path); err != nil {
-		return m.deleteFailed(h.dir, t, err)
-	}
-	m.removeInBackground([]string{deleted})
-	if err := m.checkpointRemoval(h.dir); err != nil {
-		return m.deleteFailed(h.dir, t, err)
-	}
-	m.logger.Info().Str("partition", t.String()).Str("log_dir", h.dir.path).Msg("deleted log")
-	return nil
-}
-
-func (m *Manager) deleteFailed(d *logDir, t tp.TopicPartition, err error) error {
-	err = ioError("delete log "+t.String(), err)
-	m.reportFailure(d, err)
-	return err
-}
-
-// removeInBackground removes deleted-log dirs, two at a time so that a
-// StopReplica deleting thousands of logs does not flood the disk; Shutdown
-// waits for them.
-func (m *Manager) removeInBackground(paths []string) {
-	for _, p := range paths {
-		m.removals.Go(func() {
-			m.removeSlots <- struct{}{}
-			defer func() { <-m.removeSlots }()
-			if err := m.fsys.RemoveAll(p); err != nil {
-				m.logger.Warn().Err(err).Str("dir", p).Msg("cannot remove a deleted log")
-			}
-		})
-	}
+	return m.DeleteLogs([]tp.TopicPartition{t})[t]
 }
 
 // deletedDirPath is where a log of t in dir is renamed to when deleted:

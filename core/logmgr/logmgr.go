@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 
 	"github.com/rs/zerolog"
 
@@ -114,6 +115,10 @@ type Manager struct {
 	// removals are background removals of deleted logs; Shutdown waits.
 	removals    sync.WaitGroup
 	removeSlots chan struct{}
+	// removalsStop makes the background removals stop (Shutdown);
+	// removalsPending counts the dirs handed to them and not done.
+	removalsStop    atomic.Bool
+	removalsPending atomic.Int64
 
 	// previousBrokerEpoch is read at Open (PreviousBrokerEpoch); brokerEpoch
 	// is the current life's, from RecordBrokerEpoch (under mu), written

@@ -151,6 +151,10 @@ func (m *Manager) Shutdown() error {
 	}
 	m.mu.Unlock()
 	m.closeAll(logs)
+	if m.removalsPending.Load() > shutdownRemovals {
+		m.logger.Info().Int64("dirs", m.removalsPending.Load()).Msg("leaving deleted logs' dirs to the next start")
+		m.removalsStop.Store(true)
+	}
 	m.removals.Wait()
 	return errors.Join(errs...)
 }
