@@ -26,6 +26,10 @@ const (
 	// DefaultRequestTimeout bounds one call: a LeaderAndIsr that creates
 	// 10,000 logs can take seconds.
 	DefaultRequestTimeout = 30 * time.Second
+	// DefaultRequestTimeoutPerPartition is added to a call's timeout for
+	// each partition it carries: a full request of 10,000 partitions gets
+	// 30 s + 50 s (see Config.RequestTimeoutPerPartition).
+	DefaultRequestTimeoutPerPartition = 5 * time.Millisecond
 	// DefaultBackoff is the wait before the first retry.
 	DefaultBackoff = 100 * time.Millisecond
 	// DefaultMaxBackoff caps the wait between retries.
@@ -107,6 +111,15 @@ type Config struct {
 	// RequestTimeout bounds one call (DefaultRequestTimeout when zero); a
 	// call that times out is retried.
 	RequestTimeout time.Duration
+	// RequestTimeoutPerPartition is added to RequestTimeout for each
+	// partition of the call (DefaultRequestTimeoutPerPartition when zero,
+	// none when negative). A broker keeps working on a call whose deadline
+	// passed (it does not abandon a StopReplica half way), so a deadline
+	// too short for the call's size only resends it while the first is
+	// still being handled: a 10,000-partition StopReplica that took
+	// minutes was sent again every 30 s, each copy queueing behind the
+	// last on the broker's state-change lock.
+	RequestTimeoutPerPartition time.Duration
 	// Backoff is the wait before the first retry (DefaultBackoff when zero);
 	// it doubles with each consecutive failure up to MaxBackoff
 	// (DefaultMaxBackoff when zero), and a random part of up to half is taken
@@ -156,6 +169,10 @@ func (c *Config) setDefaults() {
 	if c.RequestTimeout <= 0 {
 		c.RequestTimeout = DefaultRequestTimeout
 	}
+	if c.RequestTimeoutPerPartition == 0 {
+		c.RequestTimeoutPerPartition = DefaultRequestTimeoutPerPartition
+	}
+	c.RequestTimeoutPerPartition = max(c.RequestTimeoutPerPartition, 0)
 	if c.Backoff <= 0 {
 		c.Backoff = DefaultBackoff
 	}
@@ -463,7 +480,8 @@ func (q *Queue) loop() (stale bool, brokerControllerEpoch int32) {
 			delay := q.backoff(failures)
 			if failures == 1 || time.Since(lastWarn) >= warnInterval {
 				lastWarn = time.Now()
-				lg.Warn().Err(err).Int("attempt", failures).Dur("backoff_ms", delay).Msg("request failed, retrying")
+				lg.Warn().Err(err).Int("attempt", failures).Dur("backoff_ms", delay).Dur("took_ms", took).
+					Dur("timeout_ms", q.requestTimeout(r)).Msg("request failed, retrying")
 			} else {
 				lg.Debug().Err(err).Int("attempt", failures).Dur("backoff_ms", delay).Msg("request failed, retrying")
 			}
@@ -613,9 +631,15 @@ func (q *Queue) send(r *request, attempt int) (code replicadv1.ErrorCode, broker
 			s.End()
 		}
 	}()
-	ctx, cancel := context.WithTimeout(ctx, q.cfg.RequestTimeout)
+	ctx, cancel := context.WithTimeout(ctx, q.requestTimeout(r))
 	defer cancel()
 	return q.call(ctx, r, span)
+}
+
+// requestTimeout is the deadline of one attempt to send r: RequestTimeout,
+// and RequestTimeoutPerPartition for each of its partitions.
+func (q *Queue) requestTimeout(r *request) time.Duration {
+	return q.cfg.RequestTimeout + time.Duration(r.size)*q.cfg.RequestTimeoutPerPartition
 }
 
 // startSendSpan starts the span of one attempt to send r, under r's parent

@@ -517,7 +517,7 @@ func TestRequestTimeoutRetried(t *testing.T) {
 		}
 		return replicadv1.ErrorCode_ERROR_CODE_NONE, nil
 	}}
-	q := newQueue(t, f, func(c *Config) { c.RequestTimeout = timeout })
+	q := newQueue(t, f, func(c *Config) { c.RequestTimeout, c.RequestTimeoutPerPartition = timeout, -1 })
 	q.StopReplica([]*replicadv1.StopReplicaPartition{sp("p", 0, 1, false)})
 	flush(t, q)
 	wantCalls(t, f, []string{"SR p/0@1", "SR p/0@1"})
@@ -978,7 +978,7 @@ func TestDefaults(t *testing.T) {
 	q := New(Config{Client: &fakeBroker{}})
 	defer q.Close()
 	c := q.cfg
-	if c.RequestTimeout != 30*time.Second || c.Backoff != 100*time.Millisecond || c.MaxBackoff != 2*time.Second ||
+	if c.RequestTimeout != 30*time.Second || c.RequestTimeoutPerPartition != 5*time.Millisecond || c.Backoff != 100*time.Millisecond || c.MaxBackoff != 2*time.Second ||
 		c.MaxPartitionsPerRequest != 10000 {
 		t.Errorf("defaults: timeout %v backoff %v max backoff %v max partitions %d",
 			c.RequestTimeout, c.Backoff, c.MaxBackoff, c.MaxPartitionsPerRequest)
@@ -1144,4 +1144,36 @@ func TestGateHoldsTheTake(t *testing.T) {
 	})
 	held.UpdateMetadata(nil, nil)
 	closeWithin(t, held, waitTimeout)
+}
+
+// TestLongRequestNotResentWhileHandled checks that a call's deadline grows
+// with its partitions: a big StopReplica that the broker handles for longer
+// than RequestTimeout (but within its share per partition) is sent once,
+// not resent while the broker still works on it.
+func TestLongRequestNotResentWhileHandled(t *testing.T) {
+	const base = 50 * time.Millisecond
+	const n = 400
+	f := &fakeBroker{respond: func(ctx context.Context, _ int, _ *call) (replicadv1.ErrorCode, error) {
+		// Twice RequestTimeout of work, as a broker deleting the logs.
+		select {
+		case <-time.After(2 * base):
+			return replicadv1.ErrorCode_ERROR_CODE_NONE, nil
+		case <-ctx.Done():
+			return 0, status.FromContextError(ctx.Err()).Err()
+		}
+	}}
+	q := newQueue(t, f, func(c *Config) { c.RequestTimeout, c.RequestTimeoutPerPartition = base, time.Millisecond })
+	var parts []*replicadv1.StopReplicaPartition
+	for i := range int32(n) {
+		parts = append(parts, sp("p", i, 1, true))
+	}
+	q.StopReplica(parts)
+	flush(t, q)
+	got := f.got()
+	if len(got) != 1 {
+		t.Fatalf("the request was sent %d times, want once", len(got))
+	}
+	if c := got[0]; !c.deadline || c.timeout <= base+n*time.Millisecond/2 || c.timeout > base+n*time.Millisecond {
+		t.Errorf("a %d-partition call had %v left, want RequestTimeout + 1ms each (%v)", n, c.timeout, base+n*time.Millisecond)
+	}
 }
