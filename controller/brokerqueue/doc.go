@@ -49,7 +49,9 @@
 // # Failures
 //
 //   - A transport error or any gRPC status other than InvalidArgument (the
-//     broker down, UNAVAILABLE, a call over Config.RequestTimeout, ...):
+//     broker down, UNAVAILABLE, a call over its deadline, which is
+//     Config.RequestTimeout plus RequestTimeoutPerPartition for each of its
+//     partitions, ...):
 //     the same request is sent again after a backoff that doubles from
 //     Config.Backoff to Config.MaxBackoff, less a random part of up to half,
 //     for as long as the Queue is open. Calls of the same kind made during
