@@ -52,7 +52,7 @@ func (c *Controller) createTopic(ctx context.Context, topic string, partitions, 
 			"replication factor %d is larger than the %d live brokers %v", rf, len(live), live)
 	}
 	assignment := assignReplicas(live, partitions, rf, c.topicsCreated)
-	if err := c.refuseOverBudgetLocked(ctx, fmt.Sprintf("creating topic %q (%d partitions, replication factor %d)", topic, partitions, rf), assignment); err != nil {
+	if err := c.refuseCreateOverBudgetLocked(ctx, topic, rf, assignment); err != nil {
 		c.unlock()
 		return nil, err
 	}

@@ -32,11 +32,41 @@ type overBudget struct {
 
 // refuseOverBudgetLocked refuses a change that adds the replicas in added
 // (one list per partition; a broker may appear in many) when it would put
-// any registered broker over its --max-partitions. A broker that did not
-// say (budget 0) has no limit. The count is every partition's replica list,
-// adding replicas of reassignments in flight included: what the brokers
-// host once the metadata is delivered.
+// any registered broker over its --max-partitions, with
+// WILL_EXCEED_PARTITION_LIMITS; op says what the change is.
 func (c *Controller) refuseOverBudgetLocked(ctx context.Context, op string, added [][]int32) error {
+	return c.reportOverBudget(ctx, op, c.overBudgetLocked(added))
+}
+
+// refuseCreateOverBudgetLocked is refuseOverBudgetLocked for a create of
+// topic with assignment, except that a topic that exists is left to the
+// store's create, which answers TOPIC_ALREADY_EXISTS (and resyncs a topic
+// stored but not in memory): its partitions are counted already, so the
+// check would otherwise refuse a repeated create as over budget, and an
+// operator retrying a create whose answer was lost would loop on it.
+func (c *Controller) refuseCreateOverBudgetLocked(ctx context.Context, topic string, rf int, assignment [][]int32) error {
+	over := c.overBudgetLocked(assignment)
+	if len(over) == 0 {
+		return nil
+	}
+	if _, known := c.configs[topic]; known {
+		return nil
+	}
+	sctx, cancel := c.storeCtx(ctx)
+	_, err := c.cfg.Store.Topic(sctx, topic)
+	cancel()
+	if err == nil {
+		return nil
+	}
+	return c.reportOverBudget(ctx, fmt.Sprintf("creating topic %q (%d partitions, replication factor %d)", topic, len(assignment), rf), over)
+}
+
+// overBudgetLocked is every registered broker that adding the replicas in
+// added would put over its budget. A broker that did not say (budget 0)
+// has no limit. The count is every partition's replica list, adding
+// replicas of reassignments in flight included: what the brokers host once
+// the metadata is delivered.
+func (c *Controller) overBudgetLocked(added [][]int32) []overBudget {
 	adding := map[int32]int{}
 	for _, rs := range added {
 		for _, r := range rs {
@@ -63,10 +93,16 @@ func (c *Controller) refuseOverBudgetLocked(ctx context.Context, op string, adde
 			over = append(over, overBudget{broker: id, hosting: hosting[id], adding: n, budget: budget})
 		}
 	}
+	slices.SortFunc(over, func(a, b overBudget) int { return int(a.broker) - int(b.broker) })
+	return over
+}
+
+// reportOverBudget is the refusal of op for the brokers in over (nil when
+// none), logged and on ctx's span.
+func (c *Controller) reportOverBudget(ctx context.Context, op string, over []overBudget) error {
 	if len(over) == 0 {
 		return nil
 	}
-	slices.SortFunc(over, func(a, b overBudget) int { return int(a.broker) - int(b.broker) })
 	err := refuse(replicadv1.ErrorCode_ERROR_CODE_WILL_EXCEED_PARTITION_LIMITS, "%s", budgetMessage(op, over))
 	span := trace.SpanFromContext(ctx)
 	span.SetAttributes(attribute.String("replicad.error_code", "WILL_EXCEED_PARTITION_LIMITS"))

@@ -120,3 +120,15 @@ func TestRegisterNegativeMaxPartitions(t *testing.T) {
 		t.Errorf("RegisterBroker with max_partitions -1: %v, want InvalidArgument naming max_partitions", err)
 	}
 }
+
+// A create of a topic that exists answers TOPIC_ALREADY_EXISTS even when
+// its partitions fill the budgets: an operator retrying a create whose
+// answer was lost must not be told it does not fit.
+func TestCreateExistingTopicAtBudget(t *testing.T) {
+	h := startBudgetCluster(t, 2, 2)
+	h.createTopic("a", 2, 2) // both brokers full
+	resp, err := h.c.CreateTopic(context.Background(), &replicadv1.CreateTopicRequest{Topic: "a", Partitions: 2, ReplicationFactor: 2})
+	if err != nil || resp.GetErrorCode() != replicadv1.ErrorCode_ERROR_CODE_TOPIC_ALREADY_EXISTS {
+		t.Errorf("create again: %v %v, want TOPIC_ALREADY_EXISTS", resp, err)
+	}
+}

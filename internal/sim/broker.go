@@ -134,6 +134,7 @@ func (b *brokerNode) start() error {
 		HWCheckpointInterval: time.Second,
 		ReplicaLagTimeMax:    s.cfg.ReplicaLagTimeMax,
 		MinInsyncReplicas:    int(b.minISR),
+		MaxPartitions:        s.maxPartitions(),
 		Clock:                clock.Real{},
 		Logger:               logger,
 		Fetchers:             fetchers,
@@ -184,6 +185,7 @@ func (b *brokerNode) start() error {
 			Logger:              logger,
 			OnControllerChange:  ap.UseController,
 			MinInsyncReplicas:   b.minISR,
+			MaxPartitions:       int32(s.maxPartitions()),
 			PreviousBrokerEpoch: previous,
 			OfflinePartitions:   rm.OfflinePartitions,
 			OnRegistered: func(epoch int64) {

@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -187,6 +188,32 @@ func (c *checker) check(s *Sim, step int) {
 // one leader per leader epoch; controller and broker epochs only grow.
 func (c *checker) checkStore(s *Sim, parts []store.Partition) {
 	ctx := context.Background()
+	s.op.mu.Lock()
+	for _, b := range s.op.broken {
+		c.fail("operator: %s", b)
+	}
+	s.op.broken = nil
+	s.op.mu.Unlock()
+	// Partition budgets (--max-partitions): no broker is assigned more
+	// replicas than it may host, and a refused create leaves nothing.
+	hosted := map[int32]int{}
+	overBudget := 0
+	for _, p := range parts {
+		if p.Topic == overBudgetTopic {
+			overBudget++
+		}
+		for _, r := range p.Replicas {
+			hosted[r]++
+		}
+	}
+	if overBudget > 0 {
+		c.fail("store: %d partitions of the refused over-budget create %q exist", overBudget, overBudgetTopic)
+	}
+	for _, b := range slices.Sorted(maps.Keys(hosted)) {
+		if n := hosted[b]; n > s.maxPartitions() {
+			c.fail("store: broker %d is assigned %d replicas, over its --max-partitions %d", b, n, s.maxPartitions())
+		}
+	}
 	for _, p := range parts {
 		t := incarnation{tp.TopicPartition{Topic: p.Topic, Partition: p.Partition}, p.TopicID}
 		for _, r := range p.ISR {

@@ -33,7 +33,18 @@ type operator struct {
 	// shutdowns are the broker lives whose controlled shutdown returned:
 	// the scheduler stops them (cleanly) at its next step.
 	shutdowns []shutdownReq
+	// broken are answers no command may get (an over-budget create
+	// accepted), for the checker.
+	broken []string
 }
+
+// overBudgetTopic is the topic the operator tries to create with more
+// partitions than the brokers' --max-partitions allow: it must never exist.
+const overBudgetTopic = "over-budget"
+
+// maxPartitions is every simulated broker's --max-partitions: the topic's
+// partitions and one spare (a broker hosts at most one replica of each).
+func (s *Sim) maxPartitions() int { return s.cfg.Partitions + 1 }
 
 type shutdownReq struct {
 	b      *brokerNode
@@ -127,6 +138,23 @@ func (s *Sim) operate() {
 			resp, err := invoke[*replicadv1.DeleteTopicResponse](ctx, s.op.conn, "DeleteTopic", &replicadv1.DeleteTopicRequest{Topic: topic})
 			s.op.note("delete", resp.GetErrorCode(), err)
 			s.recreate(ctx)
+		}
+	}})
+	opts = append(opts, option{1, func() (string, func(context.Context)) {
+		// RF 1 and 3 per broker past the budget: refused whatever brokers
+		// are live (WILL_EXCEED_PARTITION_LIMITS, or with none
+		// INVALID_REPLICATION_FACTOR); checkStore holds that it never
+		// reaches the store.
+		n := 3*s.maxPartitions() + 3
+		return fmt.Sprintf("create over-budget topic (%d partitions)", n), func(ctx context.Context) {
+			resp, err := invoke[*replicadv1.CreateTopicResponse](ctx, s.op.conn, "CreateTopic",
+				&replicadv1.CreateTopicRequest{Topic: overBudgetTopic, Partitions: int32(n), ReplicationFactor: 1})
+			s.op.note("create-over-budget", resp.GetErrorCode(), err)
+			if err == nil && resp.GetErrorCode() == replicadv1.ErrorCode_ERROR_CODE_NONE {
+				s.op.mu.Lock()
+				s.op.broken = append(s.op.broken, fmt.Sprintf("a create of %d partitions over every broker's budget of %d was accepted", n, s.maxPartitions()))
+				s.op.mu.Unlock()
+			}
 		}
 	}})
 	opts = append(opts, option{1, func() (string, func(context.Context)) {
