@@ -223,7 +223,8 @@ func StartCluster(opts Options) (*Cluster, error) {
 			args := []string{"--id", strconv.Itoa(id), "--listen", "127.0.0.1:0", "--advertised-address", proxy,
 				"--log-dirs", strings.Join(dirs, ","), "--controller", strings.Join(ctlAddrs, ","),
 				"--min-insync-replicas", "2", "--replica-lag-time-max", opts.ReplicaLag.String(),
-				"--segment-bytes", strconv.Itoa(4 << 20), "--controlled-shutdown-timeout", "5s"}
+				"--segment-bytes", strconv.Itoa(4 << 20), "--controlled-shutdown-timeout", "5s",
+				"--max-partitions", strconv.Itoa(BrokerMaxPartitions)}
 			if opts.TLS {
 				args = append(args, "--super-users", tlsconf.AdminPrincipal)
 			}

@@ -49,6 +49,16 @@ const (
 // workload never writes it.
 const ScratchTopic = "chaos-scratch"
 
+// OverBudgetTopic is the topic OpRecreate first tries to create with more
+// partitions than the brokers' --max-partitions (BrokerMaxPartitions)
+// allow: it must be refused with WILL_EXCEED_PARTITION_LIMITS and never
+// exist.
+const OverBudgetTopic = "chaos-over-budget"
+
+// BrokerMaxPartitions is every chaos broker's --max-partitions: far above
+// what the workload's topics need.
+const BrokerMaxPartitions = 1000
+
 // ExtraMix is the extra kinds to draw from, with weights.
 func ExtraMix() Mix {
 	return Mix{OpMinIsr: 2, OpReassign: 2, OpElect: 2, OpShutdown: 2, OpRecreate: 1, LongCut: 2}
@@ -386,10 +396,42 @@ func (n *nemesis) operate(ctx context.Context, f Fault) error {
 	return fmt.Errorf("unknown operator action %q", f.Kind)
 }
 
+// createOverBudget tries to create OverBudgetTopic with RF 1 and one
+// partition past BrokerMaxPartitions for every broker: whichever brokers
+// are live, one would go over its budget, so the controller must refuse it
+// whole, and nothing of it may appear.
+func (n *nemesis) createOverBudget(ctx context.Context) error {
+	parts := int32(BrokerMaxPartitions+1) * int32(len(n.c.brokers))
+	what := fmt.Sprintf("create %s (%d partitions)", OverBudgetTopic, parts)
+	want := replicadv1.ErrorCode_ERROR_CODE_WILL_EXCEED_PARTITION_LIMITS
+	code, err := n.callCtl(ctx, what, 30*time.Second, func(ctx context.Context, ctl replicadv1.ControllerServiceClient) (replicadv1.ErrorCode, string, error) {
+		r, err := ctl.CreateTopic(ctx, &replicadv1.CreateTopicRequest{Topic: OverBudgetTopic, Partitions: parts, ReplicationFactor: 1})
+		return r.GetErrorCode(), r.GetErrorMessage(), err
+	}, want)
+	n.ops["create over budget"]++
+	if err != nil {
+		return err
+	}
+	if code != want {
+		return opError{fmt.Errorf("%s: answered %v, want %v", what, code, want)}
+	}
+	_, resp, err := n.control(ctx)
+	if err != nil {
+		return err
+	}
+	if partitionOf(resp, OverBudgetTopic, 0) != nil {
+		return opError{fmt.Errorf("%s was refused, yet its partitions exist", what)}
+	}
+	return nil
+}
+
 // recreate writes ScratchTopic, deletes it and creates it again: the new
 // topic must come up as a new log (no record of the old one, at any
 // offset), and take writes of its own.
 func (n *nemesis) recreate(ctx context.Context) error {
+	if err := n.createOverBudget(ctx); err != nil {
+		return err
+	}
 	create := func(ctx context.Context, ctl replicadv1.ControllerServiceClient) (replicadv1.ErrorCode, string, error) {
 		r, err := ctl.CreateTopic(ctx, &replicadv1.CreateTopicRequest{Topic: ScratchTopic, Partitions: 1, ReplicationFactor: 3})
 		return r.GetErrorCode(), r.GetErrorMessage(), err
