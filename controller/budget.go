@@ -78,11 +78,45 @@ func (c *Controller) overBudgetLocked(added [][]int32) []overBudget {
 	if len(adding) == 0 {
 		return nil
 	}
-	hosting := make(map[int32]int, len(adding))
-	for _, p := range c.parts {
-		for _, r := range p.Replicas {
-			if _, ok := adding[r]; ok {
-				hosting[r]++
+	// A broker hosts at most one replica of each partition: while there
+	// are fewer partitions than any budget minus what is added, nothing
+	// needs counting (most clusters, most of the time).
+	fits := true
+	for id, n := range adding {
+		fits = fits && len(c.parts)+n <= int(c.brokers[id].info.MaxPartitions)
+	}
+	if fits {
+		return nil
+	}
+	// Every replica of every partition is looked at (300,000 at 100,000
+	// partitions RF 3), under the controller's lock: brokers with a budget
+	// are found by a dense table of their ids, not a map.
+	maxID := int32(0)
+	for id := range adding {
+		maxID = max(maxID, id)
+	}
+	hosting := map[int32]int{}
+	if maxID < 1<<16 {
+		counts := make([]int32, maxID+1)
+		for id := range adding {
+			counts[id] = 1 // 0: not counted; otherwise 1 + the replicas counted
+		}
+		for _, p := range c.parts {
+			for _, r := range p.Replicas {
+				if r >= 0 && r <= maxID && counts[r] > 0 {
+					counts[r]++
+				}
+			}
+		}
+		for id := range adding {
+			hosting[id] = int(counts[id] - 1)
+		}
+	} else {
+		for _, p := range c.parts {
+			for _, r := range p.Replicas {
+				if _, ok := adding[r]; ok {
+					hosting[r]++
+				}
 			}
 		}
 	}

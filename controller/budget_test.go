@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/replicad/replicad/controller/store"
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
 )
 
@@ -130,5 +131,26 @@ func TestCreateExistingTopicAtBudget(t *testing.T) {
 	resp, err := h.c.CreateTopic(context.Background(), &replicadv1.CreateTopicRequest{Topic: "a", Partitions: 2, ReplicationFactor: 2})
 	if err != nil || resp.GetErrorCode() != replicadv1.ErrorCode_ERROR_CODE_TOPIC_ALREADY_EXISTS {
 		t.Errorf("create again: %v %v, want TOPIC_ALREADY_EXISTS", resp, err)
+	}
+}
+
+// BenchmarkOverBudgetCheck is the budget check of a create of 1,000
+// partitions RF 3 in a cluster already holding 100,000 partitions RF 3 on
+// 5 brokers: it runs under the controller's lock, once per create or
+// reassignment.
+func BenchmarkOverBudgetCheck(b *testing.B) {
+	c := &Controller{parts: map[partitionKey]store.Partition{}, brokers: map[int32]*brokerState{}}
+	for id := int32(1); id <= 5; id++ {
+		c.brokers[id] = &brokerState{info: store.Broker{ID: id, MaxPartitions: 80_000}}
+	}
+	live := []int32{1, 2, 3, 4, 5}
+	for i, rs := range assignReplicas(live, 100_000, 3, 0) {
+		c.parts[partitionKey{"big", int32(i)}] = store.Partition{Topic: "big", Partition: int32(i), Replicas: rs}
+	}
+	added := assignReplicas(live, 1_000, 3, 1)
+	for b.Loop() {
+		if over := c.overBudgetLocked(added); len(over) != 0 {
+			b.Fatal(over)
+		}
 	}
 }
