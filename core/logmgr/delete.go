@@ -131,6 +131,9 @@ func (m *Manager) deleteFailed(d *logDir, t tp.TopicPartition, err error) error 
 // removeInBackground).
 const shutdownRemovals = 256
 
+// removalProgressEvery is how many removed dirs make a progress line.
+const removalProgressEvery = 1000
+
 // removeInBackground removes deleted-log dirs, at most cap(removeSlots) at
 // a time across all calls, so that a StopReplica deleting thousands of logs
 // does not flood the disk, on as many goroutines (not one per dir).
@@ -156,7 +159,10 @@ func (m *Manager) removeInBackground(paths []string) {
 				m.logger.Warn().Err(err).Str("dir", paths[i]).Msg("cannot remove a deleted log")
 				return true
 			}
-			removed.Add(1)
+			if n := removed.Add(1); n%removalProgressEvery == 0 {
+				m.logger.Info().Int64("removed", n).Int("dirs", len(paths)).Dur("took", time.Since(start)).
+					Msg("removing deleted logs' dirs")
+			}
 			return true
 		})
 		if len(paths) > 1 {
