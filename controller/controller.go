@@ -72,6 +72,10 @@ type Config struct {
 	// QueueBackoff and QueueMaxBackoff tune the per-broker queues' retries
 	// (zero: the queue's defaults).
 	QueueBackoff, QueueMaxBackoff time.Duration
+	// DecisionBatch is the most partitions one store write of a big
+	// decision (a fencing's move, a controlled shutdown) changes; the lock
+	// is released between two (batches.go). Default DefaultDecisionBatch.
+	DecisionBatch int
 	// StoreTimeout bounds each store write (default DefaultStoreTimeout).
 	// A write runs under this deadline of the controller's own, never
 	// under the deadline of the request that caused it.
@@ -175,14 +179,22 @@ type Controller struct {
 	reassignFailures int
 	// counters count committed partition states for /metrics (metrics.go).
 	counters stateCounters
+	// liveView is what heartbeats are answered from without mu, published
+	// at every release of mu (liveness.go).
+	liveView atomic.Pointer[livenessView]
+	// longestHold is the longest hold of mu so far, in nanoseconds
+	// (deafness.go's unlock): decisions are split so that it stays short.
+	longestHold atomic.Int64
 }
 
 // brokerState is what the controller knows of one registered broker.
 type brokerState struct {
 	info store.Broker
-	// lastSeen is the time of its last heartbeat (or registration, or this
-	// controller's activation).
+	// lastSeen is the time of its last heartbeat handled under the lock (or
+	// registration, or this controller's activation); live has those
+	// answered without it. seen() is the later of the two.
 	lastSeen time.Time
+	live     *liveness
 	// shuttingDown: the broker asked for a controlled shutdown; it may not
 	// lead or join an ISR until it registers again.
 	shuttingDown bool
@@ -229,6 +241,9 @@ func New(cfg Config) (*Controller, error) {
 	}
 	if cfg.StoreTimeout <= 0 {
 		cfg.StoreTimeout = DefaultStoreTimeout
+	}
+	if cfg.DecisionBatch <= 0 {
+		cfg.DecisionBatch = DefaultDecisionBatch
 	}
 	if cfg.LeaderImbalanceCheckInterval <= 0 {
 		cfg.LeaderImbalanceCheckInterval = DefaultLeaderImbalanceCheckInterval
@@ -460,7 +475,7 @@ func (c *Controller) activate(ctx context.Context) error {
 		}
 	}
 	if len(fenced) > 0 {
-		if err := c.moveAwayFromLocked(ctx, fenced, "fenced before this controller started"); err != nil {
+		if err := c.moveAwayFromLocked(ctx, fenced, "fenced before this controller started", false); err != nil {
 			return err
 		}
 	}

@@ -25,9 +25,14 @@ func (c *Controller) lock() {
 // unlock forgives the brokers a long hold, then releases c.mu.
 func (c *Controller) unlock() {
 	now := c.cfg.Clock.Now()
-	if held := now.Sub(c.lockedAt); held > c.sessionCheckInterval() && c.active {
+	held := now.Sub(c.lockedAt)
+	if held > c.sessionCheckInterval() && c.active {
 		c.forgiveDeafnessLocked(now, held)
 	}
+	if int64(held) > c.longestHold.Load() {
+		c.longestHold.Store(int64(held)) // only under mu: no lost update
+	}
+	c.publishLivenessLocked()
 	c.mu.Unlock()
 }
 
@@ -39,11 +44,11 @@ func (c *Controller) forgiveDeafnessLocked(now time.Time, held time.Duration) {
 		if bs.info.Fenced {
 			continue
 		}
-		seen := bs.lastSeen.Add(held)
+		seen := bs.seen().Add(held)
 		if seen.After(now) {
 			seen = now
 		}
-		if seen.After(bs.lastSeen) {
+		if seen.After(bs.seen()) {
 			bs.lastSeen = seen
 			n++
 		}

@@ -420,7 +420,7 @@ func mcActions() []mcAction {
 			s.b[id].up = false
 			c.lock()
 			defer c.unlock()
-			return c.fenceLocked(ctx, []*brokerState{bs}, "model check") == nil
+			return c.fenceLocked(ctx, []*brokerState{bs}, "model check", true) == nil
 		}})
 		for _, flag := range []int32{1, 3} {
 			acts = append(acts, mcAction{name: fmt.Sprintf("restart %d --min-insync-replicas %d", id, flag), run: func(ctx context.Context, c *Controller, s *mcState) bool {

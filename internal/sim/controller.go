@@ -61,6 +61,11 @@ func (c *controllerNode) start() error {
 		Store:          fence,
 		ID:             1,
 		SessionTimeout: s.cfg.SessionTimeout,
+		// One partition per store write: every big decision (a fencing's
+		// move, a controlled shutdown) is split, with the lock released
+		// between writes, even over the simulation's few partitions, so
+		// the invariants judge every state between two writes.
+		DecisionBatch: 1,
 		DialBroker: func(addr string) (replicadv1.ReplicaManagerServiceClient, io.Closer, error) {
 			return brokerClient{&conn{net: s.net, client: controllerName, clientLife: life, server: nodeOf(addr), kind: "control"}}, nopCloser{}, nil
 		},
