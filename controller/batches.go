@@ -16,19 +16,24 @@ import (
 // key, against its 128-operation transaction limit (see etcd.go).
 const DefaultDecisionBatch = 1000
 
+// sendBatch is Config.SendBatch, defaulted also where a Controller was made
+// without New (the model check).
+func (c *Controller) sendBatch() int {
+	if c.cfg.SendBatch > 0 {
+		return c.cfg.SendBatch
+	}
+	return 10 * max(c.cfg.DecisionBatch, DefaultDecisionBatch)
+}
+
 // keysOfReplicasLocked are the partitions any of ids is a replica of,
 // sorted, the order every decision goes in.
 func (c *Controller) keysOfReplicasLocked(ids []int32) []partitionKey {
 	var keys []partitionKey
-	for k, p := range c.parts {
-		for _, id := range ids {
-			if slices.Contains(p.Replicas, id) {
-				keys = append(keys, k)
-				break
-			}
+	for _, k := range c.sortedKeysLocked() {
+		if slices.ContainsFunc(c.parts[k].Replicas, func(r int32) bool { return slices.Contains(ids, r) }) {
+			keys = append(keys, k)
 		}
 	}
-	slices.SortFunc(keys, comparePartitionKeys)
 	return keys
 }
 

@@ -18,6 +18,10 @@ import (
 // errNotController answers calls while this controller is not acting.
 var errNotController = errors.New("not the active controller")
 
+// errRegistrationInProgress answers a registration of a broker whose
+// previous registration still runs; the broker retries (Unavailable).
+var errRegistrationInProgress = errors.New("a registration of this broker is in progress")
+
 // registration is what a broker says of itself when it registers, besides
 // its endpoint.
 type registration struct {
@@ -53,6 +57,17 @@ func (c *Controller) registerBroker(ctx context.Context, b store.Broker, reg reg
 	if !c.active {
 		return store.Broker{}, 0, errNotController
 	}
+	// A registration may release the lock between its writes (moving the
+	// old incarnation's partitions away, telling the new one its state):
+	// one registration of a broker at a time.
+	if c.registering[b.ID] {
+		return store.Broker{}, 0, errRegistrationInProgress
+	}
+	if c.registering == nil {
+		c.registering = make(map[int32]bool)
+	}
+	c.registering[b.ID] = true
+	defer delete(c.registering, b.ID) // before the unlock: defers run last first
 	if old, ok := c.brokers[b.ID]; ok && !old.info.Fenced && incarnation != "" && old.incarnation == incarnation &&
 		old.info.Host == b.Host && old.info.Port == b.Port {
 		old.lastSeen = c.cfg.Clock.Now()
@@ -79,7 +94,7 @@ func (c *Controller) registerBroker(ctx context.Context, b store.Broker, reg reg
 		}
 	}
 	if old, ok := c.brokers[b.ID]; ok && !old.info.Fenced {
-		if err := c.fenceLocked(ctx, []*brokerState{old}, "registered again (new incarnation)", false); err != nil {
+		if err := c.fenceLocked(ctx, []*brokerState{old}, "registered again (new incarnation)", true); err != nil {
 			return store.Broker{}, 0, err
 		}
 	} else if ok && old.movePending {
@@ -87,7 +102,7 @@ func (c *Controller) registerBroker(ctx context.Context, b store.Broker, reg reg
 		// a session check's move between two of its writes): they move
 		// now, or the new incarnation would be told it leads them on the
 		// old one's word.
-		if err := c.moveAwayFromLocked(ctx, []int32{b.ID}, "registered again while its move was pending", false); err != nil {
+		if err := c.moveAwayFromLocked(ctx, []int32{b.ID}, "registered again while its move was pending", true); err != nil {
 			return store.Broker{}, 0, err
 		}
 	}
@@ -162,7 +177,10 @@ func (c *Controller) welcomeLocked(ctx context.Context, bs *brokerState) error {
 	// What it still holds of deleted topics goes first: a log of a topic
 	// deleted while it was away must not serve a topic created since.
 	c.sendPendingDeletionsLocked(ctx, bs)
-	c.sendFullStateLocked(ctx, bs)
+	c.sendFullStatesLocked(ctx, []*brokerState{bs}, true)
+	if !c.active {
+		return errNotController
+	}
 	// Everyone else learns the new endpoint.
 	live := c.liveBrokersLocked()
 	for id, other := range c.brokers {

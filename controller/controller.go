@@ -76,6 +76,11 @@ type Config struct {
 	// decision (a fencing's move, a controlled shutdown) changes; the lock
 	// is released between two (batches.go). Default DefaultDecisionBatch.
 	DecisionBatch int
+	// SendBatch is the most partitions whose state is queued for the
+	// brokers under one hold of the lock when a broker or a new controller
+	// is told everything, or a topic is created (sendFullStatesLocked,
+	// announceCreatedLocked). Default 10 x DecisionBatch.
+	SendBatch int
 	// StoreTimeout bounds each store write (default DefaultStoreTimeout).
 	// A write runs under this deadline of the controller's own, never
 	// under the deadline of the request that caused it.
@@ -126,13 +131,21 @@ type Controller struct {
 	// mu serialises every decision, as Kafka's controller event thread does.
 	// Take it with lock and unlock (deafness.go), which measure how long it
 	// was held.
-	mu       sync.Mutex
-	lockedAt time.Time
-	active   bool
-	epoch    int32
+	mu         sync.Mutex
+	lockedAt   time.Time
+	lockedReal time.Time
+	active     bool
+	epoch      int32
 	// brokers and parts mirror the store while active.
 	brokers map[int32]*brokerState
 	parts   map[partitionKey]store.Partition
+	// moving are the partitions of parts with a reassignment in progress,
+	// which the periodic check drives (driveReassignmentsLocked) without a
+	// pass over every partition. Kept by setPartLocked and deletePartLocked.
+	moving map[partitionKey]struct{}
+	// sortedKeys is the keys of parts in order, nil when not known
+	// (sortedKeysLocked).
+	sortedKeys []partitionKey
 	// topics counts the topics created, to rotate where assignments start.
 	topicsCreated int
 	// deleted mirrors the store's pending deletions, by topic ID.
@@ -182,6 +195,12 @@ type Controller struct {
 	// liveView is what heartbeats are answered from without mu, published
 	// at every release of mu (liveness.go).
 	liveView atomic.Pointer[livenessView]
+	// activations counts the activations that completed (tests wait on it).
+	activations atomic.Int64
+	// registering are the brokers whose registration runs, which may
+	// release the lock between its writes: a second registration of the
+	// same broker meanwhile is refused, and the broker retries it.
+	registering map[int32]bool
 	// longestHold is the longest hold of mu so far, in nanoseconds
 	// (deafness.go's unlock): decisions are split so that it stays short.
 	longestHold atomic.Int64
@@ -244,6 +263,9 @@ func New(cfg Config) (*Controller, error) {
 	}
 	if cfg.DecisionBatch <= 0 {
 		cfg.DecisionBatch = DefaultDecisionBatch
+	}
+	if cfg.SendBatch <= 0 {
+		cfg.SendBatch = 10 * cfg.DecisionBatch
 	}
 	if cfg.LeaderImbalanceCheckInterval <= 0 {
 		cfg.LeaderImbalanceCheckInterval = DefaultLeaderImbalanceCheckInterval
@@ -423,8 +445,10 @@ func (c *Controller) activate(ctx context.Context) error {
 	c.active = true
 	c.brokers = make(map[int32]*brokerState, len(brokers))
 	c.parts = make(map[partitionKey]store.Partition, len(parts))
+	c.moving = make(map[partitionKey]struct{})
+	c.partsChangedLocked()
 	for _, p := range parts {
-		c.parts[keyOf(p)] = p
+		c.setPartLocked(p)
 		topics[p.Topic] = true
 	}
 	c.topicsCreated = len(topics)
@@ -502,12 +526,18 @@ func (c *Controller) activate(ctx context.Context) error {
 	// or that write failed) completes now.
 	c.resyncPending, c.reassignRetryAt, c.reassignFailures = false, time.Time{}, 0
 	c.driveReassignmentsLocked(ctx, "activation")
-	for _, bs := range c.brokers {
-		if !bs.info.Fenced {
+	var live []*brokerState
+	for _, id := range c.sortedBrokerIDsLocked() {
+		if bs := c.brokers[id]; !bs.info.Fenced {
 			c.sendPendingDeletionsLocked(ctx, bs)
-			c.sendFullStateLocked(ctx, bs)
+			live = append(live, bs)
 		}
 	}
+	// Last, and with the lock released between chunks: the decisions above
+	// are done, and what runs between two chunks decides on the state as
+	// any later decision would.
+	c.sendFullStatesLocked(ctx, live, true)
+	c.activations.Add(1)
 	return nil
 }
 
@@ -523,7 +553,8 @@ func (c *Controller) deactivate(reason string) {
 		c.closeQueueLocked(bs)
 	}
 	c.brokers = nil
-	c.parts = nil
+	c.parts, c.moving = nil, nil
+	c.partsChangedLocked()
 	c.deleted = nil
 	c.acls = nil
 	c.configs = nil

@@ -16,10 +16,12 @@ import "time"
 // (capped at now), so silence counts only over time the controller could
 // hear. A broker that is really gone is fenced that much later.
 
-// lock takes c.mu and notes when.
+// lock takes c.mu and notes when, by the session clock (Config.Clock, which
+// tests play) and by the process's own (for the longest hold).
 func (c *Controller) lock() {
 	c.mu.Lock()
 	c.lockedAt = c.cfg.Clock.Now()
+	c.lockedReal = time.Now()
 }
 
 // unlock forgives the brokers a long hold, then releases c.mu.
@@ -29,8 +31,8 @@ func (c *Controller) unlock() {
 	if held > c.sessionCheckInterval() && c.active {
 		c.forgiveDeafnessLocked(now, held)
 	}
-	if int64(held) > c.longestHold.Load() {
-		c.longestHold.Store(int64(held)) // only under mu: no lost update
+	if real := time.Since(c.lockedReal); int64(real) > c.longestHold.Load() {
+		c.longestHold.Store(int64(real)) // only under mu: no lost update
 	}
 	c.publishLivenessLocked()
 	c.mu.Unlock()

@@ -259,7 +259,8 @@ func restore(t *testing.T, s mcState) *Controller {
 	for _, b := range brokers {
 		c.brokers[b.ID] = &brokerState{info: b, lastSeen: c.cfg.Clock.Now(), incarnation: "model-" + strconv.Itoa(int(b.ID))}
 	}
-	c.parts = map[partitionKey]store.Partition{keyOf(s.part): s.part.Clone()}
+	c.parts = map[partitionKey]store.Partition{}
+	c.setPartLocked(s.part.Clone())
 	mem := s.mem.Clone()
 	mem.Version = 1 // as storeOf stored it
 	c.configs = map[string]store.TopicConfig{"t": mem}
