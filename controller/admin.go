@@ -111,22 +111,26 @@ func (c *Controller) createTopic(ctx context.Context, topic string, partitions, 
 func (c *Controller) announceCreatedLocked(ctx context.Context, parts []store.Partition, newReplicas map[partitionKey][]int32) []int32 {
 	chunk := c.sendBatch()
 	var touched []int32
-	for start := 0; start < len(parts); start += chunk {
-		if start > 0 && !c.yieldLocked() {
-			break
-		}
-		var states []store.Partition
-		for _, p := range parts[start:min(start+chunk, len(parts))] {
-			if cur, ok := c.parts[keyOf(p)]; ok && cur.TopicID == p.TopicID {
-				states = append(states, cur)
+	// The LeaderAndIsr requests of every chunk, then the UpdateMetadata
+	// ones, so that the broker queues merge each kind as for one call.
+	for _, leaderAndIsr := range []bool{true, false} {
+		for start := 0; start < len(parts); start += chunk {
+			if (start > 0 || !leaderAndIsr) && !c.yieldLocked() {
+				return touched
 			}
-		}
-		if len(states) == 0 {
-			continue
-		}
-		for _, id := range c.announceLocked(ctx, states, newReplicas) {
-			if !slices.Contains(touched, id) {
-				touched = append(touched, id)
+			var states []store.Partition
+			for _, p := range parts[start:min(start+chunk, len(parts))] {
+				if cur, ok := c.parts[keyOf(p)]; ok && cur.TopicID == p.TopicID {
+					states = append(states, cur)
+				}
+			}
+			if len(states) == 0 {
+				continue
+			}
+			for _, id := range c.announceKindLocked(ctx, states, newReplicas, leaderAndIsr) {
+				if !slices.Contains(touched, id) {
+					touched = append(touched, id)
+				}
 			}
 		}
 	}

@@ -22,7 +22,7 @@ func (c *Controller) sendBatch() int {
 	if c.cfg.SendBatch > 0 {
 		return c.cfg.SendBatch
 	}
-	return 10 * max(c.cfg.DecisionBatch, DefaultDecisionBatch)
+	return 2 * max(c.cfg.DecisionBatch, DefaultDecisionBatch)
 }
 
 // keysOfReplicasLocked are the partitions any of ids is a replica of,

@@ -401,7 +401,7 @@ func (c *Controller) expireSessions(ctx context.Context) {
 	}
 	var pending []int32
 	for _, id := range c.sortedBrokerIDsLocked() {
-		if bs := c.brokers[id]; bs.info.Fenced && bs.movePending {
+		if bs := c.brokers[id]; bs.info.Fenced && bs.movePending && !bs.moveRunning {
 			pending = append(pending, id)
 		}
 	}
@@ -552,6 +552,10 @@ func (c *Controller) moveAwayFromLocked(ctx context.Context, ids []int32, reason
 	for _, id := range ids {
 		if bs := c.brokers[id]; bs != nil {
 			epochs[id] = bs.info.Epoch
+			if yield && !bs.moveRunning {
+				bs.moveRunning = true
+				defer func() { bs.moveRunning = false }() // under the lock: the caller holds it again
+			}
 		}
 	}
 	changed, leaderless := 0, 0

@@ -79,7 +79,7 @@ type Config struct {
 	// SendBatch is the most partitions whose state is queued for the
 	// brokers under one hold of the lock when a broker or a new controller
 	// is told everything, or a topic is created (sendFullStatesLocked,
-	// announceCreatedLocked). Default 10 x DecisionBatch.
+	// announceCreatedLocked). Default 2 x DecisionBatch.
 	SendBatch int
 	// StoreTimeout bounds each store write (default DefaultStoreTimeout).
 	// A write runs under this deadline of the controller's own, never
@@ -223,6 +223,10 @@ type brokerState struct {
 	// movePending: fenced, but its partitions have not all been moved away
 	// yet (the move failed); the session check retries it.
 	movePending bool
+	// moveRunning: a move away from it runs, releasing the lock between
+	// its writes (moveAwayFromLocked); the session check does not start
+	// another meanwhile.
+	moveRunning bool
 	// welcomePending: registered, but the rest of the registration (the
 	// elections it allows, telling it the state) failed; its retry of the
 	// registration runs it again (welcomeLocked).
@@ -265,7 +269,7 @@ func New(cfg Config) (*Controller, error) {
 		cfg.DecisionBatch = DefaultDecisionBatch
 	}
 	if cfg.SendBatch <= 0 {
-		cfg.SendBatch = 10 * cfg.DecisionBatch
+		cfg.SendBatch = 2 * cfg.DecisionBatch
 	}
 	if cfg.LeaderImbalanceCheckInterval <= 0 {
 		cfg.LeaderImbalanceCheckInterval = DefaultLeaderImbalanceCheckInterval

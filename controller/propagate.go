@@ -181,11 +181,31 @@ func (c *Controller) takeStoredLocked(ctx context.Context, updates []store.Parti
 // tell the brokers about changed partitions, in ctx's trace: the requests
 // carry the span of the decision to the brokers (see brokerqueue).
 func (c *Controller) announceLocked(ctx context.Context, changed []store.Partition, newReplicas map[partitionKey][]int32) []int32 {
+	touched := c.announceKindLocked(ctx, changed, newReplicas, true)
+	c.announceKindLocked(ctx, changed, nil, false)
+	return touched
+}
+
+// announceKindLocked queues announceLocked's LeaderAndIsr requests
+// (leaderAndIsr) or its UpdateMetadata requests, and returns the brokers
+// sent a LeaderAndIsr.
+func (c *Controller) announceKindLocked(ctx context.Context, changed []store.Partition, newReplicas map[partitionKey][]int32, leaderAndIsr bool) []int32 {
+	if !leaderAndIsr {
+		all := make([]*replicadv1.PartitionState, 0, len(changed))
+		for _, p := range changed {
+			all = append(all, c.stateProto(p, false))
+		}
+		live := c.liveBrokersLocked()
+		for _, bs := range c.brokers {
+			if bs.reachable() {
+				bs.queue.UpdateMetadataContext(ctx, live, all)
+			}
+		}
+		return nil
+	}
 	byBroker := make(map[int32][]*replicadv1.PartitionState)
-	all := make([]*replicadv1.PartitionState, 0, len(changed))
 	for _, p := range changed {
 		st := c.stateProto(p, false)
-		all = append(all, st)
 		var stNew *replicadv1.PartitionState // st with is_new, for the new replicas
 		for _, r := range p.Replicas {
 			if !c.brokers[r].reachable() {
@@ -205,12 +225,6 @@ func (c *Controller) announceLocked(ctx context.Context, changed []store.Partiti
 	for id, states := range byBroker {
 		c.brokers[id].queue.LeaderAndIsrContext(ctx, states, c.leadersOfLocked(states))
 		touched = append(touched, id)
-	}
-	live := c.liveBrokersLocked()
-	for _, bs := range c.brokers {
-		if bs.reachable() {
-			bs.queue.UpdateMetadataContext(ctx, live, all)
-		}
 	}
 	return touched
 }
