@@ -168,7 +168,7 @@ func (c *Controller) deleteTopic(ctx context.Context, topic string) error {
 	// are up are told now, the others when they register again.
 	delete(c.configs, topic)
 	deleted := store.Topic{Name: topic}
-	for _, p := range c.sortedPartitionsLocked() {
+	for p := range c.allPartitionsLocked() {
 		if p.Topic == topic {
 			deleted.Partitions = append(deleted.Partitions, p)
 			c.deletePartLocked(keyOf(p))

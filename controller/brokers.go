@@ -163,7 +163,7 @@ func (c *Controller) welcomeLocked(ctx context.Context, bs *brokerState) error {
 	// Partitions left leaderless that this broker can now lead (it is in
 	// their ELR, or their last resort).
 	var updates []store.PartitionUpdate
-	for _, p := range c.sortedPartitionsLocked() {
+	for p := range c.allPartitionsLocked() {
 		if p.Leader != store.NoLeader || !slices.Contains(p.Replicas, info.ID) {
 			continue
 		}
@@ -230,7 +230,7 @@ func (c *Controller) electLeaderlessLocked(ctx context.Context, p store.Partitio
 // as a last resort when nobody else is left (withoutElr).
 func (c *Controller) uncleanShutdownLocked(ctx context.Context, id int32, lastEpoch, previousEpoch int64) error {
 	var updates []store.PartitionUpdate
-	for _, p := range c.sortedPartitionsLocked() {
+	for p := range c.allPartitionsLocked() {
 		next := withoutElr(p, id)
 		if slices.Equal(next.ELR, p.ELR) {
 			continue

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -451,9 +452,16 @@ func (c *Controller) activate(ctx context.Context) error {
 	c.parts = make(map[partitionKey]store.Partition, len(parts))
 	c.moving = make(map[partitionKey]struct{})
 	c.partsChangedLocked()
-	for _, p := range parts {
+	keys := make([]partitionKey, len(parts))
+	for i, p := range parts {
 		c.setPartLocked(p)
 		topics[p.Topic] = true
+		keys[i] = keyOf(p)
+	}
+	// The store lists them sorted (Store.Partitions): no sort under the
+	// lock, unless a store broke that promise.
+	if slices.IsSortedFunc(keys, comparePartitionKeys) && len(keys) == len(c.parts) {
+		c.sortedKeys = keys
 	}
 	c.topicsCreated = len(topics)
 	c.configs = configs
@@ -511,7 +519,7 @@ func (c *Controller) activate(ctx context.Context) error {
 	// election on failover): an ISR member may be back, or unclean
 	// election may have been switched on since.
 	var elections []store.PartitionUpdate
-	for _, p := range c.sortedPartitionsLocked() {
+	for p := range c.allPartitionsLocked() {
 		if p.Leader != store.NoLeader {
 			continue
 		}

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"iter"
 	"net"
 	"slices"
 	"strconv"
@@ -309,6 +310,20 @@ func (c *Controller) sortedPartitionsLocked() []store.Partition {
 		out[i] = c.parts[k]
 	}
 	return out
+}
+
+// allPartitionsLocked iterates over every partition, sorted by topic and
+// partition, as sortedPartitionsLocked lists them but without copying them
+// all first. Each is read as the iteration reaches it; one deleted
+// meanwhile is skipped.
+func (c *Controller) allPartitionsLocked() iter.Seq[store.Partition] {
+	return func(yield func(store.Partition) bool) {
+		for _, k := range c.sortedKeysLocked() {
+			if p, ok := c.parts[k]; ok && !yield(p) {
+				return
+			}
+		}
+	}
 }
 
 // sortedKeysLocked is the keys of c.parts, sorted. The order is kept
