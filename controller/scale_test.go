@@ -44,8 +44,19 @@ func (g *gatedStore) writes() []int {
 }
 
 func (g *gatedStore) UpdatePartitions(ctx context.Context, updates []store.PartitionUpdate) error {
+	g.hold(len(updates))
+	return g.Store.UpdatePartitions(ctx, updates)
+}
+
+func (g *gatedStore) CreateTopic(ctx context.Context, name string, parts []store.Partition, configs map[string]string) error {
+	g.hold(len(parts))
+	return g.Store.CreateTopic(ctx, name, parts, configs)
+}
+
+// hold records a write of n partitions and holds it while armed.
+func (g *gatedStore) hold(n int) {
 	g.mu.Lock()
-	g.sizes = append(g.sizes, len(updates))
+	g.sizes = append(g.sizes, n)
 	armed, entered, release := g.armed, g.entered, g.release
 	g.armed = false
 	g.mu.Unlock()
@@ -53,7 +64,6 @@ func (g *gatedStore) UpdatePartitions(ctx context.Context, updates []store.Parti
 		close(entered)
 		<-release
 	}
-	return g.Store.UpdatePartitions(ctx, updates)
 }
 
 // heartbeatWithin sends a heartbeat of broker id and fails t unless it is
@@ -207,5 +217,55 @@ func TestControlledShutdownInBatches(t *testing.T) {
 		if st := h.part("t", p); st.Leader == 1 || slices.Contains(st.ISR, 1) {
 			t.Fatalf("t-%d: %+v, want broker 1 out", p, st)
 		}
+	}
+}
+
+// As TestHeartbeatsAnsweredDuringLongMove, for the two other big decisions
+// of issue 20: a controlled shutdown of a broker leading 10,000 partitions,
+// and the creation of 30,000 partitions, each held in a store write for two
+// session timeouts while the brokers heartbeat. No broker is fenced.
+func TestHeartbeatsAnsweredDuringShutdownAndCreate(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		setup    func(h *harness)
+		decision func(h *harness)
+	}{
+		{"controlled shutdown", func(h *harness) { h.createTopic("t", 30000, 2) }, func(h *harness) {
+			resp, err := h.c.ControlledShutdown(context.Background(), &replicadv1.ControlledShutdownRequest{BrokerId: 1, BrokerEpoch: h.epoch[1]})
+			if err != nil || resp.GetErrorCode() != codeNone {
+				t.Errorf("controlled shutdown: %v %v", resp, err)
+			}
+		}},
+		{"create 30,000 partitions", func(*harness) {}, func(h *harness) { h.createTopic("t", 30000, 2) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := newGatedStore(store.NewMemory())
+			h := startCluster(t, 3, withStore(g), func(c *Config) { c.DecisionBatch = 1000 })
+			tc.setup(h)
+			entered, release := g.arm()
+			defer release()
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				tc.decision(h)
+			}()
+			<-entered
+			for range 4 {
+				h.clk.Advance(testSessionTimeout / 2)
+				for _, id := range []int32{1, 2, 3} {
+					heartbeatWithin(t, h, id, time.Second)
+				}
+			}
+			release()
+			<-done
+			h.c.expireSessions(context.Background())
+			h.c.lock()
+			defer h.c.unlock()
+			for _, id := range []int32{1, 2, 3} {
+				if h.c.brokers[id].info.Fenced {
+					t.Errorf("broker %d fenced, though it heartbeat all along", id)
+				}
+			}
+		})
 	}
 }
