@@ -177,8 +177,11 @@ func (c *Controller) welcomeLocked(ctx context.Context, bs *brokerState) error {
 	// What it still holds of deleted topics goes first: a log of a topic
 	// deleted while it was away must not serve a topic created since.
 	c.sendPendingDeletionsLocked(ctx, bs)
+	epoch := c.epoch
 	c.sendFullStatesLocked(ctx, []*brokerState{bs}, true)
-	if !c.active {
+	if !c.active || c.epoch != epoch {
+		// This term ended while the lock was released: the next one
+		// tells the broker its state.
 		return errNotController
 	}
 	// Everyone else learns the new endpoint.
