@@ -37,6 +37,24 @@ func (c *Controller) keysOfReplicasLocked(ids []int32) []partitionKey {
 	return keys
 }
 
+// leadershipsFirstLocked orders keys (sorted) so that the partitions one of
+// ids leads come first, each group still sorted: when a move goes in
+// several writes, the partitions that cannot be produced to until it is
+// told go in the first ones, and the ISR shrinks, which nobody waits for,
+// after.
+func (c *Controller) leadershipsFirstLocked(keys []partitionKey, ids []int32) []partitionKey {
+	led := make([]partitionKey, 0, len(keys))
+	var rest []partitionKey
+	for _, k := range keys {
+		if slices.Contains(ids, c.parts[k].Leader) {
+			led = append(led, k)
+		} else {
+			rest = append(rest, k)
+		}
+	}
+	return append(led, rest...)
+}
+
 func comparePartitionKeys(a, b partitionKey) int {
 	if c := strings.Compare(a.topic, b.topic); c != 0 {
 		return c

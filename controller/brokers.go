@@ -562,7 +562,7 @@ func (c *Controller) moveAwayFromLocked(ctx context.Context, ids []int32, reason
 		}
 	}
 	changed, leaderless := 0, 0
-	_, err := c.writeBatchesLocked(ctx, c.keysOfReplicasLocked(ids), yield, func() bool {
+	_, err := c.writeBatchesLocked(ctx, c.leadershipsFirstLocked(c.keysOfReplicasLocked(ids), ids), yield, func() bool {
 		// Only the incarnations this move began for: one that registered
 		// again meanwhile moved what remained of it itself (registerBroker).
 		ids = slices.DeleteFunc(ids, func(id int32) bool {
@@ -659,7 +659,7 @@ func (c *Controller) controlledShutdown(ctx context.Context, id int32, epoch int
 	// store holds part of them moved; if this controller stops then, the
 	// broker asks the next one again.
 	moved := 0
-	touched, err := c.writeBatchesLocked(ctx, c.keysOfReplicasLocked([]int32{id}), true, func() bool {
+	touched, err := c.writeBatchesLocked(ctx, c.leadershipsFirstLocked(c.keysOfReplicasLocked([]int32{id}), []int32{id}), true, func() bool {
 		cur := c.brokers[id]
 		return cur == bs && bs.info.Epoch == epoch && !bs.info.Fenced
 	}, func(p store.Partition) (store.Partition, bool) {

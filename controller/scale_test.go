@@ -175,16 +175,25 @@ func TestMoveBetweenBatchesCompletedOnActivation(t *testing.T) {
 	f.Inject(storetest.Fault{Op: storetest.OpUpdatePartitions, Kind: storetest.FailBefore, Err: errors.New("injected: controller crashed"),
 		Times: -1, Match: func(storetest.Call) bool { writes++; return writes >= 3 }})
 	h.expire(2, 3)
-	moved, left := 0, 0
+	moved, left, led := 0, 0, 0
 	for p := range int32(900) {
-		if st := h.part("t", p); slices.Contains(st.ISR, 1) {
+		st := h.part("t", p)
+		if slices.Contains(st.ISR, 1) {
 			left++
 		} else if slices.Contains(st.Replicas, 1) {
 			moved++
 		}
+		if st.Leader == 1 {
+			led++
+		}
 	}
 	if moved != 200 || left != 400 {
 		t.Fatalf("after two of six writes: %d partitions moved away from broker 1, %d left; want 200 and 400", moved, left)
+	}
+	// Leaderships go first (leadershipsFirstLocked): of the 300 broker 1
+	// led, the two writes moved 200.
+	if led != 100 {
+		t.Errorf("after two of six writes broker 1 still leads %d partitions, want 100 (its leaderships moved first)", led)
 	}
 	h.stop()
 	f.Clear()
