@@ -442,27 +442,33 @@ func (c *Controller) activate(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("load topic configs: %w", err)
 	}
+	// The mirror is built before the lock is taken (100,000 partitions
+	// take tens of milliseconds), with the indexes setPartLocked keeps.
 	topics := make(map[string]bool)
+	partMap := make(map[partitionKey]store.Partition, len(parts))
+	moving := make(map[partitionKey]struct{})
+	keys := make([]partitionKey, len(parts))
+	for i, p := range parts {
+		k := keyOf(p)
+		partMap[k] = p
+		if len(p.AddingReplicas) > 0 || len(p.RemovingReplicas) > 0 {
+			moving[k] = struct{}{}
+		}
+		topics[p.Topic] = true
+		keys[i] = k
+	}
+	// The store lists them sorted (Store.Partitions): no sort under the
+	// lock, unless a store broke that promise.
+	if !slices.IsSortedFunc(keys, comparePartitionKeys) || len(keys) != len(partMap) {
+		keys = nil
+	}
 
 	c.lock()
 	defer c.unlock()
 	c.epoch = epoch
 	c.active = true
 	c.brokers = make(map[int32]*brokerState, len(brokers))
-	c.parts = make(map[partitionKey]store.Partition, len(parts))
-	c.moving = make(map[partitionKey]struct{})
-	c.partsChangedLocked()
-	keys := make([]partitionKey, len(parts))
-	for i, p := range parts {
-		c.setPartLocked(p)
-		topics[p.Topic] = true
-		keys[i] = keyOf(p)
-	}
-	// The store lists them sorted (Store.Partitions): no sort under the
-	// lock, unless a store broke that promise.
-	if slices.IsSortedFunc(keys, comparePartitionKeys) && len(keys) == len(c.parts) {
-		c.sortedKeys = keys
-	}
+	c.parts, c.moving, c.sortedKeys = partMap, moving, keys
 	c.topicsCreated = len(topics)
 	c.configs = configs
 	for t := range topics {
