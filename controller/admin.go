@@ -90,18 +90,55 @@ func (c *Controller) createTopic(ctx context.Context, topic string, partitions, 
 	newReplicas := make(map[partitionKey][]int32, len(parts))
 	changes := make([]partitionChange, len(parts))
 	for i, p := range parts {
-		c.parts[keyOf(p)] = p.Clone()
+		c.setPartLocked(p.Clone())
 		newReplicas[keyOf(p)] = p.Replicas
 		changes[i] = partitionChange{new: p}
 	}
 	tracePartitionChanges(ctx, "partition created", changes)
 	c.counters.countCommitted(changes)
-	touched := c.announceLocked(ctx, parts, newReplicas)
+	touched := c.announceCreatedLocked(ctx, parts, newReplicas)
 	c.unlock()
 	c.log.Info().Str("topic", topic).Int("partitions", partitions).Int("replication_factor", rf).
 		Str("configs", topicconfig.Format(configs)).Msg("topic created")
 	c.waitDelivered(ctx, touched)
 	return parts, nil
+}
+
+// announceCreatedLocked tells the replicas of a topic just created, in
+// chunks of Config.SendBatch partitions with the lock released
+// between two (a topic of 10,000 partitions RF 3 is 30,000 states to
+// build and queue). The topic is stored whole, in one write, before: the
+// chunks only split the telling. Each chunk tells the partitions' state
+// when it is queued; a partition changed meanwhile was told by its own
+// decision as well, and one whose topic was deleted (or deleted and
+// created again) meanwhile is left out.
+func (c *Controller) announceCreatedLocked(ctx context.Context, parts []store.Partition, newReplicas map[partitionKey][]int32) []int32 {
+	chunk := c.sendBatch()
+	var touched []int32
+	// The LeaderAndIsr requests of every chunk, then the UpdateMetadata
+	// ones, so that the broker queues merge each kind as for one call.
+	for _, leaderAndIsr := range []bool{true, false} {
+		for start := 0; start < len(parts); start += chunk {
+			if (start > 0 || !leaderAndIsr) && !c.yieldLocked() {
+				return touched
+			}
+			var states []store.Partition
+			for _, p := range parts[start:min(start+chunk, len(parts))] {
+				if cur, ok := c.parts[keyOf(p)]; ok && cur.TopicID == p.TopicID {
+					states = append(states, cur)
+				}
+			}
+			if len(states) == 0 {
+				continue
+			}
+			for _, id := range c.announceKindLocked(ctx, states, newReplicas, leaderAndIsr) {
+				if !slices.Contains(touched, id) {
+					touched = append(touched, id)
+				}
+			}
+		}
+	}
+	return touched
 }
 
 // deleteTopic removes the topic from the metadata, then has every replica
@@ -135,10 +172,10 @@ func (c *Controller) deleteTopic(ctx context.Context, topic string) error {
 	// are up are told now, the others when they register again.
 	delete(c.configs, topic)
 	deleted := store.Topic{Name: topic}
-	for _, p := range c.sortedPartitionsLocked() {
+	for p := range c.allPartitionsLocked() {
 		if p.Topic == topic {
 			deleted.Partitions = append(deleted.Partitions, p)
-			delete(c.parts, keyOf(p))
+			c.deletePartLocked(keyOf(p))
 		}
 	}
 	d, pending := store.NewDeletedTopic(deleted)

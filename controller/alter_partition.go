@@ -206,7 +206,7 @@ func (c *Controller) commitISRLocked(ctx context.Context, updates []store.Partit
 	c.counters.stateChanges.Add(int64(len(updates)))
 	states := make([]*replicadv1.PartitionState, len(updates))
 	for i, u := range updates {
-		c.parts[keyOf(u.New)] = u.New.Clone()
+		c.setPartLocked(u.New.Clone())
 		states[i] = c.stateProto(u.New, false)
 		c.log.Info().Str("topic", u.New.Topic).Int32("partition", u.New.Partition).Ints32("isr", u.New.ISR).
 			Int32("partition_epoch", u.New.PartitionEpoch).Msg("ISR change committed")

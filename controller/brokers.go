@@ -18,6 +18,10 @@ import (
 // errNotController answers calls while this controller is not acting.
 var errNotController = errors.New("not the active controller")
 
+// errRegistrationInProgress answers a registration of a broker whose
+// previous registration still runs; the broker retries (Unavailable).
+var errRegistrationInProgress = errors.New("a registration of this broker is in progress")
+
 // registration is what a broker says of itself when it registers, besides
 // its endpoint.
 type registration struct {
@@ -53,6 +57,17 @@ func (c *Controller) registerBroker(ctx context.Context, b store.Broker, reg reg
 	if !c.active {
 		return store.Broker{}, 0, errNotController
 	}
+	// A registration may release the lock between its writes (moving the
+	// old incarnation's partitions away, telling the new one its state):
+	// one registration of a broker at a time.
+	if c.registering[b.ID] {
+		return store.Broker{}, 0, errRegistrationInProgress
+	}
+	if c.registering == nil {
+		c.registering = make(map[int32]bool)
+	}
+	c.registering[b.ID] = true
+	defer delete(c.registering, b.ID) // before the unlock: defers run last first
 	if old, ok := c.brokers[b.ID]; ok && !old.info.Fenced && incarnation != "" && old.incarnation == incarnation &&
 		old.info.Host == b.Host && old.info.Port == b.Port {
 		old.lastSeen = c.cfg.Clock.Now()
@@ -79,7 +94,15 @@ func (c *Controller) registerBroker(ctx context.Context, b store.Broker, reg reg
 		}
 	}
 	if old, ok := c.brokers[b.ID]; ok && !old.info.Fenced {
-		if err := c.fenceLocked(ctx, []*brokerState{old}, "registered again (new incarnation)"); err != nil {
+		if err := c.fenceLocked(ctx, []*brokerState{old}, "registered again (new incarnation)", true); err != nil {
+			return store.Broker{}, 0, err
+		}
+	} else if ok && old.movePending {
+		// Fenced, but its partitions not all moved yet (a failed write, or
+		// a session check's move between two of its writes): they move
+		// now, or the new incarnation would be told it leads them on the
+		// old one's word.
+		if err := c.moveAwayFromLocked(ctx, []int32{b.ID}, "registered again while its move was pending", true); err != nil {
 			return store.Broker{}, 0, err
 		}
 	}
@@ -140,7 +163,7 @@ func (c *Controller) welcomeLocked(ctx context.Context, bs *brokerState) error {
 	// Partitions left leaderless that this broker can now lead (it is in
 	// their ELR, or their last resort).
 	var updates []store.PartitionUpdate
-	for _, p := range c.sortedPartitionsLocked() {
+	for p := range c.allPartitionsLocked() {
 		if p.Leader != store.NoLeader || !slices.Contains(p.Replicas, info.ID) {
 			continue
 		}
@@ -154,7 +177,13 @@ func (c *Controller) welcomeLocked(ctx context.Context, bs *brokerState) error {
 	// What it still holds of deleted topics goes first: a log of a topic
 	// deleted while it was away must not serve a topic created since.
 	c.sendPendingDeletionsLocked(ctx, bs)
-	c.sendFullStateLocked(ctx, bs)
+	epoch := c.epoch
+	c.sendFullStatesLocked(ctx, []*brokerState{bs}, true)
+	if !c.active || c.epoch != epoch {
+		// This term ended while the lock was released: the next one
+		// tells the broker its state.
+		return errNotController
+	}
 	// Everyone else learns the new endpoint.
 	live := c.liveBrokersLocked()
 	for id, other := range c.brokers {
@@ -204,7 +233,7 @@ func (c *Controller) electLeaderlessLocked(ctx context.Context, p store.Partitio
 // as a last resort when nobody else is left (withoutElr).
 func (c *Controller) uncleanShutdownLocked(ctx context.Context, id int32, lastEpoch, previousEpoch int64) error {
 	var updates []store.PartitionUpdate
-	for _, p := range c.sortedPartitionsLocked() {
+	for p := range c.allPartitionsLocked() {
 		next := withoutElr(p, id)
 		if slices.Equal(next.ELR, p.ELR) {
 			continue
@@ -297,6 +326,11 @@ func (c *Controller) heartbeat(ctx context.Context, id int32, epoch int64, wantS
 	// a long decision (a 10,000-partition failover) still proves the broker
 	// alive when it arrived.
 	arrived := c.cfg.Clock.Now()
+	// A heartbeat that changes no state is answered without the lock
+	// (liveness.go): it never waits behind a decision.
+	if code, fenced, epoch, ok := c.fastHeartbeat(arrived, id, epoch, wantShutdown, offline); ok {
+		return code, fenced, epoch, nil
+	}
 	c.lock()
 	defer c.unlock()
 	if !c.active {
@@ -353,14 +387,14 @@ func (c *Controller) expireSessions(ctx context.Context) {
 	var silentFor []time.Duration
 	for _, id := range c.sortedBrokerIDsLocked() {
 		bs := c.brokers[id]
-		if !bs.info.Fenced && now.Sub(bs.lastSeen) > c.cfg.SessionTimeout {
+		if !bs.info.Fenced && now.Sub(bs.seen()) > c.cfg.SessionTimeout {
 			expired = append(expired, bs)
-			silentFor = append(silentFor, now.Sub(bs.lastSeen).Round(time.Millisecond))
+			silentFor = append(silentFor, now.Sub(bs.seen()).Round(time.Millisecond))
 		}
 	}
 	if len(expired) > 0 {
 		reason := fmt.Sprintf("session expired: silent for %v", silentFor)
-		if err := c.fenceLocked(ctx, expired, reason); err != nil {
+		if err := c.fenceLocked(ctx, expired, reason, true); err != nil {
 			c.log.Error().Err(err).Msg("fence brokers")
 			c.moveFailedLocked(c.cfg.Clock.Now())
 		} else {
@@ -370,7 +404,7 @@ func (c *Controller) expireSessions(ctx context.Context) {
 	}
 	var pending []int32
 	for _, id := range c.sortedBrokerIDsLocked() {
-		if bs := c.brokers[id]; bs.info.Fenced && bs.movePending {
+		if bs := c.brokers[id]; bs.info.Fenced && bs.movePending && !bs.moveRunning {
 			pending = append(pending, id)
 		}
 	}
@@ -399,7 +433,7 @@ func (c *Controller) retryMoveAwayLocked(ctx context.Context, now time.Time, ids
 		attribute.IntSlice("replicad.brokers", toInts(ids)), attribute.String("replicad.reason", reason),
 		attribute.Int("replicad.attempt", c.moveFailures+1)))
 	defer span.End()
-	if err := c.moveAwayFromLocked(ctx, ids, reason); err != nil {
+	if err := c.moveAwayFromLocked(ctx, ids, reason, true); err != nil {
 		span.RecordError(err)
 		span.SetStatus(codes.Error, "move failed")
 		c.log.Error().Err(err).Ints32("brokers", ids).Int("failures", c.moveFailures+1).Msg("move partitions away from fenced brokers")
@@ -452,7 +486,11 @@ func (c *Controller) forgivePauseLocked(ctx context.Context, pause time.Duration
 // Each broker is marked fenced in the store first (so it is neither elected
 // nor let back into an ISR), then every partition move is one transaction.
 // A failed move is retried at the next session check.
-func (c *Controller) fenceLocked(ctx context.Context, brokers []*brokerState, reason string) error {
+//
+// With yield, the move releases the lock between its store writes
+// (moveAwayFromLocked); the session check's fencing does, a registration's
+// does not (it goes on deciding on what it read).
+func (c *Controller) fenceLocked(ctx context.Context, brokers []*brokerState, reason string, yield bool) error {
 	ids := make([]int32, len(brokers))
 	for i, bs := range brokers {
 		ids[i] = bs.info.ID
@@ -489,7 +527,7 @@ func (c *Controller) fenceLocked(ctx context.Context, brokers []*brokerState, re
 		c.closeQueueLocked(bs)
 		c.log.Warn().Int32("broker", fenced.ID).Int64("broker_epoch", fenced.Epoch).Str("reason", reason).Msg("broker fenced")
 	}
-	if err := c.moveAwayFromLocked(ctx, ids, reason); err != nil {
+	if err := c.moveAwayFromLocked(ctx, ids, reason, yield); err != nil {
 		span.RecordError(err)
 		span.SetStatus(codes.Error, "move failed; retried at the next session check")
 		return err
@@ -498,38 +536,51 @@ func (c *Controller) fenceLocked(ctx context.Context, brokers []*brokerState, re
 }
 
 // moveAwayFromLocked elects new leaders for the partitions the brokers led
-// and drops them from the ISRs they were in, all in one transaction, then
-// tells the brokers. Leader epoch and partition epoch rise once per
-// partition, however many of the brokers it loses.
-func (c *Controller) moveAwayFromLocked(ctx context.Context, ids []int32, reason string) error {
-	var updates []store.PartitionUpdate
-	leaderless := 0
-	for _, p := range c.sortedPartitionsLocked() {
-		next, changed := p, false
-		eligible, minIsr := c.eligibleForLocked(keyOf(p)), c.minIsrLocked(p)
-		for _, id := range ids {
-			n, ch := moveAway(next, id, eligible, minIsr)
-			if ch {
-				next, changed = n, true
+// and drops them from the ISRs they were in, then tells the brokers. Leader
+// epoch and partition epoch rise once per partition, however many of the
+// brokers it loses.
+//
+// The partitions go in store writes of at most Config.DecisionBatch each
+// (writeBatches), every one a valid state on its own: a partition is moved
+// or not. With yield, the lock is released between two writes, so that no
+// hold lasts the whole move (issue 20: 10,000 leaderships are moved in
+// about ten writes, each a few milliseconds); the callers that may yield
+// are those that hold nothing else across the call. Between writes the
+// store holds the brokers fenced and part of their partitions moved: a
+// controller that takes over then moves the rest at activation, as it
+// does after any crash between a fencing and its move; a failed write
+// leaves movePending set and the session check retries the rest.
+func (c *Controller) moveAwayFromLocked(ctx context.Context, ids []int32, reason string, yield bool) error {
+	epochs := make(map[int32]int64, len(ids))
+	for _, id := range ids {
+		if bs := c.brokers[id]; bs != nil {
+			epochs[id] = bs.info.Epoch
+			if yield && !bs.moveRunning {
+				bs.moveRunning = true
+				defer func() { bs.moveRunning = false }() // under the lock: the caller holds it again
 			}
 		}
-		if !changed {
-			continue
-		}
-		next.LeaderEpoch, next.PartitionEpoch = p.LeaderEpoch+1, p.PartitionEpoch+1
-		if slices.Contains(ids, p.Leader) && next.Leader == store.NoLeader && c.cfg.UncleanLeaderElection {
-			if l := c.uncleanLeaderLocked(ctx, next); l != store.NoLeader {
-				next = withUncleanLeader(next, l)
-			}
-		}
-		if next.Leader == store.NoLeader {
-			leaderless++
-			c.log.Warn().Str("topic", p.Topic).Int32("partition", p.Partition).Ints32("isr", next.ISR).Ints32("elr", next.ELR).
-				Msg("partition is leaderless: no live ISR or ELR member (unclean leader election is off)")
-		}
-		updates = append(updates, update(p, next))
 	}
-	if _, err := c.commitLocked(ctx, updates, nil); err != nil {
+	changed, leaderless := 0, 0
+	_, err := c.writeBatchesLocked(ctx, c.leadershipsFirstLocked(c.keysOfReplicasLocked(ids), ids), yield, func() bool {
+		// Only the incarnations this move began for: one that registered
+		// again meanwhile moved what remained of it itself (registerBroker).
+		ids = slices.DeleteFunc(ids, func(id int32) bool {
+			bs := c.brokers[id]
+			return bs == nil || !bs.info.Fenced || bs.info.Epoch != epochs[id]
+		})
+		return len(ids) > 0
+	}, func(p store.Partition) (store.Partition, bool) {
+		next, ok := c.moveAwayOneLocked(ctx, p, ids)
+		if ok {
+			changed++
+			if next.Leader == store.NoLeader {
+				leaderless++
+			}
+		}
+		return next, ok
+	})
+	if err != nil {
 		return err
 	}
 	for _, id := range ids {
@@ -537,13 +588,40 @@ func (c *Controller) moveAwayFromLocked(ctx context.Context, ids []int32, reason
 			bs.movePending = false
 		}
 	}
-	trace.SpanFromContext(ctx).SetAttributes(attribute.Int("replicad.partitions_changed", len(updates)),
+	trace.SpanFromContext(ctx).SetAttributes(attribute.Int("replicad.partitions_changed", changed),
 		attribute.Int("replicad.partitions_leaderless", leaderless))
-	if len(updates) > 0 {
-		c.log.Info().Ints32("brokers", ids).Int("partitions", len(updates)).Int("leaderless", leaderless).Str("reason", reason).
+	if changed > 0 {
+		c.log.Info().Ints32("brokers", ids).Int("partitions", changed).Int("leaderless", leaderless).Str("reason", reason).
 			Msg("moved leadership and ISR membership away from brokers")
 	}
 	return nil
+}
+
+// moveAwayOneLocked is p with the brokers ids out of its leadership, ISR and
+// ELR, and whether that changed anything.
+func (c *Controller) moveAwayOneLocked(ctx context.Context, p store.Partition, ids []int32) (store.Partition, bool) {
+	next, changed := p, false
+	eligible, minIsr := c.eligibleForLocked(keyOf(p)), c.minIsrLocked(p)
+	for _, id := range ids {
+		n, ch := moveAway(next, id, eligible, minIsr)
+		if ch {
+			next, changed = n, true
+		}
+	}
+	if !changed {
+		return p, false
+	}
+	next.LeaderEpoch, next.PartitionEpoch = p.LeaderEpoch+1, p.PartitionEpoch+1
+	if slices.Contains(ids, p.Leader) && next.Leader == store.NoLeader && c.cfg.UncleanLeaderElection {
+		if l := c.uncleanLeaderLocked(ctx, next); l != store.NoLeader {
+			next = withUncleanLeader(next, l)
+		}
+	}
+	if next.Leader == store.NoLeader {
+		c.log.Warn().Str("topic", p.Topic).Int32("partition", p.Partition).Ints32("isr", next.ISR).Ints32("elr", next.ELR).
+			Msg("partition is leaderless: no live ISR or ELR member (unclean leader election is off)")
+	}
+	return next, true
 }
 
 func toInts(ids []int32) []int {
@@ -575,25 +653,44 @@ func (c *Controller) controlledShutdown(ctx context.Context, id int32, epoch int
 		c.log.Info().Int32("broker", id).Msg("controlled shutdown requested")
 	}
 	bs.shuttingDown = true
-	var updates []store.PartitionUpdate
-	for _, p := range c.sortedPartitionsLocked() {
+	// In batches, the lock released between two (batches.go): a broker
+	// leading 10,000 partitions moves them in about ten writes, and
+	// nothing waits behind all of them at once. Between two batches the
+	// store holds part of them moved; if this controller stops then, the
+	// broker asks the next one again.
+	moved := 0
+	touched, err := c.writeBatchesLocked(ctx, c.leadershipsFirstLocked(c.keysOfReplicasLocked([]int32{id}), []int32{id}), true, func() bool {
+		cur := c.brokers[id]
+		return cur == bs && bs.info.Epoch == epoch && !bs.info.Fenced
+	}, func(p store.Partition) (store.Partition, bool) {
 		next, changed := moveAway(p, id, c.eligibleForLocked(keyOf(p)), c.minIsrLocked(p))
 		// A leadership nobody else can take stays: the broker keeps
 		// serving it until it stops, rather than leaving it leaderless now.
 		if !changed || (p.Leader == id && next.Leader == store.NoLeader) {
-			continue
+			return p, false
 		}
-		updates = append(updates, update(p, next))
+		moved++
+		return next, true
+	})
+	if errors.Is(err, errNotController) {
+		c.unlock()
+		return 0, nil, err
 	}
-	touched, err := c.commitLocked(ctx, updates, nil)
+	if cur := c.brokers[id]; err == nil && (cur != bs || bs.info.Epoch != epoch || bs.info.Fenced) {
+		// Fenced or registered again between two batches: this shutdown's
+		// incarnation is over.
+		c.unlock()
+		return replicadv1.ErrorCode_ERROR_CODE_STALE_BROKER_EPOCH, nil, nil
+	}
 	// Remaining: what it still leads although another live ISR member could
 	// take over (the move failed; the broker asks again). A partition with
 	// no other live ISR member cannot move at all, and waiting for it would
 	// only hold the shutdown to its timeout, so it is not reported (as
 	// KRaft lets such a shutdown finish).
 	var remaining []store.Partition
-	for _, p := range c.sortedPartitionsLocked() {
-		eligible := c.eligibleForLocked(keyOf(p))
+	for _, k := range c.keysOfReplicasLocked([]int32{id}) {
+		p := c.parts[k]
+		eligible := c.eligibleForLocked(k)
 		others := func(r int32) bool { return r != id && eligible(r) }
 		if p.Leader == id && cleanLeader(p, others) != store.NoLeader {
 			remaining = append(remaining, p)
@@ -604,6 +701,6 @@ func (c *Controller) controlledShutdown(ctx context.Context, id int32, epoch int
 		return 0, nil, err
 	}
 	c.waitDelivered(ctx, touched)
-	span.SetAttributes(attribute.Int("replicad.partitions_moved", len(updates)), attribute.Int("replicad.partitions_remaining", len(remaining)))
+	span.SetAttributes(attribute.Int("replicad.partitions_moved", moved), attribute.Int("replicad.partitions_remaining", len(remaining)))
 	return replicadv1.ErrorCode_ERROR_CODE_NONE, remaining, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -72,6 +73,15 @@ type Config struct {
 	// QueueBackoff and QueueMaxBackoff tune the per-broker queues' retries
 	// (zero: the queue's defaults).
 	QueueBackoff, QueueMaxBackoff time.Duration
+	// DecisionBatch is the most partitions one store write of a big
+	// decision (a fencing's move, a controlled shutdown) changes; the lock
+	// is released between two (batches.go). Default DefaultDecisionBatch.
+	DecisionBatch int
+	// SendBatch is the most partitions whose state is queued for the
+	// brokers under one hold of the lock when a broker or a new controller
+	// is told everything, or a topic is created (sendFullStatesLocked,
+	// announceCreatedLocked). Default 2 x DecisionBatch.
+	SendBatch int
 	// StoreTimeout bounds each store write (default DefaultStoreTimeout).
 	// A write runs under this deadline of the controller's own, never
 	// under the deadline of the request that caused it.
@@ -122,13 +132,21 @@ type Controller struct {
 	// mu serialises every decision, as Kafka's controller event thread does.
 	// Take it with lock and unlock (deafness.go), which measure how long it
 	// was held.
-	mu       sync.Mutex
-	lockedAt time.Time
-	active   bool
-	epoch    int32
+	mu         sync.Mutex
+	lockedAt   time.Time
+	lockedReal time.Time
+	active     bool
+	epoch      int32
 	// brokers and parts mirror the store while active.
 	brokers map[int32]*brokerState
 	parts   map[partitionKey]store.Partition
+	// moving are the partitions of parts with a reassignment in progress,
+	// which the periodic check drives (driveReassignmentsLocked) without a
+	// pass over every partition. Kept by setPartLocked and deletePartLocked.
+	moving map[partitionKey]struct{}
+	// sortedKeys is the keys of parts in order, nil when not known
+	// (sortedKeysLocked).
+	sortedKeys []partitionKey
 	// topics counts the topics created, to rotate where assignments start.
 	topicsCreated int
 	// deleted mirrors the store's pending deletions, by topic ID.
@@ -175,14 +193,28 @@ type Controller struct {
 	reassignFailures int
 	// counters count committed partition states for /metrics (metrics.go).
 	counters stateCounters
+	// liveView is what heartbeats are answered from without mu, published
+	// at every release of mu (liveness.go).
+	liveView atomic.Pointer[livenessView]
+	// activations counts the activations that completed (tests wait on it).
+	activations atomic.Int64
+	// registering are the brokers whose registration runs, which may
+	// release the lock between its writes: a second registration of the
+	// same broker meanwhile is refused, and the broker retries it.
+	registering map[int32]bool
+	// longestHold is the longest hold of mu so far, in nanoseconds
+	// (deafness.go's unlock): decisions are split so that it stays short.
+	longestHold atomic.Int64
 }
 
 // brokerState is what the controller knows of one registered broker.
 type brokerState struct {
 	info store.Broker
-	// lastSeen is the time of its last heartbeat (or registration, or this
-	// controller's activation).
+	// lastSeen is the time of its last heartbeat handled under the lock (or
+	// registration, or this controller's activation); live has those
+	// answered without it. seen() is the later of the two.
 	lastSeen time.Time
+	live     *liveness
 	// shuttingDown: the broker asked for a controlled shutdown; it may not
 	// lead or join an ISR until it registers again.
 	shuttingDown bool
@@ -192,6 +224,10 @@ type brokerState struct {
 	// movePending: fenced, but its partitions have not all been moved away
 	// yet (the move failed); the session check retries it.
 	movePending bool
+	// moveRunning: a move away from it runs, releasing the lock between
+	// its writes (moveAwayFromLocked); the session check does not start
+	// another meanwhile.
+	moveRunning bool
 	// welcomePending: registered, but the rest of the registration (the
 	// elections it allows, telling it the state) failed; its retry of the
 	// registration runs it again (welcomeLocked).
@@ -229,6 +265,12 @@ func New(cfg Config) (*Controller, error) {
 	}
 	if cfg.StoreTimeout <= 0 {
 		cfg.StoreTimeout = DefaultStoreTimeout
+	}
+	if cfg.DecisionBatch <= 0 {
+		cfg.DecisionBatch = DefaultDecisionBatch
+	}
+	if cfg.SendBatch <= 0 {
+		cfg.SendBatch = 2 * cfg.DecisionBatch
 	}
 	if cfg.LeaderImbalanceCheckInterval <= 0 {
 		cfg.LeaderImbalanceCheckInterval = DefaultLeaderImbalanceCheckInterval
@@ -400,18 +442,33 @@ func (c *Controller) activate(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("load topic configs: %w", err)
 	}
+	// The mirror is built before the lock is taken (100,000 partitions
+	// take tens of milliseconds), with the indexes setPartLocked keeps.
 	topics := make(map[string]bool)
+	partMap := make(map[partitionKey]store.Partition, len(parts))
+	moving := make(map[partitionKey]struct{})
+	keys := make([]partitionKey, len(parts))
+	for i, p := range parts {
+		k := keyOf(p)
+		partMap[k] = p
+		if len(p.AddingReplicas) > 0 || len(p.RemovingReplicas) > 0 {
+			moving[k] = struct{}{}
+		}
+		topics[p.Topic] = true
+		keys[i] = k
+	}
+	// The store lists them sorted (Store.Partitions): no sort under the
+	// lock, unless a store broke that promise.
+	if !slices.IsSortedFunc(keys, comparePartitionKeys) || len(keys) != len(partMap) {
+		keys = nil
+	}
 
 	c.lock()
 	defer c.unlock()
 	c.epoch = epoch
 	c.active = true
 	c.brokers = make(map[int32]*brokerState, len(brokers))
-	c.parts = make(map[partitionKey]store.Partition, len(parts))
-	for _, p := range parts {
-		c.parts[keyOf(p)] = p
-		topics[p.Topic] = true
-	}
+	c.parts, c.moving, c.sortedKeys = partMap, moving, keys
 	c.topicsCreated = len(topics)
 	c.configs = configs
 	for t := range topics {
@@ -460,7 +517,7 @@ func (c *Controller) activate(ctx context.Context) error {
 		}
 	}
 	if len(fenced) > 0 {
-		if err := c.moveAwayFromLocked(ctx, fenced, "fenced before this controller started"); err != nil {
+		if err := c.moveAwayFromLocked(ctx, fenced, "fenced before this controller started", false); err != nil {
 			return err
 		}
 	}
@@ -468,7 +525,7 @@ func (c *Controller) activate(ctx context.Context) error {
 	// election on failover): an ISR member may be back, or unclean
 	// election may have been switched on since.
 	var elections []store.PartitionUpdate
-	for _, p := range c.sortedPartitionsLocked() {
+	for p := range c.allPartitionsLocked() {
 		if p.Leader != store.NoLeader {
 			continue
 		}
@@ -487,12 +544,18 @@ func (c *Controller) activate(ctx context.Context) error {
 	// or that write failed) completes now.
 	c.resyncPending, c.reassignRetryAt, c.reassignFailures = false, time.Time{}, 0
 	c.driveReassignmentsLocked(ctx, "activation")
-	for _, bs := range c.brokers {
-		if !bs.info.Fenced {
+	var live []*brokerState
+	for _, id := range c.sortedBrokerIDsLocked() {
+		if bs := c.brokers[id]; !bs.info.Fenced {
 			c.sendPendingDeletionsLocked(ctx, bs)
-			c.sendFullStateLocked(ctx, bs)
+			live = append(live, bs)
 		}
 	}
+	// Last, and with the lock released between chunks: the decisions above
+	// are done, and what runs between two chunks decides on the state as
+	// any later decision would.
+	c.sendFullStatesLocked(ctx, live, true)
+	c.activations.Add(1)
 	return nil
 }
 
@@ -508,7 +571,8 @@ func (c *Controller) deactivate(reason string) {
 		c.closeQueueLocked(bs)
 	}
 	c.brokers = nil
-	c.parts = nil
+	c.parts, c.moving = nil, nil
+	c.partsChangedLocked()
 	c.deleted = nil
 	c.acls = nil
 	c.configs = nil

@@ -16,18 +16,25 @@ import "time"
 // (capped at now), so silence counts only over time the controller could
 // hear. A broker that is really gone is fenced that much later.
 
-// lock takes c.mu and notes when.
+// lock takes c.mu and notes when, by the session clock (Config.Clock, which
+// tests play) and by the process's own (for the longest hold).
 func (c *Controller) lock() {
 	c.mu.Lock()
 	c.lockedAt = c.cfg.Clock.Now()
+	c.lockedReal = time.Now()
 }
 
 // unlock forgives the brokers a long hold, then releases c.mu.
 func (c *Controller) unlock() {
 	now := c.cfg.Clock.Now()
-	if held := now.Sub(c.lockedAt); held > c.sessionCheckInterval() && c.active {
+	held := now.Sub(c.lockedAt)
+	if held > c.sessionCheckInterval() && c.active {
 		c.forgiveDeafnessLocked(now, held)
 	}
+	if real := time.Since(c.lockedReal); int64(real) > c.longestHold.Load() {
+		c.longestHold.Store(int64(real)) // only under mu: no lost update
+	}
+	c.publishLivenessLocked()
 	c.mu.Unlock()
 }
 
@@ -39,11 +46,11 @@ func (c *Controller) forgiveDeafnessLocked(now time.Time, held time.Duration) {
 		if bs.info.Fenced {
 			continue
 		}
-		seen := bs.lastSeen.Add(held)
+		seen := bs.seen().Add(held)
 		if seen.After(now) {
 			seen = now
 		}
-		if seen.After(bs.lastSeen) {
+		if seen.After(bs.seen()) {
 			bs.lastSeen = seen
 			n++
 		}

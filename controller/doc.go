@@ -3,10 +3,27 @@
 //
 // One Controller serves ControllerService (server.go). It keeps the cluster
 // metadata in a store.Store and a copy in memory; every decision is made under
-// one lock (Kafka's single controller event thread), persisted with one
-// compare-and-set transaction, and only then sent to the brokers through
+// one lock (Kafka's single controller event thread), persisted with
+// compare-and-set transactions, and only then sent to the brokers through
 // per-broker queues (package brokerqueue) that batch and retry, so a slow or
 // dead broker never holds up the others.
+//
+// # Scale
+//
+// Heartbeats never wait behind a decision: a plain one is answered from a
+// view published at every release of the lock and noted with an atomic
+// store (liveness.go, as KRaft's BrokerHeartbeatManager keeps contact times
+// apart from its event loop), and the session check takes the latest
+// heartbeat whether or not the lock has seen it. Big decisions are split so
+// that no hold of the lock covers a whole cluster (batches.go): a fencing's
+// move and a controlled shutdown write at most Config.DecisionBatch
+// partitions at a time, each write a valid state, releasing the lock
+// between two; full states (activation, a returning broker) and a created
+// topic's announcement are queued Config.SendBatch partitions per hold.
+// Between two writes the store holds a broker fenced with part of its
+// partitions moved, which the next controller finishes at activation, as
+// after any crash between a fencing and its move. BenchmarkScale100k
+// measures 100,000 partitions on 5 brokers.
 //
 // What it decides:
 //

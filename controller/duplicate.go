@@ -41,7 +41,7 @@ var errDuplicateRegistration = errors.New("broker id registered by another live 
 // incarnation may be unknown (a controller that took over since it
 // registered): the rule is the same.
 func (c *Controller) duplicateRegistrationLocked(old *brokerState, b store.Broker, reg registration) (time.Duration, bool) {
-	silent := c.cfg.Clock.Now().Sub(old.lastSeen)
+	silent := c.cfg.Clock.Now().Sub(old.seen())
 	switch {
 	case old.info.Fenced:
 		return silent, false

@@ -71,7 +71,7 @@ func (c *Controller) withoutStaleElrLocked(updates []store.PartitionUpdate) []st
 // minIsr(p) or more, at the next partition epoch.
 func (c *Controller) staleElrUpdatesLocked(topic string, minIsr func(store.Partition) int) []store.PartitionUpdate {
 	var updates []store.PartitionUpdate
-	for _, p := range c.sortedPartitionsLocked() {
+	for p := range c.allPartitionsLocked() {
 		if topic != "" && p.Topic != topic {
 			continue
 		}

@@ -259,7 +259,8 @@ func restore(t *testing.T, s mcState) *Controller {
 	for _, b := range brokers {
 		c.brokers[b.ID] = &brokerState{info: b, lastSeen: c.cfg.Clock.Now(), incarnation: "model-" + strconv.Itoa(int(b.ID))}
 	}
-	c.parts = map[partitionKey]store.Partition{keyOf(s.part): s.part.Clone()}
+	c.parts = map[partitionKey]store.Partition{}
+	c.setPartLocked(s.part.Clone())
 	mem := s.mem.Clone()
 	mem.Version = 1 // as storeOf stored it
 	c.configs = map[string]store.TopicConfig{"t": mem}
@@ -420,7 +421,7 @@ func mcActions() []mcAction {
 			s.b[id].up = false
 			c.lock()
 			defer c.unlock()
-			return c.fenceLocked(ctx, []*brokerState{bs}, "model check") == nil
+			return c.fenceLocked(ctx, []*brokerState{bs}, "model check", true) == nil
 		}})
 		for _, flag := range []int32{1, 3} {
 			acts = append(acts, mcAction{name: fmt.Sprintf("restart %d --min-insync-replicas %d", id, flag), run: func(ctx context.Context, c *Controller, s *mcState) bool {

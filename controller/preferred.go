@@ -146,7 +146,7 @@ func (c *Controller) electPreferred(ctx context.Context, reqs []electRequest) ([
 func (c *Controller) electKeysLocked(reqs []electRequest, results *[]electResult) []partitionKey {
 	if len(reqs) == 0 {
 		keys := make([]partitionKey, 0, len(c.parts))
-		for _, p := range c.sortedPartitionsLocked() {
+		for p := range c.allPartitionsLocked() {
 			keys = append(keys, keyOf(p))
 		}
 		return keys
@@ -167,7 +167,7 @@ func (c *Controller) electKeysLocked(reqs []electRequest, results *[]electResult
 			continue
 		}
 		found := false
-		for _, p := range c.sortedPartitionsLocked() {
+		for p := range c.allPartitionsLocked() {
 			if p.Topic == r.topic {
 				add(keyOf(p))
 				found = true

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"iter"
 	"net"
 	"slices"
 	"strconv"
@@ -169,7 +170,7 @@ func (c *Controller) takeStoredLocked(ctx context.Context, updates []store.Parti
 	for i, u := range updates {
 		old, hadOld := c.parts[keyOf(u.New)]
 		changes[i] = partitionChange{old: old, hadOld: hadOld, new: u.New}
-		c.parts[keyOf(u.New)] = u.New.Clone()
+		c.setPartLocked(u.New.Clone())
 		changed[i] = u.New
 	}
 	tracePartitionChanges(ctx, "partition state change", changes)
@@ -181,11 +182,31 @@ func (c *Controller) takeStoredLocked(ctx context.Context, updates []store.Parti
 // tell the brokers about changed partitions, in ctx's trace: the requests
 // carry the span of the decision to the brokers (see brokerqueue).
 func (c *Controller) announceLocked(ctx context.Context, changed []store.Partition, newReplicas map[partitionKey][]int32) []int32 {
+	touched := c.announceKindLocked(ctx, changed, newReplicas, true)
+	c.announceKindLocked(ctx, changed, nil, false)
+	return touched
+}
+
+// announceKindLocked queues announceLocked's LeaderAndIsr requests
+// (leaderAndIsr) or its UpdateMetadata requests, and returns the brokers
+// sent a LeaderAndIsr.
+func (c *Controller) announceKindLocked(ctx context.Context, changed []store.Partition, newReplicas map[partitionKey][]int32, leaderAndIsr bool) []int32 {
+	if !leaderAndIsr {
+		all := make([]*replicadv1.PartitionState, 0, len(changed))
+		for _, p := range changed {
+			all = append(all, c.stateProto(p, false))
+		}
+		live := c.liveBrokersLocked()
+		for _, bs := range c.brokers {
+			if bs.reachable() {
+				bs.queue.UpdateMetadataContext(ctx, live, all)
+			}
+		}
+		return nil
+	}
 	byBroker := make(map[int32][]*replicadv1.PartitionState)
-	all := make([]*replicadv1.PartitionState, 0, len(changed))
 	for _, p := range changed {
 		st := c.stateProto(p, false)
-		all = append(all, st)
 		var stNew *replicadv1.PartitionState // st with is_new, for the new replicas
 		for _, r := range p.Replicas {
 			if !c.brokers[r].reachable() {
@@ -206,53 +227,149 @@ func (c *Controller) announceLocked(ctx context.Context, changed []store.Partiti
 		c.brokers[id].queue.LeaderAndIsrContext(ctx, states, c.leadersOfLocked(states))
 		touched = append(touched, id)
 	}
-	live := c.liveBrokersLocked()
-	for _, bs := range c.brokers {
-		if bs.reachable() {
-			bs.queue.UpdateMetadataContext(ctx, live, all)
-		}
-	}
 	return touched
 }
 
-// sendFullStateLocked tells one broker everything: the live brokers and
-// every partition's state, and a LeaderAndIsr for each partition it hosts.
+// sendFullStatesLocked tells brokers everything: the live brokers and
+// every partition's state, and a LeaderAndIsr for each partition they host.
 // That is how a broker that returns, or a new controller, catches up. The
 // requests go in ctx's trace.
-func (c *Controller) sendFullStateLocked(ctx context.Context, bs *brokerState) {
-	if !bs.reachable() {
-		return
+//
+// The states go in chunks of Config.SendBatch partitions (the
+// UpdateMetadata of every chunk, then the LeaderAndIsr of every chunk, so
+// that the broker queues merge them as before); with yield, the lock is
+// released between two chunks: telling 5 brokers of 100,000 partitions
+// takes most of a second. Every chunk is built from the partitions' state
+// when it is queued, and a change made between two chunks is queued by its
+// own decision, after the chunks before it, so a broker never receives a
+// state older than one it already has. A broker that registered again or
+// was fenced meanwhile is left out: its new incarnation gets its own.
+func (c *Controller) sendFullStatesLocked(ctx context.Context, brokers []*brokerState, yield bool) {
+	type target struct {
+		bs    *brokerState
+		epoch int64
 	}
-	all := make([]*replicadv1.PartitionState, 0, len(c.parts))
-	var mine []*replicadv1.PartitionState
-	for _, p := range c.sortedPartitionsLocked() {
-		st := c.stateProto(p, false)
-		all = append(all, st)
-		if slices.Contains(p.Replicas, bs.info.ID) {
-			mine = append(mine, st)
+	var targets []target
+	for _, bs := range brokers {
+		if bs.reachable() {
+			targets = append(targets, target{bs, bs.info.Epoch})
 		}
 	}
-	bs.queue.UpdateMetadataContext(ctx, c.liveBrokersLocked(), all)
-	if len(mine) > 0 {
-		bs.queue.LeaderAndIsrContext(ctx, mine, c.leadersOfLocked(mine))
+	chunk := c.sendBatch()
+	keys := c.sortedKeysLocked()
+	for _, metadata := range []bool{true, false} {
+		for start := 0; start < len(keys) && len(targets) > 0; start += chunk {
+			if (start > 0 || !metadata) && yield {
+				if !c.yieldLocked() {
+					return
+				}
+				targets = slices.DeleteFunc(targets, func(t target) bool {
+					return !t.bs.reachable() || t.bs.info.Epoch != t.epoch || c.brokers[t.bs.info.ID] != t.bs
+				})
+			}
+			states := make([]*replicadv1.PartitionState, 0, min(chunk, len(keys)-start))
+			for _, k := range keys[start:min(start+chunk, len(keys))] {
+				if p, ok := c.parts[k]; ok {
+					states = append(states, c.stateProto(p, false))
+				}
+			}
+			if metadata {
+				live := c.liveBrokersLocked()
+				for _, t := range targets {
+					t.bs.queue.UpdateMetadataContext(ctx, live, states)
+				}
+				continue
+			}
+			for _, t := range targets {
+				var mine []*replicadv1.PartitionState
+				for _, st := range states {
+					if slices.Contains(st.Replicas, t.bs.info.ID) {
+						mine = append(mine, st)
+					}
+				}
+				if len(mine) > 0 {
+					t.bs.queue.LeaderAndIsrContext(ctx, mine, c.leadersOfLocked(mine))
+				}
+			}
+		}
+		if metadata && len(keys) == 0 {
+			live := c.liveBrokersLocked()
+			for _, t := range targets {
+				t.bs.queue.UpdateMetadataContext(ctx, live, nil)
+			}
+		}
 	}
 }
 
+// sortedPartitionsLocked is every partition, sorted by topic and
+// partition: the order every decision goes in.
 func (c *Controller) sortedPartitionsLocked() []store.Partition {
-	out := make([]store.Partition, 0, len(c.parts))
-	for _, p := range c.parts {
-		out = append(out, p)
+	keys := c.sortedKeysLocked()
+	out := make([]store.Partition, len(keys))
+	for i, k := range keys {
+		out[i] = c.parts[k]
 	}
-	slices.SortFunc(out, func(a, b store.Partition) int {
-		if a.Topic != b.Topic {
-			if a.Topic < b.Topic {
-				return -1
-			}
-			return 1
-		}
-		return int(a.Partition - b.Partition)
-	})
 	return out
+}
+
+// allPartitionsLocked iterates over every partition, sorted by topic and
+// partition, as sortedPartitionsLocked lists them but without copying them
+// all first. Each is read as the iteration reaches it; one deleted
+// meanwhile is skipped.
+func (c *Controller) allPartitionsLocked() iter.Seq[store.Partition] {
+	return func(yield func(store.Partition) bool) {
+		for _, k := range c.sortedKeysLocked() {
+			if p, ok := c.parts[k]; ok && !yield(p) {
+				return
+			}
+		}
+	}
+}
+
+// sortedKeysLocked is the keys of c.parts, sorted. The order is kept
+// between calls (sorting 100,000 keys takes tens of milliseconds, under the
+// lock) and dropped when the set of keys changes (partsChangedLocked). The
+// slice is never written to: a caller may keep it across a yield.
+func (c *Controller) sortedKeysLocked() []partitionKey {
+	if c.sortedKeys != nil && len(c.sortedKeys) == len(c.parts) {
+		return c.sortedKeys
+	}
+	keys := make([]partitionKey, 0, len(c.parts))
+	for k := range c.parts {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, comparePartitionKeys)
+	c.sortedKeys = keys
+	return keys
+}
+
+// partsChangedLocked notes that partitions were added to or removed from
+// c.parts.
+func (c *Controller) partsChangedLocked() { c.sortedKeys = nil }
+
+// setPartLocked holds p as its partition's state: every write of c.parts
+// goes through it or deletePartLocked, which keep the indexes.
+func (c *Controller) setPartLocked(p store.Partition) {
+	k := keyOf(p)
+	if _, had := c.parts[k]; !had {
+		c.partsChangedLocked()
+	}
+	c.parts[k] = p
+	if len(p.AddingReplicas) > 0 || len(p.RemovingReplicas) > 0 {
+		if c.moving == nil {
+			c.moving = make(map[partitionKey]struct{})
+		}
+		c.moving[k] = struct{}{}
+	} else {
+		delete(c.moving, k)
+	}
+}
+
+// deletePartLocked forgets partition k.
+func (c *Controller) deletePartLocked(k partitionKey) {
+	delete(c.parts, k)
+	delete(c.moving, k)
+	c.partsChangedLocked()
 }
 
 // waitDelivered waits, without the lock, until everything queued so far for

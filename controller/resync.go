@@ -161,7 +161,7 @@ func (c *Controller) resyncLocked(ctx context.Context, cause string, cerr error)
 				c.topicsCreated++
 			}
 		}
-		c.parts[k] = p.Clone()
+		c.setPartLocked(p.Clone())
 		changes = append(changes, partitionChange{old: old, hadOld: had, new: p})
 		announce = append(announce, p)
 		if had {
@@ -175,7 +175,7 @@ func (c *Controller) resyncLocked(ctx context.Context, cause string, cerr error)
 	var dropped []string
 	for k, p := range c.parts {
 		if _, ok := stored[k]; !ok {
-			delete(c.parts, k) // its topic was deleted unanswered
+			c.deletePartLocked(k) // its topic was deleted unanswered
 			dropped = append(dropped, p.Topic+"-"+strconv.Itoa(int(p.Partition)))
 		}
 	}
@@ -270,8 +270,8 @@ func (c *Controller) reconcile(ctx context.Context) {
 // completion is retried after a backoff.
 func (c *Controller) driveReassignmentsLocked(ctx context.Context, why string) {
 	var due []partitionKey
-	for k, p := range c.parts {
-		if reassignmentDue(p) {
+	for k := range c.moving {
+		if reassignmentDue(c.parts[k]) {
 			due = append(due, k)
 		}
 	}

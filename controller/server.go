@@ -92,6 +92,9 @@ func (c *Controller) RegisterBroker(ctx context.Context, req *replicadv1.Registe
 	if errors.Is(err, errNotController) {
 		return &replicadv1.RegisterBrokerResponse{ErrorCode: codeNotController}, nil
 	}
+	if errors.Is(err, errRegistrationInProgress) {
+		return nil, status.Error(codes.Unavailable, err.Error())
+	}
 	if errors.Is(err, errDuplicateRegistration) {
 		return &replicadv1.RegisterBrokerResponse{ErrorCode: replicadv1.ErrorCode_ERROR_CODE_DUPLICATE_BROKER_REGISTRATION}, nil
 	}

@@ -64,7 +64,7 @@ func (c *Controller) alterTopicConfig(ctx context.Context, topic string, set map
 	span.SetAttributes(attribute.Int("replicad.partitions_changed", len(updates)))
 	c.appliedLocked(ctx, "min.insync.replicas fell: the ELR is cleared, its members may lack what the ISR commits from now on", updates)
 	var states []*replicadv1.PartitionState
-	for _, p := range c.sortedPartitionsLocked() {
+	for p := range c.allPartitionsLocked() {
 		if p.Topic == topic {
 			states = append(states, c.stateProto(p, false))
 		}

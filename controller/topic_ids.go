@@ -50,7 +50,7 @@ func newTopicID() (string, error) {
 func (c *Controller) giveLegacyTopicsIDsLocked(ctx context.Context) error {
 	ids := make(map[string]string)
 	var updates []store.PartitionUpdate
-	for _, p := range c.sortedPartitionsLocked() {
+	for p := range c.allPartitionsLocked() {
 		if p.TopicID != "" {
 			continue
 		}

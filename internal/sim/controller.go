@@ -61,6 +61,14 @@ func (c *controllerNode) start() error {
 		Store:          fence,
 		ID:             1,
 		SessionTimeout: s.cfg.SessionTimeout,
+		// One partition per store write, and per hold when telling the
+		// brokers everything: every big decision (a fencing's move, a
+		// controlled shutdown, a full state, a creation's announcement) is
+		// split, with the lock released between two, even over the
+		// simulation's few partitions, so the invariants judge every
+		// state in between.
+		DecisionBatch: 1,
+		SendBatch:     1,
 		DialBroker: func(addr string) (replicadv1.ReplicaManagerServiceClient, io.Closer, error) {
 			return brokerClient{&conn{net: s.net, client: controllerName, clientLife: life, server: nodeOf(addr), kind: "control"}}, nopCloser{}, nil
 		},
