@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -73,6 +74,7 @@ func TestFlagsReachConfig(t *testing.T) {
 		"--truncate-damaged-logs", "--max-connections", "7", "--connections-max-idle", "90s",
 		"--memory-limit", "512MiB", "--log-retention-ms", "60000", "--log-retention-bytes", "1000000",
 		"--log-retention-check-interval", "30s", "--log-roll-ms", "5000", "--metrics-log-series=false",
+		"--max-open-files", "100",
 	}, &bytes.Buffer{})
 	if err != nil {
 		t.Fatal(err)
@@ -81,6 +83,7 @@ func TestFlagsReachConfig(t *testing.T) {
 	lc.FlushPolicy, lc.FlushInterval, lc.SegmentBytes, lc.MaxBatchBytes = log.FlushInterval, 250*time.Millisecond, 4096, 2048
 	lc.TruncateDamaged = true
 	lc.SegmentMs = 5000
+	lc.MaxOpenFiles = 100
 	trace := zerolog.TraceLevel
 	want := config{
 		brokerID: 0, listen: "0.0.0.0:0", logDirs: []string{"/a", "/c"}, hwCheckpointInterval: time.Second,
@@ -128,6 +131,9 @@ func TestBadFlagsNameTheFlag(t *testing.T) {
 		{[]string{"--log-retention-bytes", "-5"}, "--log-retention-bytes:"},
 		{[]string{"--log-retention-check-interval", "0s"}, "--log-retention-check-interval:"},
 		{[]string{"--memory-limit", "-1"}, "--memory-limit:"},
+		{[]string{"--max-open-files", "10"}, "--max-open-files:"},
+		{[]string{"--max-open-files", "-1"}, "--max-open-files:"},
+		{[]string{"--max-open-files", strconv.Itoa(openFilesLimit() + 1)}, "--max-open-files:"},
 		{[]string{"extra"}, "unexpected argument"},
 		{[]string{"--no-such-flag"}, "no-such-flag"},
 	}
@@ -181,7 +187,7 @@ func TestHelpExplainsEveryFlag(t *testing.T) {
 	for _, name := range []string{"id", "listen", "log-dirs", "controller", "hw-checkpoint-interval", "replica-lag-time-max",
 		"num-replica-fetchers", "min-insync-replicas", "log-level", "log-format", "metrics-listen", "log-flush",
 		"log-flush-interval", "segment-bytes", "max-batch-bytes", "state-change-log-level", "trace-data-plane",
-		"truncate-damaged-logs", "max-connections", "connections-max-idle"} {
+		"truncate-damaged-logs", "max-connections", "connections-max-idle", "max-open-files"} {
 		if !strings.Contains(stderr.String(), "-"+name+" ") && !strings.Contains(stderr.String(), "-"+name+"\n") {
 			t.Errorf("--help does not explain -%s", name)
 		}
