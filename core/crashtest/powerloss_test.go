@@ -208,8 +208,8 @@ func newSim(mode string, policy log.FlushPolicy, seed uint64) *sim {
 	segmentBytes := []int64{300, 700, 1500}[s.rng.IntN(3)]
 	indexInterval := []int{64, 200, 4096}[s.rng.IntN(3)]
 	s.cfg = logmgr.Config{
-		Dirs:                  logDirs,
-		BrokerID:              1,
+		Dirs:     logDirs,
+		BrokerID: 1,
 		// Four descriptors for every segment and index file of three
 		// partitions and their future logs: the file cache closes and
 		// reopens files all the time, between the cuts too (fixed, not
