@@ -20,14 +20,16 @@ import (
 //
 // Eviction is CLOCK, an approximation of least recently used that costs a
 // use no lock: a use sets the file's reference bit (one atomic load, and a
-// store when it was clear), and the evictor, under the cache's mutex, walks
-// the ring of open files clearing reference bits and closes the first file
-// found clear and unpinned. Every use of a file pins it for the one call
+// store when it was clear), and the evictor, under the cache's mutex,
+// walks the ring of open files clearing reference bits and takes the
+// first file found clear and unpinned, passing over a few with unsynced
+// writes for a clean one. Every use of a file pins it for the one call
 // (an atomic add before and after): the evictor closes only a file with no
 // pin, so a read, write or fsync in progress never sees its descriptor
 // closed. A hit is those two atomic adds and no syscall; a miss is one
-// open(2), plus an fsync of the file it evicts when that one has writes
-// not yet fsynced.
+// open(2) and the close(2) of the file it evicts, plus that file's fsync
+// when it has unsynced writes (FlushOS and FlushInterval logs:
+// BenchmarkFileCache), run outside the cache's mutex.
 //
 // Durability: a file closed by the cache is fsynced first when it was
 // written since its last fsync (its writes are in the page cache either
@@ -36,7 +38,9 @@ import (
 // kept and returned by every later Sync of the file, so the log that owns
 // it fails at its next flush instead of counting the bytes durable.
 //
-// Capacity is soft: when every open file is pinned, an open goes past it
+// Capacity is soft: evicted files are closed after their descriptors are
+// uncounted, so concurrent opens may go past it for as long as those
+// closes take; and when every open file is pinned, an open goes past it
 // rather than fail (a LeaderAndIsr creating thousands of logs must never
 // fail for want of a descriptor the cache could free). And when an open
 // fails with EMFILE or ENFILE anyway (descriptors held elsewhere in the
@@ -138,12 +142,16 @@ func (c *FileCache) openFile(fsys vfs.FS, path string, flag int, perm fs.FileMod
 	f, err := fsys.OpenFile(path, flag, perm)
 	if err != nil && outOfDescriptors(err) {
 		c.mu.Lock()
+		var victims []*cachedFile
 		for range max(1, c.ring/8) {
-			if !c.evictOneLocked() {
+			v := c.evictOneLocked()
+			if v == nil {
 				break
 			}
+			victims = append(victims, v)
 		}
 		c.mu.Unlock()
+		closeVictims(victims)
 		f, err = fsys.OpenFile(path, flag, perm)
 	}
 	if err != nil {
@@ -158,16 +166,31 @@ func (c *FileCache) openFile(fsys vfs.FS, path string, flag int, perm fs.FileMod
 // cache is full.
 func (c *FileCache) reserve() {
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	var victims []*cachedFile
 	if c.capacity > 0 {
 		for c.open >= c.capacity {
-			if !c.evictOneLocked() {
+			v := c.evictOneLocked()
+			if v == nil {
 				c.overflows.Add(1)
 				break
 			}
+			victims = append(victims, v)
 		}
 	}
 	c.open++
+	c.mu.Unlock()
+	closeVictims(victims)
+}
+
+// closeVictims closes the descriptors of the files evictOneLocked took,
+// outside the cache's mutex: the fsync of a dirty one must not hold up
+// every other open. A user of a victim waits on its mu meanwhile, then
+// reopens it.
+func closeVictims(victims []*cachedFile) {
+	for _, v := range victims {
+		v.closeLocked()
+		v.mu.Unlock()
+	}
 }
 
 // insert puts a file just opened (reserved) into the ring, behind the hand:
@@ -207,34 +230,60 @@ func (c *FileCache) unlinkLocked(f *cachedFile) {
 	c.open--
 }
 
-// evictOneLocked closes the least recently used idle file (CLOCK) and
-// reports whether it found one: the hand clears reference bits on its way,
-// so two turns of the ring visit every file with its bit clear.
-func (c *FileCache) evictOneLocked() bool {
+// cleanLookahead is how many idle files with unsynced writes the hand
+// passes over, looking for a clean one, before it takes one of them:
+// closing a dirty file costs an fsync, a clean one only close(2).
+const cleanLookahead = 8
+
+// evictOneLocked takes the least recently used idle file (CLOCK),
+// preferring one without unsynced writes: the hand clears reference bits
+// on its way, so two turns of the ring visit every file with its bit
+// clear. The file it returns is unlinked, marked closed and locked (its
+// mu); the caller closes its descriptor (closeVictims) once it has
+// released the cache's mutex. nil: every file is in use.
+func (c *FileCache) evictOneLocked() *cachedFile {
+	var dirty *cachedFile
+	skipped := 0
 	for range 2*c.ring + 1 {
 		f := c.hand
 		if f == nil {
-			return false
+			break
 		}
 		c.hand = f.next
 		if f.ref.Load() {
 			f.ref.Store(false)
 			continue
 		}
-		if !f.mu.TryLock() {
-			continue // being reopened or closed: in use
+		if f.dirty.Load() && skipped < cleanLookahead {
+			skipped++
+			if dirty == nil {
+				dirty = f
+			}
+			continue
 		}
-		if !f.state.CompareAndSwap(0, closedBit) {
-			f.mu.Unlock()
-			continue // pinned
+		if c.takeLocked(f) {
+			return f
 		}
-		f.closeLocked()
-		c.unlinkLocked(f)
-		f.mu.Unlock()
-		c.evictions.Add(1)
-		return true
 	}
-	return false
+	if dirty != nil && dirty.next != nil && c.takeLocked(dirty) {
+		return dirty
+	}
+	return nil
+}
+
+// takeLocked makes f, an idle file in the ring, the victim of an
+// eviction, unless it is in use: pinned, or being reopened or closed.
+func (c *FileCache) takeLocked(f *cachedFile) bool {
+	if !f.mu.TryLock() {
+		return false
+	}
+	if !f.state.CompareAndSwap(0, closedBit) {
+		f.mu.Unlock()
+		return false
+	}
+	c.unlinkLocked(f)
+	c.evictions.Add(1)
+	return true
 }
 
 // closeLocked closes the descriptor of a file no one holds a pin on,
