@@ -296,6 +296,9 @@ func (f *cachedFile) closeLocked() {
 		}
 	}
 	_ = f.f.Close()
+	// Nothing reads f while closedBit is set, and an idle log should not
+	// keep a closed file's memory.
+	f.f = nil
 }
 
 // get pins the file and returns its descriptor, reopening it if the cache
