@@ -37,6 +37,7 @@ func TestDefaultsFollowSpec(t *testing.T) {
 	}
 	want.logConfig.MaxBatchBytes = 1048576
 	want.logConfig.SegmentMs = 7 * 24 * 3600 * 1000 // Kafka's log.roll.hours 168
+	want.logConfig.MaxOpenFiles = max(openFilesLimit()/2, minMaxOpenFiles)
 	if !reflect.DeepEqual(cfg, want) {
 		t.Fatalf("got  %+v\nwant %+v", cfg, want)
 	}
