@@ -56,9 +56,10 @@ type FileCache struct {
 	hand *cachedFile // the clock hand; the ring of open files, nil when empty
 	ring int         // files in the ring
 
-	evictions atomic.Int64
-	reopens   atomic.Int64
-	overflows atomic.Int64
+	evictions      atomic.Int64
+	dirtyEvictions atomic.Int64
+	reopens        atomic.Int64
+	overflows      atomic.Int64
 }
 
 // NewFileCache returns a cache holding at most capacity files open (see
@@ -70,8 +71,10 @@ type FileCacheStats struct {
 	Capacity  int   // 0: unbounded
 	Open      int   // descriptors held now
 	Evictions int64 // files closed to make room
-	Reopens   int64 // files reopened on use after an eviction
-	Overflows int64 // opens past the capacity, every open file being in use
+	// DirtyEvictions of them had unsynced writes, and were fsynced first.
+	DirtyEvictions int64
+	Reopens        int64 // files reopened on use after an eviction
+	Overflows      int64 // opens past the capacity, every open file being in use
 }
 
 // Stats returns the cache's figures.
@@ -79,7 +82,7 @@ func (c *FileCache) Stats() FileCacheStats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return FileCacheStats{Capacity: max(c.capacity, 0), Open: c.open, Evictions: c.evictions.Load(),
-		Reopens: c.reopens.Load(), Overflows: c.overflows.Load()}
+		DirtyEvictions: c.dirtyEvictions.Load(), Reopens: c.reopens.Load(), Overflows: c.overflows.Load()}
 }
 
 // closedBit in cachedFile.state marks the descriptor closed (evicted, or
@@ -233,7 +236,7 @@ func (c *FileCache) unlinkLocked(f *cachedFile) {
 // cleanLookahead is how many idle files with unsynced writes the hand
 // passes over, looking for a clean one, before it takes one of them:
 // closing a dirty file costs an fsync, a clean one only close(2).
-const cleanLookahead = 8
+const cleanLookahead = 64
 
 // evictOneLocked takes the least recently used idle file (CLOCK),
 // preferring one without unsynced writes: the hand clears reference bits
@@ -290,6 +293,9 @@ func (c *FileCache) takeLocked(f *cachedFile) bool {
 // fsyncing it first when it has unsynced writes. Under f.mu.
 func (f *cachedFile) closeLocked() {
 	if f.dirty.Swap(false) {
+		if f.cache != nil {
+			f.cache.dirtyEvictions.Add(1)
+		}
 		if err := f.f.Sync(); err != nil {
 			err = fmt.Errorf("fsync before closing idle file %s: %w", f.path, err)
 			f.syncErr.CompareAndSwap(nil, &err)

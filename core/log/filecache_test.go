@@ -130,6 +130,9 @@ func TestFileCacheFsyncsADirtyFileBeforeClosingIt(t *testing.T) {
 	if got := strings.Join(ops, ","); got != "sync,close" {
 		t.Fatalf("a's segment on eviction: %q, want sync,close", got)
 	}
+	if st := cache.Stats(); st.DirtyEvictions != 1 {
+		t.Fatalf("stats %+v: want one dirty eviction", st)
+	}
 	closeLog(t, b)
 	closeLog(t, a)
 }
@@ -306,6 +309,9 @@ func TestFileCachePrefersCleanVictims(t *testing.T) {
 	if dirty.state.Load()&closedBit != 0 || clean.state.Load()&closedBit == 0 {
 		t.Fatalf("dirty file closed %v, clean file closed %v: want the clean one evicted",
 			dirty.state.Load()&closedBit != 0, clean.state.Load()&closedBit != 0)
+	}
+	if st := cache.Stats(); st.Evictions != 1 || st.DirtyEvictions != 0 {
+		t.Fatalf("stats %+v: want one eviction, of a clean file", st)
 	}
 	for _, f := range []*cachedFile{dirty, clean, third} {
 		_ = f.Close()
