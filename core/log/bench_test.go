@@ -172,3 +172,31 @@ func idleLogHeapBytes(tb testing.TB, n int) float64 {
 	}
 	return float64(int64(after.HeapInuse)-int64(before.HeapInuse)) / float64(n)
 }
+
+// BenchmarkSmallRecord measures the per-call cost of the hot path: an
+// append of one 100-byte record (FlushOS) and a tailing read of it, one
+// log whose files stay open. Copied into a tree without the file cache
+// (with testOptions for hitOptions), it is the A/B of what the cache costs
+// a hit.
+func BenchmarkSmallRecord(b *testing.B) {
+	cfg := DefaultConfig()
+	cfg.SegmentBytes, cfg.FlushPolicy = 512<<20, FlushOS
+	l := openAt(b, hitOptions(b.TempDir(), cfg))
+	defer closeLog(b, l)
+	batch := record.Build([]record.Record{{Value: make([]byte, 100)}}, 1)
+	b.Run("produce", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := l.AppendAsLeader(batch, 0); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("fetch", func(b *testing.B) {
+		for b.Loop() {
+			leo := l.LogEndOffset()
+			if _, err := l.Read(leo-1, 1<<20, leo); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
