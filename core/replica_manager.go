@@ -259,6 +259,10 @@ func (rm *ReplicaManager) loadHighWatermarks() {
 // tells the controller (see logmgr.Manager.PreviousBrokerEpoch).
 func (rm *ReplicaManager) PreviousBrokerEpoch() int64 { return rm.logs.PreviousBrokerEpoch() }
 
+// FileCacheStats are the figures of the cache of open log segment and
+// index files (--max-open-files): metrics and tests.
+func (rm *ReplicaManager) FileCacheStats() log.FileCacheStats { return rm.logs.FileCacheStats() }
+
 // RecordBrokerEpoch notes, durably in every log dir, the broker epoch of a
 // registration: the next life compares it with the controller's.
 func (rm *ReplicaManager) RecordBrokerEpoch(epoch int64) error {

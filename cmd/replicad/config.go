@@ -5,11 +5,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -177,6 +179,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	retentionBytes := fs.Int64("log-retention-bytes", core.DefaultRetention.Bytes, "every replica deletes its oldest segments while its log without them still\nholds this many bytes (Kafka's log.retention.bytes); -1: no limit by size")
 	retentionCheck := fs.Duration("log-retention-check-interval", core.DefaultRetentionCheckInterval, "how often every replica, leader or follower, applies retention (Kafka's log.retention.check.interval.ms)")
 	truncateDamaged := fs.Bool("truncate-damaged-logs", false, "at start-up, cut a log found damaged below its recovery point (a batch failing its CRC\nwhere everything was fsynced: damage at rest) at the damage, losing the intact records after\nit, as Kafka does; by default such a log keeps them, refuses leadership, and is repaired\nfrom its leader. For a partition whose only copy is damaged: restart once with it to accept the loss")
+	maxOpenFiles := fs.Int("max-open-files", 0, fmt.Sprintf("most log segment and index files kept open at once, for all partitions together: the files\nof idle logs are closed, least recently used first, and reopened on use, so a broker hosts more\npartitions than it has descriptors (about 2 per busy log). 0: half of RLIMIT_NOFILE (%d here),\nleaving the rest to connections, checkpoints and the like; at least %d, at most RLIMIT_NOFILE", openFilesLimit(), minMaxOpenFiles))
 	rollMs := fs.Int64("log-roll-ms", topicconfig.Defaults().SegmentMs, "a log segment also rolls once a record is this many ms newer (by record timestamp) than the\nsegment's first, so retention by time can delete it (Kafka's log.roll.ms; default 7 days); -1: never")
 	// Kafka's names of the topic defaults, accepted as aliases so a Kafka
 	// operator's server.properties keys work as flags.
@@ -268,6 +271,14 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		"must be in 1024..--segment-bytes (%d) (got %d)", *segmentBytes, *maxBatchBytes)
 	cfg.logConfig.MaxBatchBytes = *maxBatchBytes
 	cfg.logConfig.TruncateDamaged = *truncateDamaged
+	limit := openFilesLimit()
+	if *maxOpenFiles == 0 {
+		cfg.logConfig.MaxOpenFiles = max(limit/2, minMaxOpenFiles)
+	} else {
+		check(*maxOpenFiles >= minMaxOpenFiles && *maxOpenFiles <= limit, "max-open-files",
+			"must be in %d..%d, the process's RLIMIT_NOFILE (got %d); 0 picks half of it", minMaxOpenFiles, limit, *maxOpenFiles)
+		cfg.logConfig.MaxOpenFiles = *maxOpenFiles
+	}
 	cfg.memoryLimit, err = parseByteSize(*memLimit)
 	check(err == nil, "memory-limit", "%v", err)
 	cfg.memoryLimitSet = flagSet(fs, "memory-limit")
@@ -297,6 +308,21 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		errs = append(errs, err)
 	}
 	return cfg, errors.Join(errs...)
+}
+
+// minMaxOpenFiles is the smallest --max-open-files: enough for the files
+// that busy logs use at once (an append that rolls holds three, a read
+// one), so that the cache does not close and reopen a file on every call.
+const minMaxOpenFiles = 64
+
+// openFilesLimit is the process's RLIMIT_NOFILE: the soft limit, which Go
+// raises to the hard one at start-up.
+func openFilesLimit() int {
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil || rl.Cur > math.MaxInt32 {
+		return math.MaxInt32
+	}
+	return int(rl.Cur)
 }
 
 // defaultMemoryLimit is --memory-limit's default: Kafka's default heap

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -37,6 +38,7 @@ func TestDefaultsFollowSpec(t *testing.T) {
 	}
 	want.logConfig.MaxBatchBytes = 1048576
 	want.logConfig.SegmentMs = 7 * 24 * 3600 * 1000 // Kafka's log.roll.hours 168
+	want.logConfig.MaxOpenFiles = max(openFilesLimit()/2, minMaxOpenFiles)
 	if !reflect.DeepEqual(cfg, want) {
 		t.Fatalf("got  %+v\nwant %+v", cfg, want)
 	}
@@ -75,6 +77,7 @@ func TestFlagsReachConfig(t *testing.T) {
 		"--memory-limit", "512MiB", "--log-retention-ms", "60000", "--log-retention-bytes", "1000000",
 		"--log-retention-check-interval", "30s", "--log-roll-ms", "5000", "--metrics-log-series=false",
 		"--max-partitions", "1234",
+		"--max-open-files", "100",
 	}, &bytes.Buffer{})
 	if err != nil {
 		t.Fatal(err)
@@ -83,6 +86,7 @@ func TestFlagsReachConfig(t *testing.T) {
 	lc.FlushPolicy, lc.FlushInterval, lc.SegmentBytes, lc.MaxBatchBytes = log.FlushInterval, 250*time.Millisecond, 4096, 2048
 	lc.TruncateDamaged = true
 	lc.SegmentMs = 5000
+	lc.MaxOpenFiles = 100
 	trace := zerolog.TraceLevel
 	want := config{
 		brokerID: 0, listen: "0.0.0.0:0", logDirs: []string{"/a", "/c"}, hwCheckpointInterval: time.Second,
@@ -131,6 +135,9 @@ func TestBadFlagsNameTheFlag(t *testing.T) {
 		{[]string{"--log-retention-bytes", "-5"}, "--log-retention-bytes:"},
 		{[]string{"--log-retention-check-interval", "0s"}, "--log-retention-check-interval:"},
 		{[]string{"--memory-limit", "-1"}, "--memory-limit:"},
+		{[]string{"--max-open-files", "10"}, "--max-open-files:"},
+		{[]string{"--max-open-files", "-1"}, "--max-open-files:"},
+		{[]string{"--max-open-files", strconv.Itoa(openFilesLimit() + 1)}, "--max-open-files:"},
 		{[]string{"extra"}, "unexpected argument"},
 		{[]string{"--no-such-flag"}, "no-such-flag"},
 	}
@@ -184,7 +191,7 @@ func TestHelpExplainsEveryFlag(t *testing.T) {
 	for _, name := range []string{"id", "listen", "log-dirs", "controller", "hw-checkpoint-interval", "replica-lag-time-max",
 		"num-replica-fetchers", "min-insync-replicas", "log-level", "log-format", "metrics-listen", "log-flush",
 		"log-flush-interval", "segment-bytes", "max-batch-bytes", "state-change-log-level", "trace-data-plane",
-		"truncate-damaged-logs", "max-connections", "connections-max-idle"} {
+		"truncate-damaged-logs", "max-connections", "connections-max-idle", "max-open-files"} {
 		if !strings.Contains(stderr.String(), "-"+name+" ") && !strings.Contains(stderr.String(), "-"+name+"\n") {
 			t.Errorf("--help does not explain -%s", name)
 		}

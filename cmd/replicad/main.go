@@ -267,7 +267,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(lis) }()
 	// broker_id is already on every line (newLogger).
-	logger.Info().Str("listen", lis.Addr().String()).Strs("log_dirs", cfg.logDirs).Msg("replicad started")
+	logger.Info().Str("listen", lis.Addr().String()).Strs("log_dirs", cfg.logDirs).Int("max_open_files", cfg.logConfig.MaxOpenFiles).Msg("replicad started")
 	// Type=notify units: serving now (the log dirs are open, the listener
 	// bound, health SERVING); registration with the controller follows.
 	notifySystemd(logger, sdnotify.Ready)

@@ -88,9 +88,30 @@ func TestPowerLoss(t *testing.T) {
 	elapsed := time.Since(start)
 	t.Logf("%d power cuts in %s (%.0f/s), %d failing seeds", total.Load(), elapsed.Round(time.Millisecond),
 		float64(total.Load())/elapsed.Seconds(), failedSeeds.Load())
+	t.Logf("file cache of %d descriptors: %d evictions, %d reopens", crashMaxOpenFiles, cacheEvictions.Load(), cacheReopens.Load())
+	if *flagSeed < 0 && (cacheEvictions.Load() == 0 || cacheReopens.Load() == 0) {
+		t.Errorf("the file cache closed %d files and reopened %d: the suite ran without evictions", cacheEvictions.Load(), cacheReopens.Load())
+	}
 	if *flagProgress {
 		fmt.Printf("crash-test: %d power cuts in %s (%.0f cuts/s), %d failures\n", total.Load(),
 			elapsed.Round(time.Second), float64(total.Load())/elapsed.Seconds(), failedSeeds.Load())
+	}
+}
+
+// crashMaxOpenFiles is the simulated broker's --max-open-files.
+const crashMaxOpenFiles = 4
+
+// cacheEvictions and cacheReopens count the file cache's work over every
+// seed: the suite checks that it ran with files closed and reopened.
+var cacheEvictions, cacheReopens atomic.Int64
+
+// countFileCache adds the current manager's file cache figures to the
+// totals, before the manager is replaced or shut down.
+func (s *sim) countFileCache() {
+	if s.m != nil {
+		st := s.m.FileCacheStats()
+		cacheEvictions.Add(st.Evictions)
+		cacheReopens.Add(st.Reopens)
 	}
 }
 
@@ -187,9 +208,14 @@ func newSim(mode string, policy log.FlushPolicy, seed uint64) *sim {
 	segmentBytes := []int64{300, 700, 1500}[s.rng.IntN(3)]
 	indexInterval := []int{64, 200, 4096}[s.rng.IntN(3)]
 	s.cfg = logmgr.Config{
-		Dirs:                  logDirs,
-		BrokerID:              1,
-		LogConfig:             log.Config{SegmentBytes: segmentBytes, IndexIntervalBytes: indexInterval, FlushPolicy: policy},
+		Dirs:     logDirs,
+		BrokerID: 1,
+		// Four descriptors for every segment and index file of three
+		// partitions and their future logs: the file cache closes and
+		// reopens files all the time, between the cuts too (fixed, not
+		// drawn, so that each seed keeps its draws).
+		LogConfig: log.Config{SegmentBytes: segmentBytes, IndexIntervalBytes: indexInterval, FlushPolicy: policy,
+			MaxOpenFiles: crashMaxOpenFiles},
 		Logger:                zerolog.Nop(),
 		RecoveryThreadsPerDir: 1,
 		FS:                    s.fs,
@@ -272,6 +298,7 @@ func (s *sim) run() error {
 			return err
 		}
 	}
+	s.countFileCache()
 	if err := s.m.Shutdown(); err != nil {
 		return fmt.Errorf("final shutdown: %w", err)
 	}
@@ -815,6 +842,7 @@ func (s *sim) recover(fsys *crashfs.FS, clean bool) error {
 			return fmt.Errorf("read recovery points: %w", err)
 		}
 	}
+	s.countFileCache()
 	m, err := logmgr.Open(s.cfg)
 	if err != nil {
 		return fmt.Errorf("recovery failed: %w", err)

@@ -238,7 +238,7 @@ func (l *Log) writeLocked(seg *segment, run []byte, batches []record.Batch) erro
 func (l *Log) rollLocked(baseOffset int64) (*segment, error) {
 	segs := l.segmentList()
 	old := segs[len(segs)-1]
-	seg, err := createSegment(l.fsys, l.dir, baseOffset)
+	seg, err := createSegment(l.fsys, l.cache, l.dir, baseOffset)
 	if err != nil {
 		return nil, l.ioError(err, "roll")
 	}

@@ -20,6 +20,15 @@ func benchBatch() record.Batch {
 	return record.Build(recs, 1)
 }
 
+// hitOptions open a log whose files the cache never closes (it holds far
+// more than the log's files): every call is a cache hit, the hot path's
+// cost (compare with BenchmarkFileCache's misses).
+func hitOptions(dir string, cfg Config) Options {
+	opts := testOptions(dir, cfg)
+	opts.FileCache = NewFileCache(1 << 20)
+	return opts
+}
+
 // BenchmarkAppendAsLeader measures appending batches of 100 1-KiB records under each flush policy.
 func BenchmarkAppendAsLeader(b *testing.B) {
 	policies := []struct {
@@ -36,7 +45,7 @@ func BenchmarkAppendAsLeader(b *testing.B) {
 		b.Run(p.name, func(b *testing.B) {
 			cfg := DefaultConfig()
 			cfg.SegmentBytes, cfg.FlushPolicy = 64<<20, p.policy
-			l := openTestLog(b, b.TempDir(), cfg)
+			l := openAt(b, hitOptions(b.TempDir(), cfg))
 			defer closeLog(b, l)
 			b.SetBytes(int64(len(benchBatch())))
 			b.ReportAllocs()
@@ -67,7 +76,7 @@ func BenchmarkAppendAsLeader(b *testing.B) {
 func BenchmarkRead(b *testing.B) {
 	cfg := DefaultConfig()
 	cfg.SegmentBytes, cfg.FlushPolicy = 8<<20, FlushOS
-	l := openTestLog(b, b.TempDir(), cfg)
+	l := openAt(b, hitOptions(b.TempDir(), cfg))
 	defer closeLog(b, l)
 	for range 200 { // 20 MiB over 3 segments
 		if _, err := l.AppendAsLeader(benchBatch(), 0); err != nil {
@@ -162,4 +171,32 @@ func idleLogHeapBytes(tb testing.TB, n int) float64 {
 		closeLog(tb, l)
 	}
 	return float64(int64(after.HeapInuse)-int64(before.HeapInuse)) / float64(n)
+}
+
+// BenchmarkSmallRecord measures the per-call cost of the hot path: an
+// append of one 100-byte record (FlushOS) and a tailing read of it, one
+// log whose files stay open. Copied into a tree without the file cache
+// (with testOptions for hitOptions), it is the A/B of what the cache costs
+// a hit.
+func BenchmarkSmallRecord(b *testing.B) {
+	cfg := DefaultConfig()
+	cfg.SegmentBytes, cfg.FlushPolicy = 512<<20, FlushOS
+	l := openAt(b, hitOptions(b.TempDir(), cfg))
+	defer closeLog(b, l)
+	batch := record.Build([]record.Record{{Value: make([]byte, 100)}}, 1)
+	b.Run("produce", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := l.AppendAsLeader(batch, 0); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("fetch", func(b *testing.B) {
+		for b.Loop() {
+			leo := l.LogEndOffset()
+			if _, err := l.Read(leo-1, 1<<20, leo); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }

@@ -43,6 +43,11 @@ type Config struct {
 	// instead (see Damaged), keeping the records after the damage on disk
 	// until a leader's copy replaces them.
 	TruncateDamaged bool
+	// MaxOpenFiles is the broker's, not one log's: the log manager opens
+	// the segment and index files of all its logs through one FileCache
+	// of this many descriptors (replicad's --max-open-files). 0: no bound.
+	// Open ignores it; Options.FileCache is what a log uses.
+	MaxOpenFiles int
 }
 
 // DefaultConfig is the configuration replicad starts with.
@@ -93,6 +98,11 @@ type Options struct {
 	Logger       zerolog.Logger
 	// FS is the file system the log is on; nil means vfs.OS.
 	FS vfs.FS
+	// FileCache, when set, opens the log's segment and index files, and
+	// closes them while idle to keep the broker within its descriptor
+	// budget (see FileCache); it is shared by the logs of a broker. nil:
+	// every file stays open until its segment goes.
+	FileCache *FileCache
 	// OnStorageError, when set, hears the log's first I/O failure after it
 	// opened (a write, an fsync, a truncation, a roll, a checkpoint, a read
 	// that failed on the disk), once: the owner takes the log dir offline

@@ -21,6 +21,18 @@
 // idle-empty partition is one file and one descriptor. An idle log holds
 // about 1.2 KiB of heap (BenchmarkIdleLogMemory), whatever its size.
 //
+// # Open files
+//
+// Segment and index files are opened through Options.FileCache, which a
+// broker's logs share: it keeps at most its capacity open, closing the
+// least recently used idle files (fsyncing those with unsynced writes
+// first) and reopening them on their next use, so a broker hosts more logs
+// than it has descriptors. Each use pins the file for the one call, so
+// nothing in progress loses its descriptor; a file is reopened O_RDWR
+// without O_CREATE, so one removed meanwhile is an error, never a new
+// empty file. Reopen errors are the I/O errors they would have been:
+// running out of descriptors is ErrFileLimit, anything else fails the log.
+//
 // # Offsets
 //
 // LogStartOffset <= HighWatermark <= LogEndOffset, and RecoveryPoint <=

@@ -19,12 +19,18 @@ func smallConfig() Config {
 	return Config{SegmentBytes: 2048, IndexIntervalBytes: 300, MaxBatchBytes: 64 << 10, FlushPolicy: FlushOS}
 }
 
+// testFileCache is the file cache of every test's logs: three descriptors
+// for all of them, so that the tests run with segment and index files
+// closed and reopened between (and within) their steps.
+var testFileCache = NewFileCache(3)
+
 func testOptions(dir string, cfg Config) Options {
 	return Options{
 		Dir:            dir,
 		TopicPartition: tp.TopicPartition{Topic: "t", Partition: 0},
 		Config:         cfg,
 		Logger:         zerolog.Nop(),
+		FileCache:      testFileCache,
 	}
 }
 

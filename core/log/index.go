@@ -40,6 +40,7 @@ const (
 // read the first count entries, which were written before being counted.
 type offsetIndex struct {
 	fsys       vfs.FS
+	cache      *FileCache // opens file (nil: no cache)
 	baseOffset int64
 	path       string
 	// file is nil until the index has entries. Set under Log.mu before count
@@ -83,7 +84,7 @@ var errIndexInvalid = errors.New("index invalid")
 // every sealed segment, so only the active one may lack it, and recovery
 // rebuilds that one anyway.
 func (ix *offsetIndex) load() error {
-	f, err := ix.fsys.OpenFile(ix.path, os.O_RDWR, 0)
+	f, err := openCached(ix.cache, ix.fsys, ix.path, os.O_RDWR, 0)
 	if errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("%w: missing", errIndexInvalid)
 	}
@@ -112,7 +113,7 @@ func (ix *offsetIndex) create() error {
 	if ix.file != nil {
 		return nil
 	}
-	f, err := ix.fsys.OpenFile(ix.path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := openCached(ix.cache, ix.fsys, ix.path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return err
 	}
@@ -290,7 +291,7 @@ func (ix *offsetIndex) discard() error {
 // index without entries gets its (empty) file here.
 func (ix *offsetIndex) seal() error {
 	if ix.file == nil {
-		f, err := ix.fsys.OpenFile(ix.path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+		f, err := openCached(ix.cache, ix.fsys, ix.path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 		if err != nil {
 			return err
 		}

@@ -149,6 +149,7 @@ const EpochCheckpointFile = "leader-epoch-checkpoint"
 // is fenced by the truncations sequence counter instead.
 type Log struct {
 	fsys   vfs.FS
+	cache  *FileCache // Options.FileCache: opens every segment and index file
 	dir    string
 	tp     tp.TopicPartition
 	cfg    Config

@@ -61,6 +61,7 @@ func open(opts Options) (*Log, error) {
 	}
 	l := &Log{
 		fsys:   fsys,
+		cache:  opts.FileCache,
 		dir:    opts.Dir,
 		tp:     opts.TopicPartition,
 		cfg:    cfg,
@@ -194,7 +195,7 @@ func (l *Log) openDamaged(d *Damage, logStartOffset int64) error {
 
 // startEmptyAt gives a log without segments its first, empty one.
 func (l *Log) startEmptyAt(offset int64, syncMetadata bool) error {
-	seg, err := createSegment(l.fsys, l.dir, offset)
+	seg, err := createSegment(l.fsys, l.cache, l.dir, offset)
 	if err != nil {
 		return storageError(err, "create log")
 	}

@@ -67,6 +67,11 @@ func (l *Log) read(startOffset int64, maxBytes int, maxOffset int64) (ReadInfo, 
 			if l.closed.Load() && errors.Is(err, fs.ErrClosed) {
 				return ReadInfo{}, ErrClosed
 			}
+			if outOfDescriptors(err) {
+				// The file cache could not reopen a closed segment file:
+				// no fault of the disk, and the log goes on.
+				return ReadInfo{}, fmt.Errorf("%w: read offset %d: %w", ErrFileLimit, startOffset, err)
+			}
 			if errors.Is(err, record.ErrCorrupt) {
 				// Damage at rest, not a failing disk: the owner deals with
 				// the partition, the log goes on (core's corruption.go).

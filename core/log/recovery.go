@@ -39,7 +39,7 @@ func (l *Log) openSegments() (segs []*segment, indexValid []bool, err error) {
 	}
 	slices.Sort(bases)
 	for _, base := range bases {
-		s, valid, err := openSegment(l.fsys, l.dir, base)
+		s, valid, err := openSegment(l.fsys, l.cache, l.dir, base)
 		if err != nil {
 			closeSegments(segs)
 			return nil, nil, storageError(err, "open log")

@@ -72,8 +72,8 @@ func parseSegmentName(name string) (baseOffset int64, suffix string, ok bool) {
 
 // createSegment creates the empty log file of a new segment, replacing a
 // leftover with the same name. Its index file comes with the first entry.
-func createSegment(fsys vfs.FS, dir string, baseOffset int64) (*segment, error) {
-	s, err := openSegmentFile(fsys, dir, baseOffset, os.O_CREATE|os.O_TRUNC)
+func createSegment(fsys vfs.FS, cache *FileCache, dir string, baseOffset int64) (*segment, error) {
+	s, err := openSegmentFile(fsys, cache, dir, baseOffset, os.O_CREATE|os.O_TRUNC)
 	if err == nil {
 		s.maxTimestamp.Store(-1) // empty, and every batch written from now on is counted
 		s.firstTimestamp = -1
@@ -83,8 +83,8 @@ func createSegment(fsys vfs.FS, dir string, baseOffset int64) (*segment, error) 
 
 // openSegment opens an existing segment. indexValid is false when the index
 // is missing or unusable, and recovery must rebuild it.
-func openSegment(fsys vfs.FS, dir string, baseOffset int64) (s *segment, indexValid bool, err error) {
-	s, err = openSegmentFile(fsys, dir, baseOffset, 0)
+func openSegment(fsys vfs.FS, cache *FileCache, dir string, baseOffset int64) (s *segment, indexValid bool, err error) {
+	s, err = openSegmentFile(fsys, cache, dir, baseOffset, 0)
 	if err != nil {
 		return nil, false, err
 	}
@@ -109,14 +109,17 @@ func openSegment(fsys vfs.FS, dir string, baseOffset int64) (s *segment, indexVa
 	return s, valid, nil
 }
 
-func openSegmentFile(fsys vfs.FS, dir string, baseOffset int64, flag int) (*segment, error) {
-	file, err := fsys.OpenFile(segmentPath(dir, baseOffset, logFileSuffix), os.O_RDWR|flag, 0o644)
+// openSegmentFile opens the log file of a segment through cache (nil: no
+// cache), which may close it while idle and reopens it on use; so is the
+// index file when it comes.
+func openSegmentFile(fsys vfs.FS, cache *FileCache, dir string, baseOffset int64, flag int) (*segment, error) {
+	file, err := openCached(cache, fsys, segmentPath(dir, baseOffset, logFileSuffix), os.O_RDWR|flag, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("open segment %d: %w", baseOffset, err)
 	}
 	s := &segment{baseOffset: baseOffset, file: file, firstTimestamp: timestampUnknown}
 	s.maxTimestamp.Store(timestampUnknown)
-	s.index.fsys, s.index.baseOffset, s.index.path = fsys, baseOffset, segmentPath(dir, baseOffset, indexFileSuffix)
+	s.index.fsys, s.index.cache, s.index.baseOffset, s.index.path = fsys, cache, baseOffset, segmentPath(dir, baseOffset, indexFileSuffix)
 	return s, nil
 }
 

@@ -31,13 +31,20 @@ func openReporting(t *testing.T, fsys *crashfs.FS, cfg Config, rep *failures) *L
 
 // failOnce fails the first operation of kind on a path containing name.
 func failOnce(fsys *crashfs.FS, kind crashfs.OpKind, name string, err error) {
-	var once sync.Once
+	failTimes(fsys, kind, name, err, 1)
+}
+
+// failTimes fails the first n operations of kind on a path containing name.
+func failTimes(fsys *crashfs.FS, kind crashfs.OpKind, name string, err error, n int) {
+	var mu sync.Mutex
 	fsys.SetFault(func(op crashfs.Op) error {
-		var out error
-		if op.Kind == kind && strings.Contains(op.Path, name) {
-			once.Do(func() { out = err })
+		mu.Lock()
+		defer mu.Unlock()
+		if op.Kind == kind && strings.Contains(op.Path, name) && n > 0 {
+			n--
+			return err
 		}
-		return out
+		return nil
 	})
 }
 
@@ -251,7 +258,8 @@ func TestAppendOutOfDescriptorsLeavesNothingBehind(t *testing.T) {
 	fsys := crashfs.New()
 	rep := &failures{}
 	l := openReporting(t, fsys, smallConfig(), rep)
-	failOnce(fsys, crashfs.OpOpen, indexFileSuffix, syscall.EMFILE)
+	// Twice: the file cache closes idle files and tries once more.
+	failTimes(fsys, crashfs.OpOpen, indexFileSuffix, syscall.EMFILE, 2)
 	if _, err := l.AppendAsFollower(followerBatches(3, 20, 1, "old")); !errors.Is(err, ErrFileLimit) {
 		t.Fatalf("append without a descriptor for the index: %v, want ErrFileLimit", err)
 	}
@@ -314,8 +322,8 @@ func TestFollowerAppendPrefixBeforeAFailedRollIsFlushed(t *testing.T) {
 	cfg := smallConfig()
 	cfg.FlushPolicy = FlushEveryBatch
 	l := openReporting(t, fsys, cfg, &failures{})
-	data := followerBatches(12, 20, 1, "run")                     // more than one 2 KiB segment
-	failOnce(fsys, crashfs.OpOpen, logFileSuffix, syscall.EMFILE) // the roll's new segment
+	data := followerBatches(12, 20, 1, "run")                         // more than one 2 KiB segment
+	failTimes(fsys, crashfs.OpOpen, logFileSuffix, syscall.EMFILE, 2) // the roll's new segment, and the cache's retry
 	if _, err := l.AppendAsFollower(data); !errors.Is(err, ErrFileLimit) {
 		t.Fatalf("append whose roll had no descriptor: %v, want ErrFileLimit", err)
 	}

@@ -244,7 +244,7 @@ func (l *Log) replaceSegmentsLocked(offset int64) error {
 			return fmt.Errorf("delete segment %d: %w", segs[i].baseOffset, err)
 		}
 	}
-	seg, err := createSegment(l.fsys, l.dir, offset)
+	seg, err := createSegment(l.fsys, l.cache, l.dir, offset)
 	if err != nil {
 		l.emptiedLocked(segs[:1], offset, true)
 		return err

@@ -125,6 +125,10 @@ type Manager struct {
 	// with the clean shutdown.
 	previousBrokerEpoch int64
 	brokerEpoch         int64
+	// fileCache opens the segment and index files of every log, current
+	// and future, within LogConfig.MaxOpenFiles descriptors.
+	fileCache *log.FileCache
+
 	// lossy: a dir failed in this life (under mu). What it held may be
 	// short of what was acknowledged (a failed fsync loses dirty pages), so
 	// the next life must not count this one as intact: the other dirs
@@ -260,6 +264,7 @@ func (m *Manager) logOptions(d *logDir, path string, t tp.TopicPartition) log.Op
 		SyncMetadata:   true,
 		Logger:         m.cfg.Logger,
 		FS:             m.fsys,
+		FileCache:      m.fileCache,
 		OnStorageError: func(err error) {
 			m.reportFailure(d, fmt.Errorf("logmgr: log %s in %s: %w", t, d.path, err))
 		},
@@ -280,6 +285,10 @@ func (m *Manager) logOptions(d *logDir, path string, t tp.TopicPartition) log.Op
 		},
 	}
 }
+
+// FileCacheStats are the figures of the cache of open segment and index
+// files (metrics, tests).
+func (m *Manager) FileCacheStats() log.FileCacheStats { return m.fileCache.Stats() }
 
 // hosts reports whether the manager holds t's current or future log in d.
 // A log being opened (at start, or reopened by a move) is not held yet.

@@ -46,6 +46,7 @@ func Open(cfg Config) (*Manager, error) {
 		removeSlots: make(chan struct{}, 2),
 		logs:        make(map[tp.TopicPartition]hostedLog),
 		futures:     make(map[tp.TopicPartition]hostedLog),
+		fileCache:   log.NewFileCache(cfg.LogConfig.MaxOpenFiles),
 	}
 	fresh := make(map[*logDir]bool)
 	for _, p := range paths {

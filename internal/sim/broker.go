@@ -50,11 +50,14 @@ type brokerNode struct {
 
 // brokerLife is one run of the broker process.
 type brokerLife struct {
-	life     int
-	rm       *core.ReplicaManager
-	fetchers *fetcher.Manager
-	ap       *alterpartition.Manager
-	session  atomic.Pointer[brokersession.Session]
+	life int
+	// fileEvictions and fileReopens are the Sim's totals of the file
+	// cache's work, added to when the life stops.
+	fileEvictions, fileReopens *atomic.Int64
+	rm                         *core.ReplicaManager
+	fetchers                   *fetcher.Manager
+	ap                         *alterpartition.Manager
+	session                    atomic.Pointer[brokersession.Session]
 	// regCancel stops a registration in progress; regDone is closed when
 	// the registration goroutine ends.
 	regCancel context.CancelFunc
@@ -91,7 +94,7 @@ func (b *brokerNode) canStart() bool {
 func (b *brokerNode) start() error {
 	s := b.sim
 	b.lives++
-	l := &brokerLife{life: b.lives, regDone: make(chan struct{})}
+	l := &brokerLife{life: b.lives, regDone: make(chan struct{}), fileEvictions: &b.sim.fileEvictions, fileReopens: &b.sim.fileReopens}
 	logger := s.logger.With().Str("node", b.name).Int("life", l.life).Logger()
 	ctx, stop := context.WithCancel(context.Background())
 	fetchers, err := fetcher.NewManager(fetcher.Config{
@@ -128,9 +131,12 @@ func (b *brokerNode) start() error {
 	}
 	gate := &isrGate{ap: ap}
 	rm, err := core.NewReplicaManager(core.Config{
-		BrokerID:             b.id,
-		LogDirs:              []string{logDir},
-		LogConfig:            log.Config{SegmentBytes: 4096, IndexIntervalBytes: 512, MaxBatchBytes: 1 << 20, FlushPolicy: log.FlushEveryBatch, FlushInterval: time.Second},
+		BrokerID: b.id,
+		LogDirs:  []string{logDir},
+		// A file cache of a few descriptors for every partition's files:
+		// segments are closed and reopened under the workload and its faults.
+		LogConfig: log.Config{SegmentBytes: 4096, IndexIntervalBytes: 512, MaxBatchBytes: 1 << 20, FlushPolicy: log.FlushEveryBatch, FlushInterval: time.Second,
+			MaxOpenFiles: simMaxOpenFiles},
 		HWCheckpointInterval: time.Second,
 		ReplicaLagTimeMax:    s.cfg.ReplicaLagTimeMax,
 		MinInsyncReplicas:    int(b.minISR),
@@ -264,6 +270,9 @@ func (l *brokerLife) stop() {
 	defer cancel()
 	_ = l.rm.Shutdown(ctx)
 	_ = l.ap.Close()
+	st := l.rm.FileCacheStats()
+	l.fileEvictions.Add(st.Evictions)
+	l.fileReopens.Add(st.Reopens)
 }
 
 // shutdown stops the broker cleanly at the end of a run.
@@ -280,3 +289,8 @@ func (b *brokerNode) shutdown() {
 		l.stop()
 	}()
 }
+
+// simMaxOpenFiles is every broker's --max-open-files: far fewer than the
+// segment and index files of its partitions, so that the file cache closes
+// and reopens them under the workload, its faults and the power cuts.
+const simMaxOpenFiles = 2

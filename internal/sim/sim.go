@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -105,6 +106,10 @@ type Result struct {
 	Errors      map[string]int
 	// Ops counts the operator's commands by command and outcome.
 	Ops map[string]int
+	// FileEvictions and FileReopens are the brokers' file caches' work
+	// (files closed while idle, and reopened on use) over the lives that
+	// stopped: the run exercised the cache.
+	FileEvictions, FileReopens int64
 }
 
 // Failed says whether an invariant was broken (liveness included).
@@ -112,15 +117,18 @@ func (r Result) Failed() bool { return len(r.Violations) > 0 }
 
 // Sim is one simulated cluster.
 type Sim struct {
-	cfg      Config
-	seed     uint64
-	rng      *rand.Rand // the scheduler's: only its goroutine draws
-	net      *network
-	ctl      *controllerNode
-	brokers  []*brokerNode
-	workload *workload
-	checker  *checker
-	op       *operator
+	cfg Config
+	// fileEvictions and fileReopens total the brokers' file caches' work
+	// over their stopped lives (Result).
+	fileEvictions, fileReopens atomic.Int64
+	seed                       uint64
+	rng                        *rand.Rand // the scheduler's: only its goroutine draws
+	net                        *network
+	ctl                        *controllerNode
+	brokers                    []*brokerNode
+	workload                   *workload
+	checker                    *checker
+	op                         *operator
 	// opCtx ends the operator's commands at teardown.
 	opCtx    context.Context
 	opCancel context.CancelFunc
@@ -187,6 +195,7 @@ func Run(cfg Config) Result {
 	res.Produced, res.Acked = s.workload.count()
 	res.Errors = s.workload.errors
 	res.Ops = s.op.outcomes
+	res.FileEvictions, res.FileReopens = s.fileEvictions.Load(), s.fileReopens.Load()
 	return res
 }
 

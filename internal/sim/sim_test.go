@@ -121,6 +121,8 @@ type summary struct {
 	replays, replaysMatched int
 	wall                    time.Duration
 	violations              int
+	// fileEvictions, fileReopens: the brokers' file caches' work.
+	fileEvictions, fileReopens int64
 }
 
 // TestSim ensures that the whole cluster (3 brokers, the controller) keeps
@@ -162,8 +164,11 @@ func TestSim(t *testing.T) {
 		if sum.wall > 0 {
 			rate = float64(sum.steps) / sum.wall.Seconds()
 		}
-		t.Logf("summary: %d seeds, %d failed, %d simulated steps, %.0f steps/s (per run, wall), %d invariant violations, replay %d/%d identical",
-			sum.seeds, sum.failed, sum.steps, rate, sum.violations, sum.replaysMatched, sum.replays)
+		t.Logf("summary: %d seeds, %d failed, %d simulated steps, %.0f steps/s (per run, wall), %d invariant violations, replay %d/%d identical, file cache %d evictions, %d reopens",
+			sum.seeds, sum.failed, sum.steps, rate, sum.violations, sum.replaysMatched, sum.replays, sum.fileEvictions, sum.fileReopens)
+		if sum.seeds > 1 && (sum.fileEvictions == 0 || sum.fileReopens == 0) {
+			t.Errorf("the brokers' file caches closed %d files and reopened %d: the run did not exercise them", sum.fileEvictions, sum.fileReopens)
+		}
 	})
 	for _, c := range cases {
 		seed := c.seed
@@ -177,14 +182,16 @@ func TestSim(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			res, wall := runSeedWith(t, seed, *flagFaults, *flagTrace, opts)
-			t.Logf("seed %d: %d steps in %v (%.0f steps/s), virtual %v, %d faults, produced %d, acked %d, outcomes %v, ops %v",
+			t.Logf("seed %d: %d steps in %v (%.0f steps/s), virtual %v, %d faults, produced %d, acked %d, outcomes %v, ops %v, file cache: %d evictions, %d reopens",
 				seed, res.Steps, wall.Round(time.Millisecond), float64(res.Steps)/wall.Seconds(), res.VirtualTime.Round(time.Millisecond),
-				len(res.Faults), res.Produced, res.Acked, res.Errors, res.Ops)
+				len(res.Faults), res.Produced, res.Acked, res.Errors, res.Ops, res.FileEvictions, res.FileReopens)
 			sum.mu.Lock()
 			sum.seeds++
 			sum.steps += res.Steps
 			sum.wall += wall
 			sum.violations += len(res.Violations)
+			sum.fileEvictions += res.FileEvictions
+			sum.fileReopens += res.FileReopens
 			if res.Failed() {
 				sum.failed++
 			}
