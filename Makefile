@@ -1,8 +1,9 @@
 # replicad — build, generate, lint, test.
 #
 # Tools (buf, protoc-gen-go, protoc-gen-go-grpc, grpcurl) are pinned in tools/go.mod and
-# built once through the Go toolchain into the git-ignored bin/. Jaeger is pinned in its
-# own module, tools/jaeger/go.mod, so its large dependency tree stays out of both.
+# built once through the Go toolchain into the git-ignored bin/. Jaeger, Prometheus and NATS
+# (for bench-peers) are pinned in modules of their own, tools/{jaeger,prometheus,nats}/go.mod,
+# so their large dependency trees stay out of both.
 
 SHELL := /bin/bash
 BIN   := $(CURDIR)/bin

@@ -12,19 +12,21 @@
 # the ratio replicad / JetStream. Records are RECORD_SIZE bytes (1 KiB).
 #
 # The rows, and why each compares like with like:
-#   a  throughput, no fsync per write. JetStream with its default sync
-#      (written to the OS at once, fsynced every 2 minutes) vs replicad
-#      --log-flush os (written to the OS at once, fsync left to the OS): both
-#      survive a process crash, neither a power cut. 16 producers (CONCURRENCY);
-#      each JetStream client keeps 100 (BATCH) asynchronous publishes in flight
-#      and waits for all their acks (`nats bench js pub async --batch`), each
-#      replicad producer sends 100 records in one Produce with acks=all and
-#      waits for it (`ctlclient perf produce --batch`): 100 records in flight
-#      per producer both ways.
+#   a  throughput, no fsync per write. JetStream with its default sync (fsync
+#      every 2 minutes) vs replicad --log-flush os (fsync left to the OS): on
+#      both an acknowledged write is in memory or the page cache of the nodes
+#      that hold it, which survives a crashed process but not a power cut of
+#      them all. 16 producers (CONCURRENCY); each JetStream client keeps 100
+#      (BATCH) asynchronous publishes in flight and waits for all their acks
+#      (`nats bench js pub async --batch`), each replicad producer sends 100
+#      records in one Produce with acks=all and waits for it (`ctlclient perf
+#      produce --batch`): 100 records in flight per producer both ways.
 #   b  throughput, fsync per write on every replica. JetStream
-#      `sync_interval: always` (every node fsyncs each write before it counts)
-#      vs replicad --log-flush every-batch (leader and each follower fsync each
-#      appended batch before it is acknowledged or reported); as a.
+#      `sync_interval: always` (each node fsyncs its Raft log's entry before it
+#      counts toward the commit; nats-server then relaxes the stream's own
+#      files to a sync per flush, the Raft log being the durable copy) vs
+#      replicad --log-flush every-batch (the leader and each follower fsync
+#      each appended batch before it is acknowledged or reported); as a.
 #   c  replicad as a, with mutual TLS 1.3 on every connection (certificates
 #      from `ctlclient certs init`, --tls-client-auth require, authorization
 #      on), against row a's replicad: the price of TLS.
