@@ -51,7 +51,8 @@
 # Environment: RECORDS (200000, rows a-c), SYNC_RECORDS (5000, row d),
 # RECORD_SIZE (1024), BATCH (100), CONCURRENCY (16), ROUNDS (3), ROWS
 # ("a b c d-os d-fsync"), PORT_BASE (27401: replicad on PORT_BASE..+2, NATS
-# clients on +10..+12, NATS cluster routes on +20..+22), RUN_TIMEOUT (300 s, one
+# clients on +10..+12, NATS cluster routes on +20..+22, NATS monitoring on
+# +30..+32), RUN_TIMEOUT (300 s, one
 # load run), KEEP (set: keep every run's output and logs in KEEP, a directory).
 set -euo pipefail
 
@@ -130,6 +131,7 @@ wait_for() {
 raddr() { echo "127.0.0.1:$((PORT_BASE + $1 - 1))"; }
 naddr() { echo "127.0.0.1:$((PORT_BASE + 9 + $1))"; }
 nroute() { echo "127.0.0.1:$((PORT_BASE + 19 + $1))"; }
+nmon() { echo "127.0.0.1:$((PORT_BASE + 29 + $1))"; }
 
 certs=$work/certs
 "$BIN/ctlclient" certs init --dir "$certs" --brokers 3 >/dev/null 2>&1 || die "ctlclient certs init failed"
@@ -169,6 +171,7 @@ start_jetstream() {
 		cat >"$dir/n$id.conf" <<-EOF
 			server_name: n$id
 			listen: $(naddr "$id")
+			http: $(nmon "$id")
 			jetstream {
 			  store_dir: "$dir/n$id"
 			  $sync_line
@@ -183,6 +186,15 @@ start_jetstream() {
 		pids+=($!)
 	done
 	for id in 1 2 3; do wait_for "$dir/n$id.log" "Server is ready"; done
+	# What each node runs with, from its monitoring endpoint: a sync setting
+	# it did not take would make rows b and d-fsync measure the wrong thing.
+	for id in 1 2 3; do
+		python3 -c '
+import json, sys, urllib.request
+v = json.load(urllib.request.urlopen("http://%s/varz" % sys.argv[1], timeout=10))
+sys.exit(0 if v["jetstream"]["config"].get("sync_always", False) == (sys.argv[2] == "always") else 1)' \
+			"$(nmon "$id")" "$sync" || die "nats-server n$id does not run with sync $sync (see its /varz)"
+	done
 	local servers="nats://$(naddr 1),nats://$(naddr 2),nats://$(naddr 3)"
 	# The JetStream meta group elects its leader after the routes are up: the
 	# stream can be created only then (30 s at most).
