@@ -1,16 +1,17 @@
 # replicad — build, generate, lint, test.
 #
 # Tools (buf, protoc-gen-go, protoc-gen-go-grpc, grpcurl) are pinned in tools/go.mod and
-# built once through the Go toolchain into the git-ignored bin/. Jaeger is pinned in its
-# own module, tools/jaeger/go.mod, so its large dependency tree stays out of both.
+# built once through the Go toolchain into the git-ignored bin/. Jaeger, Prometheus and NATS
+# (for bench-peers) are pinned in modules of their own, tools/{jaeger,prometheus,nats}/go.mod,
+# so their large dependency trees stay out of both.
 
 SHELL := /bin/bash
 BIN   := $(CURDIR)/bin
 GEN_TOOLS := $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc
 GO_TEST_FLAGS ?=
 
-.PHONY: all build tools gen check-gen lint test crash-test sim chaos fuzz bench perf-tracing demo jaeger jaeger-build \
-	prometheus check-monitoring image image-context image-test deploy-test clean
+.PHONY: all build tools gen check-gen lint test crash-test sim chaos fuzz bench perf-tracing bench-peers demo jaeger \
+	jaeger-build prometheus nats check-monitoring image image-context image-test deploy-test clean
 
 all: build
 
@@ -70,6 +71,15 @@ $(BIN)/prometheus $(BIN)/promtool &: tools/prometheus/go.mod tools/prometheus/go
 	@touch $(BIN)/prometheus $(BIN)/promtool
 
 prometheus: $(BIN)/prometheus $(BIN)/promtool
+
+# NATS JetStream (nats-server v2.15.2) and the nats CLI (v0.5.0, for `nats bench`), pinned in
+# tools/nats/go.mod and built from source like Jaeger and Prometheus, only when the pin changes
+# (a minute or two from a cold Go cache). Only `make bench-peers` uses them.
+$(BIN)/nats-server $(BIN)/nats &: tools/nats/go.mod tools/nats/go.sum
+	cd tools/nats && go build -o $(BIN)/ github.com/nats-io/nats-server/v2 github.com/nats-io/natscli/nats
+	@touch $(BIN)/nats-server $(BIN)/nats
+
+nats: $(BIN)/nats-server $(BIN)/nats
 
 # The monitoring files checked by the real promtool: the rules' syntax and their unit tests
 # (deploy/monitoring/rules_test.yml); `make test` does the same and more (internal/it).
@@ -149,6 +159,16 @@ bench:
 # Jaeger, and with --trace-data-plane, alternating (scripts/perf-tracing.sh; ROUNDS=5 etc.).
 perf-tracing: build $(BIN)/jaeger
 	./scripts/perf-tracing.sh
+
+# replicad side by side with NATS JetStream, fresh 3-node clusters of each on loopback, alternating
+# run by run, ROUNDS times (scripts/bench-peers.sh, whose header says what each row measures and
+# why the two sides do the same work): throughput without and with an fsync per write (16
+# producers, 100 records in flight each), replicad with mutual TLS, and one synchronous producer
+# sending one record at a time at equal durability both ways (msg/s, p50, p99). Prints every run,
+# the medians and the ratios replicad / JetStream. Data goes under TMPDIR: keep it off tmpfs,
+# where fsync is free. RECORDS=200000 SYNC_RECORDS=5000 ROUNDS=3 ROWS="a b c d-os d-fsync".
+bench-peers: build $(BIN)/nats-server $(BIN)/nats
+	./scripts/bench-peers.sh
 
 # The controller and brokers 1-3 on 127.0.0.1:9090-9093 (data and logs in .demo/), a kill -9
 # of the leader under an acks=all producer, the check that every acknowledged record is still

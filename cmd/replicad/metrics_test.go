@@ -31,7 +31,7 @@ func TestMetricsEndpointAnswers(t *testing.T) {
 	}
 	defer srv.close()
 	body := httpGet(t, "http://"+srv.addr()+"/metrics")
-	for _, want := range []string{"\nreplicad_partition_count 3\n", "\nreplicad_under_replicated_partitions 1\n", "\nreplicad_isr_shrinks_total 0\n"} {
+	for _, want := range []string{"\nreplicad_partitions 3\n", "\nreplicad_under_replicated_partitions 1\n", "\nreplicad_isr_shrinks_total 0\n"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %q:\n%s", strings.TrimSpace(want), body)
 		}

@@ -115,8 +115,8 @@ func TestMetricsUnderReplicationRisesWhenFollowerDies(t *testing.T) {
 	before := waitMetric(t, urls[1], 10*time.Second, map[string]float64{
 		"replicad_under_replicated_partitions":                        0,
 		"replicad_offline_partitions":                                 0,
-		"replicad_leader_count":                                       1,
-		"replicad_partition_count":                                    1,
+		"replicad_leaders":                                            1,
+		"replicad_partitions":                                         1,
 		`replicad_topic_leader_partitions{topic="metered"}`:           1,
 		`replicad_topic_under_replicated_partitions{topic="metered"}`: 0,
 		`replicad_topic_leader_log_end_offset{topic="metered"}`:       5,
@@ -129,7 +129,7 @@ func TestMetricsUnderReplicationRisesWhenFollowerDies(t *testing.T) {
 	}
 	for _, id := range []int32{2, 3} {
 		waitMetric(t, urls[id], 10*time.Second, map[string]float64{
-			"replicad_leader_count":                               0,
+			"replicad_leaders":                                    0,
 			"replicad_under_replicated_partitions":                0,
 			`replicad_topic_follower_partitions{topic="metered"}`: 1,
 			"replicad_fetcher_max_lag":                            0,

@@ -9,8 +9,8 @@
 // The names exported are exactly SPEC's (the exporter adds no unit or _total
 // suffix, no otel_scope_* labels and no target_info):
 //
-//	replicad_partition_count                  gauge   hosted partitions, offline ones included
-//	replicad_leader_count                     gauge   partitions this broker leads
+//	replicad_partitions                       gauge   hosted partitions, offline ones included
+//	replicad_leaders                          gauge   partitions this broker leads
 //	replicad_under_replicated_partitions      gauge   led partitions whose ISR is smaller than the replicas
 //	replicad_offline_partitions               gauge   hosted partitions in an offline log dir or left without a leader
 //	replicad_isr_shrinks_total                counter committed ISR shrinks this broker proposed as leader

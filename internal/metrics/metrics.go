@@ -159,8 +159,8 @@ func (m *Metrics) Observe(src Sources) error {
 		*dst, err = m.meter.Int64ObservableGauge(name, metric.WithDescription(desc))
 		errs = append(errs, err)
 	}
-	gauge(&g.partitions, "replicad_partition_count", "Partitions hosted by this broker, offline ones included.")
-	gauge(&g.leaders, "replicad_leader_count", "Partitions this broker leads.")
+	gauge(&g.partitions, "replicad_partitions", "Partitions hosted by this broker, offline ones included.")
+	gauge(&g.leaders, "replicad_leaders", "Partitions this broker leads.")
 	gauge(&g.underReplicated, "replicad_under_replicated_partitions", "Partitions this broker leads whose ISR is smaller than their replica set.")
 	gauge(&g.offline, "replicad_offline_partitions", "Hosted partitions that cannot be served: in an offline log dir, or left without a leader.")
 	gauge(&g.fetcherMaxLag, "replicad_fetcher_max_lag", "Largest lag, in messages, of a partition this broker follows.")

@@ -137,8 +137,8 @@ func TestScrapeExportsSpecNames(t *testing.T) {
 
 	s := get(t, serve(t, m))
 	for series, want := range map[string]float64{
-		"replicad_partition_count":                                    7,
-		"replicad_leader_count":                                       4,
+		"replicad_partitions":                                         7,
+		"replicad_leaders":                                            4,
 		"replicad_under_replicated_partitions":                        2,
 		"replicad_offline_partitions":                                 1,
 		"replicad_fetcher_max_lag":                                    42,
@@ -277,7 +277,7 @@ func TestTopicSeriesRemovedWhenRoleEnds(t *testing.T) {
 		partitionState("events", 0, 2, 1, 1, 2, 3),
 	)
 	s := get(t, h.url)
-	if s.value(t, "replicad_leader_count") != 2 || s.value(t, "replicad_partition_count") != 3 ||
+	if s.value(t, "replicad_leaders") != 2 || s.value(t, "replicad_partitions") != 3 ||
 		s.value(t, "replicad_under_replicated_partitions") != 1 {
 		t.Fatalf("broker gauges wrong:\n%s", s.text)
 	}
@@ -300,7 +300,7 @@ func TestTopicSeriesRemovedWhenRoleEnds(t *testing.T) {
 	s = get(t, h.url)
 	checkRole(t, s, leaderSeries, "orders", false)
 	checkRole(t, s, followerSeries, "orders", true)
-	if s.value(t, "replicad_leader_count") != 0 || s.value(t, "replicad_under_replicated_partitions") != 0 {
+	if s.value(t, "replicad_leaders") != 0 || s.value(t, "replicad_under_replicated_partitions") != 0 {
 		t.Fatalf("broker gauges after losing every leadership:\n%s", s.text)
 	}
 	// events' only partition becomes led: its follower series go.
@@ -319,7 +319,7 @@ func TestTopicSeriesRemovedWhenRoleEnds(t *testing.T) {
 	if strings.Contains(s.text, `topic="orders"`) {
 		t.Fatalf("orders still exported after StopReplica:\n%s", s.text)
 	}
-	if s.value(t, "replicad_partition_count") != 1 || s.value(t, "replicad_leader_count") != 1 {
+	if s.value(t, "replicad_partitions") != 1 || s.value(t, "replicad_leaders") != 1 {
 		t.Fatalf("broker gauges after StopReplica:\n%s", s.text)
 	}
 }
@@ -449,7 +449,7 @@ func TestConcurrentScrapes(t *testing.T) {
 				}
 				body, err := io.ReadAll(resp.Body)
 				resp.Body.Close()
-				if err != nil || resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "\nreplicad_partition_count 1\n") {
+				if err != nil || resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "\nreplicad_partitions 1\n") {
 					t.Errorf("scrape %d/%d: %v %s:\n%s", w, i, err, resp.Status, body)
 					return
 				}
