@@ -52,18 +52,21 @@ func (n *notifier) unwatch(w chan<- struct{}) {
 	delete(n.watchers, w)
 }
 
-// notify wakes every current waiter and watcher.
+// notify wakes every current waiter and watcher. Watchers (parked follower
+// fetches) are woken first and waiters (delayed produces, consumes) last:
+// Go's scheduler runs the goroutine readied last next on this P, and an
+// acks=-1 producer waiting on the HW is the one a client is waiting for.
 func (n *notifier) notify() {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.ch != nil {
-		close(n.ch)
-		n.ch = nil
-	}
 	for w := range n.watchers {
 		select {
 		case w <- struct{}{}:
 		default:
 		}
+	}
+	if n.ch != nil {
+		close(n.ch)
+		n.ch = nil
 	}
 }
