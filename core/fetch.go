@@ -22,8 +22,9 @@ const DefaultFetchMaxBytes = 10 << 20
 // When the response holds fewer than MinBytes it waits up to MaxWait (Kafka's
 // DelayedFetch), woken by an append or a log start rise on any requested
 // partition, so a caught-up follower gets new data, and learns of deleted
-// records, at once; an HW change alone answers HighWatermarkLinger later,
-// unless records come first and carry it. The follower's own
+// records, at once; of an HW moved by a follower's report it hears
+// HighWatermarkLinger later, unless records come first and carry it. The
+// follower's own
 // progress is recorded before the wait: an acks=-1 produce waiting on that
 // follower completes without waiting for the fetch to answer.
 //
@@ -59,15 +60,12 @@ func (rm *ReplicaManager) FetchMessages(ctx context.Context, req FetchRequest) F
 	expired := make(chan struct{})
 	t := rm.cfg.Clock.AfterFunc(req.MaxWait, func() { close(expired) })
 	defer t.Stop()
-	var lingered chan struct{} // closed HighWatermarkLinger after the HW moved
 	for {
-		timedOut, hwDue := false, false
+		timedOut := false
 		select {
 		case <-wake:
 		case <-expired:
 			timedOut = true
-		case <-lingered:
-			hwDue = true
 		case <-ctx.Done():
 			return first
 		case <-rm.stopCh:
@@ -76,31 +74,26 @@ func (rm *ReplicaManager) FetchMessages(ctx context.Context, req FetchRequest) F
 		// The follower's state was recorded by the first read: reading again
 		// only refreshes what it gets (Kafka's DelayedFetch.onComplete).
 		resp, n, cut, throttled := rm.readFromLocalLogs(req, maxBytes, false /* updateFetchState */)
-		if timedOut || hwDue || n >= req.MinBytes || cut || needsAnswerNow(resp) || logStartMoved(first, resp) {
+		if timedOut || n >= req.MinBytes || cut || needsAnswerNow(resp) || highWatermarkMoved(first, resp) || logStartMoved(first, resp) {
 			// first is not sent: the throttle gets its bytes back.
 			rm.throttle.giveBack(firstThrottled)
 			return resp
 		}
 		rm.throttle.giveBack(throttled)
-		if lingered == nil && highWatermarkMoved(first, resp) {
-			lingered = make(chan struct{})
-			lt := rm.cfg.Clock.AfterFunc(HighWatermarkLinger, func() { close(lingered) })
-			defer lt.Stop()
-		}
 	}
 }
 
-// HighWatermarkLinger is how long a parked follower fetch waits, once the HW
-// has moved, for records to carry the new HW before it answers with the HW
-// alone. Answered at once, every acks=-1 record cost a round trip more per
-// follower: the follower that reported first was answered the HW the second
-// one's report moved, and fetched again, on the leader's CPU while it
-// answered the producer (a single producer of one record per request made
-// 18% more requests a second with no HW-only answers, on 2 cores). Under
-// load the next records come sooner and bring the HW; idle, the follower's
-// HW (min of the leader's and its LEO) trails the leader's by this long,
-// not by a whole max_wait. Log start moves still answer at once: they are
-// rare, and a DeleteRecords waits for the followers to follow them.
+// HighWatermarkLinger is how long after a follower's report moved the HW the
+// parked follower fetches hear of it, unless records come first and carry
+// it. The delayed acks=-1 produces complete at once. Woken at once, every
+// acks=-1 record cost a round trip more per follower (the follower that
+// reported first was answered the HW the second one's report moved, and
+// fetched again), and two goroutines that re-read the log ran on the
+// leader's CPU just as the producer's answer was due. Under load the next
+// records come sooner and bring the HW; idle, a follower's HW (min of the
+// leader's and its LEO) trails the leader's by this long, not by a whole
+// max_wait. Log start moves still wake them at once: they are rare, and a
+// DeleteRecords waits for the followers to follow them.
 const HighWatermarkLinger = time.Millisecond
 
 // failFetch answers every partition with code.
@@ -385,10 +378,15 @@ func (p *Partition) updateFollowerFetchState(replicaID, readEpoch int32, fetchOf
 	hw := p.log.HighWatermark()
 	p.mu.Unlock()
 	p.submitIsrChange(pending)
-	if hwMoved || followerLogStart != prevStart {
+	switch {
+	case followerLogStart != prevStart:
 		// Delayed acks=-1 produces and reads waiting on the HW complete
 		// now, and DeleteRecords waiting on the ISR's log starts.
 		p.changed.notify()
+	case hwMoved:
+		// The delayed produces now, the parked follower fetches later
+		// (see HighWatermarkLinger).
+		p.changed.notifyWaitersNow(p.env.clock, HighWatermarkLinger)
 	}
 	return hw, true
 }

@@ -517,6 +517,10 @@ func TestParkedFetchAnswersHighWatermarkAfterLinger(t *testing.T) {
 	armed := make(chan struct{}, 1)
 	h := newHarness(t, 1, func(c *Config) { c.Clock = &armClock{Clock: c.Clock, d: HighWatermarkLinger, armed: armed} })
 	h.leaderAndIsr(1, state("orders", 0, 1, 1, []int32{1, 2, 3}, []int32{1, 2, 3}))
+	// Both followers' log starts are known: a report that changes one
+	// wakes the parked fetches at once, as it should.
+	h.fetch(2, fetchAt(0, 1))
+	h.fetch(3, fetchAt(0, 1))
 	h.produce(tp0, AcksLeader, "a")
 	if r := h.fetch(2, fetchAt(1, 1)); r.Error != ErrNone || r.HighWatermark != 0 {
 		t.Fatalf("follower 2 at the LEO: %+v", r)
@@ -554,6 +558,10 @@ func TestParkedFetchRecordsCarryLingeringHighWatermark(t *testing.T) {
 	armed := make(chan struct{}, 1)
 	h := newHarness(t, 1, func(c *Config) { c.Clock = &armClock{Clock: c.Clock, d: HighWatermarkLinger, armed: armed} })
 	h.leaderAndIsr(1, state("orders", 0, 1, 1, []int32{1, 2, 3}, []int32{1, 2, 3}))
+	// Both followers' log starts are known: a report that changes one
+	// wakes the parked fetches at once, as it should.
+	h.fetch(2, fetchAt(0, 1))
+	h.fetch(3, fetchAt(0, 1))
 	h.produce(tp0, AcksLeader, "a")
 	h.fetch(2, fetchAt(1, 1))
 	done := h.parkFetch(2, 1)
