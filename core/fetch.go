@@ -20,9 +20,11 @@ const DefaultFetchMaxBytes = 10 << 20
 // progress, which may expand the ISR and move the HW.
 //
 // When the response holds fewer than MinBytes it waits up to MaxWait (Kafka's
-// DelayedFetch), woken by an append, an HW change or a log start rise on any
-// requested partition, so a caught-up follower gets new data, and learns of
-// deleted records, at once. The follower's own
+// DelayedFetch), woken by an append or a log start rise on any requested
+// partition, so a caught-up follower gets new data, and learns of deleted
+// records, at once; of an HW moved by a follower's report it hears
+// HighWatermarkLinger later, unless records come first and carry it. The
+// follower's own
 // progress is recorded before the wait: an acks=-1 produce waiting on that
 // follower completes without waiting for the fetch to answer.
 //
@@ -80,6 +82,19 @@ func (rm *ReplicaManager) FetchMessages(ctx context.Context, req FetchRequest) F
 		rm.throttle.giveBack(throttled)
 	}
 }
+
+// HighWatermarkLinger is how long after a follower's report moved the HW the
+// parked follower fetches hear of it, unless records come first and carry
+// it. The delayed acks=-1 produces complete at once. Woken at once, every
+// acks=-1 record cost a round trip more per follower (the follower that
+// reported first was answered the HW the second one's report moved, and
+// fetched again), and two goroutines that re-read the log ran on the
+// leader's CPU just as the producer's answer was due. Under load the next
+// records come sooner and bring the HW; idle, a follower's HW (min of the
+// leader's and its LEO) trails the leader's by this long, not by a whole
+// max_wait. Log start moves still wake them at once: they are rare, and a
+// DeleteRecords waits for the followers to follow them.
+const HighWatermarkLinger = time.Millisecond
 
 // failFetch answers every partition with code.
 func failFetch(req FetchRequest, code ErrorCode) FetchResponse {
@@ -363,10 +378,15 @@ func (p *Partition) updateFollowerFetchState(replicaID, readEpoch int32, fetchOf
 	hw := p.log.HighWatermark()
 	p.mu.Unlock()
 	p.submitIsrChange(pending)
-	if hwMoved || followerLogStart != prevStart {
+	switch {
+	case followerLogStart != prevStart:
 		// Delayed acks=-1 produces and reads waiting on the HW complete
 		// now, and DeleteRecords waiting on the ISR's log starts.
 		p.changed.notify()
+	case hwMoved:
+		// The delayed produces now, the parked follower fetches later
+		// (see HighWatermarkLinger).
+		p.changed.notifyWaitersNow(p.env.clock, HighWatermarkLinger)
 	}
 	return hw, true
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/replicad/replicad/core/clock"
 	"github.com/replicad/replicad/core/record"
 	"github.com/replicad/replicad/core/tp"
 )
@@ -469,5 +470,145 @@ func TestOffsetsForLeaderEpoch(t *testing.T) {
 		if r := ask(w.current, w.requested); r.Error != w.code || r.LeaderEpoch != w.epoch || r.EndOffset != w.end {
 			t.Errorf("current %d requested %d: got %+v", w.current, w.requested, r)
 		}
+	}
+}
+
+// armClock is a clock that says on armed when a timer of duration d is set.
+type armClock struct {
+	clock.Clock
+	d     time.Duration
+	armed chan struct{}
+}
+
+func (c *armClock) AfterFunc(d time.Duration, f func()) clock.Timer {
+	if d == c.d {
+		select {
+		case c.armed <- struct{}{}:
+		default:
+		}
+	}
+	return c.Clock.AfterFunc(d, f)
+}
+
+// parkFetch starts a long-polling fetch of replica at offset and waits
+// until it has read and been recorded, so it is waiting.
+func (h *harness) parkFetch(replica int32, offset int64) <-chan FetchResponse {
+	h.t.Helper()
+	h.clock.Advance(time.Millisecond) // tells this fetch's record from the last one's
+	done := make(chan FetchResponse, 1)
+	go func() {
+		done <- h.rm.FetchMessages(context.Background(), FetchRequest{ReplicaID: replica, BrokerEpoch: -1, MinBytes: 1, MaxWait: time.Hour,
+			Partitions: []FetchPartition{fetchAt(offset, 1)}})
+	}()
+	p := h.rm.getPartition(tp0).partition
+	waitFor(h.t, func() bool {
+		p.mu.RLock()
+		defer p.mu.RUnlock()
+		return p.remoteReplicas[replica].lastFetchTime.Equal(h.clock.Now())
+	})
+	return done
+}
+
+// A parked follower fetch is not answered the moment another follower's
+// report moves the HW: it waits HighWatermarkLinger for records to carry the
+// HW, and only then answers with the HW alone. Answered at once, every
+// acks=-1 record cost a round trip more per follower.
+func TestParkedFetchAnswersHighWatermarkAfterLinger(t *testing.T) {
+	armed := make(chan struct{}, 1)
+	h := newHarness(t, 1, func(c *Config) { c.Clock = &armClock{Clock: c.Clock, d: HighWatermarkLinger, armed: armed} })
+	h.leaderAndIsr(1, state("orders", 0, 1, 1, []int32{1, 2, 3}, []int32{1, 2, 3}))
+	// Both followers' log starts are known: a report that changes one
+	// wakes the parked fetches at once, as it should.
+	h.fetch(2, fetchAt(0, 1))
+	h.fetch(3, fetchAt(0, 1))
+	h.produce(tp0, AcksLeader, "a")
+	if r := h.fetch(2, fetchAt(1, 1)); r.Error != ErrNone || r.HighWatermark != 0 {
+		t.Fatalf("follower 2 at the LEO: %+v", r)
+	}
+	done := h.parkFetch(2, 1)
+	if r := h.fetch(3, fetchAt(1, 1)); r.Error != ErrNone || r.HighWatermark != 1 {
+		t.Fatalf("follower 3's report: %+v, want HW 1", r)
+	}
+	select {
+	case r := <-done:
+		t.Fatalf("the parked fetch answered the HW alone at once: %+v", r.Partitions[0])
+	case <-armed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the HW move did not reach the parked fetch")
+	}
+	select {
+	case r := <-done:
+		t.Fatalf("the parked fetch answered before the linger: %+v", r.Partitions[0])
+	default:
+	}
+	h.clock.Advance(HighWatermarkLinger)
+	select {
+	case r := <-done:
+		if p := r.Partitions[0]; p.Error != ErrNone || p.HighWatermark != 1 || len(p.Records) != 0 {
+			t.Fatalf("answer after the linger: %+v, want HW 1 and no records", p)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the parked fetch did not answer after the linger")
+	}
+}
+
+// Records that come within the linger answer the parked fetch at once, and
+// carry the HW that moved before them.
+func TestParkedFetchRecordsCarryLingeringHighWatermark(t *testing.T) {
+	armed := make(chan struct{}, 1)
+	h := newHarness(t, 1, func(c *Config) { c.Clock = &armClock{Clock: c.Clock, d: HighWatermarkLinger, armed: armed} })
+	h.leaderAndIsr(1, state("orders", 0, 1, 1, []int32{1, 2, 3}, []int32{1, 2, 3}))
+	// Both followers' log starts are known: a report that changes one
+	// wakes the parked fetches at once, as it should.
+	h.fetch(2, fetchAt(0, 1))
+	h.fetch(3, fetchAt(0, 1))
+	h.produce(tp0, AcksLeader, "a")
+	h.fetch(2, fetchAt(1, 1))
+	done := h.parkFetch(2, 1)
+	h.fetch(3, fetchAt(1, 1))
+	select {
+	case r := <-done:
+		t.Fatalf("the parked fetch answered the HW alone at once: %+v", r.Partitions[0])
+	case <-armed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the HW move did not reach the parked fetch")
+	}
+	h.produce(tp0, AcksLeader, "b")
+	select {
+	case r := <-done:
+		if p := r.Partitions[0]; p.Error != ErrNone || p.HighWatermark != 1 || !slices.Equal(batchBases(t, p.Records), []int64{1}) {
+			t.Fatalf("answer with records: %+v, want HW 1 and the batch at 1", p)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the append did not answer the parked fetch (the manual clock never reaches the linger)")
+	}
+}
+
+// A follower's report completes the waiting acks=-1 produce by itself: the
+// fetch that carries it parks (it has nothing to read) and is not answered,
+// no timer fires (the manual clock never moves), and the produce is done.
+func TestAcksAllCompletesOnParkedReport(t *testing.T) {
+	h := newHarness(t, 1)
+	h.leaderAndIsr(1, state("orders", 0, 1, 1, []int32{1, 2}, []int32{1, 2}))
+	produced := make(chan ProduceResult, 1)
+	go func() { produced <- h.produce(tp0, AcksAll, "a") }()
+	p := h.rm.getPartition(tp0).partition
+	waitFor(t, func() bool { return p.Log().DurableEndOffset() == 1 })
+	if r := h.fetch(2, fetchAt(0, 1)); r.Error != ErrNone || !slices.Equal(batchBases(t, r.Records), []int64{0}) {
+		t.Fatalf("the follower's fetch of the record: %+v", r)
+	}
+	report := h.parkFetch(2, 1)
+	select {
+	case res := <-produced:
+		if res.Error != ErrNone || res.BaseOffset != 0 || res.HighWatermark != 1 {
+			t.Fatalf("acks=-1 produce: %+v", res)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the report did not complete the acks=-1 produce")
+	}
+	select {
+	case r := <-report:
+		t.Fatalf("the report's fetch was answered with nothing to read: %+v", r.Partitions[0])
+	default:
 	}
 }

@@ -124,18 +124,14 @@ func dataPlaneTracer(traceDataPlane bool) trace.Tracer {
 // traceDataPlane, never for heartbeats and health checks, see
 // grpcx.TraceFilter), and logging around panic recovery.
 func commonServerOptions(l zerolog.Logger, traceDataPlane bool) []grpc.ServerOption {
-	logOpts := []logging.Option{
-		logging.WithLogOnEvents(logging.FinishCall),
-		logging.WithLevels(serverCodeToLevel),
-		logging.WithFieldsFromContext(traceFields),
-	}
+	logOpts := serverLogOptions()
 	logger := InterceptorLogger(l)
 	recoveryOpt := recovery.WithRecoveryHandlerContext(recoveryHandler(l))
 	return []grpc.ServerOption{
 		grpc.StatsHandler(otelgrpc.NewServerHandler(grpcx.OtelOptions(traceDataPlane)...)),
 		// Logging wraps recovery so a recovered panic is logged as the Internal it became.
 		grpc.ChainUnaryInterceptor(
-			logging.UnaryServerInterceptor(logger, logOpts...),
+			unaryLogging(l, logger, logOpts...),
 			recovery.UnaryServerInterceptor(recoveryOpt),
 			requestSizeUnaryInterceptor,
 		),
@@ -144,6 +140,16 @@ func commonServerOptions(l zerolog.Logger, traceDataPlane bool) []grpc.ServerOpt
 			recovery.StreamServerInterceptor(recoveryOpt),
 			requestSizeStreamInterceptor,
 		),
+	}
+}
+
+// serverLogOptions log each finished call, successful ones at debug (see
+// serverCodeToLevel), with the trace id.
+func serverLogOptions() []logging.Option {
+	return []logging.Option{
+		logging.WithLogOnEvents(logging.FinishCall),
+		logging.WithLevels(serverCodeToLevel),
+		logging.WithFieldsFromContext(traceFields),
 	}
 }
 

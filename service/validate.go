@@ -87,32 +87,61 @@ type partitionEntry interface {
 // be nil), and no partition named twice (two entries for one partition in one
 // request would race).
 func validatePartitionList[E partitionEntry](field string, entries []E, check func(path string, e E) error) error {
-	seen := make(map[tp.TopicPartition]int, len(entries))
-	var null E
+	// Every follower fetch comes through here, with every partition its
+	// fetcher serves: an entry's path (for the error) is formatted only
+	// once the entry is known to be bad, by checking it again with it.
+	// With an empty path the checks' own field names (path+".topic")
+	// need no allocation.
+	var seen map[tp.TopicPartition]int
+	if len(entries) > smallPartitionList {
+		seen = make(map[tp.TopicPartition]int, len(entries))
+	}
 	for i, e := range entries {
-		path := fmt.Sprintf("%s[%d]", field, i)
-		if e == null {
-			return invalid(path, "is null")
-		}
-		if err := validateTopic(path+".topic", e.GetTopic()); err != nil {
-			return err
-		}
-		if err := validatePartition(path+".partition", e.GetPartition()); err != nil {
-			return err
-		}
-		if err := validateDirName(path+".topic", e.GetTopic(), e.GetPartition()); err != nil {
-			return err
-		}
-		if check != nil {
-			if err := check(path, e); err != nil {
-				return err
-			}
+		if validatePartitionEntry("", e, check) != nil {
+			return validatePartitionEntry(fmt.Sprintf("%s[%d]", field, i), e, check)
 		}
 		t := topicPartition(e.GetTopic(), e.GetPartition())
-		if j, dup := seen[t]; dup {
-			return invalid(path, "partition %s already appears at %s[%d]", t, field, j)
+		j, dup := -1, false
+		if seen != nil {
+			j, dup = seen[t]
+			seen[t] = i
+		} else {
+			for k := range i {
+				if entries[k].GetPartition() == t.Partition && entries[k].GetTopic() == t.Topic {
+					j, dup = k, true
+					break
+				}
+			}
 		}
-		seen[t] = i
+		if dup {
+			return invalid(fmt.Sprintf("%s[%d]", field, i), "partition %s already appears at %s[%d]", t, field, j)
+		}
+	}
+	return nil
+}
+
+// smallPartitionList is the longest list validatePartitionList checks for
+// duplicates by comparing entries rather than with a map.
+const smallPartitionList = 16
+
+// validatePartitionEntry checks one entry of a partition list; path names it
+// in the error.
+func validatePartitionEntry[E partitionEntry](path string, e E, check func(path string, e E) error) error {
+	var null E
+	if e == null {
+		return invalid(path, "is null")
+	}
+	if err := validateTopic(path+".topic", e.GetTopic()); err != nil {
+		return err
+	}
+	if err := validatePartition(path+".partition", e.GetPartition()); err != nil {
+		return err
+	}
+	if err := validateDirName(path+".topic", e.GetTopic(), e.GetPartition()); err != nil {
+		return err
+	}
+	if check != nil {
+		return check(path, e)
 	}
 	return nil
 }
