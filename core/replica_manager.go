@@ -177,7 +177,10 @@ type ReplicaManager struct {
 	moveCheckWake chan struct{}
 
 	shuttingDown atomic.Bool
-	stopCh       chan struct{}
+	// leaving is set by BeginShutdown (and Shutdown): the broker is on its
+	// way out, see BeginShutdown.
+	leaving atomic.Bool
+	stopCh  chan struct{}
 	wg           sync.WaitGroup
 	fatalOnce    sync.Once
 	fatal        chan error
@@ -407,10 +410,36 @@ func (rm *ReplicaManager) Describe(topic string, partition *int32) Description {
 	return d
 }
 
+// BeginShutdown tells the replica manager that the broker is leaving (it
+// got SIGTERM), before its controlled shutdown. From then on:
+//
+//   - A long controller request stops between partitions instead of
+//     holding the state-change lock for minutes: a StopReplica deletes no
+//     further log, and a LeaderAndIsr creates none, answering the partitions
+//     left BROKER_NOT_AVAILABLE (the controller resends pending deletions
+//     and the full state at the broker's next registration). What was done
+//     is done whole, partition by partition, so a restart finds a
+//     consistent state. Leadership changes of existing logs still apply:
+//     the controlled shutdown needs them.
+//   - Follower transitions start no fetcher and stop the fetchers of the
+//     partitions they name: the controller has taken the broker out of
+//     their ISRs, and fetching them would only load their new leaders while
+//     they take over.
+//
+// Idempotent; Shutdown implies it.
+func (rm *ReplicaManager) BeginShutdown() {
+	rm.leaving.Store(true)
+}
+
 // Shutdown stops fetchers, fails waiting requests, flushes the logs,
 // checkpoints HWs, and closes the logs. In-flight requests should have been
-// drained by the caller (the gRPC server's graceful stop) first.
+// drained by the caller (the gRPC server's graceful stop) first; a
+// controller request still running (the server stops waiting for handlers
+// after its timeout) ends at its next partition (see BeginShutdown), and
+// Shutdown waits for it, for as long as ctx allows, so that no state change
+// is half done when the logs are flushed, checkpointed and closed.
 func (rm *ReplicaManager) Shutdown(ctx context.Context) error {
+	rm.BeginShutdown()
 	if !rm.shuttingDown.CompareAndSwap(false, true) {
 		return nil
 	}
@@ -419,6 +448,14 @@ func (rm *ReplicaManager) Shutdown(ctx context.Context) error {
 	rm.stopLoops()
 	close(rm.stopCh)
 	rm.wg.Wait()
+	// A barrier, not a hold: the logs are flushed and checkpointed after
+	// the state change in flight (which checkpointMu, taken before
+	// stateChangeMu elsewhere, must not wait behind).
+	if rm.lockStateChange(ctx) {
+		rm.stateChangeMu.Unlock()
+	} else {
+		rm.logger.Warn().Msg("a state change still runs at shutdown; closing the logs anyway")
+	}
 	rm.partitionsMu.RLock()
 	for _, h := range rm.partitions {
 		h.partition.changed.notify()
@@ -559,4 +596,17 @@ func stateChangeLogger(cfg Config) zerolog.Logger {
 		l = l.Level(*cfg.StateChangeLevel)
 	}
 	return l
+}
+
+// lockStateChange takes stateChangeMu unless ctx ends first (it then
+// reports false). A holder ends soon once BeginShutdown was called.
+func (rm *ReplicaManager) lockStateChange(ctx context.Context) bool {
+	for !rm.stateChangeMu.TryLock() {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(time.Millisecond):
+		}
+	}
+	return true
 }

@@ -91,8 +91,21 @@ func (rm *ReplicaManager) StopReplicas(ctx context.Context, req StopReplicaReque
 	// Fetchers read the partition's state, so they stop before it goes.
 	rm.cfg.Fetchers.RemoveFetcherForPartitions(parts)
 	rm.cfg.AlterLogDirsFetchers.RemoveFetcherForPartitions(parts)
+	skipped := 0
 	for _, sp := range toStop {
+		if sp.Delete && rm.leaving.Load() {
+			// The broker is stopping (BeginShutdown): deleting thousands
+			// of logs must not hold its exit. Each log is deleted whole or
+			// not at all; the controller resends the rest at the next
+			// registration.
+			stopped[sp.TopicPartition] = ErrBrokerNotAvailable
+			skipped++
+			continue
+		}
 		stopped[sp.TopicPartition] = rm.stopPartition(slog, sp)
+	}
+	if skipped > 0 {
+		slog.Warn().Int("partitions", skipped).Msg("Skipped deleting replicas: the broker is shutting down; the controller resends them at its next registration")
 	}
 	rm.cfg.Fetchers.ShutdownIdleFetchers()
 	rm.cfg.AlterLogDirsFetchers.ShutdownIdleFetchers()

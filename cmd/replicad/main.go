@@ -291,6 +291,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 			stopSignals()
 			logger.Info().Msg("signal received, shutting down")
 			notifySystemd(logger, sdnotify.Stopping)
+			// First: a controller request in flight (a StopReplica
+			// deleting 10,000 logs) stops at its next partition, so that
+			// the controlled shutdown's LeaderAndIsr is not queued behind
+			// it for minutes; followers stop fetching for the leaving
+			// broker (see core's BeginShutdown).
+			rm.BeginShutdown()
 			// While the broker still serves: the controller moves its
 			// leaderships away, and the new leaders' followers catch up
 			// from it.
