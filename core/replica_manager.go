@@ -179,11 +179,11 @@ type ReplicaManager struct {
 	shuttingDown atomic.Bool
 	// leaving is set by BeginShutdown (and Shutdown): the broker is on its
 	// way out, see BeginShutdown.
-	leaving atomic.Bool
-	stopCh  chan struct{}
-	wg           sync.WaitGroup
-	fatalOnce    sync.Once
-	fatal        chan error
+	leaving   atomic.Bool
+	stopCh    chan struct{}
+	wg        sync.WaitGroup
+	fatalOnce sync.Once
+	fatal     chan error
 }
 
 // NewReplicaManager opens the log dirs, reads each dir's HW checkpoint once
