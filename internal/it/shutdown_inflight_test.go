@@ -118,3 +118,90 @@ func TestSIGTERMDuringLargeStopReplicaExitsPromptly(t *testing.T) {
 		}
 	}
 }
+
+// The same for a LeaderAndIsr creating thousands of logs: SIGTERM ends it
+// at its next partition (the rest answered BROKER_NOT_AVAILABLE, neither
+// hosted nor created), the broker exits 0 promptly, and a restart hosts
+// every log that was created.
+func TestSIGTERMDuringLargeLeaderAndIsrExitsPromptly(t *testing.T) {
+	const n = 10000
+	const exitWithin = 5 * time.Second
+	dir := t.TempDir()
+	b, c := startBroker(t, 1, dir)
+	states := make([]*replicadv1.PartitionState, n)
+	for i := range states {
+		states[i] = leaderState("many", int32(i), 1, 1)
+	}
+	type answer struct {
+		resp *replicadv1.LeaderAndIsrResponse
+		err  error
+	}
+	answered := make(chan answer, 1)
+	go func() {
+		rctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		resp, err := c.rm.LeaderAndIsr(rctx, &replicadv1.LeaderAndIsrRequest{ControllerId: 0, ControllerEpoch: 1, PartitionStates: states})
+		answered <- answer{resp, err}
+	}()
+	testutil.Eventually(t, 30*time.Second, func() error {
+		select {
+		case a := <-answered:
+			t.Fatalf("LeaderAndIsr answered before SIGTERM: %v", a.err)
+		default:
+		}
+		if !strings.Contains(b.Stderr(), "Handling LeaderAndIsr request") {
+			return fmt.Errorf("the LeaderAndIsr has not started")
+		}
+		return nil
+	})
+	signalled := time.Now()
+	b.Signal(syscall.SIGTERM)
+	code, exited := b.Wait(exitWithin)
+	if !exited {
+		t.Fatalf("broker still running %v after SIGTERM during a LeaderAndIsr of %d new partitions", exitWithin, n)
+	}
+	took := time.Since(signalled)
+	if code != 0 {
+		t.Fatalf("broker exited %d after SIGTERM; stderr:\n%s", code, b.Stderr())
+	}
+	a := <-answered
+	if a.err != nil {
+		t.Fatalf("LeaderAndIsr: %v", a.err)
+	}
+	created, left := map[int32]bool{}, 0
+	for _, pe := range a.resp.GetPartitionErrors() {
+		switch pe.GetErrorCode() {
+		case replicadv1.ErrorCode_ERROR_CODE_NONE:
+			created[pe.GetPartition()] = true
+		case replicadv1.ErrorCode_ERROR_CODE_BROKER_NOT_AVAILABLE:
+			left++
+		default:
+			t.Fatalf("partition %d: %v", pe.GetPartition(), pe.GetErrorCode())
+		}
+	}
+	if left == 0 {
+		t.Fatalf("the LeaderAndIsr of %d new partitions ran to the end after SIGTERM (exit %v after it): the request was not cut short", n, took)
+	}
+	t.Logf("SIGTERM to exit %v; %d logs created, %d left for the controller to resend", took.Round(time.Millisecond), len(created), left)
+	for i := range int32(n) {
+		_, err := os.Stat(filepath.Join(dir, fmt.Sprintf("many-%d", i)))
+		if created[i] != (err == nil) {
+			t.Fatalf("partition %d: created %v, but its dir: %v", i, created[i], err)
+		}
+	}
+	b2, c2 := startBroker(t, 1, dir)
+	defer b2.Kill()
+	d := c2.describe()
+	if len(d.GetPartitions()) != 0 {
+		t.Fatalf("%d partitions hosted before any LeaderAndIsr", len(d.GetPartitions()))
+	}
+	var again []*replicadv1.PartitionState
+	for i := range int32(n) {
+		if created[i] {
+			st := leaderState("many", i, 1, 2)
+			st.IsNew = false
+			again = append(again, st)
+		}
+	}
+	c2.becomeLeader(2, again...)
+}
