@@ -116,36 +116,29 @@ func TestLogWriterBoundsItsQueue(t *testing.T) {
 	w := newLogWriter(out, false, true)
 	line := []byte(strings.Repeat("x", 1023) + "\n")
 	n := 2*maxLogQueue/len(line) + 10
-	wrote := make(chan int)
+	wrote := make(chan struct{})
 	go func() {
-		for i := range n {
+		defer close(wrote)
+		for range n {
 			if _, err := w.Raw().Write(line); err != nil {
 				t.Error(err)
 			}
-			select {
-			case wrote <- i:
-			default:
-			}
 		}
-		close(wrote)
 	}()
-	// The first batch is held in the blocked write(2), the next one fills
-	// the queue: the writer then stops well before n.
-	deadline := time.After(5 * time.Second)
-	stalled := false
-	for !stalled {
+	// The first batch is held in the blocked write(2), the next ones fill
+	// the queue up to its bound, where the writer waits.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
 		w.mu.Lock()
 		full := w.queued+len(line) > maxLogQueue
 		w.mu.Unlock()
 		if full {
-			stalled = true
 			break
 		}
-		select {
-		case <-deadline:
+		if time.Now().After(deadline) {
 			t.Fatal("the queue never filled")
-		case <-time.After(time.Millisecond):
 		}
+		time.Sleep(time.Millisecond)
 	}
 	w.mu.Lock()
 	queued := w.queued
@@ -154,8 +147,7 @@ func TestLogWriterBoundsItsQueue(t *testing.T) {
 		t.Fatalf("%d bytes queued, above the bound %d", queued, maxLogQueue)
 	}
 	close(out.release)
-	for range wrote {
-	}
+	<-wrote
 	w.Close()
 	if got := strings.Count(out.String(), "\n"); got != n {
 		t.Fatalf("%d lines written, want %d", got, n)
