@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -152,4 +153,43 @@ func TestLogWriterBoundsItsQueue(t *testing.T) {
 	if got := strings.Count(out.String(), "\n"); got != n {
 		t.Fatalf("%d lines written, want %d", got, n)
 	}
+}
+
+// BenchmarkLogLine is the cost of one console log line as the caller sees
+// it, written in place (zerolog's ConsoleWriter to the descriptor, as
+// before logWriter) and queued (logWriter; its goroutine formats and
+// writes), from 8 goroutines as makeLeaders logs. The line is a
+// LeaderAndIsr's "starting at new leader epoch". out is /dev/null: the
+// pipe's own cost comes on top in place, once per batch when queued.
+func BenchmarkLogLine(b *testing.B) {
+	devnull, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer devnull.Close()
+	cfg := config{logFormat: "console", logLevel: zerolog.InfoLevel, brokerID: 2}
+	line := func(l zerolog.Logger) {
+		l.Info().Str("topic", "failover-1").Int32("partition", 1234).Int32("leader_epoch", 3).Int32("previous_leader_epoch", 2).
+			Int64("epoch_start_offset", 0).Int64("high_watermark", 0).Msg("starting at new leader epoch")
+	}
+	b.Run("in-place", func(b *testing.B) {
+		l := newLogger(cfg, devnull)
+		b.SetParallelism(4) // 8 goroutines on 2 cores
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				line(l)
+			}
+		})
+	})
+	b.Run("queued", func(b *testing.B) {
+		w := newLogWriter(devnull, true, true)
+		l := eventLogger(cfg, w.Events())
+		b.SetParallelism(4)
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				line(l)
+			}
+		})
+		w.Close() // the writer's share: formatting and writing what is queued
+	})
 }
