@@ -416,6 +416,15 @@ type partitionTransition struct {
 // and it would have created a log (see BeginShutdown).
 var errLeaving = errors.New("the broker is shutting down: no log is created")
 
+// transitionErrorCode is the code a transition that ended with err
+// answers.
+func transitionErrorCode(err error) ErrorCode {
+	if errors.Is(err, errLeaving) {
+		return ErrBrokerNotAvailable
+	}
+	return storageErrorCode(err)
+}
+
 // skipForShutdown reports whether tr's transition is skipped because the
 // broker is leaving and the transition would create a log: creating
 // thousands of them must not hold the broker's exit. Leadership changes of
@@ -515,7 +524,7 @@ func (rm *ReplicaManager) makeLeaders(ctx context.Context, slog zerolog.Logger, 
 		t := tr.state.TopicPartition
 		switch {
 		case errors.Is(errs[i], errLeaving):
-			responses[t] = ErrBrokerNotAvailable
+			responses[t] = transitionErrorCode(errs[i])
 		case errs[i] != nil:
 			stateChangeFailed(slog, tr.state, "become-leader", errs[i])
 			responses[t] = storageErrorCode(errs[i])
@@ -622,7 +631,7 @@ func (rm *ReplicaManager) makeFollowers(ctx context.Context, slog zerolog.Logger
 	for i, tr := range transitions {
 		switch {
 		case errors.Is(errs[i], errLeaving):
-			responses[tr.state.TopicPartition] = ErrBrokerNotAvailable
+			responses[tr.state.TopicPartition] = transitionErrorCode(errs[i])
 		case errs[i] != nil:
 			stateChangeFailed(slog, tr.state, "become-follower", errs[i])
 			responses[tr.state.TopicPartition] = storageErrorCode(errs[i])
@@ -771,7 +780,7 @@ func endTransitionSpan(span trace.Span, p *Partition, err error, extra ...attrib
 // MaxPartitionSpans): the request's state, the outcome, the HW and LEO.
 func transitionEventAttrs(tr partitionTransition, err error, extra ...attribute.KeyValue) []attribute.KeyValue {
 	attrs := append(transitionAttrs(tr), extra...)
-	attrs = append(attrs, attribute.String("replicad.error_code", storageErrorCode(err).String()))
+	attrs = append(attrs, attribute.String("replicad.error_code", transitionErrorCode(err).String()))
 	if err == nil {
 		attrs = append(attrs, offsetAttrs(tr.partition)...)
 	}
