@@ -155,7 +155,7 @@ func (rm *ReplicaManager) BecomeLeaderOrFollower(ctx context.Context, req Leader
 				rm.forgetIfCreated(t, p, created)
 				continue
 			}
-			tr := partitionTransition{partition: p, state: st, oldLeader: oldLeader, oldLeaderEpoch: current}
+			tr := partitionTransition{partition: p, state: st, oldLeader: oldLeader, oldLeaderEpoch: current, created: created}
 			if st.Leader == rm.cfg.BrokerID {
 				toLeader = append(toLeader, tr)
 			} else {
@@ -193,12 +193,25 @@ func (rm *ReplicaManager) BecomeLeaderOrFollower(ctx context.Context, req Leader
 			rm.logger.Error().Err(err).Msg("sync log dirs after LeaderAndIsr")
 		}
 	}
-	// A partition whose log could not be created is offline.
+	// A partition whose log could not be created is offline; one skipped
+	// for the shutdown is left as it was (un-hosted, if this request hosted
+	// it).
+	skipped := 0
 	for _, tr := range slices.Concat(toLeader, toFollower) {
+		if responses[tr.state.TopicPartition] == ErrBrokerNotAvailable {
+			skipped++
+			rm.forgetIfCreated(tr.state.TopicPartition, tr.partition, tr.created)
+			continue
+		}
 		if tr.partition.Log() == nil {
 			rm.markPartitionOffline(ctx, tr.state.TopicPartition, offlineNoLog, nil)
 			responses[tr.state.TopicPartition] = ErrStorageError
 		}
+	}
+
+	if skipped > 0 {
+		slog.Warn().Int("partitions", skipped).
+			Msg("Skipped the state change of partitions without a log: the broker is shutting down; the controller sends them again at its next registration")
 	}
 
 	// Phase 3. The HW checkpoint loop starts only now, so it never writes a
@@ -399,6 +412,33 @@ type partitionTransition struct {
 	state     PartitionState
 	// oldLeader and oldLeaderEpoch are the partition's before the request.
 	oldLeader, oldLeaderEpoch int32
+	// created: this request made the partition hosted.
+	created bool
+}
+
+// errLeaving is a transition not made because the broker is shutting down
+// and it would have created a log (see BeginShutdown).
+var errLeaving = errors.New("the broker is shutting down: no log is created")
+
+// transitionErrorCode is the code a transition that ended with err
+// answers.
+func transitionErrorCode(err error) ErrorCode {
+	if errors.Is(err, errLeaving) {
+		return ErrBrokerNotAvailable
+	}
+	return storageErrorCode(err)
+}
+
+// skipForShutdown reports whether tr's transition is skipped because the
+// broker is leaving and the transition would create a log: creating
+// thousands of them must not hold the broker's exit. Leadership changes of
+// existing logs go on.
+func (rm *ReplicaManager) skipForShutdown(tr partitionTransition) bool {
+	if !rm.leaving.Load() || tr.partition.Log() != nil {
+		return false
+	}
+	_, ok := rm.logs.GetLog(tr.state.TopicPartition)
+	return !ok
 }
 
 // wholeRequestError answers a request rejected as a whole: code at the top
@@ -466,6 +506,10 @@ func (rm *ReplicaManager) makeLeaders(ctx context.Context, slog zerolog.Logger, 
 	errs := make([]error, len(transitions))
 	forEachParallel(len(transitions), func(i int) {
 		tr := transitions[i]
+		if rm.skipForShutdown(tr) {
+			errs[i] = errLeaving
+			return
+		}
 		var pspan trace.Span
 		if childSpans {
 			_, pspan = rm.tracer.Start(ctx, "Partition.makeLeader", trace.WithAttributes(transitionAttrs(tr)...))
@@ -483,6 +527,8 @@ func (rm *ReplicaManager) makeLeaders(ctx context.Context, slog zerolog.Logger, 
 	for i, tr := range transitions {
 		t := tr.state.TopicPartition
 		switch {
+		case errors.Is(errs[i], errLeaving):
+			responses[t] = transitionErrorCode(errs[i])
 		case errs[i] != nil:
 			stateChangeFailed(slog, tr.state, "become-leader", errs[i])
 			responses[t] = storageErrorCode(errs[i])
@@ -531,6 +577,10 @@ func (rm *ReplicaManager) makeFollowers(ctx context.Context, slog zerolog.Logger
 	outcome := make([]string, len(transitions))
 	forEachParallel(len(transitions), func(i int) {
 		tr := transitions[i]
+		if rm.skipForShutdown(tr) {
+			errs[i] = errLeaving
+			return
+		}
 		var pspan trace.Span
 		pctx := ctx // the transition's span's, when it has one
 		if childSpans {
@@ -584,6 +634,8 @@ func (rm *ReplicaManager) makeFollowers(ctx context.Context, slog zerolog.Logger
 	var changed, readd []partitionTransition
 	for i, tr := range transitions {
 		switch {
+		case errors.Is(errs[i], errLeaving):
+			responses[tr.state.TopicPartition] = transitionErrorCode(errs[i])
 		case errs[i] != nil:
 			stateChangeFailed(slog, tr.state, "become-follower", errs[i])
 			responses[tr.state.TopicPartition] = storageErrorCode(errs[i])
@@ -621,11 +673,22 @@ func (rm *ReplicaManager) makeFollowers(ctx context.Context, slog zerolog.Logger
 			Msg("Truncated logs and checkpointed recovery boundaries as part of become-follower request: deferred to the fetcher")
 	}
 
-	if rm.shuttingDown.Load() {
+	if rm.shuttingDown.Load() || rm.leaving.Load() {
+		// Leaving (BeginShutdown): the controller took this broker out of
+		// these partitions' ISRs, so what it would fetch serves nobody and
+		// loads the leaders taking over its leaderships. Those it kept
+		// following stop too.
+		var kept []tp.TopicPartition
+		for i, tr := range transitions {
+			if errs[i] == nil && !didChange[i] {
+				kept = append(kept, tr.state.TopicPartition)
+			}
+		}
+		rm.cfg.Fetchers.RemoveFetcherForPartitions(kept)
 		for _, tr := range slices.Concat(changed, readd) {
 			stateFields(slog.Trace(), tr.state).Msg("Skipped the adding-fetcher step of the become-follower state change since the broker is shutting down")
 		}
-		span.SetAttributes(attribute.Int("replicad.became_follower", len(parts)))
+		span.SetAttributes(attribute.Int("replicad.became_follower", len(parts)), attribute.Bool("replicad.shutting_down", true))
 		return parts
 	}
 	starting := slices.Concat(changed, readd)
@@ -721,7 +784,7 @@ func endTransitionSpan(span trace.Span, p *Partition, err error, extra ...attrib
 // MaxPartitionSpans): the request's state, the outcome, the HW and LEO.
 func transitionEventAttrs(tr partitionTransition, err error, extra ...attribute.KeyValue) []attribute.KeyValue {
 	attrs := append(transitionAttrs(tr), extra...)
-	attrs = append(attrs, attribute.String("replicad.error_code", storageErrorCode(err).String()))
+	attrs = append(attrs, attribute.String("replicad.error_code", transitionErrorCode(err).String()))
 	if err == nil {
 		attrs = append(attrs, offsetAttrs(tr.partition)...)
 	}

@@ -182,10 +182,13 @@ type ReplicaManager struct {
 	moveCheckWake chan struct{}
 
 	shuttingDown atomic.Bool
-	stopCh       chan struct{}
-	wg           sync.WaitGroup
-	fatalOnce    sync.Once
-	fatal        chan error
+	// leaving is set by BeginShutdown (and Shutdown): the broker is on its
+	// way out, see BeginShutdown.
+	leaving   atomic.Bool
+	stopCh    chan struct{}
+	wg        sync.WaitGroup
+	fatalOnce sync.Once
+	fatal     chan error
 
 	// overBudget counts the partitions refused for MaxPartitions (see
 	// refuseOverBudget). Guarded by stateChangeMu.
@@ -420,10 +423,36 @@ func (rm *ReplicaManager) Describe(topic string, partition *int32) Description {
 	return d
 }
 
+// BeginShutdown tells the replica manager that the broker is leaving (it
+// got SIGTERM), before its controlled shutdown. From then on:
+//
+//   - A long controller request stops between partitions instead of
+//     holding the state-change lock for minutes: a StopReplica deletes no
+//     further log, and a LeaderAndIsr creates none, answering the partitions
+//     left BROKER_NOT_AVAILABLE (the controller resends pending deletions
+//     and the full state at the broker's next registration). What was done
+//     is done whole, partition by partition, so a restart finds a
+//     consistent state. Leadership changes of existing logs still apply:
+//     the controlled shutdown needs them.
+//   - Follower transitions start no fetcher and stop the fetchers of the
+//     partitions they name: the controller has taken the broker out of
+//     their ISRs, and fetching them would only load their new leaders while
+//     they take over.
+//
+// Idempotent; Shutdown implies it.
+func (rm *ReplicaManager) BeginShutdown() {
+	rm.leaving.Store(true)
+}
+
 // Shutdown stops fetchers, fails waiting requests, flushes the logs,
 // checkpoints HWs, and closes the logs. In-flight requests should have been
-// drained by the caller (the gRPC server's graceful stop) first.
+// drained by the caller (the gRPC server's graceful stop) first; a
+// controller request still running (the server stops waiting for handlers
+// after its timeout) ends at its next partition (see BeginShutdown), and
+// Shutdown waits for it, for as long as ctx allows, so that no state change
+// is half done when the logs are flushed, checkpointed and closed.
 func (rm *ReplicaManager) Shutdown(ctx context.Context) error {
+	rm.BeginShutdown()
 	if !rm.shuttingDown.CompareAndSwap(false, true) {
 		return nil
 	}
@@ -432,26 +461,42 @@ func (rm *ReplicaManager) Shutdown(ctx context.Context) error {
 	rm.stopLoops()
 	close(rm.stopCh)
 	rm.wg.Wait()
+	// A barrier, not a hold: the logs are flushed and checkpointed after
+	// the state change in flight (which checkpointMu, taken before
+	// stateChangeMu elsewhere, must not wait behind).
+	if rm.lockStateChange(ctx) {
+		rm.stateChangeMu.Unlock()
+	} else {
+		rm.logger.Warn().Msg("a state change still runs at shutdown; closing the logs anyway")
+	}
 	rm.partitionsMu.RLock()
 	for _, h := range rm.partitions {
 		h.partition.changed.notify()
 	}
 	rm.partitionsMu.RUnlock()
 	var errs []error
+	// Each step timed: with tens of thousands of logs, how long a broker
+	// takes to stop is what these add up to.
+	began, logs := time.Now(), len(rm.logs.Logs())
 	// Flushed first: the HW checkpoint is capped at each log's recovery
 	// point, and written before the flush it would restart the broker
 	// with HWs below what it had (in os and interval flush modes).
 	if err := rm.logs.FlushAll(); err != nil {
 		errs = append(errs, err)
 	}
+	flushed := time.Now()
 	for _, c := range rm.CheckpointHighWatermarks(ctx) {
 		if c.Error != ErrNone {
 			errs = append(errs, fmt.Errorf("checkpoint HWs in %s: %s", c.Dir, c.Error))
 		}
 	}
+	checkpointed := time.Now()
 	if err := rm.logs.Shutdown(); err != nil {
 		errs = append(errs, err)
 	}
+	closed := time.Now()
+	rm.logger.Info().Int("logs", logs).Dur("flush_ms", flushed.Sub(began)).Dur("checkpoint_ms", checkpointed.Sub(flushed)).
+		Dur("close_ms", closed.Sub(checkpointed)).Msg("logs flushed, HWs checkpointed and logs closed")
 	return errors.Join(errs...)
 }
 
@@ -572,4 +617,17 @@ func stateChangeLogger(cfg Config) zerolog.Logger {
 		l = l.Level(*cfg.StateChangeLevel)
 	}
 	return l
+}
+
+// lockStateChange takes stateChangeMu unless ctx ends first (it then
+// reports false). A holder ends soon once BeginShutdown was called.
+func (rm *ReplicaManager) lockStateChange(ctx context.Context) bool {
+	for !rm.stateChangeMu.TryLock() {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(time.Millisecond):
+		}
+	}
+	return true
 }

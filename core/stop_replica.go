@@ -92,7 +92,17 @@ func (rm *ReplicaManager) StopReplicas(ctx context.Context, req StopReplicaReque
 	rm.cfg.Fetchers.RemoveFetcherForPartitions(parts)
 	rm.cfg.AlterLogDirsFetchers.RemoveFetcherForPartitions(parts)
 	var toDelete []tp.TopicPartition
+	skipped := 0
 	for _, sp := range toStop {
+		if sp.Delete && rm.leaving.Load() {
+			// The broker is stopping (BeginShutdown): deleting thousands
+			// of logs must not hold its exit. Each log is deleted whole or
+			// not at all; the controller resends the rest at the next
+			// registration.
+			stopped[sp.TopicPartition] = ErrBrokerNotAvailable
+			skipped++
+			continue
+		}
 		code, deleteLog := rm.unhostPartition(slog, sp)
 		stopped[sp.TopicPartition] = code
 		if deleteLog {
@@ -104,6 +114,9 @@ func (rm *ReplicaManager) StopReplicas(ctx context.Context, req StopReplicaReque
 	for t, err := range rm.logs.DeleteLogs(toDelete) {
 		rm.logger.Error().Err(err).Str("topic", t.Topic).Int32("partition", t.Partition).Msg("delete log")
 		stopped[t] = ErrStorageError
+	}
+	if skipped > 0 {
+		slog.Warn().Int("partitions", skipped).Msg("Skipped deleting replicas: the broker is shutting down; the controller resends them at its next registration")
 	}
 	rm.cfg.Fetchers.ShutdownIdleFetchers()
 	rm.cfg.AlterLogDirsFetchers.ShutdownIdleFetchers()

@@ -66,14 +66,24 @@ func (m *Manager) AddFetcherForPartitions(ctx context.Context, partitions map[tp
 	groups := make(map[fetcherKey]*group)
 	cause, added := trace.SpanContextFromContext(ctx), newTraceAdded(ctx)
 	defer added.Done()
+	// A partition changing leader leaves its old fetcher first: one
+	// removal per fetcher for the whole call, not one per partition and
+	// fetcher (each took the fetcher's lock and made a map; a failover
+	// adds thousands of partitions).
+	leaving := make(map[fetcherKey][]tp.TopicPartition, len(m.fetchers))
 	for t, init := range partitions {
 		key := fetcherKey{LeaderID: init.Leader.ID, FetcherID: FetcherID(t, m.numFetchers)}
-		// A partition changing leader leaves its old fetcher first.
-		for k, f := range m.fetchers {
+		for k := range m.fetchers {
 			if k != key {
-				f.removePartitions([]tp.TopicPartition{t})
+				leaving[k] = append(leaving[k], t)
 			}
 		}
+	}
+	for k, ts := range leaving {
+		m.fetchers[k].removePartitions(ts)
+	}
+	for t, init := range partitions {
+		key := fetcherKey{LeaderID: init.Leader.ID, FetcherID: FetcherID(t, m.numFetchers)}
 		r, ok := m.cfg.Replicas.Replica(t)
 		if !ok {
 			m.cfg.Logger.Error().Str("topic", t.Topic).Int32("partition", t.Partition).

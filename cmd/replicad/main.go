@@ -104,7 +104,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "replicad: %v\nRun 'replicad --help' for usage.\n", err)
 		return 2
 	}
-	logger := newLogger(cfg, stderr)
+	// Every stderr line from here on goes through one queue and one writer
+	// goroutine (see logWriter); closed last, after every other deferred
+	// step has logged.
+	lw := newLogWriter(stderr, cfg.logFormat == "console", !isTerminal(stderr))
+	defer lw.Close()
+	stderr = lw.Raw()
+	logger := eventLogger(cfg, lw.Events())
 	applyMemoryLimit(cfg, logger)
 
 	// First of all: another process on these dirs (a second replicad with
@@ -286,6 +292,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 			stopSignals()
 			logger.Info().Msg("signal received, shutting down")
 			notifySystemd(logger, sdnotify.Stopping)
+			// First: a controller request in flight (a StopReplica
+			// deleting 10,000 logs) stops at its next partition, so that
+			// the controlled shutdown's LeaderAndIsr is not queued behind
+			// it for minutes; followers stop fetching for the leaving
+			// broker (see core's BeginShutdown).
+			rm.BeginShutdown()
 			// While the broker still serves: the controller moves its
 			// leaderships away, and the new leaders' followers catch up
 			// from it.
@@ -345,6 +357,12 @@ func newLogger(cfg config, stderr io.Writer) zerolog.Logger {
 	if cfg.logFormat == "console" {
 		out = zerolog.ConsoleWriter{Out: stderr, TimeFormat: telemetry.LogTimeFormat, NoColor: !isTerminal(stderr)}
 	}
+	return eventLogger(cfg, out)
+}
+
+// eventLogger is the broker's logger writing its events to out, as JSON
+// (which out may format: see logWriter).
+func eventLogger(cfg config, out io.Writer) zerolog.Logger {
 	return zerolog.New(out).Level(cfg.logLevel).Hook(telemetry.LogTimestamps).With().Int32("broker_id", cfg.brokerID).Logger()
 }
 

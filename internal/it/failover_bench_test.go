@@ -779,14 +779,16 @@ func fbWatch(proc *testutil.Broker) *fbLog {
 }
 
 func (w *fbLog) poll() {
-	s := w.proc.Stderr()
+	// Only what is new: copying the whole log every millisecond (megabytes
+	// at debug level) took a share of the two cores the figures need.
+	s := w.proc.StderrFrom(w.off)
 	end := strings.LastIndexByte(s, '\n')
-	if end < w.off {
+	if end < 0 {
 		return
 	}
 	now := time.Now()
-	chunk := s[w.off:end]
-	w.off = end + 1
+	chunk := s[:end]
+	w.off += end + 1
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, l := range strings.Split(chunk, "\n") {

@@ -27,6 +27,18 @@ func (b *Buffer) WriteLine(line string) {
 	b.buf.WriteByte('\n')
 }
 
+// From returns what was written from byte off on ("" when off is at or past
+// the end): a poller reading new lines copies only them, not everything
+// written so far.
+func (b *Buffer) From(off int) string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if off >= b.buf.Len() {
+		return ""
+	}
+	return string(b.buf.Bytes()[max(off, 0):])
+}
+
 // String returns everything written so far.
 func (b *Buffer) String() string {
 	b.mu.Lock()

@@ -192,6 +192,10 @@ func (b *Broker) Pid() int { return b.cmd.Process.Pid }
 // Stderr is everything the process wrote to stderr so far.
 func (b *Broker) Stderr() string { return b.stderr.String() }
 
+// StderrFrom is what the process wrote to stderr from byte off on: a
+// poller copies only what is new.
+func (b *Broker) StderrFrom(off int) string { return b.stderr.From(off) }
+
 // Running reports whether the process has not exited.
 func (b *Broker) Running() bool {
 	select {
