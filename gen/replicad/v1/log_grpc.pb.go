@@ -33,13 +33,19 @@ const (
 // LogService is the client data plane: produce to and consume from a leader,
 // and delete the records below an offset.
 type LogServiceClient interface {
+	// ProduceStream carries the same messages (see it).
+	// buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
 	Produce(ctx context.Context, in *ProduceRequest, opts ...grpc.CallOption) (*ProduceResponse, error)
 	// Produce over one stream: each request is answered in order, as Produce
 	// would answer it (validation, authorization, acks, metrics), one at a
 	// time. A request Produce would fail with a gRPC status (bad input,
 	// refused, over a limit) gets a response with that status in
 	// status_code and error_message, and the stream stays up. It saves a
-	// synchronous producer a new HTTP/2 stream per record.
+	// synchronous producer a new HTTP/2 stream per record. Its messages are
+	// Produce's, so that a request means the same either way.
+	// buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
+	// buf:lint:ignore RPC_REQUEST_STANDARD_NAME
+	// buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
 	ProduceStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ProduceRequest, ProduceResponse], error)
 	Consume(ctx context.Context, in *ConsumeRequest, opts ...grpc.CallOption) (*ConsumeResponse, error)
 	// Raises the log start offset of partitions this broker leads (Kafka's
@@ -123,13 +129,19 @@ func (c *logServiceClient) Metadata(ctx context.Context, in *MetadataRequest, op
 // LogService is the client data plane: produce to and consume from a leader,
 // and delete the records below an offset.
 type LogServiceServer interface {
+	// ProduceStream carries the same messages (see it).
+	// buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
 	Produce(context.Context, *ProduceRequest) (*ProduceResponse, error)
 	// Produce over one stream: each request is answered in order, as Produce
 	// would answer it (validation, authorization, acks, metrics), one at a
 	// time. A request Produce would fail with a gRPC status (bad input,
 	// refused, over a limit) gets a response with that status in
 	// status_code and error_message, and the stream stays up. It saves a
-	// synchronous producer a new HTTP/2 stream per record.
+	// synchronous producer a new HTTP/2 stream per record. Its messages are
+	// Produce's, so that a request means the same either way.
+	// buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
+	// buf:lint:ignore RPC_REQUEST_STANDARD_NAME
+	// buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
 	ProduceStream(grpc.BidiStreamingServer[ProduceRequest, ProduceResponse]) error
 	Consume(context.Context, *ConsumeRequest) (*ConsumeResponse, error)
 	// Raises the log start offset of partitions this broker leads (Kafka's
