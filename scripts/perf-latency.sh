@@ -15,6 +15,11 @@
 # The defaults are the README's "replication latency" row; the batched
 # throughput check is BATCH=100 CONCURRENCY=4 RECORDS=200000.
 #
+# STREAM_A, STREAM_B: --stream=VALUE for A's and B's ctlclient (true: one
+# ProduceStream per broker, false: a unary Produce per request; unset: the
+# ctlclient's default, and no flag for one that predates it). An A/B of the
+# two ways with one build: STREAM_A=false STREAM_B=true perf-latency.sh bin bin
+#
 # Environment: ROUNDS (3), FLUSH ("os every-batch"), RECORDS (5000),
 # RECORD_SIZE (1024), BATCH (1), CONCURRENCY (1), PORT_BASE (29191: brokers on
 # PORT_BASE..+2), KEEP_DIR (a directory to keep each run's perf JSON in).
@@ -65,10 +70,11 @@ wait_for() {
 addr() { echo "127.0.0.1:$((PORT_BASE + $1 - 1))"; }
 live=(--live-broker "1=$(addr 1)" --live-broker "2=$(addr 2)" --live-broker "3=$(addr 3)")
 
-# run BIN FLUSH TAG: fresh brokers of BIN, one perf run; writes
+# run BIN FLUSH TAG [STREAM]: fresh brokers of BIN, one perf run; writes
 # "msg/s p50 p99" to $work/result.
 run() {
-	local bin=$1 flush=$2 tag=$3 dir=$work/$3
+	local bin=$1 flush=$2 tag=$3 dir=$work/$3 stream=()
+	[[ -n ${4:-} ]] && stream=(--stream="$4")
 	mkdir -p "$dir"
 	for id in 1 2 3; do
 		"$bin/replicad" --id "$id" --listen "$(addr "$id")" --log-dirs "$dir/b$id" \
@@ -82,7 +88,7 @@ run() {
 	done
 	"$bin/ctlclient" --broker "$(addr 1)" -o json perf produce --topic perf \
 		--records "$RECORDS" --record-size "$RECORD_SIZE" --batch "$BATCH" --acks all \
-		--concurrency "$CONCURRENCY" >"$dir/perf.json" 2>"$dir/perf.err"
+		--concurrency "$CONCURRENCY" "${stream[@]}" >"$dir/perf.json" 2>"$dir/perf.err"
 	stop_brokers
 	[[ -n ${KEEP_DIR:-} ]] && cp "$dir/perf.json" "$KEEP_DIR/$tag.json"
 	python3 -c '
@@ -97,12 +103,13 @@ print("%.0f %.3f %.3f" % (r["recordsPerSec"], r["latencyP50Ms"], r["latencyP99Ms
 builds=(A)
 [[ -n $B ]] && builds+=(B)
 declare -A bindir=([A]=$A [B]=$B)
+declare -A streamof=([A]=${STREAM_A:-} [B]=${STREAM_B:-})
 declare -A results
-echo "acks=all, 3 brokers, $RECORDS x $RECORD_SIZE B records, batches of $BATCH, $CONCURRENCY producer(s); A=$A${B:+ B=$B}"
+echo "acks=all, 3 brokers, $RECORDS x $RECORD_SIZE B records, batches of $BATCH, $CONCURRENCY producer(s); A=$A${STREAM_A:+ --stream=$STREAM_A}${B:+ B=$B}${STREAM_B:+ --stream=$STREAM_B}"
 for round in $(seq "$ROUNDS"); do
 	for flush in $FLUSH; do
 		for b in "${builds[@]}"; do
-			run "${bindir[$b]}" "$flush" "$b-$flush-$round"
+			run "${bindir[$b]}" "$flush" "$b-$flush-$round" "${streamof[$b]}"
 			r=$(<"$work/result")
 			results[$b-$flush]+="$r;"
 			read -r mps p50 p99 <<<"$r"

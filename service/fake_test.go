@@ -29,6 +29,7 @@ type fakeRM struct {
 	checkpoint   []core.DirCheckpoint
 	description  core.Description
 	produce      core.ProduceResult
+	produceFn    func(context.Context, core.ProduceRequest) core.ProduceResult // when set, answers instead of produce
 	consume      core.ConsumeResult
 	fetch        func(core.FetchRequest) core.FetchResponse
 	offsets      core.OffsetsForLeaderEpochResponse
@@ -93,8 +94,11 @@ func (f *fakeRM) Describe(topic string, partition *int32) core.Description {
 	return f.description
 }
 
-func (f *fakeRM) Produce(_ context.Context, req core.ProduceRequest) core.ProduceResult {
+func (f *fakeRM) Produce(ctx context.Context, req core.ProduceRequest) core.ProduceResult {
 	f.record(req)
+	if f.produceFn != nil {
+		return f.produceFn(ctx, req)
+	}
 	return f.produce
 }
 

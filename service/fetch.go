@@ -39,7 +39,7 @@ const FetchRequestSpanName = "FetchService.fetchRequest"
 // Fetch serves one follower fetcher's stream. A fetcher keeps one request in
 // flight, so requests are answered in order, each (long-polling included)
 // before the next is read. One goroutine receives, so the handler can stop on
-// ctx.Done even while nothing arrives; the handler alone sends. A malformed
+// ctx.Done even while nothing arrives; one send at a time (answerSender). A malformed
 // request ends the stream with InvalidArgument: it is a bug in the follower,
 // and a stream carries a status only at its end.
 func (s *fetchService) Fetch(stream replicadv1.FetchService_FetchServer) error {
@@ -53,6 +53,7 @@ func (s *fetchService) Fetch(stream replicadv1.FetchService_FetchServer) error {
 	reqs := make(chan *replicadv1.FetchRequest)
 	recvErr := make(chan error, 1)
 	go receiveFetches(ctx, stream, reqs, recvErr)
+	sender := &answerSender{stream: stream, done: make(chan error, 1), failed: cancel}
 	// held is the response budget granted to the last answer: gRPC may
 	// still hold it (a send returns once the answer is queued, before flow
 	// control lets it out), so it is given back only when the follower asks
@@ -74,6 +75,9 @@ func (s *fetchService) Fetch(stream replicadv1.FetchService_FetchServer) error {
 		case <-idle.C:
 			return status.Errorf(codes.DeadlineExceeded, "no fetch for %v after the last answer (not read?): closing the stream", s.limits.limits.FetchSendTimeout)
 		case <-ctx.Done():
+			if err := sender.failure(); err != nil {
+				return err
+			}
 			if s.draining != nil && s.draining.Err() != nil {
 				return status.Error(codes.Unavailable, "broker is shutting down")
 			}
@@ -95,7 +99,7 @@ func (s *fetchService) Fetch(stream replicadv1.FetchService_FetchServer) error {
 			if span != nil {
 				reqCtx = trace.ContextWithSpan(ctx, span)
 			}
-			resp, grant, err := s.fetch(reqCtx, stream, req, allowance)
+			resp, grant, err := s.fetch(reqCtx, sender, req, allowance)
 			allowance = min(2*allowance, core.DefaultFetchMaxBytes)
 			held = grant
 			endRequestSpan(span, resp, err)
@@ -107,14 +111,15 @@ func (s *fetchService) Fetch(stream replicadv1.FetchService_FetchServer) error {
 	}
 }
 
-// fetch answers one request and sends the answer, returning the response
-// budget it was granted (the caller gives it back). A long poll takes a
-// waiting slot (ResourceExhausted past Limits.MaxWaiting). A send blocked
-// longer than Limits.FetchSendTimeout (a fetcher that stopped reading, so
-// flow control holds the answer) ends the stream with DeadlineExceeded: the
-// handler's return cancels the stream, which unblocks the send and frees
-// the answer.
-func (s *fetchService) fetch(ctx context.Context, stream replicadv1.FetchService_FetchServer, req *replicadv1.FetchRequest, allowance int64) (*replicadv1.FetchResponse, int64, error) {
+// fetch answers one request and hands the answer to sender, returning the
+// response budget it was granted (the caller gives it back). A long poll
+// takes a waiting slot (ResourceExhausted past Limits.MaxWaiting). A send
+// blocked longer than Limits.FetchSendTimeout (a fetcher that stopped
+// reading, so flow control holds the answer) ends the stream with
+// DeadlineExceeded: the previous answer's here, the last one's by the
+// handler's idle timer; the handler's return cancels the stream, which
+// unblocks the send and frees the answer.
+func (s *fetchService) fetch(ctx context.Context, sender *answerSender, req *replicadv1.FetchRequest, allowance int64) (*replicadv1.FetchResponse, int64, error) {
 	if req.GetMaxWaitMs() > 0 && req.GetMinBytes() > 0 {
 		unpark, err := s.limits.park("max_wait_ms")
 		if err != nil {
@@ -147,16 +152,81 @@ func (s *fetchService) fetch(ctx context.Context, stream replicadv1.FetchService
 	grant = s.limits.response.settle(grant, int64(used))
 	resp := FetchResponseToProto(req.GetCorrelationId(), fresp)
 	returned = true
-	sent := make(chan error, 1)
-	go func() { sent <- stream.Send(resp) }()
-	timeout := s.limits.limits.FetchSendTimeout
+	if err := sender.wait(ctx, s.limits.limits.FetchSendTimeout); err != nil {
+		return resp, grant, err
+	}
+	sender.send(resp)
+	return resp, grant, nil
+}
+
+// answerSender sends a Fetch stream's answers, one at a time, each from a
+// goroutine of its own: a send blocked by flow control (a follower that
+// stopped reading) must not keep the handler from its deadlines. The
+// handler does not wait for the send it started: had it waited, the
+// sender's wake-up of it would have made the handler, not gRPC's writer
+// goroutine, the next to run (Go runs the goroutine readied last first),
+// and the answer would have left only once the handler was parked again:
+// that was on the path of every record to a follower. It waits for a send
+// only before the next one, which by then (the follower asked again after
+// reading the answer) has long finished.
+type answerSender struct {
+	stream replicadv1.FetchService_FetchServer
+	// done holds the finished send's error; pending: a send was started
+	// and its error not taken yet.
+	done    chan error
+	pending bool
+	// failed cancels the handler's context: a failed send wakes it (a
+	// successful one wakes no one).
+	failed context.CancelFunc
+}
+
+func (a *answerSender) send(resp *replicadv1.FetchResponse) {
+	a.pending = true
+	go func() {
+		err := a.stream.Send(resp)
+		a.done <- err
+		if err != nil {
+			a.failed()
+		}
+	}()
+}
+
+// wait waits for the last send to finish, at most timeout; its error, or
+// DeadlineExceeded.
+func (a *answerSender) wait(ctx context.Context, timeout time.Duration) error {
+	if !a.pending {
+		return nil
+	}
+	select {
+	case err := <-a.done:
+		a.pending = false
+		return err
+	default:
+	}
 	t := time.NewTimer(timeout)
 	defer t.Stop()
 	select {
-	case err := <-sent:
-		return resp, grant, err
+	case err := <-a.done:
+		a.pending = false
+		return err
 	case <-t.C:
-		return resp, grant, status.Errorf(codes.DeadlineExceeded, "the answer to fetch %d was not read for %v: closing the stream", req.GetCorrelationId(), timeout)
+		return status.Errorf(codes.DeadlineExceeded, "the last fetch answer was not read for %v: closing the stream", timeout)
+	case <-ctx.Done():
+		return status.FromContextError(ctx.Err()).Err()
+	}
+}
+
+// failure is the last send's error if it has finished and failed.
+func (a *answerSender) failure() error {
+	if !a.pending {
+		return nil
+	}
+	select {
+	case err := <-a.done:
+		a.pending = false
+		return err
+	default:
+		return nil
 	}
 }
 

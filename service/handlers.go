@@ -244,9 +244,21 @@ type logService struct {
 	limits *limiter
 	// describeFilter is Options.DescribeFilter.
 	describeFilter DescribeFilter
+	// draining ends every ProduceStream when the server shuts down (nil:
+	// never): a stream never ends on its own.
+	draining context.Context
+	// tracer, set with --trace-data-plane, makes a span of every request
+	// on a ProduceStream; nil makes none.
+	tracer trace.Tracer
 }
 
 func (s *logService) Produce(ctx context.Context, req *replicadv1.ProduceRequest) (*replicadv1.ProduceResponse, error) {
+	return s.produce(ctx, req)
+}
+
+// produce is Produce's work, shared by ProduceStream: a request answers the
+// same whichever way it came.
+func (s *logService) produce(ctx context.Context, req *replicadv1.ProduceRequest) (*replicadv1.ProduceResponse, error) {
 	batch, err := validateProduce(req, s.rm.MaxBatchBytes(), s.now().UnixMilli())
 	if err != nil {
 		return nil, err

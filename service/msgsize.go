@@ -30,6 +30,7 @@ const (
 // their own (0).
 var requestLimits = map[string]int{
 	replicadv1.LogService_Produce_FullMethodName:                             0,
+	replicadv1.LogService_ProduceStream_FullMethodName:                       0,
 	replicadv1.FetchService_Fetch_FullMethodName:                             bulkRequestBytes,
 	replicadv1.FetchService_OffsetsForLeaderEpoch_FullMethodName:             bulkRequestBytes,
 	replicadv1.ReplicaManagerService_LeaderAndIsr_FullMethodName:             bulkRequestBytes,

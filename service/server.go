@@ -101,7 +101,8 @@ func NewServer(opts Options) *Server {
 	s := &Server{grpc: grpc.NewServer(serverOpts...), health: health.NewServer(), services: servedServices, limits: lim}
 	s.draining, s.stopDraining = context.WithCancel(context.Background())
 	replicadv1.RegisterReplicaManagerServiceServer(s.grpc, NewReplicaManagerService(opts))
-	replicadv1.RegisterLogServiceServer(s.grpc, &logService{rm: opts.ReplicaManager, now: now, limits: lim, describeFilter: opts.DescribeFilter})
+	replicadv1.RegisterLogServiceServer(s.grpc, &logService{rm: opts.ReplicaManager, now: now, limits: lim, describeFilter: opts.DescribeFilter,
+		draining: s.draining, tracer: dataPlaneTracer(opts.TraceDataPlane)})
 	replicadv1.RegisterFetchServiceServer(s.grpc, &fetchService{rm: opts.ReplicaManager, draining: s.draining, tracer: dataPlaneTracer(opts.TraceDataPlane), limits: lim})
 	replicadv1.RegisterControllerServiceServer(s.grpc, &controllerService{})
 	healthpb.RegisterHealthServer(s.grpc, s.health)

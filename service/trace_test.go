@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"io"
 	"net"
 	"slices"
 	"testing"
@@ -52,6 +53,21 @@ func serverSpans(t *testing.T, traceDataPlane bool) ([]string, []sdktrace.ReadOn
 	if _, err := logc.Consume(ctx, &replicadv1.ConsumeRequest{Topic: "t", Partition: 1}); err != nil {
 		t.Fatalf("Consume: %v", err)
 	}
+	ps, err := logc.ProduceStream(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ps.Send(&replicadv1.ProduceRequest{Topic: "t", Partition: 1, Acks: 1,
+		Records: []*replicadv1.Record{{Value: []byte("v")}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ps.Recv(); err != nil {
+		t.Fatalf("ProduceStream: %v", err)
+	}
+	_ = ps.CloseSend()
+	if _, err := ps.Recv(); err != io.EOF {
+		t.Fatalf("ProduceStream after CloseSend: %v", err)
+	}
 	stream, err := replicadv1.NewFetchServiceClient(conn).Fetch(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -84,7 +100,8 @@ func TestDataPlaneSpansOffByDefault(t *testing.T) {
 	if got, _ := serverSpans(t, false); !slices.Equal(got, []string{lai}) {
 		t.Errorf("server spans without TraceDataPlane: %v, want only %s", got, lai)
 	}
-	want := []string{FetchRequestSpanName, "replicad.v1.FetchService/Fetch", "replicad.v1.LogService/Consume", "replicad.v1.LogService/Produce", lai}
+	want := []string{FetchRequestSpanName, ProduceRequestSpanName, "replicad.v1.FetchService/Fetch", "replicad.v1.LogService/Consume",
+		"replicad.v1.LogService/Produce", "replicad.v1.LogService/ProduceStream", lai}
 	got, spans := serverSpans(t, true)
 	if !slices.Equal(got, want) {
 		t.Fatalf("server spans with TraceDataPlane: %v, want %v", got, want)
@@ -110,5 +127,27 @@ func TestDataPlaneSpansOffByDefault(t *testing.T) {
 	}
 	if a["replicad.replica_id"] != 2 || a["replicad.broker_epoch"] != 3 || a["replicad.partitions"] != 1 || a["replicad.record_bytes"] == 0 {
 		t.Errorf("fetch request span attributes %v, want replica_id 2, broker_epoch 3, 1 partition, the records' bytes", a)
+	}
+
+	// A ProduceStream's requests are traced as the fetch stream's are.
+	var pstream, preq sdktrace.ReadOnlySpan
+	for _, s := range spans {
+		switch s.Name() {
+		case "replicad.v1.LogService/ProduceStream":
+			pstream = s
+		case ProduceRequestSpanName:
+			preq = s
+		}
+	}
+	if preq.Parent().IsValid() || len(preq.Links()) != 1 || preq.Links()[0].SpanContext.SpanID() != pstream.SpanContext().SpanID() {
+		t.Errorf("produce request span: parent %v links %v, want a root linked to the stream span", preq.Parent().SpanID(), preq.Links())
+	}
+	pa := map[string]string{}
+	for _, kv := range preq.Attributes() {
+		pa[string(kv.Key)] = kv.Value.Emit()
+	}
+	if pa["replicad.topic"] != "t" || pa["replicad.partition"] != "1" || pa["replicad.acks"] != "1" || pa["replicad.records"] != "1" ||
+		pa["replicad.error_code"] != "ERROR_CODE_NONE" || pa["replicad.status_code"] != "OK" {
+		t.Errorf("produce request span attributes %v", pa)
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"google.golang.org/grpc"
+
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
 )
 
@@ -19,7 +21,7 @@ func perfProduceCommand() *command {
 	return &command{
 		name:    "perf produce",
 		summary: "produce load and report throughput and latency (like kafka-producer-perf-test)",
-		usage:   "--topic T [--partitions N] [--records N] [--record-size B] [--batch N] [--acks all|1|0] [--concurrency N]",
+		usage:   "--topic T [--partitions N] [--records N] [--record-size B] [--batch N] [--acks all|1|0] [--concurrency N] [--stream=false]",
 		details: `Sends --records records of --record-size bytes in requests of --batch records
 to partitions 0..N-1 of --topic on one broker (each must be led by it), or
 with --bootstrap or --controller each to its leader as a broker's Metadata
@@ -28,7 +30,9 @@ through leader changes as produce does; latency then includes the retries),
 from --concurrency workers that each keep one request in flight. Prints a progress
 line every second, then records/s, MB/s and request latency avg, p50, p99,
 p99.9 and max (-o json: the same as one JSON object). Exits 1 if any request
-failed.`,
+failed. Each worker sends its requests on one ProduceStream per broker
+(--stream, the default): one request in flight, answered in order, with no
+new HTTP/2 stream per request; --stream=false sends each as a unary Produce.`,
 		example: "ctlclient perf produce --topic perf --partitions 4 --records 1000000 --record-size 100 --batch 500 --concurrency 4 --acks 1",
 		flags: func(fs *flag.FlagSet) func(context.Context, *env) error {
 			topic := fs.String("topic", "", "topic")
@@ -39,6 +43,7 @@ failed.`,
 			acksFlag := fs.String("acks", "all", "all (-1), 1 or 0 (the default is produce's, and Kafka's producer's)")
 			concurrency := fs.Int("concurrency", 1, "workers, each with one request in flight")
 			timeoutMs := int32Var(fs, "timeout-ms", 30000, "broker-side wait for the ISR with --acks all")
+			stream := fs.Bool("stream", true, "send on a ProduceStream per broker; false: a unary Produce per request")
 			return func(ctx context.Context, e *env) error {
 				if err := requireFlags(fs, "topic"); err != nil {
 					return err
@@ -58,7 +63,7 @@ failed.`,
 				pt := &perfTest{
 					e: e, router: router, topic: *topic, partitions: *partitions,
 					records: *records, batch: *batchSize, acks: acks, timeoutMs: *timeoutMs,
-					payload: randomPayload(*recordSize),
+					payload: randomPayload(*recordSize), stream: *stream,
 				}
 				return pt.run(ctx, *concurrency)
 			}
@@ -86,6 +91,8 @@ type perfTest struct {
 	acks       int32
 	timeoutMs  int32
 	payload    []byte
+	// stream sends on ProduceStreams (perfStreams) rather than unary Produce.
+	stream bool
 
 	nextBatch atomic.Int64 // batches handed out; batch i goes to partition i % partitions
 	mu        sync.Mutex
@@ -143,6 +150,11 @@ loop:
 // worker sends batches until every record is handed out. A gRPC failure
 // stops the whole test (the broker is likely gone); an error code is counted.
 func (pt *perfTest) worker(ctx context.Context, stop context.CancelFunc) {
+	var streams *perfStreams
+	if pt.stream {
+		streams = newPerfStreams(ctx, pt.e.g.timeout+time.Duration(pt.timeoutMs)*time.Millisecond)
+		defer streams.close()
+	}
 	for ctx.Err() == nil {
 		b := pt.nextBatch.Add(1) - 1
 		first := b * int64(pt.batch)
@@ -157,10 +169,18 @@ func (pt *perfTest) worker(ctx context.Context, stop context.CancelFunc) {
 		req := &replicadv1.ProduceRequest{Topic: pt.topic, Partition: int32(b % int64(pt.partitions)), Acks: pt.acks, TimeoutMs: pt.timeoutMs, Records: recs}
 		t0 := time.Now()
 		var resp *replicadv1.ProduceResponse
-		err := pt.router.do(ctx, partitionKey{req.Topic, req.Partition}, func(ctx context.Context, c replicadv1.LogServiceClient) (replicadv1.ErrorCode, error) {
+		err := pt.router.doConn(ctx, partitionKey{req.Topic, req.Partition}, func(ctx context.Context, conn *grpc.ClientConn) (replicadv1.ErrorCode, error) {
+			if streams != nil {
+				r, err := streams.produce(conn, req)
+				if err != nil {
+					return 0, err
+				}
+				resp = r
+				return r.GetErrorCode(), nil
+			}
 			rctx, cancel := pt.e.rpcContextWithWait(ctx, time.Duration(pt.timeoutMs)*time.Millisecond)
 			defer cancel()
-			r, err := c.Produce(rctx, req)
+			r, err := replicadv1.NewLogServiceClient(conn).Produce(rctx, req)
 			if err != nil {
 				return 0, err
 			}

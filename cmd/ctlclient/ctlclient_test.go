@@ -264,27 +264,36 @@ func TestAlterLogDir(t *testing.T) {
 func TestPerfProduceReports(t *testing.T) {
 	b := newMemBroker()
 	addr := startBroker(t, b)
-	r := ctl(t, addr, "", "perf", "produce", "--topic", "perf", "--partitions", "3", "--records", "1050", "--batch", "100",
-		"--record-size", "10", "--concurrency", "2", "-o", "json")
-	wantCode(t, r, 0)
-	var s perfSummary
-	if err := json.Unmarshal([]byte(r.stdout), &s); err != nil {
-		t.Fatalf("%v in %q", err, r.stdout)
-	}
-	if s.Records != 1050 || s.Failed != 0 || s.MaxMs < s.P50Ms {
-		t.Fatalf("summary %+v", s)
-	}
-	total := 0
-	for p := range int32(3) {
-		total += len(b.logs[tp.TopicPartition{Topic: "perf", Partition: p}])
-	}
-	if total != 1050 {
-		t.Fatalf("broker holds %d records", total)
-	}
-	r = ctl(t, addr, "", "perf", "produce", "--topic", "notleader", "--records", "10")
-	wantCode(t, r, 1)
-	if !strings.Contains(r.stdout, "records sent") || !strings.Contains(r.stderr, "NOT_LEADER_OR_FOLLOWER") {
-		t.Fatalf("stdout %q stderr %q", r.stdout, r.stderr)
+	// Both ways: on ProduceStreams (the default) and unary.
+	for i, stream := range []string{"--stream=true", "--stream=false"} {
+		r := ctl(t, addr, "", "perf", "produce", "--topic", "perf", "--partitions", "3", "--records", "1050", "--batch", "100",
+			"--record-size", "10", "--concurrency", "2", "-o", "json", stream)
+		wantCode(t, r, 0)
+		var s perfSummary
+		if err := json.Unmarshal([]byte(r.stdout), &s); err != nil {
+			t.Fatalf("%s: %v in %q", stream, err, r.stdout)
+		}
+		if s.Records != 1050 || s.Failed != 0 || s.MaxMs < s.P50Ms {
+			t.Fatalf("%s: summary %+v", stream, s)
+		}
+		total := 0
+		for p := range int32(3) {
+			total += len(b.logs[tp.TopicPartition{Topic: "perf", Partition: p}])
+		}
+		if total != 1050*(i+1) {
+			t.Fatalf("%s: broker holds %d records", stream, total)
+		}
+		r = ctl(t, addr, "", "perf", "produce", "--topic", "notleader", "--records", "10", stream)
+		wantCode(t, r, 1)
+		if !strings.Contains(r.stdout, "records sent") || !strings.Contains(r.stderr, "NOT_LEADER_OR_FOLLOWER") {
+			t.Fatalf("%s: stdout %q stderr %q", stream, r.stdout, r.stderr)
+		}
+		// Bad input fails the test as a unary call's InvalidArgument does.
+		r = ctl(t, addr, "", "perf", "produce", "--topic", "perf", "--records", "1", "--timeout-ms", "-1", stream)
+		wantCode(t, r, 1)
+		if !strings.Contains(r.stderr, "InvalidArgument") || !strings.Contains(r.stderr, "timeout_ms") {
+			t.Fatalf("%s: bad timeout: stderr %q", stream, r.stderr)
+		}
 	}
 }
 

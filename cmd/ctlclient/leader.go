@@ -425,12 +425,20 @@ func retryableCode(c replicadv1.ErrorCode) bool {
 // the error otherwise. Any other outcome returns at once: nil with an answer,
 // else the error.
 func (r *leaderRouter) do(ctx context.Context, k partitionKey, call func(context.Context, replicadv1.LogServiceClient) (replicadv1.ErrorCode, error)) error {
+	return r.doConn(ctx, k, func(ctx context.Context, conn *grpc.ClientConn) (replicadv1.ErrorCode, error) {
+		return call(ctx, replicadv1.NewLogServiceClient(conn))
+	})
+}
+
+// doConn is do, giving call the leader's connection itself: a caller that
+// keeps a stream per broker (perf produce --stream) finds it by it.
+func (r *leaderRouter) doConn(ctx context.Context, k partitionKey, call func(context.Context, *grpc.ClientConn) (replicadv1.ErrorCode, error)) error {
 	if r.source == nil {
 		conn, err := r.conn(r.e.g.broker)
 		if err != nil {
 			return err
 		}
-		_, err = call(ctx, replicadv1.NewLogServiceClient(conn))
+		_, err = call(ctx, conn)
 		return err
 	}
 	deadline := time.Now().Add(r.budget)
@@ -449,7 +457,7 @@ func (r *leaderRouter) do(ctx context.Context, k partitionKey, call func(context
 			if err != nil {
 				return err
 			}
-			code, err := call(ctx, replicadv1.NewLogServiceClient(conn))
+			code, err := call(ctx, conn)
 			switch {
 			case err == nil && !retryableCode(code):
 				return nil

@@ -1,6 +1,7 @@
 package authz
 
 import (
+	"context"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"errors"
@@ -9,6 +10,9 @@ import (
 	"testing"
 
 	"github.com/rs/zerolog"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
 )
@@ -304,5 +308,55 @@ func TestMetadataIsOpenAndItsTopicsFollowDescribe(t *testing.T) {
 		if got := a.MayDescribe(tc.who, tc.topic); got != tc.want {
 			t.Errorf("%s describes %q: %v, want %v", tc.who, tc.topic, got, tc.want)
 		}
+	}
+}
+
+// recvStream is a server stream that receives one ProduceRequest for topic.
+type recvStream struct {
+	grpc.ServerStream
+	topic string
+}
+
+func (s recvStream) Context() context.Context { return context.Background() }
+func (s recvStream) RecvMsg(m any) error {
+	m.(*replicadv1.ProduceRequest).Topic = s.topic
+	return nil
+}
+
+// A ProduceStream opens for any client and each request is authorized as a
+// unary Produce; a refused one comes back from Recv as a refusal the stream
+// survives (RefusedOnStream, PermissionDenied), while a Fetch stream's
+// refusal stays a plain error that ends it.
+func TestProduceStreamAuthorizedPerRequest(t *testing.T) {
+	a := New(nil)
+	app := ParsePrincipal("spiffe://replicad/client/app")
+	a.SetACLs(NewACLSet([]ACL{{Principal: app.URI, Operation: OpWrite, Resource: ResourceTopic, PatternType: PatternLiteral, Name: "orders"}}))
+	const method = replicadv1.LogService_ProduceStream_FullMethodName
+	if err := a.Authorize(app, method, nil); err != nil {
+		t.Fatalf("opening the stream: %v", err)
+	}
+	for topic, allow := range map[string]bool{"orders": true, "other": false} {
+		unary := a.Authorize(app, replicadv1.LogService_Produce_FullMethodName, &replicadv1.ProduceRequest{Topic: topic})
+		onStream := a.Authorize(app, method, &replicadv1.ProduceRequest{Topic: topic})
+		if (unary == nil) != allow || (onStream == nil) != allow {
+			t.Fatalf("%s: unary %v, on the stream %v, want allowed=%v", topic, unary, onStream, allow)
+		}
+	}
+	adm := ParsePrincipal("spiffe://replicad/admin")
+	if err := a.Authorize(adm, method, nil); err == nil {
+		t.Fatal("the admin role opened a ProduceStream (it may not produce)")
+	}
+
+	e := &Enforcer{Authorizer: a}
+	cs := &checkedStream{ServerStream: recvStream{topic: "other"}, e: e, p: app, method: method}
+	err := cs.RecvMsg(&replicadv1.ProduceRequest{})
+	var refused *RefusedOnStream
+	if !errors.As(err, &refused) || !refused.StreamContinues() || status.Code(err) != codes.PermissionDenied ||
+		!strings.Contains(err.Error(), "LogService/ProduceStream") {
+		t.Fatalf("refused request: %v (%T)", err, err)
+	}
+	cs.ServerStream = recvStream{topic: "orders"}
+	if err := cs.RecvMsg(&replicadv1.ProduceRequest{}); err != nil {
+		t.Fatalf("allowed request: %v", err)
 	}
 }

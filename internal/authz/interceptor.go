@@ -9,6 +9,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
+
+	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
 )
 
 // Enforcer is an Authorizer at a gRPC server: it identifies each call's
@@ -127,5 +129,26 @@ func (s *checkedStream) RecvMsg(m any) error {
 	if err := s.ServerStream.RecvMsg(m); err != nil {
 		return err
 	}
-	return s.e.decide(s.Context(), s.p, s.method, m)
+	err := s.e.decide(s.Context(), s.p, s.method, m)
+	if err != nil && s.method == replicadv1.LogService_ProduceStream_FullMethodName {
+		// A producer's stream carries many topics' requests: one refused
+		// is answered as unary Produce would be (its status in the
+		// response), and the stream goes on.
+		return &RefusedOnStream{err: err}
+	}
+	return err
 }
+
+// RefusedOnStream is the refusal of one message of a stream that goes on
+// (ProduceStream): its handler answers it with the refusal's status.
+type RefusedOnStream struct{ err error }
+
+func (r *RefusedOnStream) Error() string { return r.err.Error() }
+func (r *RefusedOnStream) Unwrap() error { return r.err }
+
+// GRPCStatus is the refusal's status (PermissionDenied, Unauthenticated).
+func (r *RefusedOnStream) GRPCStatus() *status.Status { return status.Convert(r.err) }
+
+// StreamContinues says the stream is not over: the service layer, which
+// does not import authz, tells such a refusal by this method.
+func (r *RefusedOnStream) StreamContinues() bool { return true }

@@ -148,6 +148,11 @@ func (a *Authorizer) Authorize(p Principal, fullMethod string, req any) error {
 		return nil
 	}
 	// Clients and principals without a role: ACLs.
+	if fullMethod == replicadv1.LogService_ProduceStream_FullMethodName && req == nil {
+		// Opening the stream names no topic: each request is authorized
+		// as a unary Produce (checkedStream).
+		return nil
+	}
 	op, topics, ok := clientOperation(fullMethod, req)
 	if !ok {
 		return deny("not a client operation (topics, control and replication need the admin, controller or broker role)")
@@ -207,7 +212,7 @@ func brokerIDOf(req any) (int32, bool) {
 // DescribeCluster (every topic's metadata) is not a client operation.
 func clientOperation(fullMethod string, req any) (Operation, []string, bool) {
 	switch fullMethod {
-	case replicadv1.LogService_Produce_FullMethodName:
+	case replicadv1.LogService_Produce_FullMethodName, replicadv1.LogService_ProduceStream_FullMethodName:
 		r, _ := req.(*replicadv1.ProduceRequest)
 		return OpWrite, []string{r.GetTopic()}, true
 	case replicadv1.LogService_Consume_FullMethodName:

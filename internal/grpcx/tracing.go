@@ -16,6 +16,7 @@ import (
 // StopReplica, UpdateMetadata, AlterPartition, admin calls, ...) always does.
 var DataPlaneMethods = []string{
 	replicadv1.LogService_Produce_FullMethodName,
+	replicadv1.LogService_ProduceStream_FullMethodName,
 	replicadv1.LogService_Consume_FullMethodName,
 	replicadv1.FetchService_Fetch_FullMethodName,
 }

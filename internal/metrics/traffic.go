@@ -4,10 +4,12 @@ import (
 	"context"
 	"strings"
 	"sync"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
 )
@@ -167,6 +169,9 @@ func (m *Metrics) StreamServerInterceptor() grpc.StreamServerInterceptor {
 		}
 	}
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		if info.FullMethod == replicadv1.LogService_ProduceStream_FullMethodName {
+			return handler(srv, &produceStream{ServerStream: ss, m: m})
+		}
 		if info.FullMethod != replicadv1.FetchService_Fetch_FullMethodName {
 			return handler(srv, ss)
 		}
@@ -175,4 +180,42 @@ func (m *Metrics) StreamServerInterceptor() grpc.StreamServerInterceptor {
 		defer m.traffic.fetchStreams.Add(ctx, -1)
 		return handler(srv, countingStream{ServerStream: ss, t: m.traffic})
 	}
+}
+
+// produceStream counts each request of a ProduceStream as a unary Produce
+// call: replicad_request_duration_seconds (method ProduceStream, the code
+// the request would have failed with), and the produce counters for the
+// requests that got an answer. Requests are answered in order, one at a
+// time, so an answer is the last request's.
+type produceStream struct {
+	grpc.ServerStream
+	m     *Metrics
+	req   *replicadv1.ProduceRequest
+	start time.Time
+}
+
+func (s *produceStream) RecvMsg(msg any) error {
+	err := s.ServerStream.RecvMsg(msg)
+	s.start = time.Now()
+	s.req = nil
+	if err == nil {
+		s.req, _ = msg.(*replicadv1.ProduceRequest)
+	}
+	return err
+}
+
+func (s *produceStream) SendMsg(msg any) error {
+	err := s.ServerStream.SendMsg(msg)
+	r, ok := msg.(*replicadv1.ProduceResponse)
+	if !ok || err != nil {
+		return err
+	}
+	ctx := s.Context()
+	code := codes.Code(r.GetStatusCode())
+	s.m.requests.Record(ctx, time.Since(s.start).Seconds(),
+		s.m.requestAttributes(replicadv1.LogService_ProduceStream_FullMethodName, code))
+	if code == codes.OK && s.req != nil {
+		s.m.traffic.unary(ctx, s.req, r)
+	}
+	return err
 }

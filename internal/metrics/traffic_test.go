@@ -2,10 +2,13 @@ package metrics
 
 import (
 	"context"
+	"io"
 	"testing"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/replicad/replicad/core"
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
@@ -117,5 +120,67 @@ func BenchmarkProduceInterceptor(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// scriptedStream receives reqs in turn, then io.EOF.
+type scriptedStream struct {
+	fakeStream
+	reqs []*replicadv1.ProduceRequest
+}
+
+func (s *scriptedStream) RecvMsg(m any) error {
+	if len(s.reqs) == 0 {
+		return io.EOF
+	}
+	proto.Merge(m.(*replicadv1.ProduceRequest), s.reqs[0])
+	s.reqs = s.reqs[1:]
+	return nil
+}
+
+// Each request of a ProduceStream counts as a unary Produce does: the
+// produce counters for the answered ones, and the request duration by the
+// code a unary call would have had (a refused one only there).
+func TestProduceStreamCountsEachRequest(t *testing.T) {
+	m := newMetrics(t)
+	if err := m.Observe(Sources{Replicas: func() core.MetricsSnapshot { return core.MetricsSnapshot{} }}); err != nil {
+		t.Fatal(err)
+	}
+	produce := &replicadv1.ProduceRequest{Topic: "orders", Records: []*replicadv1.Record{{Value: []byte("0123456789")}}}
+	fs := &scriptedStream{fakeStream: fakeStream{ctx: context.Background()}, reqs: []*replicadv1.ProduceRequest{produce, produce, produce}}
+	answers := []*replicadv1.ProduceResponse{
+		{},
+		{ErrorCode: replicadv1.ErrorCode_ERROR_CODE_NOT_LEADER_OR_FOLLOWER},
+		{ErrorCode: replicadv1.ErrorCode_ERROR_CODE_INVALID_REQUEST, StatusCode: int32(codes.InvalidArgument)},
+	}
+	url := serve(t, m)
+	err := m.StreamServerInterceptor()(nil, fs, &grpc.StreamServerInfo{FullMethod: replicadv1.LogService_ProduceStream_FullMethodName},
+		func(_ any, ss grpc.ServerStream) error {
+			for _, a := range answers {
+				if err := ss.RecvMsg(&replicadv1.ProduceRequest{}); err != nil {
+					return err
+				}
+				if err := ss.SendMsg(a); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := get(t, url)
+	const method = `method="/replicad.v1.LogService/ProduceStream"`
+	for series, want := range map[string]float64{
+		`replicad_topic_messages_in_total{topic="orders"}`:                               1,
+		`replicad_topic_bytes_in_total{topic="orders"}`:                                  10,
+		`replicad_produce_requests_total{code="NONE",topic="orders"}`:                    1,
+		`replicad_produce_requests_total{code="NOT_LEADER_OR_FOLLOWER",topic="orders"}`:  1,
+		`replicad_request_duration_seconds_count{code="OK",` + method + `}`:              2,
+		`replicad_request_duration_seconds_count{code="InvalidArgument",` + method + `}`: 1,
+	} {
+		if got := s.value(t, series); got != want {
+			t.Errorf("%s = %v, want %v", series, got, want)
+		}
 	}
 }

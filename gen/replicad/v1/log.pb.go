@@ -164,6 +164,12 @@ type ProduceResponse struct {
 	BaseOffset    int64                  `protobuf:"varint,2,opt,name=base_offset,json=baseOffset,proto3" json:"base_offset,omitempty"`
 	HighWatermark int64                  `protobuf:"varint,3,opt,name=high_watermark,json=highWatermark,proto3" json:"high_watermark,omitempty"`
 	ErrorMessage  string                 `protobuf:"bytes,4,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	// ProduceStream only: the gRPC status code unary Produce would have ended
+	// the call with for this request (3 INVALID_ARGUMENT, 7 PERMISSION_DENIED,
+	// 8 RESOURCE_EXHAUSTED, ...), error_message its message; error_code is
+	// then INVALID_REQUEST, TOPIC_AUTHORIZATION_FAILED or UNKNOWN_SERVER_ERROR
+	// and nothing was appended. 0 (OK): error_code tells how it went.
+	StatusCode    int32 `protobuf:"varint,5,opt,name=status_code,json=statusCode,proto3" json:"status_code,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -224,6 +230,13 @@ func (x *ProduceResponse) GetErrorMessage() string {
 		return x.ErrorMessage
 	}
 	return ""
+}
+
+func (x *ProduceResponse) GetStatusCode() int32 {
+	if x != nil {
+		return x.StatusCode
+	}
+	return 0
 }
 
 type ConsumeRequest struct {
@@ -1052,14 +1065,16 @@ const file_replicad_v1_log_proto_rawDesc = "" +
 	"\x04acks\x18\x03 \x01(\x05R\x04acks\x12\x1d\n" +
 	"\n" +
 	"timeout_ms\x18\x04 \x01(\x05R\ttimeoutMs\x12-\n" +
-	"\arecords\x18\x05 \x03(\v2\x13.replicad.v1.RecordR\arecords\"\xb5\x01\n" +
+	"\arecords\x18\x05 \x03(\v2\x13.replicad.v1.RecordR\arecords\"\xd6\x01\n" +
 	"\x0fProduceResponse\x125\n" +
 	"\n" +
 	"error_code\x18\x01 \x01(\x0e2\x16.replicad.v1.ErrorCodeR\terrorCode\x12\x1f\n" +
 	"\vbase_offset\x18\x02 \x01(\x03R\n" +
 	"baseOffset\x12%\n" +
 	"\x0ehigh_watermark\x18\x03 \x01(\x03R\rhighWatermark\x12#\n" +
-	"\rerror_message\x18\x04 \x01(\tR\ferrorMessage\"\xb6\x01\n" +
+	"\rerror_message\x18\x04 \x01(\tR\ferrorMessage\x12\x1f\n" +
+	"\vstatus_code\x18\x05 \x01(\x05R\n" +
+	"statusCode\"\xb6\x01\n" +
 	"\x0eConsumeRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
@@ -1133,10 +1148,11 @@ const file_replicad_v1_log_proto_rawDesc = "" +
 	"\x0fpartition_epoch\x18\x05 \x01(\x05R\x0epartitionEpoch\x12\x1a\n" +
 	"\breplicas\x18\x06 \x03(\x05R\breplicas\x12\x10\n" +
 	"\x03isr\x18\a \x03(\x05R\x03isr\x12)\n" +
-	"\x10offline_replicas\x18\b \x03(\x05R\x0fofflineReplicas2\xb9\x02\n" +
+	"\x10offline_replicas\x18\b \x03(\x05R\x0fofflineReplicas2\x89\x03\n" +
 	"\n" +
 	"LogService\x12D\n" +
-	"\aProduce\x12\x1b.replicad.v1.ProduceRequest\x1a\x1c.replicad.v1.ProduceResponse\x12D\n" +
+	"\aProduce\x12\x1b.replicad.v1.ProduceRequest\x1a\x1c.replicad.v1.ProduceResponse\x12N\n" +
+	"\rProduceStream\x12\x1b.replicad.v1.ProduceRequest\x1a\x1c.replicad.v1.ProduceResponse(\x010\x01\x12D\n" +
 	"\aConsume\x12\x1b.replicad.v1.ConsumeRequest\x1a\x1c.replicad.v1.ConsumeResponse\x12V\n" +
 	"\rDeleteRecords\x12!.replicad.v1.DeleteRecordsRequest\x1a\".replicad.v1.DeleteRecordsResponse\x12G\n" +
 	"\bMetadata\x12\x1c.replicad.v1.MetadataRequest\x1a\x1d.replicad.v1.MetadataResponseB\xa1\x01\n" +
@@ -1192,15 +1208,17 @@ var file_replicad_v1_log_proto_depIdxs = []int32{
 	14, // 13: replicad.v1.MetadataTopic.configs:type_name -> replicad.v1.MetadataTopic.ConfigsEntry
 	16, // 14: replicad.v1.MetadataPartition.error_code:type_name -> replicad.v1.ErrorCode
 	1,  // 15: replicad.v1.LogService.Produce:input_type -> replicad.v1.ProduceRequest
-	3,  // 16: replicad.v1.LogService.Consume:input_type -> replicad.v1.ConsumeRequest
-	6,  // 17: replicad.v1.LogService.DeleteRecords:input_type -> replicad.v1.DeleteRecordsRequest
-	10, // 18: replicad.v1.LogService.Metadata:input_type -> replicad.v1.MetadataRequest
-	2,  // 19: replicad.v1.LogService.Produce:output_type -> replicad.v1.ProduceResponse
-	5,  // 20: replicad.v1.LogService.Consume:output_type -> replicad.v1.ConsumeResponse
-	8,  // 21: replicad.v1.LogService.DeleteRecords:output_type -> replicad.v1.DeleteRecordsResponse
-	11, // 22: replicad.v1.LogService.Metadata:output_type -> replicad.v1.MetadataResponse
-	19, // [19:23] is the sub-list for method output_type
-	15, // [15:19] is the sub-list for method input_type
+	1,  // 16: replicad.v1.LogService.ProduceStream:input_type -> replicad.v1.ProduceRequest
+	3,  // 17: replicad.v1.LogService.Consume:input_type -> replicad.v1.ConsumeRequest
+	6,  // 18: replicad.v1.LogService.DeleteRecords:input_type -> replicad.v1.DeleteRecordsRequest
+	10, // 19: replicad.v1.LogService.Metadata:input_type -> replicad.v1.MetadataRequest
+	2,  // 20: replicad.v1.LogService.Produce:output_type -> replicad.v1.ProduceResponse
+	2,  // 21: replicad.v1.LogService.ProduceStream:output_type -> replicad.v1.ProduceResponse
+	5,  // 22: replicad.v1.LogService.Consume:output_type -> replicad.v1.ConsumeResponse
+	8,  // 23: replicad.v1.LogService.DeleteRecords:output_type -> replicad.v1.DeleteRecordsResponse
+	11, // 24: replicad.v1.LogService.Metadata:output_type -> replicad.v1.MetadataResponse
+	20, // [20:25] is the sub-list for method output_type
+	15, // [15:20] is the sub-list for method input_type
 	15, // [15:15] is the sub-list for extension type_name
 	15, // [15:15] is the sub-list for extension extendee
 	0,  // [0:15] is the sub-list for field type_name

@@ -20,6 +20,7 @@ const _ = grpc.SupportPackageIsVersion9
 
 const (
 	LogService_Produce_FullMethodName       = "/replicad.v1.LogService/Produce"
+	LogService_ProduceStream_FullMethodName = "/replicad.v1.LogService/ProduceStream"
 	LogService_Consume_FullMethodName       = "/replicad.v1.LogService/Consume"
 	LogService_DeleteRecords_FullMethodName = "/replicad.v1.LogService/DeleteRecords"
 	LogService_Metadata_FullMethodName      = "/replicad.v1.LogService/Metadata"
@@ -32,7 +33,20 @@ const (
 // LogService is the client data plane: produce to and consume from a leader,
 // and delete the records below an offset.
 type LogServiceClient interface {
+	// ProduceStream carries the same messages (see it).
+	// buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
 	Produce(ctx context.Context, in *ProduceRequest, opts ...grpc.CallOption) (*ProduceResponse, error)
+	// Produce over one stream: each request is answered in order, as Produce
+	// would answer it (validation, authorization, acks, metrics), one at a
+	// time. A request Produce would fail with a gRPC status (bad input,
+	// refused, over a limit) gets a response with that status in
+	// status_code and error_message, and the stream stays up. It saves a
+	// synchronous producer a new HTTP/2 stream per record. Its messages are
+	// Produce's, so that a request means the same either way.
+	// buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
+	// buf:lint:ignore RPC_REQUEST_STANDARD_NAME
+	// buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
+	ProduceStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ProduceRequest, ProduceResponse], error)
 	Consume(ctx context.Context, in *ConsumeRequest, opts ...grpc.CallOption) (*ConsumeResponse, error)
 	// Raises the log start offset of partitions this broker leads (Kafka's
 	// DeleteRecords): the records below it are gone from the leader at once,
@@ -64,6 +78,19 @@ func (c *logServiceClient) Produce(ctx context.Context, in *ProduceRequest, opts
 	}
 	return out, nil
 }
+
+func (c *logServiceClient) ProduceStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ProduceRequest, ProduceResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &LogService_ServiceDesc.Streams[0], LogService_ProduceStream_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ProduceRequest, ProduceResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type LogService_ProduceStreamClient = grpc.BidiStreamingClient[ProduceRequest, ProduceResponse]
 
 func (c *logServiceClient) Consume(ctx context.Context, in *ConsumeRequest, opts ...grpc.CallOption) (*ConsumeResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
@@ -102,7 +129,20 @@ func (c *logServiceClient) Metadata(ctx context.Context, in *MetadataRequest, op
 // LogService is the client data plane: produce to and consume from a leader,
 // and delete the records below an offset.
 type LogServiceServer interface {
+	// ProduceStream carries the same messages (see it).
+	// buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
 	Produce(context.Context, *ProduceRequest) (*ProduceResponse, error)
+	// Produce over one stream: each request is answered in order, as Produce
+	// would answer it (validation, authorization, acks, metrics), one at a
+	// time. A request Produce would fail with a gRPC status (bad input,
+	// refused, over a limit) gets a response with that status in
+	// status_code and error_message, and the stream stays up. It saves a
+	// synchronous producer a new HTTP/2 stream per record. Its messages are
+	// Produce's, so that a request means the same either way.
+	// buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
+	// buf:lint:ignore RPC_REQUEST_STANDARD_NAME
+	// buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
+	ProduceStream(grpc.BidiStreamingServer[ProduceRequest, ProduceResponse]) error
 	Consume(context.Context, *ConsumeRequest) (*ConsumeResponse, error)
 	// Raises the log start offset of partitions this broker leads (Kafka's
 	// DeleteRecords): the records below it are gone from the leader at once,
@@ -127,6 +167,9 @@ type UnimplementedLogServiceServer struct{}
 
 func (UnimplementedLogServiceServer) Produce(context.Context, *ProduceRequest) (*ProduceResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Produce not implemented")
+}
+func (UnimplementedLogServiceServer) ProduceStream(grpc.BidiStreamingServer[ProduceRequest, ProduceResponse]) error {
+	return status.Error(codes.Unimplemented, "method ProduceStream not implemented")
 }
 func (UnimplementedLogServiceServer) Consume(context.Context, *ConsumeRequest) (*ConsumeResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Consume not implemented")
@@ -175,6 +218,13 @@ func _LogService_Produce_Handler(srv interface{}, ctx context.Context, dec func(
 	}
 	return interceptor(ctx, in, info, handler)
 }
+
+func _LogService_ProduceStream_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(LogServiceServer).ProduceStream(&grpc.GenericServerStream[ProduceRequest, ProduceResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type LogService_ProduceStreamServer = grpc.BidiStreamingServer[ProduceRequest, ProduceResponse]
 
 func _LogService_Consume_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ConsumeRequest)
@@ -254,6 +304,13 @@ var LogService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _LogService_Metadata_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "ProduceStream",
+			Handler:       _LogService_ProduceStream_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
+	},
 	Metadata: "replicad/v1/log.proto",
 }
