@@ -23,6 +23,14 @@ func (rm *ReplicaManager) refuseOverBudget(slog zerolog.Logger, st PartitionStat
 	if hosted || n < rm.cfg.MaxPartitions {
 		return false
 	}
+	// A log already on disk is not a new partition: after a restart none is
+	// hosted until the controller's full state arrives, and refusing a log
+	// the broker has (a lowered --max-partitions, a machine with fewer
+	// descriptors) would leave a partition it leads never served. Kafka
+	// applies the limit only to creates and reassignments, too.
+	if _, onDisk := rm.logs.GetLog(st.TopicPartition); onDisk {
+		return false
+	}
 	// Logged at warn for the 1st, 2nd, 4th, 8th... refusal: a request of
 	// 90,000 partitions too many must not write 90,000 warnings.
 	rm.overBudget++

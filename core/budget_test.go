@@ -48,3 +48,34 @@ func TestLeaderAndIsrOverPartitionBudget(t *testing.T) {
 		t.Errorf("orders-0 leader epoch %d, want 2", p.LeaderEpoch)
 	}
 }
+
+// A broker restarted with a --max-partitions below what it already holds
+// (lowered by hand, or a default derived from a smaller descriptor limit)
+// still takes back every log it has on disk: they are not new partitions.
+// Refusing them left a partition it leads never served (the controller does
+// not act on WILL_EXCEED_PARTITION_LIMITS from a broker).
+func TestRestartBelowBudgetKeepsLogsOnDisk(t *testing.T) {
+	h := newHarness(t, 1)
+	var states []PartitionState
+	for p := int32(0); p < 4; p++ {
+		states = append(states, state("orders", p, 1, 1, []int32{1}, []int32{1}))
+	}
+	if r := h.leaderAndIsr(1, states...); r.Error != ErrNone {
+		t.Fatalf("create: %+v", r)
+	}
+	h.cfg.MaxPartitions = 2
+	h.restart()
+	for i := range states {
+		states[i].IsNew, states[i].LeaderEpoch = false, 2
+	}
+	r := h.leaderAndIsr(2, append(states, state("new", 0, 1, 1, []int32{1}, []int32{1}))...)
+	for p := int32(0); p < 4; p++ {
+		t1 := tp.TopicPartition{Topic: "orders", Partition: p}
+		if got := codeOf(r, t1); got != ErrNone {
+			t.Errorf("orders-%d on disk after the restart: %v, want NONE", p, got)
+		}
+	}
+	if got := codeOf(r, tp.TopicPartition{Topic: "new"}); got != ErrWillExceedPartitionLimits {
+		t.Errorf("a new partition past the budget: %v, want WILL_EXCEED_PARTITION_LIMITS", got)
+	}
+}

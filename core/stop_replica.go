@@ -91,18 +91,14 @@ func (rm *ReplicaManager) StopReplicas(ctx context.Context, req StopReplicaReque
 	// Fetchers read the partition's state, so they stop before it goes.
 	rm.cfg.Fetchers.RemoveFetcherForPartitions(parts)
 	rm.cfg.AlterLogDirsFetchers.RemoveFetcherForPartitions(parts)
+	// A leaving broker (BeginShutdown) still stops and deletes: the deletes
+	// are one batch per dir (a fraction of a second for 10,000), and a
+	// replica left hosted would go on as a leader the controller has
+	// replaced (a reassignment's removed leader gets only this StopReplica),
+	// taking acks=1 writes nobody will ever read, with no resend to remove
+	// its log later.
 	var toDelete []tp.TopicPartition
-	skipped := 0
 	for _, sp := range toStop {
-		if sp.Delete && rm.leaving.Load() {
-			// The broker is stopping (BeginShutdown): deleting thousands
-			// of logs must not hold its exit. Each log is deleted whole or
-			// not at all; the controller resends the rest at the next
-			// registration.
-			stopped[sp.TopicPartition] = ErrBrokerNotAvailable
-			skipped++
-			continue
-		}
 		code, deleteLog := rm.unhostPartition(slog, sp)
 		stopped[sp.TopicPartition] = code
 		if deleteLog {
@@ -114,9 +110,6 @@ func (rm *ReplicaManager) StopReplicas(ctx context.Context, req StopReplicaReque
 	for t, err := range rm.logs.DeleteLogs(toDelete) {
 		rm.logger.Error().Err(err).Str("topic", t.Topic).Int32("partition", t.Partition).Msg("delete log")
 		stopped[t] = ErrStorageError
-	}
-	if skipped > 0 {
-		slog.Warn().Int("partitions", skipped).Msg("Skipped deleting replicas: the broker is shutting down; the controller resends them at its next registration")
 	}
 	rm.cfg.Fetchers.ShutdownIdleFetchers()
 	rm.cfg.AlterLogDirsFetchers.ShutdownIdleFetchers()
