@@ -54,6 +54,12 @@ func (s *fetchService) Fetch(stream replicadv1.FetchService_FetchServer) error {
 	recvErr := make(chan error, 1)
 	go receiveFetches(ctx, stream, reqs, recvErr)
 	sender := &answerSender{stream: stream, done: make(chan error, 1), failed: cancel}
+	// gRPC forbids a Send once the handler has returned: every return waits
+	// for the send in flight (at once in the usual case, where the answer
+	// was queued long ago; at most FetchSendTimeout for a follower that
+	// stopped reading, whose blocked send is the one case left to the
+	// transport's close).
+	defer func() { _ = sender.wait(context.Background(), s.limits.limits.FetchSendTimeout) }()
 	// held is the response budget granted to the last answer: gRPC may
 	// still hold it (a send returns once the answer is queued, before flow
 	// control lets it out), so it is given back only when the follower asks

@@ -3,7 +3,9 @@ package service
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"runtime/debug"
 	"sync"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -37,8 +39,23 @@ func (s *logService) ProduceStream(stream replicadv1.LogService_ProduceStreamSer
 	}
 	w := &produceStreamWorker{s: s, stream: stream}
 	done := make(chan error, 1)
-	go func() { done <- w.serve() }()
+	panicked := make(chan string, 1)
+	go func() {
+		// This goroutine is not the handler's, so gRPC's recovery
+		// interceptor does not cover it: a panic in the produce path is
+		// raised again on the handler's goroutine (with this one's stack),
+		// where it ends the stream with Internal, as it ends a unary
+		// Produce, instead of the broker.
+		defer func() {
+			if r := recover(); r != nil {
+				panicked <- fmt.Sprintf("%v\n%s", r, debug.Stack())
+			}
+		}()
+		done <- w.serve()
+	}()
 	select {
+	case p := <-panicked:
+		panic(p)
 	case err := <-done:
 		if errors.Is(err, io.EOF) {
 			return nil

@@ -251,3 +251,29 @@ func TestProduceStreamMaxMessageSize(t *testing.T) {
 		t.Fatalf("over the receive limit: %v, want ResourceExhausted", err)
 	}
 }
+
+// A panic while a stream's request is handled ends that stream with
+// Internal, as a unary Produce's panic does, and the server goes on: the
+// stream's worker goroutine is outside gRPC's recovery interceptor, so it
+// hands the panic to the handler's goroutine.
+func TestProduceStreamPanicBecomesInternal(t *testing.T) {
+	rm := &fakeRM{panicWith: "boom"}
+	_, conn := startServer(t, rm)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c := replicadv1.NewLogServiceClient(conn)
+	s, err := c.ProduceStream(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Send(oneRecord("t", 0)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Recv(); status.Code(err) != codes.Internal {
+		t.Fatalf("stream after a panic: %v, want Internal", err)
+	}
+	// The server is still up.
+	if _, err := c.Produce(ctx, oneRecord("t", 0)); status.Code(err) != codes.Internal {
+		t.Fatalf("unary Produce after the stream's panic: %v, want Internal (the fake panics on every call)", err)
+	}
+}
