@@ -488,8 +488,9 @@ func (c *Controller) forgivePauseLocked(ctx context.Context, pause time.Duration
 // A failed move is retried at the next session check.
 //
 // With yield, the move releases the lock between its store writes
-// (moveAwayFromLocked); the session check's fencing does, a registration's
-// does not (it goes on deciding on what it read).
+// (moveAwayFromLocked). A registration's fencing yields too: the registering
+// map keeps a second registration of the id out meanwhile, and what it
+// decides after the move it reads again.
 func (c *Controller) fenceLocked(ctx context.Context, brokers []*brokerState, reason string, yield bool) error {
 	ids := make([]int32, len(brokers))
 	for i, bs := range brokers {
@@ -551,6 +552,9 @@ func (c *Controller) fenceLocked(ctx context.Context, brokers []*brokerState, re
 // does after any crash between a fencing and its move; a failed write
 // leaves movePending set and the session check retries the rest.
 func (c *Controller) moveAwayFromLocked(ctx context.Context, ids []int32, reason string, yield bool) error {
+	// A copy: the batches narrow ids in place (slices.DeleteFunc zeroes
+	// the tail), and the caller logs its own slice afterwards.
+	ids = slices.Clone(ids)
 	epochs := make(map[int32]int64, len(ids))
 	for _, id := range ids {
 		if bs := c.brokers[id]; bs != nil {
