@@ -134,7 +134,7 @@ func TestFetchSessionAnswersOnlyWhatIsNew(t *testing.T) {
 // time moves), and one that does not fetch the records appended since drops
 // out (its fetch offset, the last it sent, stays behind).
 func TestFetchSessionKeepsIdleFollowerInISR(t *testing.T) {
-	const lagMax = 200 * time.Millisecond
+	const lagMax = 400 * time.Millisecond
 	rm, stream := sessionLeader(t, lagMax)
 	sessionFetch(t, stream, &replicadv1.FetchRequest{CorrelationId: 1, Partitions: []*replicadv1.FetchPartition{sessionPart(0, 0), sessionPart(1, 0)}})
 	corr := int64(2)
@@ -146,6 +146,18 @@ func TestFetchSessionKeepsIdleFollowerInISR(t *testing.T) {
 			}
 		}
 	}
+	// A record comes while the follower is busy for most of a lag time
+	// (it has not asked again): it was caught up at its last round, which
+	// named no partition, so the shrink checks meanwhile keep it. Were the
+	// unnamed partitions not fetched, its caught-up time would be five lag
+	// times old and the first check would drop it.
+	produceOne(t, rm, 0)
+	time.Sleep(lagMax * 7 / 10) // the busy follower; shrink checks run every lagMax/2
+	if isr := isrOf(rm, 0); !slices.Equal(isr, []int32{1, 2}) {
+		t.Fatalf("t-0, caught up at the last round: ISR %v, want [1 2]", isr)
+	}
+	sessionFetch(t, stream, &replicadv1.FetchRequest{CorrelationId: corr, Partitions: []*replicadv1.FetchPartition{sessionPart(0, 1)}})
+	corr++
 	produceOne(t, rm, 1)
 	deadline := time.Now().Add(10 * time.Second)
 	for ; ; corr++ {
