@@ -38,6 +38,14 @@ type sentState struct {
 	hw, logStart, logEnd int64
 }
 
+// MaxFetchSessionPartitions bounds one session, so that a stream cannot grow
+// the leader's memory without end by naming new partitions request after
+// request. A full request has no such bound of its own (a fetcher serves all
+// the partitions it follows from one leader, which may exceed
+// MaxPartitionsPerRequest); this is twice the largest cluster issue 20 plans
+// for (100,000 partitions).
+const MaxFetchSessionPartitions = 200_000
+
 // NewFetchSession returns an empty session.
 func NewFetchSession() *FetchSession {
 	return &FetchSession{index: make(map[tp.TopicPartition]int)}
@@ -50,7 +58,7 @@ func (s *FetchSession) Len() int { return len(s.parts) }
 // core request fetching all of its partitions. A partition the request names
 // is answered whatever changed (the follower may have a new state for it);
 // a removed one leaves. It reports InvalidArgument when the session would
-// exceed MaxPartitionsPerRequest partitions.
+// exceed MaxFetchSessionPartitions partitions.
 func (s *FetchSession) Apply(req *replicadv1.FetchRequest) (core.FetchRequest, error) {
 	if rm := req.GetRemovedPartitions(); len(rm) > 0 {
 		drop := make(map[tp.TopicPartition]bool, len(rm))
@@ -69,8 +77,8 @@ func (s *FetchSession) Apply(req *replicadv1.FetchRequest) (core.FetchRequest, e
 		s.parts = append(s.parts, fp)
 		s.sent = append(s.sent, sentState{})
 	}
-	if len(s.parts) > MaxPartitionsPerRequest {
-		return core.FetchRequest{}, invalid("partitions", "the fetch session holds %d partitions, over the limit of %d", len(s.parts), MaxPartitionsPerRequest)
+	if len(s.parts) > MaxFetchSessionPartitions {
+		return core.FetchRequest{}, invalid("partitions", "the fetch session holds %d partitions, over the limit of %d", len(s.parts), MaxFetchSessionPartitions)
 	}
 	out := fetchRequestHeaderFromProto(req)
 	out.Partitions = s.parts

@@ -193,6 +193,23 @@ func TestFetchSessionRejectsBadRemovals(t *testing.T) {
 	}
 }
 
+// TestFetchSessionIsBounded: a stream that names ever more partitions is
+// refused once its session would pass MaxFetchSessionPartitions.
+func TestFetchSessionIsBounded(t *testing.T) {
+	s := NewFetchSession()
+	req := &replicadv1.FetchRequest{ReplicaId: 2, Session: true}
+	for i := range MaxFetchSessionPartitions {
+		req.Partitions = append(req.Partitions, sessionPart(int32(i), 0))
+	}
+	if _, err := s.Apply(req); err != nil {
+		t.Fatalf("a session at the limit: %v", err)
+	}
+	_, err := s.Apply(&replicadv1.FetchRequest{ReplicaId: 2, Session: true, Partitions: []*replicadv1.FetchPartition{sessionPart(MaxFetchSessionPartitions, 0)}})
+	if status.Code(err) != codes.InvalidArgument || !containsField(err, "partitions") {
+		t.Fatalf("one partition over the limit: %v, want InvalidArgument naming partitions", err)
+	}
+}
+
 func containsField(err error, field string) bool {
 	return err != nil && len(status.Convert(err).Message()) > 0 && strings.Contains(status.Convert(err).Message(), field)
 }

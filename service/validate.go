@@ -417,9 +417,6 @@ func validateFetchRemoved(req *replicadv1.FetchRequest) error {
 	if !req.GetSession() {
 		return invalid("removed_partitions", "only a session request (session set) removes partitions")
 	}
-	if err := validatePartitionCount("removed_partitions", len(removed)); err != nil {
-		return err
-	}
 	if err := validatePartitionList("removed_partitions", removed, nil); err != nil {
 		return err
 	}
