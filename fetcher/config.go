@@ -24,6 +24,10 @@ type Config struct {
 
 	MaxWait  time.Duration // max_wait_ms: how long the leader may hold a fetch; default 500ms
 	MaxBytes int32         // max_bytes of a fetch; default 10 MiB
+	// DisableFetchSessions makes every request list every partition, as
+	// before fetch sessions (KIP-227); tests use it to check that both
+	// ways fetch alike.
+	DisableFetchSessions bool
 
 	// PartitionBackoff delays a partition after a retriable error (leader not
 	// ready for its epoch yet, corrupt batch) before it is fetched again.

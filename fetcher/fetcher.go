@@ -48,6 +48,22 @@ type fetcher struct {
 	// a fixed order would let a far-behind first partition starve the rest.
 	// It may hold removed partitions until the next syncOrderLocked.
 	order []tp.TopicPartition
+	// orderClean says no partition was added or removed since the last
+	// syncOrderLocked: a round then skips the rebuild (one map of every
+	// partition).
+	orderClean bool
+
+	// The fetcher goroutine's own state, not under mu.
+	//
+	// session is the stream's fetch session (KIP-227): what the leader
+	// holds of each partition, so that a request lists only what changed.
+	// It starts over with each stream.
+	session followerSession
+	// requested is reused by every round's buildFetchRequest.
+	requested map[tp.TopicPartition]*partitionState
+	// answeredAt is when the last answer was applied: a partition a
+	// session answer leaves out was as caught up then as it was before.
+	answeredAt time.Time
 
 	wake   chan struct{} // capacity 1: partitions were added or a delay ended
 	cancel context.CancelFunc
@@ -64,6 +80,7 @@ func startFetcher(key fetcherKey, source core.Broker, cfg *Config, failed *faile
 		logger: cfg.Logger.With().Int32("leader", source.ID).Str("leader_addr", source.Addr()).
 			Int("fetcher_id", key.FetcherID).Logger(),
 		partitions: make(map[tp.TopicPartition]*partitionState),
+		requested:  make(map[tp.TopicPartition]*partitionState),
 		wake:       make(chan struct{}, 1),
 		cancel:     cancel,
 		done:       make(chan struct{}),
@@ -132,6 +149,7 @@ func (f *fetcher) run(ctx context.Context) {
 		if err != nil {
 			stream.Close()
 			stream = nil
+			f.session.reset() // the session was the stream
 			broken = true
 			if ctx.Err() != nil {
 				return
@@ -142,6 +160,7 @@ func (f *fetcher) run(ctx context.Context) {
 			continue
 		}
 		bo.reset()
+		f.session.answered(resp)
 		f.processFetchResponse(requested, resp)
 	}
 }
@@ -190,16 +209,31 @@ func (f *fetcher) buildFetchRequest() (req *replicadv1.FetchRequest, requested m
 		MaxWaitMs:   int32(f.cfg.MaxWait / time.Millisecond),
 		MinBytes:    1,
 		MaxBytes:    f.cfg.MaxBytes,
+		Session:     !f.cfg.DisableFetchSessions,
 	}
-	requested = make(map[tp.TopicPartition]*partitionState, len(f.partitions))
+	if f.requested == nil {
+		f.requested = make(map[tp.TopicPartition]*partitionState)
+	}
+	requested = f.requested
+	clear(requested)
+	sess := &f.session
+	incremental := req.Session && sess.accepted
+	if !incremental {
+		sess.reset()
+	}
+	kept := 0 // partitions of the session requested again
 	f.syncOrderLocked()
 	for _, t := range f.order {
-		st := f.partitions[t]
+		st, ok := f.partitions[t]
+		if !ok {
+			continue // removed since the order was synced
+		}
 		if e := st.replica.LeaderEpoch(); e > st.leaderEpoch {
 			f.logger.Info().Str("topic", t.Topic).Int32("partition", t.Partition).
 				Int32("leader_epoch", st.leaderEpoch).Int32("current_leader_epoch", e).
 				Msg("dropping stale partition: its leader epoch moved on")
 			delete(f.partitions, t)
+			f.orderClean = false
 			continue
 		}
 		if !st.delayedUntil.IsZero() {
@@ -212,14 +246,41 @@ func (f *fetcher) buildFetchRequest() (req *replicadv1.FetchRequest, requested m
 			st.delayedUntil = time.Time{}
 		}
 		requested[t] = st
+		cur := sentFetch{st: st, fetchOffset: st.fetchOffset, leaderEpoch: st.leaderEpoch,
+			lastFetchedEpoch: st.replica.LatestEpoch(), logStartOffset: st.replica.LogStartOffset()}
+		if incremental {
+			prev, ok := sess.sent[t]
+			if ok {
+				kept++
+				if prev == cur {
+					continue // the leader fetches it with these fields
+				}
+			}
+		}
+		if req.Session {
+			sess.sent[t] = cur
+		}
 		req.Partitions = append(req.Partitions, &replicadv1.FetchPartition{
 			Topic:              t.Topic,
 			Partition:          t.Partition,
-			FetchOffset:        st.fetchOffset,
-			CurrentLeaderEpoch: st.leaderEpoch,
-			LastFetchedEpoch:   st.replica.LatestEpoch(),
-			LogStartOffset:     st.replica.LogStartOffset(),
+			FetchOffset:        cur.fetchOffset,
+			CurrentLeaderEpoch: cur.leaderEpoch,
+			LastFetchedEpoch:   cur.lastFetchedEpoch,
+			LogStartOffset:     cur.logStartOffset,
 			TopicId:            st.topicID,
+		})
+	}
+	if incremental && kept < len(sess.sent) {
+		// Partitions removed, set aside or delayed since the last request
+		// leave the session: the leader stops fetching them.
+		for t := range sess.sent {
+			if _, ok := requested[t]; !ok {
+				req.RemovedPartitions = append(req.RemovedPartitions, &replicadv1.FetchPartitionRef{Topic: t.Topic, Partition: t.Partition})
+				delete(sess.sent, t)
+			}
+		}
+		slices.SortFunc(req.RemovedPartitions, func(a, b *replicadv1.FetchPartitionRef) int {
+			return compareTP(tp.TopicPartition{Topic: a.Topic, Partition: a.Partition}, tp.TopicPartition{Topic: b.Topic, Partition: b.Partition})
 		})
 	}
 	return req, requested, wait
@@ -228,6 +289,10 @@ func (f *fetcher) buildFetchRequest() (req *replicadv1.FetchRequest, requested m
 // syncOrderLocked drops removed partitions from order and appends the new
 // ones, sorted, so that the order is deterministic. Runs under mu.
 func (f *fetcher) syncOrderLocked() {
+	if f.orderClean {
+		return
+	}
+	f.orderClean = true
 	kept := f.order[:0]
 	seen := make(map[tp.TopicPartition]struct{}, len(f.partitions))
 	for _, t := range f.order {
@@ -280,6 +345,7 @@ func (f *fetcher) addPartitions(states map[tp.TopicPartition]*partitionState) {
 			continue
 		}
 		f.partitions[t] = st
+		f.orderClean = false
 	}
 	f.mu.Unlock()
 	f.signal()
@@ -295,6 +361,7 @@ func (f *fetcher) removePartitions(ts []tp.TopicPartition) map[tp.TopicPartition
 		if st, ok := f.partitions[t]; ok {
 			removed[t] = st
 			delete(f.partitions, t)
+			f.orderClean = false
 		}
 	}
 	return removed
@@ -310,6 +377,7 @@ func (f *fetcher) removeAllPartitions() map[tp.TopicPartition]*partitionState {
 		removed[t] = &c
 	}
 	clear(f.partitions)
+	f.orderClean = false
 	return removed
 }
 
@@ -348,4 +416,41 @@ func (f *fetcher) maxLag() int64 {
 		lag = max(lag, st.lag)
 	}
 	return lag
+}
+
+// followerSession is the follower's side of a fetch session (see
+// service.FetchSession): what the leader holds of each partition.
+type followerSession struct {
+	// accepted: the leader answered the stream's session requests with
+	// session set, so requests may leave out what did not change. Until
+	// then (and with a leader that does not know sessions) every request
+	// is full.
+	accepted bool
+	// sent is what the requests so far told the leader of each partition.
+	sent map[tp.TopicPartition]sentFetch
+}
+
+// sentFetch is a partition's fields as last sent. st is the state they were
+// sent for: a partition re-added with a new state is sent again, so the
+// leader answers it even when nothing else changed.
+type sentFetch struct {
+	st               *partitionState
+	fetchOffset      int64
+	leaderEpoch      int32
+	lastFetchedEpoch int32
+	logStartOffset   int64
+}
+
+// reset starts a new session (a new stream, or a full request).
+func (s *followerSession) reset() {
+	s.accepted = false
+	if s.sent == nil {
+		s.sent = make(map[tp.TopicPartition]sentFetch)
+	}
+	clear(s.sent)
+}
+
+// answered notes whether the leader kept the session.
+func (s *followerSession) answered(resp *replicadv1.FetchResponse) {
+	s.accepted = resp.GetSession()
 }

@@ -20,14 +20,19 @@ import (
 func (f *fetcher) processFetchResponse(requested map[tp.TopicPartition]*partitionState, resp *replicadv1.FetchResponse) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	gotData := make(map[tp.TopicPartition]bool)
+	prevAnswer := f.answeredAt
+	f.answeredAt = f.cfg.Clock.Now()
+	var gotData map[tp.TopicPartition]bool
 	for _, res := range resp.GetPartitions() {
 		t := tp.TopicPartition{Topic: res.GetTopic(), Partition: res.GetPartition()}
 		st, ok := f.partitions[t]
 		if !ok || st != requested[t] {
 			continue // removed, or re-added with a new epoch, while the fetch was out
 		}
-		if f.processPartition(t, st, res) {
+		if f.processPartition(t, st, res, prevAnswer) {
+			if gotData == nil {
+				gotData = make(map[tp.TopicPartition]bool)
+			}
 			gotData[t] = true
 		}
 	}
@@ -38,12 +43,14 @@ func (f *fetcher) processFetchResponse(requested map[tp.TopicPartition]*partitio
 
 // processPartition is Kafka's AbstractFetcherThread.processFetchRequest for
 // one partition; it reports whether records were appended.
-func (f *fetcher) processPartition(t tp.TopicPartition, st *partitionState, res *replicadv1.FetchPartitionResult) (appended bool) {
+//
+// prevAnswer is when the previous answer was applied (zero: none).
+func (f *fetcher) processPartition(t tp.TopicPartition, st *partitionState, res *replicadv1.FetchPartitionResult, prevAnswer time.Time) (appended bool) {
 	code := res.GetErrorCode()
 	if code == replicadv1.ErrorCode_ERROR_CODE_NONE && res.GetDivergingEpoch() == nil {
 		// The steady state, every partition of every answer: no logger is
 		// built unless something goes wrong.
-		return f.appendRecords(t, st, res)
+		return f.appendRecords(t, st, res, prevAnswer)
 	}
 	lg := f.partitionLogger(t, st)
 	switch code {
@@ -225,7 +232,7 @@ func (f *fetcher) partitionLogger(t tp.TopicPartition, st *partitionState) zerol
 
 // appendRecords appends the answer's batches and moves the follower HW; it
 // reports whether records were appended.
-func (f *fetcher) appendRecords(t tp.TopicPartition, st *partitionState, res *replicadv1.FetchPartitionResult) (appended bool) {
+func (f *fetcher) appendRecords(t tp.TopicPartition, st *partitionState, res *replicadv1.FetchPartitionResult, prevAnswer time.Time) (appended bool) {
 	r := st.replica
 	data := completeBatches(res.GetRecords())
 	if len(data) > 0 {
@@ -257,9 +264,15 @@ func (f *fetcher) appendRecords(t tp.TopicPartition, st *partitionState, res *re
 	}
 	st.fetchOffset = r.LogEndOffset()
 	hw := r.UpdateFollowerHighWatermark(res.GetHighWatermark())
+	prevLag := st.lag
 	st.lag = max(0, max(res.GetLogEndOffset(), res.GetHighWatermark())-st.fetchOffset)
-	if st.lag == 0 {
+	switch {
+	case st.lag == 0:
 		st.caughtUpAt = f.cfg.Clock.Now()
+	case prevLag == 0 && prevAnswer.After(st.caughtUpAt):
+		// Caught up at the previous answer: a session answer leaves out a
+		// partition with nothing new, so its caughtUpAt did not move then.
+		st.caughtUpAt = prevAnswer
 	}
 	f.followLogStart(t, st, res.GetLogStartOffset(), hw)
 	return len(data) > 0
@@ -352,6 +365,7 @@ func (f *fetcher) markFailedErr(t tp.TopicPartition, lg zerolog.Logger, err erro
 // for it; the fetcher goes on with its other partitions. Runs under mu.
 func (f *fetcher) markFailed(t tp.TopicPartition, lg zerolog.Logger, why string) {
 	delete(f.partitions, t)
+	f.orderClean = false
 	f.failed.add(t)
 	lg.Warn().Str("reason", why).Msg("partition marked failed")
 }

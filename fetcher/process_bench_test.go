@@ -3,6 +3,7 @@ package fetcher
 import (
 	"io"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -22,7 +23,7 @@ func BenchmarkProcessIdlePartition(b *testing.B) {
 	res := &replicadv1.FetchPartitionResult{Topic: "t", ErrorCode: replicadv1.ErrorCode_ERROR_CODE_NONE}
 	b.ReportAllocs()
 	for b.Loop() {
-		if f.processPartition(p, st, res) {
+		if f.processPartition(p, st, res, time.Time{}) {
 			b.Fatal("appended from an empty answer")
 		}
 	}

@@ -293,47 +293,60 @@ func cloneInt32s(s []int32) []int32 {
 // FetchRequestFromProto translates a follower's fetch for the replica
 // manager; the alter-log-dirs fetchers' local source uses it too.
 func FetchRequestFromProto(req *replicadv1.FetchRequest) core.FetchRequest {
-	out := core.FetchRequest{
+	out := fetchRequestHeaderFromProto(req)
+	out.Partitions = make([]core.FetchPartition, len(req.GetPartitions()))
+	for i, p := range req.GetPartitions() {
+		out.Partitions[i] = fetchPartitionFromProto(p)
+	}
+	return out
+}
+
+// fetchRequestHeaderFromProto is a fetch's fields but its partitions.
+func fetchRequestHeaderFromProto(req *replicadv1.FetchRequest) core.FetchRequest {
+	return core.FetchRequest{
 		ReplicaID:   req.GetReplicaId(),
 		BrokerEpoch: req.GetBrokerEpoch(),
 		MaxWait:     time.Duration(req.GetMaxWaitMs()) * time.Millisecond,
 		MinBytes:    int(req.GetMinBytes()),
 		MaxBytes:    int(req.GetMaxBytes()),
-		Partitions:  make([]core.FetchPartition, len(req.GetPartitions())),
 	}
-	for i, p := range req.GetPartitions() {
-		out.Partitions[i] = core.FetchPartition{
-			TopicPartition:     topicPartition(p.GetTopic(), p.GetPartition()),
-			FetchOffset:        p.GetFetchOffset(),
-			CurrentLeaderEpoch: p.GetCurrentLeaderEpoch(),
-			LastFetchedEpoch:   p.GetLastFetchedEpoch(),
-			LogStartOffset:     p.GetLogStartOffset(),
-			TopicID:            p.GetTopicId(),
-		}
+}
+
+func fetchPartitionFromProto(p *replicadv1.FetchPartition) core.FetchPartition {
+	return core.FetchPartition{
+		TopicPartition:     topicPartition(p.GetTopic(), p.GetPartition()),
+		FetchOffset:        p.GetFetchOffset(),
+		CurrentLeaderEpoch: p.GetCurrentLeaderEpoch(),
+		LastFetchedEpoch:   p.GetLastFetchedEpoch(),
+		LogStartOffset:     p.GetLogStartOffset(),
+		TopicID:            p.GetTopicId(),
 	}
-	return out
 }
 
 // FetchResponseToProto passes the records through as read: they are the stored
 // batches, which the follower appends without re-encoding.
 func FetchResponseToProto(correlationID int64, resp core.FetchResponse) *replicadv1.FetchResponse {
 	out := &replicadv1.FetchResponse{CorrelationId: correlationID, Partitions: make([]*replicadv1.FetchPartitionResult, len(resp.Partitions))}
-	for i, r := range resp.Partitions {
-		pr := &replicadv1.FetchPartitionResult{
-			Topic:          r.TopicPartition.Topic,
-			Partition:      r.TopicPartition.Partition,
-			ErrorCode:      errorCodeToProto(r.Error),
-			HighWatermark:  r.HighWatermark,
-			LogStartOffset: r.LogStartOffset,
-			LogEndOffset:   r.LogEndOffset,
-			Records:        r.Records,
-		}
-		if d := r.DivergingEpoch; d != nil {
-			pr.DivergingEpoch = &replicadv1.EpochEndOffset{Epoch: d.Epoch, EndOffset: d.EndOffset}
-		}
-		out.Partitions[i] = pr
+	for i := range resp.Partitions {
+		out.Partitions[i] = fetchResultToProto(&resp.Partitions[i])
 	}
 	return out
+}
+
+func fetchResultToProto(r *core.FetchPartitionResult) *replicadv1.FetchPartitionResult {
+	pr := &replicadv1.FetchPartitionResult{
+		Topic:          r.TopicPartition.Topic,
+		Partition:      r.TopicPartition.Partition,
+		ErrorCode:      errorCodeToProto(r.Error),
+		HighWatermark:  r.HighWatermark,
+		LogStartOffset: r.LogStartOffset,
+		LogEndOffset:   r.LogEndOffset,
+		Records:        r.Records,
+	}
+	if d := r.DivergingEpoch; d != nil {
+		pr.DivergingEpoch = &replicadv1.EpochEndOffset{Epoch: d.Epoch, EndOffset: d.EndOffset}
+	}
+	return pr
 }
 
 func offsetsForLeaderEpochFromProto(req *replicadv1.OffsetsForLeaderEpochRequest) core.OffsetsForLeaderEpochRequest {

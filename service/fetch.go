@@ -76,6 +76,9 @@ func (s *fetchService) Fetch(stream replicadv1.FetchService_FetchServer) error {
 	idle := time.NewTimer(time.Hour)
 	idle.Stop()
 	defer idle.Stop()
+	// session is the stream's fetch session, from its first request with
+	// session set (see FetchSession); nil while it sends full requests.
+	var session *FetchSession
 	for {
 		select {
 		case <-idle.C:
@@ -105,7 +108,12 @@ func (s *fetchService) Fetch(stream replicadv1.FetchService_FetchServer) error {
 			if span != nil {
 				reqCtx = trace.ContextWithSpan(ctx, span)
 			}
-			resp, grant, err := s.fetch(reqCtx, sender, req, allowance)
+			if !req.GetSession() {
+				session = nil
+			} else if session == nil {
+				session = NewFetchSession()
+			}
+			resp, grant, err := s.fetch(reqCtx, sender, req, session, allowance)
 			allowance = min(2*allowance, core.DefaultFetchMaxBytes)
 			held = grant
 			endRequestSpan(span, resp, err)
@@ -125,7 +133,19 @@ func (s *fetchService) Fetch(stream replicadv1.FetchService_FetchServer) error {
 // DeadlineExceeded: the previous answer's here, the last one's by the
 // handler's idle timer; the handler's return cancels the stream, which
 // unblocks the send and frees the answer.
-func (s *fetchService) fetch(ctx context.Context, sender *answerSender, req *replicadv1.FetchRequest, allowance int64) (*replicadv1.FetchResponse, int64, error) {
+//
+// With a session, req is merged into it and the answer carries only what
+// is new (see FetchSession).
+func (s *fetchService) fetch(ctx context.Context, sender *answerSender, req *replicadv1.FetchRequest, session *FetchSession, allowance int64) (*replicadv1.FetchResponse, int64, error) {
+	var freq core.FetchRequest
+	if session != nil {
+		var err error
+		if freq, err = session.Apply(req); err != nil {
+			return nil, 0, err
+		}
+	} else {
+		freq = FetchRequestFromProto(req)
+	}
 	if req.GetMaxWaitMs() > 0 && req.GetMinBytes() > 0 {
 		unpark, err := s.limits.park("max_wait_ms")
 		if err != nil {
@@ -143,7 +163,6 @@ func (s *fetchService) fetch(ctx context.Context, sender *answerSender, req *rep
 			s.limits.response.give(grant)
 		}
 	}()
-	freq := FetchRequestFromProto(req)
 	freq.MaxBytes = int(grant)
 	// Until the stream's allowance has grown to the cap (it has read its
 	// answers for a while), the grant is hard: an answer holds no whole
@@ -156,7 +175,12 @@ func (s *fetchService) fetch(ctx context.Context, sender *answerSender, req *rep
 		used += len(p.Records)
 	}
 	grant = s.limits.response.settle(grant, int64(used))
-	resp := FetchResponseToProto(req.GetCorrelationId(), fresp)
+	var resp *replicadv1.FetchResponse
+	if session != nil {
+		resp = session.Answer(req.GetCorrelationId(), fresp)
+	} else {
+		resp = FetchResponseToProto(req.GetCorrelationId(), fresp)
+	}
 	returned = true
 	if err := sender.wait(ctx, s.limits.limits.FetchSendTimeout); err != nil {
 		return resp, grant, err

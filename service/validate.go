@@ -395,12 +395,41 @@ func validateFetch(req *replicadv1.FetchRequest) error {
 	if err := validateNonNegative("max_bytes", int64(req.GetMaxBytes())); err != nil {
 		return err
 	}
-	return validatePartitionList("partitions", req.GetPartitions(), func(path string, p *replicadv1.FetchPartition) error {
+	if err := validatePartitionList("partitions", req.GetPartitions(), func(path string, p *replicadv1.FetchPartition) error {
 		if err := validateTopicID(path+".topic_id", p.GetTopicId()); err != nil {
 			return err
 		}
 		return validateNonNegative(path+".fetch_offset", p.GetFetchOffset())
-	})
+	}); err != nil {
+		return err
+	}
+	return validateFetchRemoved(req)
+}
+
+// validateFetchRemoved checks a session request's removed partitions: only
+// in a session, each once, and none also fetched (it would be ambiguous
+// whether the partition stays).
+func validateFetchRemoved(req *replicadv1.FetchRequest) error {
+	removed := req.GetRemovedPartitions()
+	if len(removed) == 0 {
+		return nil
+	}
+	if !req.GetSession() {
+		return invalid("removed_partitions", "only a session request (session set) removes partitions")
+	}
+	if err := validatePartitionList("removed_partitions", removed, nil); err != nil {
+		return err
+	}
+	fetched := make(map[tp.TopicPartition]bool, len(req.GetPartitions()))
+	for _, p := range req.GetPartitions() {
+		fetched[topicPartition(p.GetTopic(), p.GetPartition())] = true
+	}
+	for i, r := range removed {
+		if t := topicPartition(r.GetTopic(), r.GetPartition()); fetched[t] {
+			return invalid(fmt.Sprintf("removed_partitions[%d]", i), "partition %s is also in partitions", t)
+		}
+	}
+	return nil
 }
 
 // validateTopicID checks a topic ID field: empty (not given) or Kafka's form.

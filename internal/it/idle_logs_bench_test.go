@@ -30,6 +30,10 @@ import (
 //     (every follower fetching, nothing produced);
 //   - open-fds: the descriptors the broker holds.
 //
+// FAILOVER_BENCH_PROFILE=DIR leaves a CPU profile of broker 1's idle
+// window in DIR (FAILOVER_BENCH_PROFILE_SECONDS long); such a run's
+// figures are not the benchmark's.
+//
 // Run it alone, without -race:
 //
 //	mkdir -p .bench-tmp && TMPDIR=$PWD/.bench-tmp go test -run '^$' -bench IdleLogs -benchtime 1x -timeout 60m ./internal/it/
@@ -96,6 +100,10 @@ func idleLogsOnce(b *testing.B, led int) {
 	time.Sleep(idleSettle) // the measurement is of an idle cluster: let the creation's work end
 	logs := float64(3 * led)
 	var rss, heap, cpu, fds float64
+	// FAILOVER_BENCH_PROFILE profiles broker 1 over the window too (see
+	// the failover benchmarks): what an idle broker spends its CPU on.
+	profiled := c.profile("idle", 1)
+	defer profiled()
 	ticks0 := map[int32]int64{}
 	for _, id := range clusterIDs {
 		ticks0[id] = idleTicks(b, c.brokers[id].Pid())

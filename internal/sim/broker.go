@@ -168,9 +168,24 @@ func (b *brokerNode) start() error {
 			"StopReplica":    unary(svc.StopReplica),
 			"Produce":        unary(b.produceHandler(rm)),
 		},
-		fetch: func(ctx context.Context, req any) (any, error) {
-			r := req.(*replicadv1.FetchRequest)
-			return service.FetchResponseToProto(r.GetCorrelationId(), rm.FetchMessages(ctx, service.FetchRequestFromProto(r))), nil
+		fetch: func() fetchServe {
+			// The stream's fetch session, as service's Fetch keeps it.
+			var session *service.FetchSession
+			return func(ctx context.Context, req any) (any, error) {
+				r := req.(*replicadv1.FetchRequest)
+				if !r.GetSession() {
+					session = nil
+					return service.FetchResponseToProto(r.GetCorrelationId(), rm.FetchMessages(ctx, service.FetchRequestFromProto(r))), nil
+				}
+				if session == nil {
+					session = service.NewFetchSession()
+				}
+				freq, err := session.Apply(r)
+				if err != nil {
+					return nil, err
+				}
+				return session.Answer(r.GetCorrelationId(), rm.FetchMessages(ctx, freq)), nil
+			}
 		},
 	}
 	s.net.serve(ep)

@@ -44,7 +44,9 @@ type endpoint struct {
 	ctx   context.Context
 	stop  context.CancelFunc
 	unary map[string]unaryHandler
-	fetch fetchServe
+	// fetch makes the handler of one fetch stream: a stream is a fetch
+	// session, whose state its handler keeps.
+	fetch func() fetchServe
 }
 
 // unaryHandler serves one unary method; req and the answer are protos.

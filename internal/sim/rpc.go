@@ -164,7 +164,7 @@ func (n *network) openStream(ctx context.Context, client string, clientLife int,
 	l.cancels[-1] = cancel
 	n.mu.Unlock()
 	st.stop = context.AfterFunc(ctx, func() { n.breakLink(l) })
-	go st.serve(hctx, se.fetch)
+	go st.serve(hctx, se.fetch())
 	return st, nil
 }
 

@@ -125,8 +125,19 @@ type FetchRequest struct {
 	MinBytes      int32                  `protobuf:"varint,5,opt,name=min_bytes,json=minBytes,proto3" json:"min_bytes,omitempty"`
 	MaxBytes      int32                  `protobuf:"varint,6,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
 	Partitions    []*FetchPartition      `protobuf:"bytes,7,rep,name=partitions,proto3" json:"partitions,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// Makes the stream a fetch session (KIP-227): the leader keeps the
+	// partitions the stream's requests named, and fetches all of them for
+	// each request. Set on every request of the stream. The first request
+	// lists every partition; once an answer has session set, a request lists
+	// only the partitions that are new or whose fields changed (the rest keep
+	// their last values) and names in removed_partitions those it drops. A
+	// leader that does not know the field answers without session: the
+	// follower then sends full lists.
+	Session bool `protobuf:"varint,8,opt,name=session,proto3" json:"session,omitempty"`
+	// Partitions dropped from the session (session requests only).
+	RemovedPartitions []*FetchPartitionRef `protobuf:"bytes,9,rep,name=removed_partitions,json=removedPartitions,proto3" json:"removed_partitions,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *FetchRequest) Reset() {
@@ -208,6 +219,73 @@ func (x *FetchRequest) GetPartitions() []*FetchPartition {
 	return nil
 }
 
+func (x *FetchRequest) GetSession() bool {
+	if x != nil {
+		return x.Session
+	}
+	return false
+}
+
+func (x *FetchRequest) GetRemovedPartitions() []*FetchPartitionRef {
+	if x != nil {
+		return x.RemovedPartitions
+	}
+	return nil
+}
+
+// FetchPartitionRef names a partition of a fetch session.
+type FetchPartitionRef struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition     int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FetchPartitionRef) Reset() {
+	*x = FetchPartitionRef{}
+	mi := &file_replicad_v1_fetch_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FetchPartitionRef) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FetchPartitionRef) ProtoMessage() {}
+
+func (x *FetchPartitionRef) ProtoReflect() protoreflect.Message {
+	mi := &file_replicad_v1_fetch_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FetchPartitionRef.ProtoReflect.Descriptor instead.
+func (*FetchPartitionRef) Descriptor() ([]byte, []int) {
+	return file_replicad_v1_fetch_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *FetchPartitionRef) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *FetchPartitionRef) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
 // EpochEndOffset is the end offset of a leader epoch on the leader.
 type EpochEndOffset struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -219,7 +297,7 @@ type EpochEndOffset struct {
 
 func (x *EpochEndOffset) Reset() {
 	*x = EpochEndOffset{}
-	mi := &file_replicad_v1_fetch_proto_msgTypes[2]
+	mi := &file_replicad_v1_fetch_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -231,7 +309,7 @@ func (x *EpochEndOffset) String() string {
 func (*EpochEndOffset) ProtoMessage() {}
 
 func (x *EpochEndOffset) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_fetch_proto_msgTypes[2]
+	mi := &file_replicad_v1_fetch_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -244,7 +322,7 @@ func (x *EpochEndOffset) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EpochEndOffset.ProtoReflect.Descriptor instead.
 func (*EpochEndOffset) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_fetch_proto_rawDescGZIP(), []int{2}
+	return file_replicad_v1_fetch_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *EpochEndOffset) GetEpoch() int32 {
@@ -279,7 +357,7 @@ type FetchPartitionResult struct {
 
 func (x *FetchPartitionResult) Reset() {
 	*x = FetchPartitionResult{}
-	mi := &file_replicad_v1_fetch_proto_msgTypes[3]
+	mi := &file_replicad_v1_fetch_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -291,7 +369,7 @@ func (x *FetchPartitionResult) String() string {
 func (*FetchPartitionResult) ProtoMessage() {}
 
 func (x *FetchPartitionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_fetch_proto_msgTypes[3]
+	mi := &file_replicad_v1_fetch_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -304,7 +382,7 @@ func (x *FetchPartitionResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchPartitionResult.ProtoReflect.Descriptor instead.
 func (*FetchPartitionResult) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_fetch_proto_rawDescGZIP(), []int{3}
+	return file_replicad_v1_fetch_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *FetchPartitionResult) GetTopic() string {
@@ -367,13 +445,19 @@ type FetchResponse struct {
 	state         protoimpl.MessageState  `protogen:"open.v1"`
 	CorrelationId int64                   `protobuf:"varint,1,opt,name=correlation_id,json=correlationId,proto3" json:"correlation_id,omitempty"`
 	Partitions    []*FetchPartitionResult `protobuf:"bytes,2,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	// The leader keeps the stream's fetch session. Such an answer carries only
+	// the session's partitions with something new: records, an error or a
+	// diverging epoch, a high watermark, log start or log end other than the
+	// last answer gave, or one the request named. A partition left out is as
+	// the last answer that carried it said.
+	Session       bool `protobuf:"varint,3,opt,name=session,proto3" json:"session,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *FetchResponse) Reset() {
 	*x = FetchResponse{}
-	mi := &file_replicad_v1_fetch_proto_msgTypes[4]
+	mi := &file_replicad_v1_fetch_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -385,7 +469,7 @@ func (x *FetchResponse) String() string {
 func (*FetchResponse) ProtoMessage() {}
 
 func (x *FetchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_fetch_proto_msgTypes[4]
+	mi := &file_replicad_v1_fetch_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -398,7 +482,7 @@ func (x *FetchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchResponse.ProtoReflect.Descriptor instead.
 func (*FetchResponse) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_fetch_proto_rawDescGZIP(), []int{4}
+	return file_replicad_v1_fetch_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *FetchResponse) GetCorrelationId() int64 {
@@ -415,6 +499,13 @@ func (x *FetchResponse) GetPartitions() []*FetchPartitionResult {
 	return nil
 }
 
+func (x *FetchResponse) GetSession() bool {
+	if x != nil {
+		return x.Session
+	}
+	return false
+}
+
 type OffsetForLeaderEpochPartition struct {
 	state              protoimpl.MessageState `protogen:"open.v1"`
 	Topic              string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
@@ -427,7 +518,7 @@ type OffsetForLeaderEpochPartition struct {
 
 func (x *OffsetForLeaderEpochPartition) Reset() {
 	*x = OffsetForLeaderEpochPartition{}
-	mi := &file_replicad_v1_fetch_proto_msgTypes[5]
+	mi := &file_replicad_v1_fetch_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -439,7 +530,7 @@ func (x *OffsetForLeaderEpochPartition) String() string {
 func (*OffsetForLeaderEpochPartition) ProtoMessage() {}
 
 func (x *OffsetForLeaderEpochPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_fetch_proto_msgTypes[5]
+	mi := &file_replicad_v1_fetch_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -452,7 +543,7 @@ func (x *OffsetForLeaderEpochPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetForLeaderEpochPartition.ProtoReflect.Descriptor instead.
 func (*OffsetForLeaderEpochPartition) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_fetch_proto_rawDescGZIP(), []int{5}
+	return file_replicad_v1_fetch_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *OffsetForLeaderEpochPartition) GetTopic() string {
@@ -493,7 +584,7 @@ type OffsetsForLeaderEpochRequest struct {
 
 func (x *OffsetsForLeaderEpochRequest) Reset() {
 	*x = OffsetsForLeaderEpochRequest{}
-	mi := &file_replicad_v1_fetch_proto_msgTypes[6]
+	mi := &file_replicad_v1_fetch_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -505,7 +596,7 @@ func (x *OffsetsForLeaderEpochRequest) String() string {
 func (*OffsetsForLeaderEpochRequest) ProtoMessage() {}
 
 func (x *OffsetsForLeaderEpochRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_fetch_proto_msgTypes[6]
+	mi := &file_replicad_v1_fetch_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -518,7 +609,7 @@ func (x *OffsetsForLeaderEpochRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetsForLeaderEpochRequest.ProtoReflect.Descriptor instead.
 func (*OffsetsForLeaderEpochRequest) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_fetch_proto_rawDescGZIP(), []int{6}
+	return file_replicad_v1_fetch_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *OffsetsForLeaderEpochRequest) GetReplicaId() int32 {
@@ -548,7 +639,7 @@ type OffsetForLeaderEpochResult struct {
 
 func (x *OffsetForLeaderEpochResult) Reset() {
 	*x = OffsetForLeaderEpochResult{}
-	mi := &file_replicad_v1_fetch_proto_msgTypes[7]
+	mi := &file_replicad_v1_fetch_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -560,7 +651,7 @@ func (x *OffsetForLeaderEpochResult) String() string {
 func (*OffsetForLeaderEpochResult) ProtoMessage() {}
 
 func (x *OffsetForLeaderEpochResult) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_fetch_proto_msgTypes[7]
+	mi := &file_replicad_v1_fetch_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -573,7 +664,7 @@ func (x *OffsetForLeaderEpochResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetForLeaderEpochResult.ProtoReflect.Descriptor instead.
 func (*OffsetForLeaderEpochResult) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_fetch_proto_rawDescGZIP(), []int{7}
+	return file_replicad_v1_fetch_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *OffsetForLeaderEpochResult) GetTopic() string {
@@ -620,7 +711,7 @@ type OffsetsForLeaderEpochResponse struct {
 
 func (x *OffsetsForLeaderEpochResponse) Reset() {
 	*x = OffsetsForLeaderEpochResponse{}
-	mi := &file_replicad_v1_fetch_proto_msgTypes[8]
+	mi := &file_replicad_v1_fetch_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -632,7 +723,7 @@ func (x *OffsetsForLeaderEpochResponse) String() string {
 func (*OffsetsForLeaderEpochResponse) ProtoMessage() {}
 
 func (x *OffsetsForLeaderEpochResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_fetch_proto_msgTypes[8]
+	mi := &file_replicad_v1_fetch_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -645,7 +736,7 @@ func (x *OffsetsForLeaderEpochResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetsForLeaderEpochResponse.ProtoReflect.Descriptor instead.
 func (*OffsetsForLeaderEpochResponse) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_fetch_proto_rawDescGZIP(), []int{8}
+	return file_replicad_v1_fetch_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *OffsetsForLeaderEpochResponse) GetPartitions() []*OffsetForLeaderEpochResult {
@@ -667,7 +758,7 @@ const file_replicad_v1_fetch_proto_rawDesc = "" +
 	"\x14current_leader_epoch\x18\x04 \x01(\x05R\x12currentLeaderEpoch\x12,\n" +
 	"\x12last_fetched_epoch\x18\x05 \x01(\x05R\x10lastFetchedEpoch\x12(\n" +
 	"\x10log_start_offset\x18\x06 \x01(\x03R\x0elogStartOffset\x12\x19\n" +
-	"\btopic_id\x18\a \x01(\tR\atopicId\"\x8e\x02\n" +
+	"\btopic_id\x18\a \x01(\tR\atopicId\"\xf7\x02\n" +
 	"\fFetchRequest\x12%\n" +
 	"\x0ecorrelation_id\x18\x01 \x01(\x03R\rcorrelationId\x12\x1d\n" +
 	"\n" +
@@ -678,7 +769,12 @@ const file_replicad_v1_fetch_proto_rawDesc = "" +
 	"\tmax_bytes\x18\x06 \x01(\x05R\bmaxBytes\x12;\n" +
 	"\n" +
 	"partitions\x18\a \x03(\v2\x1b.replicad.v1.FetchPartitionR\n" +
-	"partitions\"E\n" +
+	"partitions\x12\x18\n" +
+	"\asession\x18\b \x01(\bR\asession\x12M\n" +
+	"\x12removed_partitions\x18\t \x03(\v2\x1e.replicad.v1.FetchPartitionRefR\x11removedPartitions\"G\n" +
+	"\x11FetchPartitionRef\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\"E\n" +
 	"\x0eEpochEndOffset\x12\x14\n" +
 	"\x05epoch\x18\x01 \x01(\x05R\x05epoch\x12\x1d\n" +
 	"\n" +
@@ -692,12 +788,13 @@ const file_replicad_v1_fetch_proto_rawDesc = "" +
 	"\x10log_start_offset\x18\x05 \x01(\x03R\x0elogStartOffset\x12D\n" +
 	"\x0fdiverging_epoch\x18\x06 \x01(\v2\x1b.replicad.v1.EpochEndOffsetR\x0edivergingEpoch\x12\x18\n" +
 	"\arecords\x18\a \x01(\fR\arecords\x12$\n" +
-	"\x0elog_end_offset\x18\b \x01(\x03R\flogEndOffset\"y\n" +
+	"\x0elog_end_offset\x18\b \x01(\x03R\flogEndOffset\"\x93\x01\n" +
 	"\rFetchResponse\x12%\n" +
 	"\x0ecorrelation_id\x18\x01 \x01(\x03R\rcorrelationId\x12A\n" +
 	"\n" +
 	"partitions\x18\x02 \x03(\v2!.replicad.v1.FetchPartitionResultR\n" +
-	"partitions\"\xa8\x01\n" +
+	"partitions\x12\x18\n" +
+	"\asession\x18\x03 \x01(\bR\asession\"\xa8\x01\n" +
 	"\x1dOffsetForLeaderEpochPartition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x120\n" +
@@ -739,36 +836,38 @@ func file_replicad_v1_fetch_proto_rawDescGZIP() []byte {
 	return file_replicad_v1_fetch_proto_rawDescData
 }
 
-var file_replicad_v1_fetch_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_replicad_v1_fetch_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_replicad_v1_fetch_proto_goTypes = []any{
 	(*FetchPartition)(nil),                // 0: replicad.v1.FetchPartition
 	(*FetchRequest)(nil),                  // 1: replicad.v1.FetchRequest
-	(*EpochEndOffset)(nil),                // 2: replicad.v1.EpochEndOffset
-	(*FetchPartitionResult)(nil),          // 3: replicad.v1.FetchPartitionResult
-	(*FetchResponse)(nil),                 // 4: replicad.v1.FetchResponse
-	(*OffsetForLeaderEpochPartition)(nil), // 5: replicad.v1.OffsetForLeaderEpochPartition
-	(*OffsetsForLeaderEpochRequest)(nil),  // 6: replicad.v1.OffsetsForLeaderEpochRequest
-	(*OffsetForLeaderEpochResult)(nil),    // 7: replicad.v1.OffsetForLeaderEpochResult
-	(*OffsetsForLeaderEpochResponse)(nil), // 8: replicad.v1.OffsetsForLeaderEpochResponse
-	(ErrorCode)(0),                        // 9: replicad.v1.ErrorCode
+	(*FetchPartitionRef)(nil),             // 2: replicad.v1.FetchPartitionRef
+	(*EpochEndOffset)(nil),                // 3: replicad.v1.EpochEndOffset
+	(*FetchPartitionResult)(nil),          // 4: replicad.v1.FetchPartitionResult
+	(*FetchResponse)(nil),                 // 5: replicad.v1.FetchResponse
+	(*OffsetForLeaderEpochPartition)(nil), // 6: replicad.v1.OffsetForLeaderEpochPartition
+	(*OffsetsForLeaderEpochRequest)(nil),  // 7: replicad.v1.OffsetsForLeaderEpochRequest
+	(*OffsetForLeaderEpochResult)(nil),    // 8: replicad.v1.OffsetForLeaderEpochResult
+	(*OffsetsForLeaderEpochResponse)(nil), // 9: replicad.v1.OffsetsForLeaderEpochResponse
+	(ErrorCode)(0),                        // 10: replicad.v1.ErrorCode
 }
 var file_replicad_v1_fetch_proto_depIdxs = []int32{
-	0, // 0: replicad.v1.FetchRequest.partitions:type_name -> replicad.v1.FetchPartition
-	9, // 1: replicad.v1.FetchPartitionResult.error_code:type_name -> replicad.v1.ErrorCode
-	2, // 2: replicad.v1.FetchPartitionResult.diverging_epoch:type_name -> replicad.v1.EpochEndOffset
-	3, // 3: replicad.v1.FetchResponse.partitions:type_name -> replicad.v1.FetchPartitionResult
-	5, // 4: replicad.v1.OffsetsForLeaderEpochRequest.partitions:type_name -> replicad.v1.OffsetForLeaderEpochPartition
-	9, // 5: replicad.v1.OffsetForLeaderEpochResult.error_code:type_name -> replicad.v1.ErrorCode
-	7, // 6: replicad.v1.OffsetsForLeaderEpochResponse.partitions:type_name -> replicad.v1.OffsetForLeaderEpochResult
-	1, // 7: replicad.v1.FetchService.Fetch:input_type -> replicad.v1.FetchRequest
-	6, // 8: replicad.v1.FetchService.OffsetsForLeaderEpoch:input_type -> replicad.v1.OffsetsForLeaderEpochRequest
-	4, // 9: replicad.v1.FetchService.Fetch:output_type -> replicad.v1.FetchResponse
-	8, // 10: replicad.v1.FetchService.OffsetsForLeaderEpoch:output_type -> replicad.v1.OffsetsForLeaderEpochResponse
-	9, // [9:11] is the sub-list for method output_type
-	7, // [7:9] is the sub-list for method input_type
-	7, // [7:7] is the sub-list for extension type_name
-	7, // [7:7] is the sub-list for extension extendee
-	0, // [0:7] is the sub-list for field type_name
+	0,  // 0: replicad.v1.FetchRequest.partitions:type_name -> replicad.v1.FetchPartition
+	2,  // 1: replicad.v1.FetchRequest.removed_partitions:type_name -> replicad.v1.FetchPartitionRef
+	10, // 2: replicad.v1.FetchPartitionResult.error_code:type_name -> replicad.v1.ErrorCode
+	3,  // 3: replicad.v1.FetchPartitionResult.diverging_epoch:type_name -> replicad.v1.EpochEndOffset
+	4,  // 4: replicad.v1.FetchResponse.partitions:type_name -> replicad.v1.FetchPartitionResult
+	6,  // 5: replicad.v1.OffsetsForLeaderEpochRequest.partitions:type_name -> replicad.v1.OffsetForLeaderEpochPartition
+	10, // 6: replicad.v1.OffsetForLeaderEpochResult.error_code:type_name -> replicad.v1.ErrorCode
+	8,  // 7: replicad.v1.OffsetsForLeaderEpochResponse.partitions:type_name -> replicad.v1.OffsetForLeaderEpochResult
+	1,  // 8: replicad.v1.FetchService.Fetch:input_type -> replicad.v1.FetchRequest
+	7,  // 9: replicad.v1.FetchService.OffsetsForLeaderEpoch:input_type -> replicad.v1.OffsetsForLeaderEpochRequest
+	5,  // 10: replicad.v1.FetchService.Fetch:output_type -> replicad.v1.FetchResponse
+	9,  // 11: replicad.v1.FetchService.OffsetsForLeaderEpoch:output_type -> replicad.v1.OffsetsForLeaderEpochResponse
+	10, // [10:12] is the sub-list for method output_type
+	8,  // [8:10] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_replicad_v1_fetch_proto_init() }
@@ -783,7 +882,7 @@ func file_replicad_v1_fetch_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_replicad_v1_fetch_proto_rawDesc), len(file_replicad_v1_fetch_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   9,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
