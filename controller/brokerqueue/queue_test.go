@@ -426,6 +426,38 @@ func TestFIFOAcrossKinds(t *testing.T) {
 	})
 }
 
+// TestLeaderAndIsrMetadataPairsMerge checks that the pairs a decision split
+// into chunks queues ([L1 U1 L2 U2 ...]) reach the broker as one
+// LeaderAndIsr and one UpdateMetadata, not a round trip each, and that a
+// pair whose LeaderAndIsr would overtake an unreplaced UpdateMetadata of
+// the same partition ends the run.
+func TestLeaderAndIsrMetadataPairsMerge(t *testing.T) {
+	gate := make(chan struct{})
+	f := &fakeBroker{respond: gateFirst(gate)}
+	q := newQueue(t, f)
+	q.StopReplica([]*replicadv1.StopReplicaPartition{sp("z", 0, 1, false)}) // held in flight
+	waitCalls(t, f, 1)
+	for p := int32(0); p < 3; p++ {
+		q.LeaderAndIsr([]*replicadv1.PartitionState{st("a", p, 1)}, nil)
+		q.UpdateMetadata([]*replicadv1.Broker{br(1, "h1")}, []*replicadv1.PartitionState{st("a", p, 1), st("m", p, 1)})
+	}
+	// b/0's UpdateMetadata, then a LeaderAndIsr of b/0 whose pair does not
+	// name b/0 again: it must not overtake.
+	q.LeaderAndIsr([]*replicadv1.PartitionState{st("b", 0, 1)}, nil)
+	q.UpdateMetadata([]*replicadv1.Broker{br(1, "h1")}, []*replicadv1.PartitionState{st("b", 0, 1)})
+	q.LeaderAndIsr([]*replicadv1.PartitionState{st("b", 0, 2)}, nil)
+	q.UpdateMetadata([]*replicadv1.Broker{br(2, "h2")}, []*replicadv1.PartitionState{st("c", 0, 1)})
+	close(gate)
+	flush(t, q)
+	wantCalls(t, f, []string{
+		"SR z/0@1",
+		"LAI a/0@1 a/1@1 a/2@1 b/0@1 | ",
+		"UM a/0@1 m/0@1 a/1@1 m/1@1 a/2@1 m/2@1 b/0@1 | 1:h1",
+		"LAI b/0@2 | ",
+		"UM c/0@1 | 2:h2",
+	})
+}
+
 // TestMaxPartitionsPerRequest checks that no request holds more than
 // MaxPartitionsPerRequest partitions: large calls are split in order, and
 // calls merge only while the union fits.
