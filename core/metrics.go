@@ -4,6 +4,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/replicad/replicad/core/log"
 	"github.com/replicad/replicad/core/tp"
 )
 
@@ -75,6 +76,9 @@ type MetricsSnapshot struct {
 	Topics []TopicMetrics
 	// Throttle is the replication throttle and what it held back (throttle.go).
 	Throttle ThrottleStats
+	// FileCache is the cache of open segment and index files
+	// (--max-open-files): how full it is and how often it evicts.
+	FileCache log.FileCacheStats
 	// Logs has one entry per online partition in a role (leader or
 	// follower: Kafka's kafka.log:type=Log metrics exist on every replica),
 	// sorted by topic then partition.
@@ -166,7 +170,7 @@ func (rm *ReplicaManager) MetricsSnapshot() MetricsSnapshot {
 	}
 	rm.partitionsMu.RUnlock()
 
-	s := MetricsSnapshot{Partitions: len(hosted), Throttle: rm.throttle.stats()}
+	s := MetricsSnapshot{Partitions: len(hosted), Throttle: rm.throttle.stats(), FileCache: rm.FileCacheStats()}
 	topics := make(map[string]*TopicMetrics)
 	for _, h := range hosted {
 		if h.offline.Load() {

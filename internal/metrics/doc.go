@@ -22,6 +22,10 @@
 //	replicad_replication_throttle_bytes_per_second  gauge  the replication throttle in force (0: none)
 //	replicad_replication_throttled_bytes_total  counter  bytes sent as leader to replicas being added (outside the ISR) under it
 //	replicad_replication_throttled_reads_total  counter  such followers' partition reads it left without records
+//	replicad_log_open_files                   gauge    log segment and index files open (the --max-open-files cache)
+//	replicad_log_open_files_capacity          gauge    that cache's capacity (0: unbounded)
+//	replicad_log_file_evictions_total         counter  files the cache closed to make room
+//	replicad_log_file_reopens_total           counter  files reopened on use after an eviction
 //
 // and per topic, for the roles this broker holds:
 //

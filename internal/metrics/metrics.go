@@ -141,6 +141,10 @@ type gauges struct {
 	// The replication throttle (core.ThrottleStats).
 	throttleRate                   metric.Int64ObservableGauge
 	throttledBytes, throttledReads metric.Int64ObservableCounter
+
+	// The cache of open log files (core/log.FileCache, --max-open-files).
+	openFiles, openFilesCapacity metric.Int64ObservableGauge
+	fileEvictions, fileReopens   metric.Int64ObservableCounter
 }
 
 // Observe registers the gauges, read from src at each scrape. A second call
@@ -177,6 +181,10 @@ func (m *Metrics) Observe(src Sources) error {
 	}
 	counter(&g.throttledBytes, "replicad_replication_throttled_bytes_total", "Bytes sent, as leader, to replicas being added (outside the ISR) under the replication throttle.")
 	counter(&g.throttledReads, "replicad_replication_throttled_reads_total", "Partition reads of replicas being added (outside the ISR) that the replication throttle left without records.")
+	gauge(&g.openFiles, "replicad_log_open_files", "Log segment and index files open now (the --max-open-files cache).")
+	gauge(&g.openFilesCapacity, "replicad_log_open_files_capacity", "The --max-open-files cache's capacity (0: unbounded).")
+	counter(&g.fileEvictions, "replicad_log_file_evictions_total", "Log files closed to make room in the --max-open-files cache (a high rate means reopens on the hot path: raise the limit).")
+	counter(&g.fileReopens, "replicad_log_file_reopens_total", "Log files reopened on use after the cache closed them.")
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("metrics: create gauges: %w", err)
 	}
@@ -185,7 +193,8 @@ func (m *Metrics) Observe(src Sources) error {
 		return nil
 	}, g.partitions, g.leaders, g.underReplicated, g.offline, g.fetcherMaxLag,
 		g.topicLeaderPartitions, g.topicUnderReplicated, g.topicLeaderLEO, g.topicLeaderBytes,
-		g.topicFollowerPartitions, g.throttleRate, g.throttledBytes, g.throttledReads)
+		g.topicFollowerPartitions, g.throttleRate, g.throttledBytes, g.throttledReads,
+		g.openFiles, g.openFilesCapacity, g.fileEvictions, g.fileReopens)
 	if err != nil {
 		return fmt.Errorf("metrics: register gauge callback: %w", err)
 	}
@@ -229,6 +238,10 @@ func (g *gauges) observe(o metric.Observer, src Sources) {
 	o.ObserveInt64(g.throttleRate, s.Throttle.BytesPerSec)
 	o.ObserveInt64(g.throttledBytes, s.Throttle.ThrottledBytes)
 	o.ObserveInt64(g.throttledReads, s.Throttle.ThrottledReads)
+	o.ObserveInt64(g.openFiles, int64(s.FileCache.Open))
+	o.ObserveInt64(g.openFilesCapacity, int64(s.FileCache.Capacity))
+	o.ObserveInt64(g.fileEvictions, s.FileCache.Evictions)
+	o.ObserveInt64(g.fileReopens, s.FileCache.Reopens)
 	g.topicMu.Lock()
 	defer g.topicMu.Unlock()
 	// The attribute set of each topic is kept from one scrape to the next

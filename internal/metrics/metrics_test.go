@@ -21,6 +21,7 @@ import (
 
 	"github.com/replicad/replicad/core"
 	"github.com/replicad/replicad/core/clock"
+	"github.com/replicad/replicad/core/log"
 	"github.com/replicad/replicad/core/record"
 	"github.com/replicad/replicad/core/tp"
 )
@@ -109,7 +110,8 @@ func TestScrapeExportsSpecNames(t *testing.T) {
 	snap := core.MetricsSnapshot{Partitions: 7, Leaders: 4, UnderReplicated: 2, Offline: 1, Topics: []core.TopicMetrics{
 		{Topic: "orders", LeaderPartitions: 4, UnderReplicated: 2, LeaderLogEndOffset: 100, LeaderLogBytes: 4096, FollowerPartitions: 1},
 		{Topic: "events", FollowerPartitions: 2},
-	}, Throttle: core.ThrottleStats{BytesPerSec: 1 << 20, ThrottledBytes: 5000, ThrottledReads: 3}}
+	}, Throttle: core.ThrottleStats{BytesPerSec: 1 << 20, ThrottledBytes: 5000, ThrottledReads: 3},
+		FileCache: log.FileCacheStats{Capacity: 10000, Open: 9000, Evictions: 12, Reopens: 11}}
 	if err := m.Observe(Sources{Replicas: func() core.MetricsSnapshot { return snap }, FetcherMaxLag: func() int64 { return 42 }}); err != nil {
 		t.Fatal(err)
 	}
@@ -145,6 +147,10 @@ func TestScrapeExportsSpecNames(t *testing.T) {
 		"replicad_replication_throttle_bytes_per_second":              1 << 20,
 		"replicad_replication_throttled_bytes_total":                  5000,
 		"replicad_replication_throttled_reads_total":                  3,
+		"replicad_log_open_files":                                     9000,
+		"replicad_log_open_files_capacity":                            10000,
+		"replicad_log_file_evictions_total":                           12,
+		"replicad_log_file_reopens_total":                             11,
 		"replicad_isr_shrinks_total":                                  2,
 		"replicad_isr_expands_total":                                  1,
 		"replicad_hw_checkpoint_duration_seconds_count":               1,
