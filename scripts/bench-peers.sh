@@ -79,6 +79,7 @@ for row in $ROWS; do
 	case $row in a | b | c | d-os | d-fsync) ;; *) echo "bench-peers: unknown row '$row' in ROWS" >&2; exit 2 ;; esac
 done
 
+. "$(dirname "$0")/lib.sh"
 work=$(mktemp -d "${TMPDIR:-/tmp}/replicad-bench-peers.XXXXXX")
 pids=()
 # running PID...: whether any of them is still running (an exited child stays a
@@ -116,16 +117,6 @@ nats_cli() { "$BIN/nats" --no-context "$@"; }
 die() {
 	echo "bench-peers: $*" >&2
 	exit 1
-}
-
-# wait_for FILE PATTERN: until a process's log says it is up (30 s at most).
-wait_for() {
-	for _ in $(seq 300); do
-		grep -q "$2" "$1" 2>/dev/null && return 0
-		sleep 0.1
-	done
-	tail -20 "$1" >&2
-	die "no '$2' in $1"
 }
 
 raddr() { echo "127.0.0.1:$((PORT_BASE + $1 - 1))"; }

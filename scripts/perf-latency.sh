@@ -42,30 +42,15 @@ for d in "$A" ${B:+"$B"}; do
 	done
 done
 
+. "$(dirname "$0")/lib.sh"
 work=$(mktemp -d "${TMPDIR:-/tmp}/replicad-perf-latency.XXXXXX")
 broker_pids=()
-stop_brokers() {
-	for p in "${broker_pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-	for p in "${broker_pids[@]}"; do wait "$p" 2>/dev/null || true; done
-	broker_pids=()
-}
 cleanup() {
 	stop_brokers
 	rm -rf "$work"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-
-# wait_for FILE PATTERN: until a broker's log says it is up (30 s at most).
-wait_for() {
-	for _ in $(seq 300); do
-		grep -q "$2" "$1" 2>/dev/null && return 0
-		sleep 0.1
-	done
-	echo "perf-latency: no '$2' in $1:" >&2
-	tail -20 "$1" >&2
-	exit 1
-}
 
 addr() { echo "127.0.0.1:$((PORT_BASE + $1 - 1))"; }
 live=(--live-broker "1=$(addr 1)" --live-broker "2=$(addr 2)" --live-broker "3=$(addr 3)")

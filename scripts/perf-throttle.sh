@@ -40,6 +40,7 @@ for b in replicad ctlclient; do
 	[[ -x $BIN/$b ]] || { echo "perf-throttle: $BIN/$b missing: run make build" >&2; exit 2; }
 done
 
+. "$(dirname "$0")/lib.sh"
 work=$(mktemp -d "${TMPDIR:-/tmp}/replicad-perf-throttle.XXXXXX")
 pids=()
 cleanup() {
@@ -49,16 +50,6 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-
-wait_for() {
-	for _ in $(seq 300); do
-		grep -q "$2" "$1" 2>/dev/null && return 0
-		sleep 0.1
-	done
-	echo "perf-throttle: no '$2' in $1:" >&2
-	tail -20 "$1" >&2
-	exit 1
-}
 
 ctl_addr=127.0.0.1:$PORT_BASE
 addr() { echo "127.0.0.1:$((PORT_BASE + $1))"; }

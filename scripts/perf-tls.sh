@@ -31,29 +31,15 @@ for b in replicad ctlclient; do
 	[[ -x $BIN/$b ]] || { echo "perf-tls: $BIN/$b missing: run make build" >&2; exit 2; }
 done
 
+. "$(dirname "$0")/lib.sh"
 work=$(mktemp -d "${TMPDIR:-/tmp}/replicad-perf-tls.XXXXXX")
 broker_pids=()
-stop_brokers() {
-	for p in "${broker_pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-	for p in "${broker_pids[@]}"; do wait "$p" 2>/dev/null || true; done
-	broker_pids=()
-}
 cleanup() {
 	stop_brokers
 	rm -rf "$work"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-
-wait_for() {
-	for _ in $(seq 300); do
-		grep -q "$2" "$1" 2>/dev/null && return 0
-		sleep 0.1
-	done
-	echo "perf-tls: no '$2' in $1:" >&2
-	tail -20 "$1" >&2
-	exit 1
-}
 
 certs=$work/certs
 "$BIN/ctlclient" certs init --dir "$certs" --brokers 3 >/dev/null 2>&1

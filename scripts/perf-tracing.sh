@@ -32,14 +32,10 @@ for b in replicad ctlclient jaeger; do
 	[[ -x $BIN/$b ]] || { echo "perf-tracing: $BIN/$b missing: run make build jaeger-build" >&2; exit 2; }
 done
 
+. "$(dirname "$0")/lib.sh"
 work=$(mktemp -d "${TMPDIR:-/tmp}/replicad-perf-tracing.XXXXXX")
 jaeger_pid=""
 broker_pids=()
-stop_brokers() {
-	for p in "${broker_pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-	for p in "${broker_pids[@]}"; do wait "$p" 2>/dev/null || true; done
-	broker_pids=()
-}
 cleanup() {
 	stop_brokers
 	[[ -n $jaeger_pid ]] && { kill -TERM "$jaeger_pid" 2>/dev/null || true; wait "$jaeger_pid" 2>/dev/null || true; }
@@ -47,17 +43,6 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-
-# wait_for FILE PATTERN: until a process's log says it is up (30 s at most).
-wait_for() {
-	for _ in $(seq 300); do
-		grep -q "$2" "$1" 2>/dev/null && return 0
-		sleep 0.1
-	done
-	echo "perf-tracing: no '$2' in $1:" >&2
-	tail -20 "$1" >&2
-	exit 1
-}
 
 otlp=127.0.0.1:$((PORT_BASE + 10))
 JAEGER_OTLP_GRPC=$otlp JAEGER_QUERY_HTTP=127.0.0.1:$((PORT_BASE + 11)) \
