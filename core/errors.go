@@ -21,15 +21,20 @@ const (
 	ErrNotEnoughReplicas            ErrorCode = 19
 	ErrNotEnoughReplicasAfterAppend ErrorCode = 20
 	ErrInvalidRequest               ErrorCode = 42
-	ErrOperationNotAttempted        ErrorCode = 55
-	ErrStorageError                 ErrorCode = 56
-	ErrLogDirNotFound               ErrorCode = 57
-	ErrFencedLeaderEpoch            ErrorCode = 74
-	ErrUnknownLeaderEpoch           ErrorCode = 75
-	ErrStaleBrokerEpoch             ErrorCode = 77
-	ErrInvalidUpdateVersion         ErrorCode = 96
-	ErrUnknownTopicID               ErrorCode = 100
-	ErrInconsistentTopicID          ErrorCode = 103
+	// Idempotent produce (issue 21), Kafka's numbers and meanings.
+	ErrOutOfOrderSequenceNumber ErrorCode = 45
+	ErrDuplicateSequenceNumber  ErrorCode = 46
+	ErrInvalidProducerEpoch     ErrorCode = 47
+	ErrUnknownProducerID        ErrorCode = 59
+	ErrOperationNotAttempted    ErrorCode = 55
+	ErrStorageError             ErrorCode = 56
+	ErrLogDirNotFound           ErrorCode = 57
+	ErrFencedLeaderEpoch        ErrorCode = 74
+	ErrUnknownLeaderEpoch       ErrorCode = 75
+	ErrStaleBrokerEpoch         ErrorCode = 77
+	ErrInvalidUpdateVersion     ErrorCode = 96
+	ErrUnknownTopicID           ErrorCode = 100
+	ErrInconsistentTopicID      ErrorCode = 103
 	// ErrWillExceedPartitionLimits: a new partition beyond this broker's
 	// Config.MaxPartitions (KIP-578's name; replicad's own number).
 	ErrWillExceedPartitionLimits ErrorCode = 1000
@@ -54,6 +59,10 @@ var errorNames = map[ErrorCode]string{
 	ErrNotEnoughReplicas:            "NOT_ENOUGH_REPLICAS",
 	ErrNotEnoughReplicasAfterAppend: "NOT_ENOUGH_REPLICAS_AFTER_APPEND",
 	ErrInvalidRequest:               "INVALID_REQUEST",
+	ErrOutOfOrderSequenceNumber:     "OUT_OF_ORDER_SEQUENCE_NUMBER",
+	ErrDuplicateSequenceNumber:      "DUPLICATE_SEQUENCE_NUMBER",
+	ErrInvalidProducerEpoch:         "INVALID_PRODUCER_EPOCH",
+	ErrUnknownProducerID:            "UNKNOWN_PRODUCER_ID",
 	ErrOperationNotAttempted:        "OPERATION_NOT_ATTEMPTED",
 	ErrStorageError:                 "STORAGE_ERROR",
 	ErrLogDirNotFound:               "LOG_DIR_NOT_FOUND",

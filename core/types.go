@@ -185,6 +185,10 @@ type ProduceRequest struct {
 	// service layer encodes them to check the size limit).
 	Records []record.Record
 	Batch   record.Batch
+	// Producer is the idempotent producer's ID, epoch and base sequence
+	// (issue 21); record.NoProducer (or a zero ID) for a plain produce.
+	// When Batch is set it carries the same fields (record.BuildProducer).
+	Producer record.Producer
 }
 
 // ProduceResult is the outcome of a produce.
@@ -193,6 +197,9 @@ type ProduceResult struct {
 	BaseOffset    int64
 	HighWatermark int64
 	Message       string
+	// Duplicate: an idempotent retry of a batch the log already holds.
+	// Nothing was appended; BaseOffset is the original batch's.
+	Duplicate bool
 }
 
 // ConsumeRequest reads committed records (below the HW).

@@ -1,17 +1,21 @@
 // Package record is the on-disk and on-wire record batch format.
 //
 // A batch is stored, fetched and appended by followers as the same bytes. Layout
-// (big-endian), modelled on Kafka's v2 batch without producer fields:
+// (big-endian), modelled on Kafka's v2 batch:
 //
 //	baseOffset      int64   offset of the first record
 //	batchLength     int32   bytes that follow this field
 //	leaderEpoch     int32   epoch of the leader that appended the batch
 //	crc             uint32  CRC-32C (Castagnoli) of everything after this field
-//	attributes      int16   reserved, 0
+//	attributes      int16   bit 8 (0x0100): format v1, producer fields follow
+//	                        recordCount; every other bit 0
 //	lastOffsetDelta int32   offset of the last record minus baseOffset
 //	firstTimestamp  int64   ms since the epoch
 //	maxTimestamp    int64
 //	recordCount     int32
+//	producerId      int64   format v1 only (issue 21): the idempotent
+//	producerEpoch   int16   producer's ID and epoch, and the sequence
+//	baseSequence    int32   number of the first record
 //	records...              each: varint length, then timestampDelta varint,
 //	                        offsetDelta varint, key (varint length, -1 = null),
 //	                        value (same), header count varint, headers
@@ -21,6 +25,14 @@
 //
 // baseOffset and leaderEpoch sit before the CRC so the leader can stamp them on a
 // batch it received without re-computing the checksum (as Kafka does).
+//
+// Format v0 (attributes 0) is the batch of a plain produce and every batch
+// written before issue 21; v1 adds the producer fields after the v0 header,
+// so every v0 field keeps its position and a reader of headers (the index,
+// recovery, the segment scan) reads both alike. A log holds both, in any
+// order. The producer fields are covered by the CRC. Kafka keeps them in
+// every v2 batch (-1 when unused); replicad spends the 14 bytes only on
+// batches that carry a producer.
 package record
 
 import (
@@ -28,10 +40,18 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"math"
 )
 
 // HeaderSize is the size of the batch header up to and including recordCount.
 const HeaderSize = 8 + 4 + 4 + 4 + 2 + 4 + 8 + 8 + 4
+
+// ProducerFieldsSize is the size of the v1 producer fields after recordCount.
+const ProducerFieldsSize = 8 + 2 + 4
+
+// AttrProducer is the attributes bit of a v1 batch: producer fields follow
+// recordCount.
+const AttrProducer = 0x0100
 
 // LogOverhead is the size of baseOffset and batchLength: the bytes to read
 // before the size of a batch is known (Kafka's Records.LOG_OVERHEAD).
@@ -53,7 +73,25 @@ const (
 	firstTimestampPos  = 26
 	maxTimestampPos    = 34
 	recordCountPos     = 42
+	producerIDPos      = HeaderSize
+	producerEpochPos   = HeaderSize + 8
+	baseSequencePos    = HeaderSize + 10
 )
+
+// Producer is the idempotent producer of a batch: its ID, its epoch, and the
+// sequence number of the batch's first record (the producer numbers its
+// records per partition from 0). NoProducer marks a plain batch.
+type Producer struct {
+	ID           int64
+	Epoch        int16
+	BaseSequence int32
+}
+
+// NoProducer is the Producer of a v0 (plain) batch, with Kafka's -1s.
+var NoProducer = Producer{ID: -1, Epoch: -1, BaseSequence: -1}
+
+// IsSet reports whether p names a producer (an ID of 0 or more).
+func (p Producer) IsSet() bool { return p.ID >= 0 }
 
 // Errors returned when reading batches.
 var (
@@ -79,14 +117,30 @@ type Record struct {
 	Key         []byte // nil = null key
 	Value       []byte // nil = null value
 	Headers     []Header
+	// Set when decoded from a v1 batch: its producer, and the record's
+	// sequence number (the batch's base sequence plus the record's offset
+	// delta). Zero for a v0 batch: issued producer IDs start at 1.
+	ProducerID    int64
+	ProducerEpoch int16
+	Sequence      int32
 }
 
-// Build encodes records into one batch with baseOffset 0 and leaderEpoch -1;
+// Build encodes records into one v0 batch with baseOffset 0 and leaderEpoch -1;
 // the leader stamps both on append. A record with TimestampMs 0 gets nowMs.
 // records must not be empty: a batch without records fails Verify.
 func Build(records []Record, nowMs int64) Batch {
+	return BuildProducer(records, nowMs, NoProducer)
+}
+
+// BuildProducer is Build for an idempotent producer's batch: a v1 batch
+// carrying p when p.IsSet, else a v0 batch.
+func BuildProducer(records []Record, nowMs int64, p Producer) Batch {
 	first, maxTs := int64(0), int64(0)
-	size := HeaderSize
+	hdr := HeaderSize
+	if p.IsSet() {
+		hdr += ProducerFieldsSize
+	}
+	size := hdr
 	for i := range records {
 		ts := timestamp(records[i], nowMs)
 		if i == 0 {
@@ -97,7 +151,13 @@ func Build(records []Record, nowMs int64) Batch {
 		size += varintLen(int64(body)) + body
 	}
 
-	b := make([]byte, HeaderSize, size)
+	b := make([]byte, hdr, size)
+	if p.IsSet() {
+		binary.BigEndian.PutUint16(b[attributesPos:], AttrProducer)
+		binary.BigEndian.PutUint64(b[producerIDPos:], uint64(p.ID))
+		binary.BigEndian.PutUint16(b[producerEpochPos:], uint16(p.Epoch))
+		binary.BigEndian.PutUint32(b[baseSequencePos:], uint32(p.BaseSequence))
+	}
 	binary.BigEndian.PutUint32(b[batchLengthPos:], uint32(size-LogOverhead))
 	binary.BigEndian.PutUint32(b[leaderEpochPos:], 0xffffffff) // -1
 	binary.BigEndian.PutUint32(b[lastOffsetDeltaPos:], uint32(int32(len(records)-1)))
@@ -181,6 +241,52 @@ func (b Batch) MaxTimestamp() int64 {
 	return int64(binary.BigEndian.Uint64(b[maxTimestampPos:]))
 }
 
+// Attributes is the batch's attributes field.
+func (b Batch) Attributes() int16 { return int16(binary.BigEndian.Uint16(b[attributesPos:])) }
+
+// HasProducer reports whether b is a v1 batch, with producer fields.
+func (b Batch) HasProducer() bool { return b.Attributes()&AttrProducer != 0 }
+
+// headerLen is where b's records start: after the producer fields in v1.
+func (b Batch) headerLen() int {
+	if b.HasProducer() {
+		return HeaderSize + ProducerFieldsSize
+	}
+	return HeaderSize
+}
+
+// Producer returns a v1 batch's producer fields, and NoProducer for a v0
+// batch. The batch must have passed Verify (or VerifyChecksum).
+func (b Batch) Producer() Producer {
+	if !b.HasProducer() {
+		return NoProducer
+	}
+	return Producer{
+		ID:           int64(binary.BigEndian.Uint64(b[producerIDPos:])),
+		Epoch:        int16(binary.BigEndian.Uint16(b[producerEpochPos:])),
+		BaseSequence: int32(binary.BigEndian.Uint32(b[baseSequencePos:])),
+	}
+}
+
+// LastSequence is the sequence number of a v1 batch's last record: the base
+// sequence plus the last offset delta, wrapping past MaxInt32 to 0 as
+// Kafka's does. -1 for a v0 batch.
+func (b Batch) LastSequence() int32 {
+	p := b.Producer()
+	if !p.IsSet() {
+		return -1
+	}
+	return IncrementSequence(p.BaseSequence, b.LastOffsetDelta())
+}
+
+// IncrementSequence adds n to sequence s, wrapping past MaxInt32 to 0.
+func IncrementSequence(s, n int32) int32 {
+	if s > math.MaxInt32-n {
+		return n - (math.MaxInt32 - s) - 1
+	}
+	return s + n
+}
+
 // LastOffsetDelta is the offset of the last record minus the base offset.
 func (b Batch) LastOffsetDelta() int32 {
 	return int32(binary.BigEndian.Uint32(b[lastOffsetDeltaPos:]))
@@ -227,6 +333,12 @@ func (b Batch) VerifyChecksum() error {
 	if stored != computed {
 		return fmt.Errorf("%w: crc %08x, computed %08x", ErrCorrupt, stored, computed)
 	}
+	if a := b.Attributes(); a&^AttrProducer != 0 {
+		return fmt.Errorf("%w: attributes %#04x", ErrCorrupt, uint16(a))
+	}
+	if len(b) < b.headerLen() {
+		return fmt.Errorf("%w: %d bytes, shorter than the v1 header", ErrCorrupt, len(b))
+	}
 	return nil
 }
 
@@ -242,8 +354,11 @@ func (b Batch) Records() ([]Record, error) {
 	}
 	// Every record takes at least minRecordSize bytes, so a huge count in a
 	// corrupt header cannot make us allocate more than the batch justifies.
+	if len(b) < b.headerLen() {
+		return nil, fmt.Errorf("%w: %d bytes, shorter than the v1 header", ErrCorrupt, len(b))
+	}
 	count := int(max(0, b.RecordCount()))
-	out := make([]Record, 0, min(count, (len(b)-HeaderSize)/minRecordSize))
+	out := make([]Record, 0, min(count, (len(b)-b.headerLen())/minRecordSize))
 	if err := b.decode(&out); err != nil {
 		return nil, err
 	}
@@ -261,8 +376,9 @@ func (b Batch) decode(out *[]Record) error {
 		return fmt.Errorf("%w: record count %d", ErrCorrupt, count)
 	}
 	base, epoch := b.BaseOffset(), b.LeaderEpoch()
+	prod := b.Producer()
 	first, lastDelta := b.FirstTimestamp(), int64(b.LastOffsetDelta())
-	d := decoder{buf: b[HeaderSize:]}
+	d := decoder{buf: b[b.headerLen():]}
 	prevDelta := int64(-1)
 	for i := int32(0); i < count; i++ {
 		length := d.varint()
@@ -301,6 +417,10 @@ func (b Batch) decode(out *[]Record) error {
 		prevDelta = offsetDelta
 		if out != nil {
 			r.Offset, r.LeaderEpoch = base+offsetDelta, epoch
+			if prod.IsSet() {
+				r.ProducerID, r.ProducerEpoch = prod.ID, prod.Epoch
+				r.Sequence = IncrementSequence(prod.BaseSequence, int32(offsetDelta))
+			}
 			*out = append(*out, r)
 		}
 	}

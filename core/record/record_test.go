@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"hash/crc32"
+	"math"
 	"reflect"
 	"testing"
 )
@@ -191,4 +192,56 @@ func FuzzRecords(f *testing.F) {
 			t.Fatalf("verified batch does not decode: %v", decodeErr)
 		}
 	})
+}
+
+func TestProducerBatchRoundTrip(t *testing.T) {
+	recs := []Record{{Key: []byte("k"), Value: []byte("a")}, {Value: []byte("b")}, {Value: []byte("c")}}
+	p := Producer{ID: 7, Epoch: 3, BaseSequence: 10}
+	b := BuildProducer(recs, 1000, p)
+	if err := b.Verify(); err != nil {
+		t.Fatal(err)
+	}
+	if !b.HasProducer() || b.Producer() != p {
+		t.Fatalf("producer %+v, want %+v", b.Producer(), p)
+	}
+	if got := b.LastSequence(); got != 12 {
+		t.Fatalf("last sequence %d, want 12", got)
+	}
+	if len(b) != len(Build(recs, 1000))+ProducerFieldsSize {
+		t.Fatalf("v1 batch is %d bytes, v0 %d: want %d more", len(b), len(Build(recs, 1000)), ProducerFieldsSize)
+	}
+	b.SetBaseOffset(100)
+	got, err := b.Records()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range got {
+		if r.Offset != int64(100+i) || string(r.Value) != string(recs[i].Value) || r.ProducerID != 7 || r.ProducerEpoch != 3 || r.Sequence != int32(10+i) {
+			t.Fatalf("record %d: %+v", i, r)
+		}
+	}
+	// A v0 batch reports no producer.
+	v0 := Build(recs, 1000)
+	if v0.HasProducer() || v0.Producer() != NoProducer || v0.LastSequence() != -1 {
+		t.Fatalf("v0 batch: producer %+v", v0.Producer())
+	}
+	// A corrupt attributes field (an unknown bit) fails the checksum or the check after it.
+	bad := append(Batch(nil), b...)
+	bad[attributesPos] |= 0x02
+	if err := bad.Verify(); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("unknown attribute bit: %v", err)
+	}
+}
+
+func TestSequenceWraps(t *testing.T) {
+	if got := IncrementSequence(math.MaxInt32, 1); got != 0 {
+		t.Fatalf("MaxInt32+1 = %d, want 0", got)
+	}
+	if got := IncrementSequence(math.MaxInt32-1, 3); got != 1 {
+		t.Fatalf("MaxInt32-1+3 = %d, want 1", got)
+	}
+	b := BuildProducer([]Record{{Value: []byte("a")}, {Value: []byte("b")}}, 1, Producer{ID: 1, BaseSequence: math.MaxInt32})
+	if got := b.LastSequence(); got != 0 {
+		t.Fatalf("last sequence %d, want 0", got)
+	}
 }

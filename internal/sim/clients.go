@@ -28,6 +28,12 @@ func (k controllerClient) RegisterBroker(ctx context.Context, in *replicadv1.Reg
 func (k controllerClient) BrokerHeartbeat(ctx context.Context, in *replicadv1.BrokerHeartbeatRequest, _ ...grpc.CallOption) (*replicadv1.BrokerHeartbeatResponse, error) {
 	return invoke[*replicadv1.BrokerHeartbeatResponse](ctx, k.c, "BrokerHeartbeat", in)
 }
+func (k controllerClient) AllocateProducerIds(ctx context.Context, in *replicadv1.AllocateProducerIdsRequest, _ ...grpc.CallOption) (*replicadv1.AllocateProducerIdsResponse, error) {
+	return invoke[*replicadv1.AllocateProducerIdsResponse](ctx, k.c, "AllocateProducerIds", in)
+}
+func (k controllerClient) BumpProducerEpoch(ctx context.Context, in *replicadv1.BumpProducerEpochRequest, _ ...grpc.CallOption) (*replicadv1.BumpProducerEpochResponse, error) {
+	return invoke[*replicadv1.BumpProducerEpochResponse](ctx, k.c, "BumpProducerEpoch", in)
+}
 func (k controllerClient) AlterPartition(ctx context.Context, in *replicadv1.AlterPartitionRequest, _ ...grpc.CallOption) (*replicadv1.AlterPartitionResponse, error) {
 	return invoke[*replicadv1.AlterPartitionResponse](ctx, k.c, "AlterPartition", in)
 }

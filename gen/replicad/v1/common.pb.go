@@ -53,13 +53,32 @@ const (
 	// This controller is not the active one (standby or deposed); ask another.
 	ErrorCode_ERROR_CODE_NOT_CONTROLLER  ErrorCode = 41
 	ErrorCode_ERROR_CODE_INVALID_REQUEST ErrorCode = 42
+	// Idempotent produce (issue 21): the batch's base_sequence is not the one
+	// after the producer's last on this partition (a gap: an earlier batch
+	// was lost or is still in flight out of order). Nothing was appended.
+	ErrorCode_ERROR_CODE_OUT_OF_ORDER_SEQUENCE_NUMBER ErrorCode = 45
+	// Kafka's name for a retry of a batch already appended. A leader does not
+	// send it to clients: it answers such a retry with success, the original
+	// batch's offsets and ProduceResponse.duplicate set. Listed so the code is
+	// recognised where it is logged.
+	ErrorCode_ERROR_CODE_DUPLICATE_SEQUENCE_NUMBER ErrorCode = 46
+	// The batch's producer_epoch is older than the newest this partition has
+	// seen for the producer ID: a newer instance of the producer fenced this
+	// one. Nothing was appended.
+	ErrorCode_ERROR_CODE_INVALID_PRODUCER_EPOCH ErrorCode = 47
 	// A reassignment of this partition is already running.
 	ErrorCode_ERROR_CODE_REASSIGNMENT_IN_PROGRESS ErrorCode = 60
 	// The controller did not apply the request (and no controller can have): a
 	// leader resets its ISR change to the committed state.
-	ErrorCode_ERROR_CODE_OPERATION_NOT_ATTEMPTED        ErrorCode = 55
-	ErrorCode_ERROR_CODE_STORAGE_ERROR                  ErrorCode = 56
-	ErrorCode_ERROR_CODE_LOG_DIR_NOT_FOUND              ErrorCode = 57
+	ErrorCode_ERROR_CODE_OPERATION_NOT_ATTEMPTED ErrorCode = 55
+	ErrorCode_ERROR_CODE_STORAGE_ERROR           ErrorCode = 56
+	ErrorCode_ERROR_CODE_LOG_DIR_NOT_FOUND       ErrorCode = 57
+	// The partition holds no state for the producer ID (it expired, or the
+	// log that held it was truncated or deleted away) and the batch does not
+	// start a sequence (base_sequence > 0). Nothing was appended; the client
+	// re-initializes (InitProducerId with its ID bumps the epoch) and starts
+	// the partition's sequence at 0.
+	ErrorCode_ERROR_CODE_UNKNOWN_PRODUCER_ID            ErrorCode = 59
 	ErrorCode_ERROR_CODE_FENCED_LEADER_EPOCH            ErrorCode = 74
 	ErrorCode_ERROR_CODE_UNKNOWN_LEADER_EPOCH           ErrorCode = 75
 	ErrorCode_ERROR_CODE_STALE_BROKER_EPOCH             ErrorCode = 77
@@ -113,10 +132,14 @@ var (
 		39:   "ERROR_CODE_INVALID_REPLICA_ASSIGNMENT",
 		41:   "ERROR_CODE_NOT_CONTROLLER",
 		42:   "ERROR_CODE_INVALID_REQUEST",
+		45:   "ERROR_CODE_OUT_OF_ORDER_SEQUENCE_NUMBER",
+		46:   "ERROR_CODE_DUPLICATE_SEQUENCE_NUMBER",
+		47:   "ERROR_CODE_INVALID_PRODUCER_EPOCH",
 		60:   "ERROR_CODE_REASSIGNMENT_IN_PROGRESS",
 		55:   "ERROR_CODE_OPERATION_NOT_ATTEMPTED",
 		56:   "ERROR_CODE_STORAGE_ERROR",
 		57:   "ERROR_CODE_LOG_DIR_NOT_FOUND",
+		59:   "ERROR_CODE_UNKNOWN_PRODUCER_ID",
 		74:   "ERROR_CODE_FENCED_LEADER_EPOCH",
 		75:   "ERROR_CODE_UNKNOWN_LEADER_EPOCH",
 		77:   "ERROR_CODE_STALE_BROKER_EPOCH",
@@ -153,10 +176,14 @@ var (
 		"ERROR_CODE_INVALID_REPLICA_ASSIGNMENT":       39,
 		"ERROR_CODE_NOT_CONTROLLER":                   41,
 		"ERROR_CODE_INVALID_REQUEST":                  42,
+		"ERROR_CODE_OUT_OF_ORDER_SEQUENCE_NUMBER":     45,
+		"ERROR_CODE_DUPLICATE_SEQUENCE_NUMBER":        46,
+		"ERROR_CODE_INVALID_PRODUCER_EPOCH":           47,
 		"ERROR_CODE_REASSIGNMENT_IN_PROGRESS":         60,
 		"ERROR_CODE_OPERATION_NOT_ATTEMPTED":          55,
 		"ERROR_CODE_STORAGE_ERROR":                    56,
 		"ERROR_CODE_LOG_DIR_NOT_FOUND":                57,
+		"ERROR_CODE_UNKNOWN_PRODUCER_ID":              59,
 		"ERROR_CODE_FENCED_LEADER_EPOCH":              74,
 		"ERROR_CODE_UNKNOWN_LEADER_EPOCH":             75,
 		"ERROR_CODE_STALE_BROKER_EPOCH":               77,
@@ -883,7 +910,7 @@ const file_replicad_v1_common_proto_rawDesc = "" +
 	"\toperation\x18\x02 \x01(\x0e2\x19.replicad.v1.AclOperationR\toperation\x12A\n" +
 	"\rresource_type\x18\x03 \x01(\x0e2\x1c.replicad.v1.AclResourceTypeR\fresourceType\x12>\n" +
 	"\fpattern_type\x18\x04 \x01(\x0e2\x1b.replicad.v1.AclPatternTypeR\vpatternType\x12#\n" +
-	"\rresource_name\x18\x05 \x01(\tR\fresourceName*\xb4\v\n" +
+	"\rresource_name\x18\x05 \x01(\tR\fresourceName*\xd6\f\n" +
 	"\tErrorCode\x12\x13\n" +
 	"\x0fERROR_CODE_NONE\x10\x00\x12,\n" +
 	"\x1fERROR_CODE_UNKNOWN_SERVER_ERROR\x10\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01\x12\"\n" +
@@ -906,11 +933,15 @@ const file_replicad_v1_common_proto_rawDesc = "" +
 	"%ERROR_CODE_INVALID_REPLICATION_FACTOR\x10&\x12)\n" +
 	"%ERROR_CODE_INVALID_REPLICA_ASSIGNMENT\x10'\x12\x1d\n" +
 	"\x19ERROR_CODE_NOT_CONTROLLER\x10)\x12\x1e\n" +
-	"\x1aERROR_CODE_INVALID_REQUEST\x10*\x12'\n" +
+	"\x1aERROR_CODE_INVALID_REQUEST\x10*\x12+\n" +
+	"'ERROR_CODE_OUT_OF_ORDER_SEQUENCE_NUMBER\x10-\x12(\n" +
+	"$ERROR_CODE_DUPLICATE_SEQUENCE_NUMBER\x10.\x12%\n" +
+	"!ERROR_CODE_INVALID_PRODUCER_EPOCH\x10/\x12'\n" +
 	"#ERROR_CODE_REASSIGNMENT_IN_PROGRESS\x10<\x12&\n" +
 	"\"ERROR_CODE_OPERATION_NOT_ATTEMPTED\x107\x12\x1c\n" +
 	"\x18ERROR_CODE_STORAGE_ERROR\x108\x12 \n" +
 	"\x1cERROR_CODE_LOG_DIR_NOT_FOUND\x109\x12\"\n" +
+	"\x1eERROR_CODE_UNKNOWN_PRODUCER_ID\x10;\x12\"\n" +
 	"\x1eERROR_CODE_FENCED_LEADER_EPOCH\x10J\x12#\n" +
 	"\x1fERROR_CODE_UNKNOWN_LEADER_EPOCH\x10K\x12!\n" +
 	"\x1dERROR_CODE_STALE_BROKER_EPOCH\x10M\x12-\n" +

@@ -3017,6 +3017,240 @@ func (x *DescribeAclsResponse) GetAcls() []*Acl {
 	return nil
 }
 
+type AllocateProducerIdsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	BrokerId      int32                  `protobuf:"varint,1,opt,name=broker_id,json=brokerId,proto3" json:"broker_id,omitempty"`
+	BrokerEpoch   int64                  `protobuf:"varint,2,opt,name=broker_epoch,json=brokerEpoch,proto3" json:"broker_epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AllocateProducerIdsRequest) Reset() {
+	*x = AllocateProducerIdsRequest{}
+	mi := &file_replicad_v1_controller_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AllocateProducerIdsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AllocateProducerIdsRequest) ProtoMessage() {}
+
+func (x *AllocateProducerIdsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_replicad_v1_controller_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AllocateProducerIdsRequest.ProtoReflect.Descriptor instead.
+func (*AllocateProducerIdsRequest) Descriptor() ([]byte, []int) {
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *AllocateProducerIdsRequest) GetBrokerId() int32 {
+	if x != nil {
+		return x.BrokerId
+	}
+	return 0
+}
+
+func (x *AllocateProducerIdsRequest) GetBrokerEpoch() int64 {
+	if x != nil {
+		return x.BrokerEpoch
+	}
+	return 0
+}
+
+type AllocateProducerIdsResponse struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	ErrorCode ErrorCode              `protobuf:"varint,1,opt,name=error_code,json=errorCode,proto3,enum=replicad.v1.ErrorCode" json:"error_code,omitempty"`
+	// The block is [first_producer_id, first_producer_id + count).
+	FirstProducerId int64 `protobuf:"varint,2,opt,name=first_producer_id,json=firstProducerId,proto3" json:"first_producer_id,omitempty"`
+	Count           int32 `protobuf:"varint,3,opt,name=count,proto3" json:"count,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *AllocateProducerIdsResponse) Reset() {
+	*x = AllocateProducerIdsResponse{}
+	mi := &file_replicad_v1_controller_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AllocateProducerIdsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AllocateProducerIdsResponse) ProtoMessage() {}
+
+func (x *AllocateProducerIdsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_replicad_v1_controller_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AllocateProducerIdsResponse.ProtoReflect.Descriptor instead.
+func (*AllocateProducerIdsResponse) Descriptor() ([]byte, []int) {
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *AllocateProducerIdsResponse) GetErrorCode() ErrorCode {
+	if x != nil {
+		return x.ErrorCode
+	}
+	return ErrorCode_ERROR_CODE_NONE
+}
+
+func (x *AllocateProducerIdsResponse) GetFirstProducerId() int64 {
+	if x != nil {
+		return x.FirstProducerId
+	}
+	return 0
+}
+
+func (x *AllocateProducerIdsResponse) GetCount() int32 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+type BumpProducerEpochRequest struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	BrokerId    int32                  `protobuf:"varint,1,opt,name=broker_id,json=brokerId,proto3" json:"broker_id,omitempty"`
+	BrokerEpoch int64                  `protobuf:"varint,2,opt,name=broker_epoch,json=brokerEpoch,proto3" json:"broker_epoch,omitempty"`
+	ProducerId  int64                  `protobuf:"varint,3,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	// The epoch the producer last held.
+	ProducerEpoch int32 `protobuf:"varint,4,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BumpProducerEpochRequest) Reset() {
+	*x = BumpProducerEpochRequest{}
+	mi := &file_replicad_v1_controller_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BumpProducerEpochRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BumpProducerEpochRequest) ProtoMessage() {}
+
+func (x *BumpProducerEpochRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_replicad_v1_controller_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BumpProducerEpochRequest.ProtoReflect.Descriptor instead.
+func (*BumpProducerEpochRequest) Descriptor() ([]byte, []int) {
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *BumpProducerEpochRequest) GetBrokerId() int32 {
+	if x != nil {
+		return x.BrokerId
+	}
+	return 0
+}
+
+func (x *BumpProducerEpochRequest) GetBrokerEpoch() int64 {
+	if x != nil {
+		return x.BrokerEpoch
+	}
+	return 0
+}
+
+func (x *BumpProducerEpochRequest) GetProducerId() int64 {
+	if x != nil {
+		return x.ProducerId
+	}
+	return 0
+}
+
+func (x *BumpProducerEpochRequest) GetProducerEpoch() int32 {
+	if x != nil {
+		return x.ProducerEpoch
+	}
+	return 0
+}
+
+type BumpProducerEpochResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ErrorCode     ErrorCode              `protobuf:"varint,1,opt,name=error_code,json=errorCode,proto3,enum=replicad.v1.ErrorCode" json:"error_code,omitempty"`
+	ProducerEpoch int32                  `protobuf:"varint,2,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BumpProducerEpochResponse) Reset() {
+	*x = BumpProducerEpochResponse{}
+	mi := &file_replicad_v1_controller_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BumpProducerEpochResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BumpProducerEpochResponse) ProtoMessage() {}
+
+func (x *BumpProducerEpochResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_replicad_v1_controller_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BumpProducerEpochResponse.ProtoReflect.Descriptor instead.
+func (*BumpProducerEpochResponse) Descriptor() ([]byte, []int) {
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *BumpProducerEpochResponse) GetErrorCode() ErrorCode {
+	if x != nil {
+		return x.ErrorCode
+	}
+	return ErrorCode_ERROR_CODE_NONE
+}
+
+func (x *BumpProducerEpochResponse) GetProducerEpoch() int32 {
+	if x != nil {
+		return x.ProducerEpoch
+	}
+	return 0
+}
+
 var File_replicad_v1_controller_proto protoreflect.FileDescriptor
 
 const file_replicad_v1_controller_proto_rawDesc = "" +
@@ -3259,14 +3493,32 @@ const file_replicad_v1_controller_proto_rawDesc = "" +
 	"\n" +
 	"error_code\x18\x01 \x01(\x0e2\x16.replicad.v1.ErrorCodeR\terrorCode\x12#\n" +
 	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\x12$\n" +
-	"\x04acls\x18\x03 \x03(\v2\x10.replicad.v1.AclR\x04acls*h\n" +
+	"\x04acls\x18\x03 \x03(\v2\x10.replicad.v1.AclR\x04acls\"\\\n" +
+	"\x1aAllocateProducerIdsRequest\x12\x1b\n" +
+	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12!\n" +
+	"\fbroker_epoch\x18\x02 \x01(\x03R\vbrokerEpoch\"\x96\x01\n" +
+	"\x1bAllocateProducerIdsResponse\x125\n" +
+	"\n" +
+	"error_code\x18\x01 \x01(\x0e2\x16.replicad.v1.ErrorCodeR\terrorCode\x12*\n" +
+	"\x11first_producer_id\x18\x02 \x01(\x03R\x0ffirstProducerId\x12\x14\n" +
+	"\x05count\x18\x03 \x01(\x05R\x05count\"\xa2\x01\n" +
+	"\x18BumpProducerEpochRequest\x12\x1b\n" +
+	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12!\n" +
+	"\fbroker_epoch\x18\x02 \x01(\x03R\vbrokerEpoch\x12\x1f\n" +
+	"\vproducer_id\x18\x03 \x01(\x03R\n" +
+	"producerId\x12%\n" +
+	"\x0eproducer_epoch\x18\x04 \x01(\x05R\rproducerEpoch\"y\n" +
+	"\x19BumpProducerEpochResponse\x125\n" +
+	"\n" +
+	"error_code\x18\x01 \x01(\x0e2\x16.replicad.v1.ErrorCodeR\terrorCode\x12%\n" +
+	"\x0eproducer_epoch\x18\x02 \x01(\x05R\rproducerEpoch*h\n" +
 	"\fConfigSource\x12\x1d\n" +
 	"\x19CONFIG_SOURCE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13CONFIG_SOURCE_TOPIC\x10\x01\x12 \n" +
 	"\x1cCONFIG_SOURCE_BROKER_DEFAULT\x10\x02*J\n" +
 	"\fElectionType\x12\x1d\n" +
 	"\x19ELECTION_TYPE_UNSPECIFIED\x10\x00\x12\x1b\n" +
-	"\x17ELECTION_TYPE_PREFERRED\x10\x012\xd2\v\n" +
+	"\x17ELECTION_TYPE_PREFERRED\x10\x012\xa0\r\n" +
 	"\x11ControllerService\x12Y\n" +
 	"\x0eRegisterBroker\x12\".replicad.v1.RegisterBrokerRequest\x1a#.replicad.v1.RegisterBrokerResponse\x12\\\n" +
 	"\x0fBrokerHeartbeat\x12#.replicad.v1.BrokerHeartbeatRequest\x1a$.replicad.v1.BrokerHeartbeatResponse\x12Y\n" +
@@ -3278,7 +3530,9 @@ const file_replicad_v1_controller_proto_rawDesc = "" +
 	"\vElectLeader\x12\x1f.replicad.v1.ElectLeaderRequest\x1a .replicad.v1.ElectLeaderResponse\x12S\n" +
 	"\fElectLeaders\x12 .replicad.v1.ElectLeadersRequest\x1a!.replicad.v1.ElectLeadersResponse\x12b\n" +
 	"\x11ReassignPartition\x12%.replicad.v1.ReassignPartitionRequest\x1a&.replicad.v1.ReassignPartitionResponse\x12w\n" +
-	"\x18AlterReplicationThrottle\x12,.replicad.v1.AlterReplicationThrottleRequest\x1a-.replicad.v1.AlterReplicationThrottleResponse\x12\\\n" +
+	"\x18AlterReplicationThrottle\x12,.replicad.v1.AlterReplicationThrottleRequest\x1a-.replicad.v1.AlterReplicationThrottleResponse\x12h\n" +
+	"\x13AllocateProducerIds\x12'.replicad.v1.AllocateProducerIdsRequest\x1a(.replicad.v1.AllocateProducerIdsResponse\x12b\n" +
+	"\x11BumpProducerEpoch\x12%.replicad.v1.BumpProducerEpochRequest\x1a&.replicad.v1.BumpProducerEpochResponse\x12\\\n" +
 	"\x0fDescribeCluster\x12#.replicad.v1.DescribeClusterRequest\x1a$.replicad.v1.DescribeClusterResponse\x12e\n" +
 	"\x12ControlledShutdown\x12&.replicad.v1.ControlledShutdownRequest\x1a'.replicad.v1.ControlledShutdownResponse\x12M\n" +
 	"\n" +
@@ -3301,7 +3555,7 @@ func file_replicad_v1_controller_proto_rawDescGZIP() []byte {
 }
 
 var file_replicad_v1_controller_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_replicad_v1_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
+var file_replicad_v1_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
 var file_replicad_v1_controller_proto_goTypes = []any{
 	(ConfigSource)(0),                        // 0: replicad.v1.ConfigSource
 	(ElectionType)(0),                        // 1: replicad.v1.ElectionType
@@ -3349,103 +3603,113 @@ var file_replicad_v1_controller_proto_goTypes = []any{
 	(*DeleteAclsResponse)(nil),               // 43: replicad.v1.DeleteAclsResponse
 	(*DescribeAclsRequest)(nil),              // 44: replicad.v1.DescribeAclsRequest
 	(*DescribeAclsResponse)(nil),             // 45: replicad.v1.DescribeAclsResponse
-	nil,                                      // 46: replicad.v1.CreateTopicRequest.ConfigsEntry
-	nil,                                      // 47: replicad.v1.AlterTopicConfigRequest.SetEntry
-	nil,                                      // 48: replicad.v1.AlterTopicConfigResponse.ConfigsEntry
-	(ErrorCode)(0),                           // 49: replicad.v1.ErrorCode
-	(*PartitionError)(nil),                   // 50: replicad.v1.PartitionError
-	(*Acl)(nil),                              // 51: replicad.v1.Acl
-	(AclOperation)(0),                        // 52: replicad.v1.AclOperation
-	(AclResourceType)(0),                     // 53: replicad.v1.AclResourceType
-	(AclPatternType)(0),                      // 54: replicad.v1.AclPatternType
+	(*AllocateProducerIdsRequest)(nil),       // 46: replicad.v1.AllocateProducerIdsRequest
+	(*AllocateProducerIdsResponse)(nil),      // 47: replicad.v1.AllocateProducerIdsResponse
+	(*BumpProducerEpochRequest)(nil),         // 48: replicad.v1.BumpProducerEpochRequest
+	(*BumpProducerEpochResponse)(nil),        // 49: replicad.v1.BumpProducerEpochResponse
+	nil,                                      // 50: replicad.v1.CreateTopicRequest.ConfigsEntry
+	nil,                                      // 51: replicad.v1.AlterTopicConfigRequest.SetEntry
+	nil,                                      // 52: replicad.v1.AlterTopicConfigResponse.ConfigsEntry
+	(ErrorCode)(0),                           // 53: replicad.v1.ErrorCode
+	(*PartitionError)(nil),                   // 54: replicad.v1.PartitionError
+	(*Acl)(nil),                              // 55: replicad.v1.Acl
+	(AclOperation)(0),                        // 56: replicad.v1.AclOperation
+	(AclResourceType)(0),                     // 57: replicad.v1.AclResourceType
+	(AclPatternType)(0),                      // 58: replicad.v1.AclPatternType
 }
 var file_replicad_v1_controller_proto_depIdxs = []int32{
 	5,  // 0: replicad.v1.RegisterBrokerRequest.offline_partitions:type_name -> replicad.v1.PartitionRef
-	49, // 1: replicad.v1.RegisterBrokerResponse.error_code:type_name -> replicad.v1.ErrorCode
+	53, // 1: replicad.v1.RegisterBrokerResponse.error_code:type_name -> replicad.v1.ErrorCode
 	5,  // 2: replicad.v1.BrokerHeartbeatRequest.offline_partitions:type_name -> replicad.v1.PartitionRef
-	49, // 3: replicad.v1.BrokerHeartbeatResponse.error_code:type_name -> replicad.v1.ErrorCode
+	53, // 3: replicad.v1.BrokerHeartbeatResponse.error_code:type_name -> replicad.v1.ErrorCode
 	7,  // 4: replicad.v1.AlterPartitionItem.new_isr:type_name -> replicad.v1.BrokerEpoch
 	8,  // 5: replicad.v1.AlterPartitionRequest.partitions:type_name -> replicad.v1.AlterPartitionItem
-	49, // 6: replicad.v1.AlterPartitionResult.error_code:type_name -> replicad.v1.ErrorCode
-	49, // 7: replicad.v1.AlterPartitionResponse.error_code:type_name -> replicad.v1.ErrorCode
+	53, // 6: replicad.v1.AlterPartitionResult.error_code:type_name -> replicad.v1.ErrorCode
+	53, // 7: replicad.v1.AlterPartitionResponse.error_code:type_name -> replicad.v1.ErrorCode
 	10, // 8: replicad.v1.AlterPartitionResponse.partitions:type_name -> replicad.v1.AlterPartitionResult
-	46, // 9: replicad.v1.CreateTopicRequest.configs:type_name -> replicad.v1.CreateTopicRequest.ConfigsEntry
-	49, // 10: replicad.v1.CreateTopicResponse.error_code:type_name -> replicad.v1.ErrorCode
+	50, // 9: replicad.v1.CreateTopicRequest.configs:type_name -> replicad.v1.CreateTopicRequest.ConfigsEntry
+	53, // 10: replicad.v1.CreateTopicResponse.error_code:type_name -> replicad.v1.ErrorCode
 	33, // 11: replicad.v1.CreateTopicResponse.partitions:type_name -> replicad.v1.ClusterPartition
-	47, // 12: replicad.v1.AlterTopicConfigRequest.set:type_name -> replicad.v1.AlterTopicConfigRequest.SetEntry
-	49, // 13: replicad.v1.AlterTopicConfigResponse.error_code:type_name -> replicad.v1.ErrorCode
-	48, // 14: replicad.v1.AlterTopicConfigResponse.configs:type_name -> replicad.v1.AlterTopicConfigResponse.ConfigsEntry
+	51, // 12: replicad.v1.AlterTopicConfigRequest.set:type_name -> replicad.v1.AlterTopicConfigRequest.SetEntry
+	53, // 13: replicad.v1.AlterTopicConfigResponse.error_code:type_name -> replicad.v1.ErrorCode
+	52, // 14: replicad.v1.AlterTopicConfigResponse.configs:type_name -> replicad.v1.AlterTopicConfigResponse.ConfigsEntry
 	0,  // 15: replicad.v1.ConfigEntry.source:type_name -> replicad.v1.ConfigSource
-	49, // 16: replicad.v1.DescribeTopicConfigResponse.error_code:type_name -> replicad.v1.ErrorCode
+	53, // 16: replicad.v1.DescribeTopicConfigResponse.error_code:type_name -> replicad.v1.ErrorCode
 	17, // 17: replicad.v1.DescribeTopicConfigResponse.entries:type_name -> replicad.v1.ConfigEntry
-	49, // 18: replicad.v1.DeleteTopicResponse.error_code:type_name -> replicad.v1.ErrorCode
-	49, // 19: replicad.v1.ElectLeaderResponse.error_code:type_name -> replicad.v1.ErrorCode
+	53, // 18: replicad.v1.DeleteTopicResponse.error_code:type_name -> replicad.v1.ErrorCode
+	53, // 19: replicad.v1.ElectLeaderResponse.error_code:type_name -> replicad.v1.ErrorCode
 	33, // 20: replicad.v1.ElectLeaderResponse.partition:type_name -> replicad.v1.ClusterPartition
 	1,  // 21: replicad.v1.ElectLeadersRequest.election_type:type_name -> replicad.v1.ElectionType
 	24, // 22: replicad.v1.ElectLeadersRequest.topics:type_name -> replicad.v1.ElectLeadersTopic
-	49, // 23: replicad.v1.ElectLeadersResponse.error_code:type_name -> replicad.v1.ErrorCode
+	53, // 23: replicad.v1.ElectLeadersResponse.error_code:type_name -> replicad.v1.ErrorCode
 	26, // 24: replicad.v1.ElectLeadersResponse.results:type_name -> replicad.v1.ElectLeadersResult
-	49, // 25: replicad.v1.ElectLeadersResult.error_code:type_name -> replicad.v1.ErrorCode
+	53, // 25: replicad.v1.ElectLeadersResult.error_code:type_name -> replicad.v1.ErrorCode
 	33, // 26: replicad.v1.ElectLeadersResult.state:type_name -> replicad.v1.ClusterPartition
-	49, // 27: replicad.v1.ReassignPartitionResponse.error_code:type_name -> replicad.v1.ErrorCode
+	53, // 27: replicad.v1.ReassignPartitionResponse.error_code:type_name -> replicad.v1.ErrorCode
 	33, // 28: replicad.v1.ReassignPartitionResponse.partition:type_name -> replicad.v1.ClusterPartition
-	49, // 29: replicad.v1.AlterReplicationThrottleResponse.error_code:type_name -> replicad.v1.ErrorCode
+	53, // 29: replicad.v1.AlterReplicationThrottleResponse.error_code:type_name -> replicad.v1.ErrorCode
 	35, // 30: replicad.v1.DeletedTopic.pending:type_name -> replicad.v1.PendingReplicas
 	32, // 31: replicad.v1.DescribeClusterResponse.brokers:type_name -> replicad.v1.BrokerDescription
 	33, // 32: replicad.v1.DescribeClusterResponse.partitions:type_name -> replicad.v1.ClusterPartition
-	49, // 33: replicad.v1.DescribeClusterResponse.error_code:type_name -> replicad.v1.ErrorCode
+	53, // 33: replicad.v1.DescribeClusterResponse.error_code:type_name -> replicad.v1.ErrorCode
 	34, // 34: replicad.v1.DescribeClusterResponse.pending_deletions:type_name -> replicad.v1.DeletedTopic
-	49, // 35: replicad.v1.ControlledShutdownResponse.error_code:type_name -> replicad.v1.ErrorCode
-	50, // 36: replicad.v1.ControlledShutdownResponse.remaining_partitions:type_name -> replicad.v1.PartitionError
-	51, // 37: replicad.v1.CreateAclsRequest.acls:type_name -> replicad.v1.Acl
-	49, // 38: replicad.v1.CreateAclsResponse.error_code:type_name -> replicad.v1.ErrorCode
-	51, // 39: replicad.v1.CreateAclsResponse.created:type_name -> replicad.v1.Acl
-	52, // 40: replicad.v1.AclFilter.operation:type_name -> replicad.v1.AclOperation
-	53, // 41: replicad.v1.AclFilter.resource_type:type_name -> replicad.v1.AclResourceType
-	54, // 42: replicad.v1.AclFilter.pattern_type:type_name -> replicad.v1.AclPatternType
+	53, // 35: replicad.v1.ControlledShutdownResponse.error_code:type_name -> replicad.v1.ErrorCode
+	54, // 36: replicad.v1.ControlledShutdownResponse.remaining_partitions:type_name -> replicad.v1.PartitionError
+	55, // 37: replicad.v1.CreateAclsRequest.acls:type_name -> replicad.v1.Acl
+	53, // 38: replicad.v1.CreateAclsResponse.error_code:type_name -> replicad.v1.ErrorCode
+	55, // 39: replicad.v1.CreateAclsResponse.created:type_name -> replicad.v1.Acl
+	56, // 40: replicad.v1.AclFilter.operation:type_name -> replicad.v1.AclOperation
+	57, // 41: replicad.v1.AclFilter.resource_type:type_name -> replicad.v1.AclResourceType
+	58, // 42: replicad.v1.AclFilter.pattern_type:type_name -> replicad.v1.AclPatternType
 	41, // 43: replicad.v1.DeleteAclsRequest.filters:type_name -> replicad.v1.AclFilter
-	49, // 44: replicad.v1.DeleteAclsResponse.error_code:type_name -> replicad.v1.ErrorCode
-	51, // 45: replicad.v1.DeleteAclsResponse.deleted:type_name -> replicad.v1.Acl
+	53, // 44: replicad.v1.DeleteAclsResponse.error_code:type_name -> replicad.v1.ErrorCode
+	55, // 45: replicad.v1.DeleteAclsResponse.deleted:type_name -> replicad.v1.Acl
 	41, // 46: replicad.v1.DescribeAclsRequest.filter:type_name -> replicad.v1.AclFilter
-	49, // 47: replicad.v1.DescribeAclsResponse.error_code:type_name -> replicad.v1.ErrorCode
-	51, // 48: replicad.v1.DescribeAclsResponse.acls:type_name -> replicad.v1.Acl
-	2,  // 49: replicad.v1.ControllerService.RegisterBroker:input_type -> replicad.v1.RegisterBrokerRequest
-	4,  // 50: replicad.v1.ControllerService.BrokerHeartbeat:input_type -> replicad.v1.BrokerHeartbeatRequest
-	9,  // 51: replicad.v1.ControllerService.AlterPartition:input_type -> replicad.v1.AlterPartitionRequest
-	12, // 52: replicad.v1.ControllerService.CreateTopic:input_type -> replicad.v1.CreateTopicRequest
-	19, // 53: replicad.v1.ControllerService.DeleteTopic:input_type -> replicad.v1.DeleteTopicRequest
-	14, // 54: replicad.v1.ControllerService.AlterTopicConfig:input_type -> replicad.v1.AlterTopicConfigRequest
-	16, // 55: replicad.v1.ControllerService.DescribeTopicConfig:input_type -> replicad.v1.DescribeTopicConfigRequest
-	21, // 56: replicad.v1.ControllerService.ElectLeader:input_type -> replicad.v1.ElectLeaderRequest
-	23, // 57: replicad.v1.ControllerService.ElectLeaders:input_type -> replicad.v1.ElectLeadersRequest
-	27, // 58: replicad.v1.ControllerService.ReassignPartition:input_type -> replicad.v1.ReassignPartitionRequest
-	29, // 59: replicad.v1.ControllerService.AlterReplicationThrottle:input_type -> replicad.v1.AlterReplicationThrottleRequest
-	31, // 60: replicad.v1.ControllerService.DescribeCluster:input_type -> replicad.v1.DescribeClusterRequest
-	37, // 61: replicad.v1.ControllerService.ControlledShutdown:input_type -> replicad.v1.ControlledShutdownRequest
-	39, // 62: replicad.v1.ControllerService.CreateAcls:input_type -> replicad.v1.CreateAclsRequest
-	42, // 63: replicad.v1.ControllerService.DeleteAcls:input_type -> replicad.v1.DeleteAclsRequest
-	44, // 64: replicad.v1.ControllerService.DescribeAcls:input_type -> replicad.v1.DescribeAclsRequest
-	3,  // 65: replicad.v1.ControllerService.RegisterBroker:output_type -> replicad.v1.RegisterBrokerResponse
-	6,  // 66: replicad.v1.ControllerService.BrokerHeartbeat:output_type -> replicad.v1.BrokerHeartbeatResponse
-	11, // 67: replicad.v1.ControllerService.AlterPartition:output_type -> replicad.v1.AlterPartitionResponse
-	13, // 68: replicad.v1.ControllerService.CreateTopic:output_type -> replicad.v1.CreateTopicResponse
-	20, // 69: replicad.v1.ControllerService.DeleteTopic:output_type -> replicad.v1.DeleteTopicResponse
-	15, // 70: replicad.v1.ControllerService.AlterTopicConfig:output_type -> replicad.v1.AlterTopicConfigResponse
-	18, // 71: replicad.v1.ControllerService.DescribeTopicConfig:output_type -> replicad.v1.DescribeTopicConfigResponse
-	22, // 72: replicad.v1.ControllerService.ElectLeader:output_type -> replicad.v1.ElectLeaderResponse
-	25, // 73: replicad.v1.ControllerService.ElectLeaders:output_type -> replicad.v1.ElectLeadersResponse
-	28, // 74: replicad.v1.ControllerService.ReassignPartition:output_type -> replicad.v1.ReassignPartitionResponse
-	30, // 75: replicad.v1.ControllerService.AlterReplicationThrottle:output_type -> replicad.v1.AlterReplicationThrottleResponse
-	36, // 76: replicad.v1.ControllerService.DescribeCluster:output_type -> replicad.v1.DescribeClusterResponse
-	38, // 77: replicad.v1.ControllerService.ControlledShutdown:output_type -> replicad.v1.ControlledShutdownResponse
-	40, // 78: replicad.v1.ControllerService.CreateAcls:output_type -> replicad.v1.CreateAclsResponse
-	43, // 79: replicad.v1.ControllerService.DeleteAcls:output_type -> replicad.v1.DeleteAclsResponse
-	45, // 80: replicad.v1.ControllerService.DescribeAcls:output_type -> replicad.v1.DescribeAclsResponse
-	65, // [65:81] is the sub-list for method output_type
-	49, // [49:65] is the sub-list for method input_type
-	49, // [49:49] is the sub-list for extension type_name
-	49, // [49:49] is the sub-list for extension extendee
-	0,  // [0:49] is the sub-list for field type_name
+	53, // 47: replicad.v1.DescribeAclsResponse.error_code:type_name -> replicad.v1.ErrorCode
+	55, // 48: replicad.v1.DescribeAclsResponse.acls:type_name -> replicad.v1.Acl
+	53, // 49: replicad.v1.AllocateProducerIdsResponse.error_code:type_name -> replicad.v1.ErrorCode
+	53, // 50: replicad.v1.BumpProducerEpochResponse.error_code:type_name -> replicad.v1.ErrorCode
+	2,  // 51: replicad.v1.ControllerService.RegisterBroker:input_type -> replicad.v1.RegisterBrokerRequest
+	4,  // 52: replicad.v1.ControllerService.BrokerHeartbeat:input_type -> replicad.v1.BrokerHeartbeatRequest
+	9,  // 53: replicad.v1.ControllerService.AlterPartition:input_type -> replicad.v1.AlterPartitionRequest
+	12, // 54: replicad.v1.ControllerService.CreateTopic:input_type -> replicad.v1.CreateTopicRequest
+	19, // 55: replicad.v1.ControllerService.DeleteTopic:input_type -> replicad.v1.DeleteTopicRequest
+	14, // 56: replicad.v1.ControllerService.AlterTopicConfig:input_type -> replicad.v1.AlterTopicConfigRequest
+	16, // 57: replicad.v1.ControllerService.DescribeTopicConfig:input_type -> replicad.v1.DescribeTopicConfigRequest
+	21, // 58: replicad.v1.ControllerService.ElectLeader:input_type -> replicad.v1.ElectLeaderRequest
+	23, // 59: replicad.v1.ControllerService.ElectLeaders:input_type -> replicad.v1.ElectLeadersRequest
+	27, // 60: replicad.v1.ControllerService.ReassignPartition:input_type -> replicad.v1.ReassignPartitionRequest
+	29, // 61: replicad.v1.ControllerService.AlterReplicationThrottle:input_type -> replicad.v1.AlterReplicationThrottleRequest
+	46, // 62: replicad.v1.ControllerService.AllocateProducerIds:input_type -> replicad.v1.AllocateProducerIdsRequest
+	48, // 63: replicad.v1.ControllerService.BumpProducerEpoch:input_type -> replicad.v1.BumpProducerEpochRequest
+	31, // 64: replicad.v1.ControllerService.DescribeCluster:input_type -> replicad.v1.DescribeClusterRequest
+	37, // 65: replicad.v1.ControllerService.ControlledShutdown:input_type -> replicad.v1.ControlledShutdownRequest
+	39, // 66: replicad.v1.ControllerService.CreateAcls:input_type -> replicad.v1.CreateAclsRequest
+	42, // 67: replicad.v1.ControllerService.DeleteAcls:input_type -> replicad.v1.DeleteAclsRequest
+	44, // 68: replicad.v1.ControllerService.DescribeAcls:input_type -> replicad.v1.DescribeAclsRequest
+	3,  // 69: replicad.v1.ControllerService.RegisterBroker:output_type -> replicad.v1.RegisterBrokerResponse
+	6,  // 70: replicad.v1.ControllerService.BrokerHeartbeat:output_type -> replicad.v1.BrokerHeartbeatResponse
+	11, // 71: replicad.v1.ControllerService.AlterPartition:output_type -> replicad.v1.AlterPartitionResponse
+	13, // 72: replicad.v1.ControllerService.CreateTopic:output_type -> replicad.v1.CreateTopicResponse
+	20, // 73: replicad.v1.ControllerService.DeleteTopic:output_type -> replicad.v1.DeleteTopicResponse
+	15, // 74: replicad.v1.ControllerService.AlterTopicConfig:output_type -> replicad.v1.AlterTopicConfigResponse
+	18, // 75: replicad.v1.ControllerService.DescribeTopicConfig:output_type -> replicad.v1.DescribeTopicConfigResponse
+	22, // 76: replicad.v1.ControllerService.ElectLeader:output_type -> replicad.v1.ElectLeaderResponse
+	25, // 77: replicad.v1.ControllerService.ElectLeaders:output_type -> replicad.v1.ElectLeadersResponse
+	28, // 78: replicad.v1.ControllerService.ReassignPartition:output_type -> replicad.v1.ReassignPartitionResponse
+	30, // 79: replicad.v1.ControllerService.AlterReplicationThrottle:output_type -> replicad.v1.AlterReplicationThrottleResponse
+	47, // 80: replicad.v1.ControllerService.AllocateProducerIds:output_type -> replicad.v1.AllocateProducerIdsResponse
+	49, // 81: replicad.v1.ControllerService.BumpProducerEpoch:output_type -> replicad.v1.BumpProducerEpochResponse
+	36, // 82: replicad.v1.ControllerService.DescribeCluster:output_type -> replicad.v1.DescribeClusterResponse
+	38, // 83: replicad.v1.ControllerService.ControlledShutdown:output_type -> replicad.v1.ControlledShutdownResponse
+	40, // 84: replicad.v1.ControllerService.CreateAcls:output_type -> replicad.v1.CreateAclsResponse
+	43, // 85: replicad.v1.ControllerService.DeleteAcls:output_type -> replicad.v1.DeleteAclsResponse
+	45, // 86: replicad.v1.ControllerService.DescribeAcls:output_type -> replicad.v1.DescribeAclsResponse
+	69, // [69:87] is the sub-list for method output_type
+	51, // [51:69] is the sub-list for method input_type
+	51, // [51:51] is the sub-list for extension type_name
+	51, // [51:51] is the sub-list for extension extendee
+	0,  // [0:51] is the sub-list for field type_name
 }
 
 func init() { file_replicad_v1_controller_proto_init() }
@@ -3461,7 +3725,7 @@ func file_replicad_v1_controller_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_replicad_v1_controller_proto_rawDesc), len(file_replicad_v1_controller_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   47,
+			NumMessages:   51,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -30,6 +30,8 @@ const (
 	ControllerService_ElectLeaders_FullMethodName             = "/replicad.v1.ControllerService/ElectLeaders"
 	ControllerService_ReassignPartition_FullMethodName        = "/replicad.v1.ControllerService/ReassignPartition"
 	ControllerService_AlterReplicationThrottle_FullMethodName = "/replicad.v1.ControllerService/AlterReplicationThrottle"
+	ControllerService_AllocateProducerIds_FullMethodName      = "/replicad.v1.ControllerService/AllocateProducerIds"
+	ControllerService_BumpProducerEpoch_FullMethodName        = "/replicad.v1.ControllerService/BumpProducerEpoch"
 	ControllerService_DescribeCluster_FullMethodName          = "/replicad.v1.ControllerService/DescribeCluster"
 	ControllerService_ControlledShutdown_FullMethodName       = "/replicad.v1.ControllerService/ControlledShutdown"
 	ControllerService_CreateAcls_FullMethodName               = "/replicad.v1.ControllerService/CreateAcls"
@@ -67,6 +69,17 @@ type ControllerServiceClient interface {
 	// reassignment is adding while they are not in the ISR (no other follower
 	// is throttled).
 	AlterReplicationThrottle(ctx context.Context, in *AlterReplicationThrottleRequest, opts ...grpc.CallOption) (*AlterReplicationThrottleResponse, error)
+	// A block of producer IDs for a broker to hand out (Kafka's
+	// AllocateProducerIds, KIP-730). The controller records the end of every
+	// block in its store before answering, so no ID is issued twice, also
+	// across controller failover (a block a dead broker did not use up is
+	// skipped, never reissued).
+	AllocateProducerIds(ctx context.Context, in *AllocateProducerIdsRequest, opts ...grpc.CallOption) (*AllocateProducerIdsResponse, error)
+	// Bumps an issued producer ID's epoch for a producer that restarts with
+	// it (InitProducerId with an ID). The controller records the newest epoch
+	// handed out per bumped ID, so two bumps from the same old epoch never get
+	// the same new one: the second is refused with INVALID_PRODUCER_EPOCH.
+	BumpProducerEpoch(ctx context.Context, in *BumpProducerEpochRequest, opts ...grpc.CallOption) (*BumpProducerEpochResponse, error)
 	DescribeCluster(ctx context.Context, in *DescribeClusterRequest, opts ...grpc.CallOption) (*DescribeClusterResponse, error)
 	// ControlledShutdown moves a stopping broker's leaderships away first.
 	ControlledShutdown(ctx context.Context, in *ControlledShutdownRequest, opts ...grpc.CallOption) (*ControlledShutdownResponse, error)
@@ -195,6 +208,26 @@ func (c *controllerServiceClient) AlterReplicationThrottle(ctx context.Context, 
 	return out, nil
 }
 
+func (c *controllerServiceClient) AllocateProducerIds(ctx context.Context, in *AllocateProducerIdsRequest, opts ...grpc.CallOption) (*AllocateProducerIdsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AllocateProducerIdsResponse)
+	err := c.cc.Invoke(ctx, ControllerService_AllocateProducerIds_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controllerServiceClient) BumpProducerEpoch(ctx context.Context, in *BumpProducerEpochRequest, opts ...grpc.CallOption) (*BumpProducerEpochResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(BumpProducerEpochResponse)
+	err := c.cc.Invoke(ctx, ControllerService_BumpProducerEpoch_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *controllerServiceClient) DescribeCluster(ctx context.Context, in *DescribeClusterRequest, opts ...grpc.CallOption) (*DescribeClusterResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(DescribeClusterResponse)
@@ -275,6 +308,17 @@ type ControllerServiceServer interface {
 	// reassignment is adding while they are not in the ISR (no other follower
 	// is throttled).
 	AlterReplicationThrottle(context.Context, *AlterReplicationThrottleRequest) (*AlterReplicationThrottleResponse, error)
+	// A block of producer IDs for a broker to hand out (Kafka's
+	// AllocateProducerIds, KIP-730). The controller records the end of every
+	// block in its store before answering, so no ID is issued twice, also
+	// across controller failover (a block a dead broker did not use up is
+	// skipped, never reissued).
+	AllocateProducerIds(context.Context, *AllocateProducerIdsRequest) (*AllocateProducerIdsResponse, error)
+	// Bumps an issued producer ID's epoch for a producer that restarts with
+	// it (InitProducerId with an ID). The controller records the newest epoch
+	// handed out per bumped ID, so two bumps from the same old epoch never get
+	// the same new one: the second is refused with INVALID_PRODUCER_EPOCH.
+	BumpProducerEpoch(context.Context, *BumpProducerEpochRequest) (*BumpProducerEpochResponse, error)
 	DescribeCluster(context.Context, *DescribeClusterRequest) (*DescribeClusterResponse, error)
 	// ControlledShutdown moves a stopping broker's leaderships away first.
 	ControlledShutdown(context.Context, *ControlledShutdownRequest) (*ControlledShutdownResponse, error)
@@ -325,6 +369,12 @@ func (UnimplementedControllerServiceServer) ReassignPartition(context.Context, *
 }
 func (UnimplementedControllerServiceServer) AlterReplicationThrottle(context.Context, *AlterReplicationThrottleRequest) (*AlterReplicationThrottleResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method AlterReplicationThrottle not implemented")
+}
+func (UnimplementedControllerServiceServer) AllocateProducerIds(context.Context, *AllocateProducerIdsRequest) (*AllocateProducerIdsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AllocateProducerIds not implemented")
+}
+func (UnimplementedControllerServiceServer) BumpProducerEpoch(context.Context, *BumpProducerEpochRequest) (*BumpProducerEpochResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method BumpProducerEpoch not implemented")
 }
 func (UnimplementedControllerServiceServer) DescribeCluster(context.Context, *DescribeClusterRequest) (*DescribeClusterResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DescribeCluster not implemented")
@@ -560,6 +610,42 @@ func _ControllerService_AlterReplicationThrottle_Handler(srv interface{}, ctx co
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ControllerService_AllocateProducerIds_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AllocateProducerIdsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServiceServer).AllocateProducerIds(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControllerService_AllocateProducerIds_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServiceServer).AllocateProducerIds(ctx, req.(*AllocateProducerIdsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ControllerService_BumpProducerEpoch_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(BumpProducerEpochRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServiceServer).BumpProducerEpoch(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControllerService_BumpProducerEpoch_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServiceServer).BumpProducerEpoch(ctx, req.(*BumpProducerEpochRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _ControllerService_DescribeCluster_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(DescribeClusterRequest)
 	if err := dec(in); err != nil {
@@ -700,6 +786,14 @@ var ControllerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "AlterReplicationThrottle",
 			Handler:    _ControllerService_AlterReplicationThrottle_Handler,
+		},
+		{
+			MethodName: "AllocateProducerIds",
+			Handler:    _ControllerService_AllocateProducerIds_Handler,
+		},
+		{
+			MethodName: "BumpProducerEpoch",
+			Handler:    _ControllerService_BumpProducerEpoch_Handler,
 		},
 		{
 			MethodName: "DescribeCluster",

@@ -21,6 +21,140 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type InitProducerIdRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 0: issue a new producer ID. Otherwise an ID this cluster issued, to
+	// bump its epoch (a producer restarting with the same identity).
+	ProducerId int64 `protobuf:"varint,1,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	// With producer_id: the epoch the caller last held; the bump is refused
+	// with INVALID_PRODUCER_EPOCH when a newer one was already handed out.
+	ProducerEpoch int32 `protobuf:"varint,2,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
+	// How long to wait for the controller when a new ID block or an epoch
+	// bump needs it, in ms; 0: 30000.
+	TimeoutMs     int32 `protobuf:"varint,3,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InitProducerIdRequest) Reset() {
+	*x = InitProducerIdRequest{}
+	mi := &file_replicad_v1_log_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InitProducerIdRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InitProducerIdRequest) ProtoMessage() {}
+
+func (x *InitProducerIdRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_replicad_v1_log_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InitProducerIdRequest.ProtoReflect.Descriptor instead.
+func (*InitProducerIdRequest) Descriptor() ([]byte, []int) {
+	return file_replicad_v1_log_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *InitProducerIdRequest) GetProducerId() int64 {
+	if x != nil {
+		return x.ProducerId
+	}
+	return 0
+}
+
+func (x *InitProducerIdRequest) GetProducerEpoch() int32 {
+	if x != nil {
+		return x.ProducerEpoch
+	}
+	return 0
+}
+
+func (x *InitProducerIdRequest) GetTimeoutMs() int32 {
+	if x != nil {
+		return x.TimeoutMs
+	}
+	return 0
+}
+
+type InitProducerIdResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ErrorCode     ErrorCode              `protobuf:"varint,1,opt,name=error_code,json=errorCode,proto3,enum=replicad.v1.ErrorCode" json:"error_code,omitempty"`
+	ErrorMessage  string                 `protobuf:"bytes,2,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	ProducerId    int64                  `protobuf:"varint,3,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	ProducerEpoch int32                  `protobuf:"varint,4,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InitProducerIdResponse) Reset() {
+	*x = InitProducerIdResponse{}
+	mi := &file_replicad_v1_log_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InitProducerIdResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InitProducerIdResponse) ProtoMessage() {}
+
+func (x *InitProducerIdResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_replicad_v1_log_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InitProducerIdResponse.ProtoReflect.Descriptor instead.
+func (*InitProducerIdResponse) Descriptor() ([]byte, []int) {
+	return file_replicad_v1_log_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *InitProducerIdResponse) GetErrorCode() ErrorCode {
+	if x != nil {
+		return x.ErrorCode
+	}
+	return ErrorCode_ERROR_CODE_NONE
+}
+
+func (x *InitProducerIdResponse) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
+	}
+	return ""
+}
+
+func (x *InitProducerIdResponse) GetProducerId() int64 {
+	if x != nil {
+		return x.ProducerId
+	}
+	return 0
+}
+
+func (x *InitProducerIdResponse) GetProducerEpoch() int32 {
+	if x != nil {
+		return x.ProducerEpoch
+	}
+	return 0
+}
+
 type Record struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Key           []byte                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
@@ -32,7 +166,7 @@ type Record struct {
 
 func (x *Record) Reset() {
 	*x = Record{}
-	mi := &file_replicad_v1_log_proto_msgTypes[0]
+	mi := &file_replicad_v1_log_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -44,7 +178,7 @@ func (x *Record) String() string {
 func (*Record) ProtoMessage() {}
 
 func (x *Record) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_log_proto_msgTypes[0]
+	mi := &file_replicad_v1_log_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -57,7 +191,7 @@ func (x *Record) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Record.ProtoReflect.Descriptor instead.
 func (*Record) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_log_proto_rawDescGZIP(), []int{0}
+	return file_replicad_v1_log_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *Record) GetKey() []byte {
@@ -86,16 +220,30 @@ type ProduceRequest struct {
 	Topic     string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
 	Partition int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
 	// 0: answer at once; 1: after the leader's append; -1: after the HW passes the batch.
-	Acks          int32     `protobuf:"varint,3,opt,name=acks,proto3" json:"acks,omitempty"`
-	TimeoutMs     int32     `protobuf:"varint,4,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
-	Records       []*Record `protobuf:"bytes,5,rep,name=records,proto3" json:"records,omitempty"`
+	Acks      int32     `protobuf:"varint,3,opt,name=acks,proto3" json:"acks,omitempty"`
+	TimeoutMs int32     `protobuf:"varint,4,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	Records   []*Record `protobuf:"bytes,5,rep,name=records,proto3" json:"records,omitempty"`
+	// Idempotent produce (issue 21). producer_id 0: a plain produce, the
+	// records are appended as often as they are sent. Otherwise the ID and
+	// epoch from InitProducerId, and the sequence number of the first record:
+	// the producer numbers its records per partition from 0, without gaps,
+	// so a batch of n records starting at s is followed by one starting at
+	// s+n. The leader appends a batch whose base_sequence follows the
+	// producer's last; answers a retry of one of the producer's last five
+	// batches with that batch's original offsets (duplicate set, nothing
+	// appended); and refuses a gap (OUT_OF_ORDER_SEQUENCE_NUMBER), an older
+	// epoch (INVALID_PRODUCER_EPOCH), or an unknown producer whose sequence
+	// does not start at 0 (UNKNOWN_PRODUCER_ID).
+	ProducerId    int64 `protobuf:"varint,6,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	ProducerEpoch int32 `protobuf:"varint,7,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
+	BaseSequence  int32 `protobuf:"varint,8,opt,name=base_sequence,json=baseSequence,proto3" json:"base_sequence,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ProduceRequest) Reset() {
 	*x = ProduceRequest{}
-	mi := &file_replicad_v1_log_proto_msgTypes[1]
+	mi := &file_replicad_v1_log_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -107,7 +255,7 @@ func (x *ProduceRequest) String() string {
 func (*ProduceRequest) ProtoMessage() {}
 
 func (x *ProduceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_log_proto_msgTypes[1]
+	mi := &file_replicad_v1_log_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -120,7 +268,7 @@ func (x *ProduceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProduceRequest.ProtoReflect.Descriptor instead.
 func (*ProduceRequest) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_log_proto_rawDescGZIP(), []int{1}
+	return file_replicad_v1_log_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ProduceRequest) GetTopic() string {
@@ -158,6 +306,27 @@ func (x *ProduceRequest) GetRecords() []*Record {
 	return nil
 }
 
+func (x *ProduceRequest) GetProducerId() int64 {
+	if x != nil {
+		return x.ProducerId
+	}
+	return 0
+}
+
+func (x *ProduceRequest) GetProducerEpoch() int32 {
+	if x != nil {
+		return x.ProducerEpoch
+	}
+	return 0
+}
+
+func (x *ProduceRequest) GetBaseSequence() int32 {
+	if x != nil {
+		return x.BaseSequence
+	}
+	return 0
+}
+
 type ProduceResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	ErrorCode     ErrorCode              `protobuf:"varint,1,opt,name=error_code,json=errorCode,proto3,enum=replicad.v1.ErrorCode" json:"error_code,omitempty"`
@@ -169,14 +338,17 @@ type ProduceResponse struct {
 	// 8 RESOURCE_EXHAUSTED, ...), error_message its message; error_code is
 	// then INVALID_REQUEST, TOPIC_AUTHORIZATION_FAILED or UNKNOWN_SERVER_ERROR
 	// and nothing was appended. 0 (OK): error_code tells how it went.
-	StatusCode    int32 `protobuf:"varint,5,opt,name=status_code,json=statusCode,proto3" json:"status_code,omitempty"`
+	StatusCode int32 `protobuf:"varint,5,opt,name=status_code,json=statusCode,proto3" json:"status_code,omitempty"`
+	// An idempotent retry of a batch the partition already holds: nothing was
+	// appended, base_offset is the original batch's (error_code NONE).
+	Duplicate     bool `protobuf:"varint,6,opt,name=duplicate,proto3" json:"duplicate,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ProduceResponse) Reset() {
 	*x = ProduceResponse{}
-	mi := &file_replicad_v1_log_proto_msgTypes[2]
+	mi := &file_replicad_v1_log_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -188,7 +360,7 @@ func (x *ProduceResponse) String() string {
 func (*ProduceResponse) ProtoMessage() {}
 
 func (x *ProduceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_log_proto_msgTypes[2]
+	mi := &file_replicad_v1_log_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -201,7 +373,7 @@ func (x *ProduceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProduceResponse.ProtoReflect.Descriptor instead.
 func (*ProduceResponse) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_log_proto_rawDescGZIP(), []int{2}
+	return file_replicad_v1_log_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ProduceResponse) GetErrorCode() ErrorCode {
@@ -239,21 +411,31 @@ func (x *ProduceResponse) GetStatusCode() int32 {
 	return 0
 }
 
+func (x *ProduceResponse) GetDuplicate() bool {
+	if x != nil {
+		return x.Duplicate
+	}
+	return false
+}
+
 type ConsumeRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
-	Partition     int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
-	Offset        int64                  `protobuf:"varint,3,opt,name=offset,proto3" json:"offset,omitempty"`
-	MaxBytes      int32                  `protobuf:"varint,4,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
-	MaxWaitMs     int32                  `protobuf:"varint,5,opt,name=max_wait_ms,json=maxWaitMs,proto3" json:"max_wait_ms,omitempty"`
-	MinBytes      int32                  `protobuf:"varint,6,opt,name=min_bytes,json=minBytes,proto3" json:"min_bytes,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Topic     string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	// The first offset to read. -1: latest (the high watermark: only records
+	// produced from now on); -2: earliest (the log start offset). Any other
+	// negative offset is INVALID_ARGUMENT.
+	Offset        int64 `protobuf:"varint,3,opt,name=offset,proto3" json:"offset,omitempty"`
+	MaxBytes      int32 `protobuf:"varint,4,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
+	MaxWaitMs     int32 `protobuf:"varint,5,opt,name=max_wait_ms,json=maxWaitMs,proto3" json:"max_wait_ms,omitempty"`
+	MinBytes      int32 `protobuf:"varint,6,opt,name=min_bytes,json=minBytes,proto3" json:"min_bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ConsumeRequest) Reset() {
 	*x = ConsumeRequest{}
-	mi := &file_replicad_v1_log_proto_msgTypes[3]
+	mi := &file_replicad_v1_log_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -265,7 +447,7 @@ func (x *ConsumeRequest) String() string {
 func (*ConsumeRequest) ProtoMessage() {}
 
 func (x *ConsumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_log_proto_msgTypes[3]
+	mi := &file_replicad_v1_log_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -278,7 +460,7 @@ func (x *ConsumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumeRequest.ProtoReflect.Descriptor instead.
 func (*ConsumeRequest) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_log_proto_rawDescGZIP(), []int{3}
+	return file_replicad_v1_log_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ConsumeRequest) GetTopic() string {
@@ -324,20 +506,25 @@ func (x *ConsumeRequest) GetMinBytes() int32 {
 }
 
 type ConsumedRecord struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Offset        int64                  `protobuf:"varint,1,opt,name=offset,proto3" json:"offset,omitempty"`
-	LeaderEpoch   int32                  `protobuf:"varint,2,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
-	Key           []byte                 `protobuf:"bytes,3,opt,name=key,proto3" json:"key,omitempty"`
-	Value         []byte                 `protobuf:"bytes,4,opt,name=value,proto3" json:"value,omitempty"`
-	TimestampMs   int64                  `protobuf:"varint,5,opt,name=timestamp_ms,json=timestampMs,proto3" json:"timestamp_ms,omitempty"`
-	Headers       []*Header              `protobuf:"bytes,6,rep,name=headers,proto3" json:"headers,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Offset      int64                  `protobuf:"varint,1,opt,name=offset,proto3" json:"offset,omitempty"`
+	LeaderEpoch int32                  `protobuf:"varint,2,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
+	Key         []byte                 `protobuf:"bytes,3,opt,name=key,proto3" json:"key,omitempty"`
+	Value       []byte                 `protobuf:"bytes,4,opt,name=value,proto3" json:"value,omitempty"`
+	TimestampMs int64                  `protobuf:"varint,5,opt,name=timestamp_ms,json=timestampMs,proto3" json:"timestamp_ms,omitempty"`
+	Headers     []*Header              `protobuf:"bytes,6,rep,name=headers,proto3" json:"headers,omitempty"`
+	// The producer fields of the record's batch (0, 0, -1 for a plain one):
+	// the record's sequence is its batch's base sequence plus its position.
+	ProducerId    int64 `protobuf:"varint,7,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	ProducerEpoch int32 `protobuf:"varint,8,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
+	Sequence      int32 `protobuf:"varint,9,opt,name=sequence,proto3" json:"sequence,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ConsumedRecord) Reset() {
 	*x = ConsumedRecord{}
-	mi := &file_replicad_v1_log_proto_msgTypes[4]
+	mi := &file_replicad_v1_log_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -349,7 +536,7 @@ func (x *ConsumedRecord) String() string {
 func (*ConsumedRecord) ProtoMessage() {}
 
 func (x *ConsumedRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_log_proto_msgTypes[4]
+	mi := &file_replicad_v1_log_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -362,7 +549,7 @@ func (x *ConsumedRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumedRecord.ProtoReflect.Descriptor instead.
 func (*ConsumedRecord) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_log_proto_rawDescGZIP(), []int{4}
+	return file_replicad_v1_log_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ConsumedRecord) GetOffset() int64 {
@@ -407,6 +594,27 @@ func (x *ConsumedRecord) GetHeaders() []*Header {
 	return nil
 }
 
+func (x *ConsumedRecord) GetProducerId() int64 {
+	if x != nil {
+		return x.ProducerId
+	}
+	return 0
+}
+
+func (x *ConsumedRecord) GetProducerEpoch() int32 {
+	if x != nil {
+		return x.ProducerEpoch
+	}
+	return 0
+}
+
+func (x *ConsumedRecord) GetSequence() int32 {
+	if x != nil {
+		return x.Sequence
+	}
+	return 0
+}
+
 type ConsumeResponse struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	ErrorCode      ErrorCode              `protobuf:"varint,1,opt,name=error_code,json=errorCode,proto3,enum=replicad.v1.ErrorCode" json:"error_code,omitempty"`
@@ -421,7 +629,7 @@ type ConsumeResponse struct {
 
 func (x *ConsumeResponse) Reset() {
 	*x = ConsumeResponse{}
-	mi := &file_replicad_v1_log_proto_msgTypes[5]
+	mi := &file_replicad_v1_log_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -433,7 +641,7 @@ func (x *ConsumeResponse) String() string {
 func (*ConsumeResponse) ProtoMessage() {}
 
 func (x *ConsumeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_log_proto_msgTypes[5]
+	mi := &file_replicad_v1_log_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -446,7 +654,7 @@ func (x *ConsumeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumeResponse.ProtoReflect.Descriptor instead.
 func (*ConsumeResponse) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_log_proto_rawDescGZIP(), []int{5}
+	return file_replicad_v1_log_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ConsumeResponse) GetErrorCode() ErrorCode {
@@ -496,7 +704,7 @@ type DeleteRecordsRequest struct {
 
 func (x *DeleteRecordsRequest) Reset() {
 	*x = DeleteRecordsRequest{}
-	mi := &file_replicad_v1_log_proto_msgTypes[6]
+	mi := &file_replicad_v1_log_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -508,7 +716,7 @@ func (x *DeleteRecordsRequest) String() string {
 func (*DeleteRecordsRequest) ProtoMessage() {}
 
 func (x *DeleteRecordsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_log_proto_msgTypes[6]
+	mi := &file_replicad_v1_log_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -521,7 +729,7 @@ func (x *DeleteRecordsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRecordsRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRecordsRequest) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_log_proto_rawDescGZIP(), []int{6}
+	return file_replicad_v1_log_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *DeleteRecordsRequest) GetPartitions() []*DeleteRecordsPartition {
@@ -551,7 +759,7 @@ type DeleteRecordsPartition struct {
 
 func (x *DeleteRecordsPartition) Reset() {
 	*x = DeleteRecordsPartition{}
-	mi := &file_replicad_v1_log_proto_msgTypes[7]
+	mi := &file_replicad_v1_log_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -563,7 +771,7 @@ func (x *DeleteRecordsPartition) String() string {
 func (*DeleteRecordsPartition) ProtoMessage() {}
 
 func (x *DeleteRecordsPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_log_proto_msgTypes[7]
+	mi := &file_replicad_v1_log_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -576,7 +784,7 @@ func (x *DeleteRecordsPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRecordsPartition.ProtoReflect.Descriptor instead.
 func (*DeleteRecordsPartition) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_log_proto_rawDescGZIP(), []int{7}
+	return file_replicad_v1_log_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *DeleteRecordsPartition) GetTopic() string {
@@ -609,7 +817,7 @@ type DeleteRecordsResponse struct {
 
 func (x *DeleteRecordsResponse) Reset() {
 	*x = DeleteRecordsResponse{}
-	mi := &file_replicad_v1_log_proto_msgTypes[8]
+	mi := &file_replicad_v1_log_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -621,7 +829,7 @@ func (x *DeleteRecordsResponse) String() string {
 func (*DeleteRecordsResponse) ProtoMessage() {}
 
 func (x *DeleteRecordsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_log_proto_msgTypes[8]
+	mi := &file_replicad_v1_log_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -634,7 +842,7 @@ func (x *DeleteRecordsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRecordsResponse.ProtoReflect.Descriptor instead.
 func (*DeleteRecordsResponse) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_log_proto_rawDescGZIP(), []int{8}
+	return file_replicad_v1_log_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *DeleteRecordsResponse) GetPartitions() []*DeleteRecordsPartitionResult {
@@ -658,7 +866,7 @@ type DeleteRecordsPartitionResult struct {
 
 func (x *DeleteRecordsPartitionResult) Reset() {
 	*x = DeleteRecordsPartitionResult{}
-	mi := &file_replicad_v1_log_proto_msgTypes[9]
+	mi := &file_replicad_v1_log_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -670,7 +878,7 @@ func (x *DeleteRecordsPartitionResult) String() string {
 func (*DeleteRecordsPartitionResult) ProtoMessage() {}
 
 func (x *DeleteRecordsPartitionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_log_proto_msgTypes[9]
+	mi := &file_replicad_v1_log_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -683,7 +891,7 @@ func (x *DeleteRecordsPartitionResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRecordsPartitionResult.ProtoReflect.Descriptor instead.
 func (*DeleteRecordsPartitionResult) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_log_proto_rawDescGZIP(), []int{9}
+	return file_replicad_v1_log_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *DeleteRecordsPartitionResult) GetTopic() string {
@@ -725,7 +933,7 @@ type MetadataRequest struct {
 
 func (x *MetadataRequest) Reset() {
 	*x = MetadataRequest{}
-	mi := &file_replicad_v1_log_proto_msgTypes[10]
+	mi := &file_replicad_v1_log_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -737,7 +945,7 @@ func (x *MetadataRequest) String() string {
 func (*MetadataRequest) ProtoMessage() {}
 
 func (x *MetadataRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_log_proto_msgTypes[10]
+	mi := &file_replicad_v1_log_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -750,7 +958,7 @@ func (x *MetadataRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataRequest.ProtoReflect.Descriptor instead.
 func (*MetadataRequest) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_log_proto_rawDescGZIP(), []int{10}
+	return file_replicad_v1_log_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *MetadataRequest) GetTopics() []string {
@@ -780,7 +988,7 @@ type MetadataResponse struct {
 
 func (x *MetadataResponse) Reset() {
 	*x = MetadataResponse{}
-	mi := &file_replicad_v1_log_proto_msgTypes[11]
+	mi := &file_replicad_v1_log_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -792,7 +1000,7 @@ func (x *MetadataResponse) String() string {
 func (*MetadataResponse) ProtoMessage() {}
 
 func (x *MetadataResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_log_proto_msgTypes[11]
+	mi := &file_replicad_v1_log_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -805,7 +1013,7 @@ func (x *MetadataResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataResponse.ProtoReflect.Descriptor instead.
 func (*MetadataResponse) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_log_proto_rawDescGZIP(), []int{11}
+	return file_replicad_v1_log_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *MetadataResponse) GetBrokerId() int32 {
@@ -868,7 +1076,7 @@ type MetadataTopic struct {
 
 func (x *MetadataTopic) Reset() {
 	*x = MetadataTopic{}
-	mi := &file_replicad_v1_log_proto_msgTypes[12]
+	mi := &file_replicad_v1_log_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -880,7 +1088,7 @@ func (x *MetadataTopic) String() string {
 func (*MetadataTopic) ProtoMessage() {}
 
 func (x *MetadataTopic) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_log_proto_msgTypes[12]
+	mi := &file_replicad_v1_log_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -893,7 +1101,7 @@ func (x *MetadataTopic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataTopic.ProtoReflect.Descriptor instead.
 func (*MetadataTopic) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_log_proto_rawDescGZIP(), []int{12}
+	return file_replicad_v1_log_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *MetadataTopic) GetTopic() string {
@@ -966,7 +1174,7 @@ type MetadataPartition struct {
 
 func (x *MetadataPartition) Reset() {
 	*x = MetadataPartition{}
-	mi := &file_replicad_v1_log_proto_msgTypes[13]
+	mi := &file_replicad_v1_log_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -978,7 +1186,7 @@ func (x *MetadataPartition) String() string {
 func (*MetadataPartition) ProtoMessage() {}
 
 func (x *MetadataPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_log_proto_msgTypes[13]
+	mi := &file_replicad_v1_log_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -991,7 +1199,7 @@ func (x *MetadataPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataPartition.ProtoReflect.Descriptor instead.
 func (*MetadataPartition) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_log_proto_rawDescGZIP(), []int{13}
+	return file_replicad_v1_log_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *MetadataPartition) GetPartition() int32 {
@@ -1054,18 +1262,35 @@ var File_replicad_v1_log_proto protoreflect.FileDescriptor
 
 const file_replicad_v1_log_proto_rawDesc = "" +
 	"\n" +
-	"\x15replicad/v1/log.proto\x12\vreplicad.v1\x1a\x18replicad/v1/common.proto\"_\n" +
+	"\x15replicad/v1/log.proto\x12\vreplicad.v1\x1a\x18replicad/v1/common.proto\"~\n" +
+	"\x15InitProducerIdRequest\x12\x1f\n" +
+	"\vproducer_id\x18\x01 \x01(\x03R\n" +
+	"producerId\x12%\n" +
+	"\x0eproducer_epoch\x18\x02 \x01(\x05R\rproducerEpoch\x12\x1d\n" +
+	"\n" +
+	"timeout_ms\x18\x03 \x01(\x05R\ttimeoutMs\"\xbc\x01\n" +
+	"\x16InitProducerIdResponse\x125\n" +
+	"\n" +
+	"error_code\x18\x01 \x01(\x0e2\x16.replicad.v1.ErrorCodeR\terrorCode\x12#\n" +
+	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\x12\x1f\n" +
+	"\vproducer_id\x18\x03 \x01(\x03R\n" +
+	"producerId\x12%\n" +
+	"\x0eproducer_epoch\x18\x04 \x01(\x05R\rproducerEpoch\"_\n" +
 	"\x06Record\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\x12-\n" +
-	"\aheaders\x18\x03 \x03(\v2\x13.replicad.v1.HeaderR\aheaders\"\xa6\x01\n" +
+	"\aheaders\x18\x03 \x03(\v2\x13.replicad.v1.HeaderR\aheaders\"\x93\x02\n" +
 	"\x0eProduceRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x12\n" +
 	"\x04acks\x18\x03 \x01(\x05R\x04acks\x12\x1d\n" +
 	"\n" +
 	"timeout_ms\x18\x04 \x01(\x05R\ttimeoutMs\x12-\n" +
-	"\arecords\x18\x05 \x03(\v2\x13.replicad.v1.RecordR\arecords\"\xd6\x01\n" +
+	"\arecords\x18\x05 \x03(\v2\x13.replicad.v1.RecordR\arecords\x12\x1f\n" +
+	"\vproducer_id\x18\x06 \x01(\x03R\n" +
+	"producerId\x12%\n" +
+	"\x0eproducer_epoch\x18\a \x01(\x05R\rproducerEpoch\x12#\n" +
+	"\rbase_sequence\x18\b \x01(\x05R\fbaseSequence\"\xf4\x01\n" +
 	"\x0fProduceResponse\x125\n" +
 	"\n" +
 	"error_code\x18\x01 \x01(\x0e2\x16.replicad.v1.ErrorCodeR\terrorCode\x12\x1f\n" +
@@ -1074,21 +1299,26 @@ const file_replicad_v1_log_proto_rawDesc = "" +
 	"\x0ehigh_watermark\x18\x03 \x01(\x03R\rhighWatermark\x12#\n" +
 	"\rerror_message\x18\x04 \x01(\tR\ferrorMessage\x12\x1f\n" +
 	"\vstatus_code\x18\x05 \x01(\x05R\n" +
-	"statusCode\"\xb6\x01\n" +
+	"statusCode\x12\x1c\n" +
+	"\tduplicate\x18\x06 \x01(\bR\tduplicate\"\xb6\x01\n" +
 	"\x0eConsumeRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
 	"\x06offset\x18\x03 \x01(\x03R\x06offset\x12\x1b\n" +
 	"\tmax_bytes\x18\x04 \x01(\x05R\bmaxBytes\x12\x1e\n" +
 	"\vmax_wait_ms\x18\x05 \x01(\x05R\tmaxWaitMs\x12\x1b\n" +
-	"\tmin_bytes\x18\x06 \x01(\x05R\bminBytes\"\xc5\x01\n" +
+	"\tmin_bytes\x18\x06 \x01(\x05R\bminBytes\"\xa9\x02\n" +
 	"\x0eConsumedRecord\x12\x16\n" +
 	"\x06offset\x18\x01 \x01(\x03R\x06offset\x12!\n" +
 	"\fleader_epoch\x18\x02 \x01(\x05R\vleaderEpoch\x12\x10\n" +
 	"\x03key\x18\x03 \x01(\fR\x03key\x12\x14\n" +
 	"\x05value\x18\x04 \x01(\fR\x05value\x12!\n" +
 	"\ftimestamp_ms\x18\x05 \x01(\x03R\vtimestampMs\x12-\n" +
-	"\aheaders\x18\x06 \x03(\v2\x13.replicad.v1.HeaderR\aheaders\"\xf1\x01\n" +
+	"\aheaders\x18\x06 \x03(\v2\x13.replicad.v1.HeaderR\aheaders\x12\x1f\n" +
+	"\vproducer_id\x18\a \x01(\x03R\n" +
+	"producerId\x12%\n" +
+	"\x0eproducer_epoch\x18\b \x01(\x05R\rproducerEpoch\x12\x1a\n" +
+	"\bsequence\x18\t \x01(\x05R\bsequence\"\xf1\x01\n" +
 	"\x0fConsumeResponse\x125\n" +
 	"\n" +
 	"error_code\x18\x01 \x01(\x0e2\x16.replicad.v1.ErrorCodeR\terrorCode\x12%\n" +
@@ -1148,14 +1378,15 @@ const file_replicad_v1_log_proto_rawDesc = "" +
 	"\x0fpartition_epoch\x18\x05 \x01(\x05R\x0epartitionEpoch\x12\x1a\n" +
 	"\breplicas\x18\x06 \x03(\x05R\breplicas\x12\x10\n" +
 	"\x03isr\x18\a \x03(\x05R\x03isr\x12)\n" +
-	"\x10offline_replicas\x18\b \x03(\x05R\x0fofflineReplicas2\x89\x03\n" +
+	"\x10offline_replicas\x18\b \x03(\x05R\x0fofflineReplicas2\xe4\x03\n" +
 	"\n" +
 	"LogService\x12D\n" +
 	"\aProduce\x12\x1b.replicad.v1.ProduceRequest\x1a\x1c.replicad.v1.ProduceResponse\x12N\n" +
 	"\rProduceStream\x12\x1b.replicad.v1.ProduceRequest\x1a\x1c.replicad.v1.ProduceResponse(\x010\x01\x12D\n" +
 	"\aConsume\x12\x1b.replicad.v1.ConsumeRequest\x1a\x1c.replicad.v1.ConsumeResponse\x12V\n" +
 	"\rDeleteRecords\x12!.replicad.v1.DeleteRecordsRequest\x1a\".replicad.v1.DeleteRecordsResponse\x12G\n" +
-	"\bMetadata\x12\x1c.replicad.v1.MetadataRequest\x1a\x1d.replicad.v1.MetadataResponseB\xa1\x01\n" +
+	"\bMetadata\x12\x1c.replicad.v1.MetadataRequest\x1a\x1d.replicad.v1.MetadataResponse\x12Y\n" +
+	"\x0eInitProducerId\x12\".replicad.v1.InitProducerIdRequest\x1a#.replicad.v1.InitProducerIdResponseB\xa1\x01\n" +
 	"\x0fcom.replicad.v1B\bLogProtoP\x01Z7github.com/replicad/replicad/gen/replicad/v1;replicadv1\xa2\x02\x03RXX\xaa\x02\vReplicad.V1\xca\x02\vReplicad\\V1\xe2\x02\x17Replicad\\V1\\GPBMetadata\xea\x02\fReplicad::V1b\x06proto3"
 
 var (
@@ -1170,58 +1401,63 @@ func file_replicad_v1_log_proto_rawDescGZIP() []byte {
 	return file_replicad_v1_log_proto_rawDescData
 }
 
-var file_replicad_v1_log_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_replicad_v1_log_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_replicad_v1_log_proto_goTypes = []any{
-	(*Record)(nil),                       // 0: replicad.v1.Record
-	(*ProduceRequest)(nil),               // 1: replicad.v1.ProduceRequest
-	(*ProduceResponse)(nil),              // 2: replicad.v1.ProduceResponse
-	(*ConsumeRequest)(nil),               // 3: replicad.v1.ConsumeRequest
-	(*ConsumedRecord)(nil),               // 4: replicad.v1.ConsumedRecord
-	(*ConsumeResponse)(nil),              // 5: replicad.v1.ConsumeResponse
-	(*DeleteRecordsRequest)(nil),         // 6: replicad.v1.DeleteRecordsRequest
-	(*DeleteRecordsPartition)(nil),       // 7: replicad.v1.DeleteRecordsPartition
-	(*DeleteRecordsResponse)(nil),        // 8: replicad.v1.DeleteRecordsResponse
-	(*DeleteRecordsPartitionResult)(nil), // 9: replicad.v1.DeleteRecordsPartitionResult
-	(*MetadataRequest)(nil),              // 10: replicad.v1.MetadataRequest
-	(*MetadataResponse)(nil),             // 11: replicad.v1.MetadataResponse
-	(*MetadataTopic)(nil),                // 12: replicad.v1.MetadataTopic
-	(*MetadataPartition)(nil),            // 13: replicad.v1.MetadataPartition
-	nil,                                  // 14: replicad.v1.MetadataTopic.ConfigsEntry
-	(*Header)(nil),                       // 15: replicad.v1.Header
-	(ErrorCode)(0),                       // 16: replicad.v1.ErrorCode
-	(*Broker)(nil),                       // 17: replicad.v1.Broker
+	(*InitProducerIdRequest)(nil),        // 0: replicad.v1.InitProducerIdRequest
+	(*InitProducerIdResponse)(nil),       // 1: replicad.v1.InitProducerIdResponse
+	(*Record)(nil),                       // 2: replicad.v1.Record
+	(*ProduceRequest)(nil),               // 3: replicad.v1.ProduceRequest
+	(*ProduceResponse)(nil),              // 4: replicad.v1.ProduceResponse
+	(*ConsumeRequest)(nil),               // 5: replicad.v1.ConsumeRequest
+	(*ConsumedRecord)(nil),               // 6: replicad.v1.ConsumedRecord
+	(*ConsumeResponse)(nil),              // 7: replicad.v1.ConsumeResponse
+	(*DeleteRecordsRequest)(nil),         // 8: replicad.v1.DeleteRecordsRequest
+	(*DeleteRecordsPartition)(nil),       // 9: replicad.v1.DeleteRecordsPartition
+	(*DeleteRecordsResponse)(nil),        // 10: replicad.v1.DeleteRecordsResponse
+	(*DeleteRecordsPartitionResult)(nil), // 11: replicad.v1.DeleteRecordsPartitionResult
+	(*MetadataRequest)(nil),              // 12: replicad.v1.MetadataRequest
+	(*MetadataResponse)(nil),             // 13: replicad.v1.MetadataResponse
+	(*MetadataTopic)(nil),                // 14: replicad.v1.MetadataTopic
+	(*MetadataPartition)(nil),            // 15: replicad.v1.MetadataPartition
+	nil,                                  // 16: replicad.v1.MetadataTopic.ConfigsEntry
+	(ErrorCode)(0),                       // 17: replicad.v1.ErrorCode
+	(*Header)(nil),                       // 18: replicad.v1.Header
+	(*Broker)(nil),                       // 19: replicad.v1.Broker
 }
 var file_replicad_v1_log_proto_depIdxs = []int32{
-	15, // 0: replicad.v1.Record.headers:type_name -> replicad.v1.Header
-	0,  // 1: replicad.v1.ProduceRequest.records:type_name -> replicad.v1.Record
-	16, // 2: replicad.v1.ProduceResponse.error_code:type_name -> replicad.v1.ErrorCode
-	15, // 3: replicad.v1.ConsumedRecord.headers:type_name -> replicad.v1.Header
-	16, // 4: replicad.v1.ConsumeResponse.error_code:type_name -> replicad.v1.ErrorCode
-	4,  // 5: replicad.v1.ConsumeResponse.records:type_name -> replicad.v1.ConsumedRecord
-	7,  // 6: replicad.v1.DeleteRecordsRequest.partitions:type_name -> replicad.v1.DeleteRecordsPartition
-	9,  // 7: replicad.v1.DeleteRecordsResponse.partitions:type_name -> replicad.v1.DeleteRecordsPartitionResult
-	16, // 8: replicad.v1.DeleteRecordsPartitionResult.error_code:type_name -> replicad.v1.ErrorCode
-	17, // 9: replicad.v1.MetadataResponse.brokers:type_name -> replicad.v1.Broker
-	12, // 10: replicad.v1.MetadataResponse.topics:type_name -> replicad.v1.MetadataTopic
-	16, // 11: replicad.v1.MetadataTopic.error_code:type_name -> replicad.v1.ErrorCode
-	13, // 12: replicad.v1.MetadataTopic.partitions:type_name -> replicad.v1.MetadataPartition
-	14, // 13: replicad.v1.MetadataTopic.configs:type_name -> replicad.v1.MetadataTopic.ConfigsEntry
-	16, // 14: replicad.v1.MetadataPartition.error_code:type_name -> replicad.v1.ErrorCode
-	1,  // 15: replicad.v1.LogService.Produce:input_type -> replicad.v1.ProduceRequest
-	1,  // 16: replicad.v1.LogService.ProduceStream:input_type -> replicad.v1.ProduceRequest
-	3,  // 17: replicad.v1.LogService.Consume:input_type -> replicad.v1.ConsumeRequest
-	6,  // 18: replicad.v1.LogService.DeleteRecords:input_type -> replicad.v1.DeleteRecordsRequest
-	10, // 19: replicad.v1.LogService.Metadata:input_type -> replicad.v1.MetadataRequest
-	2,  // 20: replicad.v1.LogService.Produce:output_type -> replicad.v1.ProduceResponse
-	2,  // 21: replicad.v1.LogService.ProduceStream:output_type -> replicad.v1.ProduceResponse
-	5,  // 22: replicad.v1.LogService.Consume:output_type -> replicad.v1.ConsumeResponse
-	8,  // 23: replicad.v1.LogService.DeleteRecords:output_type -> replicad.v1.DeleteRecordsResponse
-	11, // 24: replicad.v1.LogService.Metadata:output_type -> replicad.v1.MetadataResponse
-	20, // [20:25] is the sub-list for method output_type
-	15, // [15:20] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	17, // 0: replicad.v1.InitProducerIdResponse.error_code:type_name -> replicad.v1.ErrorCode
+	18, // 1: replicad.v1.Record.headers:type_name -> replicad.v1.Header
+	2,  // 2: replicad.v1.ProduceRequest.records:type_name -> replicad.v1.Record
+	17, // 3: replicad.v1.ProduceResponse.error_code:type_name -> replicad.v1.ErrorCode
+	18, // 4: replicad.v1.ConsumedRecord.headers:type_name -> replicad.v1.Header
+	17, // 5: replicad.v1.ConsumeResponse.error_code:type_name -> replicad.v1.ErrorCode
+	6,  // 6: replicad.v1.ConsumeResponse.records:type_name -> replicad.v1.ConsumedRecord
+	9,  // 7: replicad.v1.DeleteRecordsRequest.partitions:type_name -> replicad.v1.DeleteRecordsPartition
+	11, // 8: replicad.v1.DeleteRecordsResponse.partitions:type_name -> replicad.v1.DeleteRecordsPartitionResult
+	17, // 9: replicad.v1.DeleteRecordsPartitionResult.error_code:type_name -> replicad.v1.ErrorCode
+	19, // 10: replicad.v1.MetadataResponse.brokers:type_name -> replicad.v1.Broker
+	14, // 11: replicad.v1.MetadataResponse.topics:type_name -> replicad.v1.MetadataTopic
+	17, // 12: replicad.v1.MetadataTopic.error_code:type_name -> replicad.v1.ErrorCode
+	15, // 13: replicad.v1.MetadataTopic.partitions:type_name -> replicad.v1.MetadataPartition
+	16, // 14: replicad.v1.MetadataTopic.configs:type_name -> replicad.v1.MetadataTopic.ConfigsEntry
+	17, // 15: replicad.v1.MetadataPartition.error_code:type_name -> replicad.v1.ErrorCode
+	3,  // 16: replicad.v1.LogService.Produce:input_type -> replicad.v1.ProduceRequest
+	3,  // 17: replicad.v1.LogService.ProduceStream:input_type -> replicad.v1.ProduceRequest
+	5,  // 18: replicad.v1.LogService.Consume:input_type -> replicad.v1.ConsumeRequest
+	8,  // 19: replicad.v1.LogService.DeleteRecords:input_type -> replicad.v1.DeleteRecordsRequest
+	12, // 20: replicad.v1.LogService.Metadata:input_type -> replicad.v1.MetadataRequest
+	0,  // 21: replicad.v1.LogService.InitProducerId:input_type -> replicad.v1.InitProducerIdRequest
+	4,  // 22: replicad.v1.LogService.Produce:output_type -> replicad.v1.ProduceResponse
+	4,  // 23: replicad.v1.LogService.ProduceStream:output_type -> replicad.v1.ProduceResponse
+	7,  // 24: replicad.v1.LogService.Consume:output_type -> replicad.v1.ConsumeResponse
+	10, // 25: replicad.v1.LogService.DeleteRecords:output_type -> replicad.v1.DeleteRecordsResponse
+	13, // 26: replicad.v1.LogService.Metadata:output_type -> replicad.v1.MetadataResponse
+	1,  // 27: replicad.v1.LogService.InitProducerId:output_type -> replicad.v1.InitProducerIdResponse
+	22, // [22:28] is the sub-list for method output_type
+	16, // [16:22] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_replicad_v1_log_proto_init() }
@@ -1236,7 +1472,7 @@ func file_replicad_v1_log_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_replicad_v1_log_proto_rawDesc), len(file_replicad_v1_log_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   15,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,11 +19,12 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	LogService_Produce_FullMethodName       = "/replicad.v1.LogService/Produce"
-	LogService_ProduceStream_FullMethodName = "/replicad.v1.LogService/ProduceStream"
-	LogService_Consume_FullMethodName       = "/replicad.v1.LogService/Consume"
-	LogService_DeleteRecords_FullMethodName = "/replicad.v1.LogService/DeleteRecords"
-	LogService_Metadata_FullMethodName      = "/replicad.v1.LogService/Metadata"
+	LogService_Produce_FullMethodName        = "/replicad.v1.LogService/Produce"
+	LogService_ProduceStream_FullMethodName  = "/replicad.v1.LogService/ProduceStream"
+	LogService_Consume_FullMethodName        = "/replicad.v1.LogService/Consume"
+	LogService_DeleteRecords_FullMethodName  = "/replicad.v1.LogService/DeleteRecords"
+	LogService_Metadata_FullMethodName       = "/replicad.v1.LogService/Metadata"
+	LogService_InitProducerId_FullMethodName = "/replicad.v1.LogService/InitProducerId"
 )
 
 // LogServiceClient is the client API for LogService service.
@@ -59,6 +60,13 @@ type LogServiceClient interface {
 	// --bootstrap). The answer may lag the controller: a client that a
 	// leader answers NOT_LEADER_OR_FOLLOWER asks again.
 	Metadata(ctx context.Context, in *MetadataRequest, opts ...grpc.CallOption) (*MetadataResponse, error)
+	// Hands an idempotent producer its producer ID and epoch (Kafka's
+	// InitProducerId). With producer_id 0 it issues a new ID, never issued
+	// before in this cluster (the broker allocates from a block the
+	// controller recorded durably). With the ID and epoch of an earlier
+	// instance it bumps the epoch: the new instance's batches fence the old
+	// one's (INVALID_PRODUCER_EPOCH) on every partition they reach.
+	InitProducerId(ctx context.Context, in *InitProducerIdRequest, opts ...grpc.CallOption) (*InitProducerIdResponse, error)
 }
 
 type logServiceClient struct {
@@ -122,6 +130,16 @@ func (c *logServiceClient) Metadata(ctx context.Context, in *MetadataRequest, op
 	return out, nil
 }
 
+func (c *logServiceClient) InitProducerId(ctx context.Context, in *InitProducerIdRequest, opts ...grpc.CallOption) (*InitProducerIdResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(InitProducerIdResponse)
+	err := c.cc.Invoke(ctx, LogService_InitProducerId_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // LogServiceServer is the server API for LogService service.
 // All implementations must embed UnimplementedLogServiceServer
 // for forward compatibility.
@@ -155,6 +173,13 @@ type LogServiceServer interface {
 	// --bootstrap). The answer may lag the controller: a client that a
 	// leader answers NOT_LEADER_OR_FOLLOWER asks again.
 	Metadata(context.Context, *MetadataRequest) (*MetadataResponse, error)
+	// Hands an idempotent producer its producer ID and epoch (Kafka's
+	// InitProducerId). With producer_id 0 it issues a new ID, never issued
+	// before in this cluster (the broker allocates from a block the
+	// controller recorded durably). With the ID and epoch of an earlier
+	// instance it bumps the epoch: the new instance's batches fence the old
+	// one's (INVALID_PRODUCER_EPOCH) on every partition they reach.
+	InitProducerId(context.Context, *InitProducerIdRequest) (*InitProducerIdResponse, error)
 	mustEmbedUnimplementedLogServiceServer()
 }
 
@@ -179,6 +204,9 @@ func (UnimplementedLogServiceServer) DeleteRecords(context.Context, *DeleteRecor
 }
 func (UnimplementedLogServiceServer) Metadata(context.Context, *MetadataRequest) (*MetadataResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Metadata not implemented")
+}
+func (UnimplementedLogServiceServer) InitProducerId(context.Context, *InitProducerIdRequest) (*InitProducerIdResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method InitProducerId not implemented")
 }
 func (UnimplementedLogServiceServer) mustEmbedUnimplementedLogServiceServer() {}
 func (UnimplementedLogServiceServer) testEmbeddedByValue()                    {}
@@ -280,6 +308,24 @@ func _LogService_Metadata_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _LogService_InitProducerId_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(InitProducerIdRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LogServiceServer).InitProducerId(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LogService_InitProducerId_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LogServiceServer).InitProducerId(ctx, req.(*InitProducerIdRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // LogService_ServiceDesc is the grpc.ServiceDesc for LogService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -302,6 +348,10 @@ var LogService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Metadata",
 			Handler:    _LogService_Metadata_Handler,
+		},
+		{
+			MethodName: "InitProducerId",
+			Handler:    _LogService_InitProducerId_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

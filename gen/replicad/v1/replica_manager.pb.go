@@ -821,8 +821,14 @@ type PartitionDescription struct {
 	// and the version of those overrides (0: none received).
 	TopicConfig        map[string]string `protobuf:"bytes,17,rep,name=topic_config,json=topicConfig,proto3" json:"topic_config,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	TopicConfigVersion int64             `protobuf:"varint,18,opt,name=topic_config_version,json=topicConfigVersion,proto3" json:"topic_config_version,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// The idempotent producers this replica holds state for (leaders and
+	// followers alike: the state is rebuilt from the log on every replica),
+	// the ones with the most recent appends first, at most 100; the count is
+	// all of them.
+	ProducerCount int32                       `protobuf:"varint,19,opt,name=producer_count,json=producerCount,proto3" json:"producer_count,omitempty"`
+	Producers     []*ProducerStateDescription `protobuf:"bytes,20,rep,name=producers,proto3" json:"producers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PartitionDescription) Reset() {
@@ -981,6 +987,100 @@ func (x *PartitionDescription) GetTopicConfigVersion() int64 {
 	return 0
 }
 
+func (x *PartitionDescription) GetProducerCount() int32 {
+	if x != nil {
+		return x.ProducerCount
+	}
+	return 0
+}
+
+func (x *PartitionDescription) GetProducers() []*ProducerStateDescription {
+	if x != nil {
+		return x.Producers
+	}
+	return nil
+}
+
+type ProducerStateDescription struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ProducerId    int64                  `protobuf:"varint,1,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	ProducerEpoch int32                  `protobuf:"varint,2,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
+	// The sequence of the producer's last record on the partition, and that
+	// record's offset.
+	LastSequence int32 `protobuf:"varint,3,opt,name=last_sequence,json=lastSequence,proto3" json:"last_sequence,omitempty"`
+	LastOffset   int64 `protobuf:"varint,4,opt,name=last_offset,json=lastOffset,proto3" json:"last_offset,omitempty"`
+	// When its last batch was appended (the batch's max timestamp), ms since
+	// the epoch: the state expires producer.id.expiration.ms after it.
+	LastTimestampMs int64 `protobuf:"varint,5,opt,name=last_timestamp_ms,json=lastTimestampMs,proto3" json:"last_timestamp_ms,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *ProducerStateDescription) Reset() {
+	*x = ProducerStateDescription{}
+	mi := &file_replicad_v1_replica_manager_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProducerStateDescription) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProducerStateDescription) ProtoMessage() {}
+
+func (x *ProducerStateDescription) ProtoReflect() protoreflect.Message {
+	mi := &file_replicad_v1_replica_manager_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProducerStateDescription.ProtoReflect.Descriptor instead.
+func (*ProducerStateDescription) Descriptor() ([]byte, []int) {
+	return file_replicad_v1_replica_manager_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *ProducerStateDescription) GetProducerId() int64 {
+	if x != nil {
+		return x.ProducerId
+	}
+	return 0
+}
+
+func (x *ProducerStateDescription) GetProducerEpoch() int32 {
+	if x != nil {
+		return x.ProducerEpoch
+	}
+	return 0
+}
+
+func (x *ProducerStateDescription) GetLastSequence() int32 {
+	if x != nil {
+		return x.LastSequence
+	}
+	return 0
+}
+
+func (x *ProducerStateDescription) GetLastOffset() int64 {
+	if x != nil {
+		return x.LastOffset
+	}
+	return 0
+}
+
+func (x *ProducerStateDescription) GetLastTimestampMs() int64 {
+	if x != nil {
+		return x.LastTimestampMs
+	}
+	return 0
+}
+
 type LogDirDescription struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	Path           string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
@@ -992,7 +1092,7 @@ type LogDirDescription struct {
 
 func (x *LogDirDescription) Reset() {
 	*x = LogDirDescription{}
-	mi := &file_replicad_v1_replica_manager_proto_msgTypes[12]
+	mi := &file_replicad_v1_replica_manager_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1004,7 +1104,7 @@ func (x *LogDirDescription) String() string {
 func (*LogDirDescription) ProtoMessage() {}
 
 func (x *LogDirDescription) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_replica_manager_proto_msgTypes[12]
+	mi := &file_replicad_v1_replica_manager_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1017,7 +1117,7 @@ func (x *LogDirDescription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogDirDescription.ProtoReflect.Descriptor instead.
 func (*LogDirDescription) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_replica_manager_proto_rawDescGZIP(), []int{12}
+	return file_replicad_v1_replica_manager_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *LogDirDescription) GetPath() string {
@@ -1053,7 +1153,7 @@ type DescribePartitionsResponse struct {
 
 func (x *DescribePartitionsResponse) Reset() {
 	*x = DescribePartitionsResponse{}
-	mi := &file_replicad_v1_replica_manager_proto_msgTypes[13]
+	mi := &file_replicad_v1_replica_manager_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1065,7 +1165,7 @@ func (x *DescribePartitionsResponse) String() string {
 func (*DescribePartitionsResponse) ProtoMessage() {}
 
 func (x *DescribePartitionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_replica_manager_proto_msgTypes[13]
+	mi := &file_replicad_v1_replica_manager_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1078,7 +1178,7 @@ func (x *DescribePartitionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribePartitionsResponse.ProtoReflect.Descriptor instead.
 func (*DescribePartitionsResponse) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_replica_manager_proto_rawDescGZIP(), []int{13}
+	return file_replicad_v1_replica_manager_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *DescribePartitionsResponse) GetBrokerId() int32 {
@@ -1121,7 +1221,7 @@ type AlterReplicaLogDir struct {
 
 func (x *AlterReplicaLogDir) Reset() {
 	*x = AlterReplicaLogDir{}
-	mi := &file_replicad_v1_replica_manager_proto_msgTypes[14]
+	mi := &file_replicad_v1_replica_manager_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1133,7 +1233,7 @@ func (x *AlterReplicaLogDir) String() string {
 func (*AlterReplicaLogDir) ProtoMessage() {}
 
 func (x *AlterReplicaLogDir) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_replica_manager_proto_msgTypes[14]
+	mi := &file_replicad_v1_replica_manager_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1146,7 +1246,7 @@ func (x *AlterReplicaLogDir) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterReplicaLogDir.ProtoReflect.Descriptor instead.
 func (*AlterReplicaLogDir) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_replica_manager_proto_rawDescGZIP(), []int{14}
+	return file_replicad_v1_replica_manager_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *AlterReplicaLogDir) GetTopic() string {
@@ -1179,7 +1279,7 @@ type AlterReplicaLogDirsRequest struct {
 
 func (x *AlterReplicaLogDirsRequest) Reset() {
 	*x = AlterReplicaLogDirsRequest{}
-	mi := &file_replicad_v1_replica_manager_proto_msgTypes[15]
+	mi := &file_replicad_v1_replica_manager_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1191,7 +1291,7 @@ func (x *AlterReplicaLogDirsRequest) String() string {
 func (*AlterReplicaLogDirsRequest) ProtoMessage() {}
 
 func (x *AlterReplicaLogDirsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_replica_manager_proto_msgTypes[15]
+	mi := &file_replicad_v1_replica_manager_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1204,7 +1304,7 @@ func (x *AlterReplicaLogDirsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterReplicaLogDirsRequest.ProtoReflect.Descriptor instead.
 func (*AlterReplicaLogDirsRequest) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_replica_manager_proto_rawDescGZIP(), []int{15}
+	return file_replicad_v1_replica_manager_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *AlterReplicaLogDirsRequest) GetPartitions() []*AlterReplicaLogDir {
@@ -1223,7 +1323,7 @@ type AlterReplicaLogDirsResponse struct {
 
 func (x *AlterReplicaLogDirsResponse) Reset() {
 	*x = AlterReplicaLogDirsResponse{}
-	mi := &file_replicad_v1_replica_manager_proto_msgTypes[16]
+	mi := &file_replicad_v1_replica_manager_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1235,7 +1335,7 @@ func (x *AlterReplicaLogDirsResponse) String() string {
 func (*AlterReplicaLogDirsResponse) ProtoMessage() {}
 
 func (x *AlterReplicaLogDirsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_replica_manager_proto_msgTypes[16]
+	mi := &file_replicad_v1_replica_manager_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1248,7 +1348,7 @@ func (x *AlterReplicaLogDirsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterReplicaLogDirsResponse.ProtoReflect.Descriptor instead.
 func (*AlterReplicaLogDirsResponse) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_replica_manager_proto_rawDescGZIP(), []int{16}
+	return file_replicad_v1_replica_manager_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *AlterReplicaLogDirsResponse) GetPartitionErrors() []*PartitionError {
@@ -1328,7 +1428,7 @@ const file_replicad_v1_replica_manager_proto_rawDesc = "" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12!\n" +
 	"\tpartition\x18\x02 \x01(\x05H\x00R\tpartition\x88\x01\x01B\f\n" +
 	"\n" +
-	"_partition\"\x8e\x06\n" +
+	"_partition\"\xfa\x06\n" +
 	"\x14PartitionDescription\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12,\n" +
@@ -1348,11 +1448,21 @@ const file_replicad_v1_replica_manager_proto_rawDesc = "" +
 	"\btopic_id\x18\x0f \x01(\tR\atopicId\x12*\n" +
 	"\x0edamaged_offset\x18\x10 \x01(\x03H\x00R\rdamagedOffset\x88\x01\x01\x12U\n" +
 	"\ftopic_config\x18\x11 \x03(\v22.replicad.v1.PartitionDescription.TopicConfigEntryR\vtopicConfig\x120\n" +
-	"\x14topic_config_version\x18\x12 \x01(\x03R\x12topicConfigVersion\x1a>\n" +
+	"\x14topic_config_version\x18\x12 \x01(\x03R\x12topicConfigVersion\x12%\n" +
+	"\x0eproducer_count\x18\x13 \x01(\x05R\rproducerCount\x12C\n" +
+	"\tproducers\x18\x14 \x03(\v2%.replicad.v1.ProducerStateDescriptionR\tproducers\x1a>\n" +
 	"\x10TopicConfigEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\x11\n" +
-	"\x0f_damaged_offset\"h\n" +
+	"\x0f_damaged_offset\"\xd4\x01\n" +
+	"\x18ProducerStateDescription\x12\x1f\n" +
+	"\vproducer_id\x18\x01 \x01(\x03R\n" +
+	"producerId\x12%\n" +
+	"\x0eproducer_epoch\x18\x02 \x01(\x05R\rproducerEpoch\x12#\n" +
+	"\rlast_sequence\x18\x03 \x01(\x05R\flastSequence\x12\x1f\n" +
+	"\vlast_offset\x18\x04 \x01(\x03R\n" +
+	"lastOffset\x12*\n" +
+	"\x11last_timestamp_ms\x18\x05 \x01(\x03R\x0flastTimestampMs\"h\n" +
 	"\x11LogDirDescription\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x16\n" +
 	"\x06online\x18\x02 \x01(\bR\x06online\x12'\n" +
@@ -1395,7 +1505,7 @@ func file_replicad_v1_replica_manager_proto_rawDescGZIP() []byte {
 	return file_replicad_v1_replica_manager_proto_rawDescData
 }
 
-var file_replicad_v1_replica_manager_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_replicad_v1_replica_manager_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_replicad_v1_replica_manager_proto_goTypes = []any{
 	(*LeaderAndIsrRequest)(nil),              // 0: replicad.v1.LeaderAndIsrRequest
 	(*LeaderAndIsrResponse)(nil),             // 1: replicad.v1.LeaderAndIsrResponse
@@ -1409,57 +1519,59 @@ var file_replicad_v1_replica_manager_proto_goTypes = []any{
 	(*CheckpointHighWatermarksResponse)(nil), // 9: replicad.v1.CheckpointHighWatermarksResponse
 	(*DescribePartitionsRequest)(nil),        // 10: replicad.v1.DescribePartitionsRequest
 	(*PartitionDescription)(nil),             // 11: replicad.v1.PartitionDescription
-	(*LogDirDescription)(nil),                // 12: replicad.v1.LogDirDescription
-	(*DescribePartitionsResponse)(nil),       // 13: replicad.v1.DescribePartitionsResponse
-	(*AlterReplicaLogDir)(nil),               // 14: replicad.v1.AlterReplicaLogDir
-	(*AlterReplicaLogDirsRequest)(nil),       // 15: replicad.v1.AlterReplicaLogDirsRequest
-	(*AlterReplicaLogDirsResponse)(nil),      // 16: replicad.v1.AlterReplicaLogDirsResponse
-	nil,                                      // 17: replicad.v1.PartitionDescription.TopicConfigEntry
-	(*PartitionState)(nil),                   // 18: replicad.v1.PartitionState
-	(*Broker)(nil),                           // 19: replicad.v1.Broker
-	(ErrorCode)(0),                           // 20: replicad.v1.ErrorCode
-	(*PartitionError)(nil),                   // 21: replicad.v1.PartitionError
-	(*Acl)(nil),                              // 22: replicad.v1.Acl
-	(ReplicaRole)(0),                         // 23: replicad.v1.ReplicaRole
+	(*ProducerStateDescription)(nil),         // 12: replicad.v1.ProducerStateDescription
+	(*LogDirDescription)(nil),                // 13: replicad.v1.LogDirDescription
+	(*DescribePartitionsResponse)(nil),       // 14: replicad.v1.DescribePartitionsResponse
+	(*AlterReplicaLogDir)(nil),               // 15: replicad.v1.AlterReplicaLogDir
+	(*AlterReplicaLogDirsRequest)(nil),       // 16: replicad.v1.AlterReplicaLogDirsRequest
+	(*AlterReplicaLogDirsResponse)(nil),      // 17: replicad.v1.AlterReplicaLogDirsResponse
+	nil,                                      // 18: replicad.v1.PartitionDescription.TopicConfigEntry
+	(*PartitionState)(nil),                   // 19: replicad.v1.PartitionState
+	(*Broker)(nil),                           // 20: replicad.v1.Broker
+	(ErrorCode)(0),                           // 21: replicad.v1.ErrorCode
+	(*PartitionError)(nil),                   // 22: replicad.v1.PartitionError
+	(*Acl)(nil),                              // 23: replicad.v1.Acl
+	(ReplicaRole)(0),                         // 24: replicad.v1.ReplicaRole
 }
 var file_replicad_v1_replica_manager_proto_depIdxs = []int32{
-	18, // 0: replicad.v1.LeaderAndIsrRequest.partition_states:type_name -> replicad.v1.PartitionState
-	19, // 1: replicad.v1.LeaderAndIsrRequest.live_leaders:type_name -> replicad.v1.Broker
-	20, // 2: replicad.v1.LeaderAndIsrResponse.error_code:type_name -> replicad.v1.ErrorCode
-	21, // 3: replicad.v1.LeaderAndIsrResponse.partition_errors:type_name -> replicad.v1.PartitionError
-	19, // 4: replicad.v1.UpdateMetadataRequest.live_brokers:type_name -> replicad.v1.Broker
-	18, // 5: replicad.v1.UpdateMetadataRequest.partition_states:type_name -> replicad.v1.PartitionState
-	22, // 6: replicad.v1.UpdateMetadataRequest.acls:type_name -> replicad.v1.Acl
-	20, // 7: replicad.v1.UpdateMetadataResponse.error_code:type_name -> replicad.v1.ErrorCode
+	19, // 0: replicad.v1.LeaderAndIsrRequest.partition_states:type_name -> replicad.v1.PartitionState
+	20, // 1: replicad.v1.LeaderAndIsrRequest.live_leaders:type_name -> replicad.v1.Broker
+	21, // 2: replicad.v1.LeaderAndIsrResponse.error_code:type_name -> replicad.v1.ErrorCode
+	22, // 3: replicad.v1.LeaderAndIsrResponse.partition_errors:type_name -> replicad.v1.PartitionError
+	20, // 4: replicad.v1.UpdateMetadataRequest.live_brokers:type_name -> replicad.v1.Broker
+	19, // 5: replicad.v1.UpdateMetadataRequest.partition_states:type_name -> replicad.v1.PartitionState
+	23, // 6: replicad.v1.UpdateMetadataRequest.acls:type_name -> replicad.v1.Acl
+	21, // 7: replicad.v1.UpdateMetadataResponse.error_code:type_name -> replicad.v1.ErrorCode
 	4,  // 8: replicad.v1.StopReplicaRequest.partitions:type_name -> replicad.v1.StopReplicaPartition
-	20, // 9: replicad.v1.StopReplicaResponse.error_code:type_name -> replicad.v1.ErrorCode
-	21, // 10: replicad.v1.StopReplicaResponse.partition_errors:type_name -> replicad.v1.PartitionError
-	20, // 11: replicad.v1.LogDirCheckpoint.error_code:type_name -> replicad.v1.ErrorCode
-	20, // 12: replicad.v1.CheckpointHighWatermarksResponse.error_code:type_name -> replicad.v1.ErrorCode
+	21, // 9: replicad.v1.StopReplicaResponse.error_code:type_name -> replicad.v1.ErrorCode
+	22, // 10: replicad.v1.StopReplicaResponse.partition_errors:type_name -> replicad.v1.PartitionError
+	21, // 11: replicad.v1.LogDirCheckpoint.error_code:type_name -> replicad.v1.ErrorCode
+	21, // 12: replicad.v1.CheckpointHighWatermarksResponse.error_code:type_name -> replicad.v1.ErrorCode
 	8,  // 13: replicad.v1.CheckpointHighWatermarksResponse.log_dirs:type_name -> replicad.v1.LogDirCheckpoint
-	23, // 14: replicad.v1.PartitionDescription.role:type_name -> replicad.v1.ReplicaRole
-	17, // 15: replicad.v1.PartitionDescription.topic_config:type_name -> replicad.v1.PartitionDescription.TopicConfigEntry
-	11, // 16: replicad.v1.DescribePartitionsResponse.partitions:type_name -> replicad.v1.PartitionDescription
-	12, // 17: replicad.v1.DescribePartitionsResponse.log_dirs:type_name -> replicad.v1.LogDirDescription
-	14, // 18: replicad.v1.AlterReplicaLogDirsRequest.partitions:type_name -> replicad.v1.AlterReplicaLogDir
-	21, // 19: replicad.v1.AlterReplicaLogDirsResponse.partition_errors:type_name -> replicad.v1.PartitionError
-	0,  // 20: replicad.v1.ReplicaManagerService.LeaderAndIsr:input_type -> replicad.v1.LeaderAndIsrRequest
-	2,  // 21: replicad.v1.ReplicaManagerService.UpdateMetadata:input_type -> replicad.v1.UpdateMetadataRequest
-	5,  // 22: replicad.v1.ReplicaManagerService.StopReplica:input_type -> replicad.v1.StopReplicaRequest
-	7,  // 23: replicad.v1.ReplicaManagerService.CheckpointHighWatermarks:input_type -> replicad.v1.CheckpointHighWatermarksRequest
-	10, // 24: replicad.v1.ReplicaManagerService.DescribePartitions:input_type -> replicad.v1.DescribePartitionsRequest
-	15, // 25: replicad.v1.ReplicaManagerService.AlterReplicaLogDirs:input_type -> replicad.v1.AlterReplicaLogDirsRequest
-	1,  // 26: replicad.v1.ReplicaManagerService.LeaderAndIsr:output_type -> replicad.v1.LeaderAndIsrResponse
-	3,  // 27: replicad.v1.ReplicaManagerService.UpdateMetadata:output_type -> replicad.v1.UpdateMetadataResponse
-	6,  // 28: replicad.v1.ReplicaManagerService.StopReplica:output_type -> replicad.v1.StopReplicaResponse
-	9,  // 29: replicad.v1.ReplicaManagerService.CheckpointHighWatermarks:output_type -> replicad.v1.CheckpointHighWatermarksResponse
-	13, // 30: replicad.v1.ReplicaManagerService.DescribePartitions:output_type -> replicad.v1.DescribePartitionsResponse
-	16, // 31: replicad.v1.ReplicaManagerService.AlterReplicaLogDirs:output_type -> replicad.v1.AlterReplicaLogDirsResponse
-	26, // [26:32] is the sub-list for method output_type
-	20, // [20:26] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	24, // 14: replicad.v1.PartitionDescription.role:type_name -> replicad.v1.ReplicaRole
+	18, // 15: replicad.v1.PartitionDescription.topic_config:type_name -> replicad.v1.PartitionDescription.TopicConfigEntry
+	12, // 16: replicad.v1.PartitionDescription.producers:type_name -> replicad.v1.ProducerStateDescription
+	11, // 17: replicad.v1.DescribePartitionsResponse.partitions:type_name -> replicad.v1.PartitionDescription
+	13, // 18: replicad.v1.DescribePartitionsResponse.log_dirs:type_name -> replicad.v1.LogDirDescription
+	15, // 19: replicad.v1.AlterReplicaLogDirsRequest.partitions:type_name -> replicad.v1.AlterReplicaLogDir
+	22, // 20: replicad.v1.AlterReplicaLogDirsResponse.partition_errors:type_name -> replicad.v1.PartitionError
+	0,  // 21: replicad.v1.ReplicaManagerService.LeaderAndIsr:input_type -> replicad.v1.LeaderAndIsrRequest
+	2,  // 22: replicad.v1.ReplicaManagerService.UpdateMetadata:input_type -> replicad.v1.UpdateMetadataRequest
+	5,  // 23: replicad.v1.ReplicaManagerService.StopReplica:input_type -> replicad.v1.StopReplicaRequest
+	7,  // 24: replicad.v1.ReplicaManagerService.CheckpointHighWatermarks:input_type -> replicad.v1.CheckpointHighWatermarksRequest
+	10, // 25: replicad.v1.ReplicaManagerService.DescribePartitions:input_type -> replicad.v1.DescribePartitionsRequest
+	16, // 26: replicad.v1.ReplicaManagerService.AlterReplicaLogDirs:input_type -> replicad.v1.AlterReplicaLogDirsRequest
+	1,  // 27: replicad.v1.ReplicaManagerService.LeaderAndIsr:output_type -> replicad.v1.LeaderAndIsrResponse
+	3,  // 28: replicad.v1.ReplicaManagerService.UpdateMetadata:output_type -> replicad.v1.UpdateMetadataResponse
+	6,  // 29: replicad.v1.ReplicaManagerService.StopReplica:output_type -> replicad.v1.StopReplicaResponse
+	9,  // 30: replicad.v1.ReplicaManagerService.CheckpointHighWatermarks:output_type -> replicad.v1.CheckpointHighWatermarksResponse
+	14, // 31: replicad.v1.ReplicaManagerService.DescribePartitions:output_type -> replicad.v1.DescribePartitionsResponse
+	17, // 32: replicad.v1.ReplicaManagerService.AlterReplicaLogDirs:output_type -> replicad.v1.AlterReplicaLogDirsResponse
+	27, // [27:33] is the sub-list for method output_type
+	21, // [21:27] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_replicad_v1_replica_manager_proto_init() }
@@ -1476,7 +1588,7 @@ func file_replicad_v1_replica_manager_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_replicad_v1_replica_manager_proto_rawDesc), len(file_replicad_v1_replica_manager_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   18,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
