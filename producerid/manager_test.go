@@ -87,7 +87,9 @@ func newManager(t *testing.T, prefetch int64, fakes ...*fakeController) *Manager
 	}
 	m, err := New(Config{Controller: strings.Join(addrs, ","), BrokerID: 1, BrokerEpoch: func() int64 { return 3 },
 		MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond, PrefetchRemaining: prefetch,
-		Dial: func(addr string) (replicadv1.ControllerServiceClient, io.Closer, error) { return byAddr[addr], nopCloser{}, nil }})
+		Dial: func(addr string) (replicadv1.ControllerServiceClient, io.Closer, error) {
+			return byAddr[addr], nopCloser{}, nil
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}
