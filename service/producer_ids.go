@@ -62,7 +62,8 @@ func (s *logService) InitProducerId(ctx context.Context, req *replicadv1.InitPro
 	}
 	if s.producerIDs == nil {
 		return refuse(replicadv1.ErrorCode_ERROR_CODE_BROKER_NOT_AVAILABLE,
-			"this broker runs without a controller (no --controller): producer IDs come from the controller"), nil
+			"this broker runs without a controller (no --controller): producer IDs come from the controller's store, "+
+				"so only plain (non-idempotent) produce, producer_id 0, is possible here"), nil
 	}
 	if id > 0 && epoch == math.MaxInt16 {
 		return refuse(replicadv1.ErrorCode_ERROR_CODE_INVALID_REQUEST,
