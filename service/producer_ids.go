@@ -8,6 +8,7 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc/status"
 
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
 	"github.com/replicad/replicad/internal/telemetry"
@@ -89,7 +90,8 @@ func (s *logService) InitProducerId(ctx context.Context, req *replicadv1.InitPro
 		case errors.Is(err, context.DeadlineExceeded):
 			return refuse(replicadv1.ErrorCode_ERROR_CODE_REQUEST_TIMED_OUT, err.Error()), nil
 		case errors.Is(err, context.Canceled):
-			return nil, context.Canceled
+			// The caller went away: nothing to answer.
+			return nil, status.FromContextError(context.Canceled).Err()
 		default:
 			return refuse(replicadv1.ErrorCode_ERROR_CODE_BROKER_NOT_AVAILABLE, err.Error()), nil
 		}
