@@ -76,11 +76,12 @@ func (s *logService) InitProducerId(ctx context.Context, req *replicadv1.InitPro
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	newID, newEpoch := id, epoch
 	var err error
 	if id == 0 {
-		id, err = s.producerIDs.NewProducerID(ctx)
+		newID, err = s.producerIDs.NewProducerID(ctx)
 	} else {
-		epoch, err = s.producerIDs.BumpEpoch(ctx, id, epoch)
+		newEpoch, err = s.producerIDs.BumpEpoch(ctx, id, epoch)
 	}
 	if err != nil {
 		var ce *producerid.CodeError
@@ -96,12 +97,12 @@ func (s *logService) InitProducerId(ctx context.Context, req *replicadv1.InitPro
 			return refuse(replicadv1.ErrorCode_ERROR_CODE_BROKER_NOT_AVAILABLE, err.Error()), nil
 		}
 	}
-	span.SetAttributes(attribute.Int64("replicad.producer_id", id), attribute.Int("replicad.new_producer_epoch", int(epoch)))
+	span.SetAttributes(attribute.Int64("replicad.producer_id", newID), attribute.Int("replicad.new_producer_epoch", int(newEpoch)))
 	ev := s.logger.Info
-	if req.GetProducerId() == 0 {
+	if id == 0 {
 		ev = s.logger.Debug // one per producer start: routine
 	}
-	ev().Str("logger", "state.change").Int64("producer_id", id).Int16("producer_epoch", epoch).
-		Bool("bumped", req.GetProducerId() != 0).Msg("producer ID initialized")
-	return &replicadv1.InitProducerIdResponse{ProducerId: id, ProducerEpoch: int32(epoch)}, nil
+	ev().Str("logger", "state.change").Int64("producer_id", newID).Int16("producer_epoch", newEpoch).
+		Bool("bumped", id != 0).Msg("producer ID initialized")
+	return &replicadv1.InitProducerIdResponse{ProducerId: newID, ProducerEpoch: int32(newEpoch)}, nil
 }
