@@ -267,13 +267,13 @@ func (m *Manager) logOptions(d *logDir, path string, t tp.TopicPartition) log.Op
 	}
 	return log.Options{
 		OnProducerStateRebuilt: rebuilt,
-		Dir:            path,
-		TopicPartition: t,
-		Config:         m.cfg.LogConfig,
-		SyncMetadata:   true,
-		Logger:         m.cfg.Logger,
-		FS:             m.fsys,
-		FileCache:      m.fileCache,
+		Dir:                    path,
+		TopicPartition:         t,
+		Config:                 m.cfg.LogConfig,
+		SyncMetadata:           true,
+		Logger:                 m.cfg.Logger,
+		FS:                     m.fsys,
+		FileCache:              m.fileCache,
 		OnStorageError: func(err error) {
 			m.reportFailure(d, fmt.Errorf("logmgr: log %s in %s: %w", t, d.path, err))
 		},
