@@ -487,6 +487,7 @@ func (p *Partition) info() PartitionInfo {
 		if d, ok := p.log.Damaged(); ok {
 			in.DamagedOffset = &d.Offset
 		}
+		in.ProducerCount, in.Producers = p.log.Producers(MaxDescribedProducers)
 	}
 	return in
 }
