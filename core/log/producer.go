@@ -240,13 +240,23 @@ func (l *Log) scanBatchHeaders(from, end int64, fn func(record.Batch)) error {
 			if size-pos < record.HeaderSize {
 				return fmt.Errorf("%w: segment %d: partial header at %d", record.ErrCorrupt, s.baseOffset, pos)
 			}
-			n := min(int64(len(hdr)), size-pos)
+			// The v0 header first: a plain batch may be shorter than a
+			// v1 header, and reading one would run into the next batch.
+			n := record.HeaderSize
 			if _, err := io.ReadFull(br, hdr[:n]); err != nil {
 				return fmt.Errorf("read segment %d at %d: %w", s.baseOffset, pos, err)
 			}
+			bsize, err := record.Size(record.Batch(hdr[:n]))
+			if err == nil && record.Batch(hdr[:n]).HasProducer() {
+				if bsize < len(hdr) {
+					err = record.ErrCorrupt
+				} else if _, rerr := io.ReadFull(br, hdr[n:]); rerr != nil {
+					return fmt.Errorf("read segment %d at %d: %w", s.baseOffset, pos, rerr)
+				}
+				n = len(hdr)
+			}
 			h := record.Batch(hdr[:n])
-			bsize, err := record.Size(h)
-			if err != nil || pos+int64(bsize) > size || (h.HasProducer() && n < int64(len(hdr))) {
+			if err != nil || bsize < n || pos+int64(bsize) > size {
 				return fmt.Errorf("%w: segment %d: bad batch at %d", record.ErrCorrupt, s.baseOffset, pos)
 			}
 			if h.BaseOffset() >= end || h.LastOffset() >= end {
@@ -257,7 +267,7 @@ func (l *Log) scanBatchHeaders(from, end int64, fn func(record.Batch)) error {
 			if h.LastOffset() >= from {
 				fn(h)
 			}
-			if _, err := br.Discard(bsize - int(n)); err != nil {
+			if _, err := br.Discard(bsize - n); err != nil {
 				return fmt.Errorf("read segment %d at %d: %w", s.baseOffset, pos, err)
 			}
 			pos += int64(bsize)
