@@ -200,6 +200,7 @@ func (l *Log) rebuildProducerStateLocked(reason string) error {
 	}
 	l.producers = m
 	l.producerGen++
+	l.lastSnapshot = snap
 	l.producerCount.Store(int64(m.Len()))
 	if l.onProducerStateRebuilt != nil && reason != "" {
 		l.onProducerStateRebuilt(ProducerRebuild{Reason: reason, EndOffset: end, SnapshotOffset: snap, Batches: n, Before: before, After: m.Len()})
@@ -298,6 +299,47 @@ func (l *Log) writeProducerSnapshot(snap *producerSnapshot) {
 		l.logger.Warn().Err(err).Str("dir", l.dir).Int64("offset", snap.offset).Msg("producer state snapshot not written: a restart rebuilds it from the log")
 		return
 	}
+	l.mu.Lock()
+	if l.producerGen == snap.gen {
+		l.lastSnapshot = max(l.lastSnapshot, snap.offset)
+	}
+	l.mu.Unlock()
+	l.cleanProducerSnapshots()
+}
+
+// closeSnapshotMinBytes: Close writes a snapshot only when the log holds
+// at least this many bytes past the newest snapshot, the headers the next
+// Open would otherwise read. A broker closing thousands of idle logs
+// writes no file for them (a variable for tests).
+var closeSnapshotMinBytes int64 = 1 << 20
+
+// snapshotAtCloseLocked writes the state at the log end, its segments
+// durable, unless the replay it saves is small. Unsynced: the broker's
+// shutdown syncs each log dir once after closing its logs (a snapshot
+// lost to a power loss before that only costs a replay). Under mu, at
+// Close. Not fatal: the state is always rebuildable from the log.
+func (l *Log) snapshotAtCloseLocked() {
+	end := l.logEndOffset.Load()
+	if l.damage.Load() != nil || end == l.lastSnapshot {
+		return
+	}
+	segs := l.segmentList()
+	from := 0
+	if l.lastSnapshot >= l.logStartOffset.Load() {
+		from = segmentIndex(segs, l.lastSnapshot)
+	}
+	var pending int64
+	for _, s := range segs[from:] {
+		pending += s.size.Load()
+	}
+	if pending < closeSnapshotMinBytes {
+		return
+	}
+	if err := producerstate.WriteSnapshotUnsynced(l.fsys, l.dir, end, l.producers.Encode(end)); err != nil {
+		l.logger.Warn().Err(err).Str("dir", l.dir).Msg("producer state snapshot not written at close: the next open rebuilds it from the log")
+		return
+	}
+	l.lastSnapshot = end
 	l.cleanProducerSnapshots()
 }
 
@@ -322,6 +364,7 @@ func (l *Log) cleanProducerSnapshots() {
 // removeProducerSnapshots deletes every snapshot (a full truncation); the
 // caller fsyncs the directory.
 func (l *Log) removeProducerSnapshots() error {
+	l.lastSnapshot = -1
 	offsets, leftovers, err := producerstate.Snapshots(l.fsys, l.dir)
 	if err != nil {
 		return err

@@ -224,6 +224,45 @@ func TestTruncationRollsProducerStateBack(t *testing.T) {
 	}
 }
 
+// snapshotEveryClose makes Close write a snapshot whatever it saves.
+func snapshotEveryClose(t *testing.T) {
+	old := closeSnapshotMinBytes
+	closeSnapshotMinBytes = 0
+	t.Cleanup(func() { closeSnapshotMinBytes = old })
+}
+
+// TestCloseSnapshotOnlyWhenWorthIt: Close writes no snapshot for a log with
+// little past its newest one (a broker closing thousands of idle logs),
+// and one for a log with more.
+func TestCloseSnapshotOnlyWhenWorthIt(t *testing.T) {
+	old := closeSnapshotMinBytes
+	closeSnapshotMinBytes = 2000
+	t.Cleanup(func() { closeSnapshotMinBytes = old })
+	cfg := smallConfig()
+	cfg.SegmentBytes = 1 << 20
+	dir := t.TempDir()
+	l := openTestLog(t, dir, cfg)
+	mustAppend(t, l, pbatch(1, 0, 0, 2, 100), 1)
+	closeLog(t, l)
+	if offs := snapshotOffsets(t, l); len(offs) != 0 {
+		t.Fatalf("snapshots %v after closing a log of one batch", offs)
+	}
+	l = openTestLog(t, dir, cfg)
+	for i := range 40 {
+		mustAppend(t, l, pbatch(1, 0, int32(2+2*i), 2, 100), 1)
+	}
+	want := l.ProducerState()
+	closeLog(t, l)
+	if offs := snapshotOffsets(t, l); len(offs) != 1 || offs[0] != 82 {
+		t.Fatalf("snapshots %v, want one at the log end 82", offs)
+	}
+	l = openTestLog(t, dir, cfg)
+	defer closeLog(t, l)
+	if !l.ProducerState().Equal(want) {
+		t.Fatal("state differs after a restart from the close's snapshot")
+	}
+}
+
 // waitSnapshots waits for the background sealer's snapshots: it runs under
 // syncMu.
 func waitSnapshots(t *testing.T, l *Log) {
@@ -249,6 +288,7 @@ func snapshotOffsets(t *testing.T, l *Log) []int64 {
 // close's snapshot), without any snapshot (from the log), and with a
 // damaged or stale one, the state is the same.
 func TestProducerStateSurvivesRestart(t *testing.T) {
+	snapshotEveryClose(t)
 	cfg := smallConfig()
 	cfg.SegmentBytes = 500
 	dir := t.TempDir()
@@ -393,6 +433,7 @@ func TestProducerExpiryAndBound(t *testing.T) {
 // one): the reopened log's producer state is always what its batches say,
 // and no temporary file survives.
 func TestPowerLossDuringProducerSnapshot(t *testing.T) {
+	snapshotEveryClose(t)
 	cfg := smallConfig()
 	cfg.SegmentBytes, cfg.FlushPolicy = 400, FlushEveryBatch
 	build := func() (*crashfs.FS, *Log) {
