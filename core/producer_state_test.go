@@ -223,3 +223,26 @@ func TestProducerStateChangesLoggedAndTraced(t *testing.T) {
 		t.Fatalf("expired producer: %+v", r)
 	}
 }
+
+// TestProducerStateSurvivesBrokerRestart: after a clean restart the
+// leader still answers a retry as a duplicate, and takes the next
+// sequence.
+func TestProducerStateSurvivesBrokerRestart(t *testing.T) {
+	h := newHarness(t, 1)
+	h.leaderAndIsr(1, state("orders", 0, 1, 1, []int32{1}, []int32{1}))
+	for i := range 3 {
+		if r := h.produceAs(tp0, AcksAll, prod(5, 0, int32(2*i)), "a", "b"); r.Error != ErrNone {
+			t.Fatalf("batch %d: %+v", i, r)
+		}
+	}
+	h.restart()
+	st := state("orders", 0, 1, 2, []int32{1}, []int32{1})
+	st.IsNew = false
+	h.leaderAndIsr(1, st)
+	if r := h.produceAs(tp0, AcksAll, prod(5, 0, 2), "a", "b"); r.Error != ErrNone || !r.Duplicate || r.BaseOffset != 2 {
+		t.Fatalf("retry after the restart: %+v, want the duplicate of offset 2", r)
+	}
+	if r := h.produceAs(tp0, AcksAll, prod(5, 0, 6), "c"); r.Error != ErrNone || r.Duplicate || r.BaseOffset != 6 {
+		t.Fatalf("next batch after the restart: %+v", r)
+	}
+}
