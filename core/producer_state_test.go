@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -67,6 +68,24 @@ func TestIdempotentProduceOnLeader(t *testing.T) {
 	}
 	if r := h.produceAs(tp0, AcksAll, prod(5, 0, 3), "e"); r.Error != ErrInvalidProducerEpoch {
 		t.Fatalf("fenced epoch: %+v", r)
+	}
+	// Bad producer fields: INVALID_REQUEST naming the field, nothing appended.
+	for _, c := range []struct {
+		p     record.Producer
+		batch bool
+		field string
+	}{
+		{prod(5, -1, 0), false, "producer_epoch"},
+		{prod(5, 1, -3), false, "base_sequence"},
+		{prod(0, 0, 0), true, "producer_id"}, // a v1 batch of ID 0
+	} {
+		req := ProduceRequest{TopicPartition: tp0, Acks: AcksAll, Records: []record.Record{{Value: []byte("x")}}, Producer: c.p}
+		if c.batch {
+			req.Batch, req.Producer = record.BuildProducer(req.Records, 1, c.p), record.Producer{}
+		}
+		if r := h.rm.Produce(context.Background(), req); r.Error != ErrInvalidRequest || !strings.HasPrefix(r.Message, c.field+":") {
+			t.Errorf("%+v: %+v, want INVALID_REQUEST naming %s", c.p, r, c.field)
+		}
 	}
 	p, _ := h.describe(tp0)
 	if p.LogEndOffset != 5 || p.ProducerCount != 1 || len(p.Producers) != 1 {
