@@ -96,9 +96,12 @@ func (l *Log) ProducerCount() int { return int(l.producerCount.Load()) }
 // Producers returns the count of producers held and up to limit of them
 // (limit <= 0: all), the last appended first.
 func (l *Log) Producers(limit int) (int, []ProducerInfo) {
+	// Copied under the lock, sorted outside it: appends wait for the
+	// copy only.
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.producers.Len(), l.producers.Describe(limit)
+	infos := l.producers.Infos()
+	l.mu.Unlock()
+	return len(infos), producerstate.SortInfos(infos, limit)
 }
 
 // ProducerState returns a copy of the producer state (tests).
