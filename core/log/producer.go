@@ -202,6 +202,8 @@ func (l *Log) rebuildProducerStateLocked(reason string) error {
 	l.producers = m
 	l.producerGen++
 	l.lastSnapshot = snap
+	l.logger.Debug().Str("dir", l.dir).Str("reason", reason).Int64("log_end_offset", end).Int64("snapshot_offset", snap).
+		Int("batches", n).Int("producers", m.Len()).Msg("producer state rebuilt")
 	l.producerCount.Store(int64(m.Len()))
 	if l.onProducerStateRebuilt != nil && reason != "" {
 		l.onProducerStateRebuilt(ProducerRebuild{Reason: reason, EndOffset: end, SnapshotOffset: snap, Batches: n, Before: before, After: m.Len()})
