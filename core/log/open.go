@@ -8,6 +8,7 @@ import (
 
 	"github.com/replicad/replicad/core/checkpoint"
 	"github.com/replicad/replicad/core/epoch"
+	"github.com/replicad/replicad/core/log/producerstate"
 	"github.com/replicad/replicad/core/vfs"
 )
 
@@ -70,11 +71,21 @@ func open(opts Options) (*Log, error) {
 
 		onStorageError:         opts.OnStorageError,
 		onRecoveryPointLowered: opts.OnRecoveryPointLowered,
+		onProducerStateRebuilt: opts.OnProducerStateRebuilt,
+		producers:              producerstate.NewManager(cfg.MaxProducers),
+		lastSnapshot:           -1,
 	}
 	if created {
 		err = l.startEmptyAt(opts.LogStartOffset, opts.SyncMetadata)
 	} else {
 		err = l.load(opts)
+		if err == nil {
+			// From the newest sound snapshot at or below the recovered
+			// log end, and the batches after it.
+			if err = l.rebuildProducerStateLocked(""); err != nil {
+				err = storageError(err, "rebuild producer state")
+			}
+		}
 	}
 	if err != nil {
 		if segs := l.segments.Load(); segs != nil {
@@ -268,6 +279,10 @@ func (l *Log) shutdown(flush bool) error {
 		if len(errs) == 0 {
 			// Raised only: a damaged log's stays above its LEO (Damaged).
 			l.recoveryPoint.Store(max(l.recoveryPoint.Load(), l.logEndOffset.Load()))
+			// The state at the log end, every segment durable: a clean
+			// restart loads it and replays nothing (Kafka snapshots at
+			// shutdown too).
+			l.snapshotAtCloseLocked()
 		}
 	}
 	for _, s := range segs {
