@@ -293,24 +293,14 @@ func consumeToProto(res core.ConsumeResult) *replicadv1.ConsumeResponse {
 			Value:       r.Value,
 			TimestampMs: r.TimestampMs,
 			Headers:     headersToProto(r.Headers),
-			// A plain batch's records read 0, 0, -1 (Record's zero
-			// producer fields, and no sequence).
+			// A plain batch's records read 0, 0, 0 (Record's zero
+			// producer fields), which cost nothing on the wire.
 			ProducerId:    r.ProducerID,
 			ProducerEpoch: int32(r.ProducerEpoch),
-			Sequence:      sequenceOf(r),
+			Sequence:      r.Sequence,
 		}
 	}
 	return resp
-}
-
-// sequenceOf is a consumed record's sequence number, -1 outside an
-// idempotent producer's batch (issued producer IDs start at 1, so a zero
-// ProducerID is a plain batch's).
-func sequenceOf(r record.Record) int32 {
-	if r.ProducerID == 0 {
-		return -1
-	}
-	return r.Sequence
 }
 
 // cloneInt32s copies a slice so core never aliases a proto message's memory.

@@ -175,8 +175,8 @@ func TestProduceAndConsumeTranslate(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustProtoEqual(t, "consume", cr, &replicadv1.ConsumeResponse{HighWatermark: 2, NextOffset: 2, Records: []*replicadv1.ConsumedRecord{
-		{Offset: 0, LeaderEpoch: 1, TimestampMs: 5, Key: []byte("k"), Value: []byte("a"), Headers: []*replicadv1.Header{{Key: "h", Value: []byte("x")}}, Sequence: -1},
-		{Offset: 1, LeaderEpoch: 1, TimestampMs: 6, Value: []byte("b"), Sequence: -1},
+		{Offset: 0, LeaderEpoch: 1, TimestampMs: 5, Key: []byte("k"), Value: []byte("a"), Headers: []*replicadv1.Header{{Key: "h", Value: []byte("x")}}},
+		{Offset: 1, LeaderEpoch: 1, TimestampMs: 6, Value: []byte("b")},
 	}})
 
 	calls := rm.Calls()

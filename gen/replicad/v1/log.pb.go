@@ -513,8 +513,9 @@ type ConsumedRecord struct {
 	Value       []byte                 `protobuf:"bytes,4,opt,name=value,proto3" json:"value,omitempty"`
 	TimestampMs int64                  `protobuf:"varint,5,opt,name=timestamp_ms,json=timestampMs,proto3" json:"timestamp_ms,omitempty"`
 	Headers     []*Header              `protobuf:"bytes,6,rep,name=headers,proto3" json:"headers,omitempty"`
-	// The producer fields of the record's batch (0, 0, -1 for a plain one):
-	// the record's sequence is its batch's base sequence plus its position.
+	// The producer fields of the record's batch: the record's sequence is its
+	// batch's base sequence plus its position. All 0 for a plain batch's
+	// record (producer_id 0 says so; a -1 would cost 11 bytes per record).
 	ProducerId    int64 `protobuf:"varint,7,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
 	ProducerEpoch int32 `protobuf:"varint,8,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
 	Sequence      int32 `protobuf:"varint,9,opt,name=sequence,proto3" json:"sequence,omitempty"`
