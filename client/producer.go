@@ -865,6 +865,10 @@ func (q *partition) step() {
 		}
 		ln, err := q.lane()
 		if err != nil {
+			// The leader cannot be reached (it died, and the lookup still
+			// names it): look it up again at the next attempt.
+			q.forgetLeader(true)
+			q.leader = Leader{}
 			q.stall(b, err)
 			return
 		}

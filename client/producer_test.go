@@ -136,6 +136,31 @@ func TestProducerRetriesThroughLeaderChange(t *testing.T) {
 	wantExactlyOnce(t, c, recs)
 }
 
+// TestProducerRetriesWhenLeaderDies ensures a leader that dies with
+// batches in flight, and that lookups still name for a while (no new
+// leader elected yet), is looked up again until the new one takes the
+// batches: every record once, in order.
+func TestProducerRetriesWhenLeaderDies(t *testing.T) {
+	c := newFakeCluster(t, 2, 1)
+	c.hook = func(n int, _ int32, _ *replicadv1.ProduceRequest) action {
+		if n == 5 {
+			go func() {
+				c.servers[1].Stop()
+				time.Sleep(300 * time.Millisecond) // the election
+				c.setLeader(0, 2)
+			}()
+			return hangAfter
+		}
+		return normal
+	}
+	_, p := testProducer(t, c, ProducerConfig{})
+	recs, errs := produceN(t, p, 300)
+	for i, err := range errs {
+		t.Fatalf("%d records failed, record %d: %v", len(errs), i, err)
+	}
+	wantExactlyOnce(t, c, recs)
+}
+
 // TestProducerAmbiguousFailuresResendSameSequence ensures a batch whose
 // answer was lost (a reset after the append, an answer that never comes,
 // REQUEST_TIMED_OUT) is sent again with the same sequence and taken as
