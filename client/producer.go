@@ -117,8 +117,10 @@ var (
 )
 
 // ProduceCallback receives a record's outcome: err nil and r.Offset set
-// when it was delivered. Callbacks of one partition run in order, on that
-// partition's goroutine: a slow one holds the partition up.
+// when it was delivered. Callbacks of one partition run in order, one at a
+// time, on the goroutine that took the answer: a slow one holds the
+// partition up, and one that waits for other records' outcomes
+// (ProduceSync, Flush, ProduceBatch) may wait forever.
 type ProduceCallback func(r *Record, err error)
 
 // Producer sends records to partitions' leaders, batching per partition.
@@ -689,6 +691,10 @@ func (q *partition) locked(f func()) {
 
 // arm sets the timer to the next moment something is due.
 func (q *partition) arm() {
+	if q.p.ctx.Err() != nil {
+		q.timer.Stop() // closed: nothing is due any more
+		return
+	}
 	if d, ok := q.nextWake(); ok {
 		q.timer.Reset(d)
 	} else {

@@ -202,14 +202,16 @@ func TestProducerAmbiguousFailuresResendSameSequence(t *testing.T) {
 func TestProducerOutOfOrderAfterEarlierRetryIsRetried(t *testing.T) {
 	c := newFakeCluster(t, 1, 1)
 	var ooo int
+	var p *Producer
 	c.hook = func(n int, _ int32, _ *replicadv1.ProduceRequest) action {
 		if n == 4 {
+			// Refuse batch 4 once the batch after it is in flight too.
+			waitInflight(t, p, TopicPartition{"t", 0}, 2)
 			return notLeader // the leader stays: a transient refusal
 		}
 		return normal
 	}
-	// Count the out-of-order answers the fake gave.
-	_, p := testProducer(t, c, ProducerConfig{OnBatch: func(r BatchResult) {
+	_, p = testProducer(t, c, ProducerConfig{OnBatch: func(r BatchResult) {
 		if r.Attempts > 1 {
 			ooo++
 		}
@@ -225,6 +227,25 @@ func TestProducerOutOfOrderAfterEarlierRetryIsRetried(t *testing.T) {
 	if ooo < 2 {
 		t.Fatalf("%d batches were sent more than once, want the refused one and the ones in flight after it", ooo)
 	}
+}
+
+// waitInflight waits until k has at least n batches in flight.
+func waitInflight(t *testing.T, p *Producer, k TopicPartition, n int) {
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		p.mu.Lock()
+		q := p.parts[k]
+		p.mu.Unlock()
+		if q != nil && q.sendMu.TryLock() {
+			got := len(q.inflight)
+			q.sendMu.Unlock()
+			if got >= n {
+				return
+			}
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Errorf("fewer than %d batches in flight after 5s", n)
 }
 
 // TestProducerDefiniteFailureShiftsSequences ensures a batch refused
