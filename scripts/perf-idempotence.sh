@@ -75,8 +75,13 @@ for round in $(seq "$ROUNDS"); do
 		broker_pids+=($!)
 	done
 	for id in 1 2 3; do wait_for "$dir/b$id.log" "replicad listening on"; done
-	"$BIN/ctlclient" --controller "$(addr 0)" --timeout 30s create-topic --topic perf --partitions "$PARTITIONS" \
-		--replication-factor 3 >/dev/null
+	# The brokers register a moment after they listen: retry until all 3 have.
+	for try in $(seq 100); do
+		"$BIN/ctlclient" --controller "$(addr 0)" --timeout 30s create-topic --topic perf --partitions "$PARTITIONS" \
+			--replication-factor 3 >"$dir/create.log" 2>&1 && break
+		((try == 100)) && { cat "$dir/create.log" >&2; exit 1; }
+		sleep 0.2
+	done
 	order=(true false)
 	((round % 2 == 0)) && order=(false true)
 	for idem in "${order[@]}"; do
