@@ -32,8 +32,33 @@ const (
 // appendRecords). acks=0 and acks=1 answer after the leader's append; acks=-1
 // waits, as a delayed produce, until the HW passes the batch.
 func (rm *ReplicaManager) Produce(ctx context.Context, req ProduceRequest) ProduceResult {
-	fail := func(code ErrorCode, msg string) ProduceResult {
-		return ProduceResult{Error: code, BaseOffset: -1, HighWatermark: -1, Message: msg}
+	return rm.StartProduce(req).Wait(ctx)
+}
+
+// PendingProduce is a produce whose append is done (or refused) and whose
+// acks=-1 wait for the ISR may not be: StartProduce then Wait is Produce.
+// ProduceStream appends a stream's next request while the ones before it
+// wait, so one producer's batches to one partition pipeline as Kafka's
+// in-flight requests do, in order.
+type PendingProduce struct {
+	rm       *ReplicaManager
+	p        *Partition
+	res      ProduceResult
+	wait     bool // acks=-1 after a successful append
+	first    int64
+	required int64
+	epoch    int32
+	deadline time.Time
+}
+
+// StartProduce appends req's batch (in the caller's order: two calls from
+// one goroutine append in call order) and returns the produce, whose Wait
+// gives the answer. The acks=-1 timeout counts from here.
+func (rm *ReplicaManager) StartProduce(req ProduceRequest) *PendingProduce {
+	pp := &PendingProduce{rm: rm}
+	fail := func(code ErrorCode, msg string) *PendingProduce {
+		pp.res = ProduceResult{Error: code, BaseOffset: -1, HighWatermark: -1, Message: msg}
+		return pp
 	}
 	if rm.shuttingDown.Load() {
 		return fail(ErrNotLeaderOrFollower, "broker is shutting down")
@@ -69,16 +94,33 @@ func (rm *ReplicaManager) Produce(ctx context.Context, req ProduceRequest) Produ
 	// A duplicate waits for the HW to pass the original batch, which may
 	// not be committed yet, as its first append would have: epoch is the
 	// original batch's, so the same fencing applies.
-	res := ProduceResult{BaseOffset: info.FirstOffset, Duplicate: info.Duplicate}
+	pp.p = p
+	pp.res = ProduceResult{BaseOffset: info.FirstOffset, Duplicate: info.Duplicate}
 	if req.Acks == AcksAll {
 		timeout := req.Timeout
 		if timeout <= 0 {
 			timeout = DefaultProduceTimeout
 		}
-		timeout = min(timeout, MaxProduceTimeout)
-		res.Error = rm.waitForHighWatermark(ctx, p, info.FirstOffset, info.LastOffset+1, epoch, timeout)
+		pp.wait = true
+		pp.first, pp.required, pp.epoch = info.FirstOffset, info.LastOffset+1, epoch
+		pp.deadline = rm.cfg.Clock.Now().Add(min(timeout, MaxProduceTimeout))
 	}
-	if l := p.Log(); l != nil {
+	return pp
+}
+
+// Wait completes the produce: at acks=-1 it waits until the HW passes the
+// batch (or leadership is lost, or the timeout given to StartProduce ends,
+// or ctx does), and returns the answer.
+func (pp *PendingProduce) Wait(ctx context.Context) ProduceResult {
+	if pp.p == nil {
+		return pp.res
+	}
+	res := pp.res
+	if pp.wait {
+		timeout := max(pp.deadline.Sub(pp.rm.cfg.Clock.Now()), 0)
+		res.Error = pp.rm.waitForHighWatermark(ctx, pp.p, pp.first, pp.required, pp.epoch, timeout)
+	}
+	if l := pp.p.Log(); l != nil {
 		res.HighWatermark = l.HighWatermark()
 	}
 	return res

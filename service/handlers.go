@@ -262,10 +262,49 @@ func (s *logService) Produce(ctx context.Context, req *replicadv1.ProduceRequest
 // produce is Produce's work, shared by ProduceStream: a request answers the
 // same whichever way it came.
 func (s *logService) produce(ctx context.Context, req *replicadv1.ProduceRequest) (*replicadv1.ProduceResponse, error) {
+	pp, err := s.startProduce(req)
+	if err != nil {
+		return nil, err
+	}
+	return pp.finish(ctx), nil
+}
+
+// pendingProduce is a produce appended (or refused) by startProduce and
+// answered by finish, holding its share of the delayed-produce limits in
+// between.
+type pendingProduce struct {
+	core    produceWaiter
+	release []func()
+}
+
+// produceWaiter is a produce appended and waiting: *core.PendingProduce, or
+// syncProduce over a ReplicaManager that cannot start one (test fakes).
+type produceWaiter interface {
+	Wait(ctx context.Context) core.ProduceResult
+}
+
+// produceStarter is what core.ReplicaManager offers beyond the interface:
+// the append apart from the wait.
+type produceStarter interface {
+	StartProduce(req core.ProduceRequest) *core.PendingProduce
+}
+
+// syncProduce appends and waits in Wait: correct, in order, unpipelined.
+type syncProduce struct {
+	rm  ReplicaManager
+	req core.ProduceRequest
+}
+
+func (p syncProduce) Wait(ctx context.Context) core.ProduceResult { return p.rm.Produce(ctx, p.req) }
+
+// startProduce validates req, takes its delayed-produce limits and appends
+// it; an error is the gRPC status unary Produce ends with (nothing appended).
+func (s *logService) startProduce(req *replicadv1.ProduceRequest) (*pendingProduce, error) {
 	batch, err := validateProduce(req, s.rm.MaxBatchBytes(), s.now().UnixMilli())
 	if err != nil {
 		return nil, err
 	}
+	pp := &pendingProduce{}
 	if req.GetAcks() == -1 {
 		// A delayed produce holds its request until the ISR has it:
 		// both their number and their bytes are bounded.
@@ -273,14 +312,41 @@ func (s *logService) produce(ctx context.Context, req *replicadv1.ProduceRequest
 		if err != nil {
 			return nil, err
 		}
-		defer unpark()
 		release, err := s.limits.delayProduce(len(batch))
 		if err != nil {
+			unpark()
 			return nil, err
 		}
-		defer release()
+		pp.release = []func(){release, unpark}
 	}
-	return produceToProto(s.rm.Produce(ctx, produceFromProto(req, batch))), nil
+	// A panic in the append gives the limits back too.
+	ok := false
+	defer func() {
+		if !ok {
+			pp.done()
+		}
+	}()
+	creq := produceFromProto(req, batch)
+	if st, ok := s.rm.(produceStarter); ok {
+		pp.core = st.StartProduce(creq)
+	} else {
+		pp.core = syncProduce{s.rm, creq}
+	}
+	ok = true
+	return pp, nil
+}
+
+// finish waits for the produce's acks and answers it.
+func (pp *pendingProduce) finish(ctx context.Context) *replicadv1.ProduceResponse {
+	defer pp.done()
+	return produceToProto(pp.core.Wait(ctx))
+}
+
+func (pp *pendingProduce) done() {
+	for _, f := range pp.release {
+		f()
+	}
+	pp.release = nil
 }
 
 func (s *logService) Consume(ctx context.Context, req *replicadv1.ConsumeRequest) (*replicadv1.ConsumeResponse, error) {

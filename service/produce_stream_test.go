@@ -3,17 +3,22 @@ package service
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/replicad/replicad/core"
+	"github.com/replicad/replicad/core/tp"
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
+	"github.com/replicad/replicad/internal/testutil"
 )
 
 func oneRecord(topic string, partition int32) *replicadv1.ProduceRequest {
@@ -275,5 +280,62 @@ func TestProduceStreamPanicBecomesInternal(t *testing.T) {
 	// The server is still up.
 	if _, err := c.Produce(ctx, oneRecord("t", 0)); status.Code(err) != codes.Internal {
 		t.Fatalf("unary Produce after the stream's panic: %v, want Internal (the fake panics on every call)", err)
+	}
+}
+
+// TestProduceStreamPipelinesAppends: with a real replica manager, a
+// stream's acks=all requests are appended as they arrive, while the ones
+// before them still wait for the ISR (a follower that has not fetched), and
+// are answered in order once it fetches. Before the stream pipelined, the
+// second request was not read until the first was answered.
+func TestProduceStreamPipelinesAppends(t *testing.T) {
+	rm, err := core.NewReplicaManager(core.Config{BrokerID: 1, LogDirs: []string{filepath.Join(t.TempDir(), "d")}, Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rm.Shutdown(context.Background()) })
+	t0 := tp.TopicPartition{Topic: "t", Partition: 0}
+	rm.BecomeLeaderOrFollower(context.Background(), core.LeaderAndIsrRequest{ControllerEpoch: 1, PartitionStates: []core.PartitionState{{
+		TopicPartition: t0, ControllerEpoch: 1, Leader: 1, LeaderEpoch: 1, Replicas: []int32{1, 2}, ISR: []int32{1, 2}, IsNew: true}}})
+	_, conn := startServer(t, rm)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	s, err := replicadv1.NewLogServiceClient(conn).ProduceStream(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 3
+	for range n {
+		req := oneRecord("t", 0)
+		req.TimeoutMs = 15_000
+		if err := s.Send(req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	leo := func() int64 {
+		p := int32(0)
+		return rm.Describe("t", &p).Partitions[0].LogEndOffset
+	}
+	testutil.Eventually(t, 10*time.Second, func() error {
+		if got := leo(); got != n {
+			return fmt.Errorf("log end offset %d, want %d: the requests behind the first are not appended while it waits", got, n)
+		}
+		return nil
+	})
+	// The follower fetches up to the log end: the high watermark passes
+	// all three, and they are answered in order.
+	fs, err := replicadv1.NewFetchServiceClient(conn).Fetch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fs.Send(&replicadv1.FetchRequest{CorrelationId: 1, ReplicaId: 2, BrokerEpoch: 1,
+		Partitions: []*replicadv1.FetchPartition{{Topic: "t", Partition: 0, FetchOffset: n, CurrentLeaderEpoch: 1, LastFetchedEpoch: 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		r, err := s.Recv()
+		if err != nil || r.GetErrorCode() != replicadv1.ErrorCode_ERROR_CODE_NONE || r.GetBaseOffset() != int64(i) {
+			t.Fatalf("answer %d: %v %v, want offset %d", i, r, err, i)
+		}
 	}
 }
