@@ -179,7 +179,7 @@ func TestMalformedRequestsAreRejected(t *testing.T) {
 
 		{"consume empty topic", cons(consumeWith(func(r *replicadv1.ConsumeRequest) { r.Topic = "" })), "topic:"},
 		{"consume negative partition", cons(consumeWith(func(r *replicadv1.ConsumeRequest) { r.Partition = -1 })), "partition:"},
-		{"consume negative offset", cons(consumeWith(func(r *replicadv1.ConsumeRequest) { r.Offset = -1 })), "offset: must not be negative"},
+		{"consume negative offset", cons(consumeWith(func(r *replicadv1.ConsumeRequest) { r.Offset = -3 })), "offset: must not be negative, except -1"},
 		{"consume negative max bytes", cons(consumeWith(func(r *replicadv1.ConsumeRequest) { r.MaxBytes = -1 })), "max_bytes: must not be negative"},
 		{"consume negative max wait", cons(consumeWith(func(r *replicadv1.ConsumeRequest) { r.MaxWaitMs = -1 })), "max_wait_ms: must not be negative"},
 		{"consume negative min bytes", cons(consumeWith(func(r *replicadv1.ConsumeRequest) { r.MinBytes = -1 })), "min_bytes: must not be negative"},
