@@ -37,6 +37,14 @@ type checker struct {
 	maxBrokerEpoch   int64
 	// logs caches each replica's records, re-read when its LEO moves.
 	logs map[replicaKey]*cachedLog
+	// committedAt is committed the other way round (value -> offset): a
+	// value committed at two offsets is a duplicate.
+	committedAt map[incarnation]map[string]committedRecord
+	// order is the producers' order check over the committed log:
+	// orderedTo is where the incremental scan stopped, last the last
+	// record seen per producer ID (and its offset).
+	orderedTo map[incarnation]int64
+	last      map[incarnation]map[int64]orderedRecord
 
 	violations []string
 }
@@ -63,6 +71,10 @@ type cachedLog struct {
 	leo, start int64
 	readAt     int // step of the last full read
 	values     map[int64]string
+	// epochs are the records' leader epochs (for the duplicate message),
+	// producers the producer fields of those in v1 batches.
+	epochs    map[int64]int32
+	producers map[int64]recordKey
 }
 
 func newChecker() *checker {
@@ -70,6 +82,8 @@ func newChecker() *checker {
 		committed: map[incarnation]map[int64]string{}, committedHW: map[incarnation]int64{},
 		leaderHW: map[leaderKey]int64{}, epochLeader: map[epochKey]int32{}, storeEpochLeader: map[epochKey]int32{},
 		brokerEpochs: map[int32]int64{}, logs: map[replicaKey]*cachedLog{},
+		committedAt: map[incarnation]map[string]committedRecord{}, orderedTo: map[incarnation]int64{},
+		last: map[incarnation]map[int64]orderedRecord{},
 	}
 }
 
@@ -113,7 +127,7 @@ func (c *checker) check(s *Sim, step int) {
 				continue
 			}
 			inc := incarnation{in.TopicPartition, in.TopicID}
-			cl := c.readLog(replicaKey{b.id, l.life, inc}, lg, step)
+			cl := c.readLog(s, replicaKey{b.id, l.life, inc}, lg, step)
 			views[inc] = append(views[inc], replicaView{broker: b.id, info: in, log: cl})
 			if in.Role == core.RoleLeader {
 				c.checkLeader(b.id, l.life, in)
@@ -169,14 +183,20 @@ func (c *checker) check(s *Sim, step int) {
 				if !has {
 					continue
 				}
-				if want, ok := m[o]; ok && want != got {
+				want, ok := m[o]
+				if ok && want != got {
 					c.fail("log matching: broker %d has %q at %s offset %d below its HW %d; committed is %q", v.broker, got, t, o, hw, want)
 					continue
 				}
-				m[o] = got
+				if !ok {
+					m[o] = got
+					c.committedOnce(t, o, got, v.log.epochs[o])
+					c.checkFields(t, v.broker, o, got, v.log)
+				}
 			}
 			c.committedHW[t] = max(c.committedHW[t], hw)
 		}
+		c.checkOrder(t, false)
 	}
 	c.checkAcked(s, parts, views)
 	for _, p := range s.workload.drainProblems() {
@@ -286,7 +306,7 @@ func (c *checker) checkAcked(s *Sim, parts []store.Partition, views map[incarnat
 	for _, p := range parts {
 		isr[incarnation{tp.TopicPartition{Topic: p.Topic, Partition: p.Partition}, p.TopicID}] = p.ISR
 	}
-	for _, a := range s.workload.snapshot() {
+	s.workload.eachAcked(func(a ackedRecord) {
 		for _, v := range views[a.t] {
 			if !slices.Contains(isr[a.t], v.broker) {
 				continue
@@ -300,6 +320,127 @@ func (c *checker) checkAcked(s *Sim, parts []store.Partition, views map[incarnat
 					a.t, a.offset, a.value, v.broker, isr[a.t], v.log.leo, got)
 			}
 		}
+		// The committed log (what any replica held below its HW, kept
+		// past deletions) has the acknowledged record at its offset: a
+		// duplicate answer's offset must hold the retried record.
+		if got, ok := c.committed[a.t][a.offset]; ok && got != a.value {
+			c.fail("acked record lost: %s offset %d %q acknowledged, but the committed log has %q there", a.t, a.offset, a.value, got)
+		}
+	})
+}
+
+// checkFields: a committed record of an idempotent producer is stored in a
+// v1 batch carrying the producer ID, epoch and sequence it was sent with.
+func (c *checker) checkFields(t incarnation, broker int32, o int64, value string, l *cachedLog) {
+	k, ok := parseRecordValue(value)
+	if !ok {
+		return
+	}
+	got, has := l.producers[o]
+	if !has {
+		c.fail("batch fields: %s offset %d %q on broker %d is in a batch without producer fields", t, o, value, broker)
+		return
+	}
+	if got.id != k.id || got.epoch != k.epoch || got.seq != k.seq {
+		c.fail("batch fields: %s offset %d %q on broker %d has producer %d epoch %d sequence %d", t, o, value, broker, got.id, got.epoch, got.seq)
+	}
+}
+
+// orderedRecord is the last record of a producer in the committed log.
+type orderedRecord struct {
+	key    recordKey
+	offset int64
+}
+
+// committedOnce: no value is committed at two offsets of one incarnation
+// (every record is written once; a retried one must be deduplicated,
+// an abandoned one may be there once).
+func (c *checker) committedOnce(t incarnation, o int64, value string, epoch int32) {
+	m := c.committedAt[t]
+	if m == nil {
+		m = map[string]committedRecord{}
+		c.committedAt[t] = m
+	}
+	if prev, ok := m[value]; ok && prev.offset != o {
+		a, b := prev, committedRecord{o, epoch}
+		if b.offset < a.offset {
+			a, b = b, a
+		}
+		c.fail("duplicate: %s has %q committed at offsets %d (leader epoch %d) and %d (leader epoch %d)", t, value, a.offset, a.epoch, b.offset, b.epoch)
+		return
+	}
+	m[value] = committedRecord{o, epoch}
+}
+
+type committedRecord struct {
+	offset int64
+	epoch  int32
+}
+
+// checkOrder: within each producer ID, the committed log holds its records
+// in the order it wrote them (no reorder, and no record of a fenced
+// instance after one of the instance that replaced it). Each step scans
+// what was committed since (full: from the start, at the end of a run, in
+// case a record below the committed HW was seen late).
+func (c *checker) checkOrder(t incarnation, full bool) {
+	m := c.committed[t]
+	from := c.orderedTo[t]
+	if full {
+		from = 0
+		delete(c.last, t)
+		if len(m) > 0 {
+			from = slices.Min(slices.Collect(maps.Keys(m)))
+		}
+	}
+	last := c.last[t]
+	if last == nil {
+		last = map[int64]orderedRecord{}
+		c.last[t] = last
+	}
+	hw := c.committedHW[t]
+	for o := from; o < hw; o++ {
+		v, ok := m[o]
+		if !ok {
+			continue
+		}
+		k, ok := parseRecordValue(v)
+		if !ok {
+			continue
+		}
+		prev, seen := last[k.id]
+		switch {
+		case seen && !prev.key.before(k):
+			c.fail("reorder: %s has producer %d's record %q at offset %d after its record %q at offset %d",
+				t, k.id, v, o, m[prev.offset], prev.offset)
+		case seen && prev.key.epoch == k.epoch && k.seq != prev.key.seq+1:
+			// Within an epoch the producer gives nothing up: a record
+			// is committed only after every earlier one of the epoch.
+			c.fail("gap: %s has producer %d epoch %d's sequence %d (%q) at offset %d right after its sequence %d at offset %d",
+				t, k.id, k.epoch, k.seq, v, o, prev.key.seq, prev.offset)
+		case (!seen || prev.key.epoch != k.epoch) && k.seq != 0:
+			// A partition takes a producer's new epoch (or a producer it
+			// holds no state for) only from sequence 0.
+			c.fail("gap: %s has producer %d epoch %d's first record at sequence %d (%q, offset %d)", t, k.id, k.epoch, k.seq, v, o)
+		}
+		last[k.id] = orderedRecord{k, o}
+	}
+	c.orderedTo[t] = max(c.orderedTo[t], hw)
+}
+
+// finalOrder runs checkOrder over every incarnation's whole committed log.
+func (c *checker) finalOrder() {
+	keys := slices.Collect(maps.Keys(c.committed))
+	slices.SortFunc(keys, func(a, b incarnation) int {
+		switch {
+		case tp.Less(a.TopicPartition, b.TopicPartition):
+			return -1
+		case tp.Less(b.TopicPartition, a.TopicPartition):
+			return 1
+		}
+		return strings.Compare(a.id, b.id)
+	})
+	for _, t := range keys {
+		c.checkOrder(t, true)
 	}
 }
 
@@ -307,12 +448,17 @@ func (c *checker) checkAcked(s *Sim, parts []store.Partition, views map[incarnat
 // start moved since the last read (a truncation and an append of as many
 // records between two steps would go unseen; every 64 steps it reads
 // again anyway).
-func (c *checker) readLog(k replicaKey, l *log.Log, step int) *cachedLog {
+func (c *checker) readLog(s *Sim, k replicaKey, l *log.Log, step int) *cachedLog {
 	leo, start := l.LogEndOffset(), l.LogStartOffset()
-	if cl := c.logs[k]; cl != nil && cl.leo == leo && cl.start == start && step-cl.readAt < 64 {
+	cl := c.logs[k]
+	if cl != nil && cl.leo == leo && cl.start == start && step-cl.readAt < 64 {
 		return cl
 	}
-	cl := &cachedLog{leo: leo, start: start, readAt: step, values: map[int64]string{}}
+	if cl != nil && (leo < cl.leo || start > cl.start) {
+		s.truncated(k.t.TopicPartition)
+	}
+	cl = &cachedLog{leo: leo, start: start, readAt: step, values: map[int64]string{}, epochs: map[int64]int32{},
+		producers: map[int64]recordKey{}}
 	for off := start; off < leo; {
 		info, err := l.Read(off, 1<<20, leo)
 		if err != nil || len(info.Data) == 0 {
@@ -330,6 +476,10 @@ func (c *checker) readLog(k replicaKey, l *log.Log, step int) *cachedLog {
 			}
 			for _, r := range recs {
 				cl.values[r.Offset] = string(r.Value)
+				cl.epochs[r.Offset] = r.LeaderEpoch
+				if b.HasProducer() {
+					cl.producers[r.Offset] = recordKey{id: r.ProducerID, epoch: r.ProducerEpoch, seq: r.Sequence}
+				}
 			}
 			next = b.NextOffset()
 			buf = rest

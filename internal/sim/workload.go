@@ -1,10 +1,12 @@
 package sim
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
-	"sort"
+	"slices"
 	"sync"
 	"time"
 
@@ -14,28 +16,60 @@ import (
 
 const clientName = "cli"
 
-// workload is the producers: one per partition, each with one acks=all
-// produce of a unique value in flight at a time, sent to the leader the
-// controller's store names (a client that looked the leader up; a stale
-// answer costs a NOT_LEADER_OR_FOLLOWER). The acknowledged writes are what
+// workload is the producers and what they were told. In the idempotent
+// workload (producer.go, the default) each partition has Config.Producers
+// idempotent producers; in the plain one (Config.Plain, the findings of
+// issue 19) one producer per partition with one acks=all produce of a
+// unique value in flight at a time, sent to the leader the controller's
+// store names (a client that looked the leader up; a stale answer costs a
+// NOT_LEADER_OR_FOLLOWER), never retried. The acknowledged writes are what
 // the invariants hold the cluster to.
 type workload struct {
 	mu sync.Mutex
 	// acks are the acknowledged records: offset -> value, per partition
 	// incarnation (a topic deleted and created again is another one: the
 	// deleted one's records are gone by the operator's will, not lost).
-	acks     map[incarnation]map[int64]string
+	// ackedAt is the other way round: a value acknowledged at two offsets
+	// of one incarnation is a duplicate the leaders admitted to.
+	acks    map[incarnation]map[int64]string
+	ackedAt map[incarnation]map[string]int64
+	// sorted holds acks in the checker's order (by offset), kept as they
+	// come: the checker walks them every step.
+	sorted   map[incarnation][]ackedRecord
 	produced int
 	errors   map[string]int
-	// problems are double acknowledgements of one offset.
+	// problems are double acknowledgements of one offset, and what a
+	// producer was told that it must never be.
 	problems []string
+	// handed is every (producer ID, epoch) InitProducerId handed out: none
+	// twice.
+	handed map[[2]int64]bool
+	idem   IdempotenceStats
+}
+
+// IdempotenceStats counts what the idempotent producers did.
+type IdempotenceStats struct {
+	// Batches made; Retries of a batch (sent again with the same producer,
+	// epoch and sequence), of which RetriesAfterLeaderChange went out
+	// under another leader epoch than the attempt before and
+	// RetriesAfterTruncation after a replica of the partition truncated
+	// its log (or its log start moved) since.
+	Batches, Retries, RetriesAfterLeaderChange, RetriesAfterTruncation int
+	// DuplicateAnswers: retries answered NONE with duplicate set.
+	DuplicateAnswers int
+	// Abandoned batches (given up, ambiguous), Fenced instances, Resets
+	// (a partition lost the producer's state: a new epoch from sequence 0),
+	// Restarts; IDsIssued and EpochBumps are InitProducerId's answers.
+	Abandoned, Fenced, Resets, Restarts, IDsIssued, EpochBumps int
 }
 
 func newWorkload() *workload {
-	return &workload{acks: map[incarnation]map[int64]string{}, errors: map[string]int{}}
+	return &workload{acks: map[incarnation]map[int64]string{}, ackedAt: map[incarnation]map[string]int64{}, sorted: map[incarnation][]ackedRecord{},
+		errors: map[string]int{}, handed: map[[2]int64]bool{}}
 }
 
-// acked records that leader answered NONE for value at offset.
+// acked records that leader answered NONE for value at offset (a duplicate
+// answer too: the offset is the original append's).
 func (w *workload) acked(t incarnation, offset int64, value string, leader int32) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -43,11 +77,94 @@ func (w *workload) acked(t incarnation, offset int64, value string, leader int32
 	if m == nil {
 		m = map[int64]string{}
 		w.acks[t] = m
+		w.ackedAt[t] = map[string]int64{}
 	}
 	if old, ok := m[offset]; ok && old != value {
 		w.problems = append(w.problems, fmt.Sprintf("%s offset %d acknowledged twice: %q, then %q by broker %d", t, offset, old, value, leader))
 	}
+	if o, ok := w.ackedAt[t][value]; ok && o != offset {
+		w.problems = append(w.problems, fmt.Sprintf("%s %q acknowledged at offset %d, then at %d by broker %d (a duplicate)", t, value, o, offset, leader))
+	}
+	if _, ok := m[offset]; !ok {
+		l := w.sorted[t]
+		i, _ := slices.BinarySearchFunc(l, offset, func(a ackedRecord, o int64) int { return cmp.Compare(a.offset, o) })
+		w.sorted[t] = slices.Insert(l, i, ackedRecord{t, offset, value})
+	} else {
+		i, _ := slices.BinarySearchFunc(w.sorted[t], offset, func(a ackedRecord, o int64) int { return cmp.Compare(a.offset, o) })
+		w.sorted[t][i].value = value
+	}
 	m[offset] = value
+	w.ackedAt[t][value] = offset
+}
+
+// issued records an InitProducerId answer: no producer ID is issued twice,
+// and no epoch of one handed out twice (two instances would share it).
+func (w *workload) issued(id int64, epoch int16, bumped bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	k := [2]int64{id, int64(epoch)}
+	if w.handed[k] {
+		what := "issued"
+		if bumped {
+			what = "bumped to"
+		}
+		w.problems = append(w.problems, fmt.Sprintf("InitProducerId: producer ID %d epoch %d %s twice", id, epoch, what))
+	}
+	w.handed[k] = true
+	if bumped {
+		w.idem.EpochBumps++
+	} else {
+		w.idem.IDsIssued++
+	}
+}
+
+func (w *workload) initOutcome(code string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.errors["init:"+code]++
+}
+
+func (w *workload) add(f func(*IdempotenceStats)) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	f(&w.idem)
+}
+
+func (w *workload) madeBatch(records int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.produced += records
+	w.idem.Batches++
+}
+
+func (w *workload) retried(leaderChanged, truncated bool) {
+	w.add(func(st *IdempotenceStats) {
+		st.Retries++
+		if leaderChanged {
+			st.RetriesAfterLeaderChange++
+		}
+		if truncated {
+			st.RetriesAfterTruncation++
+		}
+	})
+}
+
+func (w *workload) outcome(o outcome) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.errors[o.String()]++
+}
+
+func (w *workload) duplicateAnswer() { w.add(func(st *IdempotenceStats) { st.DuplicateAnswers++ }) }
+func (w *workload) abandon(n int)    { w.add(func(st *IdempotenceStats) { st.Abandoned += n }) }
+func (w *workload) fenced()          { w.add(func(st *IdempotenceStats) { st.Fenced++ }) }
+func (w *workload) epochBumped()     { w.add(func(st *IdempotenceStats) { st.Resets++ }) }
+func (w *workload) restarted()       { w.add(func(st *IdempotenceStats) { st.Restarts++ }) }
+
+func (w *workload) problem(p string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.problems = append(w.problems, p)
 }
 
 // incarnation is one partition of one topic incarnation (its topic ID).
@@ -62,26 +179,27 @@ type ackedRecord struct {
 	value  string
 }
 
-// snapshot lists the acknowledged records in a stable order.
-func (w *workload) snapshot() []ackedRecord {
+// eachAcked calls f with every acknowledged record, in a stable order (by
+// incarnation, then offset). The checker calls it with every other
+// goroutine blocked, so holding the lock throughout costs nothing.
+func (w *workload) eachAcked(f func(ackedRecord)) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	var out []ackedRecord
-	for t, m := range w.acks {
-		for o, v := range m {
-			out = append(out, ackedRecord{t, o, v})
+	keys := slices.Collect(maps.Keys(w.sorted))
+	slices.SortFunc(keys, func(a, b incarnation) int {
+		if a.TopicPartition != b.TopicPartition {
+			if tp.Less(a.TopicPartition, b.TopicPartition) {
+				return -1
+			}
+			return 1
+		}
+		return cmp.Compare(a.id, b.id)
+	})
+	for _, t := range keys {
+		for _, a := range w.sorted[t] {
+			f(a)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].t != out[j].t {
-			if out[i].t.TopicPartition != out[j].t.TopicPartition {
-				return tp.Less(out[i].t.TopicPartition, out[j].t.TopicPartition)
-			}
-			return out[i].t.id < out[j].t.id
-		}
-		return out[i].offset < out[j].offset
-	})
-	return out
 }
 
 func (w *workload) count() (produced, acked int) {
@@ -93,10 +211,10 @@ func (w *workload) count() (produced, acked int) {
 	return w.produced, acked
 }
 
-// produce runs one partition's producer until ctx is done. Its randomness
+// producePlain runs one partition's plain producer until ctx is done. Its randomness
 // is its own (seeded), so the producers' draws do not depend on how the
 // goroutines interleave.
-func (s *Sim) produce(ctx context.Context, t tp.TopicPartition, rng *rand.Rand, done func()) {
+func (s *Sim) producePlain(ctx context.Context, t tp.TopicPartition, rng *rand.Rand, done func()) {
 	defer done()
 	conns := map[int32]*conn{}
 	for n := 0; ; n++ {
@@ -108,7 +226,7 @@ func (s *Sim) produce(ctx context.Context, t tp.TopicPartition, rng *rand.Rand, 
 			return
 		case <-timer.C:
 		}
-		leader, ok := s.lookupLeader(ctx, t)
+		leader, _, ok := s.lookupLeader(ctx, t)
 		if !ok {
 			continue
 		}
@@ -149,7 +267,11 @@ func (w *workload) drainProblems() []string {
 // leaderLookup is a producer's question to the scheduler: who leads t?
 type leaderLookup struct {
 	t      tp.TopicPartition
-	answer chan int32 // buffered; -1: no leader (or no answer)
+	answer chan leaderAnswer // buffered; leader -1: none
+}
+
+type leaderAnswer struct {
+	leader, epoch int32
 }
 
 // lookupLeader asks the scheduler who leads t, and waits for the answer
@@ -159,16 +281,16 @@ type leaderLookup struct {
 // moves leadership, would see either leader depending on which goroutine
 // runs first, and send its produce to one broker or the other from one
 // run of a seed to the next.
-func (s *Sim) lookupLeader(ctx context.Context, t tp.TopicPartition) (int32, bool) {
-	q := leaderLookup{t: t, answer: make(chan int32, 1)}
+func (s *Sim) lookupLeader(ctx context.Context, t tp.TopicPartition) (leader, epoch int32, ok bool) {
+	q := leaderLookup{t: t, answer: make(chan leaderAnswer, 1)}
 	s.lookupsMu.Lock()
 	s.lookups = append(s.lookups, q)
 	s.lookupsMu.Unlock()
 	select {
-	case l := <-q.answer:
-		return l, l >= 0
+	case a := <-q.answer:
+		return a.leader, a.epoch, a.leader >= 0
 	case <-ctx.Done():
-		return -1, false
+		return -1, -1, false
 	}
 }
 
@@ -183,11 +305,11 @@ func (s *Sim) serveLookups() {
 		return
 	}
 	for _, q := range qs {
-		leader := int32(-1)
+		a := leaderAnswer{leader: -1, epoch: -1}
 		if p, err := s.ctl.store.Partition(context.Background(), q.t.Topic, q.t.Partition); err == nil && p.Leader >= 0 {
-			leader = p.Leader
+			a = leaderAnswer{leader: p.Leader, epoch: p.LeaderEpoch}
 		}
-		q.answer <- leader
+		q.answer <- a
 	}
 	s.cfg.Wait()
 }
