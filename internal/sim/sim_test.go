@@ -118,17 +118,25 @@ var findings = []struct {
 	// zombie now takes no topic config from a request that ends its
 	// leadership (core's applyTopicConfigs).
 	{325941231, false, false},
-	// Issue 21, on the core before idempotent produce (no producer state):
-	// both producers of sim-2 had batches appended by b1, leader at epoch
-	// 0, and replicated to b3, when the operator elected b3 (epoch 1)
-	// before the HW passed them; b1 answered with an error, the producers
-	// retried them with the same producer IDs and sequences to b3, which
-	// appended them again (duplicates, committed at offsets 4 and 6, ...).
-	{13, false, true},
-	// ... and a restarted producer (its epoch bumped) whose old instance
-	// went on appending after the new one's first record: nothing fenced
-	// it (reorder: generation 1's record after generation 2's).
+	// Issue 21, on the core before idempotent produce (no producer state;
+	// failures as they show with only the v1 batch written there): a batch
+	// appended at leader epoch 0 whose answer did not come back, retried
+	// with the same producer ID and sequence to the leader of epoch 1,
+	// appended again (duplicate, committed at offsets 0 and 3);
+	{4, false, true},
+	// a restarted producer (its epoch bumped) whose old instance went on
+	// appending after the new one's first record: nothing fenced it
+	// (reorder: generation 1's record after generation 2's);
 	{11, false, true},
+	// the topic deleted and created again: a producer's next batch
+	// (sequence 3) was appended to the new, empty partition, where it can
+	// only be an unknown producer (gap: an epoch's first record at
+	// sequence 3);
+	{13, false, true},
+	// a producer's batch at sequence 21 appended right after its sequence
+	// 19, the batch at 20 (in flight with them, then retried) not there
+	// (gap), where OUT_OF_ORDER_SEQUENCE_NUMBER keeps a producer's order.
+	{53, false, true},
 	// The operator's DeleteRecords to an offset inside a batch left the
 	// leader's log start inside it; b1, behind it, restarted its log there,
 	// failed to append the batch the leader answered with (it starts below
