@@ -75,6 +75,14 @@ type cachedLog struct {
 	// producers the producer fields of those in v1 batches.
 	epochs    map[int64]int32
 	producers map[int64]recordKey
+	// A cachedLog only grows (an append read since) until it is read
+	// again whole (a new cachedLog): what was checked against it stays
+	// checked. matchedTo and completeTo are where log matching and leader
+	// completeness stopped; acksChecked says every acknowledged record was
+	// checked against it, while its replica stayed in the ISR (only new
+	// acknowledgements remain).
+	matchedTo, completeTo int64
+	acksChecked           bool
 }
 
 func newChecker() *checker {
@@ -160,7 +168,9 @@ func (c *checker) check(s *Sim, step int) {
 			if !ok || cur.TopicID != t.id || v.info.Role != core.RoleLeader || cur.Leader != v.broker || cur.LeaderEpoch != v.info.LeaderEpoch {
 				continue
 			}
-			for o := v.log.start; o < c.committedHW[t]; o++ {
+			from := max(v.log.start, v.log.completeTo)
+			v.log.completeTo = max(v.log.completeTo, c.committedHW[t])
+			for o := from; o < c.committedHW[t]; o++ {
 				want, ok := c.committed[t][o]
 				if got, has := v.log.values[o]; ok && (!has || got != want) {
 					c.fail("leader completeness: broker %d leads %s at epoch %d without committed offset %d %q (has %q, LEO %d, committed HW %d)",
@@ -178,7 +188,9 @@ func (c *checker) check(s *Sim, step int) {
 				m = map[int64]string{}
 				c.committed[t] = m
 			}
-			for o := v.log.start; o < hw; o++ {
+			from := max(v.log.start, v.log.matchedTo)
+			v.log.matchedTo = max(v.log.matchedTo, hw)
+			for o := from; o < hw; o++ {
 				got, has := v.log.values[o]
 				if !has {
 					continue
@@ -192,6 +204,12 @@ func (c *checker) check(s *Sim, step int) {
 					m[o] = got
 					c.committedOnce(t, o, got, v.log.epochs[o])
 					c.checkFields(t, v.broker, o, got, v.log)
+					// The committed log has an acknowledged record at its
+					// offset: a duplicate answer's offset must hold the
+					// retried record.
+					if a, ok := s.workload.ackedValue(t, o); ok && a != got {
+						c.fail("acked record lost: %s offset %d %q acknowledged, but the committed log has %q there", t, o, a, got)
+					}
 				}
 			}
 			c.committedHW[t] = max(c.committedHW[t], hw)
@@ -306,27 +324,60 @@ func (c *checker) checkAcked(s *Sim, parts []store.Partition, views map[incarnat
 	for _, p := range parts {
 		isr[incarnation{tp.TopicPartition{Topic: p.Topic, Partition: p.Partition}, p.TopicID}] = p.ISR
 	}
-	s.workload.eachAcked(func(a ackedRecord) {
-		for _, v := range views[a.t] {
-			if !slices.Contains(isr[a.t], v.broker) {
-				continue
-			}
-			if a.offset < v.log.start {
-				continue
-			}
-			got, has := v.log.values[a.offset]
-			if v.log.leo <= a.offset || !has || got != a.value {
-				c.fail("acked record lost: %s offset %d %q acknowledged, but ISR member %d (ISR %v) has LEO %d and %q there",
-					a.t, a.offset, a.value, v.broker, isr[a.t], v.log.leo, got)
-			}
+	check := func(a ackedRecord, v replicaView) {
+		if a.offset < v.log.start {
+			return
 		}
-		// The committed log (what any replica held below its HW, kept
-		// past deletions) has the acknowledged record at its offset: a
-		// duplicate answer's offset must hold the retried record.
+		got, has := v.log.values[a.offset]
+		if v.log.leo <= a.offset || !has || got != a.value {
+			c.fail("acked record lost: %s offset %d %q acknowledged, but ISR member %d (ISR %v) has LEO %d and %q there",
+				a.t, a.offset, a.value, v.broker, isr[a.t], v.log.leo, got)
+		}
+	}
+	// Every acknowledged record against a member not checked whole since
+	// its log was read whole (or since it joined the ISR); the new ones
+	// against every member.
+	fresh := s.workload.drainFresh()
+	for _, t := range sortedIncarnations(views) {
+		for _, v := range views[t] {
+			if !slices.Contains(isr[t], v.broker) {
+				v.log.acksChecked = false
+				continue
+			}
+			if v.log.acksChecked {
+				for _, a := range fresh {
+					if a.t == t {
+						check(a, v)
+					}
+				}
+				continue
+			}
+			s.workload.eachAckedOf(t, func(a ackedRecord) { check(a, v) })
+			v.log.acksChecked = true
+		}
+	}
+	// An acknowledged record already committed: the committed log has it
+	// at its offset (those committed later are checked as they are).
+	for _, a := range fresh {
 		if got, ok := c.committed[a.t][a.offset]; ok && got != a.value {
 			c.fail("acked record lost: %s offset %d %q acknowledged, but the committed log has %q there", a.t, a.offset, a.value, got)
 		}
+	}
+}
+
+// sortedIncarnations lists views' incarnations in a stable order.
+func sortedIncarnations[V any](m map[incarnation]V) []incarnation {
+	keys := slices.Collect(maps.Keys(m))
+	slices.SortFunc(keys, func(a, b incarnation) int {
+		switch {
+		case tp.Less(a.TopicPartition, b.TopicPartition):
+			return -1
+		case tp.Less(b.TopicPartition, a.TopicPartition):
+			return 1
+		}
+		return strings.Compare(a.id, b.id)
 	})
+	return keys
 }
 
 // checkFields: a committed record of an idempotent producer is stored in a
@@ -429,17 +480,7 @@ func (c *checker) checkOrder(t incarnation, full bool) {
 
 // finalOrder runs checkOrder over every incarnation's whole committed log.
 func (c *checker) finalOrder() {
-	keys := slices.Collect(maps.Keys(c.committed))
-	slices.SortFunc(keys, func(a, b incarnation) int {
-		switch {
-		case tp.Less(a.TopicPartition, b.TopicPartition):
-			return -1
-		case tp.Less(b.TopicPartition, a.TopicPartition):
-			return 1
-		}
-		return strings.Compare(a.id, b.id)
-	})
-	for _, t := range keys {
+	for _, t := range sortedIncarnations(c.committed) {
 		c.checkOrder(t, true)
 	}
 }
@@ -457,9 +498,15 @@ func (c *checker) readLog(s *Sim, k replicaKey, l *log.Log, step int) *cachedLog
 	if cl != nil && (leo < cl.leo || start > cl.start) {
 		s.truncated(k.t.TopicPartition)
 	}
-	cl = &cachedLog{leo: leo, start: start, readAt: step, values: map[int64]string{}, epochs: map[int64]int32{},
-		producers: map[int64]recordKey{}}
-	for off := start; off < leo; {
+	from := start
+	if cl != nil && leo > cl.leo && start == cl.start && step-cl.readAt < 64 {
+		// Appended to since: read what is new (the log below is as read).
+		from, cl.leo = cl.leo, leo
+	} else {
+		cl = &cachedLog{leo: leo, start: start, readAt: step, values: map[int64]string{}, epochs: map[int64]int32{},
+			producers: map[int64]recordKey{}}
+	}
+	for off := from; off < leo; {
 		info, err := l.Read(off, 1<<20, leo)
 		if err != nil || len(info.Data) == 0 {
 			break

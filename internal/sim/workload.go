@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"maps"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -35,7 +34,9 @@ type workload struct {
 	ackedAt map[incarnation]map[string]int64
 	// sorted holds acks in the checker's order (by offset), kept as they
 	// come: the checker walks them every step.
-	sorted   map[incarnation][]ackedRecord
+	sorted map[incarnation][]ackedRecord
+	// fresh are the records acknowledged since the checker's last step.
+	fresh    []ackedRecord
 	produced int
 	errors   map[string]int
 	// problems are double acknowledgements of one offset, and what a
@@ -84,6 +85,9 @@ func (w *workload) acked(t incarnation, offset int64, value string, leader int32
 	}
 	if o, ok := w.ackedAt[t][value]; ok && o != offset {
 		w.problems = append(w.problems, fmt.Sprintf("%s %q acknowledged at offset %d, then at %d by broker %d (a duplicate)", t, value, o, offset, leader))
+	}
+	if old, ok := m[offset]; !ok || old != value {
+		w.fresh = append(w.fresh, ackedRecord{t, offset, value})
 	}
 	if _, ok := m[offset]; !ok {
 		l := w.sorted[t]
@@ -179,27 +183,33 @@ type ackedRecord struct {
 	value  string
 }
 
-// eachAcked calls f with every acknowledged record, in a stable order (by
-// incarnation, then offset). The checker calls it with every other
-// goroutine blocked, so holding the lock throughout costs nothing.
-func (w *workload) eachAcked(f func(ackedRecord)) {
+// eachAckedOf calls f with every acknowledged record of t, by offset. The
+// checker calls it with every other goroutine blocked, so holding the lock
+// throughout costs nothing.
+func (w *workload) eachAckedOf(t incarnation, f func(ackedRecord)) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	keys := slices.Collect(maps.Keys(w.sorted))
-	slices.SortFunc(keys, func(a, b incarnation) int {
-		if a.TopicPartition != b.TopicPartition {
-			if tp.Less(a.TopicPartition, b.TopicPartition) {
-				return -1
-			}
-			return 1
-		}
-		return cmp.Compare(a.id, b.id)
-	})
-	for _, t := range keys {
-		for _, a := range w.sorted[t] {
-			f(a)
-		}
+	for _, a := range w.sorted[t] {
+		f(a)
 	}
+}
+
+// drainFresh returns the records acknowledged since the last call, in the
+// order they were.
+func (w *workload) drainFresh() []ackedRecord {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	f := w.fresh
+	w.fresh = nil
+	return f
+}
+
+// ackedValue is the record acknowledged at offset o of t, if any.
+func (w *workload) ackedValue(t incarnation, o int64) (string, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	v, ok := w.acks[t][o]
+	return v, ok
 }
 
 func (w *workload) count() (produced, acked int) {
