@@ -85,9 +85,8 @@ func (l *Log) raiseLogStart(offset int64) (raised bool, n int, gen uint64, err e
 	if raised {
 		l.logStartOffset.Store(offset)
 		// Producers whose batches are all below it are gone with them.
-		if l.producers.TruncateHead(offset) > 0 {
-			l.producerCount.Store(int64(l.producers.Len()))
-		}
+		l.producers.TruncateHead(offset)
+		l.producerCount.Store(int64(l.producers.Len()))
 	}
 	return raised, l.segmentsBelowStartLocked(), l.truncations.Load(), nil
 }

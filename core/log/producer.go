@@ -200,6 +200,7 @@ func (l *Log) rebuildProducerStateLocked(reason string) error {
 	}
 	l.producers = m
 	l.producerGen++
+	l.lastSnapshot = snap
 	l.producerCount.Store(int64(m.Len()))
 	if l.onProducerStateRebuilt != nil && reason != "" {
 		l.onProducerStateRebuilt(ProducerRebuild{Reason: reason, EndOffset: end, SnapshotOffset: snap, Batches: n, Before: before, After: m.Len()})
@@ -240,13 +241,23 @@ func (l *Log) scanBatchHeaders(from, end int64, fn func(record.Batch)) error {
 			if size-pos < record.HeaderSize {
 				return fmt.Errorf("%w: segment %d: partial header at %d", record.ErrCorrupt, s.baseOffset, pos)
 			}
-			n := min(int64(len(hdr)), size-pos)
+			// The v0 header first: a plain batch may be shorter than a
+			// v1 header, and reading one would run into the next batch.
+			n := record.HeaderSize
 			if _, err := io.ReadFull(br, hdr[:n]); err != nil {
 				return fmt.Errorf("read segment %d at %d: %w", s.baseOffset, pos, err)
 			}
+			bsize, err := record.Size(record.Batch(hdr[:n]))
+			if err == nil && record.Batch(hdr[:n]).HasProducer() {
+				if bsize < len(hdr) {
+					err = record.ErrCorrupt
+				} else if _, rerr := io.ReadFull(br, hdr[n:]); rerr != nil {
+					return fmt.Errorf("read segment %d at %d: %w", s.baseOffset, pos, rerr)
+				}
+				n = len(hdr)
+			}
 			h := record.Batch(hdr[:n])
-			bsize, err := record.Size(h)
-			if err != nil || pos+int64(bsize) > size || (h.HasProducer() && n < int64(len(hdr))) {
+			if err != nil || bsize < n || pos+int64(bsize) > size {
 				return fmt.Errorf("%w: segment %d: bad batch at %d", record.ErrCorrupt, s.baseOffset, pos)
 			}
 			if h.BaseOffset() >= end || h.LastOffset() >= end {
@@ -257,7 +268,7 @@ func (l *Log) scanBatchHeaders(from, end int64, fn func(record.Batch)) error {
 			if h.LastOffset() >= from {
 				fn(h)
 			}
-			if _, err := br.Discard(bsize - int(n)); err != nil {
+			if _, err := br.Discard(bsize - n); err != nil {
 				return fmt.Errorf("read segment %d at %d: %w", s.baseOffset, pos, err)
 			}
 			pos += int64(bsize)
@@ -288,6 +299,47 @@ func (l *Log) writeProducerSnapshot(snap *producerSnapshot) {
 		l.logger.Warn().Err(err).Str("dir", l.dir).Int64("offset", snap.offset).Msg("producer state snapshot not written: a restart rebuilds it from the log")
 		return
 	}
+	l.mu.Lock()
+	if l.producerGen == snap.gen {
+		l.lastSnapshot = max(l.lastSnapshot, snap.offset)
+	}
+	l.mu.Unlock()
+	l.cleanProducerSnapshots()
+}
+
+// closeSnapshotMinBytes: Close writes a snapshot only when the log holds
+// at least this many bytes past the newest snapshot, the headers the next
+// Open would otherwise read. A broker closing thousands of idle logs
+// writes no file for them (a variable for tests).
+var closeSnapshotMinBytes int64 = 1 << 20
+
+// snapshotAtCloseLocked writes the state at the log end, its segments
+// durable, unless the replay it saves is small. Unsynced: the broker's
+// shutdown syncs each log dir once after closing its logs (a snapshot
+// lost to a power loss before that only costs a replay). Under mu, at
+// Close. Not fatal: the state is always rebuildable from the log.
+func (l *Log) snapshotAtCloseLocked() {
+	end := l.logEndOffset.Load()
+	if l.damage.Load() != nil || end == l.lastSnapshot {
+		return
+	}
+	segs := l.segmentList()
+	from := 0
+	if l.lastSnapshot >= l.logStartOffset.Load() {
+		from = segmentIndex(segs, l.lastSnapshot)
+	}
+	var pending int64
+	for _, s := range segs[from:] {
+		pending += s.size.Load()
+	}
+	if pending < closeSnapshotMinBytes {
+		return
+	}
+	if err := producerstate.WriteSnapshotUnsynced(l.fsys, l.dir, end, l.producers.Encode(end)); err != nil {
+		l.logger.Warn().Err(err).Str("dir", l.dir).Msg("producer state snapshot not written at close: the next open rebuilds it from the log")
+		return
+	}
+	l.lastSnapshot = end
 	l.cleanProducerSnapshots()
 }
 
@@ -312,6 +364,7 @@ func (l *Log) cleanProducerSnapshots() {
 // removeProducerSnapshots deletes every snapshot (a full truncation); the
 // caller fsyncs the directory.
 func (l *Log) removeProducerSnapshots() error {
+	l.lastSnapshot = -1
 	offsets, leftovers, err := producerstate.Snapshots(l.fsys, l.dir)
 	if err != nil {
 		return err

@@ -224,6 +224,45 @@ func TestTruncationRollsProducerStateBack(t *testing.T) {
 	}
 }
 
+// snapshotEveryClose makes Close write a snapshot whatever it saves.
+func snapshotEveryClose(t *testing.T) {
+	old := closeSnapshotMinBytes
+	closeSnapshotMinBytes = 0
+	t.Cleanup(func() { closeSnapshotMinBytes = old })
+}
+
+// TestCloseSnapshotOnlyWhenWorthIt: Close writes no snapshot for a log with
+// little past its newest one (a broker closing thousands of idle logs),
+// and one for a log with more.
+func TestCloseSnapshotOnlyWhenWorthIt(t *testing.T) {
+	old := closeSnapshotMinBytes
+	closeSnapshotMinBytes = 2000
+	t.Cleanup(func() { closeSnapshotMinBytes = old })
+	cfg := smallConfig()
+	cfg.SegmentBytes = 1 << 20
+	dir := t.TempDir()
+	l := openTestLog(t, dir, cfg)
+	mustAppend(t, l, pbatch(1, 0, 0, 2, 100), 1)
+	closeLog(t, l)
+	if offs := snapshotOffsets(t, l); len(offs) != 0 {
+		t.Fatalf("snapshots %v after closing a log of one batch", offs)
+	}
+	l = openTestLog(t, dir, cfg)
+	for i := range 40 {
+		mustAppend(t, l, pbatch(1, 0, int32(2+2*i), 2, 100), 1)
+	}
+	want := l.ProducerState()
+	closeLog(t, l)
+	if offs := snapshotOffsets(t, l); len(offs) != 1 || offs[0] != 82 {
+		t.Fatalf("snapshots %v, want one at the log end 82", offs)
+	}
+	l = openTestLog(t, dir, cfg)
+	defer closeLog(t, l)
+	if !l.ProducerState().Equal(want) {
+		t.Fatal("state differs after a restart from the close's snapshot")
+	}
+}
+
 // waitSnapshots waits for the background sealer's snapshots: it runs under
 // syncMu.
 func waitSnapshots(t *testing.T, l *Log) {
@@ -249,6 +288,7 @@ func snapshotOffsets(t *testing.T, l *Log) []int64 {
 // close's snapshot), without any snapshot (from the log), and with a
 // damaged or stale one, the state is the same.
 func TestProducerStateSurvivesRestart(t *testing.T) {
+	snapshotEveryClose(t)
 	cfg := smallConfig()
 	cfg.SegmentBytes = 500
 	dir := t.TempDir()
@@ -336,6 +376,16 @@ func TestLogStartDropsProducers(t *testing.T) {
 	if l.ProducerCount() != 1 || l.ProducerState().Get(2) == nil {
 		t.Fatalf("after the log start moved past producer 1: %v", l.ProducerState().Describe(0))
 	}
+	checkState(t, "after the log start moved", l)
+	// Into producer 2's batches: those below it are forgotten, as a replay
+	// from the log start (a restart without snapshot) would.
+	if _, err := l.IncrementLogStartOffset(start + 3); err != nil {
+		t.Fatal(err)
+	}
+	checkState(t, "after the log start moved into producer 2's batches", l)
+	if n := len(l.ProducerState().Get(2).Batches()); n != 3 {
+		t.Fatalf("producer 2 keeps %d batches, want the 3 at or above the log start", n)
+	}
 	if _, err := l.AppendAsLeader(pbatch(1, 0, 2, 1, 100), 1); !errors.Is(err, ErrUnknownProducerID) {
 		t.Fatalf("producer 1 after its batches were deleted: %v", err)
 	}
@@ -383,6 +433,7 @@ func TestProducerExpiryAndBound(t *testing.T) {
 // one): the reopened log's producer state is always what its batches say,
 // and no temporary file survives.
 func TestPowerLossDuringProducerSnapshot(t *testing.T) {
+	snapshotEveryClose(t)
 	cfg := smallConfig()
 	cfg.SegmentBytes, cfg.FlushPolicy = 400, FlushEveryBatch
 	build := func() (*crashfs.FS, *Log) {
@@ -443,5 +494,30 @@ func TestPowerLossDuringProducerSnapshot(t *testing.T) {
 		}
 		r := openOnDisk(t, after, cfg, 0)
 		checkState(t, fmt.Sprintf("seed %d", seed), r)
+	}
+}
+
+// TestRebuildReadsSmallPlainBatches: a rebuild reads each batch's header
+// only as far as it goes: a plain batch can be shorter than a v1 header
+// (crashtest every-batch seed 29: the rebuild read past a small batch
+// into the next and failed the log dir).
+func TestRebuildReadsSmallPlainBatches(t *testing.T) {
+	l := openTestLog(t, t.TempDir(), smallConfig())
+	defer closeLog(t, l)
+	tiny := func() record.Batch { return record.Build([]record.Record{{Value: []byte("x")}}, 1) }
+	if len(tiny()) >= record.HeaderSize+record.ProducerFieldsSize {
+		t.Fatalf("a %d-byte batch is not smaller than a v1 header", len(tiny()))
+	}
+	for i := range 4 {
+		mustAppend(t, l, tiny(), 1)
+		mustAppend(t, l, pbatch(1, 0, int32(i), 1, 100), 1)
+	}
+	mustAppend(t, l, tiny(), 1)
+	if err := l.TruncateTo(l.LogEndOffset() - 1); err != nil {
+		t.Fatal(err)
+	}
+	checkState(t, "after a rebuild over small plain batches", l)
+	if l.ProducerCount() != 1 {
+		t.Fatalf("%d producers", l.ProducerCount())
 	}
 }

@@ -203,14 +203,25 @@ func (m *Manager) Expire(nowMs, expirationMs int64) []int64 {
 	return gone
 }
 
-// TruncateHead removes the producers whose batches are all below
-// logStart (deleted by retention or DeleteRecords), and returns how many.
+// TruncateHead forgets the batches wholly below logStart (deleted by
+// retention or DeleteRecords), and the producers left with none; it
+// returns how many producers went. The state is then the one a replay of
+// the batches from logStart makes, however it was reached (incrementally,
+// from a snapshot, from the log).
 func (m *Manager) TruncateHead(logStart int64) int {
 	n := 0
 	for id, e := range m.producers {
-		if e.Last().LastOffset < logStart {
+		k := 0
+		for k < int(e.n) && e.batches[k].LastOffset < logStart {
+			k++
+		}
+		switch {
+		case k == int(e.n):
 			delete(m.producers, id)
 			n++
+		case k > 0:
+			copy(e.batches[:], e.batches[k:e.n])
+			e.n -= uint8(k)
 		}
 	}
 	return n
