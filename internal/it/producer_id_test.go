@@ -2,8 +2,12 @@ package it
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
 	"github.com/replicad/replicad/internal/testutil"
@@ -131,5 +135,103 @@ func TestInitProducerIdUniqueAcrossBrokersAndControllerRestart(t *testing.T) {
 	}
 	if r := c.initProducerID(1, pid, 1); r.GetErrorCode() != replicadv1.ErrorCode_ERROR_CODE_NONE || r.GetProducerEpoch() != 2 {
 		t.Fatalf("bump from epoch 1 after the restart: %v", r)
+	}
+}
+
+// Two controllers on a real etcd, three brokers: IDs issued before the
+// active controller is killed (kill -9) and after the standby took over
+// never repeat; a broker started after the failover gets a block past every
+// earlier one (the standby continues after the stored block end); the epoch
+// bumped before the failover stays the newest.
+func TestInitProducerIdAcrossEtcdControllerFailover(t *testing.T) {
+	const ttl = 2 * time.Second
+	endpoint := strings.TrimPrefix(testutil.StartEtcd(t)[0], "http://")
+	ctls := []*haController{{addr: freeAddr(t)}, {addr: freeAddr(t)}}
+	for _, h := range ctls {
+		h.args = []string{"--listen", h.addr, "--store", "etcd://" + endpoint, "--election-ttl", ttl.String(), "--session-timeout", "3s"}
+		h.start(t)
+		conn, err := grpc.NewClient(h.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		h.api = replicadv1.NewControllerServiceClient(conn)
+	}
+	controllers := ctls[0].addr + "," + ctls[1].addr
+	dirs := map[int32]string{}
+	procs := map[int32]*testutil.Broker{}
+	clients := map[int32]*client{}
+	start := func(id int32) {
+		b := testutil.StartBroker(t, bins.Replicad, testutil.BrokerOptions{ID: id, LogDirs: []string{dirs[id]},
+			Args: []string{"--controller", controllers}})
+		procs[id], clients[id] = b, newClient(t, b.Dial(t))
+	}
+	for _, id := range clusterIDs {
+		dirs[id] = t.TempDir()
+		start(id)
+	}
+	seen := map[int64]int32{}
+	take := func(id int32, producerID int64, epoch int32) *replicadv1.InitProducerIdResponse {
+		t.Helper()
+		var resp *replicadv1.InitProducerIdResponse
+		testutil.Eventually(t, 60*time.Second, func() (err error) {
+			resp, err = clients[id].log.InitProducerId(ctx(t), &replicadv1.InitProducerIdRequest{ProducerId: producerID, ProducerEpoch: epoch, TimeoutMs: 3000})
+			if err == nil && resp.GetErrorCode() == replicadv1.ErrorCode_ERROR_CODE_REQUEST_TIMED_OUT {
+				err = fmt.Errorf("broker %d: %v", id, resp)
+			}
+			return err
+		})
+		return resp
+	}
+	issue := func(id int32, n int) (highest int64) {
+		t.Helper()
+		for range n {
+			r := take(id, 0, 0)
+			pid := r.GetProducerId()
+			if r.GetErrorCode() != replicadv1.ErrorCode_ERROR_CODE_NONE || pid <= 0 {
+				t.Fatalf("InitProducerId on broker %d: %v", id, r)
+			}
+			if by, dup := seen[pid]; dup {
+				t.Fatalf("producer ID %d issued twice: by broker %d and by broker %d", pid, by, id)
+			}
+			seen[pid] = id
+			highest = max(highest, pid)
+		}
+		return highest
+	}
+	var before int64
+	for _, id := range clusterIDs {
+		before = max(before, issue(id, 2))
+	}
+	pid := issue(1, 1)
+	before = max(before, pid)
+	if r := take(2, pid, 0); r.GetErrorCode() != replicadv1.ErrorCode_ERROR_CODE_NONE || r.GetProducerEpoch() != 1 {
+		t.Fatalf("bump before the failover: %v", r)
+	}
+
+	var active *haController
+	testutil.Eventually(t, 30*time.Second, func() error {
+		for _, h := range ctls {
+			if ok, _ := h.active(t); ok {
+				active = h
+				return nil
+			}
+		}
+		return fmt.Errorf("no controller acts")
+	})
+	active.proc.Kill()
+	procs[3].Kill()
+	start(3)
+	after := issue(3, 2)
+	if after <= before {
+		t.Fatalf("broker 3 after the failover issued up to %d, not past %d", after, before)
+	}
+	issue(1, 2)
+	issue(2, 2)
+	if r := take(3, pid, 0); r.GetErrorCode() != replicadv1.ErrorCode_ERROR_CODE_INVALID_PRODUCER_EPOCH {
+		t.Fatalf("bump from the fenced epoch after the failover: %v, want INVALID_PRODUCER_EPOCH", r)
+	}
+	if r := take(1, pid, 1); r.GetErrorCode() != replicadv1.ErrorCode_ERROR_CODE_NONE || r.GetProducerEpoch() != 2 {
+		t.Fatalf("bump from epoch 1 after the failover: %v", r)
 	}
 }
