@@ -222,9 +222,9 @@ func TestSim(t *testing.T) {
 		if *flagSeed == 0 && !*flagPlain {
 			f := sum.fixed
 			t.Logf("fixed seeds' idempotent producers: %+v", f)
-			if f.RetriesAfterLeaderChange == 0 || f.RetriesAfterTruncation == 0 || f.Restarts == 0 || f.DuplicateAnswers == 0 {
-				t.Errorf("the fixed seeds retried %d writes after a leader change, %d after a truncation, restarted %d producers and got %d duplicate answers: each must be above 0",
-					f.RetriesAfterLeaderChange, f.RetriesAfterTruncation, f.Restarts, f.DuplicateAnswers)
+			if f.RetriesAfterLeaderChange == 0 || f.RetriesAfterTruncation == 0 || f.Restarts == 0 || f.Fenced == 0 || f.DuplicateAnswers == 0 {
+				t.Errorf("the fixed seeds retried %d writes after a leader change, %d after a truncation, restarted %d producers (%d old instances fenced) and got %d duplicate answers: each must be above 0",
+					f.RetriesAfterLeaderChange, f.RetriesAfterTruncation, f.Restarts, f.Fenced, f.DuplicateAnswers)
 			}
 		}
 	})
