@@ -141,7 +141,7 @@ func (b *brokerNode) start() error {
 		Logger:      logger,
 		Int64N:      s.int64N,
 		Dial: func(addr string) (replicadv1.ControllerServiceClient, io.Closer, error) {
-			return controllerClient{&conn{net: s.net, client: b.name, clientLife: l.life, server: nodeOf(addr), kind: "producerids"}}, nopCloser{}, nil
+			return newProducerIDsClient(&conn{net: s.net, client: b.name, clientLife: l.life, server: nodeOf(addr), kind: "producerids"}), nopCloser{}, nil
 		},
 	})
 	if err != nil {

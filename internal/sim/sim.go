@@ -50,6 +50,10 @@ type Config struct {
 	// idempotent) producer per partition, no producer restarts and no
 	// DeleteRecords, so that those seeds keep their schedules.
 	Plain bool
+	// StrictDelete holds a retried first batch appended again after a
+	// DeleteRecords took its first copy and the producer's state as a
+	// duplicate (see checker.committedOnce).
+	StrictDelete bool
 	// Producers is the number of idempotent producers per partition
 	// (default 2).
 	Producers         int
@@ -203,7 +207,7 @@ func Run(cfg Config) Result {
 		rng:      rand.New(rand.NewPCG(cfg.Seed, 0x5e1ec7)),
 		net:      newNetwork(),
 		workload: newWorkload(),
-		checker:  newChecker(),
+		checker:  newChecker(cfg.StrictDelete),
 		logger:   cfg.Logger,
 		t0:       time.Now(),
 
@@ -230,6 +234,7 @@ func Run(cfg Config) Result {
 	res.Produced, res.Acked = s.workload.count()
 	res.Errors = s.workload.errors
 	res.Idempotence = s.workload.idem
+	res.Idempotence.ReappendedAfterDelete = s.checker.reappendedCount
 	res.Ops = s.op.outcomes
 	res.FileEvictions, res.FileReopens = s.fileEvictions.Load(), s.fileReopens.Load()
 	return res

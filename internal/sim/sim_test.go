@@ -28,6 +28,7 @@ var (
 	flagTime    = flag.Duration("sim.time", 0, "virtual time of the fault phase (default 20s)")
 	flagOps     = flag.Bool("sim.ops", true, "schedule the operator's commands (alter-config, reassign, elections, ...)")
 	flagStore   = flag.Bool("sim.storefaults", true, "schedule store faults (writes that fail, land and fail, land late, or land as the controller dies)")
+	flagStrict  = flag.Bool("sim.strictdelete", false, "hold a retried first batch appended again after DeleteRecords took its first copy and the producer's state as a duplicate")
 	flagPlain   = flag.Bool("sim.plain", false, "run the plain workload of issue 19's findings (one plain producer per partition, never retried) instead of the idempotent producers")
 )
 
@@ -164,6 +165,7 @@ func (a *IdempotenceStats) add(b IdempotenceStats) {
 	a.RetriesAfterLeaderChange += b.RetriesAfterLeaderChange
 	a.RetriesAfterTruncation += b.RetriesAfterTruncation
 	a.DuplicateAnswers += b.DuplicateAnswers
+	a.ReappendedAfterDelete += b.ReappendedAfterDelete
 	a.Abandoned += b.Abandoned
 	a.Fenced += b.Fenced
 	a.EpochBumps += b.EpochBumps
@@ -336,7 +338,7 @@ func runSeedWith(t *testing.T, seed uint64, maxFaults int, trace bool, o diffOpt
 	start := time.Now()
 	synctest.Test(t, func(t *testing.T) {
 		res = Run(Config{Seed: seed, MaxFaults: maxFaults, FaultTime: *flagTime, Wait: synctest.Wait, Logger: logger,
-			NoOps: !*flagOps, NoStoreFaults: o.noStoreFaults, Plain: o.plain,
+			NoOps: !*flagOps, NoStoreFaults: o.noStoreFaults, Plain: o.plain, StrictDelete: *flagStrict,
 			KeepTrace: trace || o.keep, TracePending: o.keep})
 	})
 	wall := time.Since(start)

@@ -41,7 +41,7 @@ type workload struct {
 	errors   map[string]int
 	// problems are double acknowledgements of one offset, and what a
 	// producer was told that it must never be.
-	problems []string
+	problems []workloadProblem
 	// handed is every (producer ID, epoch) InitProducerId handed out: none
 	// twice.
 	handed map[[2]int64]bool
@@ -58,6 +58,10 @@ type IdempotenceStats struct {
 	Batches, Retries, RetriesAfterLeaderChange, RetriesAfterTruncation int
 	// DuplicateAnswers: retries answered NONE with duplicate set.
 	DuplicateAnswers int
+	// ReappendedAfterDelete: records of retried first batches appended
+	// again because a DeleteRecords had taken their first copy and the
+	// producer's state (the checker's, see committedOnce).
+	ReappendedAfterDelete int
 	// Abandoned batches (given up, ambiguous), Fenced instances, Resets
 	// (a partition lost the producer's state: a new epoch from sequence 0),
 	// Restarts; IDsIssued and EpochBumps are InitProducerId's answers.
@@ -81,10 +85,11 @@ func (w *workload) acked(t incarnation, offset int64, value string, leader int32
 		w.ackedAt[t] = map[string]int64{}
 	}
 	if old, ok := m[offset]; ok && old != value {
-		w.problems = append(w.problems, fmt.Sprintf("%s offset %d acknowledged twice: %q, then %q by broker %d", t, offset, old, value, leader))
+		w.problems = append(w.problems, workloadProblem{msg: fmt.Sprintf("%s offset %d acknowledged twice: %q, then %q by broker %d", t, offset, old, value, leader)})
 	}
 	if o, ok := w.ackedAt[t][value]; ok && o != offset {
-		w.problems = append(w.problems, fmt.Sprintf("%s %q acknowledged at offset %d, then at %d by broker %d (a duplicate)", t, value, o, offset, leader))
+		w.problems = append(w.problems, workloadProblem{t: t, dupOf: value,
+			msg: fmt.Sprintf("%s %q acknowledged at offset %d, then at %d by broker %d (a duplicate)", t, value, o, offset, leader)})
 	}
 	if old, ok := m[offset]; !ok || old != value {
 		w.fresh = append(w.fresh, ackedRecord{t, offset, value})
@@ -112,7 +117,7 @@ func (w *workload) issued(id int64, epoch int16, bumped bool) {
 		if bumped {
 			what = "bumped to"
 		}
-		w.problems = append(w.problems, fmt.Sprintf("InitProducerId: producer ID %d epoch %d %s twice", id, epoch, what))
+		w.problems = append(w.problems, workloadProblem{msg: fmt.Sprintf("InitProducerId: producer ID %d epoch %d %s twice", id, epoch, what)})
 	}
 	w.handed[k] = true
 	if bumped {
@@ -168,7 +173,15 @@ func (w *workload) restarted()       { w.add(func(st *IdempotenceStats) { st.Res
 func (w *workload) problem(p string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.problems = append(w.problems, p)
+	w.problems = append(w.problems, workloadProblem{msg: p})
+}
+
+// workloadProblem is what a client was told that it must never be; dupOf
+// names the value of a record acknowledged at a second offset of t.
+type workloadProblem struct {
+	msg   string
+	t     incarnation
+	dupOf string
 }
 
 // incarnation is one partition of one topic incarnation (its topic ID).
@@ -266,7 +279,7 @@ func (s *Sim) producePlain(ctx context.Context, t tp.TopicPartition, rng *rand.R
 }
 
 // drainProblems returns the problems found since the last call.
-func (w *workload) drainProblems() []string {
+func (w *workload) drainProblems() []workloadProblem {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	p := w.problems
