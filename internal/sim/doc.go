@@ -158,7 +158,11 @@
 // with; every acknowledged record at its offset, a duplicate answer's
 // original offset included, and no record acknowledged at two offsets;
 // InitProducerId never hands out one (ID, epoch) twice, and a produce never
-// refuses the newest instance's epoch. All of these are per topic
+// refuses the newest instance's epoch. One duplicate is let through and
+// counted (Idempotence.ReappendedAfterDelete; -sim.strictdelete fails on
+// it): a retried first batch whose first copy, and with it the producer's
+// state, a DeleteRecords took before the retry came, appended again (the
+// partition cannot tell it from a new producer's first batch). All of these are per topic
 // incarnation (the topic ID): a deleted topic's records are not lost, and
 // the topic created again starts at leader epoch 0. After the faults stop
 // and every node is back, within Config.HealTime: every partition gets a
