@@ -312,10 +312,23 @@ func deleteRecordsHandler(rm *core.ReplicaManager) func(context.Context, *replic
 // initProducerIDHandler is the broker's InitProducerId (service's, without
 // its validation): a new ID from the broker's block (producer_id 0), or the
 // epoch after the given one, from the controller.
+//
+// The sim serves one at a time per broker, in the order they arrived (a
+// channel's waiters are served in order): the manager wakes every caller
+// waiting for a block at once, and which of them took which ID would be
+// the goroutines' order, not the schedule's.
 func initProducerIDHandler(m *producerid.Manager) func(context.Context, *replicadv1.InitProducerIdRequest) (*replicadv1.InitProducerIdResponse, error) {
+	one := make(chan struct{}, 1)
 	return func(ctx context.Context, req *replicadv1.InitProducerIdRequest) (*replicadv1.InitProducerIdResponse, error) {
 		ctx, cancel := context.WithTimeout(ctx, time.Duration(req.GetTimeoutMs())*time.Millisecond)
 		defer cancel()
+		select {
+		case one <- struct{}{}:
+			defer func() { <-one }()
+		case <-ctx.Done():
+			return &replicadv1.InitProducerIdResponse{ErrorCode: replicadv1.ErrorCode_ERROR_CODE_REQUEST_TIMED_OUT,
+				ErrorMessage: "another InitProducerId took the time"}, nil
+		}
 		id, epoch := req.GetProducerId(), int16(req.GetProducerEpoch())
 		var err error
 		if id == 0 {
