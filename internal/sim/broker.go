@@ -191,7 +191,7 @@ func (b *brokerNode) start() error {
 			"StopReplica":    unary(svc.StopReplica),
 			"Produce":        unary(b.produceHandler(rm)),
 			"DeleteRecords":  unary(deleteRecordsHandler(rm)),
-			"InitProducerId": unary(initProducerIDHandler(pids)),
+			"InitProducerId": unary(initProducerIDHandler(pids, ctx)),
 		},
 		fetch: func() fetchServe {
 			// The stream's fetch session, as service's Fetch keeps it.
@@ -314,20 +314,21 @@ func deleteRecordsHandler(rm *core.ReplicaManager) func(context.Context, *replic
 // epoch after the given one, from the controller.
 //
 // The sim serves one at a time per broker, in the order they arrived (a
-// channel's waiters are served in order): the manager wakes every caller
-// waiting for a block at once, and which of them took which ID would be
-// the goroutines' order, not the schedule's.
-func initProducerIDHandler(m *producerid.Manager) func(context.Context, *replicadv1.InitProducerIdRequest) (*replicadv1.InitProducerIdResponse, error) {
+// channel's waiters are served in order), each until it is done or the
+// broker's life ends, whatever the caller's deadline: the manager wakes
+// every caller waiting for a block at once, and which took which ID would
+// be the goroutines' order; and a deadline that falls in the instant
+// another call ends would decide by goroutine order whether the next one
+// is served. The client times out on its side and retries.
+func initProducerIDHandler(m *producerid.Manager, life context.Context) func(context.Context, *replicadv1.InitProducerIdRequest) (*replicadv1.InitProducerIdResponse, error) {
 	one := make(chan struct{}, 1)
-	return func(ctx context.Context, req *replicadv1.InitProducerIdRequest) (*replicadv1.InitProducerIdResponse, error) {
-		ctx, cancel := context.WithTimeout(ctx, time.Duration(req.GetTimeoutMs())*time.Millisecond)
-		defer cancel()
+	return func(_ context.Context, req *replicadv1.InitProducerIdRequest) (*replicadv1.InitProducerIdResponse, error) {
+		ctx := life
 		select {
 		case one <- struct{}{}:
 			defer func() { <-one }()
 		case <-ctx.Done():
-			return &replicadv1.InitProducerIdResponse{ErrorCode: replicadv1.ErrorCode_ERROR_CODE_REQUEST_TIMED_OUT,
-				ErrorMessage: "another InitProducerId took the time"}, nil
+			return nil, ctx.Err()
 		}
 		id, epoch := req.GetProducerId(), int16(req.GetProducerEpoch())
 		var err error

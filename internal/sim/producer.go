@@ -246,7 +246,7 @@ func (in *producerInstance) conn(b int32) *conn {
 	c := in.conns[b]
 	if c == nil {
 		c = &conn{net: in.p.s.net, client: clientName, clientLife: 1, server: brokerName(b),
-			kind: fmt.Sprintf("produce-%s-%d.%d", in.p.t, in.p.index, in.gen)}
+			kind: fmt.Sprintf("produce-%s-%d.%d", in.p.t, in.p.index, in.gen), ordered: true}
 		in.conns[b] = c
 	}
 	return c

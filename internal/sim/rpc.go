@@ -18,7 +18,12 @@ type conn struct {
 	clientLife int
 	server     string
 	kind       string
-	cur        *link // guarded by net.mu
+	// ordered: the server answers the calls in the order they arrived, as
+	// a Kafka connection does (a pipelining producer's): an answer waits
+	// for the one before it. Otherwise handlers that finish together (woken
+	// by one HW move) would queue their answers in goroutine order.
+	ordered bool
+	cur     *link // guarded by net.mu
 }
 
 type reply struct {
@@ -72,6 +77,11 @@ func (c *conn) send(ctx context.Context, method string, req proto.Message) func(
 		id := l.nextCall
 		l.nextCall++
 		l.cancels[id] = cancel
+		var prev, mine chan struct{}
+		if c.ordered {
+			prev, mine = l.lastAnswer, make(chan struct{})
+			l.lastAnswer = mine
+		}
 		n.mu.Unlock()
 		go func() {
 			out, err := h(hctx, in)
@@ -79,8 +89,14 @@ func (c *conn) send(ctx context.Context, method string, req proto.Message) func(
 			if out != nil {
 				out = proto.Clone(out.(proto.Message))
 			}
+			if prev != nil {
+				<-prev
+			}
 			n.mu.Lock()
 			defer n.mu.Unlock()
+			if mine != nil {
+				defer close(mine)
+			}
 			delete(l.cancels, id)
 			if !n.usableLocked(l) {
 				return
