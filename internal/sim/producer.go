@@ -371,6 +371,9 @@ func (in *producerInstance) run(ctx context.Context) {
 		// one is retried first); the rest are retried as they are.
 		var keep []*pendingBatch
 		end := ""
+		// refused counts the refused batches sent before: an earlier
+		// attempt may have been appended, so they are ambiguous too.
+		refused := 0
 		for i, b := range pending {
 			o := outs[i]
 			w.outcome(o)
@@ -388,10 +391,16 @@ func (in *producerInstance) run(ctx context.Context) {
 						b.id, b.epoch, p.t, b.seq))
 				}
 				end = "fenced"
+				if b.attempts > 1 {
+					refused++
+				}
 			case o.code == replicadv1.ErrorCode_ERROR_CODE_UNKNOWN_PRODUCER_ID,
 				o.code == replicadv1.ErrorCode_ERROR_CODE_OUT_OF_ORDER_SEQUENCE_NUMBER && len(keep) == 0:
 				if end == "" {
 					end = "reset"
+				}
+				if b.attempts > 1 {
+					refused++
 				}
 			default:
 				keep = append(keep, b)
@@ -401,18 +410,18 @@ func (in *producerInstance) run(ctx context.Context) {
 		switch {
 		case end == "fenced":
 			w.fenced()
-			w.abandon(len(pending))
+			w.abandon(len(pending) + refused)
 			return
 		case end == "reset" && in.superseded.Load():
 			// An old instance does not start a new epoch: its successor
 			// holds the ID.
-			w.abandon(len(pending))
+			w.abandon(len(pending) + refused)
 			return
 		case end == "reset":
 			// The partition lost this producer's state: what is pending
 			// can no longer be told from a new write. Give it up (it may
 			// be in the log once) and go on in a new epoch from sequence 0.
-			w.abandon(len(pending))
+			w.abandon(len(pending) + refused)
 			pending = nil
 			w.epochBumped()
 			if !in.initProducer(ctx, in.id.Load(), int16(in.epoch.Load())) {
