@@ -237,6 +237,40 @@ func TestOutOfRangeLowStartsAtLeaderLogStart(t *testing.T) {
 	})
 }
 
+// Out of range low, with the leader's log start inside a batch (DeleteRecords
+// to an offset within one): the follower restarts its log at the leader's
+// log start, the leader answers with the whole batch, which starts below it;
+// the follower restarts its empty log at the batch's base and appends it, as
+// Kafka's Partition.appendRecordsToFollowerOrFutureReplica does. Before, the
+// append failed (offset mismatch) and the partition stayed failed: the
+// follower never rejoined the ISR (found by the simulation, seed 14).
+func TestOutOfRangeLowLogStartInsideBatch(t *testing.T) {
+	forEachTransport(t, func(t *testing.T, e *env) {
+		fl := newFakeLeader(t)
+		ll := fl.addPartition(p0, 1, 0)
+		appendBatch(t, ll, 1, 4) // [0,4)
+		appendBatch(t, ll, 1, 2) // [4,6)
+		ll.UpdateHighWatermark(6)
+		if _, err := ll.IncrementLogStartOffset(2); err != nil {
+			t.Fatal(err)
+		}
+		leader := e.serve(1, fl)
+		r := e.follow(p0, 1, 0)
+		m := e.manager()
+		e.add(p0, leader, 1)
+		waitCaughtUp(t, r, ll)
+		if m.IsFailed(p0) {
+			t.Fatal("partition failed")
+		}
+		if r.LogStartOffset() != 2 {
+			t.Fatalf("follower log start %d, want the leader's, 2", r.LogStartOffset())
+		}
+		fl.append(p0, 1)
+		waitCaughtUp(t, r, ll)
+		sameLog(t, r.log, ll)
+	})
+}
+
 // FENCED_LEADER_EPOCH sets that partition aside as failed while the other
 // partition of the same fetcher keeps replicating; the next
 // AddFetcherForPartitions with the new epoch resumes it.

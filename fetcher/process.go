@@ -244,7 +244,11 @@ func (f *fetcher) appendRecords(t tp.TopicPartition, st *partitionState, res *re
 			f.markFailed(t, lg, "offset mismatch")
 			return false
 		}
-		if _, err := r.AppendAsFollower(data); err != nil {
+		_, err := r.AppendAsFollower(data)
+		if errors.Is(err, log.ErrOffsetMismatch) {
+			err = f.restartAtBatch(t, st, data, err)
+		}
+		if err != nil {
 			lg := f.partitionLogger(t, st)
 			if errors.Is(err, record.ErrCorrupt) || errors.Is(err, record.ErrTruncated) {
 				// Nothing was appended; fetch the same offset again later.
@@ -276,6 +280,34 @@ func (f *fetcher) appendRecords(t tp.TopicPartition, st *partitionState, res *re
 	}
 	f.followLogStart(t, st, res.GetLogStartOffset(), hw)
 	return len(data) > 0
+}
+
+// restartAtBatch handles the first append after restarting an empty log at
+// the leader's log start when that start is inside a batch (DeleteRecords to
+// an offset within one): the leader answers with the whole batch, whose base
+// is below our log end. As Kafka's Partition does (its
+// UnexpectedAppendOffsetException), an empty log whose end the first batch
+// straddles starts over at the batch's base and takes it; followLogStart
+// then raises the log start to the leader's again. Anything else keeps
+// appendErr.
+func (f *fetcher) restartAtBatch(t tp.TopicPartition, st *partitionState, data []byte, appendErr error) error {
+	r := st.replica
+	leo := r.LogEndOffset()
+	b, _, err := record.Next(data)
+	if err != nil || leo != r.LogStartOffset() || b.BaseOffset() >= leo || b.LastOffset() < leo {
+		return appendErr
+	}
+	lg := f.partitionLogger(t, st)
+	lg.Info().Int64("base_offset", b.BaseOffset()).Int64("last_offset", b.LastOffset()).
+		Msg("first batch starts below the restarted log's start (the leader's log start is inside it): restarting the log at its base")
+	span := f.startTruncate(t, st, "leader's log start inside a batch", b.BaseOffset(), attribute.Bool("replicad.truncate_fully", true))
+	err = r.TruncateFullyAndStartAt(b.BaseOffset())
+	endTruncate(span, r, err)
+	if err != nil {
+		return err
+	}
+	_, err = r.AppendAsFollower(data)
+	return err
 }
 
 // followLogStart raises the replica's log start to the leader's (retention

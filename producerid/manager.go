@@ -78,7 +78,10 @@ type Config struct {
 	// fewer are left in the current one. 0: a tenth of the block.
 	PrefetchRemaining int64
 	// Clock times the backoff; nil means the wall clock.
-	Clock  clock.Clock
+	Clock clock.Clock
+	// Int64N draws the backoff's jitter (nil: math/rand/v2's); the
+	// simulation gives a fixed one, as for the other components' jitter.
+	Int64N func(n int64) int64
 	Logger zerolog.Logger
 	// TracerProvider makes the request spans; nil means the global one.
 	TracerProvider trace.TracerProvider
@@ -104,6 +107,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.Clock == nil {
 		c.Clock = clock.Real{}
+	}
+	if c.Int64N == nil {
+		c.Int64N = rand.Int64N
 	}
 	if c.TracerProvider == nil {
 		c.TracerProvider = otel.GetTracerProvider()
@@ -460,7 +466,7 @@ func (m *Manager) backoff(failures int) time.Duration {
 		d *= 2
 	}
 	d = min(d, m.cfg.MaxBackoff)
-	return d - time.Duration(rand.Int64N(int64(d/2)+1))
+	return d - time.Duration(m.cfg.Int64N(int64(d/2)+1))
 }
 
 // sleep waits d and reports false if the Manager closes first.

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -18,6 +19,7 @@ import (
 	"github.com/replicad/replicad/core/vfs/crashfs"
 	"github.com/replicad/replicad/fetcher"
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
+	"github.com/replicad/replicad/producerid"
 	"github.com/replicad/replicad/service"
 )
 
@@ -57,6 +59,7 @@ type brokerLife struct {
 	rm                         *core.ReplicaManager
 	fetchers                   *fetcher.Manager
 	ap                         *alterpartition.Manager
+	pids                       *producerid.Manager
 	session                    atomic.Pointer[brokersession.Session]
 	// regCancel stops a registration in progress; regDone is closed when
 	// the registration goroutine ends.
@@ -129,6 +132,25 @@ func (b *brokerNode) start() error {
 		stop()
 		return err
 	}
+	// Producer IDs: blocks from the controller (AllocateProducerIds),
+	// epoch bumps through it, as cmd/replicad wires them.
+	pids, err := producerid.New(producerid.Config{
+		Controller:  controllerAddr,
+		BrokerID:    b.id,
+		BrokerEpoch: l.brokerEpoch,
+		Logger:      logger,
+		Int64N:      s.int64N,
+		Dial: func(addr string) (replicadv1.ControllerServiceClient, io.Closer, error) {
+			return newProducerIDsClient(&conn{net: s.net, client: b.name, clientLife: l.life, server: nodeOf(addr), kind: "producerids"}), nopCloser{}, nil
+		},
+	})
+	if err != nil {
+		_ = ap.Close()
+		fetchers.Shutdown()
+		stop()
+		return err
+	}
+	l.pids = pids
 	gate := &isrGate{ap: ap}
 	rm, err := core.NewReplicaManager(core.Config{
 		BrokerID: b.id,
@@ -152,6 +174,7 @@ func (b *brokerNode) start() error {
 		FS:     b.fs,
 	})
 	if err != nil {
+		_ = pids.Close()
 		_ = ap.Close()
 		fetchers.Shutdown()
 		stop()
@@ -167,6 +190,8 @@ func (b *brokerNode) start() error {
 			"UpdateMetadata": unary(svc.UpdateMetadata),
 			"StopReplica":    unary(svc.StopReplica),
 			"Produce":        unary(b.produceHandler(rm)),
+			"DeleteRecords":  unary(deleteRecordsHandler(rm)),
+			"InitProducerId": unary(initProducerIDHandler(pids, ctx)),
 		},
 		fetch: func() fetchServe {
 			// The stream's fetch session, as service's Fetch keeps it.
@@ -198,13 +223,16 @@ func (b *brokerNode) start() error {
 	go func() {
 		defer close(l.regDone)
 		sess, err := brokersession.Start(regCtx, brokersession.Config{
-			Controllers:         []string{controllerAddr},
-			BrokerID:            b.id,
-			Host:                b.name,
-			Port:                brokerPort,
-			LogDirs:             []string{logDir},
-			Logger:              logger,
-			OnControllerChange:  ap.UseController,
+			Controllers: []string{controllerAddr},
+			BrokerID:    b.id,
+			Host:        b.name,
+			Port:        brokerPort,
+			LogDirs:     []string{logDir},
+			Logger:      logger,
+			OnControllerChange: func(addr string) {
+				ap.UseController(addr)
+				pids.UseController(addr)
+			},
 			MinInsyncReplicas:   b.minISR,
 			MaxPartitions:       int32(s.maxPartitions()),
 			PreviousBrokerEpoch: previous,
@@ -226,9 +254,11 @@ func (b *brokerNode) start() error {
 }
 
 // produceHandler is the leader's core produce path (service's Produce
-// without the proto batch encoding): an acks=all produce of one record. An
-// answer NONE is an acknowledged write, recorded at once: the leader has
-// promised it, whether or not the client hears.
+// without the proto batch encoding): an acks=all produce, carrying the
+// idempotent producer's fields when it has a producer ID. An answer NONE
+// is an acknowledged write, recorded at once: the leader has promised it,
+// whether or not the client hears. A duplicate answer (a retry of a batch
+// the log holds) acknowledges the original append, at its offsets.
 func (b *brokerNode) produceHandler(rm *core.ReplicaManager) func(context.Context, *replicadv1.ProduceRequest) (*replicadv1.ProduceResponse, error) {
 	return func(ctx context.Context, req *replicadv1.ProduceRequest) (*replicadv1.ProduceResponse, error) {
 		t := tp.TopicPartition{Topic: req.GetTopic(), Partition: req.GetPartition()}
@@ -236,8 +266,12 @@ func (b *brokerNode) produceHandler(rm *core.ReplicaManager) func(context.Contex
 		for _, r := range req.GetRecords() {
 			recs = append(recs, record.Record{Value: r.GetValue()})
 		}
+		producer := record.NoProducer
+		if req.GetProducerId() != 0 {
+			producer = record.Producer{ID: req.GetProducerId(), Epoch: int16(req.GetProducerEpoch()), BaseSequence: req.GetBaseSequence()}
+		}
 		res := rm.Produce(ctx, core.ProduceRequest{TopicPartition: t, Acks: core.AcksAll,
-			Timeout: time.Duration(req.GetTimeoutMs()) * time.Millisecond, Records: recs})
+			Timeout: time.Duration(req.GetTimeoutMs()) * time.Millisecond, Records: recs, Producer: producer})
 		if res.Error == core.ErrNone {
 			// The incarnation the leader acknowledged in: its replica's
 			// topic ID, as it stands right after (a deletion takes a
@@ -247,10 +281,73 @@ func (b *brokerNode) produceHandler(rm *core.ReplicaManager) func(context.Contex
 			if d := rm.Describe(t.Topic, &part); len(d.Partitions) == 1 {
 				id = d.Partitions[0].TopicID
 			}
-			b.sim.workload.acked(incarnation{t, id}, res.BaseOffset, string(recs[0].Value), b.id)
+			for i, r := range recs {
+				b.sim.workload.acked(incarnation{t, id}, res.BaseOffset+int64(i), string(r.Value), b.id)
+			}
 		}
 		return &replicadv1.ProduceResponse{ErrorCode: replicadv1.ErrorCode(res.Error), BaseOffset: res.BaseOffset,
-			HighWatermark: res.HighWatermark}, nil
+			HighWatermark: res.HighWatermark, Duplicate: res.Duplicate}, nil
+	}
+}
+
+// deleteRecordsHandler is the leader's DeleteRecords (service's, without
+// its validation): the operator's truncation of a partition's head.
+func deleteRecordsHandler(rm *core.ReplicaManager) func(context.Context, *replicadv1.DeleteRecordsRequest) (*replicadv1.DeleteRecordsResponse, error) {
+	return func(ctx context.Context, req *replicadv1.DeleteRecordsRequest) (*replicadv1.DeleteRecordsResponse, error) {
+		creq := core.DeleteRecordsRequest{Timeout: time.Duration(req.GetTimeoutMs()) * time.Millisecond}
+		for _, p := range req.GetPartitions() {
+			creq.Partitions = append(creq.Partitions, core.DeleteRecordsPartition{
+				TopicPartition: tp.TopicPartition{Topic: p.GetTopic(), Partition: p.GetPartition()}, Offset: p.GetOffset()})
+		}
+		res := rm.DeleteRecords(ctx, creq)
+		out := &replicadv1.DeleteRecordsResponse{}
+		for _, r := range res.Partitions {
+			out.Partitions = append(out.Partitions, &replicadv1.DeleteRecordsPartitionResult{Topic: r.TopicPartition.Topic,
+				Partition: r.TopicPartition.Partition, LowWatermark: r.LowWatermark, ErrorCode: replicadv1.ErrorCode(r.Error)})
+		}
+		return out, nil
+	}
+}
+
+// initProducerIDHandler is the broker's InitProducerId (service's, without
+// its validation): a new ID from the broker's block (producer_id 0), or the
+// epoch after the given one, from the controller.
+//
+// The sim serves one at a time per broker, in the order they arrived (a
+// channel's waiters are served in order), each until it is done or the
+// broker's life ends, whatever the caller's deadline: the manager wakes
+// every caller waiting for a block at once, and which took which ID would
+// be the goroutines' order; and a deadline that falls in the instant
+// another call ends would decide by goroutine order whether the next one
+// is served. The client times out on its side and retries.
+func initProducerIDHandler(m *producerid.Manager, life context.Context) func(context.Context, *replicadv1.InitProducerIdRequest) (*replicadv1.InitProducerIdResponse, error) {
+	one := make(chan struct{}, 1)
+	return func(_ context.Context, req *replicadv1.InitProducerIdRequest) (*replicadv1.InitProducerIdResponse, error) {
+		ctx := life
+		select {
+		case one <- struct{}{}:
+			defer func() { <-one }()
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		id, epoch := req.GetProducerId(), int16(req.GetProducerEpoch())
+		var err error
+		if id == 0 {
+			id, err = m.NewProducerID(ctx)
+		} else {
+			epoch, err = m.BumpEpoch(ctx, id, epoch)
+		}
+		var ce *producerid.CodeError
+		switch {
+		case err == nil:
+			return &replicadv1.InitProducerIdResponse{ProducerId: id, ProducerEpoch: int32(epoch)}, nil
+		case errors.As(err, &ce):
+			return &replicadv1.InitProducerIdResponse{ErrorCode: ce.Code, ErrorMessage: err.Error()}, nil
+		case errors.Is(err, context.DeadlineExceeded):
+			return &replicadv1.InitProducerIdResponse{ErrorCode: replicadv1.ErrorCode_ERROR_CODE_REQUEST_TIMED_OUT, ErrorMessage: err.Error()}, nil
+		default:
+			return &replicadv1.InitProducerIdResponse{ErrorCode: replicadv1.ErrorCode_ERROR_CODE_BROKER_NOT_AVAILABLE, ErrorMessage: err.Error()}, nil
+		}
 	}
 }
 
@@ -285,6 +382,7 @@ func (l *brokerLife) stop() {
 	defer cancel()
 	_ = l.rm.Shutdown(ctx)
 	_ = l.ap.Close()
+	_ = l.pids.Close()
 	st := l.rm.FileCacheStats()
 	l.fileEvictions.Add(st.Evictions)
 	l.fileReopens.Add(st.Reopens)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 
 	"google.golang.org/grpc"
 
@@ -145,3 +146,32 @@ func (f fetchStream) Recv() (*replicadv1.FetchResponse, error) {
 func (f fetchStream) Close() { f.st.close() }
 
 func brokerName(id int32) string { return fmt.Sprintf("b%d", id) }
+
+// producerIDsClient is a broker's producer ID manager's client of the
+// controller: block requests on one connection, and each producer ID's
+// epoch bumps on a connection of its own. The manager serves concurrent
+// InitProducerIds, whose bumps retry after the same fixed backoff: two that
+// failed together retry at the same instant, and on one pipe their order
+// would be the goroutines' (the scheduler orders pipes, not goroutines).
+type producerIDsClient struct {
+	controllerClient
+	mu    sync.Mutex
+	bumps map[int64]*conn
+}
+
+func newProducerIDsClient(c *conn) *producerIDsClient {
+	return &producerIDsClient{controllerClient: controllerClient{c}, bumps: map[int64]*conn{}}
+}
+
+func (k *producerIDsClient) BumpProducerEpoch(ctx context.Context, in *replicadv1.BumpProducerEpochRequest, _ ...grpc.CallOption) (*replicadv1.BumpProducerEpochResponse, error) {
+	k.mu.Lock()
+	c := k.bumps[in.GetProducerId()]
+	if c == nil {
+		base := k.c
+		c = &conn{net: base.net, client: base.client, clientLife: base.clientLife, server: base.server,
+			kind: fmt.Sprintf("%s-bump-%d", base.kind, in.GetProducerId())}
+		k.bumps[in.GetProducerId()] = c
+	}
+	k.mu.Unlock()
+	return invoke[*replicadv1.BumpProducerEpochResponse](ctx, c, "BumpProducerEpoch", in)
+}

@@ -106,6 +106,38 @@
 // -sim.ops=false and -sim.storefaults=false leave either out, to tell which
 // one a failure needs.
 //
+// # Workload: idempotent producers
+//
+// Each partition has Config.Producers (2) idempotent producers
+// (producer.go). A producer gets its producer ID from InitProducerId at a
+// broker, which hands it out of a block the controller allocated
+// (AllocateProducerIds: a store write, under the store faults), and writes
+// acks=all batches of one or two records carrying (producer ID, epoch, base
+// sequence), up to three batches in flight on one connection, sent in
+// sequence order. Every ambiguous outcome (a timeout, a reset connection,
+// NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS, any error) is retried with
+// the same producer, epoch and sequence, to whichever broker leads by then,
+// with Kafka's exponential backoff (100 ms to 1 s), until it is answered
+// NONE, a fresh append or a duplicate. UNKNOWN_PRODUCER_ID, or
+// OUT_OF_ORDER_SEQUENCE_NUMBER on the oldest unacknowledged batch (the
+// partition lost the producer's state), gives the pending batches up
+// (ambiguous) and bumps the epoch (InitProducerId with the ID:
+// BumpProducerEpoch at the controller), from sequence 0. The scheduler
+// restarts a producer now and then (fault "restart producer"): the new
+// instance bumps the ID's epoch while the old one goes on until a
+// partition fences it (INVALID_PRODUCER_EPOCH). The operator also deletes
+// the head of a partition (DeleteRecords at its leader, up to the HW or to
+// half of it), which may take the producers' state with it. Result's
+// Idempotence counts what the producers did, among it the retries that
+// went out under another leader epoch than the attempt before, or after a
+// replica truncated its log: TestSim demands some of each, over the fixed
+// seeds.
+//
+// The findings of issue 19 (and -sim.plain) run the workload they were
+// found with, so that their schedules stay what they were: one plain
+// producer per partition, one record in flight, never retried, and none
+// of the faults above.
+//
 // # Invariants
 //
 // After every step (checker): leader completeness (the leader the
@@ -116,7 +148,21 @@
 // member the controller records whose log is open, with LEO past it; the
 // ISR is within the replicas and holds the leader; one leader per
 // (partition, leader epoch), as the brokers and as the store say;
-// controller and broker epochs only grow. All of these are per topic
+// controller and broker epochs only grow. For the idempotent producers,
+// over the committed log (every record seen below a replica's HW, kept past
+// deletions): no record at two offsets (a retry appended again; an
+// abandoned record may be there once); within one producer ID, its records
+// in the order it wrote them, none of a fenced instance after one of the
+// instance that replaced it, an epoch's sequence from 0 without a gap, each
+// in a v1 batch carrying the producer ID, epoch and sequence it was sent
+// with; every acknowledged record at its offset, a duplicate answer's
+// original offset included, and no record acknowledged at two offsets;
+// InitProducerId never hands out one (ID, epoch) twice, and a produce never
+// refuses the newest instance's epoch. One duplicate is let through and
+// counted (Idempotence.ReappendedAfterDelete; -sim.strictdelete fails on
+// it): a retried first batch whose first copy, and with it the producer's
+// state, a DeleteRecords took before the retry came, appended again (the
+// partition cannot tell it from a new producer's first batch). All of these are per topic
 // incarnation (the topic ID): a deleted topic's records are not lost, and
 // the topic created again starts at leader epoch 0. After the faults stop
 // and every node is back, within Config.HealTime: every partition gets a

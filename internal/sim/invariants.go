@@ -37,6 +37,24 @@ type checker struct {
 	maxBrokerEpoch   int64
 	// logs caches each replica's records, re-read when its LEO moves.
 	logs map[replicaKey]*cachedLog
+	// committedAt is committed the other way round (value -> offset): a
+	// value committed at two offsets is a duplicate.
+	committedAt map[incarnation]map[string]committedRecord
+	// order is the producers' order check over the committed log:
+	// orderedTo is where the incremental scan stopped, last the last
+	// record seen per producer ID (and its offset).
+	orderedTo map[incarnation]int64
+	last      map[incarnation]map[int64]orderedRecord
+	// reappended are the second copies of retried first batches whose
+	// first copy, and with it the producer's state, a DeleteRecords took
+	// before the retry came (see committedOnce), by offset; reappendedValues
+	// the same by value. strict holds them as duplicates all the same.
+	reappended       map[incarnation]map[int64]bool
+	reappendedValues map[incarnation]map[string]bool
+	// reappendedProducers are their (producer ID, epoch)s.
+	reappendedProducers map[incarnation]map[[2]int64]bool
+	strict              bool
+	reappendedCount     int
 
 	violations []string
 }
@@ -63,13 +81,30 @@ type cachedLog struct {
 	leo, start int64
 	readAt     int // step of the last full read
 	values     map[int64]string
+	// epochs are the records' leader epochs (for the duplicate message),
+	// producers the producer fields of those in v1 batches.
+	epochs    map[int64]int32
+	producers map[int64]recordKey
+	// baseSeqs are the base sequences of those records' batches.
+	baseSeqs map[int64]int32
+	// A cachedLog only grows (an append read since) until it is read
+	// again whole (a new cachedLog): what was checked against it stays
+	// checked. matchedTo and completeTo are where log matching and leader
+	// completeness stopped; acksChecked says every acknowledged record was
+	// checked against it, while its replica stayed in the ISR (only new
+	// acknowledgements remain).
+	matchedTo, completeTo int64
+	acksChecked           bool
 }
 
-func newChecker() *checker {
-	return &checker{
+func newChecker(strictDelete bool) *checker {
+	return &checker{strict: strictDelete,
 		committed: map[incarnation]map[int64]string{}, committedHW: map[incarnation]int64{},
 		leaderHW: map[leaderKey]int64{}, epochLeader: map[epochKey]int32{}, storeEpochLeader: map[epochKey]int32{},
 		brokerEpochs: map[int32]int64{}, logs: map[replicaKey]*cachedLog{},
+		committedAt: map[incarnation]map[string]committedRecord{}, orderedTo: map[incarnation]int64{},
+		last: map[incarnation]map[int64]orderedRecord{}, reappended: map[incarnation]map[int64]bool{},
+		reappendedValues: map[incarnation]map[string]bool{}, reappendedProducers: map[incarnation]map[[2]int64]bool{},
 	}
 }
 
@@ -113,7 +148,7 @@ func (c *checker) check(s *Sim, step int) {
 				continue
 			}
 			inc := incarnation{in.TopicPartition, in.TopicID}
-			cl := c.readLog(replicaKey{b.id, l.life, inc}, lg, step)
+			cl := c.readLog(s, replicaKey{b.id, l.life, inc}, lg, step)
 			views[inc] = append(views[inc], replicaView{broker: b.id, info: in, log: cl})
 			if in.Role == core.RoleLeader {
 				c.checkLeader(b.id, l.life, in)
@@ -146,7 +181,9 @@ func (c *checker) check(s *Sim, step int) {
 			if !ok || cur.TopicID != t.id || v.info.Role != core.RoleLeader || cur.Leader != v.broker || cur.LeaderEpoch != v.info.LeaderEpoch {
 				continue
 			}
-			for o := v.log.start; o < c.committedHW[t]; o++ {
+			from := max(v.log.start, v.log.completeTo)
+			v.log.completeTo = max(v.log.completeTo, c.committedHW[t])
+			for o := from; o < c.committedHW[t]; o++ {
 				want, ok := c.committed[t][o]
 				if got, has := v.log.values[o]; ok && (!has || got != want) {
 					c.fail("leader completeness: broker %d leads %s at epoch %d without committed offset %d %q (has %q, LEO %d, committed HW %d)",
@@ -164,23 +201,40 @@ func (c *checker) check(s *Sim, step int) {
 				m = map[int64]string{}
 				c.committed[t] = m
 			}
-			for o := v.log.start; o < hw; o++ {
+			from := max(v.log.start, v.log.matchedTo)
+			v.log.matchedTo = max(v.log.matchedTo, hw)
+			for o := from; o < hw; o++ {
 				got, has := v.log.values[o]
 				if !has {
 					continue
 				}
-				if want, ok := m[o]; ok && want != got {
+				want, ok := m[o]
+				if ok && want != got {
 					c.fail("log matching: broker %d has %q at %s offset %d below its HW %d; committed is %q", v.broker, got, t, o, hw, want)
 					continue
 				}
-				m[o] = got
+				if !ok {
+					m[o] = got
+					c.committedOnce(t, o, got, v.log)
+					c.checkFields(t, v.broker, o, got, v.log)
+					// The committed log has an acknowledged record at its
+					// offset: a duplicate answer's offset must hold the
+					// retried record.
+					if a, ok := s.workload.ackedValue(t, o); ok && a != got {
+						c.fail("acked record lost: %s offset %d %q acknowledged, but the committed log has %q there", t, o, a, got)
+					}
+				}
 			}
 			c.committedHW[t] = max(c.committedHW[t], hw)
 		}
+		c.checkOrder(t, false)
 	}
 	c.checkAcked(s, parts, views)
 	for _, p := range s.workload.drainProblems() {
-		c.fail("produce: %s", p)
+		if p.dupOf != "" && c.reappendedValues[p.t][p.dupOf] {
+			continue // the second answer of a reappended batch (committedOnce)
+		}
+		c.fail("produce: %s", p.msg)
 	}
 }
 
@@ -286,20 +340,190 @@ func (c *checker) checkAcked(s *Sim, parts []store.Partition, views map[incarnat
 	for _, p := range parts {
 		isr[incarnation{tp.TopicPartition{Topic: p.Topic, Partition: p.Partition}, p.TopicID}] = p.ISR
 	}
-	for _, a := range s.workload.snapshot() {
-		for _, v := range views[a.t] {
-			if !slices.Contains(isr[a.t], v.broker) {
-				continue
-			}
-			if a.offset < v.log.start {
-				continue
-			}
-			got, has := v.log.values[a.offset]
-			if v.log.leo <= a.offset || !has || got != a.value {
-				c.fail("acked record lost: %s offset %d %q acknowledged, but ISR member %d (ISR %v) has LEO %d and %q there",
-					a.t, a.offset, a.value, v.broker, isr[a.t], v.log.leo, got)
-			}
+	check := func(a ackedRecord, v replicaView) {
+		if a.offset < v.log.start {
+			return
 		}
+		got, has := v.log.values[a.offset]
+		if v.log.leo <= a.offset || !has || got != a.value {
+			c.fail("acked record lost: %s offset %d %q acknowledged, but ISR member %d (ISR %v) has LEO %d and %q there",
+				a.t, a.offset, a.value, v.broker, isr[a.t], v.log.leo, got)
+		}
+	}
+	// Every acknowledged record against a member not checked whole since
+	// its log was read whole (or since it joined the ISR); the new ones
+	// against every member.
+	fresh := s.workload.drainFresh()
+	for _, t := range sortedIncarnations(views) {
+		for _, v := range views[t] {
+			if !slices.Contains(isr[t], v.broker) {
+				v.log.acksChecked = false
+				continue
+			}
+			if v.log.acksChecked {
+				for _, a := range fresh {
+					if a.t == t {
+						check(a, v)
+					}
+				}
+				continue
+			}
+			s.workload.eachAckedOf(t, func(a ackedRecord) { check(a, v) })
+			v.log.acksChecked = true
+		}
+	}
+	// An acknowledged record already committed: the committed log has it
+	// at its offset (those committed later are checked as they are).
+	for _, a := range fresh {
+		if got, ok := c.committed[a.t][a.offset]; ok && got != a.value {
+			c.fail("acked record lost: %s offset %d %q acknowledged, but the committed log has %q there", a.t, a.offset, a.value, got)
+		}
+	}
+}
+
+// sortedIncarnations lists views' incarnations in a stable order.
+func sortedIncarnations[V any](m map[incarnation]V) []incarnation {
+	keys := slices.Collect(maps.Keys(m))
+	slices.SortFunc(keys, func(a, b incarnation) int {
+		switch {
+		case tp.Less(a.TopicPartition, b.TopicPartition):
+			return -1
+		case tp.Less(b.TopicPartition, a.TopicPartition):
+			return 1
+		}
+		return strings.Compare(a.id, b.id)
+	})
+	return keys
+}
+
+// checkFields: a committed record of an idempotent producer is stored in a
+// v1 batch carrying the producer ID, epoch and sequence it was sent with.
+func (c *checker) checkFields(t incarnation, broker int32, o int64, value string, l *cachedLog) {
+	k, ok := parseRecordValue(value)
+	if !ok {
+		return
+	}
+	got, has := l.producers[o]
+	if !has {
+		c.fail("batch fields: %s offset %d %q on broker %d is in a batch without producer fields", t, o, value, broker)
+		return
+	}
+	if got.id != k.id || got.epoch != k.epoch || got.seq != k.seq {
+		c.fail("batch fields: %s offset %d %q on broker %d has producer %d epoch %d sequence %d", t, o, value, broker, got.id, got.epoch, got.seq)
+	}
+}
+
+// orderedRecord is the last record of a producer in the committed log.
+type orderedRecord struct {
+	key    recordKey
+	offset int64
+}
+
+// committedOnce: no value is committed at two offsets of one incarnation
+// (every record is written once; a retried one must be deduplicated,
+// an abandoned one may be there once).
+//
+// Save one case, which the contract leaves open: a retry of a producer's
+// first batch (base sequence 0) whose first copy a DeleteRecords deleted,
+// with the producer's state (TruncateHead: no batch of it is left), before
+// the retry came. The partition holds nothing to tell it from a new
+// producer's first batch and appends it again (Kafka before KIP-360 alike;
+// since, Kafka keeps producer state past the log start until it expires).
+// It is counted (Idempotence.ReappendedAfterDelete), and held as a
+// duplicate with Config.StrictDelete.
+func (c *checker) committedOnce(t incarnation, o int64, value string, l *cachedLog) {
+	m := c.committedAt[t]
+	if m == nil {
+		m = map[string]committedRecord{}
+		c.committedAt[t] = m
+	}
+	epoch := l.epochs[o]
+	if prev, ok := m[value]; ok && prev.offset != o {
+		// The batch starts the producer's sequence, or follows such a
+		// reappended batch of the same producer and epoch (the retries
+		// after it continue the sequence the partition now holds).
+		pk, _ := parseRecordValue(value)
+		pe := [2]int64{pk.id, int64(pk.epoch)}
+		base, has := l.baseSeqs[o]
+		if !c.strict && has && (base == 0 || c.reappendedProducers[t][pe]) && prev.offset < o && prev.offset < l.start {
+			if c.reappended[t] == nil {
+				c.reappended[t], c.reappendedValues[t] = map[int64]bool{}, map[string]bool{}
+				c.reappendedProducers[t] = map[[2]int64]bool{}
+			}
+			c.reappended[t][o], c.reappendedValues[t][value] = true, true
+			c.reappendedProducers[t][pe] = true
+			c.reappendedCount++
+			return
+		}
+		a, b := prev, committedRecord{o, epoch}
+		if b.offset < a.offset {
+			a, b = b, a
+		}
+		c.fail("duplicate: %s has %q committed at offsets %d (leader epoch %d) and %d (leader epoch %d)", t, value, a.offset, a.epoch, b.offset, b.epoch)
+		return
+	}
+	m[value] = committedRecord{o, epoch}
+}
+
+type committedRecord struct {
+	offset int64
+	epoch  int32
+}
+
+// checkOrder: within each producer ID, the committed log holds its records
+// in the order it wrote them (no reorder, and no record of a fenced
+// instance after one of the instance that replaced it). Each step scans
+// what was committed since (full: from the start, at the end of a run, in
+// case a record below the committed HW was seen late).
+func (c *checker) checkOrder(t incarnation, full bool) {
+	m := c.committed[t]
+	from := c.orderedTo[t]
+	if full {
+		from = 0
+		delete(c.last, t)
+		if len(m) > 0 {
+			from = slices.Min(slices.Collect(maps.Keys(m)))
+		}
+	}
+	last := c.last[t]
+	if last == nil {
+		last = map[int64]orderedRecord{}
+		c.last[t] = last
+	}
+	hw := c.committedHW[t]
+	for o := from; o < hw; o++ {
+		v, ok := m[o]
+		if !ok || c.reappended[t][o] {
+			continue
+		}
+		k, ok := parseRecordValue(v)
+		if !ok {
+			continue
+		}
+		prev, seen := last[k.id]
+		switch {
+		case seen && !prev.key.before(k):
+			c.fail("reorder: %s has producer %d's record %q at offset %d after its record %q at offset %d",
+				t, k.id, v, o, m[prev.offset], prev.offset)
+		case seen && prev.key.epoch == k.epoch && k.seq != prev.key.seq+1:
+			// Within an epoch the producer gives nothing up: a record
+			// is committed only after every earlier one of the epoch.
+			c.fail("gap: %s has producer %d epoch %d's sequence %d (%q) at offset %d right after its sequence %d at offset %d",
+				t, k.id, k.epoch, k.seq, v, o, prev.key.seq, prev.offset)
+		case (!seen || prev.key.epoch != k.epoch) && k.seq != 0:
+			// A partition takes a producer's new epoch (or a producer it
+			// holds no state for) only from sequence 0.
+			c.fail("gap: %s has producer %d epoch %d's first record at sequence %d (%q, offset %d)", t, k.id, k.epoch, k.seq, v, o)
+		}
+		last[k.id] = orderedRecord{k, o}
+	}
+	c.orderedTo[t] = max(c.orderedTo[t], hw)
+}
+
+// finalOrder runs checkOrder over every incarnation's whole committed log.
+func (c *checker) finalOrder() {
+	for _, t := range sortedIncarnations(c.committed) {
+		c.checkOrder(t, true)
 	}
 }
 
@@ -307,13 +531,24 @@ func (c *checker) checkAcked(s *Sim, parts []store.Partition, views map[incarnat
 // start moved since the last read (a truncation and an append of as many
 // records between two steps would go unseen; every 64 steps it reads
 // again anyway).
-func (c *checker) readLog(k replicaKey, l *log.Log, step int) *cachedLog {
+func (c *checker) readLog(s *Sim, k replicaKey, l *log.Log, step int) *cachedLog {
 	leo, start := l.LogEndOffset(), l.LogStartOffset()
-	if cl := c.logs[k]; cl != nil && cl.leo == leo && cl.start == start && step-cl.readAt < 64 {
+	cl := c.logs[k]
+	if cl != nil && cl.leo == leo && cl.start == start && step-cl.readAt < 64 {
 		return cl
 	}
-	cl := &cachedLog{leo: leo, start: start, readAt: step, values: map[int64]string{}}
-	for off := start; off < leo; {
+	if cl != nil && (leo < cl.leo || start > cl.start) {
+		s.truncated(k.t.TopicPartition)
+	}
+	from := start
+	if cl != nil && leo > cl.leo && start == cl.start && step-cl.readAt < 64 {
+		// Appended to since: read what is new (the log below is as read).
+		from, cl.leo = cl.leo, leo
+	} else {
+		cl = &cachedLog{leo: leo, start: start, readAt: step, values: map[int64]string{}, epochs: map[int64]int32{},
+			producers: map[int64]recordKey{}, baseSeqs: map[int64]int32{}}
+	}
+	for off := from; off < leo; {
 		info, err := l.Read(off, 1<<20, leo)
 		if err != nil || len(info.Data) == 0 {
 			break
@@ -330,6 +565,11 @@ func (c *checker) readLog(k replicaKey, l *log.Log, step int) *cachedLog {
 			}
 			for _, r := range recs {
 				cl.values[r.Offset] = string(r.Value)
+				cl.epochs[r.Offset] = r.LeaderEpoch
+				if b.HasProducer() {
+					cl.producers[r.Offset] = recordKey{id: r.ProducerID, epoch: r.ProducerEpoch, seq: r.Sequence}
+					cl.baseSeqs[r.Offset] = b.Producer().BaseSequence
+				}
 			}
 			next = b.NextOffset()
 			buf = rest

@@ -93,6 +93,9 @@ type link struct {
 	nextCall int
 	// stream: the link's pipes are its own (a fetch stream), dropped with it.
 	stream bool
+	// lastAnswer is closed once the last call's answer was queued (or
+	// dropped): an ordered conn's next answer waits for it.
+	lastAnswer chan struct{}
 }
 
 func unavailable(format string, args ...any) error {

@@ -36,6 +36,8 @@ type operator struct {
 	// broken are answers no command may get (an over-budget create
 	// accepted), for the checker.
 	broken []string
+	// brokerConns are its connections to the brokers (DeleteRecords).
+	brokerConns map[int32]*conn
 }
 
 // overBudgetTopic is the topic the operator tries to create with more
@@ -165,6 +167,9 @@ func (s *Sim) operate() {
 			s.op.note("throttle", resp.GetErrorCode(), err)
 		}
 	}})
+	if !s.cfg.Plain {
+		opts = append(opts, option{2, s.deleteRecordsOp})
+	}
 	var up []*brokerNode
 	for _, b := range s.brokers {
 		if b.up() && b.cur.session.Load() != nil {
@@ -209,6 +214,59 @@ func (s *Sim) operate() {
 		}
 		pick -= o.weight
 	}
+}
+
+// deleteRecordsOp deletes the head of a partition (ctlclient
+// delete-records), sent to the leader the store names: up to its HW, or to
+// half of it. The idempotent producers' state may go with the records
+// (UNKNOWN_PRODUCER_ID), and a retry may cross the truncation.
+func (s *Sim) deleteRecordsOp() (string, func(context.Context)) {
+	p := int32(s.rng.IntN(s.cfg.Partitions))
+	half := s.rng.IntN(2) == 0
+	leader := int32(-1)
+	offset := int64(-1)
+	if sp, err := s.ctl.store.Partition(context.Background(), topic, p); err == nil && sp.Leader >= 0 {
+		leader = sp.Leader
+		if b := s.brokers[leader-1]; half && b.cur != nil {
+			if d := b.cur.rm.Describe(topic, &p); len(d.Partitions) == 1 {
+				offset = d.Partitions[0].HighWatermark / 2
+			}
+		}
+	}
+	what := fmt.Sprintf("delete records of %d below %d at broker %d", p, offset, leader)
+	if offset < 0 {
+		what = fmt.Sprintf("delete records of %d below the HW at broker %d", p, leader)
+	}
+	return what, func(ctx context.Context) {
+		if leader < 0 {
+			s.op.note("delete-records", replicadv1.ErrorCode_ERROR_CODE_LEADER_NOT_AVAILABLE, nil)
+			return
+		}
+		c := s.op.brokerConn(leader)
+		resp, err := invoke[*replicadv1.DeleteRecordsResponse](ctx, c, "DeleteRecords", &replicadv1.DeleteRecordsRequest{
+			TimeoutMs:  5000,
+			Partitions: []*replicadv1.DeleteRecordsPartition{{Topic: topic, Partition: p, Offset: offset}}})
+		code := replicadv1.ErrorCode_ERROR_CODE_NONE
+		if err == nil && len(resp.GetPartitions()) == 1 {
+			code = resp.GetPartitions()[0].GetErrorCode()
+		}
+		s.op.note("delete-records", code, err)
+	}
+}
+
+// brokerConn is the operator's connection to a broker (cli>bN/admin).
+func (o *operator) brokerConn(b int32) *conn {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.brokerConns == nil {
+		o.brokerConns = map[int32]*conn{}
+	}
+	c := o.brokerConns[b]
+	if c == nil {
+		c = &conn{net: o.conn.net, client: clientName, clientLife: 1, server: brokerName(b), kind: "admin"}
+		o.brokerConns[b] = c
+	}
+	return c
 }
 
 // startOp runs one command on its own goroutine, as the operator's shell.

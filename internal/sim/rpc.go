@@ -18,7 +18,12 @@ type conn struct {
 	clientLife int
 	server     string
 	kind       string
-	cur        *link // guarded by net.mu
+	// ordered: the server answers the calls in the order they arrived, as
+	// a Kafka connection does (a pipelining producer's): an answer waits
+	// for the one before it. Otherwise handlers that finish together (woken
+	// by one HW move) would queue their answers in goroutine order.
+	ordered bool
+	cur     *link // guarded by net.mu
 }
 
 type reply struct {
@@ -31,8 +36,17 @@ type reply struct {
 // server life's context, with the caller's deadline, as gRPC propagates it.
 // Messages are cloned both ways: nodes share no memory through the network.
 func (c *conn) call(ctx context.Context, method string, req proto.Message) (any, error) {
+	return c.send(ctx, method, req)()
+}
+
+// send queues req on the connection at once and returns the wait for its
+// answer (call's). A client that pipelines (an idempotent producer with
+// several batches in flight) sends them all in its order, then waits for
+// each: sends made from one goroutine keep their order on the pipe.
+func (c *conn) send(ctx context.Context, method string, req proto.Message) func() (any, error) {
+	failed := func(err error) func() (any, error) { return func() (any, error) { return nil, err } }
 	if err := ctx.Err(); err != nil {
-		return nil, status.FromContextError(err).Err()
+		return failed(status.FromContextError(err).Err())
 	}
 	n := c.net
 	n.mu.Lock()
@@ -40,7 +54,7 @@ func (c *conn) call(ctx context.Context, method string, req proto.Message) (any,
 		l, _, err := n.openLocked(c.client, c.clientLife, c.server)
 		if err != nil {
 			n.mu.Unlock()
-			return nil, err
+			return failed(err)
 		}
 		c.cur = l
 	}
@@ -49,7 +63,7 @@ func (c *conn) call(ctx context.Context, method string, req proto.Message) (any,
 	h := se.unary[method]
 	if h == nil {
 		n.mu.Unlock()
-		return nil, status.Errorf(codes.Unimplemented, "%s does not serve %s", c.server, method)
+		return failed(status.Errorf(codes.Unimplemented, "%s does not serve %s", c.server, method))
 	}
 	done := make(chan reply, 1)
 	in := proto.Clone(req)
@@ -63,6 +77,11 @@ func (c *conn) call(ctx context.Context, method string, req proto.Message) (any,
 		id := l.nextCall
 		l.nextCall++
 		l.cancels[id] = cancel
+		var prev, mine chan struct{}
+		if c.ordered {
+			prev, mine = l.lastAnswer, make(chan struct{})
+			l.lastAnswer = mine
+		}
 		n.mu.Unlock()
 		go func() {
 			out, err := h(hctx, in)
@@ -70,8 +89,14 @@ func (c *conn) call(ctx context.Context, method string, req proto.Message) (any,
 			if out != nil {
 				out = proto.Clone(out.(proto.Message))
 			}
+			if prev != nil {
+				<-prev
+			}
 			n.mu.Lock()
 			defer n.mu.Unlock()
+			if mine != nil {
+				defer close(mine)
+			}
 			delete(l.cancels, id)
 			if !n.usableLocked(l) {
 				return
@@ -80,23 +105,25 @@ func (c *conn) call(ctx context.Context, method string, req proto.Message) (any,
 		}()
 	})
 	n.mu.Unlock()
-	select {
-	case r := <-done:
-		return r.msg, r.err
-	case <-l.broken:
-	case <-ctx.Done():
+	return func() (any, error) {
+		select {
+		case r := <-done:
+			return r.msg, r.err
+		case <-l.broken:
+		case <-ctx.Done():
+		}
+		// An answer delivered before the break or the deadline wins: select
+		// picks at random among ready cases, and a replay must not.
+		select {
+		case r := <-done:
+			return r.msg, r.err
+		default:
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, status.FromContextError(err).Err()
+		}
+		return nil, unavailable("%s: connection to %s reset", c.client, c.server)
 	}
-	// An answer delivered before the break or the deadline wins: select
-	// picks at random among ready cases, and a replay must not.
-	select {
-	case r := <-done:
-		return r.msg, r.err
-	default:
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, status.FromContextError(err).Err()
-	}
-	return nil, unavailable("%s: connection to %s reset", c.client, c.server)
 }
 
 // unary adapts a typed handler to the network's.

@@ -46,8 +46,19 @@ type Config struct {
 	// NoOps and NoStoreFaults leave the operator's commands, or the store
 	// faults, out of the schedule (to tell which finds a bug).
 	NoOps, NoStoreFaults bool
-	SessionTimeout       time.Duration // the controller's; default 3s
-	ReplicaLagTimeMax    time.Duration // the brokers'; default 4s
+	// Plain runs the workload of issue 19's findings: one plain (not
+	// idempotent) producer per partition, no producer restarts and no
+	// DeleteRecords, so that those seeds keep their schedules.
+	Plain bool
+	// StrictDelete holds a retried first batch appended again after a
+	// DeleteRecords took its first copy and the producer's state as a
+	// duplicate (see checker.committedOnce).
+	StrictDelete bool
+	// Producers is the number of idempotent producers per partition
+	// (default 2).
+	Producers         int
+	SessionTimeout    time.Duration // the controller's; default 3s
+	ReplicaLagTimeMax time.Duration // the brokers'; default 4s
 	// Wait is synctest.Wait: it returns once every other goroutine of the
 	// bubble is durably blocked. Required.
 	Wait   func()
@@ -81,6 +92,9 @@ func (c *Config) setDefaults() {
 	if c.OpRate <= 0 {
 		c.OpRate = 0.005
 	}
+	if c.Producers <= 0 {
+		c.Producers = 2
+	}
 	if c.SessionTimeout <= 0 {
 		c.SessionTimeout = 3 * time.Second
 	}
@@ -104,6 +118,8 @@ type Result struct {
 	Produced    int
 	Acked       int
 	Errors      map[string]int
+	// Idempotence is what the idempotent producers did (zero with Plain).
+	Idempotence IdempotenceStats
 	// Ops counts the operator's commands by command and outcome.
 	Ops map[string]int
 	// FileEvictions and FileReopens are the brokers' file caches' work
@@ -148,6 +164,27 @@ type Sim struct {
 	// (see lookupLeader).
 	lookupsMu sync.Mutex
 	lookups   []leaderLookup
+	// The producers (producer.go), their context and goroutines.
+	producers  []*idemProducer
+	prodCtx    context.Context
+	producerWG sync.WaitGroup
+	// truncations counts, per partition, the truncations the checker saw
+	// (a replica's LEO going back, its log start moving on).
+	truncMu     sync.Mutex
+	truncations map[tp.TopicPartition]int64
+}
+
+// truncationCount is how many truncations of t the checker has seen.
+func (s *Sim) truncationCount(t tp.TopicPartition) int64 {
+	s.truncMu.Lock()
+	defer s.truncMu.Unlock()
+	return s.truncations[t]
+}
+
+func (s *Sim) truncated(t tp.TopicPartition) {
+	s.truncMu.Lock()
+	defer s.truncMu.Unlock()
+	s.truncations[t]++
 }
 
 type hashWriter struct{ h uint64 }
@@ -170,9 +207,11 @@ func Run(cfg Config) Result {
 		rng:      rand.New(rand.NewPCG(cfg.Seed, 0x5e1ec7)),
 		net:      newNetwork(),
 		workload: newWorkload(),
-		checker:  newChecker(),
+		checker:  newChecker(cfg.StrictDelete),
 		logger:   cfg.Logger,
 		t0:       time.Now(),
+
+		truncations: map[tp.TopicPartition]int64{},
 	}
 	s.hash.h = fnvOffset
 	s.op = newOperator(s.net)
@@ -194,6 +233,8 @@ func Run(cfg Config) Result {
 	res.Violations = append(res.Violations, s.checker.violations...)
 	res.Produced, res.Acked = s.workload.count()
 	res.Errors = s.workload.errors
+	res.Idempotence = s.workload.idem
+	res.Idempotence.ReappendedAfterDelete = s.checker.reappendedCount
 	res.Ops = s.op.outcomes
 	res.FileEvictions, res.FileReopens = s.fileEvictions.Load(), s.fileReopens.Load()
 	return res
@@ -232,10 +273,10 @@ func (s *Sim) run() Result {
 		s.cfg.Wait()
 	}
 	prodCtx, stopProducers := context.WithCancel(context.Background())
-	var producers sync.WaitGroup
+	s.prodCtx = prodCtx
 	defer func() {
 		stopProducers()
-		s.teardown(&producers)
+		s.teardown(&s.producerWG)
 	}()
 
 	// Setup, without faults: the brokers register, the topic is created
@@ -268,10 +309,14 @@ func (s *Sim) run() Result {
 		return res
 	}
 	s.record("setup done")
-	for p := range s.cfg.Partitions {
-		t := tp.TopicPartition{Topic: topic, Partition: int32(p)}
-		producers.Add(1)
-		go s.produce(prodCtx, t, rand.New(rand.NewPCG(s.seed, uint64(1000+p))), producers.Done)
+	if s.cfg.Plain {
+		for p := range s.cfg.Partitions {
+			t := tp.TopicPartition{Topic: topic, Partition: int32(p)}
+			s.producerWG.Add(1)
+			go s.producePlain(prodCtx, t, rand.New(rand.NewPCG(s.seed, uint64(1000+p))), s.producerWG.Done)
+		}
+	} else {
+		s.startProducers()
 	}
 
 	// Faults.
@@ -311,6 +356,7 @@ func (s *Sim) run() Result {
 	// acknowledged record is on every replica.
 	s.cfg.Wait()
 	s.checker.check(s, s.steps)
+	s.checker.finalOrder()
 	return res
 }
 
@@ -462,6 +508,9 @@ func (s *Sim) fault(pend []*message) {
 	nodes := []string{controllerName}
 	for _, b := range s.brokers {
 		nodes = append(nodes, b.name)
+	}
+	if !s.cfg.Plain && len(s.restartableProducers()) > 0 {
+		opts = append(opts, option{1, "restart producer", func() { s.restartProducer() }})
 	}
 	cuts := s.net.cuts()
 	opts = append(opts, option{1, "partition", func() {
