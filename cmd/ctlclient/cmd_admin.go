@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"strings"
+	"time"
 
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
 )
@@ -101,14 +102,19 @@ all error codes are NONE.`,
 func describeCommand() *command {
 	return &command{
 		name:    "describe",
-		summary: "show the replicas the broker hosts: role, epochs, ISR, HW, LEO, log dir",
-		usage:   "[--topic T] [--partition P]",
+		summary: "show the replicas the broker hosts: role, epochs, ISR, HW, LEO, producers, log dir",
+		usage:   "[--topic T] [--partition P] [--producers]",
 		details: `Without --topic every hosted partition is shown; --partition needs --topic.
-The table also lists the broker's log dirs and whether each is online.`,
-		example: "ctlclient describe --topic orders\nctlclient --broker 127.0.0.1:9092 describe -o json",
+The table also lists the broker's log dirs and whether each is online.
+PRODUCERS is how many idempotent producers the replica holds state for (every
+replica rebuilds it from its log); --producers lists them per partition, the
+last to append first, at most 100 each (Kafka's kafka-transactions.sh
+describe-producers).`,
+		example: "ctlclient describe --topic orders\nctlclient describe --topic orders --partition 0 --producers\nctlclient --broker 127.0.0.1:9092 describe -o json",
 		flags: func(fs *flag.FlagSet) func(context.Context, *env) error {
 			topic := fs.String("topic", "", "only this topic")
 			partition := int32Var(fs, "partition", 0, "only this partition (needs --topic)")
+			producers := fs.Bool("producers", false, "also list each partition's idempotent producers")
 			return func(ctx context.Context, e *env) error {
 				req := &replicadv1.DescribePartitionsRequest{Topic: *topic}
 				if setFlags(fs)["partition"] {
@@ -128,14 +134,32 @@ The table also lists the broker's log dirs and whether each is online.`,
 				if e.jsonOutput() {
 					return e.printJSON(resp)
 				}
-				return printDescription(e, resp)
+				if err := printDescription(e, resp); err != nil || !*producers {
+					return err
+				}
+				return printProducers(e, resp)
 			}
 		},
 	}
 }
 
+// printProducers lists the idempotent producers of each described replica.
+func printProducers(e *env, resp *replicadv1.DescribePartitionsResponse) error {
+	if _, err := e.stdout.Write([]byte("\n")); err != nil {
+		return err
+	}
+	t := newTable(e.stdout, "TOPIC", "PARTITION", "PRODUCER-ID", "EPOCH", "LAST-SEQUENCE", "LAST-OFFSET", "LAST-TIMESTAMP")
+	for _, p := range resp.GetPartitions() {
+		for _, pr := range p.GetProducers() {
+			t.row(p.GetTopic(), p.GetPartition(), pr.GetProducerId(), pr.GetProducerEpoch(), pr.GetLastSequence(),
+				pr.GetLastOffset(), time.UnixMilli(pr.GetLastTimestampMs()).UTC().Format(time.RFC3339Nano))
+		}
+	}
+	return t.flush()
+}
+
 func printDescription(e *env, resp *replicadv1.DescribePartitionsResponse) error {
-	t := newTable(e.stdout, "TOPIC", "PARTITION", "ROLE", "LEADER", "EPOCH", "P-EPOCH", "REPLICAS", "ISR", "HW", "LEO", "LSO", "DIR")
+	t := newTable(e.stdout, "TOPIC", "PARTITION", "ROLE", "LEADER", "EPOCH", "P-EPOCH", "REPLICAS", "ISR", "HW", "LEO", "LSO", "PRODUCERS", "DIR")
 	for _, p := range resp.GetPartitions() {
 		dir := p.GetLogDir()
 		if p.GetFutureLogDir() != "" {
@@ -145,7 +169,8 @@ func printDescription(e *env, resp *replicadv1.DescribePartitionsResponse) error
 			dir += fmt.Sprintf(" (DAMAGED at %d: refuses leadership until repaired)", p.GetDamagedOffset())
 		}
 		t.row(p.GetTopic(), p.GetPartition(), roleName(p.GetRole()), p.GetLeader(), p.GetLeaderEpoch(), p.GetPartitionEpoch(),
-			joinInt32s(p.GetReplicas()), joinInt32s(p.GetIsr()), p.GetHighWatermark(), p.GetLogEndOffset(), p.GetLogStartOffset(), dir)
+			joinInt32s(p.GetReplicas()), joinInt32s(p.GetIsr()), p.GetHighWatermark(), p.GetLogEndOffset(), p.GetLogStartOffset(),
+			p.GetProducerCount(), dir)
 	}
 	if err := t.flush(); err != nil {
 		return err
