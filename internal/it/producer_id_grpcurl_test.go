@@ -31,9 +31,10 @@ func grpcurlBin(t *testing.T) string {
 }
 
 // The grpcurl example of InitProducerId and an idempotent produce
-// (README: "Idempotent produce with grpcurl"), its commands as written
-// there, against a controller and three brokers: a new ID, a produce
-// carrying it, its records read back with their producer fields from
+// (README: "Exactly once per partition: idempotent produce"), its commands
+// as written there, against a controller and three brokers: a new ID, a
+// produce carrying it, the same produce again answered as a duplicate at
+// the same offset, its records read back with their producer fields from
 // earliest (-2), and an epoch bump that fences: the second bump from the
 // same epoch is INVALID_PRODUCER_EPOCH.
 func TestGrpcurlInitProducerIdExample(t *testing.T) {
@@ -106,6 +107,16 @@ func TestGrpcurlInitProducerIdExample(t *testing.T) {
 		return nil
 	})
 	want(out, `"highWatermark": "1"`)
+	if strings.Contains(out, "duplicate") {
+		t.Fatalf("first produce answered as a duplicate: %s", out)
+	}
+	// The retry of a batch whose answer was lost: the original offset,
+	// nothing appended.
+	out = run(`$G -d "$P" 127.0.0.1:9091 replicad.v1.LogService/Produce`)
+	want(out, `"duplicate": true`, `"highWatermark": "1"`)
+	if strings.Contains(out, "baseOffset") {
+		t.Fatalf("duplicate of the batch at offset 0 names another offset: %s", out)
+	}
 	out = run(`$G -d '{"topic":"orders","partition":1,"offset":-2}' 127.0.0.1:9091 replicad.v1.LogService/Consume`)
 	want(out, `"producerId": "[1-9][0-9]*"`, `"value": "aGk="`)
 	if strings.Contains(out, `"sequence"`) || strings.Contains(out, `"producerEpoch"`) {

@@ -30,7 +30,7 @@ import (
 //   - the README's 127.0.0.1:90xx addresses get free ports here.
 var readmePaths = [][]string{
 	{"Walkthrough", "The same with grpcurl"},
-	{"A cluster with a controller", "Finding leaders without the controller"},
+	{"A cluster with a controller", "Exactly once per partition: idempotent produce", "Finding leaders without the controller"},
 	{"Reproducing a figure"},
 }
 
