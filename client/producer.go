@@ -583,6 +583,10 @@ type batch struct {
 	seq    int32
 
 	attempts int
+	// renumber: the partition answered UNKNOWN_PRODUCER_ID (it holds no
+	// state of the producer, so no attempt of this batch is there): it
+	// takes a sequence under the new epoch instead of its old one.
+	renumber bool
 	hw       int64 // from the answer that succeeded
 	// ambiguous: an attempt ended without a known outcome, so the batch
 	// may be in the log.
@@ -937,6 +941,14 @@ func (q *partition) number(b *batch) bool {
 	if b.seqSet && b.epoch == epoch {
 		return true
 	}
+	if b.seqSet && b.attempts > 0 && !b.renumber {
+		// Sent before under its epoch and sequence, and maybe in the log:
+		// it is sent again exactly so (the leader answers a duplicate if
+		// it holds it), never renumbered. An epoch bumped for another
+		// partition's sake must not make it a new batch: the chaos suite
+		// found it appended twice that way.
+		return true
+	}
 	if !q.seqSet || q.seqEpoch != epoch {
 		if len(q.inflight) > 0 {
 			return false // renumber once the old epoch's batches are answered
@@ -944,7 +956,7 @@ func (q *partition) number(b *batch) bool {
 		q.nextSeq, q.seqEpoch, q.seqSet = 0, epoch, true
 		q.mu.Lock()
 		for _, x := range q.queue {
-			x.seqSet = false
+			x.seqSet, x.renumber = false, false
 		}
 		q.mu.Unlock()
 	}
@@ -1121,6 +1133,11 @@ func (q *partition) answered(b *batch, resp *replicadv1.ProduceResponse) {
 			q.failAll(q.p.fatalErr())
 			return
 		}
+		// This partition forgot the producer: b and the batches after it
+		// under the same epoch start again under the new one (KIP-360's
+		// window: an attempt of theirs deleted with the state is appended
+		// again).
+		q.markRenumber(b)
 		q.retryLater(b, cerr)
 	case code == replicadv1.ErrorCode_ERROR_CODE_OUT_OF_ORDER_SEQUENCE_NUMBER && q.p.idem:
 		if b.sentGen < q.gen {
@@ -1172,6 +1189,25 @@ func (q *partition) succeeded(b *batch, resp *replicadv1.ProduceResponse) {
 	}
 	b.hw = resp.GetHighWatermark()
 	q.finish(b, base, resp.GetDuplicate(), nil)
+}
+
+// markRenumber marks b and the partition's later batches of b's epoch to
+// take new sequences under the next epoch.
+func (q *partition) markRenumber(b *batch) {
+	mark := func(x *batch) {
+		if x.seqSet && x.epoch == b.epoch && x.id >= b.id {
+			x.renumber = true
+		}
+	}
+	mark(b)
+	for _, x := range q.inflight {
+		mark(x)
+	}
+	q.mu.Lock()
+	for _, x := range q.queue {
+		mark(x)
+	}
+	q.mu.Unlock()
 }
 
 // retryLater queues b to be sent again after a backoff, in order; past

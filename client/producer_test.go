@@ -12,6 +12,7 @@ import (
 	"go.uber.org/goleak"
 
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
+	"github.com/replicad/replicad/internal/testutil"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -396,5 +397,95 @@ func TestProducerDeliveryTimeout(t *testing.T) {
 	}
 	if el := time.Since(start); el > 3*time.Second {
 		t.Fatalf("failed after %s", el)
+	}
+}
+
+// TestProducerEpochBumpKeepsInDoubtBatchesOfOtherPartitions: found by the
+// chaos suite. UNKNOWN_PRODUCER_ID on one partition bumps the producer's
+// epoch; a batch of another partition whose answer was lost (appended,
+// unanswered) must be retried under the epoch and sequence it was sent
+// with, so the leader answers it as a duplicate. Renumbered under the new
+// epoch from 0, it was appended a second time.
+func TestProducerEpochBumpKeepsInDoubtBatchesOfOtherPartitions(t *testing.T) {
+	c := newFakeCluster(t, 1, 2)
+	var mu sync.Mutex
+	hung, forgot := false, false
+	c.hook = func(_ int, _ int32, req *replicadv1.ProduceRequest) action {
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case req.GetPartition() == 0 && req.GetBaseSequence() >= 20 && !hung:
+			hung = true
+			return hangAfter
+		case req.GetPartition() == 1 && hung && !forgot:
+			forgot = true
+			return forgetProducer
+		}
+		return normal
+	}
+	// The hung batch waits 2 s for its answer: partition 1's
+	// UNKNOWN_PRODUCER_ID and the epoch bump come in the meantime.
+	_, p := testProducer(t, c, ProducerConfig{MaxInFlight: 1, AckTimeout: 2 * time.Second})
+	var wg sync.WaitGroup
+	var emu sync.Mutex
+	var errs []error
+	const n = 100
+	produce := func(part int32, from, to int) {
+		for i := from; i < to; i++ {
+			wg.Add(1)
+			p.Produce(context.Background(), &Record{Topic: "t", Partition: part, ManualPartition: true, Value: []byte(fmt.Sprintf("p%d-v%d", part, i))},
+				func(_ *Record, err error) {
+					if err != nil {
+						emu.Lock()
+						errs = append(errs, err)
+						emu.Unlock()
+					}
+					wg.Done()
+				})
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	produce(1, 0, 10) // partition 1 holds the producer's state
+	if err := p.Flush(ctx); err != nil {
+		t.Fatalf("flush: %v", err)
+	}
+	produce(0, 0, n)
+	testutil.Eventually(t, 10*time.Second, func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if !hung {
+			return fmt.Errorf("partition 0's batch not hung yet")
+		}
+		return nil
+	})
+	produce(1, 10, n) // its first request finds the state gone
+	if err := p.Flush(ctx); err != nil {
+		t.Fatalf("flush: %v", err)
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		t.Fatalf("errors: %v", errs)
+	}
+	mu.Lock()
+	if !forgot {
+		t.Fatal("partition 1's state was not dropped")
+	}
+	mu.Unlock()
+	if len(c.inits) < 2 {
+		t.Fatalf("InitProducerId calls %v, want a bump", c.inits)
+	}
+	for part := range int32(2) {
+		seen := map[string]int{}
+		log := c.log(part)
+		for off, r := range log {
+			if prev, dup := seen[r.value]; dup {
+				t.Fatalf("partition %d: %s at offsets %d and %d (epoch %d sequence %d)", part, r.value, prev, off, r.epoch, r.seq)
+			}
+			seen[r.value] = off
+		}
+		if len(log) != n {
+			t.Fatalf("partition %d holds %d records, want %d", part, len(log), n)
+		}
 	}
 }
