@@ -1141,7 +1141,12 @@ func (q *partition) answered(b *batch, resp *replicadv1.ProduceResponse) {
 		q.retryLater(b, cerr)
 	case code == replicadv1.ErrorCode_ERROR_CODE_OUT_OF_ORDER_SEQUENCE_NUMBER && q.p.idem:
 		if b.sentGen < q.gen {
-			// An earlier batch is being retried or failed: expected.
+			// An earlier batch is being retried or failed: expected. The
+			// leader's sequence ends before b, so b is not in the log: if
+			// the epoch moved on meanwhile, b takes a sequence under it.
+			if b.epoch != q.p.currentEpoch() {
+				b.renumber = true
+			}
 			q.retryLater(b, cerr)
 			return
 		}
