@@ -7,33 +7,60 @@ import (
 	"time"
 )
 
+// logOf builds a final log from values at offsets 0, 1, ..., each record
+// from producer ID 100+its producer number at epoch 7 plus its
+// incarnation, as an idempotent producer writes them.
+func logOf(values ...string) map[int64]logRec {
+	m := map[int64]logRec{}
+	for i, v := range values {
+		r := logRec{Value: v}
+		if id, ok := parseValue(v); ok {
+			r.PID, r.Epoch, r.Sequence = int64(100+id.Producer), int32(7+id.Incarnation), int32(i)
+		}
+		m[int64(i)] = r
+	}
+	return m
+}
+
 // The checker's comparison finds each kind of wrong history, and nothing in
 // a right one.
 func TestCompareLog(t *testing.T) {
-	final := map[int64]string{0: "a", 1: "b", 2: "c", 3: "d"}
-	acks := []ack{{partition: 0, offset: 0, value: "a"}, {partition: 0, offset: 2, value: "c"}, {partition: 1, offset: 0, value: "x"}}
-	reads := map[int64]string{0: "a", 1: "b"}
+	// Producer 1 restarted (incarnation 1) after w1.i0.2, whose write was
+	// ambiguous and is absent, as is w1.i0.3 its fenced old instance sent;
+	// w2.i0.5 (ambiguous, retried) is there once. Two producers interleave.
+	final := logOf("w1.i0.0", "w2.i0.4", "w1.i0.1", "w2.i0.5", "w1.i1.4", "w2.i0.6")
+	acks := []ack{{partition: 0, offset: 0, value: "w1.i0.0"}, {partition: 0, offset: 4, value: "w1.i1.4"}, {partition: 1, offset: 0, value: "w9.i0.0"}}
+	reads := map[int64]string{0: "w1.i0.0", 1: "w2.i0.4"}
 	var f Findings
-	compareLog(0, final, 4, acks, reads, &f)
-	if n := len(f.Lost) + len(f.Moved) + len(f.Divergent) + len(f.Changed) + len(f.Duplicates); n != 0 {
+	compareLog(0, final, 6, acks, reads, &f)
+	if n := len(f.Lost) + len(f.Moved) + len(f.Divergent) + len(f.Changed) + len(f.Duplicates) + len(f.Reordered) + len(f.Fenced); n != 0 {
 		t.Fatalf("a right history: %+v", f)
 	}
+	// A record of an older epoch after a newer one's, as a fenced instance
+	// whose write was let through leaves it.
+	fenced := logOf("w1.i0.0", "w1.i1.1", "w1.i0.2")
+	fenced[2] = logRec{Value: "w1.i2.2", PID: 101, Epoch: 7}
 	cases := []struct {
 		name   string
-		final  map[int64]string
+		final  map[int64]logRec
 		hw     int64
 		acks   []ack
 		reads  map[int64]string
 		list   func(Findings) []string
 		substr string
 	}{
-		{"lost", map[int64]string{0: "a", 1: "b"}, 2, []ack{{offset: 2, value: "c"}}, nil, func(f Findings) []string { return f.Lost }, `"c" acknowledged at offset 2`},
-		{"lost above the HW", map[int64]string{0: "a"}, 1, []ack{{offset: 1, value: "b"}}, nil, func(f Findings) []string { return f.Lost }, `"b"`},
-		{"moved", map[int64]string{0: "b", 1: "a"}, 2, []ack{{offset: 0, value: "a"}}, nil, func(f Findings) []string { return f.Moved }, "is at 1"},
-		{"duplicate", map[int64]string{0: "a", 1: "a"}, 2, nil, nil, func(f Findings) []string { return f.Duplicates }, "offsets 0 and 1"},
-		{"hole", map[int64]string{0: "a", 2: "c"}, 3, nil, nil, func(f Findings) []string { return f.Divergent }, "offset 1: missing"},
-		{"changed read", map[int64]string{0: "a"}, 1, nil, map[int64]string{0: "z"}, func(f Findings) []string { return f.Changed }, `read "z"`},
-		{"read gone", map[int64]string{0: "a"}, 1, nil, map[int64]string{1: "b"}, func(f Findings) []string { return f.Changed }, `read "b"`},
+		{"lost", logOf("w1.i0.0", "w1.i0.1"), 2, []ack{{offset: 2, value: "w1.i0.2"}}, nil, func(f Findings) []string { return f.Lost }, `"w1.i0.2" acknowledged at offset 2`},
+		{"lost above the HW", logOf("w1.i0.0", "w1.i0.1"), 1, []ack{{offset: 1, value: "w1.i0.1"}}, nil, func(f Findings) []string { return f.Lost }, `"w1.i0.1"`},
+		{"moved", logOf("w2.i0.0", "w1.i0.0"), 2, []ack{{offset: 0, value: "w1.i0.0"}}, nil, func(f Findings) []string { return f.Moved }, "is at 1"},
+		// An ambiguous write retried and appended twice, not acknowledged.
+		{"duplicate", logOf("w1.i0.0", "w1.i0.1", "w1.i0.1"), 3, nil, nil, func(f Findings) []string { return f.Duplicates }, `"w1.i0.1" at offsets 1 and 2`},
+		{"reorder", logOf("w1.i0.0", "w2.i0.0", "w1.i0.2", "w1.i0.1"), 4, nil, nil, func(f Findings) []string { return f.Reordered }, `"w1.i0.1" at offset 3 after "w1.i0.2" at offset 2`},
+		{"old incarnation after the new", logOf("w1.i1.5", "w1.i0.6"), 2, nil, nil, func(f Findings) []string { return f.Reordered }, `"w1.i0.6" at offset 1 after "w1.i1.5"`},
+		{"older epoch after newer", fenced, 3, nil, nil, func(f Findings) []string { return f.Fenced }, "epoch 7 at offset 2"},
+		{"hole", map[int64]logRec{0: {Value: "w1.i0.0"}, 2: {Value: "w1.i0.2"}}, 3, nil, nil, func(f Findings) []string { return f.Divergent }, "offset 1: missing"},
+		{"never sent", logOf("w1.i0.0", "x"), 2, nil, nil, func(f Findings) []string { return f.Divergent }, `"x" is no value`},
+		{"changed read", logOf("w1.i0.0"), 1, nil, map[int64]string{0: "w1.i0.9"}, func(f Findings) []string { return f.Changed }, `read "w1.i0.9"`},
+		{"read gone", logOf("w1.i0.0"), 1, nil, map[int64]string{1: "w1.i0.1"}, func(f Findings) []string { return f.Changed }, `read "w1.i0.1"`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -44,6 +71,19 @@ func TestCompareLog(t *testing.T) {
 				t.Fatalf("findings %+v, want one containing %q", f, c.substr)
 			}
 		})
+	}
+}
+
+// A value names its record and reads back as it; nothing else reads as one.
+func TestParseValue(t *testing.T) {
+	id := recordID{Producer: 3, Incarnation: 2, Index: 41}
+	if got, ok := parseValue(id.String()); !ok || got != id {
+		t.Fatalf("parseValue(%q) = %v %v", id, got, ok)
+	}
+	for _, v := range []string{"", "w1.i0", "w1.i0.1x", "p0-w1-3", "w01.i0.1", " w1.i0.1"} {
+		if _, ok := parseValue(v); ok {
+			t.Errorf("parseValue(%q) ok", v)
+		}
 	}
 }
 

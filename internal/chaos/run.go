@@ -66,8 +66,8 @@ type Report struct {
 // Failed says whether the run found anything wrong.
 func (r *Report) Failed() bool {
 	f := r.Findings
-	return len(f.Lost)+len(f.Moved)+len(f.Divergent)+len(f.Changed)+len(f.Duplicates)+len(f.Problems)+len(r.Unavailable)+
-		len(f.Operator)+len(f.MassFencing)+len(f.SlowHeal) > 0 || f.Heal != nil
+	return len(f.Lost)+len(f.Moved)+len(f.Divergent)+len(f.Changed)+len(f.Duplicates)+len(f.Reordered)+len(f.Fenced)+
+		len(f.Problems)+len(r.Unavailable)+len(f.Operator)+len(f.MassFencing)+len(f.SlowHeal) > 0 || f.Heal != nil
 }
 
 // Summary is the report in a few lines.
@@ -109,8 +109,8 @@ func (r *Report) Summary() string {
 	fmt.Fprintf(&b, "  fencing decisions %d, most brokers in one %d\n", r.Fencings, r.FencedMost)
 	fmt.Fprintf(&b, "  produce attempts %d, acknowledged %d, failed or unknown %d; consumer reads %d; final records %d\n",
 		r.Attempts, r.Acked, r.Unacked, r.Reads, r.FinalRecords)
-	fmt.Fprintf(&b, "  lost %d, moved %d, divergent %d, changed reads %d, duplicates %d, process problems %d\n",
-		len(r.Lost), len(r.Moved), len(r.Divergent), len(r.Changed), len(r.Duplicates), len(r.Problems))
+	fmt.Fprintf(&b, "  lost %d, moved %d, divergent %d, changed reads %d, duplicates %d, reordered %d, older epoch after newer %d, process problems %d\n",
+		len(r.Lost), len(r.Moved), len(r.Divergent), len(r.Changed), len(r.Duplicates), len(r.Reordered), len(r.Fenced), len(r.Problems))
 	var longest, unexcused time.Duration
 	for p := range r.LongestGap {
 		longest, unexcused = max(longest, r.LongestGap[p]), max(unexcused, r.LongestUnexcused[p])
@@ -133,6 +133,8 @@ func (r *Report) Summary() string {
 	list("DIVERGENT", r.Divergent)
 	list("CHANGED", r.Changed)
 	list("DUPLICATE", r.Duplicates)
+	list("REORDERED", r.Reordered)
+	list("FENCED", r.Fenced)
 	list("PROBLEM", r.Problems)
 	list("UNAVAILABLE", r.Unavailable)
 	list("OPERATOR", r.Operator)
