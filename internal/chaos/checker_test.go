@@ -169,3 +169,27 @@ func TestExtraSchedule(t *testing.T) {
 		t.Errorf("extras at 0%%")
 	}
 }
+
+// Producer restarts come from a stream of their own, at the asked rate,
+// each naming a producer and a time into the fault.
+func TestRestartSchedule(t *testing.T) {
+	a, b := RestartSchedule(7, 400, DefaultRestartPercent, 3), RestartSchedule(7, 400, DefaultRestartPercent, 3)
+	n := 0
+	for i := range a {
+		if (a[i] == nil) != (b[i] == nil) || (a[i] != nil && *a[i] != *b[i]) {
+			t.Fatalf("round %d: the same seed drew %v and %v", i, a[i], b[i])
+		}
+		if r := a[i]; r != nil {
+			n++
+			if r.Producer < 1 || r.Producer > 3 || r.After <= 0 || r.After > 3*time.Second {
+				t.Errorf("round %d: %+v out of bounds", i, *r)
+			}
+		}
+	}
+	if n < 160 || n > 240 {
+		t.Errorf("%d restarts in 400 rounds at %d%%", n, DefaultRestartPercent)
+	}
+	if none := RestartSchedule(7, 50, 0, 3); slices.ContainsFunc(none, func(r *ProducerRestart) bool { return r != nil }) {
+		t.Error("restarts at 0%")
+	}
+}

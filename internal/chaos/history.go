@@ -48,7 +48,9 @@ type recordID struct {
 	Index       int64
 }
 
-func (r recordID) String() string { return fmt.Sprintf("w%d.i%d.%d", r.Producer, r.Incarnation, r.Index) }
+func (r recordID) String() string {
+	return fmt.Sprintf("w%d.i%d.%d", r.Producer, r.Incarnation, r.Index)
+}
 
 // before orders a producer's records: a restarted producer's records come
 // after its older incarnations'.

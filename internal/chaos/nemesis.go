@@ -379,3 +379,32 @@ func fill(path string) error {
 	}
 	return fmt.Errorf("%s: 1 GiB written and not full", path)
 }
+
+// ProducerRestart is a producer restarting with its producer ID during a
+// fault round (issue 21): InitProducerId with its ID bumps the epoch, the
+// new instance takes over, and the old one, still sending for a while,
+// must be fenced on every partition the new one writes to.
+type ProducerRestart struct {
+	Producer int           // 1-based
+	After    time.Duration // into the round's fault
+}
+
+// DefaultRestartPercent is the share of fault rounds during which a
+// producer restarts with its ID.
+const DefaultRestartPercent = 50
+
+// RestartSchedule draws, for each of rounds fault rounds, whether a
+// producer restarts during it (percent of them) and which, when: nil
+// entries are none. A stream of its own, so a seed's faults and extra
+// rounds stay as they were.
+func RestartSchedule(seed uint64, rounds, percent, producers int) []*ProducerRestart {
+	r := rand.New(rand.NewPCG(seed, 0x91d))
+	out := make([]*ProducerRestart, rounds)
+	for i := range rounds {
+		x, k, after := r.IntN(100), 1+r.IntN(max(producers, 1)), time.Duration(200+r.IntN(2800))*time.Millisecond
+		if x < percent {
+			out[i] = &ProducerRestart{Producer: k, After: after}
+		}
+	}
+	return out
+}

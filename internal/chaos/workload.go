@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -20,17 +21,31 @@ type ack struct {
 	at        time.Time
 }
 
+// zombieFor is how long a restarted producer's old instance goes on
+// sending new records beside the new one, as a process that a restart
+// did not stop yet does: once the new instance wrote to a partition, the
+// old one's batches there must be refused (INVALID_PRODUCER_EPOCH).
+const zombieFor = 1500 * time.Millisecond
+
 // Workload is the producers and consumers, and what they saw.
 type Workload struct {
-	c       *Cluster
-	h       *History
-	parts   int32
-	workers int
+	c     *Cluster
+	h     *History
+	parts int32
+	// idempotent: producers with a producer ID and sequence numbers (issue
+	// 21); false: plain produce, every retry appended again (the checker
+	// must then find duplicates: TestChaosFindsDuplicatesWithoutIdempotence).
+	idempotent bool
+	prods      []*wproducer
 
 	mu      sync.Mutex
 	acks    []ack
-	attempt int // produce attempts
-	failed  int // answered with an error, or none
+	attempt int // records sent
+	failed  int // not acknowledged: failed, fenced, or unknown at the stop
+	fenced  int // refused with INVALID_PRODUCER_EPOCH
+	retries int // produce requests after a record's first
+	// restarts counts producer restarts with their ID (epoch bumps).
+	restarts int
 	// reads: what consumers read below the HW, offset -> value, per
 	// partition; a second read of an offset that differs is a changed read
 	// at once.
@@ -40,7 +55,31 @@ type Workload struct {
 
 	leaders leaderCache
 	stop    chan struct{}
-	wg      sync.WaitGroup
+	// ctx ends when the workload stops: a produce in flight then ends
+	// unknown.
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// wproducer is one of the workload's producers: it keeps its number and
+// its producer ID across restarts; each restart is a new instance (an
+// incarnation) with the epoch bumped.
+type wproducer struct {
+	k    int
+	mu   sync.Mutex
+	cur  *instance
+	next int64 // the next record's index
+	// restarting: a restart is under way (InitProducerId may wait for
+	// a controller); a second one is not started meanwhile.
+	restarting bool
+}
+
+// instance is one incarnation of a producer.
+type instance struct {
+	inc  int
+	s    sender
+	done chan struct{} // closed when the instance is retired
 }
 
 // leaderCache is the leaders the controller last named.
@@ -50,11 +89,15 @@ type leaderCache struct {
 	fetched time.Time
 }
 
-func newWorkload(c *Cluster, h *History, parts int32, workers int) *Workload {
-	w := &Workload{c: c, h: h, parts: parts, workers: workers, stop: make(chan struct{}),
+func newWorkload(c *Cluster, h *History, parts int32, producers int, idempotent bool) *Workload {
+	w := &Workload{c: c, h: h, parts: parts, idempotent: idempotent, stop: make(chan struct{}),
 		leaders: leaderCache{leaders: map[int32]int32{}}}
+	w.ctx, w.cancel = context.WithCancel(context.Background())
 	for range parts {
 		w.reads = append(w.reads, map[int64]string{})
+	}
+	for k := range producers {
+		w.prods = append(w.prods, &wproducer{k: k + 1})
 	}
 	return w
 }
@@ -85,22 +128,39 @@ func (w *Workload) leader(ctx context.Context, p int32, refresh bool) int32 {
 	return lc.leaders[p]
 }
 
-// Start runs workers producers and one consumer per partition.
-func (w *Workload) Start() {
+// Start initializes the producers (each gets its producer ID) and runs,
+// per producer, one sender per partition, and one consumer per partition.
+func (w *Workload) Start() error {
+	for _, pr := range w.prods {
+		s, err := w.newSender(pr, nil)
+		if err != nil {
+			return fmt.Errorf("producer w%d: %w", pr.k, err)
+		}
+		pr.cur = &instance{s: s, done: make(chan struct{})}
+	}
 	for p := range w.parts {
-		for k := range w.workers {
+		for _, pr := range w.prods {
 			w.wg.Add(1)
-			go w.produce(p, k)
+			go w.produce(pr, p)
 		}
 		w.wg.Add(1)
 		go w.consume(p)
 	}
+	return nil
 }
 
-// Stop ends the workload and waits for it.
+// Stop ends the workload and waits for it; records in flight end unknown.
 func (w *Workload) Stop() {
 	close(w.stop)
+	w.cancel()
 	w.wg.Wait()
+	for _, pr := range w.prods {
+		pr.mu.Lock()
+		if pr.cur != nil {
+			pr.cur.s.close()
+		}
+		pr.mu.Unlock()
+	}
 }
 
 func (w *Workload) stopped() bool {
@@ -112,48 +172,164 @@ func (w *Workload) stopped() bool {
 	}
 }
 
-// produce sends one acks=all record at a time, each attempt with a value
-// of its own (a retry is a new value: a value twice in a log is then a
-// duplicate the system made, not the client).
-func (w *Workload) produce(p int32, worker int) {
-	defer w.wg.Done()
-	ctx := context.Background()
-	refresh := false
-	for n := 0; !w.stopped(); n++ {
-		leader := w.leader(ctx, p, refresh)
-		refresh = false
-		if leader <= 0 {
-			refresh = true
-			w.pause(50 * time.Millisecond)
-			continue
-		}
-		v := fmt.Sprintf("p%d-w%d-%d", p, worker, n)
-		cctx, cancel := context.WithTimeout(ctx, 4*time.Second)
-		resp, err := w.c.log(leader).Produce(cctx, &replicadv1.ProduceRequest{Topic: Topic, Partition: p, Acks: -1, TimeoutMs: 3000,
-			Records: []*replicadv1.Record{{Value: []byte(v)}}})
-		cancel()
-		now := time.Now()
-		w.mu.Lock()
-		w.attempt++
-		switch {
-		case err != nil:
-			w.failed++
-			w.mu.Unlock()
-			w.h.add(Event{T: w.h.since(now), Kind: "produce-unknown", Partition: p, Value: v, Error: err.Error(), Detail: fmt.Sprintf("broker %d", leader)})
-			refresh = true
-			w.pause(20 * time.Millisecond)
-		case resp.GetErrorCode() != replicadv1.ErrorCode_ERROR_CODE_NONE:
-			w.failed++
-			w.mu.Unlock()
-			w.h.add(Event{T: w.h.since(now), Kind: "produce-fail", Partition: p, Value: v, Error: resp.GetErrorCode().String(), Detail: fmt.Sprintf("broker %d", leader)})
-			refresh = true
-			w.pause(20 * time.Millisecond)
-		default:
-			w.acks = append(w.acks, ack{partition: p, offset: resp.GetBaseOffset(), value: v, at: now})
-			w.mu.Unlock()
-			w.h.add(Event{T: w.h.since(now), Kind: "produce-ok", Partition: p, Offset: resp.GetBaseOffset(), Value: v, Detail: fmt.Sprintf("broker %d", leader)})
-		}
+// newSender makes a producer instance: a new producer ID when old is
+// nil, else old's ID with its epoch bumped (InitProducerId with the ID),
+// retried until the workload stops.
+func (w *Workload) newSender(pr *wproducer, old sender) (sender, error) {
+	if !w.idempotent {
+		return &rawSender{w: w, plain: true, seq: map[int32]int32{}, locks: map[int32]*sync.Mutex{}}, nil
 	}
+	var pid int64
+	var epoch int32
+	if old != nil {
+		pid, epoch = old.ids()
+	}
+	for attempt := 0; ; attempt++ {
+		b := w.anyBroker(attempt)
+		cctx, cancel := context.WithTimeout(w.ctx, 10*time.Second)
+		resp, err := w.c.log(b).InitProducerId(cctx, &replicadv1.InitProducerIdRequest{ProducerId: pid, ProducerEpoch: epoch, TimeoutMs: 8000})
+		cancel()
+		if err == nil && resp.GetErrorCode() == replicadv1.ErrorCode_ERROR_CODE_NONE {
+			s := &rawSender{w: w, pid: resp.GetProducerId(), epoch: resp.GetProducerEpoch(), seq: map[int32]int32{}, locks: map[int32]*sync.Mutex{}}
+			kind := "producer-init"
+			if old != nil {
+				kind = "producer-restart"
+			}
+			w.h.add(Event{Kind: kind, PID: s.pid, Epoch: s.epoch, Detail: fmt.Sprintf("w%d via broker %d", pr.k, b)})
+			return s, nil
+		}
+		if err == nil {
+			err = fmt.Errorf("%v: %s", resp.GetErrorCode(), resp.GetErrorMessage())
+		}
+		if w.stopped() {
+			return nil, err
+		}
+		w.h.add(Event{Kind: "producer-init-fail", PID: pid, Epoch: epoch, Error: err.Error(), Detail: fmt.Sprintf("w%d via broker %d", pr.k, b)})
+		w.pause(200 * time.Millisecond)
+	}
+}
+
+// anyBroker picks the broker for the attempt-th try, in turn.
+func (w *Workload) anyBroker(attempt int) int32 {
+	return int32(attempt%len(w.c.brokers)) + 1
+}
+
+// restart restarts producer k with its producer ID: a new instance with
+// the epoch bumped and the next incarnation takes over every partition;
+// the old one goes on sending beside it for zombieFor, then is retired
+// (what it still has in flight ends unknown). False: a restart of k is
+// already under way.
+func (w *Workload) restart(k int) bool {
+	pr := w.prods[(k-1)%len(w.prods)]
+	pr.mu.Lock()
+	if pr.restarting || pr.cur == nil {
+		pr.mu.Unlock()
+		return false
+	}
+	pr.restarting = true
+	old := pr.cur
+	pr.mu.Unlock()
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		s, err := w.newSender(pr, old.s)
+		pr.mu.Lock()
+		pr.restarting = false
+		if err != nil {
+			pr.mu.Unlock()
+			return
+		}
+		pr.cur = &instance{inc: old.inc + 1, s: s, done: make(chan struct{})}
+		pr.mu.Unlock()
+		w.mu.Lock()
+		w.restarts++
+		w.mu.Unlock()
+		pid, epoch := s.ids()
+		w.h.note("producer", "w%d restarted: producer ID %d epoch %d, incarnation %d; the old instance sends for %v more", pr.k, pid, epoch, old.inc+1, zombieFor)
+		var zombies sync.WaitGroup
+		for p := range w.parts {
+			zombies.Add(1)
+			go func() {
+				defer zombies.Done()
+				w.zombie(pr, old, p)
+			}()
+		}
+		w.pause(zombieFor)
+		close(old.done)
+		zombies.Wait()
+		old.s.close()
+	}()
+	return true
+}
+
+// produce sends producer pr's records to partition p one at a time, each
+// with its own value, retried as is until it is acknowledged or refused,
+// by whichever instance of pr is current.
+func (w *Workload) produce(pr *wproducer, p int32) {
+	defer w.wg.Done()
+	for !w.stopped() {
+		pr.mu.Lock()
+		inst := pr.cur
+		id := recordID{Producer: pr.k, Incarnation: inst.inc, Index: pr.next}
+		pr.next++
+		pr.mu.Unlock()
+		w.send(pr, inst, p, id)
+	}
+}
+
+// zombie sends new records of the retired instance old to p until it is
+// retired.
+func (w *Workload) zombie(pr *wproducer, old *instance, p int32) {
+	for !w.stopped() {
+		select {
+		case <-old.done:
+			return
+		default:
+		}
+		pr.mu.Lock()
+		id := recordID{Producer: pr.k, Incarnation: old.inc, Index: pr.next}
+		pr.next++
+		pr.mu.Unlock()
+		w.send(pr, old, p, id)
+	}
+}
+
+// send produces one record with inst, an instance of pr, and records the
+// outcome. A sequence the partition refuses restarts pr (the epoch bump
+// resets its sequences), as a client does.
+func (w *Workload) send(pr *wproducer, inst *instance, p int32, id recordID) {
+	v := id.String()
+	w.mu.Lock()
+	w.attempt++
+	w.mu.Unlock()
+	off, broker, tries, err := inst.s.send(w.ctx, inst.done, p, v)
+	now := time.Now()
+	pid, epoch := inst.s.ids()
+	w.mu.Lock()
+	w.retries += max(tries-1, 0)
+	if err != nil {
+		w.failed++
+		if errors.Is(err, errFenced) {
+			w.fenced++
+		}
+		w.mu.Unlock()
+		kind := "produce-unknown"
+		if errors.Is(err, errRefused) {
+			kind = "produce-fail"
+		}
+		if errors.Is(err, errSequence) {
+			w.h.note("producer", "w%d: %v: restart it", pr.k, err)
+			w.restart(pr.k)
+		}
+		w.h.add(Event{T: w.h.since(now), Kind: kind, Partition: p, Value: v, Error: err.Error(), PID: pid, Epoch: epoch,
+			Detail: fmt.Sprintf("broker %d, %d tries", broker, tries)})
+		w.pause(20 * time.Millisecond)
+		return
+	}
+	w.acks = append(w.acks, ack{partition: p, offset: off, value: v, at: now})
+	w.mu.Unlock()
+	w.h.add(Event{T: w.h.since(now), Kind: "produce-ok", Partition: p, Offset: off, Value: v, PID: pid, Epoch: epoch,
+		Detail: fmt.Sprintf("broker %d, %d tries", broker, tries)})
 }
 
 // consume reads partition p from its leader from offset 0 on, recording
@@ -206,8 +382,13 @@ func (w *Workload) pause(d time.Duration) {
 	}
 }
 
+// workloadCounts is what the workload did, for the report.
+type workloadCounts struct {
+	attempts, failed, fenced, retries, restarts, reads int
+}
+
 // snapshot copies what the workload saw.
-func (w *Workload) snapshot() (acks []ack, reads []map[int64]string, changed []string, attempts, failed, nread int) {
+func (w *Workload) snapshot() (acks []ack, reads []map[int64]string, changed []string, n workloadCounts) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	acks = append([]ack(nil), w.acks...)
@@ -218,7 +399,8 @@ func (w *Workload) snapshot() (acks []ack, reads []map[int64]string, changed []s
 		}
 		reads = append(reads, c)
 	}
-	return acks, reads, append([]string(nil), w.changed...), w.attempt, w.failed, w.nread
+	n = workloadCounts{attempts: w.attempt, failed: w.failed, fenced: w.fenced, retries: w.retries, restarts: w.restarts, reads: w.nread}
+	return acks, reads, append([]string(nil), w.changed...), n
 }
 
 // lastAck is the time of partition p's last acknowledgement (zero: none).
