@@ -1,0 +1,344 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// testProducer is a Producer on c's brokers with small batches and short
+// timeouts, closed with the test.
+func testProducer(t *testing.T, c *fakeCluster, cfg ProducerConfig) (*Client, *Producer) {
+	t.Helper()
+	cl, err := New(Config{Bootstrap: c.bootstrap(), RequestTimeout: 300 * time.Millisecond, RetryBackoff: 5 * time.Millisecond,
+		RetryBackoffMax: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.BatchRecords == 0 {
+		cfg.BatchRecords = 10
+	}
+	if cfg.AckTimeout == 0 {
+		cfg.AckTimeout = 200 * time.Millisecond
+	}
+	if cfg.DeliveryTimeout == 0 {
+		cfg.DeliveryTimeout = 20 * time.Second
+	}
+	p, err := NewProducer(cl, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = p.Close()
+		_ = cl.Close()
+	})
+	return cl, p
+}
+
+// produceN produces values v0..v(n-1) to partition 0 asynchronously and
+// waits for every callback; it returns the records' errors by value.
+func produceN(t *testing.T, p *Producer, n int) ([]*Record, map[int]error) {
+	t.Helper()
+	var mu sync.Mutex
+	errs := map[int]error{}
+	recs := make([]*Record, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		recs[i] = &Record{Topic: "t", Partition: 0, ManualPartition: true, Value: []byte(fmt.Sprintf("v%d", i))}
+		wg.Add(1)
+		p.Produce(context.Background(), recs[i], func(_ *Record, err error) {
+			if err != nil {
+				mu.Lock()
+				errs[i] = err
+				mu.Unlock()
+			}
+			wg.Done()
+		})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := p.Flush(ctx); err != nil {
+		t.Fatalf("flush: %v", err)
+	}
+	wg.Wait()
+	return recs, errs
+}
+
+// wantExactlyOnce checks the partition's log holds v0..v(n-1) once each,
+// in order, at the offsets their callbacks reported.
+func wantExactlyOnce(t *testing.T, c *fakeCluster, recs []*Record) {
+	t.Helper()
+	log := c.log(0)
+	if len(log) != len(recs) {
+		var vs []string
+		for _, r := range log {
+			vs = append(vs, r.value)
+		}
+		t.Fatalf("log holds %d records, want %d: %s", len(log), len(recs), strings.Join(vs, " "))
+	}
+	for i, r := range recs {
+		if log[i].value != string(r.Value) {
+			t.Fatalf("offset %d holds %s, want %s", i, log[i].value, r.Value)
+		}
+		if r.Offset != int64(i) {
+			t.Fatalf("record %s delivered at offset %d, want %d", r.Value, r.Offset, i)
+		}
+	}
+}
+
+// TestProducerIdempotentInOrder ensures a plain run numbers the batches
+// from 0 without gaps under one producer ID and delivers in order.
+func TestProducerIdempotentInOrder(t *testing.T) {
+	c := newFakeCluster(t, 1, 1)
+	_, p := testProducer(t, c, ProducerConfig{})
+	recs, errs := produceN(t, p, 200)
+	if len(errs) > 0 {
+		t.Fatalf("errors: %v", errs)
+	}
+	wantExactlyOnce(t, c, recs)
+	for i, r := range c.log(0) {
+		if r.pid == 0 || r.seq != int32(i) {
+			t.Fatalf("offset %d: producer %d sequence %d, want sequence %d", i, r.pid, r.seq, i)
+		}
+	}
+	if len(c.inits) != 1 {
+		t.Fatalf("%d InitProducerId calls, want 1", len(c.inits))
+	}
+}
+
+// TestProducerRetriesThroughLeaderChange ensures batches refused by a
+// deposed leader (NOT_LEADER_OR_FOLLOWER, the later in-flight ones too)
+// go to the new leader in order, with their sequences.
+func TestProducerRetriesThroughLeaderChange(t *testing.T) {
+	c := newFakeCluster(t, 2, 1)
+	c.hook = func(n int, id int32, _ *replicadv1.ProduceRequest) action {
+		if n == 5 {
+			c.leader[0] = 2 // under c.mu: the hook runs with it held
+			return notLeader
+		}
+		return normal
+	}
+	_, p := testProducer(t, c, ProducerConfig{})
+	recs, errs := produceN(t, p, 300)
+	if len(errs) > 0 {
+		t.Fatalf("errors: %v", errs)
+	}
+	wantExactlyOnce(t, c, recs)
+}
+
+// TestProducerAmbiguousFailuresResendSameSequence ensures a batch whose
+// answer was lost (a reset after the append, an answer that never comes,
+// REQUEST_TIMED_OUT) is sent again with the same sequence and taken as
+// the duplicate it is: every record once, in order.
+func TestProducerAmbiguousFailuresResendSameSequence(t *testing.T) {
+	for _, act := range []action{resetAfter, hangAfter, timedOutAfter, resetBefore} {
+		t.Run(fmt.Sprint(act), func(t *testing.T) {
+			c := newFakeCluster(t, 1, 1)
+			c.hook = func(n int, _ int32, _ *replicadv1.ProduceRequest) action {
+				if n == 3 || n == 9 {
+					return act
+				}
+				return normal
+			}
+			var mu sync.Mutex
+			var dups int
+			_, p := testProducer(t, c, ProducerConfig{OnBatch: func(r BatchResult) {
+				mu.Lock()
+				defer mu.Unlock()
+				if r.Duplicate {
+					dups++
+				}
+			}})
+			recs, errs := produceN(t, p, 200)
+			if len(errs) > 0 {
+				t.Fatalf("errors: %v", errs)
+			}
+			wantExactlyOnce(t, c, recs)
+			if act != resetBefore && dups == 0 {
+				t.Fatalf("no batch was answered as a duplicate")
+			}
+		})
+	}
+}
+
+// TestProducerOutOfOrderAfterEarlierRetryIsRetried ensures that when a
+// batch is refused while later ones are in flight, the later ones'
+// OUT_OF_ORDER_SEQUENCE_NUMBER answers are retried after it, not failed.
+func TestProducerOutOfOrderAfterEarlierRetryIsRetried(t *testing.T) {
+	c := newFakeCluster(t, 1, 1)
+	var ooo int
+	c.hook = func(n int, _ int32, _ *replicadv1.ProduceRequest) action {
+		if n == 4 {
+			return notLeader // the leader stays: a transient refusal
+		}
+		return normal
+	}
+	// Count the out-of-order answers the fake gave.
+	_, p := testProducer(t, c, ProducerConfig{OnBatch: func(r BatchResult) {
+		if r.Attempts > 1 {
+			ooo++
+		}
+	}})
+	recs, errs := produceN(t, p, 300)
+	if len(errs) > 0 {
+		t.Fatalf("errors: %v", errs)
+	}
+	wantExactlyOnce(t, c, recs)
+	if c.answers[replicadv1.ErrorCode_ERROR_CODE_OUT_OF_ORDER_SEQUENCE_NUMBER] == 0 {
+		t.Fatalf("no OUT_OF_ORDER_SEQUENCE_NUMBER answer: the batches after the refused one were not in flight")
+	}
+	if ooo < 2 {
+		t.Fatalf("%d batches were sent more than once, want the refused one and the ones in flight after it", ooo)
+	}
+}
+
+// TestProducerDefiniteFailureShiftsSequences ensures a batch refused
+// outright (NOT_ENOUGH_REPLICAS: nothing appended) fails alone, and the
+// batches after it move into its sequence numbers and are delivered.
+func TestProducerDefiniteFailureShiftsSequences(t *testing.T) {
+	c := newFakeCluster(t, 1, 1)
+	c.hook = func(n int, _ int32, _ *replicadv1.ProduceRequest) action {
+		if n == 3 {
+			return notEnough
+		}
+		return normal
+	}
+	recsAll, errs := produceN(t, mustProducer(t, c), 100)
+	if len(errs) != 10 {
+		t.Fatalf("%d records failed, want the 10 of one batch: %v", len(errs), errs)
+	}
+	var delivered []*Record
+	for i, r := range recsAll {
+		if errs[i] == nil {
+			delivered = append(delivered, r)
+		} else if !strings.Contains(errs[i].Error(), "NOT_ENOUGH_REPLICAS") {
+			t.Fatalf("record %d: %v", i, errs[i])
+		}
+	}
+	log := c.log(0)
+	if len(log) != len(delivered) {
+		t.Fatalf("log holds %d, want %d", len(log), len(delivered))
+	}
+	for i, r := range log {
+		if r.value != string(delivered[i].Value) || r.seq != int32(i) {
+			t.Fatalf("offset %d: %s seq %d, want %s seq %d", i, r.value, r.seq, delivered[i].Value, i)
+		}
+	}
+}
+
+func mustProducer(t *testing.T, c *fakeCluster) *Producer {
+	_, p := testProducer(t, c, ProducerConfig{})
+	return p
+}
+
+// TestProducerUnknownProducerIDBumpsEpoch ensures UNKNOWN_PRODUCER_ID (the
+// partition lost the producer's state) bumps the epoch with the ID and
+// restarts the partition's sequence at 0.
+func TestProducerUnknownProducerIDBumpsEpoch(t *testing.T) {
+	c := newFakeCluster(t, 1, 1)
+	c.hook = func(n int, _ int32, _ *replicadv1.ProduceRequest) action {
+		if n == 6 {
+			return forgetProducer
+		}
+		return normal
+	}
+	_, p := testProducer(t, c, ProducerConfig{MaxInFlight: 1})
+	recs, errs := produceN(t, p, 100)
+	if len(errs) > 0 {
+		t.Fatalf("errors: %v", errs)
+	}
+	wantExactlyOnce(t, c, recs)
+	if len(c.inits) != 2 || c.inits[1].GetProducerId() == 0 || c.inits[1].GetProducerEpoch() != 0 {
+		t.Fatalf("InitProducerId calls %v, want a new ID then a bump from epoch 0", c.inits)
+	}
+	log := c.log(0)
+	if last := log[len(log)-1]; last.epoch != 1 || last.seq != int32(len(log)-51) {
+		t.Fatalf("last record: epoch %d sequence %d, want epoch 1 and the sequence restarted at offset 50", last.epoch, last.seq)
+	}
+}
+
+// TestProducerFencedIsFatal ensures INVALID_PRODUCER_EPOCH (a newer
+// instance bumped the epoch) fails the records with ErrProducerFenced, and
+// every later one too.
+func TestProducerFencedIsFatal(t *testing.T) {
+	c := newFakeCluster(t, 1, 1)
+	cl, p := testProducer(t, c, ProducerConfig{})
+	if err := p.ProduceSync(context.Background(), &Record{Topic: "t", ManualPartition: true, Value: []byte("a")}); err != nil {
+		t.Fatal(err)
+	}
+	pid, epoch := p.ProducerID()
+	// A newer instance with the same ID, and its batch on the partition.
+	if _, _, err := cl.InitProducerID(context.Background(), pid, epoch); err != nil {
+		t.Fatal(err)
+	}
+	c.mu.Lock()
+	c.pstate[0][pid].epoch = epoch + 1
+	c.mu.Unlock()
+	err := p.ProduceSync(context.Background(), &Record{Topic: "t", ManualPartition: true, Value: []byte("b")})
+	if !errors.Is(err, ErrProducerFenced) {
+		t.Fatalf("produce after fencing: %v, want ErrProducerFenced", err)
+	}
+	err = p.ProduceSync(context.Background(), &Record{Topic: "t", ManualPartition: true, Value: []byte("c")})
+	if !errors.Is(err, ErrProducerFenced) {
+		t.Fatalf("produce later: %v, want ErrProducerFenced", err)
+	}
+}
+
+// TestProducerIdempotenceUnsupported ensures a cluster without
+// InitProducerId fails an idempotent producer naming the cause, and a
+// producer with idempotence off sends plain batches.
+func TestProducerIdempotenceUnsupported(t *testing.T) {
+	c := newFakeCluster(t, 1, 1)
+	c.noInit = true
+	_, p := testProducer(t, c, ProducerConfig{})
+	err := p.Init(context.Background())
+	if !errors.Is(err, ErrIdempotenceUnsupported) || !strings.Contains(err.Error(), "InitProducerId") {
+		t.Fatalf("Init: %v", err)
+	}
+	err = p.ProduceSync(context.Background(), &Record{Topic: "t", ManualPartition: true, Value: []byte("a")})
+	if !errors.Is(err, ErrIdempotenceUnsupported) {
+		t.Fatalf("produce: %v", err)
+	}
+	_, plain := testProducer(t, c, ProducerConfig{DisableIdempotence: true})
+	if err := plain.ProduceSync(context.Background(), &Record{Topic: "t", ManualPartition: true, Value: []byte("a")}); err != nil {
+		t.Fatal(err)
+	}
+	if log := c.log(0); len(log) != 1 || log[0].pid != 0 {
+		t.Fatalf("log %v, want one plain record", log)
+	}
+}
+
+// TestProducerDeliveryTimeout ensures a record no leader takes fails
+// within the delivery timeout, naming the last answer.
+func TestProducerDeliveryTimeout(t *testing.T) {
+	c := newFakeCluster(t, 1, 1)
+	c.hook = func(int, int32, *replicadv1.ProduceRequest) action { return notLeader }
+	cl, err := New(Config{Bootstrap: c.bootstrap(), RequestTimeout: time.Second, MaxAttempts: 1000, RetryBackoff: 10 * time.Millisecond, RetryBackoffMax: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	p, err := NewProducer(cl, ProducerConfig{DeliveryTimeout: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	start := time.Now()
+	err = p.ProduceSync(context.Background(), &Record{Topic: "t", ManualPartition: true, Value: []byte("a")})
+	if !errors.Is(err, ErrDeliveryTimeout) || !strings.Contains(err.Error(), "NOT_LEADER_OR_FOLLOWER") {
+		t.Fatalf("err %v", err)
+	}
+	if el := time.Since(start); el > 3*time.Second {
+		t.Fatalf("failed after %s", el)
+	}
+}
