@@ -4,158 +4,219 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
 
+	"github.com/replicad/replicad/client"
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
 )
 
-// sender is one instance of a workload producer: it sends a record and
-// retries it, as it is, until the cluster acknowledges or refuses it.
-type sender interface {
-	// send produces value to partition p; it returns the offset, the
-	// broker that answered last and the requests made. An error wraps
-	// errRefused when the cluster refused the record (the instance's
-	// earlier tries may still have appended it), and is unknown otherwise
-	// (the workload stopped, or done was closed, with the record in doubt).
-	send(ctx context.Context, done <-chan struct{}, p int32, value string) (offset int64, broker int32, tries int, err error)
-	// ids is the instance's producer ID and epoch (0, 0: plain produce).
-	ids() (pid int64, epoch int32)
-	close()
-}
-
-var (
-	// errRefused: the cluster answered the record with an error that a
-	// retry does not mend.
-	errRefused = errors.New("refused")
-	// errFenced: refused with INVALID_PRODUCER_EPOCH, a newer instance of
-	// the producer wrote to the partition.
-	errFenced = fmt.Errorf("%w: fenced", errRefused)
-	// errSequence: refused with OUT_OF_ORDER_SEQUENCE_NUMBER or
-	// UNKNOWN_PRODUCER_ID: the partition's producer state and the
-	// instance's sequence disagree; the producer restarts (epoch bump)
-	// and starts the partition's sequence again at 0.
-	errSequence = fmt.Errorf("%w: sequence", errRefused)
+// The workload's producers are the public client's (client.Producer): the
+// library an application uses is the one the faults test. Its settings
+// keep a stalled attempt short, as the raw workload's 4 s calls were, so
+// the availability bound measures the cluster, not the client's patience:
+// the leader waits 3 s for the ISR, and a batch unanswered for 3 s plus
+// 1 s is retried (with the same sequence) on the leader a fresh lookup
+// names.
+const (
+	ackTimeout     = 3 * time.Second
+	requestTimeout = time.Second
+	// deliveryTimeout bounds a record's retries: past the longest fault
+	// (a long cut of 40 s, a harsh round's two brokers down), so a record
+	// fails only when something is wrong, and so Stop (which closes the
+	// producers, flushing) ends.
+	deliveryTimeout = 90 * time.Second
+	// window is the records a producer has unanswered per partition: the
+	// client batches them and keeps up to five batches in flight, so its
+	// retries keep the order of several batches in flight.
+	window = 8
 )
 
-// rawSender is a sender on the raw LogService stubs: one record per
-// request and one request in flight per partition, an acks=all produce
-// retried with the same producer ID, epoch and sequence after every
-// ambiguous outcome (a transport error, a timeout, a leader change), as
-// an idempotent client does. plain: no producer ID, so every retry that
-// the first try already appended appends the record again.
-type rawSender struct {
-	w     *Workload
-	plain bool
-	pid   int64
-	epoch int32
-
-	mu    sync.Mutex
-	seq   map[int32]int32 // the next sequence per partition
-	locks map[int32]*sync.Mutex
-	// broken: partitions the instance cannot write any more (fenced, or
-	// its sequence refused).
-	broken map[int32]error
+// newInstance starts an incarnation of producer pr: its own client (as a
+// restarted process has) and client.Producer, initialized with a new
+// producer ID, or, when old is set, with old's ID and its epoch bumped, so
+// the cluster fences old. Retried until the workload stops.
+func (w *Workload) newInstance(pr *wproducer, old *instance) (*instance, error) {
+	inst := &instance{done: make(chan struct{})}
+	if old != nil {
+		inst.inc = old.inc + 1
+	}
+	var resume grpc.DialOption
+	if old != nil {
+		pid, epoch := old.p.ProducerID()
+		resume = grpc.WithUnaryInterceptor(resumeProducer(pid, epoch))
+	}
+	var addrs []string
+	for _, b := range w.c.brokers {
+		addrs = append(addrs, b.proxy)
+	}
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(w.c.creds)}
+	if resume != nil {
+		opts = append(opts, resume)
+	}
+	cl, err := client.New(client.Config{Bootstrap: addrs, DialOptions: opts, RequestTimeout: requestTimeout,
+		RetryBackoff: 20 * time.Millisecond, RetryBackoffMax: 250 * time.Millisecond, MetadataMaxAge: 2 * time.Second})
+	if err != nil {
+		return nil, err
+	}
+	p, err := client.NewProducer(cl, client.ProducerConfig{DisableIdempotence: !w.idempotent, AckTimeout: ackTimeout,
+		DeliveryTimeout: deliveryTimeout, MaxInFlight: 5,
+		OnBatch: func(b client.BatchResult) {
+			if b.Attempts > 1 || b.Duplicate {
+				w.mu.Lock()
+				w.retries += b.Attempts - 1
+				w.mu.Unlock()
+				w.h.add(Event{Kind: "batch-retried", Partition: b.Partition, Offset: b.BaseOffset,
+					Detail: fmt.Sprintf("w%d.i%d: %d records, %d attempts, duplicate %v, err %v", pr.k, inst.inc, b.Records, b.Attempts, b.Duplicate, b.Err)})
+			}
+		}})
+	if err != nil {
+		_ = cl.Close()
+		return nil, err
+	}
+	inst.cl, inst.p = cl, p
+	for w.idempotent {
+		ctx, cancel := context.WithTimeout(w.ctx, 10*time.Second)
+		err := p.Init(ctx)
+		cancel()
+		if err == nil {
+			break
+		}
+		var cerr *client.Error
+		if w.stopped() || errors.Is(err, client.ErrIdempotenceUnsupported) ||
+			(old != nil && errors.As(err, &cerr) && cerr.Code == replicadv1.ErrorCode_ERROR_CODE_INVALID_PRODUCER_EPOCH) {
+			// A bump refused: an earlier try of it was carried out and
+			// its answer lost, or the old instance bumped its epoch
+			// itself meanwhile. The restart is given up; old goes on.
+			inst.close()
+			return nil, err
+		}
+		w.h.add(Event{Kind: "producer-init-fail", Error: err.Error(), Detail: fmt.Sprintf("w%d.i%d", pr.k, inst.inc)})
+		w.pause(200 * time.Millisecond)
+	}
+	pid, epoch := p.ProducerID()
+	kind := "producer-init"
+	if old != nil {
+		kind = "producer-restart"
+	}
+	w.h.add(Event{Kind: kind, PID: pid, Epoch: int32(epoch), Detail: fmt.Sprintf("w%d.i%d", pr.k, inst.inc)})
+	return inst, nil
 }
 
-func (s *rawSender) ids() (int64, int32) { return s.pid, s.epoch }
-
-func (s *rawSender) close() {}
-
-// partition locks p for one send and returns its next sequence.
-func (s *rawSender) partition(p int32) (*sync.Mutex, int32, error) {
-	s.mu.Lock()
-	l := s.locks[p]
-	if l == nil {
-		l = &sync.Mutex{}
-		s.locks[p] = l
+// resumeProducer makes the client's InitProducerId for a new ID ask for a
+// bump of pid's epoch instead: a producer restarting with the ID and
+// epoch it held. client.ProducerConfig has no field for them yet (Kafka's
+// producer takes them from its transactional.id); the request is the one
+// such a field would send.
+func resumeProducer(pid int64, epoch int16) grpc.UnaryClientInterceptor {
+	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if r, ok := req.(*replicadv1.InitProducerIdRequest); ok && r.GetProducerId() == 0 {
+			r = proto.Clone(r).(*replicadv1.InitProducerIdRequest)
+			r.ProducerId, r.ProducerEpoch = pid, int32(epoch)
+			req = r
+		}
+		return invoker(ctx, method, req, reply, cc, opts...)
 	}
-	s.mu.Unlock()
-	l.Lock()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return l, s.seq[p], s.broken[p]
 }
 
-func (s *rawSender) setBroken(p int32, err error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.broken == nil {
-		s.broken = map[int32]error{}
-	}
-	s.broken[p] = err
+// close flushes the instance's producer (up to deliveryTimeout) and closes
+// it and its client.
+func (inst *instance) close() {
+	_ = inst.p.Close()
+	_ = inst.cl.Close()
 }
 
-func (s *rawSender) send(ctx context.Context, done <-chan struct{}, p int32, value string) (int64, int32, int, error) {
-	l, seq, broken := s.partition(p)
-	defer l.Unlock()
-	if broken != nil {
-		return 0, 0, 0, broken
-	}
-	w := s.w
-	req := &replicadv1.ProduceRequest{Topic: Topic, Partition: p, Acks: -1, TimeoutMs: 3000,
-		Records: []*replicadv1.Record{{Value: []byte(value)}}}
-	if !s.plain {
-		req.ProducerId, req.ProducerEpoch, req.BaseSequence = s.pid, s.epoch, seq
-	}
-	refresh := false
-	tries := 0
-	var leader int32
-	var last error
+// lane is a producer instance's records to one partition: at most window
+// unanswered; in plain mode, records whose outcome was an error come back
+// to be sent again as they are.
+type lane struct {
+	slots chan struct{}
+	again chan string
+}
+
+func newLane() *lane {
+	return &lane{slots: make(chan struct{}, window), again: make(chan string, window)}
+}
+
+// run sends pr's records to p with inst until until is closed or the
+// workload stops: a new record whenever a slot is free, and in plain mode
+// a failed one again first. current, when set, picks the instance for
+// each new record (the producer's current one: a restart moves the lane
+// over); records resent go with the instance that sent them first.
+func (w *Workload) runLane(pr *wproducer, p int32, fixed *instance, until <-chan struct{}) {
+	l := newLane()
 	for {
 		select {
-		case <-ctx.Done():
-			return 0, leader, tries, fmt.Errorf("unknown: the workload stopped (last: %v)", last)
-		case <-done:
-			return 0, leader, tries, fmt.Errorf("unknown: the instance was retired (last: %v)", last)
-		default:
-		}
-		leader = w.leader(ctx, p, refresh)
-		refresh = false
-		if leader <= 0 {
-			refresh = true
-			w.pause(50 * time.Millisecond)
-			continue
-		}
-		tries++
-		cctx, cancel := context.WithTimeout(ctx, 4*time.Second)
-		resp, err := w.c.log(leader).Produce(cctx, req)
-		cancel()
-		switch code := resp.GetErrorCode(); {
-		case err != nil:
-			switch status.Code(err) {
-			case codes.InvalidArgument, codes.PermissionDenied, codes.Unimplemented:
-				return 0, leader, tries, fmt.Errorf("%w: %v", errRefused, err)
+		case <-w.stop:
+			return
+		case <-until:
+			return
+		case v := <-l.again:
+			w.sendRecord(pr, fixed, l, p, v, true)
+		case l.slots <- struct{}{}:
+			inst := fixed
+			if inst == nil {
+				pr.mu.Lock()
+				inst = pr.cur
+				pr.mu.Unlock()
 			}
-			last = err
-		case code == replicadv1.ErrorCode_ERROR_CODE_NONE:
-			s.mu.Lock()
-			s.seq[p] = seq + 1
-			s.mu.Unlock()
-			return resp.GetBaseOffset(), leader, tries, nil
-		case code == replicadv1.ErrorCode_ERROR_CODE_INVALID_PRODUCER_EPOCH:
-			err := fmt.Errorf("%w: %s", errFenced, resp.GetErrorMessage())
-			s.setBroken(p, err)
-			return 0, leader, tries, err
-		case code == replicadv1.ErrorCode_ERROR_CODE_OUT_OF_ORDER_SEQUENCE_NUMBER, code == replicadv1.ErrorCode_ERROR_CODE_UNKNOWN_PRODUCER_ID:
-			err := fmt.Errorf("%w: %v at sequence %d: %s", errSequence, code, seq, resp.GetErrorMessage())
-			s.setBroken(p, err)
-			return 0, leader, tries, err
-		case code == replicadv1.ErrorCode_ERROR_CODE_INVALID_REQUEST:
-			return 0, leader, tries, fmt.Errorf("%w: %v: %s", errRefused, code, resp.GetErrorMessage())
-		default:
-			// NOT_LEADER_OR_FOLLOWER, REQUEST_TIMED_OUT,
-			// NOT_ENOUGH_REPLICAS(_AFTER_APPEND), a fenced leader epoch, a
-			// storage error: the record may or may not be in a log; the
-			// same request again.
-			last = fmt.Errorf("%v: %s", code, resp.GetErrorMessage())
+			pr.mu.Lock()
+			id := recordID{Producer: pr.k, Incarnation: inst.inc, Index: pr.next}
+			pr.next++
+			pr.mu.Unlock()
+			w.sendRecord(pr, inst, l, p, id.String(), false)
 		}
-		w.h.add(Event{Kind: "produce-retry", Partition: p, Value: value, Error: last.Error(), PID: s.pid, Epoch: s.epoch,
-			Detail: fmt.Sprintf("broker %d, try %d, sequence %d", leader, tries, seq)})
-		refresh = true
-		w.pause(20 * time.Millisecond)
 	}
+}
+
+// sendRecord hands value to inst's producer; its callback records the
+// outcome and frees the lane's slot, or, in plain mode after an error,
+// queues the value to be sent again (a client that retries what it does
+// not know was written).
+func (w *Workload) sendRecord(pr *wproducer, inst *instance, l *lane, p int32, value string, again bool) {
+	if inst == nil {
+		// A record resent in plain mode: plain instances are never
+		// restarted, so the current one sent it.
+		pr.mu.Lock()
+		inst = pr.cur
+		pr.mu.Unlock()
+	}
+	w.mu.Lock()
+	if again {
+		w.resent++
+	} else {
+		w.attempt++
+	}
+	w.mu.Unlock()
+	sent := time.Now()
+	rec := &client.Record{Topic: Topic, Partition: p, ManualPartition: true, Value: []byte(value)}
+	inst.p.Produce(w.ctx, rec, func(r *client.Record, err error) {
+		now := time.Now()
+		pid, epoch := r.ProducerID, int32(r.ProducerEpoch)
+		if err == nil {
+			w.mu.Lock()
+			w.acks = append(w.acks, ack{partition: p, offset: r.Offset, value: value, at: now})
+			w.mu.Unlock()
+			w.h.add(Event{T: w.h.since(now), Kind: "produce-ok", Partition: p, Offset: r.Offset, Value: value, PID: pid, Epoch: epoch,
+				Detail: fmt.Sprintf("sequence %d, %v after the send", r.Sequence, now.Sub(sent).Round(time.Millisecond))})
+			<-l.slots
+			return
+		}
+		fenced := errors.Is(err, client.ErrProducerFenced)
+		if !w.idempotent && !fenced && !errors.Is(err, client.ErrClosed) && !w.stopped() {
+			w.h.add(Event{T: w.h.since(now), Kind: "produce-again", Partition: p, Value: value, Error: err.Error()})
+			l.again <- value // never blocks: the value holds a slot
+			return
+		}
+		w.mu.Lock()
+		w.failed++
+		if fenced {
+			w.fenced++
+		}
+		w.mu.Unlock()
+		w.h.add(Event{T: w.h.since(now), Kind: "produce-fail", Partition: p, Value: value, Error: err.Error(), PID: pid, Epoch: epoch})
+		<-l.slots
+	})
 }

@@ -53,15 +53,18 @@ type Report struct {
 	Config
 	Mode   string
 	Faults map[string]int
-	// Attempts is the records sent, Acked and Unacked how they ended;
-	// FencedRecords the ones refused as an old instance's, Retries the requests
-	// after a record's first, Restarts the producer restarts with their ID.
+	// Attempts is the records sent, Acked and Unacked (failed) how they
+	// ended; FencedRecords the ones refused as an old instance's, Retries
+	// the client's attempts after a batch's first, Restarts the producer
+	// restarts with their ID.
 	Attempts, Acked, Unacked         int
 	FencedRecords, Retries, Restarts int
-	Reads, FinalRecords              int
-	LongestGap                       []time.Duration // per partition
-	LongestUnexcused                 []time.Duration
-	GapBound                         time.Duration // checked in the default mix only
+	// Resent: records sent again after an error (plain mode only).
+	Resent              int
+	Reads, FinalRecords int
+	LongestGap          []time.Duration // per partition
+	LongestUnexcused    []time.Duration
+	GapBound            time.Duration // checked in the default mix only
 	// Ops counts the operator calls made, by what they did.
 	Ops map[string]int
 	// HealTimes is, per fault kind, the longest time from a round's heal
@@ -126,8 +129,8 @@ func (r *Report) Summary() string {
 	if r.NoIdempotence {
 		idem = "plain (idempotence off)"
 	}
-	fmt.Fprintf(&b, "  %d %s producers: records sent %d, acknowledged %d, failed or unknown %d (fenced %d); retries %d; producer restarts %d; consumer reads %d; final records %d\n",
-		r.Producers, idem, r.Attempts, r.Acked, r.Unacked, r.FencedRecords, r.Retries, r.Restarts, r.Reads, r.FinalRecords)
+	fmt.Fprintf(&b, "  %d %s producers (client.Producer): records sent %d, acknowledged %d, failed %d (fenced %d), unknown %d; batch retries %d; resent %d; producer restarts %d; consumer reads %d; final records %d\n",
+		r.Producers, idem, r.Attempts, r.Acked, r.Unacked, r.FencedRecords, max(r.Attempts-r.Acked-r.Unacked, 0), r.Retries, r.Resent, r.Restarts, r.Reads, r.FinalRecords)
 	fmt.Fprintf(&b, "  lost %d, moved %d, divergent %d, changed reads %d, duplicates %d, reordered %d, older epoch after newer %d, process problems %d\n",
 		len(r.Lost), len(r.Moved), len(r.Divergent), len(r.Changed), len(r.Duplicates), len(r.Reordered), len(r.Fenced), len(r.Problems))
 	var longest, unexcused time.Duration
@@ -418,7 +421,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	stopped = true
 	acks, reads, changed, n := w.snapshot()
 	rep.Attempts, rep.Acked, rep.Unacked, rep.Reads = n.attempts, len(acks), n.failed, n.reads
-	rep.FencedRecords, rep.Retries, rep.Restarts = n.fenced, n.retries, n.restarts
+	rep.FencedRecords, rep.Retries, rep.Restarts, rep.Resent = n.fenced, n.retries, n.restarts, n.resent
 	rep.Changed = append(rep.Changed, changed...)
 	if rep.Heal == nil {
 		rep.FinalRecords = check(ctx, c, cfg.Partitions, acks, reads, &rep.Findings, h)

@@ -2,11 +2,11 @@ package chaos
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
 
+	"github.com/replicad/replicad/client"
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
 )
 
@@ -41,9 +41,10 @@ type Workload struct {
 	mu      sync.Mutex
 	acks    []ack
 	attempt int // records sent
-	failed  int // not acknowledged: failed, fenced, or unknown at the stop
+	failed  int // failed: refused, fenced, or not delivered in time
 	fenced  int // refused with INVALID_PRODUCER_EPOCH
-	retries int // produce requests after a record's first
+	retries int // the client's produce attempts after a batch's first
+	resent  int // plain mode: records sent again after an error
 	// restarts counts producer restarts with their ID (epoch bumps).
 	restarts int
 	// reads: what consumers read below the HW, offset -> value, per
@@ -78,7 +79,8 @@ type wproducer struct {
 // instance is one incarnation of a producer.
 type instance struct {
 	inc  int
-	s    sender
+	cl   *client.Client
+	p    *client.Producer
 	done chan struct{} // closed when the instance is retired
 }
 
@@ -129,19 +131,22 @@ func (w *Workload) leader(ctx context.Context, p int32, refresh bool) int32 {
 }
 
 // Start initializes the producers (each gets its producer ID) and runs,
-// per producer, one sender per partition, and one consumer per partition.
+// per producer, one lane per partition, and one consumer per partition.
 func (w *Workload) Start() error {
 	for _, pr := range w.prods {
-		s, err := w.newSender(pr, nil)
+		inst, err := w.newInstance(pr, nil)
 		if err != nil {
 			return fmt.Errorf("producer w%d: %w", pr.k, err)
 		}
-		pr.cur = &instance{s: s, done: make(chan struct{})}
+		pr.cur = inst
 	}
 	for p := range w.parts {
 		for _, pr := range w.prods {
 			w.wg.Add(1)
-			go w.produce(pr, p)
+			go func() {
+				defer w.wg.Done()
+				w.runLane(pr, p, nil, nil)
+			}()
 		}
 		w.wg.Add(1)
 		go w.consume(p)
@@ -149,18 +154,27 @@ func (w *Workload) Start() error {
 	return nil
 }
 
-// Stop ends the workload and waits for it; records in flight end unknown.
+// Stop ends the workload and waits for it. The producers are closed,
+// which flushes them: their records in flight get their outcome (the
+// cluster is whole again when Stop is called), up to deliveryTimeout;
+// what is left then is failed.
 func (w *Workload) Stop() {
 	close(w.stop)
-	w.cancel()
 	w.wg.Wait()
+	var closing sync.WaitGroup
 	for _, pr := range w.prods {
 		pr.mu.Lock()
-		if pr.cur != nil {
-			pr.cur.s.close()
+		if inst := pr.cur; inst != nil {
+			closing.Add(1)
+			go func() {
+				defer closing.Done()
+				inst.close()
+			}()
 		}
 		pr.mu.Unlock()
 	}
+	closing.Wait()
+	w.cancel()
 }
 
 func (w *Workload) stopped() bool {
@@ -172,53 +186,11 @@ func (w *Workload) stopped() bool {
 	}
 }
 
-// newSender makes a producer instance: a new producer ID when old is
-// nil, else old's ID with its epoch bumped (InitProducerId with the ID),
-// retried until the workload stops.
-func (w *Workload) newSender(pr *wproducer, old sender) (sender, error) {
-	if !w.idempotent {
-		return &rawSender{w: w, plain: true, seq: map[int32]int32{}, locks: map[int32]*sync.Mutex{}}, nil
-	}
-	var pid int64
-	var epoch int32
-	if old != nil {
-		pid, epoch = old.ids()
-	}
-	for attempt := 0; ; attempt++ {
-		b := w.anyBroker(attempt)
-		cctx, cancel := context.WithTimeout(w.ctx, 10*time.Second)
-		resp, err := w.c.log(b).InitProducerId(cctx, &replicadv1.InitProducerIdRequest{ProducerId: pid, ProducerEpoch: epoch, TimeoutMs: 8000})
-		cancel()
-		if err == nil && resp.GetErrorCode() == replicadv1.ErrorCode_ERROR_CODE_NONE {
-			s := &rawSender{w: w, pid: resp.GetProducerId(), epoch: resp.GetProducerEpoch(), seq: map[int32]int32{}, locks: map[int32]*sync.Mutex{}}
-			kind := "producer-init"
-			if old != nil {
-				kind = "producer-restart"
-			}
-			w.h.add(Event{Kind: kind, PID: s.pid, Epoch: s.epoch, Detail: fmt.Sprintf("w%d via broker %d", pr.k, b)})
-			return s, nil
-		}
-		if err == nil {
-			err = fmt.Errorf("%v: %s", resp.GetErrorCode(), resp.GetErrorMessage())
-		}
-		if w.stopped() {
-			return nil, err
-		}
-		w.h.add(Event{Kind: "producer-init-fail", PID: pid, Epoch: epoch, Error: err.Error(), Detail: fmt.Sprintf("w%d via broker %d", pr.k, b)})
-		w.pause(200 * time.Millisecond)
-	}
-}
-
-// anyBroker picks the broker for the attempt-th try, in turn.
-func (w *Workload) anyBroker(attempt int) int32 {
-	return int32(attempt%len(w.c.brokers)) + 1
-}
-
 // restart restarts producer k with its producer ID: a new instance with
 // the epoch bumped and the next incarnation takes over every partition;
-// the old one goes on sending beside it for zombieFor, then is retired
-// (what it still has in flight ends unknown). False: a restart of k is
-// already under way.
+// the old one goes on sending new records beside it for zombieFor, then
+// is closed (its records in flight get their outcome, or fail). False: a
+// restart of k is already under way.
 func (w *Workload) restart(k int) bool {
 	pr := w.prods[(k-1)%len(w.prods)]
 	pr.mu.Lock()
@@ -232,104 +204,35 @@ func (w *Workload) restart(k int) bool {
 	w.wg.Add(1)
 	go func() {
 		defer w.wg.Done()
-		s, err := w.newSender(pr, old.s)
+		inst, err := w.newInstance(pr, old)
 		pr.mu.Lock()
 		pr.restarting = false
 		if err != nil {
 			pr.mu.Unlock()
+			w.h.note("producer", "w%d: restart given up: %v", pr.k, err)
 			return
 		}
-		pr.cur = &instance{inc: old.inc + 1, s: s, done: make(chan struct{})}
+		pr.cur = inst
 		pr.mu.Unlock()
 		w.mu.Lock()
 		w.restarts++
 		w.mu.Unlock()
-		pid, epoch := s.ids()
-		w.h.note("producer", "w%d restarted: producer ID %d epoch %d, incarnation %d; the old instance sends for %v more", pr.k, pid, epoch, old.inc+1, zombieFor)
+		pid, epoch := inst.p.ProducerID()
+		w.h.note("producer", "w%d restarted: producer ID %d epoch %d, incarnation %d; the old instance sends for %v more", pr.k, pid, epoch, inst.inc, zombieFor)
 		var zombies sync.WaitGroup
 		for p := range w.parts {
 			zombies.Add(1)
 			go func() {
 				defer zombies.Done()
-				w.zombie(pr, old, p)
+				w.runLane(pr, p, old, old.done)
 			}()
 		}
 		w.pause(zombieFor)
 		close(old.done)
 		zombies.Wait()
-		old.s.close()
+		old.close()
 	}()
 	return true
-}
-
-// produce sends producer pr's records to partition p one at a time, each
-// with its own value, retried as is until it is acknowledged or refused,
-// by whichever instance of pr is current.
-func (w *Workload) produce(pr *wproducer, p int32) {
-	defer w.wg.Done()
-	for !w.stopped() {
-		pr.mu.Lock()
-		inst := pr.cur
-		id := recordID{Producer: pr.k, Incarnation: inst.inc, Index: pr.next}
-		pr.next++
-		pr.mu.Unlock()
-		w.send(pr, inst, p, id)
-	}
-}
-
-// zombie sends new records of the retired instance old to p until it is
-// retired.
-func (w *Workload) zombie(pr *wproducer, old *instance, p int32) {
-	for !w.stopped() {
-		select {
-		case <-old.done:
-			return
-		default:
-		}
-		pr.mu.Lock()
-		id := recordID{Producer: pr.k, Incarnation: old.inc, Index: pr.next}
-		pr.next++
-		pr.mu.Unlock()
-		w.send(pr, old, p, id)
-	}
-}
-
-// send produces one record with inst, an instance of pr, and records the
-// outcome. A sequence the partition refuses restarts pr (the epoch bump
-// resets its sequences), as a client does.
-func (w *Workload) send(pr *wproducer, inst *instance, p int32, id recordID) {
-	v := id.String()
-	w.mu.Lock()
-	w.attempt++
-	w.mu.Unlock()
-	off, broker, tries, err := inst.s.send(w.ctx, inst.done, p, v)
-	now := time.Now()
-	pid, epoch := inst.s.ids()
-	w.mu.Lock()
-	w.retries += max(tries-1, 0)
-	if err != nil {
-		w.failed++
-		if errors.Is(err, errFenced) {
-			w.fenced++
-		}
-		w.mu.Unlock()
-		kind := "produce-unknown"
-		if errors.Is(err, errRefused) {
-			kind = "produce-fail"
-		}
-		if errors.Is(err, errSequence) {
-			w.h.note("producer", "w%d: %v: restart it", pr.k, err)
-			w.restart(pr.k)
-		}
-		w.h.add(Event{T: w.h.since(now), Kind: kind, Partition: p, Value: v, Error: err.Error(), PID: pid, Epoch: epoch,
-			Detail: fmt.Sprintf("broker %d, %d tries", broker, tries)})
-		w.pause(20 * time.Millisecond)
-		return
-	}
-	w.acks = append(w.acks, ack{partition: p, offset: off, value: v, at: now})
-	w.mu.Unlock()
-	w.h.add(Event{T: w.h.since(now), Kind: "produce-ok", Partition: p, Offset: off, Value: v, PID: pid, Epoch: epoch,
-		Detail: fmt.Sprintf("broker %d, %d tries", broker, tries)})
 }
 
 // consume reads partition p from its leader from offset 0 on, recording
@@ -384,7 +287,7 @@ func (w *Workload) pause(d time.Duration) {
 
 // workloadCounts is what the workload did, for the report.
 type workloadCounts struct {
-	attempts, failed, fenced, retries, restarts, reads int
+	attempts, failed, fenced, retries, resent, restarts, reads int
 }
 
 // snapshot copies what the workload saw.
@@ -399,7 +302,7 @@ func (w *Workload) snapshot() (acks []ack, reads []map[int64]string, changed []s
 		}
 		reads = append(reads, c)
 	}
-	n = workloadCounts{attempts: w.attempt, failed: w.failed, fenced: w.fenced, retries: w.retries, restarts: w.restarts, reads: w.nread}
+	n = workloadCounts{attempts: w.attempt, failed: w.failed, fenced: w.fenced, retries: w.retries, resent: w.resent, restarts: w.restarts, reads: w.nread}
 	return acks, reads, append([]string(nil), w.changed...), n
 }
 
