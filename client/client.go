@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
 )
@@ -292,8 +294,20 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 // bump the epoch. Any broker answers; the known ones are asked in turn.
 func (c *Client) InitProducerID(ctx context.Context, id int64, epoch int16) (int64, int16, error) {
 	req := &replicadv1.InitProducerIdRequest{ProducerId: id, ProducerEpoch: int32(epoch), TimeoutMs: int32(c.cfg.RequestTimeout.Milliseconds())}
+	addrs := c.anyBrokers()
+	if len(addrs) == 0 && c.source != nil {
+		// No lookup yet named a broker: one for no partition lists them
+		// (and what leaders it names stay known).
+		if _, err := c.refresh(ctx, TopicPartition{}); err != nil {
+			var lerr *LookupError
+			if !errors.As(err, &lerr) {
+				return 0, 0, fmt.Errorf("init producer id: find a broker: %w", err)
+			}
+		}
+		addrs = c.anyBrokers()
+	}
 	var errs []error
-	for _, addr := range c.anyBrokers() {
+	for _, addr := range addrs {
 		conn, err := c.conn(addr)
 		if err != nil {
 			return 0, 0, err
@@ -306,7 +320,10 @@ func (c *Client) InitProducerID(ctx context.Context, id int64, epoch int16) (int
 			return resp.GetProducerId(), int16(resp.GetProducerEpoch()), nil
 		case err == nil:
 			return 0, 0, &Error{Code: resp.GetErrorCode(), Message: resp.GetErrorMessage(), Op: "init producer id"}
-		case isUnimplemented(err):
+		case isUnimplemented(err) && !strings.Contains(status.Convert(err).Message(), "unknown service"):
+			// The broker serves LogService without this method (a server
+			// that serves no LogService at all is no broker: that error
+			// passes through as it is).
 			return 0, 0, fmt.Errorf("%w: broker %s answers InitProducerId with Unimplemented (an older replicad); produce with idempotence off", ErrIdempotenceUnsupported, addr)
 		case ctx.Err() != nil || !unreachable(err):
 			return 0, 0, fmt.Errorf("init producer id on %s: %w", addr, err)

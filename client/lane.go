@@ -57,7 +57,7 @@ func (l *lane) send(q *partition, b *batch) error {
 	l.n++
 	req := q.request(b)
 	if l.unary {
-		ctx, cancel := q.p.c.requestContext(q.p.ctx, q.p.cfg.AckTimeout)
+		ctx, cancel := q.p.c.requestContext(q.p.ctx, max(q.p.cfg.AckTimeout, 0))
 		go func() {
 			defer cancel()
 			resp, err := l.client.Produce(ctx, req)

@@ -70,8 +70,9 @@ type ProducerConfig struct {
 	// one batch per lane is in flight then.
 	Unary bool
 	// AckTimeout is how long the leader waits for the ISR with AcksAll
-	// (ProduceRequest.timeout_ms); 0: 30s. A batch unanswered for
-	// AckTimeout plus the Client's RequestTimeout is retried.
+	// (ProduceRequest.timeout_ms); 0: 30s; a negative one is sent as it is
+	// (the broker refuses it). A batch unanswered for AckTimeout plus the
+	// Client's RequestTimeout is retried.
 	AckTimeout time.Duration
 	// DeliveryTimeout bounds a record's time from Produce to its outcome,
 	// retries included (Kafka's delivery.timeout.ms); 0: 2 minutes.
@@ -94,6 +95,9 @@ type BatchResult struct {
 	// Duplicate: the leader already held the batch (an earlier attempt was
 	// appended and its answer lost); BaseOffset is the original one.
 	Duplicate bool
+	// HighWatermark is the partition's as the leader answered (-1 on
+	// failure).
+	HighWatermark int64
 	// Attempts is how many times the batch was sent.
 	Attempts int
 	Err      error
@@ -190,7 +194,7 @@ func NewProducer(c *Client, cfg ProducerConfig) (*Producer, error) {
 	if cfg.Lanes <= 0 {
 		cfg.Lanes = 1
 	}
-	if cfg.AckTimeout <= 0 {
+	if cfg.AckTimeout == 0 {
 		cfg.AckTimeout = 30 * time.Second
 	}
 	if cfg.DeliveryTimeout <= 0 {
@@ -571,6 +575,7 @@ type batch struct {
 	seq    int32
 
 	attempts int
+	hw       int64 // from the answer that succeeded
 	// ambiguous: an attempt ended without a known outcome, so the batch
 	// may be in the log.
 	ambiguous bool
@@ -789,7 +794,7 @@ func (q *partition) nextWake() time.Duration {
 // answerWait is how long an answer may take: the RPC bound plus the
 // leader's wait for acks.
 func (q *partition) answerWait() time.Duration {
-	return q.p.c.cfg.RequestTimeout + q.p.cfg.AckTimeout
+	return q.p.c.cfg.RequestTimeout + max(q.p.cfg.AckTimeout, 0)
 }
 
 // step fails expired queued batches and sends what the in-flight limit,
@@ -1125,6 +1130,7 @@ func (q *partition) succeeded(b *batch, resp *replicadv1.ProduceResponse) {
 			r.Sequence = record.IncrementSequence(b.seq, int32(i))
 		}
 	}
+	b.hw = resp.GetHighWatermark()
 	q.finish(b, base, resp.GetDuplicate(), nil)
 }
 
@@ -1261,9 +1267,10 @@ func (q *partition) shutdown() {
 
 // finish reports b's outcome.
 func (q *partition) finish(b *batch, base int64, dup bool, err error) {
-	res := BatchResult{TopicPartition: q.tp, BaseOffset: base, Records: len(b.records), Duplicate: dup, Attempts: b.attempts, Err: err}
-	if err != nil {
-		res.BaseOffset = base
+	res := BatchResult{TopicPartition: q.tp, BaseOffset: base, Records: len(b.records), Duplicate: dup, Attempts: b.attempts,
+		HighWatermark: -1, Err: err}
+	if err == nil {
+		res.HighWatermark = b.hw
 	}
 	if q.p.cfg.OnBatch != nil {
 		q.p.cfg.OnBatch(res)

@@ -2,14 +2,12 @@ package main
 
 import (
 	"net"
-	"slices"
 	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/replicad/replicad/core"
-	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
 )
 
 // bootBroker is a switchBroker whose Metadata answers name leader (id)
@@ -158,24 +156,5 @@ func TestBootstrapLookupErrors(t *testing.T) {
 		r = ctl(t, "", "", "--bootstrap", bad, "produce", "--topic", "orders", "--partition", "0", "--value", "x")
 		wantCode(t, r, 2)
 		wantContains(t, "stderr", r.stderr, "--bootstrap")
-	}
-}
-
-// The brokers asked are the --bootstrap ones, then those the last answer
-// named (so the bootstrap ones may all go), each once, starting after the
-// one that answered last.
-func TestBootstrapCandidatesLearnTheCluster(t *testing.T) {
-	s := &bootstrapSource{addrs: []string{"h1:1", "h2:2"}}
-	if all, start := s.candidates(); !slices.Equal(all, []string{"h1:1", "h2:2"}) || start != 0 {
-		t.Fatalf("before any answer: %v from %d", all, start)
-	}
-	s.answered(0, []*replicadv1.Broker{{Id: 1, Host: "h1", Port: 1}, {Id: 3, Host: "h3", Port: 3}, {Id: 4, Host: "h4", Port: 4}})
-	if all, start := s.candidates(); !slices.Equal(all, []string{"h1:1", "h2:2", "h3:3", "h4:4"}) || start != 1 {
-		t.Fatalf("after h1 named h1, h3, h4: %v from %d, want the bootstrap ones then h3, h4, from h2", all, start)
-	}
-	// The next answer replaces what was learned; the start wraps around.
-	s.answered(3, []*replicadv1.Broker{{Id: 5, Host: "h5", Port: 5}})
-	if all, start := s.candidates(); !slices.Equal(all, []string{"h1:1", "h2:2", "h5:5"}) || start != 1 {
-		t.Fatalf("after h4 named h5: %v from %d, want h1, h2, h5 from index 4 mod 3 = 1", all, start)
 	}
 }

@@ -44,16 +44,16 @@ With --controller the leader is found from the controller, as for produce.`,
 				if *wait <= 0 || *wait > 5*time.Minute {
 					return usagef("--wait must be in (0, 5m] (got %v)", *wait)
 				}
-				router, err := e.newLeaderRouter()
+				cl, err := e.newClient()
 				if err != nil {
 					return err
 				}
-				defer router.close()
+				defer cl.Close()
 				req := &replicadv1.DeleteRecordsRequest{TimeoutMs: int32(wait.Milliseconds()),
 					Partitions: []*replicadv1.DeleteRecordsPartition{{Topic: *topic, Partition: *partition, Offset: *offset}}}
 				var res *replicadv1.DeleteRecordsPartitionResult
 				var resp *replicadv1.DeleteRecordsResponse
-				err = router.do(ctx, partitionKey{*topic, *partition}, func(ctx context.Context, lc replicadv1.LogServiceClient) (replicadv1.ErrorCode, error) {
+				err = cl.Call(ctx, *topic, *partition, func(ctx context.Context, lc replicadv1.LogServiceClient) (replicadv1.ErrorCode, error) {
 					rctx, cancel := e.rpcContextWithWait(ctx, *wait)
 					defer cancel()
 					r, err := lc.DeleteRecords(rctx, req)

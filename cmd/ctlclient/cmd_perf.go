@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -12,16 +13,14 @@ import (
 	"sync/atomic"
 	"time"
 
-	"google.golang.org/grpc"
-
-	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
+	"github.com/replicad/replicad/client"
 )
 
 func perfProduceCommand() *command {
 	return &command{
 		name:    "perf produce",
 		summary: "produce load and report throughput and latency (like kafka-producer-perf-test)",
-		usage:   "--topic T [--partitions N] [--records N] [--record-size B] [--batch N] [--acks all|1|0] [--concurrency N] [--stream=false]",
+		usage:   "--topic T [--partitions N] [--records N] [--record-size B] [--batch N] [--acks all|1|0] [--idempotence=false] [--concurrency N] [--stream=false]",
 		details: `Sends --records records of --record-size bytes in requests of --batch records
 to partitions 0..N-1 of --topic on one broker (each must be led by it), or
 with --bootstrap or --controller each to its leader as a broker's Metadata
@@ -30,9 +29,18 @@ through leader changes as produce does; latency then includes the retries),
 from --concurrency workers that each keep one request in flight. Prints a progress
 line every second, then records/s, MB/s and request latency avg, p50, p99,
 p99.9 and max (-o json: the same as one JSON object). Exits 1 if any request
-failed. Each worker sends its requests on one ProduceStream per broker
-(--stream, the default): one request in flight, answered in order, with no
-new HTTP/2 stream per request; --stream=false sends each as a unary Produce.`,
+failed.
+
+The requests go through the client library's producer, idempotent by
+default as produce's (--acks all; --idempotence=false, or --acks 1 or 0,
+sends plain batches): each request is one batch with its producer ID and
+sequence, and a request retried through a leader change is appended once.
+With idempotence a partition's batches travel in order on one ProduceStream
+to its leader, up to 5 in flight (the workers' requests pipelined); without,
+on up to --concurrency streams per partition, one request each
+(--stream, the default: no new HTTP/2 stream per request); --stream=false
+sends each as a unary Produce (then with idempotence one at a time per
+partition, as two unary calls may arrive in either order).`,
 		example: "ctlclient perf produce --topic perf --partitions 4 --records 1000000 --record-size 100 --batch 500 --concurrency 4 --acks 1",
 		flags: func(fs *flag.FlagSet) func(context.Context, *env) error {
 			topic := fs.String("topic", "", "topic")
@@ -43,7 +51,8 @@ new HTTP/2 stream per request; --stream=false sends each as a unary Produce.`,
 			acksFlag := fs.String("acks", "all", "all (-1), 1 or 0 (the default is produce's, and Kafka's producer's)")
 			concurrency := fs.Int("concurrency", 1, "workers, each with one request in flight")
 			timeoutMs := int32Var(fs, "timeout-ms", 30000, "broker-side wait for the ISR with --acks all")
-			stream := fs.Bool("stream", true, "send on a ProduceStream per broker; false: a unary Produce per request")
+			stream := fs.Bool("stream", true, "send on ProduceStreams; false: a unary Produce per request")
+			idempotence := fs.Bool("idempotence", true, "idempotent produce (needs --acks all)")
 			return func(ctx context.Context, e *env) error {
 				if err := requireFlags(fs, "topic"); err != nil {
 					return err
@@ -55,15 +64,27 @@ new HTTP/2 stream per request; --stream=false sends each as a unary Produce.`,
 				if *partitions < 1 || *records < 1 || *recordSize < 0 || *batchSize < 1 || *concurrency < 1 {
 					return usagef("--partitions, --records, --batch and --concurrency must be >= 1, --record-size >= 0")
 				}
-				router, err := e.newLeaderRouter()
+				idem, err := idempotenceFor(*idempotence, setFlags(fs)["idempotence"], acks)
 				if err != nil {
 					return err
 				}
-				defer router.close()
+				cl, err := e.newClient()
+				if err != nil {
+					return err
+				}
+				defer cl.Close()
+				ackTimeout := time.Duration(*timeoutMs) * time.Millisecond
+				p, err := e.newProducer(ctx, cl, client.ProducerConfig{
+					Acks: acksOf(acks), DisableIdempotence: !idem, Unary: !*stream, Lanes: *concurrency,
+					BatchRecords: *batchSize, AckTimeout: ackTimeout, DeliveryTimeout: e.g.timeout + max(ackTimeout, 0),
+				}, setFlags(fs)["idempotence"])
+				if err != nil {
+					return err
+				}
+				defer p.Close()
 				pt := &perfTest{
-					e: e, router: router, topic: *topic, partitions: *partitions,
-					records: *records, batch: *batchSize, acks: acks, timeoutMs: *timeoutMs,
-					payload: randomPayload(*recordSize), stream: *stream,
+					e: e, p: p, topic: *topic, partitions: *partitions,
+					records: *records, batch: *batchSize, payload: randomPayload(*recordSize),
 				}
 				return pt.run(ctx, *concurrency)
 			}
@@ -83,16 +104,12 @@ func randomPayload(n int) []byte {
 
 type perfTest struct {
 	e          *env
-	router     *leaderRouter
+	p          *client.Producer
 	topic      string
 	partitions int32
 	records    int64
 	batch      int
-	acks       int32
-	timeoutMs  int32
 	payload    []byte
-	// stream sends on ProduceStreams (perfStreams) rather than unary Produce.
-	stream bool
 
 	nextBatch atomic.Int64 // batches handed out; batch i goes to partition i % partitions
 	mu        sync.Mutex
@@ -147,14 +164,10 @@ loop:
 	return ctx.Err()
 }
 
-// worker sends batches until every record is handed out. A gRPC failure
-// stops the whole test (the broker is likely gone); an error code is counted.
+// worker sends batches until every record is handed out, one request at a
+// time. A failure without an answer (the broker is likely gone, or refused
+// the request outright) stops the whole test; an error code is counted.
 func (pt *perfTest) worker(ctx context.Context, stop context.CancelFunc) {
-	var streams *perfStreams
-	if pt.stream {
-		streams = newPerfStreams(ctx, pt.e.g.timeout+time.Duration(pt.timeoutMs)*time.Millisecond)
-		defer streams.close()
-	}
 	for ctx.Err() == nil {
 		b := pt.nextBatch.Add(1) - 1
 		first := b * int64(pt.batch)
@@ -162,34 +175,19 @@ func (pt *perfTest) worker(ctx context.Context, stop context.CancelFunc) {
 			return
 		}
 		n := min(int64(pt.batch), pt.records-first)
-		recs := make([]*replicadv1.Record, n)
+		recs := make([]client.Record, n)
+		ptrs := make([]*client.Record, n)
 		for i := range recs {
-			recs[i] = &replicadv1.Record{Value: pt.payload}
+			recs[i].Value = pt.payload
+			ptrs[i] = &recs[i]
 		}
-		req := &replicadv1.ProduceRequest{Topic: pt.topic, Partition: int32(b % int64(pt.partitions)), Acks: pt.acks, TimeoutMs: pt.timeoutMs, Records: recs}
+		partition := int32(b % int64(pt.partitions))
 		t0 := time.Now()
-		var resp *replicadv1.ProduceResponse
-		err := pt.router.doConn(ctx, partitionKey{req.Topic, req.Partition}, func(ctx context.Context, conn *grpc.ClientConn) (replicadv1.ErrorCode, error) {
-			if streams != nil {
-				r, err := streams.produce(conn, req)
-				if err != nil {
-					return 0, err
-				}
-				resp = r
-				return r.GetErrorCode(), nil
-			}
-			rctx, cancel := pt.e.rpcContextWithWait(ctx, time.Duration(pt.timeoutMs)*time.Millisecond)
-			defer cancel()
-			r, err := replicadv1.NewLogServiceClient(conn).Produce(rctx, req)
-			if err != nil {
-				return 0, err
-			}
-			resp = r
-			return r.GetErrorCode(), nil
-		})
+		_, err := pt.p.ProduceBatch(ctx, pt.topic, partition, ptrs)
 		lat := time.Since(t0)
-		if err == nil && resp.GetErrorCode() != replicadv1.ErrorCode_ERROR_CODE_NONE {
-			err = answerError{fmt.Sprintf("partition %d: %s %s", req.Partition, codeName(resp.GetErrorCode()), resp.GetErrorMessage())}
+		var cerr *client.Error
+		if errors.As(err, &cerr) {
+			err = answerError{fmt.Sprintf("partition %d: %s %s", partition, codeName(cerr.Code), cerr.Message)}
 		}
 		pt.record(n, lat, err)
 		if _, isAnswer := err.(answerError); err != nil && !isAnswer {
