@@ -118,6 +118,14 @@ func assertNotController(t *testing.T, h *harness) {
 			r, err := h.c.ControlledShutdown(ctx, &replicadv1.ControlledShutdownRequest{BrokerId: 1, BrokerEpoch: h.epoch[1]})
 			return r.GetErrorCode(), err
 		}},
+		{"AllocateProducerIds", func() (replicadv1.ErrorCode, error) {
+			r, err := h.c.AllocateProducerIds(ctx, &replicadv1.AllocateProducerIdsRequest{BrokerId: 1, BrokerEpoch: h.epoch[1]})
+			return r.GetErrorCode(), err
+		}},
+		{"BumpProducerEpoch", func() (replicadv1.ErrorCode, error) {
+			r, err := h.c.BumpProducerEpoch(ctx, &replicadv1.BumpProducerEpochRequest{BrokerId: 1, BrokerEpoch: h.epoch[1], ProducerId: 1})
+			return r.GetErrorCode(), err
+		}},
 	}
 	for _, c := range calls {
 		code, err := c.call()

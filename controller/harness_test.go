@@ -452,6 +452,8 @@ type snapshot struct {
 	brokers []store.Broker
 	parts   []store.Partition
 	epoch   int32
+	// lastProducerID is the end of the last producer ID block.
+	lastProducerID int64
 }
 
 func (h *harness) snapshot() snapshot {
@@ -469,11 +471,15 @@ func (h *harness) snapshot() snapshot {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	return snapshot{b, p, e}
+	pid, err := h.st.LastProducerID(ctx)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return snapshot{b, p, e, pid}
 }
 
 func (s snapshot) String() string {
-	return fmt.Sprintf("%+v", struct{ B, P, E any }{s.brokers, s.parts, s.epoch})
+	return fmt.Sprintf("%+v", struct{ B, P, E, PID any }{s.brokers, s.parts, s.epoch, s.lastProducerID})
 }
 
 func (h *harness) assertUnchanged(before snapshot) {

@@ -100,10 +100,21 @@ func (rm *ReplicaManager) waitForHighWatermark(ctx context.Context, p *Partition
 
 // Consume reads committed records (below the HW) from a partition this broker
 // leads. It waits up to MaxWait for MinBytes, woken as soon as the HW moves.
+// Offset ConsumeLatest (-1) starts at the HW, ConsumeEarliest (-2) at the
+// log start offset.
 func (rm *ReplicaManager) Consume(ctx context.Context, req ConsumeRequest) ConsumeResult {
 	p, code := rm.onlinePartition(req.TopicPartition)
 	if code != ErrNone {
 		return ConsumeResult{Error: code, HighWatermark: -1, LogStartOffset: -1, NextOffset: req.Offset}
+	}
+	if req.Offset < 0 {
+		// -1 (latest) and -2 (earliest) are resolved once, at arrival: a
+		// consumer from "latest" waits for what is committed after it.
+		off, res, ok := p.resolveConsumeOffset(req.Offset)
+		if !ok {
+			return res
+		}
+		req.Offset = off
 	}
 	maxBytes := req.MaxBytes
 	if maxBytes <= 0 {

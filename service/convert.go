@@ -233,6 +233,7 @@ func produceFromProto(req *replicadv1.ProduceRequest, batch record.Batch) core.P
 		Acks:           int(req.GetAcks()),
 		Timeout:        timeout,
 		Batch:          batch,
+		Producer:       batch.Producer(),
 	}
 }
 
@@ -242,6 +243,7 @@ func produceToProto(res core.ProduceResult) *replicadv1.ProduceResponse {
 		BaseOffset:    res.BaseOffset,
 		HighWatermark: res.HighWatermark,
 		ErrorMessage:  res.Message,
+		Duplicate:     res.Duplicate,
 	}
 }
 
@@ -277,9 +279,24 @@ func consumeToProto(res core.ConsumeResult) *replicadv1.ConsumeResponse {
 			Value:       r.Value,
 			TimestampMs: r.TimestampMs,
 			Headers:     headersToProto(r.Headers),
+			// A plain batch's records read 0, 0, -1 (Record's zero
+			// producer fields, and no sequence).
+			ProducerId:    r.ProducerID,
+			ProducerEpoch: int32(r.ProducerEpoch),
+			Sequence:      sequenceOf(r),
 		}
 	}
 	return resp
+}
+
+// sequenceOf is a consumed record's sequence number, -1 outside an
+// idempotent producer's batch (issued producer IDs start at 1, so a zero
+// ProducerID is a plain batch's).
+func sequenceOf(r record.Record) int32 {
+	if r.ProducerID == 0 {
+		return -1
+	}
+	return r.Sequence
 }
 
 // cloneInt32s copies a slice so core never aliases a proto message's memory.

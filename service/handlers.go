@@ -250,6 +250,9 @@ type logService struct {
 	// tracer, set with --trace-data-plane, makes a span of every request
 	// on a ProduceStream; nil makes none.
 	tracer trace.Tracer
+	// producerIDs is Options.ProducerIDs; logger logs InitProducerId.
+	producerIDs ProducerIDs
+	logger      zerolog.Logger
 }
 
 func (s *logService) Produce(ctx context.Context, req *replicadv1.ProduceRequest) (*replicadv1.ProduceResponse, error) {

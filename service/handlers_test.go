@@ -173,8 +173,8 @@ func TestProduceAndConsumeTranslate(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustProtoEqual(t, "consume", cr, &replicadv1.ConsumeResponse{HighWatermark: 2, NextOffset: 2, Records: []*replicadv1.ConsumedRecord{
-		{Offset: 0, LeaderEpoch: 1, TimestampMs: 5, Key: []byte("k"), Value: []byte("a"), Headers: []*replicadv1.Header{{Key: "h", Value: []byte("x")}}},
-		{Offset: 1, LeaderEpoch: 1, TimestampMs: 6, Value: []byte("b")},
+		{Offset: 0, LeaderEpoch: 1, TimestampMs: 5, Key: []byte("k"), Value: []byte("a"), Headers: []*replicadv1.Header{{Key: "h", Value: []byte("x")}}, Sequence: -1},
+		{Offset: 1, LeaderEpoch: 1, TimestampMs: 6, Value: []byte("b"), Sequence: -1},
 	}})
 
 	calls := rm.Calls()
@@ -189,7 +189,7 @@ func TestProduceAndConsumeTranslate(t *testing.T) {
 	}
 	pr.Batch = nil
 	mustEqual(t, "produce request", pr, core.ProduceRequest{TopicPartition: tp.TopicPartition{Topic: "t", Partition: 1}, Acks: core.AcksAll,
-		Timeout: DefaultProduceTimeout})
+		Timeout: DefaultProduceTimeout, Producer: record.NoProducer})
 	mustEqual(t, "produce records", recs, []record.Record{{Key: []byte("k"), Value: []byte("a"), Headers: []record.Header{{Key: "h", Value: []byte("x")}}}})
 	mustEqual(t, "consume request", calls[1], core.ConsumeRequest{TopicPartition: tp.TopicPartition{Topic: "t", Partition: 1},
 		MaxBytes: DefaultConsumeMaxBytes, MinBytes: 1, MaxWait: 250 * time.Millisecond})

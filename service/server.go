@@ -58,6 +58,10 @@ type Options struct {
 	// may describe (the broker's authorizer, from the call's principal):
 	// the others are left out of its answer. Nil: every topic.
 	DescribeFilter DescribeFilter
+	// ProducerIDs issues producer IDs for InitProducerId (the broker's
+	// producerid.Manager). Nil (a broker without a controller):
+	// InitProducerId answers BROKER_NOT_AVAILABLE.
+	ProducerIDs ProducerIDs
 }
 
 // Server is a broker's gRPC server.
@@ -102,7 +106,7 @@ func NewServer(opts Options) *Server {
 	s.draining, s.stopDraining = context.WithCancel(context.Background())
 	replicadv1.RegisterReplicaManagerServiceServer(s.grpc, NewReplicaManagerService(opts))
 	replicadv1.RegisterLogServiceServer(s.grpc, &logService{rm: opts.ReplicaManager, now: now, limits: lim, describeFilter: opts.DescribeFilter,
-		draining: s.draining, tracer: dataPlaneTracer(opts.TraceDataPlane)})
+		draining: s.draining, tracer: dataPlaneTracer(opts.TraceDataPlane), producerIDs: opts.ProducerIDs, logger: opts.Logger})
 	replicadv1.RegisterFetchServiceServer(s.grpc, &fetchService{rm: opts.ReplicaManager, draining: s.draining, tracer: dataPlaneTracer(opts.TraceDataPlane), limits: lim})
 	replicadv1.RegisterControllerServiceServer(s.grpc, &controllerService{})
 	healthpb.RegisterHealthServer(s.grpc, s.health)

@@ -2,6 +2,7 @@ package service
 
 import (
 	"fmt"
+	"math"
 	"path/filepath"
 	"time"
 
@@ -350,15 +351,51 @@ func validateProduce(req *replicadv1.ProduceRequest, maxBatchBytes int, nowMs in
 			return nil, invalid(fmt.Sprintf("records[%d]", i), "is null")
 		}
 	}
+	prod, err := validateProducer(req)
+	if err != nil {
+		return nil, err
+	}
 	// The limit is on the encoded batch, which is what the log stores and
 	// followers fetch, so measure exactly that; the batch then goes to the
-	// log as it is, encoded once.
-	batch := record.Build(recordsFromProto(req.GetRecords()), nowMs)
+	// log as it is, encoded once (with the producer fields of an
+	// idempotent produce: a v1 batch).
+	batch := record.BuildProducer(recordsFromProto(req.GetRecords()), nowMs, prod)
 	if n := len(batch); n > maxBatchBytes {
 		return nil, invalid("records", "batch is %d bytes encoded, over the limit of %d", n, maxBatchBytes)
 	}
 	return batch, nil
 }
+
+// validateProducer checks a produce request's producer fields (issue 21)
+// and returns them: record.NoProducer for a plain produce (producer_id 0).
+func validateProducer(req *replicadv1.ProduceRequest) (record.Producer, error) {
+	id, epoch, seq := req.GetProducerId(), req.GetProducerEpoch(), req.GetBaseSequence()
+	if id < 0 {
+		return record.Producer{}, invalid("producer_id", "must not be negative: 0 for a plain produce, or an ID from InitProducerId (got %d)", id)
+	}
+	if id == 0 {
+		if epoch != 0 {
+			return record.Producer{}, invalid("producer_epoch", "set without a producer_id (got %d)", epoch)
+		}
+		if seq != 0 {
+			return record.Producer{}, invalid("base_sequence", "set without a producer_id (got %d)", seq)
+		}
+		return record.NoProducer, nil
+	}
+	if epoch < 0 || epoch > math.MaxInt16 {
+		return record.Producer{}, invalid("producer_epoch", "must be in 0..%d (got %d)", math.MaxInt16, epoch)
+	}
+	if seq < 0 {
+		return record.Producer{}, invalid("base_sequence", "must not be negative (got %d)", seq)
+	}
+	return record.Producer{ID: id, Epoch: int16(epoch), BaseSequence: seq}, nil
+}
+
+// Consume's logical offsets (ConsumeRequest.offset).
+const (
+	consumeLatest   = -1 // the high watermark
+	consumeEarliest = -2 // the log start offset
+)
 
 func validateConsume(req *replicadv1.ConsumeRequest) error {
 	if err := validateTopic("topic", req.GetTopic()); err != nil {
@@ -370,8 +407,8 @@ func validateConsume(req *replicadv1.ConsumeRequest) error {
 	if err := validateDirName("topic", req.GetTopic(), req.GetPartition()); err != nil {
 		return err
 	}
-	if err := validateNonNegative("offset", req.GetOffset()); err != nil {
-		return err
+	if o := req.GetOffset(); o < 0 && o != consumeLatest && o != consumeEarliest {
+		return invalid("offset", "must not be negative, except -1 (latest: the high watermark) and -2 (earliest: the log start offset) (got %d)", o)
 	}
 	if err := validateNonNegative("max_bytes", int64(req.GetMaxBytes())); err != nil {
 		return err

@@ -92,6 +92,9 @@ func TestMalformedRequestsAreRejected(t *testing.T) {
 	prod := func(r *replicadv1.ProduceRequest) func() error {
 		return func() error { _, err := logc.Produce(ctx, r); return err }
 	}
+	initPID := func(r *replicadv1.InitProducerIdRequest) func() error {
+		return func() error { _, err := logc.InitProducerId(ctx, r); return err }
+	}
 	cons := func(r *replicadv1.ConsumeRequest) func() error {
 		return func() error { _, err := logc.Consume(ctx, r); return err }
 	}
@@ -177,9 +180,22 @@ func TestMalformedRequestsAreRejected(t *testing.T) {
 			r.Records = []*replicadv1.Record{{Value: bytes.Repeat([]byte("x"), 1500)}, {Value: bytes.Repeat([]byte("y"), 1500)}}
 		})), "records: batch is"},
 
+		{"produce negative producer id", prod(produceWith(func(r *replicadv1.ProduceRequest) { r.ProducerId = -1 })), "producer_id: must not be negative"},
+		{"produce epoch without producer id", prod(produceWith(func(r *replicadv1.ProduceRequest) { r.ProducerEpoch = 1 })), "producer_epoch: set without a producer_id"},
+		{"produce sequence without producer id", prod(produceWith(func(r *replicadv1.ProduceRequest) { r.BaseSequence = 4 })), "base_sequence: set without a producer_id"},
+		{"produce negative producer epoch", prod(produceWith(func(r *replicadv1.ProduceRequest) { r.ProducerId, r.ProducerEpoch = 7, -1 })), "producer_epoch: must be in 0..32767"},
+		{"produce producer epoch past int16", prod(produceWith(func(r *replicadv1.ProduceRequest) { r.ProducerId, r.ProducerEpoch = 7, 32768 })), "producer_epoch: must be in 0..32767"},
+		{"produce negative base sequence", prod(produceWith(func(r *replicadv1.ProduceRequest) { r.ProducerId, r.BaseSequence = 7, -1 })), "base_sequence: must not be negative"},
+
+		{"init producer id negative id", initPID(&replicadv1.InitProducerIdRequest{ProducerId: -1}), "producer_id: must not be negative"},
+		{"init producer id negative epoch", initPID(&replicadv1.InitProducerIdRequest{ProducerId: 3, ProducerEpoch: -1}), "producer_epoch: must be in 0..32767"},
+		{"init producer id epoch past int16", initPID(&replicadv1.InitProducerIdRequest{ProducerId: 3, ProducerEpoch: 40000}), "producer_epoch: must be in 0..32767"},
+		{"init producer id epoch without id", initPID(&replicadv1.InitProducerIdRequest{ProducerEpoch: 2}), "producer_epoch: must be 0 without a producer_id"},
+		{"init producer id negative timeout", initPID(&replicadv1.InitProducerIdRequest{TimeoutMs: -5}), "timeout_ms: must not be negative"},
+
 		{"consume empty topic", cons(consumeWith(func(r *replicadv1.ConsumeRequest) { r.Topic = "" })), "topic:"},
 		{"consume negative partition", cons(consumeWith(func(r *replicadv1.ConsumeRequest) { r.Partition = -1 })), "partition:"},
-		{"consume negative offset", cons(consumeWith(func(r *replicadv1.ConsumeRequest) { r.Offset = -1 })), "offset: must not be negative"},
+		{"consume negative offset", cons(consumeWith(func(r *replicadv1.ConsumeRequest) { r.Offset = -3 })), "offset: must not be negative, except -1"},
 		{"consume negative max bytes", cons(consumeWith(func(r *replicadv1.ConsumeRequest) { r.MaxBytes = -1 })), "max_bytes: must not be negative"},
 		{"consume negative max wait", cons(consumeWith(func(r *replicadv1.ConsumeRequest) { r.MaxWaitMs = -1 })), "max_wait_ms: must not be negative"},
 		{"consume negative min bytes", cons(consumeWith(func(r *replicadv1.ConsumeRequest) { r.MinBytes = -1 })), "min_bytes: must not be negative"},

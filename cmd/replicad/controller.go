@@ -19,6 +19,7 @@ import (
 	"github.com/replicad/replicad/core"
 	"github.com/replicad/replicad/core/tp"
 	"github.com/replicad/replicad/internal/tlsconf"
+	"github.com/replicad/replicad/producerid"
 	"github.com/replicad/replicad/service"
 )
 
@@ -60,9 +61,14 @@ type brokerLife struct {
 // (alterpartition.Manager.UseController), so that ISR changes go where the
 // heartbeats succeed. Call before start.
 func (l *controllerLink) followController(f func(addr string)) {
-	if l != nil {
-		l.onControllerChange = f
+	if l == nil || f == nil {
+		return
 	}
+	if prev := l.onControllerChange; prev != nil {
+		l.onControllerChange = func(addr string) { prev(addr); f(addr) }
+		return
+	}
+	l.onControllerChange = f
 }
 
 func newControllerLink(cfg config, logger zerolog.Logger, tc *tlsconf.TLS) *controllerLink {
@@ -247,6 +253,29 @@ func newIsrChanger(cfg config, logger zerolog.Logger, tc *tlsconf.TLS, brokerEpo
 		return nil, nil, func() {}, nil
 	}
 	m, err := alterpartition.New(alterpartition.Config{
+		Controller:  strings.Join(controllers, ","),
+		BrokerID:    cfg.brokerID,
+		BrokerEpoch: brokerEpoch,
+		Logger:      logger,
+		DialOptions: tc.DialOptions(toController),
+	})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return m, m.UseController, func() { _ = m.Close() }, nil
+}
+
+// newProducerIDs is the broker's producer ID manager for InitProducerId:
+// nil without --controller (the service then refuses InitProducerId:
+// producer IDs must be unique in the cluster, which only the controller's
+// store can tell), otherwise a client of the controllers that asks for
+// blocks of IDs with brokerEpoch. closeIDs stops it.
+func newProducerIDs(cfg config, logger zerolog.Logger, tc *tlsconf.TLS, brokerEpoch func() int64) (ids service.ProducerIDs, useController func(string), closeIDs func(), err error) {
+	controllers := cfg.controllers()
+	if len(controllers) == 0 {
+		return nil, nil, func() {}, nil
+	}
+	m, err := producerid.New(producerid.Config{
 		Controller:  strings.Join(controllers, ","),
 		BrokerID:    cfg.brokerID,
 		BrokerEpoch: brokerEpoch,

@@ -180,6 +180,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if useController != nil {
 		link.followController(useController)
 	}
+	producerIDs, useControllerForIDs, closeProducerIDs, err := newProducerIDs(cfg, logger, tlsConf, link.brokerEpochFunc())
+	if err != nil {
+		logger.Error().Err(err).Str("controller", cfg.controller).Msg("producer ID client setup failed")
+		return 1
+	}
+	defer closeProducerIDs()
+	link.followController(useControllerForIDs)
 	// Nil without --metrics-listen: nothing is measured.
 	brokerMetrics, err := newMetrics(cfg)
 	if err != nil {
@@ -269,7 +276,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	srv := service.NewServer(service.Options{ReplicaManager: rm, BrokerEpoch: link.brokerEpochFunc(), ControllerGuard: link.guard(),
 		Logger: logger, ServerOptions: serverOpts, TraceDataPlane: cfg.traceDataPlane,
 		Limits: service.Limits{MaxConnections: cfg.maxConnections, ConnectionsMaxIdle: cfg.connectionsMaxIdle},
-		OnACLs: aclSink(enforcer, logger), DescribeFilter: describeFilter(enforcer)})
+		OnACLs: aclSink(enforcer, logger), DescribeFilter: describeFilter(enforcer), ProducerIDs: producerIDs})
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(lis) }()
 	// broker_id is already on every line (newLogger).

@@ -51,6 +51,14 @@ const boltLockTimeout = time.Second
 //	topic_configs/
 //	  <name>             JSON TopicConfig (added to schema 1 as acls/ was; a topic
 //	                     stored before it has none: version 0, no overrides)
+//	producer_epochs/
+//	  <producer id uint64>  uint16: the newest epoch BumpProducerEpoch handed
+//	                     out for the ID (added to schema 1 as acls/ was; an ID
+//	                     never bumped has none: epoch 0)
+//
+// and in meta/ (also added to schema 1): last_producer_id, uint64, the end
+// of the last block of producer IDs AllocateProducerIDs handed out (absent:
+// none yet).
 var (
 	bucketMeta    = []byte("meta")
 	bucketBrokers = []byte("brokers")
@@ -58,11 +66,13 @@ var (
 	bucketDeleted = []byte("deleted")
 	bucketACLs    = []byte("acls")
 	bucketConfigs = []byte("topic_configs")
+	bucketEpochs  = []byte("producer_epochs")
 
 	keySchemaVersion   = []byte("schema_version")
 	keyControllerEpoch = []byte("controller_epoch")
 	keyLastBrokerEpoch = []byte("last_broker_epoch")
 	keyThrottle        = []byte("replication_throttle") // uint64 bytes/s (absent: 0)
+	keyLastProducerID  = []byte("last_producer_id")
 )
 
 // BoltStore is the embedded Store: one bbolt file, DIR/controller.db. Each
@@ -105,7 +115,7 @@ func OpenBolt(dir string) (*BoltStore, error) {
 		case len(v) != 4 || binary.BigEndian.Uint32(v) != boltSchemaVersion:
 			return fmt.Errorf("schema version %x, want %d", v, boltSchemaVersion)
 		}
-		for _, name := range [][]byte{bucketBrokers, bucketTopics, bucketDeleted, bucketACLs, bucketConfigs} {
+		for _, name := range [][]byte{bucketBrokers, bucketTopics, bucketDeleted, bucketACLs, bucketConfigs, bucketEpochs} {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return err
 			}

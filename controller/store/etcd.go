@@ -92,6 +92,10 @@ const etcdSchemaVersion = "1"
 //	                    a change is one compare and one put, like a topic;
 //	                    thousands of ACLs fit in --max-request-bytes)
 //	replication_throttle  int64: the replication throttle in bytes/s (absent: 0)
+//	last_producer_id    int64: the last producer ID of the last block
+//	                    AllocateProducerIDs handed out (absent: 0, none yet)
+//	producer_epochs/<id>  int16: the newest epoch BumpProducerEpoch handed out
+//	                    for producer ID id, in decimal (absent: 0, never bumped)
 //	last_write          the write id of the last transaction (see commit): how
 //	                    a write sent again knows whether its first attempt landed
 //	election/<lease>    one key per candidate controller (concurrency.Election,
@@ -114,6 +118,8 @@ const (
 	etcdDirConfigs         = "configs/"
 	etcdKeyACLs            = "acls"
 	etcdKeyThrottle        = "replication_throttle"
+	etcdKeyLastProducerID  = "last_producer_id"
+	etcdDirProducerEpochs  = "producer_epochs/"
 	etcdKeyLastWrite       = "last_write"
 	etcdElection           = "election" // concurrency.NewElection adds the "/"
 )

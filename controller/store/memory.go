@@ -24,6 +24,8 @@ type Memory struct {
 	acls            []ACL                   // sorted, no duplicates
 	configs         map[string]TopicConfig  // by topic name, every stored topic
 	throttle        int64                   // replication throttle, bytes/s
+	lastProducerID  int64                   // end of the last producer ID block
+	producerEpochs  map[int64]int16         // newest epoch per bumped producer ID
 }
 
 var _ Store = (*Memory)(nil)

@@ -287,6 +287,29 @@ type Store interface {
 	// it. ErrInvalid if it is negative.
 	SetReplicationThrottle(ctx context.Context, bytesPerSec int64) error
 
+	// AllocateProducerIDs hands out the next block of count producer IDs
+	// (Kafka's KIP-730) and returns its first ID: the block is
+	// [first, first+count). The first block starts at 1 (0 means "no
+	// producer" on the wire). The end of the block is stored before it
+	// returns, and every block starts after the end of the one before, so
+	// no ID is handed out twice, across restarts and controllers. A block
+	// whose write failed, even one that landed (an unknown outcome), is
+	// never handed out by a later call: it is skipped, not reused.
+	// ErrInvalid if count is not positive.
+	AllocateProducerIDs(ctx context.Context, count int32) (int64, error)
+	// LastProducerID is the last ID of the last block AllocateProducerIDs
+	// handed out, 0 before the first.
+	LastProducerID(ctx context.Context) (int64, error)
+	// BumpProducerEpoch hands out the epoch after from for producer ID id,
+	// if from is the newest epoch handed out for it (0 for an ID never
+	// bumped: an ID is issued at epoch 0), and stores it: two bumps from
+	// the same epoch never both succeed. ErrNotFound if id was never
+	// handed out (below 1 or past LastProducerID); ErrConflict if from is
+	// not the newest epoch (the stored one is named); ErrInvalid if from is
+	// negative or math.MaxInt16 (the epochs of the ID are exhausted: the
+	// producer needs a new ID). Nothing is written on error.
+	BumpProducerEpoch(ctx context.Context, id int64, from int16) (int16, error)
+
 	// Close releases the store. Later calls fail with ErrClosed. Close is
 	// idempotent.
 	Close() error

@@ -118,3 +118,18 @@ func (s *ACLSet) Allows(principal string, op Operation, topic string) bool {
 	}
 	return false
 }
+
+// AllowsAny reports whether some ACL allows principal op on some topic (on
+// any name its pattern matches): what InitProducerId asks of a client, as
+// Kafka's Write on any topic implies IdempotentWrite on the cluster.
+func (s *ACLSet) AllowsAny(principal string, op Operation) bool {
+	if s == nil {
+		return false
+	}
+	for _, a := range s.acls {
+		if (a.Principal == principal || a.Principal == "*") && a.Operation == op {
+			return true
+		}
+	}
+	return false
+}

@@ -90,6 +90,9 @@ func TestAuthorizeRoles(t *testing.T) {
 		hb       = replicadv1.ControllerService_BrokerHeartbeat_FullMethodName
 		alter    = replicadv1.ControllerService_AlterPartition_FullMethodName
 		cs       = replicadv1.ControllerService_ControlledShutdown_FullMethodName
+		allocIDs = replicadv1.ControllerService_AllocateProducerIds_FullMethodName
+		bumpPID  = replicadv1.ControllerService_BumpProducerEpoch_FullMethodName
+		initPID  = replicadv1.LogService_InitProducerId_FullMethodName
 		create   = replicadv1.ControllerService_CreateTopic_FullMethodName
 		del      = replicadv1.ControllerService_DeleteTopic_FullMethodName
 		cluster  = replicadv1.ControllerService_DescribeCluster_FullMethodName
@@ -129,6 +132,17 @@ func TestAuthorizeRoles(t *testing.T) {
 		{b2, alter, &replicadv1.AlterPartitionRequest{BrokerId: 1}, false},
 		{b2, cs, &replicadv1.ControlledShutdownRequest{BrokerId: 2}, true},
 		{b2, cs, &replicadv1.ControlledShutdownRequest{BrokerId: 3}, false},
+		{b2, allocIDs, &replicadv1.AllocateProducerIdsRequest{BrokerId: 2}, true},
+		{b2, allocIDs, &replicadv1.AllocateProducerIdsRequest{BrokerId: 1}, false},
+		{b2, bumpPID, &replicadv1.BumpProducerEpochRequest{BrokerId: 2}, true},
+		{b2, bumpPID, &replicadv1.BumpProducerEpochRequest{BrokerId: 3}, false},
+		{b2, initPID, &replicadv1.InitProducerIdRequest{}, false},
+		{adm, allocIDs, &replicadv1.AllocateProducerIdsRequest{BrokerId: 1}, false},
+		{adm, initPID, &replicadv1.InitProducerIdRequest{}, false}, // admin does not produce
+		{ctl, bumpPID, &replicadv1.BumpProducerEpochRequest{BrokerId: 1}, false},
+		{cl, allocIDs, &replicadv1.AllocateProducerIdsRequest{BrokerId: 1}, false},
+		{cl, initPID, &replicadv1.InitProducerIdRequest{}, false}, // no ACLs yet
+		{"spiffe://replicad/client/root", initPID, &replicadv1.InitProducerIdRequest{}, true},
 		{b2, lai, &replicadv1.LeaderAndIsrRequest{}, false},
 		{b2, create, &replicadv1.CreateTopicRequest{}, false},
 		{b2, produce, &replicadv1.ProduceRequest{Topic: "t"}, false},
@@ -169,6 +183,33 @@ func TestAuthorizeRoles(t *testing.T) {
 		if err != nil && (!errors.As(err, &d) || !strings.Contains(err.Error(), tc.who) || !strings.Contains(err.Error(), strings.TrimPrefix(tc.method, "/"))) {
 			t.Errorf("the refusal does not name the principal and the method: %v", err)
 		}
+	}
+}
+
+// InitProducerId names no topic: a client may call it when some ACL lets
+// it write to some topic (Kafka's IdempotentWrite, implied by Write on any
+// topic); read alone, or write granted to another principal, is not enough.
+func TestAuthorizeInitProducerId(t *testing.T) {
+	a := New(nil)
+	initPID := func(who string) error {
+		return a.Authorize(ParsePrincipal(who), replicadv1.LogService_InitProducerId_FullMethodName, &replicadv1.InitProducerIdRequest{})
+	}
+	writer, reader, anyone := "spiffe://replicad/client/writer", "spiffe://replicad/client/reader", "spiffe://replicad/client/x"
+	a.SetACLs(NewACLSet([]ACL{
+		{Principal: writer, Operation: OpWrite, Resource: ResourceTopic, PatternType: PatternPrefix, Name: "orders-"},
+		{Principal: reader, Operation: OpRead, Resource: ResourceTopic, PatternType: PatternLiteral, Name: "*"},
+	}))
+	if err := initPID(writer); err != nil {
+		t.Fatalf("a principal with write on a prefix: %v", err)
+	}
+	for _, who := range []string{reader, anyone} {
+		if err := initPID(who); err == nil || !strings.Contains(err.Error(), "write on at least one") {
+			t.Fatalf("%s: %v, want a refusal saying write on some topic is needed", who, err)
+		}
+	}
+	a.SetACLs(NewACLSet([]ACL{{Principal: "*", Operation: OpWrite, Resource: ResourceTopic, PatternType: PatternLiteral, Name: "public"}}))
+	if err := initPID(anyone); err != nil {
+		t.Fatalf("write granted to every principal: %v", err)
 	}
 }
 

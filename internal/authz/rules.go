@@ -69,6 +69,10 @@ var (
 		replicadv1.ControllerService_BrokerHeartbeat_FullMethodName,
 		replicadv1.ControllerService_ControlledShutdown_FullMethodName,
 		replicadv1.ControllerService_AlterPartition_FullMethodName,
+		// Producer IDs (issue 21): a broker asks for a block of IDs to
+		// hand out, and forwards a producer's epoch bump.
+		replicadv1.ControllerService_AllocateProducerIds_FullMethodName,
+		replicadv1.ControllerService_BumpProducerEpoch_FullMethodName,
 	)
 )
 
@@ -153,6 +157,15 @@ func (a *Authorizer) Authorize(p Principal, fullMethod string, req any) error {
 		// as a unary Produce (checkedStream).
 		return nil
 	}
+	if fullMethod == replicadv1.LogService_InitProducerId_FullMethodName {
+		// Kafka's IdempotentWrite on the cluster, which Write on any
+		// topic implies: a producer ID is of use only to a principal that
+		// may write somewhere, and names no topic of its own.
+		if !a.acls.Load().AllowsAny(p.URI, OpWrite) {
+			return deny("no ACL allows %s on any topic (an idempotent producer ID needs write on at least one)", OpWrite)
+		}
+		return nil
+	}
 	op, topics, ok := clientOperation(fullMethod, req)
 	if !ok {
 		return deny("not a client operation (topics, control and replication need the admin, controller or broker role)")
@@ -201,6 +214,10 @@ func brokerIDOf(req any) (int32, bool) {
 	case *replicadv1.AlterPartitionRequest:
 		// The controller then takes the change only for partitions broker
 		// id leads (checkAlterPartitionLocked: NOT_LEADER_OR_FOLLOWER).
+		return r.GetBrokerId(), true
+	case *replicadv1.AllocateProducerIdsRequest:
+		return r.GetBrokerId(), true
+	case *replicadv1.BumpProducerEpochRequest:
 		return r.GetBrokerId(), true
 	}
 	return 0, false

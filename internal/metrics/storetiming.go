@@ -15,7 +15,7 @@ import (
 var storeWriteOps = []string{
 	"bump_controller_epoch", "register_broker", "update_broker", "create_topic", "set_topic_config", "alter_topic_config",
 	"delete_topic", "complete_deletions", "update_partitions", "create_acls", "delete_acls",
-	"set_replication_throttle",
+	"set_replication_throttle", "allocate_producer_ids", "bump_producer_epoch",
 }
 
 func opAttr(op string) attribute.KeyValue { return attribute.String("op", op) }
@@ -130,4 +130,18 @@ func (t *timedStore) AlterTopicConfig(ctx context.Context, name string, expected
 	err := t.Store.AlterTopicConfig(ctx, name, expected, next, updates)
 	t.done("alter_topic_config", start, err)
 	return err
+}
+
+func (t *timedStore) AllocateProducerIDs(ctx context.Context, count int32) (int64, error) {
+	start := time.Now()
+	first, err := t.Store.AllocateProducerIDs(ctx, count)
+	t.done("allocate_producer_ids", start, err)
+	return first, err
+}
+
+func (t *timedStore) BumpProducerEpoch(ctx context.Context, id int64, from int16) (int16, error) {
+	start := time.Now()
+	next, err := t.Store.BumpProducerEpoch(ctx, id, from)
+	t.done("bump_producer_epoch", start, err)
+	return next, err
 }

@@ -88,6 +88,9 @@ func (c *controllerNode) start() error {
 		"BrokerHeartbeat":    unary(ctl.BrokerHeartbeat),
 		"AlterPartition":     unary(ctl.AlterPartition),
 		"ControlledShutdown": unary(ctl.ControlledShutdown),
+		// Producer IDs (issue 21): a broker's block, an epoch bump.
+		"AllocateProducerIds": unary(ctl.AllocateProducerIds),
+		"BumpProducerEpoch":   unary(ctl.BumpProducerEpoch),
 		// The operator's (operator.go).
 		"CreateTopic":              unary(ctl.CreateTopic),
 		"DeleteTopic":              unary(ctl.DeleteTopic),
@@ -235,6 +238,22 @@ func (f *fencedStore) UpdatePartitions(ctx context.Context, updates []store.Part
 }
 func (f *fencedStore) SetReplicationThrottle(ctx context.Context, bytesPerSec int64) error {
 	return f.write(ctx, "SetReplicationThrottle", func() error { return f.Store.SetReplicationThrottle(context.Background(), bytesPerSec) })
+}
+func (f *fencedStore) AllocateProducerIDs(ctx context.Context, count int32) (int64, error) {
+	var first int64
+	err := f.write(ctx, "AllocateProducerIDs", func() (err error) {
+		first, err = f.Store.AllocateProducerIDs(context.Background(), count)
+		return err
+	})
+	return first, err
+}
+func (f *fencedStore) BumpProducerEpoch(ctx context.Context, id int64, from int16) (int16, error) {
+	var next int16
+	err := f.write(ctx, "BumpProducerEpoch", func() (err error) {
+		next, err = f.Store.BumpProducerEpoch(context.Background(), id, from)
+		return err
+	})
+	return next, err
 }
 
 func (f *fencedStore) CreateAcls(ctx context.Context, acls []store.ACL) ([]store.ACL, error) {

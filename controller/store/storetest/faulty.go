@@ -27,6 +27,8 @@ const (
 	OpCreateAcls             Op = "CreateAcls"
 	OpDeleteAcls             Op = "DeleteAcls"
 	OpSetReplicationThrottle Op = "SetReplicationThrottle"
+	OpAllocateProducerIDs    Op = "AllocateProducerIDs"
+	OpBumpProducerEpoch      Op = "BumpProducerEpoch"
 )
 
 // Kind is what a Fault does to the write it hits.
@@ -257,4 +259,20 @@ func (f *Faulty) SetReplicationThrottle(ctx context.Context, bytesPerSec int64) 
 	return f.do(ctx, Call{Op: OpSetReplicationThrottle}, func(ctx context.Context) error {
 		return f.Store.SetReplicationThrottle(ctx, bytesPerSec)
 	})
+}
+
+func (f *Faulty) AllocateProducerIDs(ctx context.Context, count int32) (first int64, err error) {
+	err = f.do(ctx, Call{Op: OpAllocateProducerIDs}, func(ctx context.Context) (err error) {
+		first, err = f.Store.AllocateProducerIDs(ctx, count)
+		return err
+	})
+	return first, err
+}
+
+func (f *Faulty) BumpProducerEpoch(ctx context.Context, id int64, from int16) (next int16, err error) {
+	err = f.do(ctx, Call{Op: OpBumpProducerEpoch}, func(ctx context.Context) (err error) {
+		next, err = f.Store.BumpProducerEpoch(ctx, id, from)
+		return err
+	})
+	return next, err
 }

@@ -44,6 +44,10 @@ func RunSuite(t *testing.T, open func(t *testing.T) store.Store) {
 		{"TopicConfigs", testTopicConfigs},
 		{"AlterTopicConfigIsOneWrite", testAlterTopicConfig},
 		{"ReplicationThrottle", testReplicationThrottle},
+		{"ProducerIDBlocks", testProducerIDBlocks},
+		{"ConcurrentProducerIDBlocksAreDisjoint", testConcurrentProducerIDBlocks},
+		{"ProducerEpochBumps", testProducerEpochBumps},
+		{"ConcurrentProducerEpochBumpsOneWins", testConcurrentProducerEpochBumps},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -71,6 +75,7 @@ func RunDurabilitySuite(t *testing.T, open func(t *testing.T) store.Store, reope
 		{"ACLsPersist", testACLsPersist},
 		{"TopicConfigsPersist", testTopicConfigsPersist},
 		{"ReplicationThrottlePersists", testReplicationThrottlePersists},
+		{"ProducerIDsPersist", testProducerIDsPersist},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
