@@ -27,6 +27,7 @@ var (
 	flagEvery   = flag.Bool("chaos.every", false, "an extra round after every fault round, each kind in turn")
 	flagExtra   = flag.Int("chaos.extra", DefaultExtraPercent, "percent of fault rounds followed by an operator action or a long network cut")
 	flagRestart = flag.Int("chaos.restarts", DefaultRestartPercent, "percent of fault rounds during which a producer restarts with its producer ID")
+	flagDeletes = flag.Int("chaos.deletes", DefaultDeletePercent, "percent of fault rounds during which the records of the fault's partition are deleted up to its HW")
 	flagNoIdem  = flag.Bool("chaos.noidem", false, "plain produce, retried as is: the checker must find duplicates")
 	flagRegress = flag.Bool("chaos.regress", false, "run TestChaosFindsDuplicatesWithoutIdempotence")
 )
@@ -127,7 +128,7 @@ func config(t *testing.T, bins [3]string, seed uint64, from, rounds int, etcd, h
 		Options: Options{Replicad: bins[0], Ctlclient: bins[1], Etcdmember: bins[2], Dir: dir, Brokers: brokers, Etcd: etcd,
 			SessionTimeout: 3 * time.Second, ReplicaLag: 6 * time.Second, SmallDirs: !*flagNoDisk && smallDirsAvailable(), TLS: tls},
 		Seed: seed, Rounds: rounds, FirstRound: from, Harsh: harsh, Partitions: 4, Producers: producers, ExtraPercent: extra, EveryExtra: every,
-		RestartPercent: *flagRestart, NoIdempotence: *flagNoIdem,
+		RestartPercent: *flagRestart, DeletePercent: *flagDeletes, NoIdempotence: *flagNoIdem,
 		Logf: func(s string) { t.Log(s) },
 	}
 }

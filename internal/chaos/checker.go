@@ -112,41 +112,42 @@ type logRec struct {
 	Sequence int32
 }
 
-// readLog reads partition p from broker b, which must lead it, from
-// offset 0 to its HW once that is at least atLeast (a new leader's HW
-// catches up as its followers fetch).
-func (c *Cluster) readLog(ctx context.Context, b, p int32, atLeast int64) (map[int64]logRec, int64, error) {
+// readLog reads partition p from broker b, which must lead it, from its
+// log start offset (records below it were deleted: DeleteRecords) to its
+// HW once that is at least atLeast (a new leader's HW catches up as its
+// followers fetch).
+func (c *Cluster) readLog(ctx context.Context, b, p int32, atLeast int64) (log map[int64]logRec, start, hw int64, err error) {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		log, hw, err := c.readOnce(ctx, b, p)
+		log, start, hw, err := c.readOnce(ctx, b, p)
 		if err == nil && hw >= atLeast {
-			return log, hw, nil
+			return log, start, hw, nil
 		}
 		if time.Now().After(deadline) {
 			if err == nil {
 				err = fmt.Errorf("HW %d, want at least %d", hw, atLeast)
 			}
-			return nil, 0, fmt.Errorf("read partition %d from broker %d: %w", p, b, err)
+			return nil, 0, 0, fmt.Errorf("read partition %d from broker %d: %w", p, b, err)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 }
 
-func (c *Cluster) readOnce(ctx context.Context, b, p int32) (map[int64]logRec, int64, error) {
+func (c *Cluster) readOnce(ctx context.Context, b, p int32) (map[int64]logRec, int64, int64, error) {
 	log := map[int64]logRec{}
-	next, hw := int64(0), int64(-1)
+	next, start, hw := int64(-2), int64(-1), int64(-1) // -2: from the log start
 	for range 1 << 20 {
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		resp, err := c.log(b).Consume(cctx, &replicadv1.ConsumeRequest{Topic: Topic, Partition: p, Offset: next, MaxBytes: 1 << 20})
 		cancel()
 		if err != nil {
-			return nil, 0, err
+			return nil, 0, 0, err
 		}
 		if resp.GetErrorCode() != replicadv1.ErrorCode_ERROR_CODE_NONE {
-			return nil, 0, fmt.Errorf("consume at %d: %v", next, resp.GetErrorCode())
+			return nil, 0, 0, fmt.Errorf("consume at %d: %v", next, resp.GetErrorCode())
 		}
 		if hw < 0 {
-			hw = resp.GetHighWatermark()
+			hw, start, next = resp.GetHighWatermark(), resp.GetLogStartOffset(), resp.GetLogStartOffset()
 		}
 		for _, r := range resp.GetRecords() {
 			if r.GetOffset() < hw {
@@ -157,10 +158,10 @@ func (c *Cluster) readOnce(ctx context.Context, b, p int32) (map[int64]logRec, i
 			next = n
 		}
 		if next >= hw || len(resp.GetRecords()) == 0 {
-			return log, hw, nil
+			return log, start, hw, nil
 		}
 	}
-	return nil, 0, errors.New("read did not end")
+	return nil, 0, 0, errors.New("read did not end")
 }
 
 // elect moves partition p's leadership to broker b and waits until the
@@ -236,12 +237,12 @@ func check(ctx context.Context, c *Cluster, parts int32, acks []ack, reads []map
 			return
 		}
 		first := cp.GetLeader()
-		final, hw, err := c.readLog(ctx, first, p, 0)
+		final, start, hw, err := c.readLog(ctx, first, p, 0)
 		if err != nil {
 			f.Heal = errors.Join(f.Heal, err)
 			continue
 		}
-		h.note("check", "partition %d: %d records below HW %d on leader %d", p, len(final), hw, first)
+		h.note("check", "partition %d: %d records from the log start %d to the HW %d on leader %d", p, len(final), start, hw, first)
 		finalRecords += len(final)
 		for _, r := range cp.GetReplicas() {
 			if r == first {
@@ -251,24 +252,27 @@ func check(ctx context.Context, c *Cluster, parts int32, acks []ack, reads []map
 				f.Heal = errors.Join(f.Heal, err)
 				continue
 			}
-			other, ohw, err := c.readLog(ctx, r, p, hw)
+			other, ostart, ohw, err := c.readLog(ctx, r, p, hw)
 			if err != nil {
 				f.Heal = errors.Join(f.Heal, err)
 				continue
 			}
-			h.note("check", "partition %d: %d records below HW %d on broker %d", p, len(other), ohw, r)
-			for off := range hw {
+			h.note("check", "partition %d: %d records from the log start %d to the HW %d on broker %d", p, len(other), ostart, ohw, r)
+			// Replicas may have deleted up to different log starts:
+			// what both hold must agree.
+			for off := max(start, ostart); off < hw; off++ {
 				if a, b := final[off], other[off]; a != b {
 					addf(&f.Divergent, "partition %d offset %d: %+v on broker %d, %+v on broker %d", p, off, a, first, b, r)
 				}
 			}
 		}
-		compareLog(p, final, hw, acks, reads[p], f)
+		compareLog(p, final, start, hw, acks, reads[p], f)
 	}
 	return finalRecords
 }
 
-// compareLog checks partition p's final log (offset -> record below hw)
+// compareLog checks partition p's final log (offset -> record, from its
+// log start to its hw: records below start were deleted, DeleteRecords)
 // against the acknowledgements and the consumers' reads:
 //
 //   - no hole below the HW, and no value the workload never sent;
@@ -284,7 +288,9 @@ func check(ctx context.Context, c *Cluster, parts int32, acks []ack, reads []map
 //   - fencing: per producer ID, no record of an older epoch after one of a
 //     newer epoch;
 //   - every consumer read below the HW is what the final log holds.
-func compareLog(p int32, final map[int64]logRec, hw int64, acks []ack, reads map[int64]string, f *Findings) {
+//
+// A record acknowledged or read below start was deleted: nothing to check.
+func compareLog(p int32, final map[int64]logRec, start, hw int64, acks []ack, reads map[int64]string, f *Findings) {
 	at := make(map[string]int64, len(final))
 	type last struct {
 		id  recordID
@@ -296,7 +302,7 @@ func compareLog(p int32, final map[int64]logRec, hw int64, acks []ack, reads map
 		off   int64
 	}
 	epochs := map[int64]epochAt{}
-	for off := range hw {
+	for off := max(start, 0); off < hw; off++ {
 		r, ok := final[off]
 		if !ok {
 			addf(&f.Divergent, "partition %d offset %d: missing below the HW %d", p, off, hw)
@@ -326,7 +332,7 @@ func compareLog(p int32, final map[int64]logRec, hw int64, acks []ack, reads map
 		}
 	}
 	for _, a := range acks {
-		if a.partition != p {
+		if a.partition != p || a.offset < start {
 			continue
 		}
 		switch off, ok := at[a.value]; {
@@ -338,7 +344,9 @@ func compareLog(p int32, final map[int64]logRec, hw int64, acks []ack, reads map
 	}
 	offs := make([]int64, 0, len(reads))
 	for off := range reads {
-		offs = append(offs, off)
+		if off >= start {
+			offs = append(offs, off)
+		}
 	}
 	sort.Slice(offs, func(i, j int) bool { return offs[i] < offs[j] })
 	for _, off := range offs {

@@ -32,7 +32,7 @@ func TestCompareLog(t *testing.T) {
 	acks := []ack{{partition: 0, offset: 0, value: "w1.i0.0"}, {partition: 0, offset: 4, value: "w1.i1.4"}, {partition: 1, offset: 0, value: "w9.i0.0"}}
 	reads := map[int64]string{0: "w1.i0.0", 1: "w2.i0.4"}
 	var f Findings
-	compareLog(0, final, 6, acks, reads, &f)
+	compareLog(0, final, 0, 6, acks, reads, &f)
 	if n := len(f.Lost) + len(f.Moved) + len(f.Divergent) + len(f.Changed) + len(f.Duplicates) + len(f.Reordered) + len(f.Fenced); n != 0 {
 		t.Fatalf("a right history: %+v", f)
 	}
@@ -40,32 +40,43 @@ func TestCompareLog(t *testing.T) {
 	// whose write was let through leaves it.
 	fenced := logOf("w1.i0.0", "w1.i1.1", "w1.i0.2")
 	fenced[2] = logRec{Value: "w1.i2.2", PID: 101, Epoch: 7}
+	// Records 0 and 1 deleted (DeleteRecords): the log starts at 2.
+	deleted := logOf("w1.i0.0", "w1.i0.1", "w1.i0.2", "w1.i0.3")
+	delete(deleted, 0)
+	delete(deleted, 1)
+	f = Findings{}
+	compareLog(0, deleted, 2, 4, []ack{{offset: 0, value: "w1.i0.0"}, {offset: 3, value: "w1.i0.3"}}, map[int64]string{1: "w1.i0.1", 2: "w1.i0.2"}, &f)
+	if n := len(f.Lost) + len(f.Moved) + len(f.Divergent) + len(f.Changed) + len(f.Duplicates) + len(f.Reordered) + len(f.Fenced); n != 0 {
+		t.Fatalf("records acknowledged and read below the log start, then deleted: %+v", f)
+	}
 	cases := []struct {
 		name   string
 		final  map[int64]logRec
+		start  int64
 		hw     int64
 		acks   []ack
 		reads  map[int64]string
 		list   func(Findings) []string
 		substr string
 	}{
-		{"lost", logOf("w1.i0.0", "w1.i0.1"), 2, []ack{{offset: 2, value: "w1.i0.2"}}, nil, func(f Findings) []string { return f.Lost }, `"w1.i0.2" acknowledged at offset 2`},
-		{"lost above the HW", logOf("w1.i0.0", "w1.i0.1"), 1, []ack{{offset: 1, value: "w1.i0.1"}}, nil, func(f Findings) []string { return f.Lost }, `"w1.i0.1"`},
-		{"moved", logOf("w2.i0.0", "w1.i0.0"), 2, []ack{{offset: 0, value: "w1.i0.0"}}, nil, func(f Findings) []string { return f.Moved }, "is at 1"},
+		{"lost", logOf("w1.i0.0", "w1.i0.1"), 0, 2, []ack{{offset: 2, value: "w1.i0.2"}}, nil, func(f Findings) []string { return f.Lost }, `"w1.i0.2" acknowledged at offset 2`},
+		{"lost above the HW", logOf("w1.i0.0", "w1.i0.1"), 0, 1, []ack{{offset: 1, value: "w1.i0.1"}}, nil, func(f Findings) []string { return f.Lost }, `"w1.i0.1"`},
+		{"moved", logOf("w2.i0.0", "w1.i0.0"), 0, 2, []ack{{offset: 0, value: "w1.i0.0"}}, nil, func(f Findings) []string { return f.Moved }, "is at 1"},
 		// An ambiguous write retried and appended twice, not acknowledged.
-		{"duplicate", logOf("w1.i0.0", "w1.i0.1", "w1.i0.1"), 3, nil, nil, func(f Findings) []string { return f.Duplicates }, `"w1.i0.1" at offsets 1 and 2`},
-		{"reorder", logOf("w1.i0.0", "w2.i0.0", "w1.i0.2", "w1.i0.1"), 4, nil, nil, func(f Findings) []string { return f.Reordered }, `"w1.i0.1" at offset 3 after "w1.i0.2" at offset 2`},
-		{"old incarnation after the new", logOf("w1.i1.5", "w1.i0.6"), 2, nil, nil, func(f Findings) []string { return f.Reordered }, `"w1.i0.6" at offset 1 after "w1.i1.5"`},
-		{"older epoch after newer", fenced, 3, nil, nil, func(f Findings) []string { return f.Fenced }, "epoch 7 at offset 2"},
-		{"hole", map[int64]logRec{0: {Value: "w1.i0.0"}, 2: {Value: "w1.i0.2"}}, 3, nil, nil, func(f Findings) []string { return f.Divergent }, "offset 1: missing"},
-		{"never sent", logOf("w1.i0.0", "x"), 2, nil, nil, func(f Findings) []string { return f.Divergent }, `"x" is no value`},
-		{"changed read", logOf("w1.i0.0"), 1, nil, map[int64]string{0: "w1.i0.9"}, func(f Findings) []string { return f.Changed }, `read "w1.i0.9"`},
-		{"read gone", logOf("w1.i0.0"), 1, nil, map[int64]string{1: "w1.i0.1"}, func(f Findings) []string { return f.Changed }, `read "w1.i0.1"`},
+		{"duplicate", logOf("w1.i0.0", "w1.i0.1", "w1.i0.1"), 0, 3, nil, nil, func(f Findings) []string { return f.Duplicates }, `"w1.i0.1" at offsets 1 and 2`},
+		{"reorder", logOf("w1.i0.0", "w2.i0.0", "w1.i0.2", "w1.i0.1"), 0, 4, nil, nil, func(f Findings) []string { return f.Reordered }, `"w1.i0.1" at offset 3 after "w1.i0.2" at offset 2`},
+		{"old incarnation after the new", logOf("w1.i1.5", "w1.i0.6"), 0, 2, nil, nil, func(f Findings) []string { return f.Reordered }, `"w1.i0.6" at offset 1 after "w1.i1.5"`},
+		{"older epoch after newer", fenced, 0, 3, nil, nil, func(f Findings) []string { return f.Fenced }, "epoch 7 at offset 2"},
+		{"hole", map[int64]logRec{0: {Value: "w1.i0.0"}, 2: {Value: "w1.i0.2"}}, 0, 3, nil, nil, func(f Findings) []string { return f.Divergent }, "offset 1: missing"},
+		{"never sent", logOf("w1.i0.0", "x"), 0, 2, nil, nil, func(f Findings) []string { return f.Divergent }, `"x" is no value`},
+		{"changed read", logOf("w1.i0.0"), 0, 1, nil, map[int64]string{0: "w1.i0.9"}, func(f Findings) []string { return f.Changed }, `read "w1.i0.9"`},
+		{"lost after a deletion", deleted, 2, 4, []ack{{offset: 1, value: "w1.i0.1"}, {offset: 3, value: "w1.i0.9"}}, nil, func(f Findings) []string { return f.Lost }, `"w1.i0.9" acknowledged at offset 3`},
+		{"read gone", logOf("w1.i0.0"), 0, 1, nil, map[int64]string{1: "w1.i0.1"}, func(f Findings) []string { return f.Changed }, `read "w1.i0.1"`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			var f Findings
-			compareLog(0, c.final, c.hw, c.acks, c.reads, &f)
+			compareLog(0, c.final, c.start, c.hw, c.acks, c.reads, &f)
 			got := c.list(f)
 			if len(got) != 1 || !strings.Contains(got[0], c.substr) {
 				t.Fatalf("findings %+v, want one containing %q", f, c.substr)
@@ -191,5 +202,26 @@ func TestRestartSchedule(t *testing.T) {
 	}
 	if none := RestartSchedule(7, 50, 0, 3); slices.ContainsFunc(none, func(r *ProducerRestart) bool { return r != nil }) {
 		t.Error("restarts at 0%")
+	}
+}
+
+// Deletions during fault rounds come from a stream of their own, at the
+// asked rate, each a time into the fault.
+func TestDeleteSchedule(t *testing.T) {
+	a, b := DeleteSchedule(7, 400, DefaultDeletePercent), DeleteSchedule(7, 400, DefaultDeletePercent)
+	n := 0
+	for i := range a {
+		if (a[i] == nil) != (b[i] == nil) || (a[i] != nil && *a[i] != *b[i]) {
+			t.Fatalf("round %d: the same seed drew two deletions", i)
+		}
+		if d := a[i]; d != nil {
+			n++
+			if *d <= 0 || *d > 3*time.Second {
+				t.Errorf("round %d: a deletion %v into the fault", i, *d)
+			}
+		}
+	}
+	if n < 80 || n > 160 {
+		t.Errorf("%d deletions in 400 rounds at %d%%", n, DefaultDeletePercent)
 	}
 }

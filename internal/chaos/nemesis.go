@@ -408,3 +408,25 @@ func RestartSchedule(seed uint64, rounds, percent, producers int) []*ProducerRes
 	}
 	return out
 }
+
+// DefaultDeletePercent is the share of fault rounds during which the
+// records of the fault's partition are deleted up to its HW.
+const DefaultDeletePercent = 30
+
+// DeleteSchedule draws, for each of rounds fault rounds, whether the
+// records of the round's partition are deleted (DeleteRecords up to the
+// HW) while its fault holds, and when: nil entries are none. Writes in
+// doubt then meet a log whose start moved past their producers' earlier
+// batches (issue 21: the producer state rolls back with the log). A
+// stream of its own, as RestartSchedule's.
+func DeleteSchedule(seed uint64, rounds, percent int) []*time.Duration {
+	r := rand.New(rand.NewPCG(seed, 0xde1))
+	out := make([]*time.Duration, rounds)
+	for i := range rounds {
+		x, after := r.IntN(100), time.Duration(300+r.IntN(2700))*time.Millisecond
+		if x < percent {
+			out[i] = &after
+		}
+	}
+	return out
+}

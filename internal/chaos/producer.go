@@ -31,7 +31,7 @@ const (
 	// window is the records a producer has unanswered per partition: the
 	// client batches them and keeps up to five batches in flight, so its
 	// retries keep the order of several batches in flight.
-	window = 8
+	window = 4
 )
 
 // newInstance starts an incarnation of producer pr: its own client (as a

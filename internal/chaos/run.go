@@ -35,6 +35,10 @@ type Config struct {
 	// RestartPercent is the share of fault rounds (percent) during which
 	// a producer restarts with its producer ID (RestartSchedule).
 	RestartPercent int
+	// DeletePercent is the share of fault rounds (percent) during which
+	// the records of the round's partition are deleted up to its HW
+	// (DeleteSchedule).
+	DeletePercent int
 	// Schedule, when set, is the fault rounds to run instead of the ones
 	// Seed draws (Rounds must be its length): a test that needs a fault.
 	Schedule   []Fault
@@ -229,6 +233,9 @@ func replayFlags(c Config) string {
 	if c.NoIdempotence {
 		s += " NOIDEM=1"
 	}
+	if c.DeletePercent != DefaultDeletePercent {
+		s += fmt.Sprintf(" DELETES=%d", c.DeletePercent)
+	}
 	return s
 }
 
@@ -301,6 +308,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	extras := ExtraSchedule(cfg.Seed, cfg.Rounds, cfg.ExtraPercent, cfg.EveryExtra, ExtraMix(), int32(cfg.Brokers), cfg.Partitions)
 	restarts := RestartSchedule(cfg.Seed, cfg.Rounds, cfg.RestartPercent, cfg.Producers)
+	deletes := DeleteSchedule(cfg.Seed, cfg.Rounds, cfg.DeletePercent)
 	// round runs one fault or extra and waits for the cluster to heal;
 	// false: the harness itself failed, stop.
 	round := func(name string, f Fault) bool {
@@ -380,10 +388,30 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 				restarted.Store(w.restart(r.Producer))
 			}()
 		}
+		var deleted atomic.Bool
+		if d := deletes[i]; d != nil {
+			during.Add(1)
+			go func() {
+				defer during.Done()
+				select {
+				case <-time.After(*d):
+				case <-ctx.Done():
+					return
+				}
+				if err := nem.deleteRecords(ctx, f.Partition); err != nil {
+					h.note("operator", "delete-records during round %d's fault, not carried out (no finding): %v", i+1, err)
+					return
+				}
+				deleted.Store(true)
+			}()
+		}
 		ok := round(fmt.Sprintf("%d/%d", i+1, len(schedule)), f)
 		during.Wait()
 		if restarted.Load() {
 			rep.Faults["producer-restart"]++
+		}
+		if deleted.Load() {
+			rep.Faults["delete-records"]++
 		}
 		if x != nil && x.Kind == OpElect && x.Detail == 1 {
 			rep.Faults[OpElect+"-during-fault"]++

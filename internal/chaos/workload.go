@@ -254,6 +254,10 @@ func (w *Workload) consume(p int32) {
 		resp, err := w.c.log(leader).Consume(cctx, &replicadv1.ConsumeRequest{Topic: Topic, Partition: p, Offset: next,
 			MaxBytes: 256 << 10, MaxWaitMs: 500})
 		cancel()
+		if err == nil && resp.GetErrorCode() == replicadv1.ErrorCode_ERROR_CODE_OFFSET_OUT_OF_RANGE && resp.GetLogStartOffset() > next {
+			next = resp.GetLogStartOffset() // deleted (DeleteRecords) before it was read
+			continue
+		}
 		if err != nil || resp.GetErrorCode() != replicadv1.ErrorCode_ERROR_CODE_NONE {
 			refresh = true
 			w.pause(50 * time.Millisecond)
