@@ -270,3 +270,32 @@ func (b *fakeBroker) produce(req *replicadv1.ProduceRequest) (*replicadv1.Produc
 	}
 	return resp, act
 }
+
+// Consume answers from the log, at most 4 records a call; the fake
+// predates Consume's -1 and -2 (InvalidArgument) unless c.resolves.
+func (b *fakeBroker) Consume(_ context.Context, req *replicadv1.ConsumeRequest) (*replicadv1.ConsumeResponse, error) {
+	c := b.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := req.GetPartition()
+	if c.leader[p] != b.id {
+		return &replicadv1.ConsumeResponse{ErrorCode: replicadv1.ErrorCode_ERROR_CODE_NOT_LEADER_OR_FOLLOWER}, nil
+	}
+	log := c.logs[p]
+	hw := int64(len(log))
+	off := req.GetOffset()
+	if off < 0 {
+		return nil, status.Error(codes.InvalidArgument, "offset: must not be negative")
+	}
+	if off > hw {
+		return &replicadv1.ConsumeResponse{ErrorCode: replicadv1.ErrorCode_ERROR_CODE_OFFSET_OUT_OF_RANGE, HighWatermark: hw}, nil
+	}
+	end := min(off+4, hw)
+	resp := &replicadv1.ConsumeResponse{HighWatermark: hw, NextOffset: end}
+	for i := off; i < end; i++ {
+		r := log[i]
+		resp.Records = append(resp.Records, &replicadv1.ConsumedRecord{Offset: i, Value: []byte(r.value), ProducerId: r.pid,
+			ProducerEpoch: int32(r.epoch), Sequence: r.seq, TimestampMs: 1000})
+	}
+	return resp, nil
+}

@@ -48,6 +48,12 @@
 //     replicas and has the added ones delete their logs), the replication
 //     throttle (stored, sent on every UpdateMetadata; throttle.go), topic
 //     configs (topic_configs.go) and controlled shutdown.
+//   - Producer IDs (producer_ids.go). Brokers get blocks of
+//     ProducerIDBlockSize IDs for idempotent producers (Kafka's KIP-730)
+//     and forward epoch bumps; both are decided by the store's own
+//     transaction and answered only once stored, so no ID or epoch is
+//     handed out twice, across restarts and failovers. The controller
+//     keeps no copy of them.
 //   - Leader balance. With AutoLeaderRebalance, every check interval the
 //     partitions of a broker whose leader imbalance is above the percentage
 //     go back to their preferred replica where it is in the ISR and

@@ -42,14 +42,26 @@ type producerOutcome struct {
 	err  error
 }
 
-// checkBrokerLocked refuses a request from a broker that is not the current,
-// unfenced incarnation of a registered one (STALE_BROKER_EPOCH, as
-// AlterPartition): a broker that registers again asks again.
-func (c *Controller) checkBrokerLocked(id int32, epoch int64) replicadv1.ErrorCode {
-	if bs, ok := c.brokers[id]; !ok || bs.info.Epoch != epoch || bs.info.Fenced {
-		return replicadv1.ErrorCode_ERROR_CODE_STALE_BROKER_EPOCH
+// checkProducerRequest reports whether this controller acts, and refuses a
+// request from a broker that is not the current, unfenced incarnation of a
+// registered one (STALE_BROKER_EPOCH, as AlterPartition): a broker that
+// registers again asks again.
+//
+// The store write that follows runs without the lock: the store's own
+// transaction is what makes blocks and epochs unique, the controller keeps
+// no copy to update, and a producer's InitProducerId (a bump is a write per
+// call) must not hold up the controller's decisions. A controller deposed
+// meanwhile cannot write (etcd fences the write; bbolt has one controller).
+func (c *Controller) checkProducerRequest(id int32, epoch int64) (bool, replicadv1.ErrorCode) {
+	c.lock()
+	defer c.unlock()
+	if !c.active {
+		return false, codeNone
 	}
-	return replicadv1.ErrorCode_ERROR_CODE_NONE
+	if bs, ok := c.brokers[id]; !ok || bs.info.Epoch != epoch || bs.info.Fenced {
+		return true, replicadv1.ErrorCode_ERROR_CODE_STALE_BROKER_EPOCH
+	}
+	return true, codeNone
 }
 
 // allocateProducerIDs hands broker a block of ProducerIDBlockSize producer
@@ -58,12 +70,11 @@ func (c *Controller) allocateProducerIDs(ctx context.Context, broker int32, brok
 	ctx, span := c.tracer.Start(ctx, "Controller.allocateProducerIds", trace.WithAttributes(
 		attribute.Int("replicad.broker", int(broker)), attribute.Int64("replicad.broker_epoch", brokerEpoch)))
 	defer span.End()
-	c.lock()
-	defer c.unlock()
-	if !c.active {
+	active, code := c.checkProducerRequest(broker, brokerEpoch)
+	if !active {
 		return 0, producerOutcome{err: errNotController}
 	}
-	if code := c.checkBrokerLocked(broker, brokerEpoch); code != codeNone {
+	if code != codeNone {
 		span.SetAttributes(telemetry.ErrorCode(code))
 		c.log.Info().Int32("broker", broker).Int64("broker_epoch", brokerEpoch).Str("error_code", telemetry.ErrorCodeName(code)).
 			Msg("AllocateProducerIds refused")
@@ -102,12 +113,11 @@ func (c *Controller) bumpProducerEpoch(ctx context.Context, broker int32, broker
 			Str("error_code", telemetry.ErrorCodeName(code)).Str("reason", why).Msg("producer epoch bump refused")
 		return 0, producerOutcome{code: code}
 	}
-	c.lock()
-	defer c.unlock()
-	if !c.active {
+	active, code := c.checkProducerRequest(broker, brokerEpoch)
+	if !active {
 		return 0, producerOutcome{err: errNotController}
 	}
-	if code := c.checkBrokerLocked(broker, brokerEpoch); code != codeNone {
+	if code != codeNone {
 		return refuse(code, "stale broker epoch")
 	}
 	if from == math.MaxInt16 {

@@ -326,3 +326,52 @@ func TestProducerIDSpans(t *testing.T) {
 		t.Errorf("bump span attributes %v", b)
 	}
 }
+
+// The store write runs without the controller's lock: concurrent requests
+// still get disjoint blocks, and of concurrent bumps from one epoch exactly
+// one succeeds.
+func TestProducerIDsConcurrentRequests(t *testing.T) {
+	h := startCluster(t, 3)
+	const n = 12
+	firsts := make([]int64, n)
+	codesGot := make([]replicadv1.ErrorCode, n)
+	errs := make([]error, 2*n)
+	pid := h.mustAllocate(1)
+	firsts[0] = pid
+	done := make(chan struct{})
+	for i := range n {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			id := int32(i%3 + 1)
+			if i > 0 {
+				r, err := h.c.AllocateProducerIds(context.Background(), &replicadv1.AllocateProducerIdsRequest{BrokerId: id, BrokerEpoch: h.epoch[id]})
+				firsts[i], errs[i] = r.GetFirstProducerId(), err
+			}
+			r, err := h.c.BumpProducerEpoch(context.Background(), &replicadv1.BumpProducerEpochRequest{BrokerId: id, BrokerEpoch: h.epoch[id],
+				ProducerId: pid, ProducerEpoch: 0})
+			codesGot[i], errs[n+i] = r.GetErrorCode(), err
+		}()
+	}
+	for range n {
+		<-done
+	}
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	wantDisjoint(t, firsts...)
+	won := 0
+	for _, c := range codesGot {
+		switch c {
+		case codeNone:
+			won++
+		case replicadv1.ErrorCode_ERROR_CODE_INVALID_PRODUCER_EPOCH:
+		default:
+			t.Fatalf("concurrent bump answered %v", c)
+		}
+	}
+	if won != 1 {
+		t.Fatalf("%d concurrent bumps from epoch 0 succeeded, want 1", won)
+	}
+}

@@ -79,6 +79,9 @@ type MetricsSnapshot struct {
 	// FileCache is the cache of open segment and index files
 	// (--max-open-files): how full it is and how often it evicts.
 	FileCache log.FileCacheStats
+	// ProducerIDs counts the idempotent producers held, summed over the
+	// online partitions in a role (leaders and followers).
+	ProducerIDs int
 	// Logs has one entry per online partition in a role (leader or
 	// follower: Kafka's kafka.log:type=Log metrics exist on every replica),
 	// sorted by topic then partition.
@@ -128,6 +131,7 @@ type partitionMetrics struct {
 	logBytes        int64
 	logStartOffset  int64
 	segmentsDeleted int64
+	producers       int
 	hasLog          bool
 }
 
@@ -153,6 +157,7 @@ func (p *Partition) metricsState() partitionMetrics {
 		m.logBytes = p.log.Size()
 		m.logStartOffset = p.log.LogStartOffset()
 		m.segmentsDeleted = p.log.SegmentsDeleted()
+		m.producers = p.log.ProducerCount()
 	}
 	return m
 }
@@ -184,6 +189,7 @@ func (rm *ReplicaManager) MetricsSnapshot() MetricsSnapshot {
 		if m.noLeader {
 			s.Offline++
 		}
+		s.ProducerIDs += m.producers
 		if m.hasLog {
 			s.Logs = append(s.Logs, LogMetrics{TopicPartition: h.partition.topicPartition, Leader: m.role == RoleLeader,
 				SizeBytes: m.logBytes, LogStartOffset: m.logStartOffset, LogEndOffset: m.logEndOffset, SegmentsDeleted: m.segmentsDeleted})

@@ -35,6 +35,8 @@ type partitionEnv struct {
 	// overrides nothing: the broker's flags.
 	topicDefaults topicconfig.Config
 	logger        zerolog.Logger
+	// stateLog is the state-change logger (logger=state.change).
+	stateLog zerolog.Logger
 	// isrChanger commits the ISR changes a leader proposes.
 	isrChanger IsrChanger
 	// metrics counts committed ISR changes; never nil in a replica
@@ -485,6 +487,7 @@ func (p *Partition) info() PartitionInfo {
 		if d, ok := p.log.Damaged(); ok {
 			in.DamagedOffset = &d.Offset
 		}
+		in.ProducerCount, in.Producers = p.log.Producers(MaxDescribedProducers)
 	}
 	return in
 }
@@ -505,7 +508,23 @@ func (p *Partition) appendRecordsToLeader(batch record.Batch, acks int) (log.App
 	epoch := p.leaderEpoch
 	l := p.log
 	info, err := l.AppendAsLeaderUnflushed(batch, epoch)
+	if code := producerErrorCode(err); code != ErrNone {
+		p.mu.RUnlock()
+		return info, epoch, code, err
+	}
+	if err == nil && info.Duplicate && info.LastOffset >= l.HighWatermark() {
+		// Not committed yet: the acks=-1 wait is the original batch's, in
+		// its epoch, and fails as the original's would when a truncation
+		// replaces it. p.mu is held: no truncation runs meanwhile. (A
+		// committed original needs no wait, and may be below the log
+		// start, where the epoch cache no longer reaches.)
+		epoch = l.EpochCache().EpochForOffset(info.FirstOffset)
+	}
 	p.mu.RUnlock()
+	if err == nil && info.Fenced {
+		prod := batch.Producer()
+		p.producerFenced(prod.ID, prod.Epoch, info.FencedEpoch, epoch, info.FirstOffset)
+	}
 	if err == nil {
 		// Outside p.mu: a follower fetch or a LeaderAndIsr waiting to write
 		// the partition state must not wait for this fsync.

@@ -43,7 +43,12 @@ func (rm *ReplicaManager) Produce(ctx context.Context, req ProduceRequest) Produ
 	}
 	batch := req.Batch
 	if batch == nil {
-		batch = record.Build(req.Records, rm.cfg.Clock.Now().UnixMilli())
+		// A zero producer ID is a plain produce (issued IDs start at 1).
+		prod := req.Producer
+		if prod.ID <= 0 {
+			prod = record.NoProducer
+		}
+		batch = record.BuildProducer(req.Records, rm.cfg.Clock.Now().UnixMilli(), prod)
 	}
 	if len(batch) > rm.MaxBatchBytes() {
 		return fail(ErrMessageTooLarge, "batch is larger than the broker's max batch bytes")
@@ -57,7 +62,10 @@ func (rm *ReplicaManager) Produce(ctx context.Context, req ProduceRequest) Produ
 	if code != ErrNone {
 		return fail(code, "")
 	}
-	res := ProduceResult{BaseOffset: info.FirstOffset}
+	// A duplicate waits for the HW to pass the original batch, which may
+	// not be committed yet, as its first append would have: epoch is the
+	// original batch's, so the same fencing applies.
+	res := ProduceResult{BaseOffset: info.FirstOffset, Duplicate: info.Duplicate}
 	if req.Acks == AcksAll {
 		timeout := req.Timeout
 		if timeout <= 0 {

@@ -84,6 +84,16 @@ type Config struct {
 	// new partitions beyond it are refused (see refuseOverBudget). 0: no
 	// limit.
 	MaxPartitions int
+	// ProducerIDExpiration: an idempotent producer whose last batch on a
+	// partition is this old (by the batch's max timestamp) is forgotten
+	// there at the next retention check (--producer-id-expiration, Kafka's
+	// producer.id.expiration.ms). 0: LogConfig's (a day by default);
+	// negative: never.
+	ProducerIDExpiration time.Duration
+	// MaxProducersPerPartition bounds the producers a partition holds
+	// state for (--max-producers-per-partition); past it the longest idle
+	// go. 0: LogConfig's (log.DefaultMaxProducers); negative: no bound.
+	MaxProducersPerPartition int
 }
 
 func (c *Config) setDefaults() {
@@ -109,6 +119,15 @@ func (c *Config) setDefaults() {
 	}
 	if c.LogConfig == (log.Config{}) {
 		c.LogConfig = log.DefaultConfig()
+	}
+	switch {
+	case c.ProducerIDExpiration > 0:
+		c.LogConfig.ProducerIDExpirationMs = max(c.ProducerIDExpiration.Milliseconds(), 1)
+	case c.ProducerIDExpiration < 0:
+		c.LogConfig.ProducerIDExpirationMs = -1
+	}
+	if c.MaxProducersPerPartition != 0 {
+		c.LogConfig.MaxProducers = max(c.MaxProducersPerPartition, -1)
 	}
 	if c.Tracer == nil {
 		c.Tracer = noop.NewTracerProvider().Tracer("")
@@ -200,15 +219,16 @@ type ReplicaManager struct {
 // handler.
 func NewReplicaManager(cfg Config) (*ReplicaManager, error) {
 	cfg.setDefaults()
+	stateLog := stateChangeLogger(cfg)
 	logs, err := logmgr.Open(logmgr.Config{Dirs: cfg.LogDirs, BrokerID: cfg.BrokerID, LogConfig: cfg.LogConfig, Logger: cfg.Logger,
-		BootID: cfg.BootID, FS: cfg.FS})
+		BootID: cfg.BootID, FS: cfg.FS, OnProducerStateRebuilt: producerStateRebuilt(stateLog, cfg.Tracer)})
 	if err != nil {
 		return nil, err
 	}
 	rm := &ReplicaManager{
 		cfg:        cfg,
 		logger:     cfg.Logger,
-		stateLog:   stateChangeLogger(cfg),
+		stateLog:   stateLog,
 		tracer:     cfg.Tracer,
 		logs:       logs,
 		metadata:   newMetadataCache(),
@@ -227,6 +247,7 @@ func NewReplicaManager(cfg Config) (*ReplicaManager, error) {
 		logs:          logs,
 		topicDefaults: cfg.topicDefaults(),
 		logger:        cfg.Logger,
+		stateLog:      stateLog,
 		isrChanger:    cfg.IsrChanger,
 		metrics:       cfg.Metrics,
 		tracer:        cfg.Tracer,

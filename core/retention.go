@@ -31,6 +31,9 @@ const DefaultRetentionCheckInterval = 5 * time.Minute
 // the retention loop's goroutine, off the produce path: a log is locked only
 // while its log start moves and its segments are unlinked.
 func (rm *ReplicaManager) applyRetention() {
+	// Producer expiry shares the loop (Kafka runs it every
+	// producer.id.expiration.check.interval.ms, 10 minutes).
+	defer rm.expireProducers()
 	ps := rm.onlinePartitions()
 	nowMs := rm.cfg.Clock.Now().UnixMilli()
 	var raised int

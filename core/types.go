@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/replicad/replicad/core/log"
 	"github.com/replicad/replicad/core/record"
 	"github.com/replicad/replicad/core/topicconfig"
 	"github.com/replicad/replicad/core/tp"
@@ -152,7 +153,17 @@ type PartitionInfo struct {
 	// TopicConfigVersion (0: the broker's defaults).
 	TopicConfig        topicconfig.Config
 	TopicConfigVersion int64
+	// ProducerCount is the idempotent producers this replica holds state
+	// for; Producers up to MaxDescribedProducers of them, the last
+	// appended first (issue 21).
+	ProducerCount int
+	Producers     []ProducerInfo
 }
+
+// ProducerInfo is one idempotent producer's state on a partition: its ID
+// and epoch, its last record's sequence and offset, and its last batch's
+// max timestamp, from which it expires.
+type ProducerInfo = log.ProducerInfo
 
 // LogDirInfo describes one log dir.
 type LogDirInfo struct {

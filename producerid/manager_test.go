@@ -9,12 +9,17 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
+	"github.com/replicad/replicad/internal/spantest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -297,5 +302,43 @@ func TestBumpEpoch(t *testing.T) {
 		if r.GetBrokerId() != 1 || r.GetBrokerEpoch() != 3 {
 			t.Fatalf("bump request %v, want broker 1 epoch 3", r)
 		}
+	}
+}
+
+// Each request to the controller is a client span naming the broker and
+// the block or the epochs.
+func TestRequestSpans(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()), sdktrace.WithSpanProcessor(rec))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	f := &fakeController{allocate: blocks(10), bump: func(int, *replicadv1.BumpProducerEpochRequest) (*replicadv1.BumpProducerEpochResponse, error) {
+		return &replicadv1.BumpProducerEpochResponse{ProducerEpoch: 4}, nil
+	}}
+	m, err := New(Config{Controller: "a:1", BrokerID: 2, BrokerEpoch: func() int64 { return 7 }, TracerProvider: tp,
+		Dial: func(string) (replicadv1.ControllerServiceClient, io.Closer, error) { return f, nopCloser{}, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	mustID(t, m)
+	if _, err := m.BumpEpoch(context.Background(), 5, 3); err != nil {
+		t.Fatal(err)
+	}
+	attrs := func(name string) map[string]attribute.Value {
+		t.Helper()
+		spans := spantest.Named(rec, name)
+		if len(spans) != 1 || spans[0].SpanKind() != trace.SpanKindClient {
+			t.Fatalf("%d %s spans, want one client span", len(spans), name)
+		}
+		return spantest.Attrs(spans[0].Attributes())
+	}
+	a := attrs(AllocateSpanName)
+	if a["replicad.broker"].AsInt64() != 2 || a["replicad.broker_epoch"].AsInt64() != 7 || a["replicad.first_producer_id"].AsInt64() != 1 ||
+		a["replicad.count"].AsInt64() != 10 {
+		t.Errorf("allocate span %v", a)
+	}
+	b := attrs(BumpSpanName)
+	if b["replicad.producer_id"].AsInt64() != 5 || b["replicad.producer_epoch"].AsInt64() != 3 || b["replicad.new_producer_epoch"].AsInt64() != 4 {
+		t.Errorf("bump span %v", b)
 	}
 }

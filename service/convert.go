@@ -179,6 +179,8 @@ func describeToProto(d core.Description) *replicadv1.DescribePartitionsResponse 
 
 			TopicConfig:        topicConfigToProto(p.TopicConfig),
 			TopicConfigVersion: p.TopicConfigVersion,
+			ProducerCount:      int32(p.ProducerCount),
+			Producers:          producersToProto(p.Producers),
 		})
 	}
 	for _, dir := range d.LogDirs {
@@ -189,6 +191,18 @@ func describeToProto(d core.Description) *replicadv1.DescribePartitionsResponse 
 		})
 	}
 	return resp
+}
+
+func producersToProto(ps []core.ProducerInfo) []*replicadv1.ProducerStateDescription {
+	if len(ps) == 0 {
+		return nil
+	}
+	out := make([]*replicadv1.ProducerStateDescription, len(ps))
+	for i, p := range ps {
+		out[i] = &replicadv1.ProducerStateDescription{ProducerId: p.ID, ProducerEpoch: int32(p.Epoch),
+			LastSequence: p.LastSequence, LastOffset: p.LastOffset, LastTimestampMs: p.LastTimestampMs}
+	}
+	return out
 }
 
 func recordsFromProto(rs []*replicadv1.Record) []record.Record {

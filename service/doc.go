@@ -11,6 +11,11 @@
 // (STALE_CONTROLLER_EPOCH, NOT_LEADER_OR_FOLLOWER, ...) travel as error codes
 // inside OK responses, as Kafka's do.
 //
+// InitProducerId (producer_ids.go) hands idempotent producers their IDs
+// through Options.ProducerIDs (the broker's producerid.Manager, which asks
+// the controller); Produce carries the producer fields into core in a
+// format-v1 batch.
+//
 // The handlers depend on the ReplicaManager interface declared here rather
 // than on *core.ReplicaManager, so they can be tested with a fake.
 //

@@ -108,7 +108,8 @@ func TestDescribeAndCheckpointTranslate(t *testing.T) {
 				PartitionEpoch: 6, ControllerEpoch: 4, Replicas: []int32{1, 2}, ISR: []int32{2}, HighWatermark: 10, LogEndOffset: 12, LogStartOffset: 1, LogDir: "/d",
 				DamagedOffset: ptr(int64(7)),
 				TopicConfig: topicconfig.Config{RetentionMs: 60000, RetentionBytes: -1, SegmentBytes: 4096, SegmentMs: 100, MinInsyncReplicas: 2,
-					CleanupPolicy: "delete"}, TopicConfigVersion: 3}},
+					CleanupPolicy: "delete"}, TopicConfigVersion: 3,
+				ProducerCount: 2, Producers: []core.ProducerInfo{{ID: 9, Epoch: 1, LastSequence: 14, LastOffset: 11, LastTimestampMs: 1700}}}},
 			LogDirs: []core.LogDirInfo{{Path: "/d", Online: true, PartitionCount: 1}, {Path: "/e"}},
 		},
 		checkpoint: []core.DirCheckpoint{{Dir: "/d", Partitions: 1}, {Dir: "/e", Error: core.ErrStorageError}},
@@ -126,7 +127,8 @@ func TestDescribeAndCheckpointTranslate(t *testing.T) {
 			PartitionEpoch: 6, ControllerEpoch: 4, Replicas: []int32{1, 2}, Isr: []int32{2}, HighWatermark: 10, LogEndOffset: 12, LogStartOffset: 1, LogDir: "/d",
 			DamagedOffset: ptr(int64(7)),
 			TopicConfig: map[string]string{"retention.ms": "60000", "retention.bytes": "-1", "segment.bytes": "4096", "segment.ms": "100",
-				"min.insync.replicas": "2", "cleanup.policy": "delete"}, TopicConfigVersion: 3}},
+				"min.insync.replicas": "2", "cleanup.policy": "delete"}, TopicConfigVersion: 3,
+			ProducerCount: 2, Producers: []*replicadv1.ProducerStateDescription{{ProducerId: 9, ProducerEpoch: 1, LastSequence: 14, LastOffset: 11, LastTimestampMs: 1700}}}},
 		LogDirs: []*replicadv1.LogDirDescription{{Path: "/d", Online: true, PartitionCount: 1}, {Path: "/e"}},
 	})
 	if _, err := c.DescribePartitions(ctx, &replicadv1.DescribePartitionsRequest{}); err != nil {

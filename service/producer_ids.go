@@ -8,6 +8,7 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc/status"
 
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
 	"github.com/replicad/replicad/internal/telemetry"
@@ -62,7 +63,8 @@ func (s *logService) InitProducerId(ctx context.Context, req *replicadv1.InitPro
 	}
 	if s.producerIDs == nil {
 		return refuse(replicadv1.ErrorCode_ERROR_CODE_BROKER_NOT_AVAILABLE,
-			"this broker runs without a controller (no --controller): producer IDs come from the controller"), nil
+			"this broker runs without a controller (no --controller): producer IDs come from the controller's store, "+
+				"so only plain (non-idempotent) produce, producer_id 0, is possible here"), nil
 	}
 	if id > 0 && epoch == math.MaxInt16 {
 		return refuse(replicadv1.ErrorCode_ERROR_CODE_INVALID_REQUEST,
@@ -74,11 +76,12 @@ func (s *logService) InitProducerId(ctx context.Context, req *replicadv1.InitPro
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	newID, newEpoch := id, epoch
 	var err error
 	if id == 0 {
-		id, err = s.producerIDs.NewProducerID(ctx)
+		newID, err = s.producerIDs.NewProducerID(ctx)
 	} else {
-		epoch, err = s.producerIDs.BumpEpoch(ctx, id, epoch)
+		newEpoch, err = s.producerIDs.BumpEpoch(ctx, id, epoch)
 	}
 	if err != nil {
 		var ce *producerid.CodeError
@@ -88,17 +91,18 @@ func (s *logService) InitProducerId(ctx context.Context, req *replicadv1.InitPro
 		case errors.Is(err, context.DeadlineExceeded):
 			return refuse(replicadv1.ErrorCode_ERROR_CODE_REQUEST_TIMED_OUT, err.Error()), nil
 		case errors.Is(err, context.Canceled):
-			return nil, context.Canceled
+			// The caller went away: nothing to answer.
+			return nil, status.FromContextError(context.Canceled).Err()
 		default:
 			return refuse(replicadv1.ErrorCode_ERROR_CODE_BROKER_NOT_AVAILABLE, err.Error()), nil
 		}
 	}
-	span.SetAttributes(attribute.Int64("replicad.producer_id", id), attribute.Int("replicad.new_producer_epoch", int(epoch)))
+	span.SetAttributes(attribute.Int64("replicad.producer_id", newID), attribute.Int("replicad.new_producer_epoch", int(newEpoch)))
 	ev := s.logger.Info
-	if req.GetProducerId() == 0 {
+	if id == 0 {
 		ev = s.logger.Debug // one per producer start: routine
 	}
-	ev().Str("logger", "state.change").Int64("producer_id", id).Int16("producer_epoch", epoch).
-		Bool("bumped", req.GetProducerId() != 0).Msg("producer ID initialized")
-	return &replicadv1.InitProducerIdResponse{ProducerId: id, ProducerEpoch: int32(epoch)}, nil
+	ev().Str("logger", "state.change").Int64("producer_id", newID).Int16("producer_epoch", newEpoch).
+		Bool("bumped", id != 0).Msg("producer ID initialized")
+	return &replicadv1.InitProducerIdResponse{ProducerId: newID, ProducerEpoch: int32(newEpoch)}, nil
 }

@@ -77,6 +77,10 @@ type config struct {
 	// maxPartitions is --max-partitions: the most replicas this broker
 	// hosts (the controller assigns no more; core refuses more).
 	maxPartitions int
+	// producerIDExpiration and maxProducersPerPartition bound the
+	// idempotent producers' state of each partition (core.Config).
+	producerIDExpiration     time.Duration
+	maxProducersPerPartition int
 }
 
 const usageHeader = `replicad: a broker hosting replicas of partitioned append-only logs.
@@ -181,6 +185,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	truncateDamaged := fs.Bool("truncate-damaged-logs", false, "at start-up, cut a log found damaged below its recovery point (a batch failing its CRC\nwhere everything was fsynced: damage at rest) at the damage, losing the intact records after\nit, as Kafka does; by default such a log keeps them, refuses leadership, and is repaired\nfrom its leader. For a partition whose only copy is damaged: restart once with it to accept the loss")
 	maxOpenFiles := fs.Int("max-open-files", 0, fmt.Sprintf("most log segment and index files kept open at once, for all partitions together: the files\nof idle logs are closed, least recently used first, and reopened on use, so a broker hosts more\npartitions than it has descriptors (about 2 per busy log). 0: half of RLIMIT_NOFILE (%d here),\nleaving the rest to connections, checkpoints and the like; at least %d, at most RLIMIT_NOFILE", openFilesLimit(), minMaxOpenFiles))
 	rollMs := fs.Int64("log-roll-ms", topicconfig.Defaults().SegmentMs, "a log segment also rolls once a record is this many ms newer (by record timestamp) than the\nsegment's first, so retention by time can delete it (Kafka's log.roll.ms; default 7 days); -1: never")
+	producerExpiry := fs.Duration("producer-id-expiration", time.Duration(log.DefaultProducerIDExpirationMs)*time.Millisecond, "a partition forgets an idempotent producer whose last batch there is this old (by its\ntimestamp), at the retention check; its next batch must then start a sequence (Kafka's\nproducer.id.expiration.ms; default a day)")
+	maxProducers := fs.Int("max-producers-per-partition", log.DefaultMaxProducers, "most idempotent producers a partition keeps state for (about 200 bytes each); past it the\nones whose last batch is oldest are forgotten first; -1: no bound")
+	fs.Var((*msDuration)(producerExpiry), "producer.id.expiration.ms", "alias of --producer-id-expiration, in ms (Kafka's name)")
 	// Kafka's names of the topic defaults, accepted as aliases so a Kafka
 	// operator's server.properties keys work as flags.
 	kafkaAlias(fs, "log.retention.ms", "log-retention-ms", retentionMs)
@@ -289,6 +296,10 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	cfg.logConfig.SegmentMs = max(*rollMs, 0)
 	cfg.retention = log.Retention{Ms: *retentionMs, Bytes: *retentionBytes}
 	cfg.retentionCheckInterval = *retentionCheck
+	check(*producerExpiry >= time.Millisecond, "producer-id-expiration", "must be at least 1ms (got %v)", *producerExpiry)
+	cfg.producerIDExpiration = *producerExpiry
+	check(*maxProducers >= 1 || *maxProducers == -1, "max-producers-per-partition", "must be at least 1, or -1 for no bound (got %d)", *maxProducers)
+	cfg.maxProducersPerPartition = *maxProducers
 	check(*maxConns >= 1 || *maxConns == -1, "max-connections", "must be at least 1, or -1 for no limit (got %d)", *maxConns)
 	cfg.maxConnections = *maxConns
 	check(*connIdle > 0 || *connIdle == -time.Second, "connections-max-idle", "must be positive, or -1s for never (got %v)", *connIdle)

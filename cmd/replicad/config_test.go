@@ -34,7 +34,7 @@ func TestDefaultsFollowSpec(t *testing.T) {
 		numReplicaFetchers: 1, minInsyncReplicas: 1, logLevel: zerolog.InfoLevel, logFormat: "console", metricsLogSeries: true,
 		logConfig: log.DefaultConfig(), maxConnections: 1000, connectionsMaxIdle: 10 * time.Minute,
 		memoryLimit: 1 << 30, retention: log.Retention{Ms: 7 * 24 * 3600 * 1000, Bytes: -1}, retentionCheckInterval: 5 * time.Minute,
-		maxPartitions: defaultMaxPartitions(),
+		maxPartitions: defaultMaxPartitions(), producerIDExpiration: 24 * time.Hour, maxProducersPerPartition: 10000,
 	}
 	want.logConfig.MaxBatchBytes = 1048576
 	want.logConfig.SegmentMs = 7 * 24 * 3600 * 1000 // Kafka's log.roll.hours 168
@@ -50,12 +50,13 @@ func TestDefaultsFollowSpec(t *testing.T) {
 func TestKafkaNamesAreAliases(t *testing.T) {
 	cfg, err := parseFlags([]string{"--id", "1", "--log.retention.ms", "1000", "--log.retention.bytes", "2048",
 		"--log.segment.bytes", "8192", "--max-batch-bytes", "4096", "--log.roll.ms", "3000", "--min.insync.replicas", "2",
-		"--log.retention.check.interval.ms", "1500"}, &bytes.Buffer{})
+		"--log.retention.check.interval.ms", "1500", "--producer.id.expiration.ms", "2500"}, &bytes.Buffer{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if cfg.retention != (log.Retention{Ms: 1000, Bytes: 2048}) || cfg.logConfig.SegmentBytes != 8192 || cfg.logConfig.SegmentMs != 3000 ||
-		cfg.minInsyncReplicas != 2 || cfg.retentionCheckInterval != 1500*time.Millisecond {
+		cfg.minInsyncReplicas != 2 || cfg.retentionCheckInterval != 1500*time.Millisecond ||
+		cfg.producerIDExpiration != 2500*time.Millisecond {
 		t.Fatalf("aliases gave %+v", cfg)
 	}
 	for _, args := range [][]string{{"--log.retention.ms", "-2"}, {"--log.roll.ms", "0"}, {"--log.retention.check.interval.ms", "1s"}} {
@@ -77,7 +78,7 @@ func TestFlagsReachConfig(t *testing.T) {
 		"--memory-limit", "512MiB", "--log-retention-ms", "60000", "--log-retention-bytes", "1000000",
 		"--log-retention-check-interval", "30s", "--log-roll-ms", "5000", "--metrics-log-series=false",
 		"--max-partitions", "1234",
-		"--max-open-files", "100",
+		"--max-open-files", "100", "--producer-id-expiration", "1h", "--max-producers-per-partition", "-1",
 	}, &bytes.Buffer{})
 	if err != nil {
 		t.Fatal(err)
@@ -95,7 +96,7 @@ func TestFlagsReachConfig(t *testing.T) {
 		traceDataPlane: true, stateChangeLevel: &trace, maxConnections: 7, connectionsMaxIdle: 90 * time.Second,
 		memoryLimit: 512 << 20, memoryLimitSet: true,
 		retention: log.Retention{Ms: 60000, Bytes: 1000000}, retentionCheckInterval: 30 * time.Second,
-		maxPartitions: 1234,
+		maxPartitions: 1234, producerIDExpiration: time.Hour, maxProducersPerPartition: -1,
 	}
 	if !reflect.DeepEqual(cfg, want) {
 		t.Fatalf("got  %+v\nwant %+v", cfg, want)
@@ -136,6 +137,8 @@ func TestBadFlagsNameTheFlag(t *testing.T) {
 		{[]string{"--log-retention-check-interval", "0s"}, "--log-retention-check-interval:"},
 		{[]string{"--memory-limit", "-1"}, "--memory-limit:"},
 		{[]string{"--max-open-files", "10"}, "--max-open-files:"},
+		{[]string{"--producer-id-expiration", "0s"}, "--producer-id-expiration:"},
+		{[]string{"--max-producers-per-partition", "0"}, "--max-producers-per-partition:"},
 		{[]string{"--max-open-files", "-1"}, "--max-open-files:"},
 		{[]string{"--max-open-files", strconv.Itoa(openFilesLimit() + 1)}, "--max-open-files:"},
 		{[]string{"extra"}, "unexpected argument"},

@@ -18,6 +18,7 @@ import (
 
 	"github.com/replicad/replicad/core/checkpoint"
 	"github.com/replicad/replicad/core/log"
+	"github.com/replicad/replicad/core/log/producerstate"
 	"github.com/replicad/replicad/core/logmgr"
 	"github.com/replicad/replicad/core/record"
 	"github.com/replicad/replicad/core/tp"
@@ -37,10 +38,17 @@ const defaultSeeds = 2000
 var modes = []struct {
 	name   string
 	policy log.FlushPolicy
+	// producers: a share of the batches are idempotent producers' (v1),
+	// leaders' with valid sequences and retries, followers' any; after
+	// each recovery the log's producer state must be what its batches
+	// say. A quarter of the seeds: the other modes check the same storage.
+	producers bool
 }{
-	{"every-batch", log.FlushEveryBatch},
-	{"interval", log.FlushInterval},
-	{"os", log.FlushOS},
+	{"every-batch", log.FlushEveryBatch, false},
+	{"interval", log.FlushInterval, false},
+	{"os", log.FlushOS, false},
+	{"every-batch-idempotent", log.FlushEveryBatch, true},
+	{"os-idempotent", log.FlushOS, true},
 }
 
 // TestPowerLoss drives the real storage code on a disk that loses power at a random operation, for every flush mode, and checks after each recovery that nothing promised durable was lost and nothing claims more than is on disk.
@@ -60,13 +68,20 @@ func TestPowerLoss(t *testing.T) {
 			if *flagSeed >= 0 {
 				list = []uint64{uint64(*flagSeed)}
 			} else {
-				for s := range uint64(seeds) {
+				n := seeds
+				if mode.producers {
+					n = max(seeds/4, 1)
+				}
+				for s := range uint64(n) {
 					list = append(list, s)
 				}
 			}
 			failures := 0
 			for i, seed := range list {
 				s := newSim(mode.name, mode.policy, seed)
+				if mode.producers {
+					s.producers, s.prng = true, rand.New(rand.NewPCG(seed, uint64(mode.policy)+2000))
+				}
 				err := s.run()
 				total.Add(int64(s.cuts))
 				if err != nil {
@@ -184,6 +199,11 @@ type sim struct {
 	// recovery-point and HW checkpoints may claim, after a truncation or
 	// deletion that the checkpoint does not reflect yet.
 	rpBound, hwBound map[string]map[tp.TopicPartition]int64
+
+	// producers: some batches are idempotent producers', drawn from prng
+	// (so that the other draws stay the seed's).
+	producers bool
+	prng      *rand.Rand
 
 	cuts       int
 	steps      []string // the trace of the run
@@ -384,9 +404,13 @@ func (s *sim) create(p *partition) error {
 	return nil
 }
 
-// newBatch is a batch of one to four records of random sizes.
-func (s *sim) newBatch(p *partition) record.Batch {
-	recs := make([]record.Record, 1+s.rng.IntN(4))
+// newBatch is a batch of one to four records of random sizes (n, when
+// positive), of producer prod (record.NoProducer: a plain batch).
+func (s *sim) newBatch(p *partition, prod record.Producer, n int) record.Batch {
+	if n <= 0 {
+		n = 1 + s.rng.IntN(4)
+	}
+	recs := make([]record.Record, n)
 	for i := range recs {
 		v := make([]byte, 1+s.rng.IntN(200))
 		for j := range v {
@@ -394,7 +418,39 @@ func (s *sim) newBatch(p *partition) record.Batch {
 		}
 		recs[i] = record.Record{Key: []byte(p.t.String()), Value: v}
 	}
-	return record.Build(recs, 1)
+	return record.BuildProducer(recs, 1, prod)
+}
+
+// leaderProducer draws the producer of a leader's next batch, as a client
+// would send it: plain, the next sequence of one of three producers (its
+// next epoch, now and then), or a retry of one of its last batches. n is
+// the batch's record count (0: any); retry: it must be a duplicate.
+func (s *sim) leaderProducer(l *log.Log) (prod record.Producer, n int, retry bool) {
+	if !s.producers || s.prng.IntN(3) == 0 {
+		return record.NoProducer, 0, false
+	}
+	id := int64(1 + s.prng.IntN(3))
+	e := l.ProducerState().Get(id)
+	switch {
+	case e == nil:
+		return record.Producer{ID: id}, 0, false
+	case s.prng.IntN(8) == 0:
+		return record.Producer{ID: id, Epoch: e.Epoch + 1}, 0, false
+	case s.prng.IntN(5) == 0:
+		bs := e.Batches()
+		b := bs[s.prng.IntN(len(bs))]
+		return record.Producer{ID: id, Epoch: e.Epoch, BaseSequence: b.FirstSeq}, int(b.LastOffset-b.FirstOffset) + 1, true
+	}
+	return record.Producer{ID: id, Epoch: e.Epoch, BaseSequence: record.IncrementSequence(e.Last().LastSeq, 1)}, 0, false
+}
+
+// followerProducer draws the producer of a follower's batch: the follower
+// checks nothing, so any.
+func (s *sim) followerProducer() record.Producer {
+	if !s.producers || s.prng.IntN(3) == 0 {
+		return record.NoProducer
+	}
+	return record.Producer{ID: int64(1 + s.prng.IntN(3)), Epoch: int16(s.prng.IntN(3)), BaseSequence: int32(s.prng.IntN(100))}
 }
 
 // writing records b in p's history before it is written: a write that
@@ -424,8 +480,20 @@ func (s *sim) appendAsLeader(p *partition) error {
 			return fmt.Errorf("assign epoch: %w", err)
 		}
 	}
-	b := s.newBatch(p)
-	s.logf("%s: append as leader at %d, epoch %d, %d bytes", p.t, l.LogEndOffset(), p.epoch, len(b))
+	prod, n, retry := s.leaderProducer(l)
+	b := s.newBatch(p, prod, n)
+	if retry {
+		s.logf("%s: retry of producer %d's batch at sequence %d", p.t, prod.ID, prod.BaseSequence)
+		info, err := l.AppendAsLeader(b, p.epoch)
+		if err != nil {
+			return fmt.Errorf("retry as leader: %w", err)
+		}
+		if !info.Duplicate {
+			return fmt.Errorf("retry of producer %d's batch at sequence %d appended at %d", prod.ID, prod.BaseSequence, info.FirstOffset)
+		}
+		return nil
+	}
+	s.logf("%s: append as leader at %d, epoch %d, %d bytes, producer %+v", p.t, l.LogEndOffset(), p.epoch, len(b), prod)
 	// Stamped as the append will stamp it, for the history.
 	b.SetBaseOffset(l.LogEndOffset())
 	b.SetLeaderEpoch(p.epoch)
@@ -451,7 +519,7 @@ func (s *sim) appendAsFollower(p *partition) error {
 		if s.rng.IntN(4) == 0 || p.epoch == 0 {
 			p.epoch++
 		}
-		b := s.newBatch(p)
+		b := s.newBatch(p, s.followerProducer(), 0)
 		b.SetBaseOffset(next)
 		b.SetLeaderEpoch(p.epoch)
 		next = b.NextOffset()
@@ -986,6 +1054,9 @@ func (s *sim) checkLogAgainst(p *partition, l *log.Log, dir string, want *replic
 	if err := checkEpochs(l, batches, leo); err != nil {
 		return nil, err
 	}
+	if err := checkProducerState(l, batches, leo); err != nil {
+		return nil, err
+	}
 	return got, nil
 }
 
@@ -994,6 +1065,22 @@ func bound(b map[string]map[tp.TopicPartition]int64, dir string, t tp.TopicParti
 		return v
 	}
 	return math.MaxInt64
+}
+
+// checkProducerState checks the log's producer state, however it was
+// rebuilt (from a snapshot or from the log), against a replay of its
+// batches from the log start.
+func checkProducerState(l *log.Log, batches []record.Batch, leo int64) error {
+	want := producerstate.NewManager(0)
+	for _, b := range batches {
+		if b.HasProducer() && b.LastOffset() >= l.LogStartOffset() && b.LastOffset() < leo {
+			want.ApplyBatch(b)
+		}
+	}
+	if got := l.ProducerState(); !got.Equal(want) {
+		return fmt.Errorf("producer state %+v, the batches say %+v", got.Describe(0), want.Describe(0))
+	}
+	return nil
 }
 
 // checkEpochs checks the leader-epoch cache against the batches.

@@ -34,6 +34,13 @@ func (l *Log) AppendAsLeaderUnflushed(b record.Batch, leaderEpoch int32) (Append
 		l.mu.Unlock()
 		return AppendInfo{}, err
 	}
+	// The producer's sequence is checked with the append, under mu: two
+	// batches of one producer cannot both pass against the same state.
+	pinfo, dup, err := l.checkProducerLocked(b)
+	if err != nil || dup {
+		l.mu.Unlock()
+		return pinfo, err
+	}
 	base := l.logEndOffset.Load()
 	// Kafka records the epoch's first offset before writing its first batch.
 	// Here it is recorded in memory; the flush that moves the recovery point
@@ -49,6 +56,7 @@ func (l *Log) AppendAsLeaderUnflushed(b record.Batch, leaderEpoch int32) (Append
 	b.SetLeaderEpoch(leaderEpoch)
 	info, err := l.appendLocked(b, []record.Batch{b})
 	l.mu.Unlock()
+	info.Fenced, info.FencedEpoch = pinfo.Fenced, pinfo.FencedEpoch
 	return info, err
 }
 
@@ -224,6 +232,9 @@ func (l *Log) writeLocked(seg *segment, run []byte, batches []record.Batch) erro
 	}
 	seg.size.Add(int64(len(run)))
 	l.logEndOffset.Store(batches[len(batches)-1].NextOffset())
+	// With the LEO: a roll's snapshot then holds exactly the batches
+	// below its offset.
+	l.applyProducerBatchesLocked(batches)
 	return nil
 }
 
@@ -238,6 +249,11 @@ func (l *Log) writeLocked(seg *segment, run []byte, batches []record.Batch) erro
 func (l *Log) rollLocked(baseOffset int64) (*segment, error) {
 	segs := l.segmentList()
 	old := segs[len(segs)-1]
+	// The producer state at the roll (every batch below baseOffset applied)
+	// is serialised here, in memory; the sealer writes it once the rolled
+	// segment is durable, so a snapshot never describes batches a power
+	// loss can take (Kafka snapshots at every roll too).
+	snap := l.takeProducerSnapshotLocked()
 	seg, err := createSegment(l.fsys, l.cache, l.dir, baseOffset)
 	if err != nil {
 		return nil, l.ioError(err, "roll")
@@ -250,7 +266,7 @@ func (l *Log) rollLocked(baseOffset int64) (*segment, error) {
 	l.dirDirty.Store(true)
 	l.setSegments(append(segs[:len(segs):len(segs)], seg))
 	l.logger.Debug().Str("dir", l.dir).Int64("base_offset", baseOffset).Msg("rolled segment")
-	go l.sealInBackground(old)
+	go l.sealInBackground(old, snap)
 	return seg, nil
 }
 
@@ -261,7 +277,7 @@ func (l *Log) rollLocked(baseOffset int64) (*segment, error) {
 // Running out of descriptors for the index file is only logged: the
 // recovery point has not moved past the segment, and recovery rebuilds a
 // missing index.
-func (l *Log) sealInBackground(s *segment) {
+func (l *Log) sealInBackground(s *segment, snap *producerSnapshot) {
 	l.syncMu.Lock()
 	defer l.syncMu.Unlock()
 	// A truncation (which takes syncMu too) may have removed the segment
@@ -273,6 +289,10 @@ func (l *Log) sealInBackground(s *segment) {
 		if err = l.ioError(err, "seal segment %d", s.baseOffset); errors.Is(err, ErrFileLimit) {
 			l.logger.Warn().Err(err).Str("dir", l.dir).Int64("base_offset", s.baseOffset).Msg("seal rolled segment")
 		}
+		return
+	}
+	if snap != nil {
+		l.writeProducerSnapshot(snap)
 	}
 }
 

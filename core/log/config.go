@@ -48,7 +48,26 @@ type Config struct {
 	// of this many descriptors (replicad's --max-open-files). 0: no bound.
 	// Open ignores it; Options.FileCache is what a log uses.
 	MaxOpenFiles int
+	// ProducerIDExpirationMs: a producer whose last batch's max timestamp
+	// is this many ms old is forgotten at the owner's next check (Kafka's
+	// producer.id.expiration.ms); its next batch must start at sequence 0.
+	// 0: DefaultProducerIDExpirationMs; negative: never.
+	ProducerIDExpirationMs int64
+	// MaxProducers bounds the producers held per log; past it the ones
+	// whose last batch is oldest go (see producerstate). 0:
+	// DefaultMaxProducers; negative: no bound.
+	MaxProducers int
 }
+
+// DefaultProducerIDExpirationMs is Kafka's producer.id.expiration.ms: a day.
+const DefaultProducerIDExpirationMs = 86_400_000
+
+// DefaultMaxProducers bounds a log's producers: about 2 MiB of state at
+// ~200 bytes a producer (BenchmarkIdleProducerMemory), and far more
+// producers writing one partition within a day than a Kafka deployment
+// sees; a producer evicted past it gets UNKNOWN_PRODUCER_ID and
+// re-initialises, losing no data.
+const DefaultMaxProducers = 10_000
 
 // DefaultConfig is the configuration replicad starts with.
 func DefaultConfig() Config {
@@ -69,6 +88,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.FlushInterval == 0 {
 		c.FlushInterval = d.FlushInterval
+	}
+	if c.ProducerIDExpirationMs == 0 {
+		c.ProducerIDExpirationMs = DefaultProducerIDExpirationMs
+	}
+	if c.MaxProducers == 0 {
+		c.MaxProducers = DefaultMaxProducers
 	}
 	switch {
 	case c.SegmentBytes < 0 || c.SegmentBytes > math.MaxInt32:
@@ -119,4 +144,8 @@ type Options struct {
 	// rewrites stale checkpoints itself). It is called with the log's locks
 	// held: it must not call the log but for those two.
 	OnRecoveryPointLowered func() error
+	// OnProducerStateRebuilt, when set, hears every rebuild of the
+	// producer state after a truncation (not at Open). It is called with
+	// the log's locks held: it must not call the log.
+	OnProducerStateRebuilt func(ProducerRebuild)
 }

@@ -10,6 +10,7 @@
 //	00000000000000000000.index   sparse offset index of that segment
 //	00000000000000052817.log     the next segment, named by its base offset
 //	00000000000000052817.index
+//	00000000000000052817.snapshot  producer state at that offset (roll)
 //	leader-epoch-checkpoint
 //
 // The last segment is the active one; when an append would take it past
@@ -41,6 +42,40 @@
 // Leader epochs: AppendAsLeader records (epoch, LEO) when the epoch is new,
 // AppendAsFollower records each batch's epoch at its base offset when newer
 // than the latest, TruncateTo trims the cache, TruncateFullyAndStartAt clears it.
+//
+// # Producer state
+//
+// The log keeps the idempotent producers' state (package producerstate:
+// per producer ID its epoch and its last five batches), changed under mu
+// with the appends, so a check and its append are atomic. A leader's
+// append of a v1 batch (record.Batch.HasProducer) is checked first:
+// ErrOutOfOrderSequence, ErrInvalidProducerEpoch and ErrUnknownProducerID
+// refuse it, appending nothing; a retry of one of the producer's last five
+// batches appends nothing and returns the original batch's offsets with
+// AppendInfo.Duplicate. Every batch written (the leader's, a follower's,
+// one recovered) updates the state, unchecked for followers: every
+// replica holds what its log says.
+//
+// A truncation rolls the state back to what the remaining log says: it is
+// reloaded from the newest sound snapshot at or below the new log end and
+// the batches after it are replayed (headers only); snapshots above the
+// new end are deleted, durably, first. A full truncation clears it, and a
+// raised log start drops the producers whose batches are all below it.
+// Open rebuilds it the same way, after recovery.
+//
+// Snapshots ("<offset, 20 digits>.snapshot", format in producerstate) hold
+// the state at their offset. A roll serialises the state in memory and the
+// background sealer writes it once the rolled segment is fsynced (so a
+// snapshot never describes batches a power loss can take, and the roll
+// waits for no disk); Close writes one at the log end. Each is written to
+// a temporary file, fsynced, renamed and the directory fsynced. The newest
+// three are kept, none below the log start. A damaged snapshot (CRC,
+// version, length), or one above the log end, is deleted and an older one,
+// or the log from its start, used instead: a snapshot only saves reading.
+//
+// Producers idle longer than Config.ProducerIDExpirationMs go at the
+// owner's periodic RemoveExpiredProducers; past Config.MaxProducers the
+// ones whose last batch is oldest in the log go at once.
 //
 // # Recovery
 //

@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/replicad/replicad/core/epoch"
+	"github.com/replicad/replicad/core/log/producerstate"
 	"github.com/replicad/replicad/core/tp"
 	"github.com/replicad/replicad/core/vfs"
 )
@@ -125,6 +126,14 @@ type AppendInfo struct {
 	FirstOffset int64
 	LastOffset  int64
 	Bytes       int
+	// Duplicate: a leader's append of an idempotent producer's retry of a
+	// batch the log holds; nothing was appended, and the offsets are the
+	// original batch's.
+	Duplicate bool
+	// Fenced: the batch was the first of a newer epoch of its producer at
+	// the leader, which fences FencedEpoch from now on.
+	Fenced      bool
+	FencedEpoch int16
 }
 
 // ReadInfo is the result of a read.
@@ -198,6 +207,15 @@ type Log struct {
 	// epoch starting below it is written to the leader-epoch-checkpoint at
 	// once instead of at the next flush (assignEpochLocked). 0: none.
 	epochFloor int64
+
+	// producers is the idempotent producers' state (producer.go), changed
+	// under mu with the appends and truncations; producerCount is its size
+	// for lock-free readers; producerGen grows with every rebuild, which
+	// voids a snapshot taken before it.
+	producers              *producerstate.Manager
+	producerCount          atomic.Int64
+	producerGen            uint64
+	onProducerStateRebuilt func(ProducerRebuild)
 
 	// failure holds the log's first storage failure (see fail); nil while
 	// healthy. onStorageError is Options.OnStorageError.

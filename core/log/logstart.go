@@ -58,6 +58,9 @@ func (l *Log) IncrementLogStartOffset(offset int64) (bool, error) {
 	if err := l.deleteSegmentsBelowStartLocked(l.segmentsBelowStartLocked()); err != nil {
 		return raised, l.fail(err)
 	}
+	if raised {
+		l.cleanProducerSnapshots()
+	}
 	return raised, nil
 }
 
@@ -81,6 +84,9 @@ func (l *Log) raiseLogStart(offset int64) (raised bool, n int, gen uint64, err e
 	raised = offset > l.logStartOffset.Load()
 	if raised {
 		l.logStartOffset.Store(offset)
+		// Producers whose batches are all below it are gone with them.
+		l.producers.TruncateHead(offset)
+		l.producerCount.Store(int64(l.producers.Len()))
 	}
 	return raised, l.segmentsBelowStartLocked(), l.truncations.Load(), nil
 }

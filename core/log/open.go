@@ -8,6 +8,7 @@ import (
 
 	"github.com/replicad/replicad/core/checkpoint"
 	"github.com/replicad/replicad/core/epoch"
+	"github.com/replicad/replicad/core/log/producerstate"
 	"github.com/replicad/replicad/core/vfs"
 )
 
@@ -70,11 +71,20 @@ func open(opts Options) (*Log, error) {
 
 		onStorageError:         opts.OnStorageError,
 		onRecoveryPointLowered: opts.OnRecoveryPointLowered,
+		onProducerStateRebuilt: opts.OnProducerStateRebuilt,
+		producers:              producerstate.NewManager(cfg.MaxProducers),
 	}
 	if created {
 		err = l.startEmptyAt(opts.LogStartOffset, opts.SyncMetadata)
 	} else {
 		err = l.load(opts)
+		if err == nil {
+			// From the newest sound snapshot at or below the recovered
+			// log end, and the batches after it.
+			if err = l.rebuildProducerStateLocked(""); err != nil {
+				err = storageError(err, "rebuild producer state")
+			}
+		}
 	}
 	if err != nil {
 		if segs := l.segments.Load(); segs != nil {
@@ -268,6 +278,17 @@ func (l *Log) shutdown(flush bool) error {
 		if len(errs) == 0 {
 			// Raised only: a damaged log's stays above its LEO (Damaged).
 			l.recoveryPoint.Store(max(l.recoveryPoint.Load(), l.logEndOffset.Load()))
+			// The state at the log end, every segment durable: a clean
+			// restart loads it and replays nothing (Kafka snapshots at
+			// shutdown too). Not needed for correctness, so not fatal.
+			if l.damage.Load() == nil {
+				snap := l.takeProducerSnapshotLocked()
+				if err := producerstate.WriteSnapshot(l.fsys, l.dir, snap.offset, snap.data); err != nil {
+					l.logger.Warn().Err(err).Str("dir", l.dir).Msg("producer state snapshot not written at close: the next open rebuilds it from the log")
+				} else {
+					l.cleanProducerSnapshots()
+				}
+			}
 		}
 	}
 	for _, s := range segs {

@@ -74,6 +74,11 @@ func (l *Log) TruncateTo(offset int64) error {
 	if err := l.epochs.TruncateFromEnd(logEndOffset); err != nil {
 		return l.fail(storageError(err, "truncate epoch cache to %d", logEndOffset))
 	}
+	// What the remaining log says, before anything is appended after it:
+	// a producer's batches cut away must not answer a retry as duplicate.
+	if err := l.rebuildProducerStateLocked("truncate"); err != nil {
+		return l.fail(storageError(err, "rebuild producer state at %d", logEndOffset))
+	}
 	l.logger.Info().Str("dir", l.dir).Int64("offset", offset).Int64("log_end_offset", logEndOffset).
 		Msg("truncated log")
 	return nil
@@ -216,7 +221,17 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 	if err := l.replaceSegmentsLocked(offset); err != nil {
 		return l.fail(storageError(err, "truncate fully"))
 	}
-	// The old segments must not come back after a crash next to the new one.
+	before := l.producers.Len()
+	l.producers.Clear()
+	l.producerGen++
+	l.producerCount.Store(0)
+	if err := l.removeProducerSnapshots(); err != nil {
+		return l.fail(storageError(err, "truncate fully: delete producer snapshots"))
+	}
+	if l.onProducerStateRebuilt != nil && before > 0 {
+		l.onProducerStateRebuilt(ProducerRebuild{Reason: "truncate fully", EndOffset: offset, SnapshotOffset: -1, Before: before})
+	}
+	// The old segments (and snapshots) must not come back after a crash next to the new one.
 	if err := l.fsys.SyncDir(l.dir); err != nil {
 		return l.fail(storageError(err, "truncate fully"))
 	}

@@ -63,6 +63,10 @@ type Config struct {
 	BootID string
 	// FS is the file system of every dir; nil means vfs.OS.
 	FS vfs.FS
+	// OnProducerStateRebuilt, when set, hears every rebuild of a log's
+	// producer state after a truncation (log.Options), under the log's
+	// locks: it must not call the log.
+	OnProducerStateRebuilt func(tp.TopicPartition, log.ProducerRebuild)
 }
 
 // DirInfo describes one log dir.
@@ -257,14 +261,19 @@ func (m *Manager) reportFailure(d *logDir, err error) {
 // checkpoints rewritten whenever a truncation lowers the log's recovery
 // point.
 func (m *Manager) logOptions(d *logDir, path string, t tp.TopicPartition) log.Options {
+	var rebuilt func(log.ProducerRebuild)
+	if f := m.cfg.OnProducerStateRebuilt; f != nil {
+		rebuilt = func(r log.ProducerRebuild) { f(t, r) }
+	}
 	return log.Options{
-		Dir:            path,
-		TopicPartition: t,
-		Config:         m.cfg.LogConfig,
-		SyncMetadata:   true,
-		Logger:         m.cfg.Logger,
-		FS:             m.fsys,
-		FileCache:      m.fileCache,
+		OnProducerStateRebuilt: rebuilt,
+		Dir:                    path,
+		TopicPartition:         t,
+		Config:                 m.cfg.LogConfig,
+		SyncMetadata:           true,
+		Logger:                 m.cfg.Logger,
+		FS:                     m.fsys,
+		FileCache:              m.fileCache,
 		OnStorageError: func(err error) {
 			m.reportFailure(d, fmt.Errorf("logmgr: log %s in %s: %w", t, d.path, err))
 		},

@@ -68,7 +68,7 @@ func TestGrpcurlInitProducerIdExample(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v\n%s", line, err, out)
 		}
-		if strings.HasPrefix(line, "G=") {
+		if strings.HasPrefix(line, "G=") || strings.HasPrefix(line, "P=") {
 			exports = append(exports, line)
 		}
 		return string(out)
@@ -96,9 +96,10 @@ func TestGrpcurlInitProducerIdExample(t *testing.T) {
 		}
 		return err
 	})
+	run(`P="{\"topic\":\"orders\",\"partition\":1,\"acks\":-1,\"producer_id\":$PID,\"producer_epoch\":0,\"base_sequence\":0,\"records\":[{\"value\":\"$(printf hi | base64)\"}]}"`)
 	var out string
 	testutil.Eventually(t, 30*time.Second, func() error {
-		out = run(`$G -d "{\"topic\":\"orders\",\"partition\":1,\"acks\":-1,\"producer_id\":$PID,\"producer_epoch\":0,\"base_sequence\":0,\"records\":[{\"value\":\"$(printf hi | base64)\"}]}" 127.0.0.1:9091 replicad.v1.LogService/Produce`)
+		out = run(`$G -d "$P" 127.0.0.1:9091 replicad.v1.LogService/Produce`)
 		if strings.Contains(out, "errorCode") {
 			return fmt.Errorf("produce: %s", out)
 		}

@@ -87,7 +87,7 @@ func TestMalformedRequestsChangeNothing(t *testing.T) {
 			return err
 		}(), "timeout_ms"},
 		{"consume negative offset", func() error {
-			_, err := c.log.Consume(ctx(t), &replicadv1.ConsumeRequest{Topic: "orders", Offset: -1})
+			_, err := c.log.Consume(ctx(t), &replicadv1.ConsumeRequest{Topic: "orders", Offset: -3})
 			return err
 		}(), "offset: must not be negative"},
 		{"describe partition without topic", func() error {

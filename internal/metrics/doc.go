@@ -26,6 +26,7 @@
 //	replicad_log_open_files_capacity          gauge    that cache's capacity (0: unbounded)
 //	replicad_log_file_evictions_total         counter  files the cache closed to make room
 //	replicad_log_file_reopens_total           counter  files reopened on use after an eviction
+//	replicad_producer_ids                     gauge    idempotent producer IDs held, summed over the partitions here
 //
 // and per topic, for the roles this broker holds:
 //

@@ -145,6 +145,9 @@ type gauges struct {
 	// The cache of open log files (core/log.FileCache, --max-open-files).
 	openFiles, openFilesCapacity metric.Int64ObservableGauge
 	fileEvictions, fileReopens   metric.Int64ObservableCounter
+
+	// Idempotent producers' state (issue 21).
+	producerIDs metric.Int64ObservableGauge
 }
 
 // Observe registers the gauges, read from src at each scrape. A second call
@@ -185,6 +188,7 @@ func (m *Metrics) Observe(src Sources) error {
 	gauge(&g.openFilesCapacity, "replicad_log_open_files_capacity", "The --max-open-files cache's capacity (0: unbounded).")
 	counter(&g.fileEvictions, "replicad_log_file_evictions_total", "Log files closed to make room in the --max-open-files cache (a high rate means reopens on the hot path: raise the limit).")
 	counter(&g.fileReopens, "replicad_log_file_reopens_total", "Log files reopened on use after the cache closed them.")
+	gauge(&g.producerIDs, "replicad_producer_ids", "Idempotent producer IDs this broker holds state for, summed over its partitions, leaders and followers (each bounded by --max-producers-per-partition, forgotten after --producer-id-expiration).")
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("metrics: create gauges: %w", err)
 	}
@@ -194,7 +198,7 @@ func (m *Metrics) Observe(src Sources) error {
 	}, g.partitions, g.leaders, g.underReplicated, g.offline, g.fetcherMaxLag,
 		g.topicLeaderPartitions, g.topicUnderReplicated, g.topicLeaderLEO, g.topicLeaderBytes,
 		g.topicFollowerPartitions, g.throttleRate, g.throttledBytes, g.throttledReads,
-		g.openFiles, g.openFilesCapacity, g.fileEvictions, g.fileReopens)
+		g.openFiles, g.openFilesCapacity, g.fileEvictions, g.fileReopens, g.producerIDs)
 	if err != nil {
 		return fmt.Errorf("metrics: register gauge callback: %w", err)
 	}
@@ -242,6 +246,7 @@ func (g *gauges) observe(o metric.Observer, src Sources) {
 	o.ObserveInt64(g.openFilesCapacity, int64(s.FileCache.Capacity))
 	o.ObserveInt64(g.fileEvictions, s.FileCache.Evictions)
 	o.ObserveInt64(g.fileReopens, s.FileCache.Reopens)
+	o.ObserveInt64(g.producerIDs, int64(s.ProducerIDs))
 	g.topicMu.Lock()
 	defer g.topicMu.Unlock()
 	// The attribute set of each topic is kept from one scrape to the next

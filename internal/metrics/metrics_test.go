@@ -111,7 +111,7 @@ func TestScrapeExportsSpecNames(t *testing.T) {
 		{Topic: "orders", LeaderPartitions: 4, UnderReplicated: 2, LeaderLogEndOffset: 100, LeaderLogBytes: 4096, FollowerPartitions: 1},
 		{Topic: "events", FollowerPartitions: 2},
 	}, Throttle: core.ThrottleStats{BytesPerSec: 1 << 20, ThrottledBytes: 5000, ThrottledReads: 3},
-		FileCache: log.FileCacheStats{Capacity: 10000, Open: 9000, Evictions: 12, Reopens: 11}}
+		FileCache: log.FileCacheStats{Capacity: 10000, Open: 9000, Evictions: 12, Reopens: 11}, ProducerIDs: 17}
 	if err := m.Observe(Sources{Replicas: func() core.MetricsSnapshot { return snap }, FetcherMaxLag: func() int64 { return 42 }}); err != nil {
 		t.Fatal(err)
 	}
@@ -151,6 +151,7 @@ func TestScrapeExportsSpecNames(t *testing.T) {
 		"replicad_log_open_files_capacity":                            10000,
 		"replicad_log_file_evictions_total":                           12,
 		"replicad_log_file_reopens_total":                             11,
+		"replicad_producer_ids":                                       17,
 		"replicad_isr_shrinks_total":                                  2,
 		"replicad_isr_expands_total":                                  1,
 		"replicad_hw_checkpoint_duration_seconds_count":               1,
