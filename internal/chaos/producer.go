@@ -29,9 +29,15 @@ const (
 	// producers, flushing) ends.
 	deliveryTimeout = 90 * time.Second
 	// window is the records a producer has unanswered per partition: the
-	// client batches them and keeps up to five batches in flight, so its
-	// retries keep the order of several batches in flight.
-	window = 4
+	// client keeps them in flight as batches of their own, so its retries
+	// keep the order of several batches in flight. Two keep the record
+	// rate near the raw workload's times three (a few thousand a second).
+	window = 2
+	// failPause is how long a lane waits after a failed record before it
+	// sends a new one, as the raw workload did: a refused partition (NOT_
+	// ENOUGH_REPLICAS, a fenced instance) fails records as fast as they
+	// come.
+	failPause = 20 * time.Millisecond
 )
 
 // newInstance starts an incarnation of producer pr: its own client (as a
@@ -134,10 +140,12 @@ func (inst *instance) close() {
 type lane struct {
 	slots chan struct{}
 	again chan string
+	// failed is signalled when a record failed: the lane pauses.
+	failed chan struct{}
 }
 
 func newLane() *lane {
-	return &lane{slots: make(chan struct{}, window), again: make(chan string, window)}
+	return &lane{slots: make(chan struct{}, window), again: make(chan string, window), failed: make(chan struct{}, 1)}
 }
 
 // run sends pr's records to p with inst until until is closed or the
@@ -148,6 +156,12 @@ func newLane() *lane {
 func (w *Workload) runLane(pr *wproducer, p int32, fixed *instance, until <-chan struct{}) {
 	l := newLane()
 	for {
+		select {
+		case <-l.failed:
+			w.pause(failPause)
+			continue
+		default:
+		}
 		select {
 		case <-w.stop:
 			return
@@ -217,6 +231,10 @@ func (w *Workload) sendRecord(pr *wproducer, inst *instance, l *lane, p int32, v
 		}
 		w.mu.Unlock()
 		w.h.add(Event{T: w.h.since(now), Kind: "produce-fail", Partition: p, Value: value, Error: err.Error(), PID: pid, Epoch: epoch})
+		select {
+		case l.failed <- struct{}{}:
+		default:
+		}
 		<-l.slots
 	})
 }
