@@ -23,6 +23,7 @@ type fakeCluster struct {
 	mu sync.Mutex
 	// brokers by ID; leaders by partition (partitions of topic "t").
 	addrs      map[int32]string
+	servers    map[int32]*grpc.Server
 	leader     map[int32]int32
 	partitions int32
 	logs       map[int32][]fakeRecord
@@ -76,7 +77,7 @@ type fakeBroker struct {
 }
 
 func newFakeCluster(t *testing.T, brokers int, partitions int32) *fakeCluster {
-	c := &fakeCluster{t: t, addrs: map[int32]string{}, leader: map[int32]int32{}, partitions: partitions,
+	c := &fakeCluster{t: t, addrs: map[int32]string{}, servers: map[int32]*grpc.Server{}, leader: map[int32]int32{}, partitions: partitions,
 		logs: map[int32][]fakeRecord{}, pstate: map[int32]map[int64]*fakeProducer{}, nextPID: 1000, epochs: map[int64]int16{}}
 	for id := int32(1); id <= int32(brokers); id++ {
 		lis, err := net.Listen("tcp", "127.0.0.1:0")
@@ -88,6 +89,7 @@ func newFakeCluster(t *testing.T, brokers int, partitions int32) *fakeCluster {
 		go func() { _ = srv.Serve(lis) }()
 		t.Cleanup(srv.Stop)
 		c.addrs[id] = lis.Addr().String()
+		c.servers[id] = srv
 	}
 	for p := range partitions {
 		c.leader[p] = 1

@@ -36,14 +36,15 @@ func openLane(q *partition, addr string) (*lane, error) {
 		return nil, err
 	}
 	l.stream, l.cancel = s, cancel
+	q.p.wg.Add(1)
 	go func() {
+		defer q.p.wg.Done()
 		for {
 			resp, err := s.Recv()
-			select {
-			case q.results <- result{lane: l, resp: resp, err: err}:
-			case <-ctx.Done():
+			if q.p.ctx.Err() != nil {
 				return
 			}
+			q.onResult(result{lane: l, resp: resp, err: err})
 			if err != nil {
 				return
 			}
@@ -52,18 +53,19 @@ func openLane(q *partition, addr string) (*lane, error) {
 	return l, nil
 }
 
-// send puts b on the lane; the answer arrives on q.results.
+// send puts b on the lane; its answer comes to q.onResult.
 func (l *lane) send(q *partition, b *batch) error {
 	l.n++
 	req := q.request(b)
 	if l.unary {
 		ctx, cancel := q.p.c.requestContext(q.p.ctx, max(q.p.cfg.AckTimeout, 0))
+		q.p.wg.Add(1)
 		go func() {
+			defer q.p.wg.Done()
 			defer cancel()
 			resp, err := l.client.Produce(ctx, req)
-			select {
-			case q.results <- result{lane: l, b: b, resp: resp, err: err}:
-			case <-q.p.ctx.Done():
+			if q.p.ctx.Err() == nil {
+				q.onResult(result{lane: l, b: b, resp: resp, err: err})
 			}
 		}()
 		return nil

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -116,8 +117,10 @@ var (
 )
 
 // ProduceCallback receives a record's outcome: err nil and r.Offset set
-// when it was delivered. Callbacks of one partition run in order, on that
-// partition's goroutine: a slow one holds the partition up.
+// when it was delivered. Callbacks of one partition run in order, one at a
+// time, on the goroutine that took the answer: a slow one holds the
+// partition up, and one that waits for other records' outcomes
+// (ProduceSync, Flush, ProduceBatch) may wait forever.
 type ProduceCallback func(r *Record, err error)
 
 // Producer sends records to partitions' leaders, batching per partition.
@@ -402,8 +405,6 @@ func (p *Producer) partition(k TopicPartition) (*partition, error) {
 	if !ok {
 		q = newPartition(p, k)
 		p.parts[k] = q
-		p.wg.Add(1)
-		go q.run()
 	}
 	return q, nil
 }
@@ -551,9 +552,16 @@ func (p *Producer) Close() error {
 	err := p.Flush(ctx)
 	p.mu.Lock()
 	p.closed = true
+	parts := make([]*partition, 0, len(p.parts))
+	for _, q := range p.parts {
+		parts = append(parts, q)
+	}
 	p.mu.Unlock()
 	p.cancel()
-	p.wg.Wait()
+	for _, q := range parts {
+		q.shutdown()
+	}
+	p.wg.Wait() // the streams' receivers and the unary calls
 	return err
 }
 
@@ -604,7 +612,11 @@ func (q *partition) request(b *batch) *replicadv1.ProduceRequest {
 	return req
 }
 
-// partition is one partition's queue and the goroutine sending it.
+// partition is one partition's queue and its sending state. No goroutine
+// of its own sends: whoever finds work to do (a caller adding a batch, a
+// stream's receiver taking an answer, a timer) takes sendMu and does it,
+// so a synchronous producer's batch leaves on the caller's goroutine and
+// its answer is handled on the receiver's, without a hop in between.
 type partition struct {
 	p  *Producer
 	tp TopicPartition
@@ -615,10 +627,14 @@ type partition struct {
 	nextID uint64
 	linger *time.Timer
 
-	wake    chan struct{} // cap 1
-	results chan result
+	// sendMu guards the sending state below. dirty: work arrived while
+	// another held it, which does it before it leaves (kick).
+	sendMu sync.Mutex
+	dirty  atomic.Bool
+	// timer fires at nextWake: an answer overdue, a backoff over, a
+	// queued batch expiring.
+	timer *time.Timer
 
-	// The rest belongs to run's goroutine.
 	inflight []*batch // in send order
 	lanes    []*lane
 	leader   Leader
@@ -643,15 +659,52 @@ type result struct {
 }
 
 func newPartition(p *Producer, k TopicPartition) *partition {
-	return &partition{p: p, tp: k, wake: make(chan struct{}, 1),
-		results: make(chan result, p.cfg.MaxInFlight*p.cfg.Lanes+p.cfg.Lanes)}
+	q := &partition{p: p, tp: k}
+	q.timer = time.AfterFunc(time.Hour, func() { q.locked(q.checkTimeouts) })
+	q.timer.Stop()
+	return q
 }
 
-func (q *partition) poke() {
-	select {
-	case q.wake <- struct{}{}:
-	default:
+// kick does the partition's pending work unless another goroutine is
+// doing it, which then does it too (dirty) before it lets go.
+func (q *partition) kick() {
+	q.dirty.Store(true)
+	for q.dirty.Load() && q.sendMu.TryLock() {
+		q.dirty.Store(false)
+		q.step()
+		q.arm()
+		q.sendMu.Unlock()
 	}
+}
+
+// locked runs f with the sending state, then what f made possible.
+func (q *partition) locked(f func()) {
+	q.sendMu.Lock()
+	f()
+	q.step()
+	q.arm()
+	q.sendMu.Unlock()
+	if q.dirty.Load() {
+		q.kick()
+	}
+}
+
+// arm sets the timer to the next moment something is due.
+func (q *partition) arm() {
+	if q.p.ctx.Err() != nil {
+		q.timer.Stop() // closed: nothing is due any more
+		return
+	}
+	if d, ok := q.nextWake(); ok {
+		q.timer.Reset(d)
+	} else {
+		q.timer.Stop()
+	}
+}
+
+// onResult takes an answer (or a broken stream) from a lane.
+func (q *partition) onResult(r result) {
+	q.locked(func() { q.handle(r) })
 }
 
 // add appends r to the filling batch.
@@ -671,7 +724,7 @@ func (q *partition) add(r *Record, cb ProduceCallback) {
 				q.mu.Lock()
 				b.ready = true
 				q.mu.Unlock()
-				q.poke()
+				q.kick()
 			})
 		} else {
 			q.cur.ready = true
@@ -692,7 +745,7 @@ func (q *partition) add(r *Record, cb ProduceCallback) {
 		q.p.batchClosed(q.tp)
 	}
 	if wake {
-		q.poke()
+		q.kick()
 	}
 }
 
@@ -714,7 +767,7 @@ func (q *partition) addBatch(records []*Record, done func(BatchResult)) {
 	b.ready = true
 	q.queue = append(q.queue, b)
 	q.mu.Unlock()
-	q.poke()
+	q.kick()
 }
 
 func (q *partition) newBatchLocked() *batch {
@@ -739,56 +792,33 @@ func (q *partition) flushNow() {
 		q.cur.ready = true
 	}
 	q.mu.Unlock()
-	q.poke()
-}
-
-// run is the partition's goroutine: it sends, reads answers, retries.
-func (q *partition) run() {
-	defer q.p.wg.Done()
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-	for {
-		q.step()
-		wait := q.nextWake()
-		if !timer.Stop() {
-			select {
-			case <-timer.C:
-			default:
-			}
-		}
-		timer.Reset(wait)
-		select {
-		case <-q.wake:
-		case r := <-q.results:
-			q.handle(r)
-		case <-timer.C:
-			q.checkTimeouts()
-		case <-q.p.ctx.Done():
-			q.shutdown()
-			return
-		}
-	}
+	q.kick()
 }
 
 func (q *partition) maxInFlight() int { return q.p.cfg.MaxInFlight * q.p.cfg.Lanes }
 
-// nextWake is when run must look again without news: a backoff ending, an
-// answer overdue, a queued batch expiring.
-func (q *partition) nextWake() time.Duration {
-	next := time.Hour
+// nextWake is how long until something is due without news: a backoff
+// ending, an answer overdue, a queued batch expiring; false: nothing is.
+func (q *partition) nextWake() (time.Duration, bool) {
+	next, ok := time.Duration(0), false
+	at := func(d time.Duration) {
+		if !ok || d < next {
+			next, ok = d, true
+		}
+	}
 	now := time.Now()
 	if q.retrying {
-		next = min(next, q.backoffUntil.Sub(now))
+		at(q.backoffUntil.Sub(now))
 	}
-	for _, b := range q.inflight {
-		next = min(next, b.sentAt.Add(q.answerWait()).Sub(now))
+	if len(q.inflight) > 0 {
+		at(q.inflight[0].sentAt.Add(q.answerWait()).Sub(now))
 	}
 	q.mu.Lock()
 	if len(q.queue) > 0 {
-		next = min(next, q.queue[0].created.Add(q.p.cfg.DeliveryTimeout).Sub(now))
+		at(q.queue[0].created.Add(q.p.cfg.DeliveryTimeout).Sub(now))
 	}
 	q.mu.Unlock()
-	return max(next, time.Millisecond)
+	return max(next, time.Millisecond), ok
 }
 
 // answerWait is how long an answer may take: the RPC bound plus the
@@ -800,6 +830,9 @@ func (q *partition) answerWait() time.Duration {
 // step fails expired queued batches and sends what the in-flight limit,
 // the retry state and the sequence numbering allow.
 func (q *partition) step() {
+	if q.p.ctx.Err() != nil {
+		return
+	}
 	now := time.Now()
 	for {
 		q.mu.Lock()
@@ -865,6 +898,10 @@ func (q *partition) step() {
 		}
 		ln, err := q.lane()
 		if err != nil {
+			// The leader cannot be reached (it died, and the lookup still
+			// names it): look it up again at the next attempt.
+			q.forgetLeader(true)
+			q.leader = Leader{}
 			q.stall(b, err)
 			return
 		}
@@ -948,6 +985,9 @@ func (q *partition) closeLanes() {
 
 // handle takes one answer or broken lane.
 func (q *partition) handle(r result) {
+	if q.p.ctx.Err() != nil {
+		return // closed: shutdown failed what was in flight
+	}
 	if r.lane.dead && r.b == nil {
 		return // a stream given up: its batches were requeued
 	}
@@ -1262,6 +1302,9 @@ func (q *partition) failAll(err error) {
 }
 
 func (q *partition) shutdown() {
+	q.sendMu.Lock()
+	defer q.sendMu.Unlock()
+	q.timer.Stop()
 	q.failAll(ErrClosed)
 }
 

@@ -136,6 +136,31 @@ func TestProducerRetriesThroughLeaderChange(t *testing.T) {
 	wantExactlyOnce(t, c, recs)
 }
 
+// TestProducerRetriesWhenLeaderDies ensures a leader that dies with
+// batches in flight, and that lookups still name for a while (no new
+// leader elected yet), is looked up again until the new one takes the
+// batches: every record once, in order.
+func TestProducerRetriesWhenLeaderDies(t *testing.T) {
+	c := newFakeCluster(t, 2, 1)
+	c.hook = func(n int, _ int32, _ *replicadv1.ProduceRequest) action {
+		if n == 5 {
+			go func() {
+				c.servers[1].Stop()
+				time.Sleep(300 * time.Millisecond) // the election
+				c.setLeader(0, 2)
+			}()
+			return hangAfter
+		}
+		return normal
+	}
+	_, p := testProducer(t, c, ProducerConfig{})
+	recs, errs := produceN(t, p, 300)
+	for i, err := range errs {
+		t.Fatalf("%d records failed, record %d: %v", len(errs), i, err)
+	}
+	wantExactlyOnce(t, c, recs)
+}
+
 // TestProducerAmbiguousFailuresResendSameSequence ensures a batch whose
 // answer was lost (a reset after the append, an answer that never comes,
 // REQUEST_TIMED_OUT) is sent again with the same sequence and taken as
@@ -177,14 +202,16 @@ func TestProducerAmbiguousFailuresResendSameSequence(t *testing.T) {
 func TestProducerOutOfOrderAfterEarlierRetryIsRetried(t *testing.T) {
 	c := newFakeCluster(t, 1, 1)
 	var ooo int
+	var p *Producer
 	c.hook = func(n int, _ int32, _ *replicadv1.ProduceRequest) action {
 		if n == 4 {
+			// Refuse batch 4 once the batch after it is in flight too.
+			waitInflight(t, p, TopicPartition{"t", 0}, 2)
 			return notLeader // the leader stays: a transient refusal
 		}
 		return normal
 	}
-	// Count the out-of-order answers the fake gave.
-	_, p := testProducer(t, c, ProducerConfig{OnBatch: func(r BatchResult) {
+	_, p = testProducer(t, c, ProducerConfig{OnBatch: func(r BatchResult) {
 		if r.Attempts > 1 {
 			ooo++
 		}
@@ -202,6 +229,25 @@ func TestProducerOutOfOrderAfterEarlierRetryIsRetried(t *testing.T) {
 	}
 }
 
+// waitInflight waits until k has at least n batches in flight.
+func waitInflight(t *testing.T, p *Producer, k TopicPartition, n int) {
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		p.mu.Lock()
+		q := p.parts[k]
+		p.mu.Unlock()
+		if q != nil && q.sendMu.TryLock() {
+			got := len(q.inflight)
+			q.sendMu.Unlock()
+			if got >= n {
+				return
+			}
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Errorf("fewer than %d batches in flight after 5s", n)
+}
+
 // TestProducerDefiniteFailureShiftsSequences ensures a batch refused
 // outright (NOT_ENOUGH_REPLICAS: nothing appended) fails alone, and the
 // batches after it move into its sequence numbers and are delivered.
@@ -213,9 +259,15 @@ func TestProducerDefiniteFailureShiftsSequences(t *testing.T) {
 		}
 		return normal
 	}
-	recsAll, errs := produceN(t, mustProducer(t, c), 100)
-	if len(errs) != 10 {
-		t.Fatalf("%d records failed, want the 10 of one batch: %v", len(errs), errs)
+	var failedBatch int
+	_, p := testProducer(t, c, ProducerConfig{OnBatch: func(r BatchResult) {
+		if r.Err != nil {
+			failedBatch += r.Records
+		}
+	}})
+	recsAll, errs := produceN(t, p, 100)
+	if len(errs) == 0 || len(errs) != failedBatch {
+		t.Fatalf("%d records failed, want those of the one batch refused (%d): %v", len(errs), failedBatch, errs)
 	}
 	var delivered []*Record
 	for i, r := range recsAll {
@@ -234,11 +286,6 @@ func TestProducerDefiniteFailureShiftsSequences(t *testing.T) {
 			t.Fatalf("offset %d: %s seq %d, want %s seq %d", i, r.value, r.seq, delivered[i].Value, i)
 		}
 	}
-}
-
-func mustProducer(t *testing.T, c *fakeCluster) *Producer {
-	_, p := testProducer(t, c, ProducerConfig{})
-	return p
 }
 
 // TestProducerUnknownProducerIDBumpsEpoch ensures UNKNOWN_PRODUCER_ID (the
@@ -261,9 +308,18 @@ func TestProducerUnknownProducerIDBumpsEpoch(t *testing.T) {
 	if len(c.inits) != 2 || c.inits[1].GetProducerId() == 0 || c.inits[1].GetProducerEpoch() != 0 {
 		t.Fatalf("InitProducerId calls %v, want a new ID then a bump from epoch 0", c.inits)
 	}
-	log := c.log(0)
-	if last := log[len(log)-1]; last.epoch != 1 || last.seq != int32(len(log)-51) {
-		t.Fatalf("last record: epoch %d sequence %d, want epoch 1 and the sequence restarted at offset 50", last.epoch, last.seq)
+	// Epoch 0 numbers from offset 0; epoch 1 from 0 again where it starts.
+	var start int
+	for i, r := range c.log(0) {
+		if r.epoch == 1 && start == 0 {
+			start = i
+		}
+		if want := int32(i - start); r.seq != want {
+			t.Fatalf("offset %d: epoch %d sequence %d, want %d", i, r.epoch, r.seq, want)
+		}
+	}
+	if start == 0 {
+		t.Fatal("no record under epoch 1")
 	}
 }
 

@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"strconv"
 	"time"
 
 	"github.com/replicad/replicad/core/record"
@@ -50,6 +51,9 @@ func (rm *ReplicaManager) Produce(ctx context.Context, req ProduceRequest) Produ
 		}
 		batch = record.BuildProducer(req.Records, rm.cfg.Clock.Now().UnixMilli(), prod)
 	}
+	if msg := checkProducer(req, batch); msg != "" {
+		return fail(ErrInvalidRequest, msg)
+	}
 	if len(batch) > rm.MaxBatchBytes() {
 		return fail(ErrMessageTooLarge, "batch is larger than the broker's max batch bytes")
 	}
@@ -78,6 +82,30 @@ func (rm *ReplicaManager) Produce(ctx context.Context, req ProduceRequest) Produ
 		res.HighWatermark = l.HighWatermark()
 	}
 	return res
+}
+
+// checkProducer says what is wrong with a produce's producer fields, ""
+// when nothing: an idempotent producer's ID is positive (IDs are issued
+// from 1), its epoch and base sequence not negative, and a pre-built batch
+// carries the request's producer.
+func checkProducer(req ProduceRequest, batch record.Batch) string {
+	p := batch.Producer()
+	switch {
+	case !batch.HasProducer():
+		if req.Producer.ID > 0 {
+			return "batch: a plain (v0) batch, but the request names producer_id " + strconv.FormatInt(req.Producer.ID, 10)
+		}
+		return ""
+	case p.ID <= 0:
+		return "producer_id: must be positive, got " + strconv.FormatInt(p.ID, 10)
+	case p.Epoch < 0:
+		return "producer_epoch: must not be negative, got " + strconv.Itoa(int(p.Epoch))
+	case p.BaseSequence < 0:
+		return "base_sequence: must not be negative, got " + strconv.Itoa(int(p.BaseSequence))
+	case req.Batch != nil && req.Producer.ID > 0 && req.Producer != p:
+		return "batch: its producer fields differ from the request's producer"
+	}
+	return ""
 }
 
 // waitForHighWatermark is a delayed produce: it completes when the HW reaches

@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -67,6 +68,24 @@ func TestIdempotentProduceOnLeader(t *testing.T) {
 	}
 	if r := h.produceAs(tp0, AcksAll, prod(5, 0, 3), "e"); r.Error != ErrInvalidProducerEpoch {
 		t.Fatalf("fenced epoch: %+v", r)
+	}
+	// Bad producer fields: INVALID_REQUEST naming the field, nothing appended.
+	for _, c := range []struct {
+		p     record.Producer
+		batch bool
+		field string
+	}{
+		{prod(5, -1, 0), false, "producer_epoch"},
+		{prod(5, 1, -3), false, "base_sequence"},
+		{prod(0, 0, 0), true, "producer_id"}, // a v1 batch of ID 0
+	} {
+		req := ProduceRequest{TopicPartition: tp0, Acks: AcksAll, Records: []record.Record{{Value: []byte("x")}}, Producer: c.p}
+		if c.batch {
+			req.Batch, req.Producer = record.BuildProducer(req.Records, 1, c.p), record.Producer{}
+		}
+		if r := h.rm.Produce(context.Background(), req); r.Error != ErrInvalidRequest || !strings.HasPrefix(r.Message, c.field+":") {
+			t.Errorf("%+v: %+v, want INVALID_REQUEST naming %s", c.p, r, c.field)
+		}
 	}
 	p, _ := h.describe(tp0)
 	if p.LogEndOffset != 5 || p.ProducerCount != 1 || len(p.Producers) != 1 {
@@ -221,5 +240,28 @@ func TestProducerStateChangesLoggedAndTraced(t *testing.T) {
 	}
 	if r := h.produceAs(tp0, AcksAll, prod(4, 1, 1), "d"); r.Error != ErrUnknownProducerID {
 		t.Fatalf("expired producer: %+v", r)
+	}
+}
+
+// TestProducerStateSurvivesBrokerRestart: after a clean restart the
+// leader still answers a retry as a duplicate, and takes the next
+// sequence.
+func TestProducerStateSurvivesBrokerRestart(t *testing.T) {
+	h := newHarness(t, 1)
+	h.leaderAndIsr(1, state("orders", 0, 1, 1, []int32{1}, []int32{1}))
+	for i := range 3 {
+		if r := h.produceAs(tp0, AcksAll, prod(5, 0, int32(2*i)), "a", "b"); r.Error != ErrNone {
+			t.Fatalf("batch %d: %+v", i, r)
+		}
+	}
+	h.restart()
+	st := state("orders", 0, 1, 2, []int32{1}, []int32{1})
+	st.IsNew = false
+	h.leaderAndIsr(1, st)
+	if r := h.produceAs(tp0, AcksAll, prod(5, 0, 2), "a", "b"); r.Error != ErrNone || !r.Duplicate || r.BaseOffset != 2 {
+		t.Fatalf("retry after the restart: %+v, want the duplicate of offset 2", r)
+	}
+	if r := h.produceAs(tp0, AcksAll, prod(5, 0, 6), "c"); r.Error != ErrNone || r.Duplicate || r.BaseOffset != 6 {
+		t.Fatalf("next batch after the restart: %+v", r)
 	}
 }

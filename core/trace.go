@@ -56,6 +56,13 @@ import (
 //     one is asked for (the RPC, shutdown); the periodic checkpoint makes no
 //     span, a dir it fails being traced as handleLogDirFailure.
 //   - ReplicaManager.alterReplicaLogDirs.
+//   - The idempotent producers' state (producer_state.go):
+//     Partition.fenceProducerEpoch (a leader's first batch of a newer
+//     producer epoch), ReplicaManager.expireProducerIds (producers idle
+//     past --producer-id-expiration, at the retention check) and
+//     Log.rebuildProducerState (the state rebuilt after a truncation),
+//     each a root span, with producer_id, producer_epoch, fenced_epoch,
+//     producers, producers_before, batches, snapshot_offset.
 //
 // A request touching many partitions must stay cheap to trace: a
 // LeaderAndIsr of n partitions has one child span per partition transition

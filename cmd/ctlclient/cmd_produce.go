@@ -55,10 +55,11 @@ batch retried after a timeout, a lost connection or a leader change is
 appended once: the leader answers a batch it already holds with its original
 offsets. Every record is appended exactly once, in order. --idempotence=false
 sends plain batches (a batch whose answer was lost with its leader may be
-appended twice), and so do --acks 1 and 0 unless --idempotence is given. A
-cluster whose brokers predate idempotent produce (or that refuses this
-principal a producer ID) gets plain batches, with a warning on stderr;
-with --idempotence given explicitly that is an error.
+appended twice), and so do --acks 1 and 0 unless --idempotence is given.
+Where the cluster gives no producer ID (brokers that predate idempotent
+produce, brokers without a controller to issue IDs, a principal not
+allowed one) produce sends plain batches with a warning on stderr; with
+--idempotence given explicitly that is an error.
 
 With --bootstrap the partition's leader is found in a broker's Metadata
 (any live broker listed, the controller may be down), with --controller
@@ -190,9 +191,11 @@ func (e *env) newProducer(ctx context.Context, cl *client.Client, cfg client.Pro
 	switch {
 	case err == nil:
 		return p, nil
-	case !explicit && (errors.Is(err, client.ErrIdempotenceUnsupported) || status.Code(err) == codes.PermissionDenied):
-		// A cluster that predates idempotent produce, or that does not let
-		// this principal take a producer ID: the default gives way, loudly.
+	case !explicit && noProducerID(err):
+		// A cluster that predates idempotent produce, that has no
+		// controller to issue producer IDs (brokers set up by hand), or
+		// that does not let this principal take one: the default gives
+		// way, loudly.
 		_ = p.Close()
 		fmt.Fprintf(e.stderr, "ctlclient: warning: %v; sending plain batches (a retried batch may be appended twice; --idempotence=false silences this)\n", err)
 		cfg.DisableIdempotence = true
@@ -200,6 +203,13 @@ func (e *env) newProducer(ctx context.Context, cl *client.Client, cfg client.Pro
 	}
 	_ = p.Close()
 	return nil, err
+}
+
+// noProducerID reports whether err is a broker's answer refusing a
+// producer ID (rather than no broker answering).
+func noProducerID(err error) bool {
+	var cerr *client.Error
+	return errors.Is(err, client.ErrIdempotenceUnsupported) || status.Code(err) == codes.PermissionDenied || errors.As(err, &cerr)
 }
 
 // parseHeaders reads --header KEY=VALUE flags.

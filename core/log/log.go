@@ -216,6 +216,10 @@ type Log struct {
 	producerCount          atomic.Int64
 	producerGen            uint64
 	onProducerStateRebuilt func(ProducerRebuild)
+	// lastSnapshot is the offset of the newest producer snapshot written
+	// or loaded, -1 for none (under mu): Close writes one only when the
+	// replay it saves the next Open is worth it.
+	lastSnapshot int64
 
 	// failure holds the log's first storage failure (see fail); nil while
 	// healthy. onStorageError is Options.OnStorageError.

@@ -73,6 +73,7 @@ func open(opts Options) (*Log, error) {
 		onRecoveryPointLowered: opts.OnRecoveryPointLowered,
 		onProducerStateRebuilt: opts.OnProducerStateRebuilt,
 		producers:              producerstate.NewManager(cfg.MaxProducers),
+		lastSnapshot:           -1,
 	}
 	if created {
 		err = l.startEmptyAt(opts.LogStartOffset, opts.SyncMetadata)
@@ -280,15 +281,8 @@ func (l *Log) shutdown(flush bool) error {
 			l.recoveryPoint.Store(max(l.recoveryPoint.Load(), l.logEndOffset.Load()))
 			// The state at the log end, every segment durable: a clean
 			// restart loads it and replays nothing (Kafka snapshots at
-			// shutdown too). Not needed for correctness, so not fatal.
-			if l.damage.Load() == nil {
-				snap := l.takeProducerSnapshotLocked()
-				if err := producerstate.WriteSnapshot(l.fsys, l.dir, snap.offset, snap.data); err != nil {
-					l.logger.Warn().Err(err).Str("dir", l.dir).Msg("producer state snapshot not written at close: the next open rebuilds it from the log")
-				} else {
-					l.cleanProducerSnapshots()
-				}
-			}
+			// shutdown too).
+			l.snapshotAtCloseLocked()
 		}
 	}
 	for _, s := range segs {

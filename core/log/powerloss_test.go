@@ -3,6 +3,7 @@ package log
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -294,5 +295,74 @@ func TestRecoveryCutOfATornTailIsDurable(t *testing.T) {
 		if int64(len(data)) != segs[len(segs)-1].Size {
 			t.Errorf("seed %d: recovery cut %s to %d bytes, a power loss brought back %d", seed, last, segs[len(segs)-1].Size, len(data))
 		}
+	}
+}
+
+// TestPowerLossDuringProducerSnapshot cuts the power at every operation of
+// a close (which writes the snapshot) and of rolls (whose sealer writes
+// one): the reopened log's producer state is always what its batches say,
+// and no temporary file survives.
+func TestPowerLossDuringProducerSnapshot(t *testing.T) {
+	snapshotEveryClose(t)
+	cfg := smallConfig()
+	cfg.SegmentBytes, cfg.FlushPolicy = 400, FlushEveryBatch
+	build := func() (*crashfs.FS, *Log) {
+		fsys := crashfs.New()
+		l := openOnDisk(t, fsys, cfg, 0)
+		for i := range 12 {
+			if _, err := l.AppendAsLeader(pbatch(int64(1+i%2), 0, int32(i/2*2), 2, 100), 1); err != nil {
+				t.Fatal(err)
+			}
+		}
+		waitSnapshots(t, l)
+		return fsys, l
+	}
+	fsys, l := build()
+	want := l.ProducerState()
+	before := fsys.Ops()
+	closeLog(t, l)
+	closeOps := fsys.Ops() - before
+	if closeOps < 5 {
+		t.Fatalf("close took %d operations", closeOps)
+	}
+	for n := range closeOps + 1 {
+		fsys, l := build()
+		fsys.CutPowerAfter(n, cutRng(uint64(n)))
+		_ = l.Close()
+		after := fsys.PowerCut()
+		if after == nil {
+			after = fsys.CutPower(cutRng(uint64(n)))
+		}
+		r := openOnDisk(t, after, cfg, 0)
+		if got := r.ProducerState(); !got.Equal(want) {
+			t.Fatalf("cut after %d ops of the close: state %v, want %v", n, got.Describe(0), want.Describe(0))
+		}
+		entries, err := after.ReadDir("/p")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			if len(e.Name()) > 4 && e.Name()[len(e.Name())-4:] == ".tmp" {
+				t.Fatalf("cut after %d: %s left behind", n, e.Name())
+			}
+		}
+	}
+	// Cuts during appends that roll: the background snapshot writes race
+	// the cut.
+	for seed := range uint64(powerCuts) {
+		fsys := crashfs.New()
+		l := openOnDisk(t, fsys, cfg, 0)
+		fsys.CutPowerAfter(int64(seed*3), cutRng(seed))
+		for i := range 16 {
+			if _, err := l.AppendAsLeader(pbatch(int64(1+i%2), 0, int32(i/2*2), 2, 100), 1); err != nil {
+				break
+			}
+		}
+		after := fsys.PowerCut()
+		if after == nil {
+			after = fsys.CutPower(cutRng(seed))
+		}
+		r := openOnDisk(t, after, cfg, 0)
+		checkState(t, fmt.Sprintf("seed %d", seed), r)
 	}
 }

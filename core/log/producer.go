@@ -1,10 +1,8 @@
 package log
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 
 	"github.com/replicad/replicad/core/log/producerstate"
@@ -96,9 +94,12 @@ func (l *Log) ProducerCount() int { return int(l.producerCount.Load()) }
 // Producers returns the count of producers held and up to limit of them
 // (limit <= 0: all), the last appended first.
 func (l *Log) Producers(limit int) (int, []ProducerInfo) {
+	// Copied under the lock, sorted outside it: appends wait for the
+	// copy only.
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.producers.Len(), l.producers.Describe(limit)
+	infos := l.producers.Infos()
+	l.mu.Unlock()
+	return len(infos), producerstate.SortInfos(infos, limit)
 }
 
 // ProducerState returns a copy of the producer state (tests).
@@ -200,6 +201,9 @@ func (l *Log) rebuildProducerStateLocked(reason string) error {
 	}
 	l.producers = m
 	l.producerGen++
+	l.lastSnapshot = snap
+	l.logger.Debug().Str("dir", l.dir).Str("reason", reason).Int64("log_end_offset", end).Int64("snapshot_offset", snap).
+		Int("batches", n).Int("producers", m.Len()).Msg("producer state rebuilt")
 	l.producerCount.Store(int64(m.Len()))
 	if l.onProducerStateRebuilt != nil && reason != "" {
 		l.onProducerStateRebuilt(ProducerRebuild{Reason: reason, EndOffset: end, SnapshotOffset: snap, Batches: n, Before: before, After: m.Len()})
@@ -209,14 +213,16 @@ func (l *Log) rebuildProducerStateLocked(reason string) error {
 
 // scanBatchHeaders calls fn with the header (up to the producer fields) of
 // every batch in [from, end), in order. The batches were verified by
-// recovery or on append.
+// recovery or on append. It reads the segments in chunks and hops from
+// header to header, so the records of a batch larger than a chunk are
+// never read.
 func (l *Log) scanBatchHeaders(from, end int64, fn func(record.Batch)) error {
 	if from >= end {
 		return nil
 	}
+	const v1Header = record.HeaderSize + record.ProducerFieldsSize
+	chunk := make([]byte, 64<<10)
 	segs := l.segmentList()
-	var hdr [record.HeaderSize + record.ProducerFieldsSize]byte
-	var br *bufio.Reader
 	for i := segmentIndex(segs, from); i < len(segs); i++ {
 		s := segs[i]
 		if s.baseOffset >= end {
@@ -230,33 +236,39 @@ func (l *Log) scanBatchHeaders(from, end int64, fn func(record.Batch)) error {
 			}
 		}
 		size := s.size.Load()
-		sr := io.NewSectionReader(s.file, pos, size-pos)
-		if br == nil {
-			br = bufio.NewReaderSize(sr, 64<<10)
-		} else {
-			br.Reset(sr)
+		var buf []byte // the file from bufStart
+		var bufStart int64
+		// header returns the n bytes at pos, reading a chunk when the
+		// buffer does not hold them.
+		header := func(n int) (record.Batch, error) {
+			if pos < bufStart || pos+int64(n) > bufStart+int64(len(buf)) {
+				k := min(int64(len(chunk)), size-pos)
+				if _, err := s.file.ReadAt(chunk[:k], pos); err != nil {
+					return nil, fmt.Errorf("read segment %d at %d: %w", s.baseOffset, pos, err)
+				}
+				buf, bufStart = chunk[:k], pos
+			}
+			return record.Batch(buf[pos-bufStart : pos-bufStart+int64(n)]), nil
 		}
 		for pos < size {
 			if size-pos < record.HeaderSize {
 				return fmt.Errorf("%w: segment %d: partial header at %d", record.ErrCorrupt, s.baseOffset, pos)
 			}
 			// The v0 header first: a plain batch may be shorter than a
-			// v1 header, and reading one would run into the next batch.
-			n := record.HeaderSize
-			if _, err := io.ReadFull(br, hdr[:n]); err != nil {
-				return fmt.Errorf("read segment %d at %d: %w", s.baseOffset, pos, err)
+			// v1 header.
+			h, err := header(record.HeaderSize)
+			if err != nil {
+				return err
 			}
-			bsize, err := record.Size(record.Batch(hdr[:n]))
-			if err == nil && record.Batch(hdr[:n]).HasProducer() {
-				if bsize < len(hdr) {
-					err = record.ErrCorrupt
-				} else if _, rerr := io.ReadFull(br, hdr[n:]); rerr != nil {
-					return fmt.Errorf("read segment %d at %d: %w", s.baseOffset, pos, rerr)
+			bsize, serr := record.Size(h)
+			if serr == nil && h.HasProducer() {
+				if bsize < v1Header || pos+v1Header > size {
+					serr = record.ErrCorrupt
+				} else if h, err = header(v1Header); err != nil {
+					return err
 				}
-				n = len(hdr)
 			}
-			h := record.Batch(hdr[:n])
-			if err != nil || bsize < n || pos+int64(bsize) > size {
+			if serr != nil || bsize < len(h) || pos+int64(bsize) > size {
 				return fmt.Errorf("%w: segment %d: bad batch at %d", record.ErrCorrupt, s.baseOffset, pos)
 			}
 			if h.BaseOffset() >= end || h.LastOffset() >= end {
@@ -266,9 +278,6 @@ func (l *Log) scanBatchHeaders(from, end int64, fn func(record.Batch)) error {
 			}
 			if h.LastOffset() >= from {
 				fn(h)
-			}
-			if _, err := br.Discard(bsize - n); err != nil {
-				return fmt.Errorf("read segment %d at %d: %w", s.baseOffset, pos, err)
 			}
 			pos += int64(bsize)
 		}
@@ -298,6 +307,47 @@ func (l *Log) writeProducerSnapshot(snap *producerSnapshot) {
 		l.logger.Warn().Err(err).Str("dir", l.dir).Int64("offset", snap.offset).Msg("producer state snapshot not written: a restart rebuilds it from the log")
 		return
 	}
+	l.mu.Lock()
+	if l.producerGen == snap.gen {
+		l.lastSnapshot = max(l.lastSnapshot, snap.offset)
+	}
+	l.mu.Unlock()
+	l.cleanProducerSnapshots()
+}
+
+// closeSnapshotMinBytes: Close writes a snapshot only when the log holds
+// at least this many bytes past the newest snapshot, the headers the next
+// Open would otherwise read. A broker closing thousands of idle logs
+// writes no file for them (a variable for tests).
+var closeSnapshotMinBytes int64 = 1 << 20
+
+// snapshotAtCloseLocked writes the state at the log end, its segments
+// durable, unless the replay it saves is small. Unsynced: the broker's
+// shutdown syncs each log dir once after closing its logs (a snapshot
+// lost to a power loss before that only costs a replay). Under mu, at
+// Close. Not fatal: the state is always rebuildable from the log.
+func (l *Log) snapshotAtCloseLocked() {
+	end := l.logEndOffset.Load()
+	if l.damage.Load() != nil || end == l.lastSnapshot {
+		return
+	}
+	segs := l.segmentList()
+	from := 0
+	if l.lastSnapshot >= l.logStartOffset.Load() {
+		from = segmentIndex(segs, l.lastSnapshot)
+	}
+	var pending int64
+	for _, s := range segs[from:] {
+		pending += s.size.Load()
+	}
+	if pending < closeSnapshotMinBytes {
+		return
+	}
+	if err := producerstate.WriteSnapshotUnsynced(l.fsys, l.dir, end, l.producers.Encode(end)); err != nil {
+		l.logger.Warn().Err(err).Str("dir", l.dir).Msg("producer state snapshot not written at close: the next open rebuilds it from the log")
+		return
+	}
+	l.lastSnapshot = end
 	l.cleanProducerSnapshots()
 }
 
@@ -322,6 +372,7 @@ func (l *Log) cleanProducerSnapshots() {
 // removeProducerSnapshots deletes every snapshot (a full truncation); the
 // caller fsyncs the directory.
 func (l *Log) removeProducerSnapshots() error {
+	l.lastSnapshot = -1
 	offsets, leftovers, err := producerstate.Snapshots(l.fsys, l.dir)
 	if err != nil {
 		return err

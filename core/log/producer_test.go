@@ -9,7 +9,6 @@ import (
 
 	"github.com/replicad/replicad/core/log/producerstate"
 	"github.com/replicad/replicad/core/record"
-	"github.com/replicad/replicad/core/vfs/crashfs"
 )
 
 // pbatch builds producer id's batch of n records from sequence seq at epoch,
@@ -224,6 +223,45 @@ func TestTruncationRollsProducerStateBack(t *testing.T) {
 	}
 }
 
+// snapshotEveryClose makes Close write a snapshot whatever it saves.
+func snapshotEveryClose(t *testing.T) {
+	old := closeSnapshotMinBytes
+	closeSnapshotMinBytes = 0
+	t.Cleanup(func() { closeSnapshotMinBytes = old })
+}
+
+// TestCloseSnapshotOnlyWhenWorthIt: Close writes no snapshot for a log with
+// little past its newest one (a broker closing thousands of idle logs),
+// and one for a log with more.
+func TestCloseSnapshotOnlyWhenWorthIt(t *testing.T) {
+	old := closeSnapshotMinBytes
+	closeSnapshotMinBytes = 2000
+	t.Cleanup(func() { closeSnapshotMinBytes = old })
+	cfg := smallConfig()
+	cfg.SegmentBytes = 1 << 20
+	dir := t.TempDir()
+	l := openTestLog(t, dir, cfg)
+	mustAppend(t, l, pbatch(1, 0, 0, 2, 100), 1)
+	closeLog(t, l)
+	if offs := snapshotOffsets(t, l); len(offs) != 0 {
+		t.Fatalf("snapshots %v after closing a log of one batch", offs)
+	}
+	l = openTestLog(t, dir, cfg)
+	for i := range 40 {
+		mustAppend(t, l, pbatch(1, 0, int32(2+2*i), 2, 100), 1)
+	}
+	want := l.ProducerState()
+	closeLog(t, l)
+	if offs := snapshotOffsets(t, l); len(offs) != 1 || offs[0] != 82 {
+		t.Fatalf("snapshots %v, want one at the log end 82", offs)
+	}
+	l = openTestLog(t, dir, cfg)
+	defer closeLog(t, l)
+	if !l.ProducerState().Equal(want) {
+		t.Fatal("state differs after a restart from the close's snapshot")
+	}
+}
+
 // waitSnapshots waits for the background sealer's snapshots: it runs under
 // syncMu.
 func waitSnapshots(t *testing.T, l *Log) {
@@ -249,6 +287,7 @@ func snapshotOffsets(t *testing.T, l *Log) []int64 {
 // close's snapshot), without any snapshot (from the log), and with a
 // damaged or stale one, the state is the same.
 func TestProducerStateSurvivesRestart(t *testing.T) {
+	snapshotEveryClose(t)
 	cfg := smallConfig()
 	cfg.SegmentBytes = 500
 	dir := t.TempDir()
@@ -388,74 +427,6 @@ func TestProducerExpiryAndBound(t *testing.T) {
 	}
 }
 
-// TestPowerLossDuringProducerSnapshot cuts the power at every operation of
-// a close (which writes the snapshot) and of rolls (whose sealer writes
-// one): the reopened log's producer state is always what its batches say,
-// and no temporary file survives.
-func TestPowerLossDuringProducerSnapshot(t *testing.T) {
-	cfg := smallConfig()
-	cfg.SegmentBytes, cfg.FlushPolicy = 400, FlushEveryBatch
-	build := func() (*crashfs.FS, *Log) {
-		fsys := crashfs.New()
-		l := openOnDisk(t, fsys, cfg, 0)
-		for i := range 12 {
-			if _, err := l.AppendAsLeader(pbatch(int64(1+i%2), 0, int32(i/2*2), 2, 100), 1); err != nil {
-				t.Fatal(err)
-			}
-		}
-		waitSnapshots(t, l)
-		return fsys, l
-	}
-	fsys, l := build()
-	want := l.ProducerState()
-	before := fsys.Ops()
-	closeLog(t, l)
-	closeOps := fsys.Ops() - before
-	if closeOps < 5 {
-		t.Fatalf("close took %d operations", closeOps)
-	}
-	for n := range closeOps + 1 {
-		fsys, l := build()
-		fsys.CutPowerAfter(n, cutRng(uint64(n)))
-		_ = l.Close()
-		after := fsys.PowerCut()
-		if after == nil {
-			after = fsys.CutPower(cutRng(uint64(n)))
-		}
-		r := openOnDisk(t, after, cfg, 0)
-		if got := r.ProducerState(); !got.Equal(want) {
-			t.Fatalf("cut after %d ops of the close: state %v, want %v", n, got.Describe(0), want.Describe(0))
-		}
-		entries, err := after.ReadDir("/p")
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, e := range entries {
-			if len(e.Name()) > 4 && e.Name()[len(e.Name())-4:] == ".tmp" {
-				t.Fatalf("cut after %d: %s left behind", n, e.Name())
-			}
-		}
-	}
-	// Cuts during appends that roll: the background snapshot writes race
-	// the cut.
-	for seed := range uint64(powerCuts) {
-		fsys := crashfs.New()
-		l := openOnDisk(t, fsys, cfg, 0)
-		fsys.CutPowerAfter(int64(seed*3), cutRng(seed))
-		for i := range 16 {
-			if _, err := l.AppendAsLeader(pbatch(int64(1+i%2), 0, int32(i/2*2), 2, 100), 1); err != nil {
-				break
-			}
-		}
-		after := fsys.PowerCut()
-		if after == nil {
-			after = fsys.CutPower(cutRng(seed))
-		}
-		r := openOnDisk(t, after, cfg, 0)
-		checkState(t, fmt.Sprintf("seed %d", seed), r)
-	}
-}
-
 // TestRebuildReadsSmallPlainBatches: a rebuild reads each batch's header
 // only as far as it goes: a plain batch can be shorter than a v1 header
 // (crashtest every-batch seed 29: the rebuild read past a small batch
@@ -478,5 +449,74 @@ func TestRebuildReadsSmallPlainBatches(t *testing.T) {
 	checkState(t, "after a rebuild over small plain batches", l)
 	if l.ProducerCount() != 1 {
 		t.Fatalf("%d producers", l.ProducerCount())
+	}
+}
+
+// TestConcurrentProducersWithRollsAndSnapshots: producers appending at
+// once, each its own sequence, while rolls write snapshots in the
+// background and readers describe and expire: every batch is appended
+// once, and the state (live and reopened) is what the log says.
+func TestConcurrentProducersWithRollsAndSnapshots(t *testing.T) {
+	cfg := smallConfig()
+	cfg.SegmentBytes = 600
+	dir := t.TempDir()
+	l := openTestLog(t, dir, cfg)
+	const producers, batches = 4, 40
+	errs := make(chan error, producers+1)
+	stop := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-stop:
+				errs <- nil
+				return
+			default:
+				l.Producers(2)
+				l.RemoveExpiredProducers(0) // nothing is that old
+			}
+		}
+	}()
+	for id := int64(1); id <= producers; id++ {
+		go func() {
+			for i := range batches {
+				b := pbatch(id, 0, int32(i), 1, 100)
+				info, err := l.AppendAsLeader(b, 1)
+				if err == nil && info.Duplicate {
+					err = fmt.Errorf("producer %d batch %d: duplicate", id, i)
+				}
+				if err == nil && i%7 == 0 { // a retry of the batch just appended
+					var d AppendInfo
+					if d, err = l.AppendAsLeader(pbatch(id, 0, int32(i), 1, 100), 1); err == nil && (!d.Duplicate || d.FirstOffset != info.FirstOffset) {
+						err = fmt.Errorf("producer %d retry of %d: %+v, want the duplicate of %d", id, i, d, info.FirstOffset)
+					}
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range producers {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+	<-errs
+	if l.LogEndOffset() != producers*batches {
+		t.Fatalf("log end %d, want %d", l.LogEndOffset(), producers*batches)
+	}
+	checkState(t, "live", l)
+	want := l.ProducerState()
+	waitSnapshots(t, l)
+	if err := l.shutdown(false); err != nil { // no close snapshot: from a roll's
+		t.Fatal(err)
+	}
+	r := openTestLog(t, dir, cfg)
+	defer closeLog(t, r)
+	if !r.ProducerState().Equal(want) {
+		t.Fatalf("reopened: %v, want %v", r.ProducerState().Describe(0), want.Describe(0))
 	}
 }

@@ -119,6 +119,18 @@ func Decode(data []byte, offset int64, maxProducers int) (*Manager, error) {
 // WriteSnapshot writes data as the snapshot of offset in dir atomically: a
 // power loss leaves the old file (or none) or the new one, whole.
 func WriteSnapshot(fsys vfs.FS, dir string, offset int64, data []byte) error {
+	return writeSnapshot(fsys, dir, offset, data, true)
+}
+
+// WriteSnapshotUnsynced is WriteSnapshot without its fsyncs, for a caller
+// that syncs the whole file system afterwards (a broker's shutdown). A
+// power loss before that may leave the file torn or empty: Decode refuses
+// it (its CRC, its length), and the state is rebuilt without it.
+func WriteSnapshotUnsynced(fsys vfs.FS, dir string, offset int64, data []byte) error {
+	return writeSnapshot(fsys, dir, offset, data, false)
+}
+
+func writeSnapshot(fsys vfs.FS, dir string, offset int64, data []byte, sync bool) error {
 	path := SnapshotPath(dir, offset)
 	tmp := path + ".tmp"
 	f, err := fsys.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
@@ -126,7 +138,7 @@ func WriteSnapshot(fsys vfs.FS, dir string, offset int64, data []byte) error {
 		return fmt.Errorf("create %s: %w", tmp, err)
 	}
 	_, err = f.Write(data)
-	if err == nil {
+	if err == nil && sync {
 		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {
@@ -138,6 +150,9 @@ func WriteSnapshot(fsys vfs.FS, dir string, offset int64, data []byte) error {
 	if err != nil {
 		_ = fsys.Remove(tmp)
 		return fmt.Errorf("write snapshot %s: %w", path, err)
+	}
+	if !sync {
+		return nil
 	}
 	if err := fsys.SyncDir(dir); err != nil {
 		return fmt.Errorf("write snapshot %s: %w", path, err)

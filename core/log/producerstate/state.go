@@ -238,17 +238,35 @@ type Info struct {
 
 // Describe returns up to limit producers (limit <= 0: all), the last
 // appended first.
-func (m *Manager) Describe(limit int) []Info {
-	all := m.sortedByLastOffset()
-	if limit > 0 && len(all) > limit {
-		all = all[:limit]
-	}
-	out := make([]Info, len(all))
-	for i, e := range all {
+func (m *Manager) Describe(limit int) []Info { return SortInfos(m.Infos(), limit) }
+
+// Infos returns every producer, unsorted: what a caller holding a lock
+// copies before sorting outside it (SortInfos).
+func (m *Manager) Infos() []Info {
+	out := make([]Info, 0, len(m.producers))
+	for _, e := range m.producers {
 		last := e.Last()
-		out[i] = Info{ID: e.ID, Epoch: e.Epoch, LastSequence: last.LastSeq, LastOffset: last.LastOffset, LastTimestampMs: last.MaxTimestamp}
+		out = append(out, Info{ID: e.ID, Epoch: e.Epoch, LastSequence: last.LastSeq, LastOffset: last.LastOffset, LastTimestampMs: last.MaxTimestamp})
 	}
 	return out
+}
+
+// SortInfos sorts infos, the last appended first, and keeps limit of them
+// (limit <= 0: all).
+func SortInfos(infos []Info, limit int) []Info {
+	slices.SortFunc(infos, func(a, b Info) int {
+		switch {
+		case a.LastOffset > b.LastOffset:
+			return -1
+		case a.LastOffset < b.LastOffset:
+			return 1
+		}
+		return 0
+	})
+	if limit > 0 && len(infos) > limit {
+		infos = slices.Clone(infos[:limit])
+	}
+	return infos
 }
 
 // Equal reports whether m and o hold the same producers with the same
