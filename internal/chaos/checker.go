@@ -310,7 +310,11 @@ func compareLog(p int32, final map[int64]logRec, start, hw int64, acks []ack, re
 		}
 		v := r.Value
 		if prev, dup := at[v]; dup {
-			addf(&f.Duplicates, "partition %d: %q at offsets %d and %d", p, v, prev, off)
+			// The producer fields say who appended it twice: the same
+			// ones, the leader; a new epoch or sequence, the client.
+			a := final[prev]
+			addf(&f.Duplicates, "partition %d: %q at offsets %d and %d (producer %d epoch %d sequence %d, then %d, %d, %d)",
+				p, v, prev, off, a.PID, a.Epoch, a.Sequence, r.PID, r.Epoch, r.Sequence)
 			continue
 		}
 		at[v] = off

@@ -63,7 +63,7 @@ func TestCompareLog(t *testing.T) {
 		{"lost above the HW", logOf("w1.i0.0", "w1.i0.1"), 0, 1, []ack{{offset: 1, value: "w1.i0.1"}}, nil, func(f Findings) []string { return f.Lost }, `"w1.i0.1"`},
 		{"moved", logOf("w2.i0.0", "w1.i0.0"), 0, 2, []ack{{offset: 0, value: "w1.i0.0"}}, nil, func(f Findings) []string { return f.Moved }, "is at 1"},
 		// An ambiguous write retried and appended twice, not acknowledged.
-		{"duplicate", logOf("w1.i0.0", "w1.i0.1", "w1.i0.1"), 0, 3, nil, nil, func(f Findings) []string { return f.Duplicates }, `"w1.i0.1" at offsets 1 and 2`},
+		{"duplicate", logOf("w1.i0.0", "w1.i0.1", "w1.i0.1"), 0, 3, nil, nil, func(f Findings) []string { return f.Duplicates }, `"w1.i0.1" at offsets 1 and 2 (producer 101 epoch 7 sequence 1, then 101, 7, 2)`},
 		{"reorder", logOf("w1.i0.0", "w2.i0.0", "w1.i0.2", "w1.i0.1"), 0, 4, nil, nil, func(f Findings) []string { return f.Reordered }, `"w1.i0.1" at offset 3 after "w1.i0.2" at offset 2`},
 		{"old incarnation after the new", logOf("w1.i1.5", "w1.i0.6"), 0, 2, nil, nil, func(f Findings) []string { return f.Reordered }, `"w1.i0.6" at offset 1 after "w1.i1.5"`},
 		{"older epoch after newer", fenced, 0, 3, nil, nil, func(f Findings) []string { return f.Fenced }, "epoch 7 at offset 2"},
