@@ -103,55 +103,65 @@ func (c *Cluster) brokersAgree(ctx context.Context, resp *replicadv1.DescribeClu
 	return nil
 }
 
-// readLog reads partition p from broker b, which must lead it, from
-// offset 0 to its HW once that is at least atLeast (a new leader's HW
-// catches up as its followers fetch).
-func (c *Cluster) readLog(ctx context.Context, b, p int32, atLeast int64) (map[int64]string, int64, error) {
+// logRec is one record of a replica's log as the checker reads it: the
+// value, and the producer fields of its batch (0, 0, -1 for a plain one).
+type logRec struct {
+	Value    string
+	PID      int64
+	Epoch    int32
+	Sequence int32
+}
+
+// readLog reads partition p from broker b, which must lead it, from its
+// log start offset (records below it were deleted: DeleteRecords) to its
+// HW once that is at least atLeast (a new leader's HW catches up as its
+// followers fetch).
+func (c *Cluster) readLog(ctx context.Context, b, p int32, atLeast int64) (log map[int64]logRec, start, hw int64, err error) {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		log, hw, err := c.readOnce(ctx, b, p)
+		log, start, hw, err := c.readOnce(ctx, b, p)
 		if err == nil && hw >= atLeast {
-			return log, hw, nil
+			return log, start, hw, nil
 		}
 		if time.Now().After(deadline) {
 			if err == nil {
 				err = fmt.Errorf("HW %d, want at least %d", hw, atLeast)
 			}
-			return nil, 0, fmt.Errorf("read partition %d from broker %d: %w", p, b, err)
+			return nil, 0, 0, fmt.Errorf("read partition %d from broker %d: %w", p, b, err)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 }
 
-func (c *Cluster) readOnce(ctx context.Context, b, p int32) (map[int64]string, int64, error) {
-	log := map[int64]string{}
-	next, hw := int64(0), int64(-1)
+func (c *Cluster) readOnce(ctx context.Context, b, p int32) (map[int64]logRec, int64, int64, error) {
+	log := map[int64]logRec{}
+	next, start, hw := int64(-2), int64(-1), int64(-1) // -2: from the log start
 	for range 1 << 20 {
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		resp, err := c.log(b).Consume(cctx, &replicadv1.ConsumeRequest{Topic: Topic, Partition: p, Offset: next, MaxBytes: 1 << 20})
 		cancel()
 		if err != nil {
-			return nil, 0, err
+			return nil, 0, 0, err
 		}
 		if resp.GetErrorCode() != replicadv1.ErrorCode_ERROR_CODE_NONE {
-			return nil, 0, fmt.Errorf("consume at %d: %v", next, resp.GetErrorCode())
+			return nil, 0, 0, fmt.Errorf("consume at %d: %v", next, resp.GetErrorCode())
 		}
 		if hw < 0 {
-			hw = resp.GetHighWatermark()
+			hw, start, next = resp.GetHighWatermark(), resp.GetLogStartOffset(), resp.GetLogStartOffset()
 		}
 		for _, r := range resp.GetRecords() {
 			if r.GetOffset() < hw {
-				log[r.GetOffset()] = string(r.GetValue())
+				log[r.GetOffset()] = logRec{Value: string(r.GetValue()), PID: r.GetProducerId(), Epoch: r.GetProducerEpoch(), Sequence: r.GetSequence()}
 			}
 		}
 		if n := resp.GetNextOffset(); n > next {
 			next = n
 		}
 		if next >= hw || len(resp.GetRecords()) == 0 {
-			return log, hw, nil
+			return log, start, hw, nil
 		}
 	}
-	return nil, 0, errors.New("read did not end")
+	return nil, 0, 0, errors.New("read did not end")
 }
 
 // elect moves partition p's leadership to broker b and waits until the
@@ -184,6 +194,11 @@ func (c *Cluster) elect(ctx context.Context, p, b int32, parts int32) error {
 // Findings are what the checker found wrong; every list must be empty.
 type Findings struct {
 	Lost, Moved, Divergent, Changed, Duplicates, Problems []string
+	// Reordered: a producer's records in a partition out of the order it
+	// sent them (issue 21: idempotent retries keep the order). Fenced: a
+	// record of an older producer epoch after one of a newer epoch of the
+	// same producer ID in a partition, which fencing forbids.
+	Reordered, Fenced []string
 	// Operator: operator actions the cluster did not carry out (in time,
 	// or correctly); MassFencing: decisions that fenced more than one
 	// broker in the default mix (issue 19 path 11); SlowHeal: network
@@ -222,12 +237,12 @@ func check(ctx context.Context, c *Cluster, parts int32, acks []ack, reads []map
 			return
 		}
 		first := cp.GetLeader()
-		final, hw, err := c.readLog(ctx, first, p, 0)
+		final, start, hw, err := c.readLog(ctx, first, p, 0)
 		if err != nil {
 			f.Heal = errors.Join(f.Heal, err)
 			continue
 		}
-		h.note("check", "partition %d: %d records below HW %d on leader %d", p, len(final), hw, first)
+		h.note("check", "partition %d: %d records from the log start %d to the HW %d on leader %d", p, len(final), start, hw, first)
 		finalRecords += len(final)
 		for _, r := range cp.GetReplicas() {
 			if r == first {
@@ -237,40 +252,91 @@ func check(ctx context.Context, c *Cluster, parts int32, acks []ack, reads []map
 				f.Heal = errors.Join(f.Heal, err)
 				continue
 			}
-			other, ohw, err := c.readLog(ctx, r, p, hw)
+			other, ostart, ohw, err := c.readLog(ctx, r, p, hw)
 			if err != nil {
 				f.Heal = errors.Join(f.Heal, err)
 				continue
 			}
-			h.note("check", "partition %d: %d records below HW %d on broker %d", p, len(other), ohw, r)
-			for off := range hw {
+			h.note("check", "partition %d: %d records from the log start %d to the HW %d on broker %d", p, len(other), ostart, ohw, r)
+			// Replicas may have deleted up to different log starts:
+			// what both hold must agree.
+			for off := max(start, ostart); off < hw; off++ {
 				if a, b := final[off], other[off]; a != b {
-					addf(&f.Divergent, "partition %d offset %d: %q on broker %d, %q on broker %d", p, off, a, first, b, r)
+					addf(&f.Divergent, "partition %d offset %d: %+v on broker %d, %+v on broker %d", p, off, a, first, b, r)
 				}
 			}
 		}
-		compareLog(p, final, hw, acks, reads[p], f)
+		compareLog(p, final, start, hw, acks, reads[p], f)
 	}
 	return finalRecords
 }
 
-// compareLog checks partition p's final log (offset -> value below hw)
-// against the acknowledgements and the consumers' reads.
-func compareLog(p int32, final map[int64]string, hw int64, acks []ack, reads map[int64]string, f *Findings) {
+// compareLog checks partition p's final log (offset -> record, from its
+// log start to its hw: records below start were deleted, DeleteRecords)
+// against the acknowledgements and the consumers' reads:
+//
+//   - no hole below the HW, and no value the workload never sent;
+//   - no duplicate: a producer's record (its name and index, the value)
+//     at most once, acknowledged or not: an ambiguous write the producer
+//     retried must be in the log once, or not at all;
+//   - no loss: every acknowledged record at the offset it was
+//     acknowledged at; unacknowledged ones (ambiguous, failed, or sent by
+//     an instance fenced since) may be absent;
+//   - no reorder: a producer's records in the order it sent them, by
+//     incarnation then index (a restarted producer's records after its
+//     old instance's);
+//   - fencing: per producer ID, no record of an older epoch after one of a
+//     newer epoch;
+//   - every consumer read below the HW is what the final log holds.
+//
+// A record acknowledged or read below start was deleted: nothing to check.
+func compareLog(p int32, final map[int64]logRec, start, hw int64, acks []ack, reads map[int64]string, f *Findings) {
 	at := make(map[string]int64, len(final))
-	for off := range hw {
-		v, ok := final[off]
+	type last struct {
+		id  recordID
+		off int64
+	}
+	byProducer := map[int]last{}
+	type epochAt struct {
+		epoch int32
+		off   int64
+	}
+	epochs := map[int64]epochAt{}
+	for off := max(start, 0); off < hw; off++ {
+		r, ok := final[off]
 		if !ok {
 			addf(&f.Divergent, "partition %d offset %d: missing below the HW %d", p, off, hw)
 			continue
 		}
+		v := r.Value
 		if prev, dup := at[v]; dup {
-			addf(&f.Duplicates, "partition %d: %q at offsets %d and %d", p, v, prev, off)
+			// The producer fields say who appended it twice: the same
+			// ones, the leader; a new epoch or sequence, the client.
+			a := final[prev]
+			addf(&f.Duplicates, "partition %d: %q at offsets %d and %d (producer %d epoch %d sequence %d, then %d, %d, %d)",
+				p, v, prev, off, a.PID, a.Epoch, a.Sequence, r.PID, r.Epoch, r.Sequence)
+			continue
 		}
 		at[v] = off
+		id, ok := parseValue(v)
+		if !ok {
+			addf(&f.Divergent, "partition %d offset %d: %q is no value the workload sends", p, off, v)
+			continue
+		}
+		if l, seen := byProducer[id.Producer]; seen && !l.id.before(id) {
+			addf(&f.Reordered, "partition %d: %q at offset %d after %q at offset %d", p, v, off, l.id, l.off)
+		}
+		byProducer[id.Producer] = last{id, off}
+		if r.PID > 0 {
+			if e, seen := epochs[r.PID]; seen && r.Epoch < e.epoch {
+				addf(&f.Fenced, "partition %d: producer ID %d epoch %d at offset %d (%q) after its epoch %d at offset %d", p, r.PID, r.Epoch, off, v, e.epoch, e.off)
+			} else {
+				epochs[r.PID] = epochAt{r.Epoch, off}
+			}
+		}
 	}
 	for _, a := range acks {
-		if a.partition != p {
+		if a.partition != p || a.offset < start {
 			continue
 		}
 		switch off, ok := at[a.value]; {
@@ -282,12 +348,14 @@ func compareLog(p int32, final map[int64]string, hw int64, acks []ack, reads map
 	}
 	offs := make([]int64, 0, len(reads))
 	for off := range reads {
-		offs = append(offs, off)
+		if off >= start {
+			offs = append(offs, off)
+		}
 	}
 	sort.Slice(offs, func(i, j int) bool { return offs[i] < offs[j] })
 	for _, off := range offs {
-		if v := reads[off]; final[off] != v {
-			addf(&f.Changed, "partition %d offset %d: a consumer read %q, the log holds %q (HW %d)", p, off, v, final[off], hw)
+		if v := reads[off]; final[off].Value != v {
+			addf(&f.Changed, "partition %d offset %d: a consumer read %q, the log holds %q (HW %d)", p, off, v, final[off].Value, hw)
 		}
 	}
 }

@@ -7,43 +7,94 @@ import (
 	"time"
 )
 
+// logOf builds a final log from values at offsets 0, 1, ..., each record
+// from producer ID 100+its producer number at epoch 7 plus its
+// incarnation, as an idempotent producer writes them.
+func logOf(values ...string) map[int64]logRec {
+	m := map[int64]logRec{}
+	for i, v := range values {
+		r := logRec{Value: v}
+		if id, ok := parseValue(v); ok {
+			r.PID, r.Epoch, r.Sequence = int64(100+id.Producer), int32(7+id.Incarnation), int32(i)
+		}
+		m[int64(i)] = r
+	}
+	return m
+}
+
 // The checker's comparison finds each kind of wrong history, and nothing in
 // a right one.
 func TestCompareLog(t *testing.T) {
-	final := map[int64]string{0: "a", 1: "b", 2: "c", 3: "d"}
-	acks := []ack{{partition: 0, offset: 0, value: "a"}, {partition: 0, offset: 2, value: "c"}, {partition: 1, offset: 0, value: "x"}}
-	reads := map[int64]string{0: "a", 1: "b"}
+	// Producer 1 restarted (incarnation 1) after w1.i0.2, whose write was
+	// ambiguous and is absent, as is w1.i0.3 its fenced old instance sent;
+	// w2.i0.5 (ambiguous, retried) is there once. Two producers interleave.
+	final := logOf("w1.i0.0", "w2.i0.4", "w1.i0.1", "w2.i0.5", "w1.i1.4", "w2.i0.6")
+	acks := []ack{{partition: 0, offset: 0, value: "w1.i0.0"}, {partition: 0, offset: 4, value: "w1.i1.4"}, {partition: 1, offset: 0, value: "w9.i0.0"}}
+	reads := map[int64]string{0: "w1.i0.0", 1: "w2.i0.4"}
 	var f Findings
-	compareLog(0, final, 4, acks, reads, &f)
-	if n := len(f.Lost) + len(f.Moved) + len(f.Divergent) + len(f.Changed) + len(f.Duplicates); n != 0 {
+	compareLog(0, final, 0, 6, acks, reads, &f)
+	if n := len(f.Lost) + len(f.Moved) + len(f.Divergent) + len(f.Changed) + len(f.Duplicates) + len(f.Reordered) + len(f.Fenced); n != 0 {
 		t.Fatalf("a right history: %+v", f)
+	}
+	// A record of an older epoch after a newer one's, as a fenced instance
+	// whose write was let through leaves it.
+	fenced := logOf("w1.i0.0", "w1.i1.1", "w1.i0.2")
+	fenced[2] = logRec{Value: "w1.i2.2", PID: 101, Epoch: 7}
+	// Records 0 and 1 deleted (DeleteRecords): the log starts at 2.
+	deleted := logOf("w1.i0.0", "w1.i0.1", "w1.i0.2", "w1.i0.3")
+	delete(deleted, 0)
+	delete(deleted, 1)
+	f = Findings{}
+	compareLog(0, deleted, 2, 4, []ack{{offset: 0, value: "w1.i0.0"}, {offset: 3, value: "w1.i0.3"}}, map[int64]string{1: "w1.i0.1", 2: "w1.i0.2"}, &f)
+	if n := len(f.Lost) + len(f.Moved) + len(f.Divergent) + len(f.Changed) + len(f.Duplicates) + len(f.Reordered) + len(f.Fenced); n != 0 {
+		t.Fatalf("records acknowledged and read below the log start, then deleted: %+v", f)
 	}
 	cases := []struct {
 		name   string
-		final  map[int64]string
+		final  map[int64]logRec
+		start  int64
 		hw     int64
 		acks   []ack
 		reads  map[int64]string
 		list   func(Findings) []string
 		substr string
 	}{
-		{"lost", map[int64]string{0: "a", 1: "b"}, 2, []ack{{offset: 2, value: "c"}}, nil, func(f Findings) []string { return f.Lost }, `"c" acknowledged at offset 2`},
-		{"lost above the HW", map[int64]string{0: "a"}, 1, []ack{{offset: 1, value: "b"}}, nil, func(f Findings) []string { return f.Lost }, `"b"`},
-		{"moved", map[int64]string{0: "b", 1: "a"}, 2, []ack{{offset: 0, value: "a"}}, nil, func(f Findings) []string { return f.Moved }, "is at 1"},
-		{"duplicate", map[int64]string{0: "a", 1: "a"}, 2, nil, nil, func(f Findings) []string { return f.Duplicates }, "offsets 0 and 1"},
-		{"hole", map[int64]string{0: "a", 2: "c"}, 3, nil, nil, func(f Findings) []string { return f.Divergent }, "offset 1: missing"},
-		{"changed read", map[int64]string{0: "a"}, 1, nil, map[int64]string{0: "z"}, func(f Findings) []string { return f.Changed }, `read "z"`},
-		{"read gone", map[int64]string{0: "a"}, 1, nil, map[int64]string{1: "b"}, func(f Findings) []string { return f.Changed }, `read "b"`},
+		{"lost", logOf("w1.i0.0", "w1.i0.1"), 0, 2, []ack{{offset: 2, value: "w1.i0.2"}}, nil, func(f Findings) []string { return f.Lost }, `"w1.i0.2" acknowledged at offset 2`},
+		{"lost above the HW", logOf("w1.i0.0", "w1.i0.1"), 0, 1, []ack{{offset: 1, value: "w1.i0.1"}}, nil, func(f Findings) []string { return f.Lost }, `"w1.i0.1"`},
+		{"moved", logOf("w2.i0.0", "w1.i0.0"), 0, 2, []ack{{offset: 0, value: "w1.i0.0"}}, nil, func(f Findings) []string { return f.Moved }, "is at 1"},
+		// An ambiguous write retried and appended twice, not acknowledged.
+		{"duplicate", logOf("w1.i0.0", "w1.i0.1", "w1.i0.1"), 0, 3, nil, nil, func(f Findings) []string { return f.Duplicates }, `"w1.i0.1" at offsets 1 and 2 (producer 101 epoch 7 sequence 1, then 101, 7, 2)`},
+		{"reorder", logOf("w1.i0.0", "w2.i0.0", "w1.i0.2", "w1.i0.1"), 0, 4, nil, nil, func(f Findings) []string { return f.Reordered }, `"w1.i0.1" at offset 3 after "w1.i0.2" at offset 2`},
+		{"old incarnation after the new", logOf("w1.i1.5", "w1.i0.6"), 0, 2, nil, nil, func(f Findings) []string { return f.Reordered }, `"w1.i0.6" at offset 1 after "w1.i1.5"`},
+		{"older epoch after newer", fenced, 0, 3, nil, nil, func(f Findings) []string { return f.Fenced }, "epoch 7 at offset 2"},
+		{"hole", map[int64]logRec{0: {Value: "w1.i0.0"}, 2: {Value: "w1.i0.2"}}, 0, 3, nil, nil, func(f Findings) []string { return f.Divergent }, "offset 1: missing"},
+		{"never sent", logOf("w1.i0.0", "x"), 0, 2, nil, nil, func(f Findings) []string { return f.Divergent }, `"x" is no value`},
+		{"changed read", logOf("w1.i0.0"), 0, 1, nil, map[int64]string{0: "w1.i0.9"}, func(f Findings) []string { return f.Changed }, `read "w1.i0.9"`},
+		{"lost after a deletion", deleted, 2, 4, []ack{{offset: 1, value: "w1.i0.1"}, {offset: 3, value: "w1.i0.9"}}, nil, func(f Findings) []string { return f.Lost }, `"w1.i0.9" acknowledged at offset 3`},
+		{"read gone", logOf("w1.i0.0"), 0, 1, nil, map[int64]string{1: "w1.i0.1"}, func(f Findings) []string { return f.Changed }, `read "w1.i0.1"`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			var f Findings
-			compareLog(0, c.final, c.hw, c.acks, c.reads, &f)
+			compareLog(0, c.final, c.start, c.hw, c.acks, c.reads, &f)
 			got := c.list(f)
 			if len(got) != 1 || !strings.Contains(got[0], c.substr) {
 				t.Fatalf("findings %+v, want one containing %q", f, c.substr)
 			}
 		})
+	}
+}
+
+// A value names its record and reads back as it; nothing else reads as one.
+func TestParseValue(t *testing.T) {
+	id := recordID{Producer: 3, Incarnation: 2, Index: 41}
+	if got, ok := parseValue(id.String()); !ok || got != id {
+		t.Fatalf("parseValue(%q) = %v %v", id, got, ok)
+	}
+	for _, v := range []string{"", "w1.i0", "w1.i0.1x", "p0-w1-3", "w01.i0.1", " w1.i0.1"} {
+		if _, ok := parseValue(v); ok {
+			t.Errorf("parseValue(%q) ok", v)
+		}
 	}
 }
 
@@ -127,5 +178,50 @@ func TestExtraSchedule(t *testing.T) {
 	}
 	if none := ExtraSchedule(7, 50, 0, false, mix, 3, 4); slices.ContainsFunc(none, func(f *Fault) bool { return f != nil }) {
 		t.Errorf("extras at 0%%")
+	}
+}
+
+// Producer restarts come from a stream of their own, at the asked rate,
+// each naming a producer and a time into the fault.
+func TestRestartSchedule(t *testing.T) {
+	a, b := RestartSchedule(7, 400, DefaultRestartPercent, 3), RestartSchedule(7, 400, DefaultRestartPercent, 3)
+	n := 0
+	for i := range a {
+		if (a[i] == nil) != (b[i] == nil) || (a[i] != nil && *a[i] != *b[i]) {
+			t.Fatalf("round %d: the same seed drew %v and %v", i, a[i], b[i])
+		}
+		if r := a[i]; r != nil {
+			n++
+			if r.Producer < 1 || r.Producer > 3 || r.After <= 0 || r.After > 3*time.Second {
+				t.Errorf("round %d: %+v out of bounds", i, *r)
+			}
+		}
+	}
+	if n < 160 || n > 240 {
+		t.Errorf("%d restarts in 400 rounds at %d%%", n, DefaultRestartPercent)
+	}
+	if none := RestartSchedule(7, 50, 0, 3); slices.ContainsFunc(none, func(r *ProducerRestart) bool { return r != nil }) {
+		t.Error("restarts at 0%")
+	}
+}
+
+// Deletions during fault rounds come from a stream of their own, at the
+// asked rate, each a time into the fault.
+func TestDeleteSchedule(t *testing.T) {
+	a, b := DeleteSchedule(7, 400, DefaultDeletePercent), DeleteSchedule(7, 400, DefaultDeletePercent)
+	n := 0
+	for i := range a {
+		if (a[i] == nil) != (b[i] == nil) || (a[i] != nil && *a[i] != *b[i]) {
+			t.Fatalf("round %d: the same seed drew two deletions", i)
+		}
+		if d := a[i]; d != nil {
+			n++
+			if *d <= 0 || *d > 3*time.Second {
+				t.Errorf("round %d: a deletion %v into the fault", i, *d)
+			}
+		}
+	}
+	if n < 80 || n > 160 {
+		t.Errorf("%d deletions in 400 rounds at %d%%", n, DefaultDeletePercent)
 	}
 }

@@ -29,6 +29,46 @@ type Event struct {
 	Value     string  `json:"value,omitempty"`
 	Error     string  `json:"error,omitempty"`
 	Detail    string  `json:"detail,omitempty"`
+	// The idempotent producer's ID and epoch (producer-init,
+	// producer-restart and the produce outcomes of an idempotent producer).
+	PID   int64 `json:"pid,omitempty"`
+	Epoch int32 `json:"epoch,omitempty"`
+}
+
+// recordID names a record the workload sends, and is its value: the
+// workload's producer (its number, kept across restarts), the producer's
+// incarnation (0, then one more at each restart with its producer ID), and
+// the record's index, one more per record the producer sends, whatever its
+// partition. A value is sent once and retried as is: a value twice in a
+// partition is a duplicate, and a producer's values in a partition come in
+// (incarnation, index) order.
+type recordID struct {
+	Producer    int
+	Incarnation int
+	Index       int64
+}
+
+func (r recordID) String() string {
+	return fmt.Sprintf("w%d.i%d.%d", r.Producer, r.Incarnation, r.Index)
+}
+
+// before orders a producer's records: a restarted producer's records come
+// after its older incarnations'.
+func (r recordID) before(o recordID) bool {
+	if r.Incarnation != o.Incarnation {
+		return r.Incarnation < o.Incarnation
+	}
+	return r.Index < o.Index
+}
+
+// parseValue reads a recordID back from a value; false: not a value the
+// workload sends.
+func parseValue(v string) (recordID, bool) {
+	var r recordID
+	if n, err := fmt.Sscanf(v, "w%d.i%d.%d", &r.Producer, &r.Incarnation, &r.Index); n != 3 || err != nil || r.String() != v {
+		return recordID{}, false
+	}
+	return r, true
 }
 
 func newHistory(path string, out func(string)) (*History, error) {

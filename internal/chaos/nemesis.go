@@ -379,3 +379,54 @@ func fill(path string) error {
 	}
 	return fmt.Errorf("%s: 1 GiB written and not full", path)
 }
+
+// ProducerRestart is a producer restarting with its producer ID during a
+// fault round (issue 21): InitProducerId with its ID bumps the epoch, the
+// new instance takes over, and the old one, still sending for a while,
+// must be fenced on every partition the new one writes to.
+type ProducerRestart struct {
+	Producer int           // 1-based
+	After    time.Duration // into the round's fault
+}
+
+// DefaultRestartPercent is the share of fault rounds during which a
+// producer restarts with its ID.
+const DefaultRestartPercent = 50
+
+// RestartSchedule draws, for each of rounds fault rounds, whether a
+// producer restarts during it (percent of them) and which, when: nil
+// entries are none. A stream of its own, so a seed's faults and extra
+// rounds stay as they were.
+func RestartSchedule(seed uint64, rounds, percent, producers int) []*ProducerRestart {
+	r := rand.New(rand.NewPCG(seed, 0x91d))
+	out := make([]*ProducerRestart, rounds)
+	for i := range rounds {
+		x, k, after := r.IntN(100), 1+r.IntN(max(producers, 1)), time.Duration(200+r.IntN(2800))*time.Millisecond
+		if x < percent {
+			out[i] = &ProducerRestart{Producer: k, After: after}
+		}
+	}
+	return out
+}
+
+// DefaultDeletePercent is the share of fault rounds during which the
+// records of the fault's partition are deleted up to its HW.
+const DefaultDeletePercent = 30
+
+// DeleteSchedule draws, for each of rounds fault rounds, whether the
+// records of the round's partition are deleted (DeleteRecords up to the
+// HW) while its fault holds, and when: nil entries are none. Writes in
+// doubt then meet a log whose start moved past their producers' earlier
+// batches (issue 21: the producer state rolls back with the log). A
+// stream of its own, as RestartSchedule's.
+func DeleteSchedule(seed uint64, rounds, percent int) []*time.Duration {
+	r := rand.New(rand.NewPCG(seed, 0xde1))
+	out := make([]*time.Duration, rounds)
+	for i := range rounds {
+		x, after := r.IntN(100), time.Duration(300+r.IntN(2700))*time.Millisecond
+		if x < percent {
+			out[i] = &after
+		}
+	}
+	return out
+}

@@ -595,3 +595,32 @@ func (n *nemesis) lowerMinIsrUnderElr(ctx context.Context, cp *replicadv1.Cluste
 	}
 	return nil
 }
+
+// deleteRecords deletes partition p's records below its HW on its leader
+// (DeleteRecords with offset -1), during a fault round: writes in doubt
+// are retried on a log whose start moved past their producers' earlier
+// batches. A fault may keep it from being carried out (no finding).
+func (n *nemesis) deleteRecords(ctx context.Context, p int32) error {
+	return retryFor(ctx, 10*time.Second, func() error {
+		l := n.w.leader(ctx, p, true)
+		if l <= 0 {
+			return fmt.Errorf("partition %d has no leader", p)
+		}
+		cctx, cancel := context.WithTimeout(ctx, 6*time.Second)
+		defer cancel()
+		resp, err := n.c.log(l).DeleteRecords(cctx, &replicadv1.DeleteRecordsRequest{TimeoutMs: 5000,
+			Partitions: []*replicadv1.DeleteRecordsPartition{{Topic: Topic, Partition: p, Offset: -1}}})
+		if err != nil {
+			return err
+		}
+		if len(resp.GetPartitions()) != 1 {
+			return fmt.Errorf("delete records: %d partitions answered", len(resp.GetPartitions()))
+		}
+		r := resp.GetPartitions()[0]
+		if r.GetErrorCode() != replicadv1.ErrorCode_ERROR_CODE_NONE {
+			return fmt.Errorf("delete records of partition %d on broker %d: %v", p, l, r.GetErrorCode())
+		}
+		n.h.note("operator", "delete-records: partition %d on broker %d, low watermark %d", p, l, r.GetLowWatermark())
+		return nil
+	})
+}

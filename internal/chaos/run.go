@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
@@ -31,8 +32,22 @@ type Config struct {
 	// EveryExtra follows every fault round with an extra, the kinds in
 	// turn (ExtraSchedule).
 	EveryExtra bool
+	// RestartPercent is the share of fault rounds (percent) during which
+	// a producer restarts with its producer ID (RestartSchedule).
+	RestartPercent int
+	// DeletePercent is the share of fault rounds (percent) during which
+	// the records of the round's partition are deleted up to its HW
+	// (DeleteSchedule).
+	DeletePercent int
+	// Schedule, when set, is the fault rounds to run instead of the ones
+	// Seed draws (Rounds must be its length): a test that needs a fault.
+	Schedule   []Fault
 	Partitions int32
-	Producers  int // per partition
+	// Producers is the workload's producers, each writing every partition.
+	Producers int
+	// NoIdempotence: plain produce, retried as it is (the checker must then
+	// find duplicates).
+	NoIdempotence bool
 	// Logf prints the nemesis's lines and progress (the test log).
 	Logf func(string)
 }
@@ -40,13 +55,20 @@ type Config struct {
 // Report is a run's figures and findings.
 type Report struct {
 	Config
-	Mode                     string
-	Faults                   map[string]int
-	Attempts, Acked, Unacked int
-	Reads, FinalRecords      int
-	LongestGap               []time.Duration // per partition
-	LongestUnexcused         []time.Duration
-	GapBound                 time.Duration // checked in the default mix only
+	Mode   string
+	Faults map[string]int
+	// Attempts is the records sent, Acked and Unacked (failed) how they
+	// ended; FencedRecords the ones refused as an old instance's, Retries
+	// the client's attempts after a batch's first, Restarts the producer
+	// restarts with their ID.
+	Attempts, Acked, Unacked         int
+	FencedRecords, Retries, Restarts int
+	// Resent: records sent again after an error (plain mode only).
+	Resent              int
+	Reads, FinalRecords int
+	LongestGap          []time.Duration // per partition
+	LongestUnexcused    []time.Duration
+	GapBound            time.Duration // checked in the default mix only
 	// Ops counts the operator calls made, by what they did.
 	Ops map[string]int
 	// HealTimes is, per fault kind, the longest time from a round's heal
@@ -66,8 +88,8 @@ type Report struct {
 // Failed says whether the run found anything wrong.
 func (r *Report) Failed() bool {
 	f := r.Findings
-	return len(f.Lost)+len(f.Moved)+len(f.Divergent)+len(f.Changed)+len(f.Duplicates)+len(f.Problems)+len(r.Unavailable)+
-		len(f.Operator)+len(f.MassFencing)+len(f.SlowHeal) > 0 || f.Heal != nil
+	return len(f.Lost)+len(f.Moved)+len(f.Divergent)+len(f.Changed)+len(f.Duplicates)+len(f.Reordered)+len(f.Fenced)+
+		len(f.Problems)+len(r.Unavailable)+len(f.Operator)+len(f.MassFencing)+len(f.SlowHeal) > 0 || f.Heal != nil
 }
 
 // Summary is the report in a few lines.
@@ -107,10 +129,14 @@ func (r *Report) Summary() string {
 	}
 	fmt.Fprintf(&b, "  longest heal to full ISR: %s (bound %v after network faults)\n", strings.Join(hs, " "), r.HealBound)
 	fmt.Fprintf(&b, "  fencing decisions %d, most brokers in one %d\n", r.Fencings, r.FencedMost)
-	fmt.Fprintf(&b, "  produce attempts %d, acknowledged %d, failed or unknown %d; consumer reads %d; final records %d\n",
-		r.Attempts, r.Acked, r.Unacked, r.Reads, r.FinalRecords)
-	fmt.Fprintf(&b, "  lost %d, moved %d, divergent %d, changed reads %d, duplicates %d, process problems %d\n",
-		len(r.Lost), len(r.Moved), len(r.Divergent), len(r.Changed), len(r.Duplicates), len(r.Problems))
+	idem := "idempotent"
+	if r.NoIdempotence {
+		idem = "plain (idempotence off)"
+	}
+	fmt.Fprintf(&b, "  %d %s producers (client.Producer): records sent %d, acknowledged %d, failed %d (fenced %d), unknown %d; batch retries %d; resent %d; producer restarts %d; consumer reads %d; final records %d\n",
+		r.Producers, idem, r.Attempts, r.Acked, r.Unacked, r.FencedRecords, max(r.Attempts-r.Acked-r.Unacked, 0), r.Retries, r.Resent, r.Restarts, r.Reads, r.FinalRecords)
+	fmt.Fprintf(&b, "  lost %d, moved %d, divergent %d, changed reads %d, duplicates %d, reordered %d, older epoch after newer %d, process problems %d\n",
+		len(r.Lost), len(r.Moved), len(r.Divergent), len(r.Changed), len(r.Duplicates), len(r.Reordered), len(r.Fenced), len(r.Problems))
 	var longest, unexcused time.Duration
 	for p := range r.LongestGap {
 		longest, unexcused = max(longest, r.LongestGap[p]), max(unexcused, r.LongestUnexcused[p])
@@ -133,6 +159,8 @@ func (r *Report) Summary() string {
 	list("DIVERGENT", r.Divergent)
 	list("CHANGED", r.Changed)
 	list("DUPLICATE", r.Duplicates)
+	list("REORDERED", r.Reordered)
+	list("FENCED", r.Fenced)
 	list("PROBLEM", r.Problems)
 	list("UNAVAILABLE", r.Unavailable)
 	list("OPERATOR", r.Operator)
@@ -199,6 +227,15 @@ func replayFlags(c Config) string {
 	if c.Brokers != 3 {
 		s += fmt.Sprintf(" BROKERS=%d", c.Brokers)
 	}
+	if c.RestartPercent != DefaultRestartPercent {
+		s += fmt.Sprintf(" RESTARTS=%d", c.RestartPercent)
+	}
+	if c.NoIdempotence {
+		s += " NOIDEM=1"
+	}
+	if c.DeletePercent != DefaultDeletePercent {
+		s += fmt.Sprintf(" DELETES=%d", c.DeletePercent)
+	}
 	return s
 }
 
@@ -243,8 +280,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := c.settle(ctx, cfg.Partitions, 60*time.Second); err != nil {
 		return nil, fmt.Errorf("the new cluster: %w", err)
 	}
-	w := newWorkload(c, h, cfg.Partitions, cfg.Producers)
-	w.Start()
+	w := newWorkload(c, h, cfg.Partitions, cfg.Producers, !cfg.NoIdempotence)
+	if err := w.Start(); err != nil {
+		w.Stop()
+		return nil, err
+	}
 	stopped := false
 	defer func() {
 		if !stopped {
@@ -263,7 +303,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	nem := &nemesis{c: c, h: h, w: w, counts: rep.Faults, ops: rep.Ops, harsh: cfg.Harsh}
 	schedule := Schedule(cfg.Seed, cfg.Rounds, mix, int32(cfg.Brokers), cfg.Partitions, cfg.SessionTimeout)
+	if cfg.Schedule != nil {
+		schedule = cfg.Schedule
+	}
 	extras := ExtraSchedule(cfg.Seed, cfg.Rounds, cfg.ExtraPercent, cfg.EveryExtra, ExtraMix(), int32(cfg.Brokers), cfg.Partitions)
+	restarts := RestartSchedule(cfg.Seed, cfg.Rounds, cfg.RestartPercent, cfg.Producers)
+	deletes := DeleteSchedule(cfg.Seed, cfg.Rounds, cfg.DeletePercent)
 	// round runs one fault or extra and waits for the cluster to heal;
 	// false: the harness itself failed, stop.
 	round := func(name string, f Fault) bool {
@@ -328,8 +373,46 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 				}
 			}(*x)
 		}
+		var restarted atomic.Bool
+		if r := restarts[i]; r != nil && !cfg.NoIdempotence {
+			// While the fault holds: the bump may wait for a controller,
+			// and the old instance's writes in doubt meet the new one's.
+			during.Add(1)
+			go func() {
+				defer during.Done()
+				select {
+				case <-time.After(r.After):
+				case <-ctx.Done():
+					return
+				}
+				restarted.Store(w.restart(r.Producer))
+			}()
+		}
+		var deleted atomic.Bool
+		if d := deletes[i]; d != nil {
+			during.Add(1)
+			go func() {
+				defer during.Done()
+				select {
+				case <-time.After(*d):
+				case <-ctx.Done():
+					return
+				}
+				if err := nem.deleteRecords(ctx, f.Partition); err != nil {
+					h.note("operator", "delete-records during round %d's fault, not carried out (no finding): %v", i+1, err)
+					return
+				}
+				deleted.Store(true)
+			}()
+		}
 		ok := round(fmt.Sprintf("%d/%d", i+1, len(schedule)), f)
 		during.Wait()
+		if restarted.Load() {
+			rep.Faults["producer-restart"]++
+		}
+		if deleted.Load() {
+			rep.Faults["delete-records"]++
+		}
 		if x != nil && x.Kind == OpElect && x.Detail == 1 {
 			rep.Faults[OpElect+"-during-fault"]++
 			x = nil
@@ -364,8 +447,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	workEnd := time.Now()
 	w.Stop()
 	stopped = true
-	acks, reads, changed, attempts, failed, nread := w.snapshot()
-	rep.Attempts, rep.Acked, rep.Unacked, rep.Reads = attempts, len(acks), failed, nread
+	acks, reads, changed, n := w.snapshot()
+	rep.Attempts, rep.Acked, rep.Unacked, rep.Reads = n.attempts, len(acks), n.failed, n.reads
+	rep.FencedRecords, rep.Retries, rep.Restarts, rep.Resent = n.fenced, n.retries, n.restarts, n.resent
 	rep.Changed = append(rep.Changed, changed...)
 	if rep.Heal == nil {
 		rep.FinalRecords = check(ctx, c, cfg.Partitions, acks, reads, &rep.Findings, h)
