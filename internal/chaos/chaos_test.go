@@ -32,20 +32,6 @@ var (
 	flagRegress = flag.Bool("chaos.regress", false, "run TestChaosFindsDuplicatesWithoutIdempotence")
 )
 
-// deletePercent is -chaos.deletes in make chaos, and 0 in make test's
-// runs: with deletions, seed 2 on mTLS found duplicates that the client
-// makes (an epoch bump forced by one partition, UNKNOWN_PRODUCER_ID after
-// its records were deleted, renumbers an ambiguous batch of another
-// partition under the new epoch, and the leader appends it again). Until
-// the client keeps such a batch's epoch and sequence, make test runs
-// without them; make chaos runs them (DELETES=P).
-func deletePercent() int {
-	if *flagRounds == 0 {
-		return 0
-	}
-	return *flagDeletes
-}
-
 // producers is the workload's idempotent producers, each writing every
 // partition.
 const producers = 3
@@ -142,7 +128,7 @@ func config(t *testing.T, bins [3]string, seed uint64, from, rounds int, etcd, h
 		Options: Options{Replicad: bins[0], Ctlclient: bins[1], Etcdmember: bins[2], Dir: dir, Brokers: brokers, Etcd: etcd,
 			SessionTimeout: 3 * time.Second, ReplicaLag: 6 * time.Second, SmallDirs: !*flagNoDisk && smallDirsAvailable(), TLS: tls},
 		Seed: seed, Rounds: rounds, FirstRound: from, Harsh: harsh, Partitions: 4, Producers: producers, ExtraPercent: extra, EveryExtra: every,
-		RestartPercent: *flagRestart, DeletePercent: deletePercent(), NoIdempotence: *flagNoIdem,
+		RestartPercent: *flagRestart, DeletePercent: *flagDeletes, NoIdempotence: *flagNoIdem,
 		Logf: func(s string) { t.Log(s) },
 	}
 }
