@@ -48,6 +48,13 @@ type ProducerConfig struct {
 	// only leader changes and lost connections are retried. Idempotence
 	// needs AcksAll (as Kafka's enable.idempotence).
 	DisableIdempotence bool
+	// ResumeID and ResumeEpoch restart a producer with the identity an
+	// earlier instance held (its Producer.ProducerID): the first Init
+	// bumps that ID's epoch instead of taking a new ID, so the cluster
+	// fences the earlier instance (INVALID_PRODUCER_EPOCH) on every
+	// partition the new one writes to. 0: a new ID.
+	ResumeID    int64
+	ResumeEpoch int16
 	// Linger is how long a partition's batch waits for more records
 	// before it is sent (Kafka's linger.ms); 0: it is sent as soon as the
 	// partition may send, so records batch up only while earlier batches
@@ -268,8 +275,14 @@ func (p *Producer) ensureInit(ctx context.Context) (int64, int16, error) {
 	if done {
 		return p.ensureInit(ctx)
 	}
-	pid, epoch, err := p.c.InitProducerID(ctx, 0, 0)
+	pid, epoch, err := p.c.InitProducerID(ctx, p.cfg.ResumeID, p.cfg.ResumeEpoch)
 	if err != nil {
+		var cerr *Error
+		if p.cfg.ResumeID != 0 && errors.As(err, &cerr) && cerr.Code == replicadv1.ErrorCode_ERROR_CODE_INVALID_PRODUCER_EPOCH {
+			// A newer instance resumed the ID first: this one is fenced.
+			p.setFatal(fmt.Errorf("%w: resuming producer %d from epoch %d: %v", ErrProducerFenced, p.cfg.ResumeID, p.cfg.ResumeEpoch, err))
+			return 0, 0, p.fatal
+		}
 		if errors.Is(err, ErrIdempotenceUnsupported) {
 			p.setFatal(err)
 		}

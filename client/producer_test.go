@@ -489,3 +489,35 @@ func TestProducerEpochBumpKeepsInDoubtBatchesOfOtherPartitions(t *testing.T) {
 		}
 	}
 }
+
+// TestProducerResumeFencesTheEarlierInstance: a producer restarted with
+// ResumeID/ResumeEpoch bumps the epoch of the earlier instance's ID; its
+// first batch fences the earlier instance on the partition, and a second
+// resume from the same epoch is itself fenced.
+func TestProducerResumeFencesTheEarlierInstance(t *testing.T) {
+	c := newFakeCluster(t, 1, 1)
+	_, old := testProducer(t, c, ProducerConfig{})
+	rec := func(v string) *Record { return &Record{Topic: "t", ManualPartition: true, Value: []byte(v)} }
+	if err := old.ProduceSync(context.Background(), rec("a")); err != nil {
+		t.Fatal(err)
+	}
+	pid, epoch := old.ProducerID()
+	_, next := testProducer(t, c, ProducerConfig{ResumeID: pid, ResumeEpoch: epoch})
+	if err := next.ProduceSync(context.Background(), rec("b")); err != nil {
+		t.Fatal(err)
+	}
+	if id, e := next.ProducerID(); id != pid || e != epoch+1 {
+		t.Fatalf("resumed as producer %d epoch %d, want %d epoch %d", id, e, pid, epoch+1)
+	}
+	if err := old.ProduceSync(context.Background(), rec("c")); !errors.Is(err, ErrProducerFenced) {
+		t.Fatalf("the earlier instance after the resume: %v, want ErrProducerFenced", err)
+	}
+	_, again := testProducer(t, c, ProducerConfig{ResumeID: pid, ResumeEpoch: epoch})
+	if err := again.Init(context.Background()); !errors.Is(err, ErrProducerFenced) {
+		t.Fatalf("a second resume from epoch %d: %v, want ErrProducerFenced", epoch, err)
+	}
+	log := c.log(0)
+	if len(log) != 2 || log[0].value != "a" || log[1].value != "b" || log[1].epoch != epoch+1 || log[1].seq != 0 {
+		t.Fatalf("log %+v, want a (epoch %d) then b (epoch %d, sequence 0)", log, epoch, epoch+1)
+	}
+}

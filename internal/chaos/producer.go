@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/replicad/replicad/client"
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
@@ -49,25 +48,23 @@ func (w *Workload) newInstance(pr *wproducer, old *instance) (*instance, error) 
 	if old != nil {
 		inst.inc = old.inc + 1
 	}
-	var resume grpc.DialOption
+	var resumeID int64
+	var resumeEpoch int16
 	if old != nil {
-		pid, epoch := old.p.ProducerID()
-		resume = grpc.WithUnaryInterceptor(resumeProducer(pid, epoch))
+		resumeID, resumeEpoch = old.p.ProducerID()
 	}
 	var addrs []string
 	for _, b := range w.c.brokers {
 		addrs = append(addrs, b.proxy)
 	}
 	opts := []grpc.DialOption{grpc.WithTransportCredentials(w.c.creds)}
-	if resume != nil {
-		opts = append(opts, resume)
-	}
 	cl, err := client.New(client.Config{Bootstrap: addrs, DialOptions: opts, RequestTimeout: requestTimeout,
 		RetryBackoff: 20 * time.Millisecond, RetryBackoffMax: 250 * time.Millisecond, MetadataMaxAge: 2 * time.Second})
 	if err != nil {
 		return nil, err
 	}
 	p, err := client.NewProducer(cl, client.ProducerConfig{DisableIdempotence: !w.idempotent, AckTimeout: ackTimeout,
+		ResumeID: resumeID, ResumeEpoch: resumeEpoch,
 		DeliveryTimeout: deliveryTimeout, MaxInFlight: 5,
 		OnBatch: func(b client.BatchResult) {
 			if b.Attempts > 1 || b.Duplicate {
@@ -109,22 +106,6 @@ func (w *Workload) newInstance(pr *wproducer, old *instance) (*instance, error) 
 	}
 	w.h.add(Event{Kind: kind, PID: pid, Epoch: int32(epoch), Detail: fmt.Sprintf("w%d.i%d", pr.k, inst.inc)})
 	return inst, nil
-}
-
-// resumeProducer makes the client's InitProducerId for a new ID ask for a
-// bump of pid's epoch instead: a producer restarting with the ID and
-// epoch it held. client.ProducerConfig has no field for them yet (Kafka's
-// producer takes them from its transactional.id); the request is the one
-// such a field would send.
-func resumeProducer(pid int64, epoch int16) grpc.UnaryClientInterceptor {
-	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-		if r, ok := req.(*replicadv1.InitProducerIdRequest); ok && r.GetProducerId() == 0 {
-			r = proto.Clone(r).(*replicadv1.InitProducerIdRequest)
-			r.ProducerId, r.ProducerEpoch = pid, int32(epoch)
-			req = r
-		}
-		return invoker(ctx, method, req, reply, cc, opts...)
-	}
 }
 
 // close flushes the instance's producer (up to deliveryTimeout) and closes
