@@ -68,6 +68,7 @@ const (
 	timedOutAfter         // append, answer REQUEST_TIMED_OUT
 	notEnough             // NOT_ENOUGH_REPLICAS, nothing appended
 	forgetProducer        // drop the producer's state, then handle normally
+	storageErrorAfter     // append, answer STORAGE_ERROR (a failed fsync after the write)
 )
 
 type fakeBroker struct {
@@ -269,6 +270,9 @@ func (b *fakeBroker) produce(req *replicadv1.ProduceRequest) (*replicadv1.Produc
 	resp := &replicadv1.ProduceResponse{BaseOffset: base, HighWatermark: int64(len(c.logs[p]))}
 	if act == timedOutAfter {
 		return fail(replicadv1.ErrorCode_ERROR_CODE_REQUEST_TIMED_OUT), normal
+	}
+	if act == storageErrorAfter {
+		return fail(replicadv1.ErrorCode_ERROR_CODE_STORAGE_ERROR), normal
 	}
 	return resp, act
 }

@@ -1053,7 +1053,9 @@ func (q *partition) removeInflight(b *batch) bool {
 // callFailed: a unary call for b ended with err.
 func (q *partition) callFailed(b *batch, err error) {
 	switch status.Code(err) {
-	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
+	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled, codes.Internal, codes.Unknown:
+		// Internal: a panic in the leader's produce path, maybe after
+		// the append.
 		b.ambiguous = true
 		if q.p.c.source == nil || q.p.ctx.Err() != nil {
 			q.giveUp(b, err)
@@ -1181,10 +1183,18 @@ func (q *partition) answered(b *batch, resp *replicadv1.ProduceResponse) {
 		q.forgetLeader(false)
 		q.retryLater(b, cerr)
 	case q.p.idem && (code == replicadv1.ErrorCode_ERROR_CODE_REQUEST_TIMED_OUT ||
-		code == replicadv1.ErrorCode_ERROR_CODE_NOT_ENOUGH_REPLICAS_AFTER_APPEND):
-		// Appended on the leader, not known to be replicated: send again,
-		// the leader answers a duplicate.
+		code == replicadv1.ErrorCode_ERROR_CODE_NOT_ENOUGH_REPLICAS_AFTER_APPEND ||
+		code == replicadv1.ErrorCode_ERROR_CODE_STORAGE_ERROR ||
+		code == replicadv1.ErrorCode_ERROR_CODE_UNKNOWN_SERVER_ERROR):
+		// Appended on the leader (or maybe: a failed fsync after the
+		// write, an internal error), not known to be replicated: send
+		// again, the leader (or the one after it) answers a duplicate.
+		// Taken as nothing appended, the batch's sequence numbers would
+		// pass to the next batch, which a leader holding this one would
+		// answer as its duplicate: a record acknowledged and not stored.
+		// Kafka retries its storage error too.
 		b.ambiguous = true
+		q.forgetLeader(false)
 		q.retryLater(b, cerr)
 	default:
 		q.failed(b, cerr)

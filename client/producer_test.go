@@ -167,7 +167,7 @@ func TestProducerRetriesWhenLeaderDies(t *testing.T) {
 // REQUEST_TIMED_OUT) is sent again with the same sequence and taken as
 // the duplicate it is: every record once, in order.
 func TestProducerAmbiguousFailuresResendSameSequence(t *testing.T) {
-	for _, act := range []action{resetAfter, hangAfter, timedOutAfter, resetBefore} {
+	for _, act := range []action{resetAfter, hangAfter, timedOutAfter, resetBefore, storageErrorAfter} {
 		t.Run(fmt.Sprint(act), func(t *testing.T) {
 			c := newFakeCluster(t, 1, 1)
 			c.hook = func(n int, _ int32, _ *replicadv1.ProduceRequest) action {
