@@ -54,10 +54,20 @@ func (s *logService) ProduceStream(stream replicadv1.LogService_ProduceStreamSer
 	// it ends the stream with Internal, as it ends a unary Produce,
 	// instead of the broker.
 	w.goSafe(func() { received <- w.receive() })
-	w.goSafe(func() {
+	go func() {
 		defer close(responded)
+		defer func() {
+			if r := recover(); r != nil {
+				w.panicked <- fmt.Sprintf("%v\n%s", r, debug.Stack())
+				// The handler now ends the stream, so the receiver's Recv
+				// fails and it closes pending: give back what the items
+				// still queued hold, and never leave the receiver blocked
+				// on a full pending.
+				w.discard()
+			}
+		}()
 		w.respond(sendFailed)
-	})
+	}()
 	stop := func() error {
 		// After this, the responder sends nothing: gRPC forbids a Send
 		// once the handler returned. The receiver's Recv ends when the
@@ -184,6 +194,19 @@ func (w *produceStreamWorker) respond(failed chan<- error) {
 			quiet = true
 			failed <- err
 		}
+	}
+}
+
+// discard finishes, unanswered, every item until the receiver closes
+// pending (after a panic in the responder: one that panics again is
+// given up, its limits with it).
+func (w *produceStreamWorker) discard() {
+	ctx := w.stream.Context()
+	for item := range w.pending {
+		func() {
+			defer func() { _ = recover() }()
+			item.finish(ctx)
+		}()
 	}
 }
 

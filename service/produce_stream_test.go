@@ -339,3 +339,58 @@ func TestProduceStreamPipelinesAppends(t *testing.T) {
 		}
 	}
 }
+
+// TestProduceStreamPanicGivesBackItsLimits: found in review. A panic in the
+// stream's responder used to leave the requests queued behind it holding
+// their delayed-produce slots for good (and the receiver blocked on a full
+// queue): a few such streams used up Limits.MaxWaiting, and every later
+// acks=-1 produce was refused ResourceExhausted.
+func TestProduceStreamPanicGivesBackItsLimits(t *testing.T) {
+	release := make(chan struct{})
+	rm := &fakeRM{produceFn: func(_ context.Context, req core.ProduceRequest) core.ProduceResult {
+		if req.TopicPartition.Partition == 1 {
+			<-release
+			panic("boom")
+		}
+		return core.ProduceResult{}
+	}}
+	const slots = 8
+	srv, conn := startServerWith(t, Options{ReplicaManager: rm, Limits: Limits{MaxWaiting: slots}})
+	free := func() int64 {
+		srv.limits.waiting.mu.Lock()
+		defer srv.limits.waiting.mu.Unlock()
+		return srv.limits.waiting.avail
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	s, err := replicadv1.NewLogServiceClient(conn).ProduceStream(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first request panics once released; the three behind it wait
+	// in the pipeline, each holding a slot.
+	if err := s.Send(oneRecord("t", 1)); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if err := s.Send(oneRecord("t", 0)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testutil.Eventually(t, 10*time.Second, func() error {
+		if n := free(); n != slots-4 {
+			return fmt.Errorf("%d slots free, want %d: not all four requests are parked yet", n, slots-4)
+		}
+		return nil
+	})
+	close(release)
+	if _, err := s.Recv(); status.Code(err) != codes.Internal {
+		t.Fatalf("stream after a panic: %v, want Internal", err)
+	}
+	testutil.Eventually(t, 10*time.Second, func() error {
+		if n := free(); n != slots {
+			return fmt.Errorf("%d of %d waiting slots free after the stream ended: the queued requests kept theirs", n, slots)
+		}
+		return nil
+	})
+}
