@@ -31,6 +31,7 @@ type fakeCluster struct {
 	nextPID    int64
 	epochs     map[int64]int16 // newest epoch handed out per ID
 	noInit     bool            // InitProducerId answers Unimplemented
+	loseBumps  int             // this many bumps are carried out, then answered REQUEST_TIMED_OUT
 	// hook decides what happens to the n-th produce request (from 1)
 	// reaching broker id.
 	hook     func(n int, id int32, req *replicadv1.ProduceRequest) action
@@ -166,6 +167,10 @@ func (b *fakeBroker) InitProducerId(_ context.Context, req *replicadv1.InitProdu
 		return &replicadv1.InitProducerIdResponse{ErrorCode: replicadv1.ErrorCode_ERROR_CODE_INVALID_PRODUCER_EPOCH}, nil
 	}
 	c.epochs[req.GetProducerId()] = e + 1
+	if c.loseBumps > 0 {
+		c.loseBumps--
+		return &replicadv1.InitProducerIdResponse{ErrorCode: replicadv1.ErrorCode_ERROR_CODE_REQUEST_TIMED_OUT}, nil
+	}
 	return &replicadv1.InitProducerIdResponse{ProducerId: req.GetProducerId(), ProducerEpoch: int32(e + 1)}, nil
 }
 

@@ -180,6 +180,11 @@ type Producer struct {
 	pid    int64
 	epoch  int16
 	inited bool
+	// ident counts the identities (ID, epoch) the producer has held: it
+	// moves at every epoch bump and every new ID, and batches and
+	// partitions compare it rather than the epoch (a new ID starts at
+	// epoch 0 again).
+	ident uint32
 	fatal  error // ErrProducerFenced, or the reason idempotence cannot work
 
 	// buffered counts records produced and not yet answered; changed is
@@ -290,32 +295,46 @@ func (p *Producer) ensureInit(ctx context.Context) (int64, int16, error) {
 	}
 	p.idMu.Lock()
 	p.pid, p.epoch, p.inited = pid, epoch, true
+	p.ident++
 	p.idMu.Unlock()
 	return pid, epoch, nil
 }
 
-// bumpEpoch asks for a new epoch of the producer ID unless one newer than
-// seen was already taken.
-func (p *Producer) bumpEpoch(ctx context.Context, seen int16) error {
+// bumpEpoch asks for a new epoch of the producer ID unless the identity
+// moved on since seen. The bump is refused INVALID_PRODUCER_EPOCH when the
+// stored epoch is not the one held: another instance resumed the ID, or an
+// earlier bump of this one landed and its answer was lost (a timeout, a
+// controller failover). A producer resumed from an earlier instance
+// (ResumeID) takes that as fenced; any other producer's ID is its own, so
+// it can only be its own lost bump, and it takes a new ID instead of
+// failing every record from then on, as Kafka's idempotent producer resets
+// its ID when its epoch cannot go on.
+func (p *Producer) bumpEpoch(ctx context.Context, seen uint32) error {
 	p.initMu.Lock()
 	defer p.initMu.Unlock()
 	p.idMu.Lock()
-	pid, epoch := p.pid, p.epoch
+	pid, epoch, ident := p.pid, p.epoch, p.ident
 	p.idMu.Unlock()
-	if epoch != seen {
+	if ident != seen {
 		return nil
 	}
-	_, newEpoch, err := p.c.InitProducerID(ctx, pid, epoch)
+	newID, newEpoch, err := p.c.InitProducerID(ctx, pid, epoch)
 	var cerr *Error
-	if errors.As(err, &cerr) && cerr.Code == replicadv1.ErrorCode_ERROR_CODE_INVALID_PRODUCER_EPOCH {
-		p.setFatal(fmt.Errorf("%w: bumping epoch %d of producer %d: %v", ErrProducerFenced, epoch, pid, err))
-		return p.fatalErr()
+	if errors.As(err, &cerr) && (cerr.Code == replicadv1.ErrorCode_ERROR_CODE_INVALID_PRODUCER_EPOCH ||
+		cerr.Code == replicadv1.ErrorCode_ERROR_CODE_INVALID_REQUEST) {
+		if p.cfg.ResumeID != 0 {
+			p.setFatal(fmt.Errorf("%w: bumping epoch %d of producer %d: %v", ErrProducerFenced, epoch, pid, err))
+			return p.fatalErr()
+		}
+		// INVALID_REQUEST: the epoch is at its end; either way, a new ID.
+		newID, newEpoch, err = p.c.InitProducerID(ctx, 0, 0)
 	}
 	if err != nil {
 		return err
 	}
 	p.idMu.Lock()
-	p.epoch = newEpoch
+	p.pid, p.epoch = newID, newEpoch
+	p.ident++
 	p.idMu.Unlock()
 	return nil
 }
@@ -334,10 +353,17 @@ func (p *Producer) fatalErr() error {
 	return p.fatal
 }
 
-func (p *Producer) currentEpoch() int16 {
+// identity is the producer ID, epoch and identity count, read together.
+func (p *Producer) identity() (int64, int16, uint32) {
 	p.idMu.Lock()
 	defer p.idMu.Unlock()
-	return p.epoch
+	return p.pid, p.epoch, p.ident
+}
+
+func (p *Producer) currentIdent() uint32 {
+	p.idMu.Lock()
+	defer p.idMu.Unlock()
+	return p.ident
 }
 
 // Produce hands r to the producer and returns; cb (may be nil) gets the
@@ -594,6 +620,7 @@ type batch struct {
 	pid    int64
 	epoch  int16
 	seq    int32
+	ident  uint32 // the producer's identity it was numbered under
 
 	attempts int
 	// renumber: the partition answered UNKNOWN_PRODUCER_ID (it holds no
@@ -657,7 +684,7 @@ type partition struct {
 	leader   Leader
 	// Sequences: the next one to give, and the epoch they count under.
 	nextSeq  int32
-	seqEpoch int16
+	seqIdent uint32
 	seqSet   bool
 	// gen counts the retries and failures that leave a gap in the
 	// sequences in flight: an OUT_OF_ORDER answer to a batch sent before
@@ -942,7 +969,8 @@ func (q *partition) step() {
 // (the epoch changed and batches of the old one are still in flight, or
 // no producer ID could be had: b waits for a retry).
 func (q *partition) number(b *batch) bool {
-	pid, epoch, err := q.p.ensureInit(q.p.ctx)
+	_, _, err := q.p.ensureInit(q.p.ctx)
+	pid, epoch, ident := q.p.identity()
 	if err != nil {
 		if q.p.fatalErr() != nil {
 			q.failAll(err)
@@ -951,7 +979,7 @@ func (q *partition) number(b *batch) bool {
 		q.stall(b, err)
 		return false
 	}
-	if b.seqSet && b.epoch == epoch {
+	if b.seqSet && b.ident == ident {
 		return true
 	}
 	if b.seqSet && b.attempts > 0 && !b.renumber {
@@ -962,18 +990,18 @@ func (q *partition) number(b *batch) bool {
 		// found it appended twice that way.
 		return true
 	}
-	if !q.seqSet || q.seqEpoch != epoch {
+	if !q.seqSet || q.seqIdent != ident {
 		if len(q.inflight) > 0 {
 			return false // renumber once the old epoch's batches are answered
 		}
-		q.nextSeq, q.seqEpoch, q.seqSet = 0, epoch, true
+		q.nextSeq, q.seqIdent, q.seqSet = 0, ident, true
 		q.mu.Lock()
 		for _, x := range q.queue {
 			x.seqSet, x.renumber = false, false
 		}
 		q.mu.Unlock()
 	}
-	b.pid, b.epoch, b.seq, b.seqSet = pid, epoch, q.nextSeq, true
+	b.pid, b.epoch, b.ident, b.seq, b.seqSet = pid, epoch, ident, q.nextSeq, true
 	q.nextSeq = record.IncrementSequence(q.nextSeq, int32(len(b.records)))
 	return true
 }
@@ -1143,7 +1171,7 @@ func (q *partition) answered(b *batch, resp *replicadv1.ProduceResponse) {
 		q.finish(b, -1, false, q.p.fatalErr())
 		q.failAll(q.p.fatalErr())
 	case code == replicadv1.ErrorCode_ERROR_CODE_UNKNOWN_PRODUCER_ID && q.p.idem:
-		if err := q.p.bumpEpoch(q.p.ctx, b.epoch); err != nil && q.p.fatalErr() != nil {
+		if err := q.p.bumpEpoch(q.p.ctx, b.ident); err != nil && q.p.fatalErr() != nil {
 			q.finish(b, -1, false, q.p.fatalErr())
 			q.failAll(q.p.fatalErr())
 			return
@@ -1159,7 +1187,7 @@ func (q *partition) answered(b *batch, resp *replicadv1.ProduceResponse) {
 			// An earlier batch is being retried or failed: expected. The
 			// leader's sequence ends before b, so b is not in the log: if
 			// the epoch moved on meanwhile, b takes a sequence under it.
-			if b.epoch != q.p.currentEpoch() {
+			if b.ident != q.p.currentIdent() {
 				b.renumber = true
 			}
 			q.retryLater(b, cerr)
@@ -1223,7 +1251,7 @@ func (q *partition) succeeded(b *batch, resp *replicadv1.ProduceResponse) {
 // take new sequences under the next epoch.
 func (q *partition) markRenumber(b *batch) {
 	mark := func(x *batch) {
-		if x.seqSet && x.epoch == b.epoch && x.id >= b.id {
+		if x.seqSet && x.ident == b.ident && x.id >= b.id {
 			x.renumber = true
 		}
 	}
@@ -1302,10 +1330,10 @@ func (q *partition) failed(b *batch, err error) {
 // into its sequence numbers (those in flight come back OUT_OF_ORDER and
 // are sent again), as Kafka's producer adjusts them.
 func (q *partition) drop(b *batch, err error) {
-	if q.p.idem && b.seqSet && q.seqSet && b.epoch == q.seqEpoch {
+	if q.p.idem && b.seqSet && q.seqSet && b.ident == q.seqIdent {
 		n := int32(len(b.records))
 		adjust := func(x *batch) {
-			if x.seqSet && x.epoch == b.epoch && x.id > b.id {
+			if x.seqSet && x.ident == b.ident && x.id > b.id {
 				x.seq -= n
 			}
 		}
@@ -1336,7 +1364,7 @@ func (q *partition) giveUp(b *batch, err error) {
 		// On failure the next batch's numbering finds the epoch unchanged
 		// and the partition's answers (UNKNOWN_PRODUCER_ID,
 		// OUT_OF_ORDER) ask again.
-		_ = q.p.bumpEpoch(q.p.ctx, b.epoch)
+		_ = q.p.bumpEpoch(q.p.ctx, b.ident)
 	}
 	q.gen++
 	q.finish(b, -1, false, err)

@@ -521,3 +521,42 @@ func TestProducerResumeFencesTheEarlierInstance(t *testing.T) {
 		t.Fatalf("log %+v, want a (epoch %d) then b (epoch %d, sequence 0)", log, epoch, epoch+1)
 	}
 }
+
+// TestProducerLostBumpAnswerTakesANewID: found in review. A bump carried
+// out whose answer was lost (a timeout, a controller failover) left the
+// producer at the old epoch, and the next bump from it was refused
+// INVALID_PRODUCER_EPOCH: the producer took itself for fenced and failed
+// every record from then on (the chaos suite's etcd case stalled on it). A
+// producer whose ID is its own takes a new ID instead.
+func TestProducerLostBumpAnswerTakesANewID(t *testing.T) {
+	c := newFakeCluster(t, 1, 1)
+	c.loseBumps = 1
+	var mu sync.Mutex
+	forgets := 0
+	c.hook = func(_ int, _ int32, req *replicadv1.ProduceRequest) action {
+		mu.Lock()
+		defer mu.Unlock()
+		if req.GetBaseSequence() > 0 && forgets < 2 {
+			forgets++
+			return forgetProducer
+		}
+		return normal
+	}
+	_, p := testProducer(t, c, ProducerConfig{MaxInFlight: 1})
+	recs, errs := produceN(t, p, 60)
+	if len(errs) > 0 {
+		t.Fatalf("errors: %v", errs)
+	}
+	wantExactlyOnce(t, c, recs)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var newIDs int
+	for _, r := range c.inits {
+		if r.GetProducerId() == 0 {
+			newIDs++
+		}
+	}
+	if newIDs != 2 {
+		t.Fatalf("InitProducerId calls %v: want a new ID after the refused bump", c.inits)
+	}
+}
