@@ -61,15 +61,15 @@ type fakeBatch struct {
 type action int
 
 const (
-	normal         action = iota
-	notLeader             // answer NOT_LEADER_OR_FOLLOWER, append nothing
-	resetBefore           // end the stream before appending (request lost)
-	resetAfter            // append, then end the stream (answer lost)
-	hangAfter             // append, then never answer
-	timedOutAfter         // append, answer REQUEST_TIMED_OUT
-	notEnough             // NOT_ENOUGH_REPLICAS, nothing appended
-	forgetProducer        // drop the producer's state, then handle normally
-	storageErrorAfter     // append, answer STORAGE_ERROR (a failed fsync after the write)
+	normal            action = iota
+	notLeader                // answer NOT_LEADER_OR_FOLLOWER, append nothing
+	resetBefore              // end the stream before appending (request lost)
+	resetAfter               // append, then end the stream (answer lost)
+	hangAfter                // append, then never answer
+	timedOutAfter            // append, answer REQUEST_TIMED_OUT
+	notEnough                // NOT_ENOUGH_REPLICAS, nothing appended
+	forgetProducer           // drop the producer's state, then handle normally
+	storageErrorAfter        // append, answer STORAGE_ERROR (a failed fsync after the write)
 )
 
 type fakeBroker struct {

@@ -185,7 +185,7 @@ type Producer struct {
 	// partitions compare it rather than the epoch (a new ID starts at
 	// epoch 0 again).
 	ident uint32
-	fatal  error // ErrProducerFenced, or the reason idempotence cannot work
+	fatal error // ErrProducerFenced, or the reason idempotence cannot work
 
 	// buffered counts records produced and not yet answered; changed is
 	// closed and replaced when it drops.
