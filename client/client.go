@@ -293,7 +293,14 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 // InitProducerId): id 0 for a new one, else the ID and epoch last held, to
 // bump the epoch. Any broker answers; the known ones are asked in turn.
 func (c *Client) InitProducerID(ctx context.Context, id int64, epoch int16) (int64, int16, error) {
-	req := &replicadv1.InitProducerIdRequest{ProducerId: id, ProducerEpoch: int32(epoch), TimeoutMs: int32(c.cfg.RequestTimeout.Milliseconds())}
+	// InitProducerId may wait on the controller's store (a new ID block,
+	// an epoch bump): it gets InitProducerIDTimeout, not the request
+	// timeout. A bump whose answer is lost to an impatient deadline has
+	// still been carried out, and its retry is refused: the ID is then
+	// given up (see Producer.bumpEpoch), so waiting is worth it, as
+	// Kafka's producer waits max.block.ms for its ID.
+	initTimeout := max(c.cfg.RequestTimeout, InitProducerIDTimeout)
+	req := &replicadv1.InitProducerIdRequest{ProducerId: id, ProducerEpoch: int32(epoch), TimeoutMs: int32(initTimeout.Milliseconds())}
 	addrs := c.anyBrokers()
 	if len(addrs) == 0 && c.source != nil {
 		// No lookup yet named a broker: one for no partition lists them
@@ -312,7 +319,7 @@ func (c *Client) InitProducerID(ctx context.Context, id int64, epoch int16) (int
 		if err != nil {
 			return 0, 0, err
 		}
-		rctx, cancel := c.requestContext(ctx, 0)
+		rctx, cancel := context.WithTimeout(ctx, initTimeout+time.Second)
 		resp, err := replicadv1.NewLogServiceClient(conn).InitProducerId(rctx, req)
 		cancel()
 		switch {
@@ -333,6 +340,10 @@ func (c *Client) InitProducerID(ctx context.Context, id int64, epoch int16) (int
 	}
 	return 0, 0, fmt.Errorf("init producer id: no broker answered: %w", errors.Join(errs...))
 }
+
+// InitProducerIDTimeout bounds an InitProducerId, which may wait on the
+// controller (the broker's own default wait is 30 s).
+const InitProducerIDTimeout = 30 * time.Second
 
 // ErrIdempotenceUnsupported: the cluster does not hand out producer IDs
 // (its brokers predate idempotent produce).

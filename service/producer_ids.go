@@ -62,6 +62,8 @@ func (s *logService) InitProducerId(ctx context.Context, req *replicadv1.InitPro
 		return &replicadv1.InitProducerIdResponse{ErrorCode: code, ErrorMessage: msg}
 	}
 	if s.producerIDs == nil {
+		// ctlclient falls back to plain batches on this message's
+		// "without a controller": keep the words.
 		return refuse(replicadv1.ErrorCode_ERROR_CODE_BROKER_NOT_AVAILABLE,
 			"this broker runs without a controller (no --controller): producer IDs come from the controller's store, "+
 				"so only plain (non-idempotent) produce, producer_id 0, is possible here"), nil

@@ -205,11 +205,19 @@ func (e *env) newProducer(ctx context.Context, cl *client.Client, cfg client.Pro
 	return nil, err
 }
 
-// noProducerID reports whether err is a broker's answer refusing a
-// producer ID (rather than no broker answering).
+// noProducerID reports whether err says the cluster gives this client no
+// producer ID at all: brokers that predate idempotent produce, a broker
+// without a controller (which issues the IDs), a principal not allowed
+// one. A passing failure (a timeout, a controller failing over) is not
+// one: then the produce fails rather than quietly drop idempotence just
+// when a retry may need it.
 func noProducerID(err error) bool {
 	var cerr *client.Error
-	return errors.Is(err, client.ErrIdempotenceUnsupported) || status.Code(err) == codes.PermissionDenied || errors.As(err, &cerr)
+	if errors.As(err, &cerr) {
+		return cerr.Code == replicadv1.ErrorCode_ERROR_CODE_BROKER_NOT_AVAILABLE && strings.Contains(cerr.Message, "without a controller") ||
+			cerr.Code == replicadv1.ErrorCode_ERROR_CODE_TOPIC_AUTHORIZATION_FAILED
+	}
+	return errors.Is(err, client.ErrIdempotenceUnsupported) || status.Code(err) == codes.PermissionDenied
 }
 
 // parseHeaders reads --header KEY=VALUE flags.

@@ -81,7 +81,7 @@ func (w *Workload) newInstance(pr *wproducer, old *instance) (*instance, error) 
 	}
 	inst.cl, inst.p = cl, p
 	for w.idempotent {
-		ctx, cancel := context.WithTimeout(w.ctx, 10*time.Second)
+		ctx, cancel := context.WithTimeout(w.ctx, client.InitProducerIDTimeout+5*time.Second)
 		err := p.Init(ctx)
 		cancel()
 		if err == nil {
