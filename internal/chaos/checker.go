@@ -199,6 +199,13 @@ type Findings struct {
 	// record of an older producer epoch after one of a newer epoch of the
 	// same producer ID in a partition, which fencing forbids.
 	Reordered, Fenced []string
+	// Reappended: a record acknowledged or read at an offset deleted since
+	// (DeleteRecords) and found again above the log start: the window
+	// exactly-once leaves open when every batch of a producer is deleted
+	// with its state while it retries one ("What exactly once per
+	// partition means here"). Reported, and counted, not failed, as the
+	// simulation's ReappendedAfterDelete.
+	Reappended []string
 	// Operator: operator actions the cluster did not carry out (in time,
 	// or correctly); MassFencing: decisions that fenced more than one
 	// broker in the default mix (issue 19 path 11); SlowHeal: network
@@ -333,6 +340,26 @@ func compareLog(p int32, final map[int64]logRec, start, hw int64, acks []ack, re
 			} else {
 				epochs[r.PID] = epochAt{r.Epoch, off}
 			}
+		}
+	}
+	// Values known at offsets below the log start (deleted since) must not
+	// be in the log again.
+	below := map[string]int64{}
+	for _, a := range acks {
+		if a.partition == p && a.offset < start {
+			below[a.value] = a.offset
+		}
+	}
+	for off, v := range reads {
+		if off < start {
+			below[v] = off
+		}
+	}
+	for v, boff := range below {
+		if off, ok := at[v]; ok {
+			r := final[off]
+			addf(&f.Reappended, "partition %d: %q at offset %d, deleted since, again at %d (producer %d epoch %d sequence %d)",
+				p, v, boff, off, r.PID, r.Epoch, r.Sequence)
 		}
 	}
 	for _, a := range acks {

@@ -49,6 +49,16 @@ func TestCompareLog(t *testing.T) {
 	if n := len(f.Lost) + len(f.Moved) + len(f.Divergent) + len(f.Changed) + len(f.Duplicates) + len(f.Reordered) + len(f.Fenced); n != 0 {
 		t.Fatalf("records acknowledged and read below the log start, then deleted: %+v", f)
 	}
+	// A record acknowledged at a deleted offset and in the log again: the
+	// window left open, reported apart and not failed.
+	f = Findings{}
+	again := logOf("w1.i0.0", "w1.i0.1", "w1.i0.0")
+	delete(again, 0)
+	delete(again, 1)
+	compareLog(0, again, 2, 3, []ack{{offset: 0, value: "w1.i0.0"}}, nil, &f)
+	if len(f.Reappended) != 1 || !strings.Contains(f.Reappended[0], `"w1.i0.0" at offset 0, deleted since, again at 2`) || len(f.Duplicates) != 0 {
+		t.Fatalf("a deleted record appended again: %+v", f)
+	}
 	cases := []struct {
 		name   string
 		final  map[int64]logRec

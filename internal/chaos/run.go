@@ -135,8 +135,8 @@ func (r *Report) Summary() string {
 	}
 	fmt.Fprintf(&b, "  %d %s producers (client.Producer): records sent %d, acknowledged %d, failed %d (fenced %d), unknown %d; batch retries %d; resent %d; producer restarts %d; consumer reads %d; final records %d\n",
 		r.Producers, idem, r.Attempts, r.Acked, r.Unacked, r.FencedRecords, max(r.Attempts-r.Acked-r.Unacked, 0), r.Retries, r.Resent, r.Restarts, r.Reads, r.FinalRecords)
-	fmt.Fprintf(&b, "  lost %d, moved %d, divergent %d, changed reads %d, duplicates %d, reordered %d, older epoch after newer %d, process problems %d\n",
-		len(r.Lost), len(r.Moved), len(r.Divergent), len(r.Changed), len(r.Duplicates), len(r.Reordered), len(r.Fenced), len(r.Problems))
+	fmt.Fprintf(&b, "  lost %d, moved %d, divergent %d, changed reads %d, duplicates %d, reordered %d, older epoch after newer %d, process problems %d; reappended after a delete %d (not failed)\n",
+		len(r.Lost), len(r.Moved), len(r.Divergent), len(r.Changed), len(r.Duplicates), len(r.Reordered), len(r.Fenced), len(r.Problems), len(r.Reappended))
 	var longest, unexcused time.Duration
 	for p := range r.LongestGap {
 		longest, unexcused = max(longest, r.LongestGap[p]), max(unexcused, r.LongestUnexcused[p])
@@ -161,6 +161,7 @@ func (r *Report) Summary() string {
 	list("DUPLICATE", r.Duplicates)
 	list("REORDERED", r.Reordered)
 	list("FENCED", r.Fenced)
+	list("REAPPENDED-AFTER-DELETE (not failed: the documented window)", r.Reappended)
 	list("PROBLEM", r.Problems)
 	list("UNAVAILABLE", r.Unavailable)
 	list("OPERATOR", r.Operator)
