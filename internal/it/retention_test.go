@@ -35,10 +35,13 @@ func TestRetentionByTimeAndSize(t *testing.T) {
 			clients[id].sendLeaderAndIsr(1, &replicadv1.PartitionState{Topic: "orders", Partition: 0, Leader: 1, LeaderEpoch: 1,
 				Isr: []int32{1, 2, 3}, Replicas: []int32{1, 2, 3}, IsNew: true}, live)
 		}
+		// sent[i]: just before record i was produced; the broker stamps it
+		// at or after that (to the ms below).
+		var sent [40]time.Time
 		for i := range 40 {
+			sent[i] = time.Now()
 			clients[1].produce("orders", 0, -1, value(i))
 		}
-		produced := time.Now()
 		active := segmentBases(t, filepath.Join(dirs[1], "orders-0"))
 		if len(active) < 3 {
 			t.Fatalf("segments %v: want several", active)
@@ -62,7 +65,9 @@ func TestRetentionByTimeAndSize(t *testing.T) {
 				return nil
 			})
 		}
-		if waited := time.Since(produced); waited < 1500*time.Millisecond {
+		// The deleted segments' newest record is the one before the
+		// active segment's base (timestamps are whole ms: 1 ms of slack).
+		if waited := time.Since(sent[last-1]); waited < 1499*time.Millisecond {
 			t.Fatalf("segments deleted %v after their newest record, before the 1.5 s retention", waited)
 		}
 		recs := clients[1].consumeFrom("orders", 0, last)
