@@ -685,6 +685,9 @@ type partition struct {
 	// Sequences: the next one to give, and the epoch they count under.
 	nextSeq  int32
 	seqIdent uint32
+	// down: shut down (Close); a record added after it fails at once
+	// with ErrClosed rather than wait in a batch nobody sends.
+	down bool
 	seqSet   bool
 	// gen counts the retries and failures that leave a gap in the
 	// sequences in flight: an OUT_OF_ORDER answer to a batch sent before
@@ -755,6 +758,14 @@ func (q *partition) onResult(r result) {
 func (q *partition) add(r *Record, cb ProduceCallback) {
 	cfg := &q.p.cfg
 	q.mu.Lock()
+	if q.down {
+		q.mu.Unlock()
+		q.p.release(1)
+		if cb != nil {
+			cb(r, ErrClosed)
+		}
+		return
+	}
 	closed := false
 	if q.cur != nil && !q.cur.fits(r, cfg) {
 		q.closeCurLocked()
@@ -796,6 +807,12 @@ func (q *partition) add(r *Record, cb ProduceCallback) {
 // addBatch queues records as a batch of their own.
 func (q *partition) addBatch(records []*Record, done func(BatchResult)) {
 	q.mu.Lock()
+	if q.down {
+		q.mu.Unlock()
+		q.p.release(len(records))
+		done(BatchResult{TopicPartition: q.tp, BaseOffset: -1, Records: len(records), HighWatermark: -1, Err: ErrClosed})
+		return
+	}
 	if q.cur != nil {
 		q.closeCurLocked()
 	}
@@ -1394,6 +1411,9 @@ func (q *partition) failAll(err error) {
 }
 
 func (q *partition) shutdown() {
+	q.mu.Lock()
+	q.down = true
+	q.mu.Unlock()
 	q.sendMu.Lock()
 	defer q.sendMu.Unlock()
 	q.timer.Stop()
