@@ -687,8 +687,8 @@ type partition struct {
 	seqIdent uint32
 	// down: shut down (Close); a record added after it fails at once
 	// with ErrClosed rather than wait in a batch nobody sends.
-	down bool
-	seqSet   bool
+	down   bool
+	seqSet bool
 	// gen counts the retries and failures that leave a gap in the
 	// sequences in flight: an OUT_OF_ORDER answer to a batch sent before
 	// the latest is expected.
