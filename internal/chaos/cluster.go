@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -351,18 +352,55 @@ func (c *Cluster) start(n *node) error {
 // startAt starts an etcd member, whose proxies point at fixed addresses
 // (its client and peer ones) from the start: no member is ready before a
 // quorum of them can talk.
+//
+// Its listen addresses come from freePort, free a moment before: another
+// process (a parallel test package) can take one first, and the member
+// exits at once with "address already in use" (seen in CI). Its peers know
+// it by its proxies' addresses, so it starts again on fresh ports, at most
+// three times.
 func (c *Cluster) startAt(n *node) error {
-	p, err := startProc(n.name, n.bin, n.args(), filepath.Join(c.opts.Dir, n.name+".log"), n.ann, c.problem, c.watchLine(n.name),
-		func(pid int) {
-			c.net.SetTarget(n.name, n.client, pid)
-			c.net.SetTarget(n.name+"-peer", n.peer, pid)
-		})
-	if err != nil {
-		return err
+	logPath := filepath.Join(c.opts.Dir, n.name+".log")
+	for attempt := 1; ; attempt++ {
+		p, err := startProc(n.name, n.bin, n.args(), logPath, n.ann, c.problem, c.watchLine(n.name),
+			func(pid int) {
+				c.net.SetTarget(n.name, n.client, pid)
+				c.net.SetTarget(n.name+"-peer", n.peer, pid)
+			})
+		if err == nil {
+			n.proc = p
+			n.paused.Store(false)
+			return nil
+		}
+		if attempt == 3 || !portTaken(logPath) {
+			return err
+		}
+		cl, cerr := freePort()
+		pe, perr := freePort()
+		if cerr != nil || perr != nil {
+			return errors.Join(err, cerr, perr)
+		}
+		n.client, n.peer = cl, pe
 	}
-	n.proc = p
-	n.paused.Store(false)
-	return nil
+}
+
+// portTaken says whether the log's last run ended on a listen address
+// already in use.
+func portTaken(logPath string) bool {
+	data, err := os.ReadFile(logPath)
+	if err != nil {
+		return false
+	}
+	lines := bytes.Split(data, []byte("\n"))
+	for i := len(lines) - 1; i >= 0; i-- {
+		l := lines[i]
+		if bytes.Contains(l, []byte("address already in use")) {
+			return true
+		}
+		if bytes.HasPrefix(l, []byte("=== ")) && bytes.Contains(l, []byte(" start ")) {
+			return false // the last run's start: it did not say so
+		}
+	}
+	return false
 }
 
 // Kill is kill -9 of n.
