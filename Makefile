@@ -82,7 +82,7 @@ $(BIN)/nats-server $(BIN)/nats &: tools/nats/go.mod tools/nats/go.sum
 nats: $(BIN)/nats-server $(BIN)/nats
 
 # The monitoring files checked by the real promtool: the rules' syntax and their unit tests
-# (deploy/monitoring/rules_test.yml); `make test` does the same and more (internal/it).
+# (deploy/monitoring/rules_test.yml); `make test` does the same and more (tests/integration).
 check-monitoring: $(BIN)/promtool
 	$(BIN)/promtool check rules deploy/monitoring/replicad-rules.yml
 	$(BIN)/promtool test rules deploy/monitoring/rules_test.yml
@@ -118,16 +118,16 @@ SEEDS ?= 100000
 crash-test:
 	go test ./core/crashtest -run '^TestPowerLoss$$' -count=1 -timeout 0 -v -crash.seeds=$(SEEDS) -crash.progress
 
-# The deterministic simulation of the whole cluster (internal/sim): SEEDS fresh
+# The deterministic simulation of the whole cluster (tests/sim): SEEDS fresh
 # random seeds (default 200; crash-test's default is not taken) besides the fixed
 # ones, in parallel over every core, each run twice to check it replays; prints
 # each seed, its steps and steps/s, the invariant violations, a summary, and for
 # a failure the command that replays it. `make test` runs a few seeds under -race.
 sim:
-	go test ./internal/sim -run '^TestSim$$' -count=1 -timeout 0 -v \
+	go test ./tests/sim -run '^TestSim$$' -count=1 -timeout 0 -v \
 		-sim.seeds=$(if $(filter command line environment,$(origin SEEDS)),$(SEEDS),200)
 
-# The chaos test at length (internal/chaos): a controller and BROKERS brokers as real processes
+# The chaos test at length (tests/chaos): a controller and BROKERS brokers as real processes
 # from bin/, behind a fault-injecting proxy, under acks=all producers and consumers, with ROUNDS
 # seeded faults, then the checker. ETCD=1: 3 controllers on a 3-member etcd; HARSH=1: the harsh
 # mix; TLS=1: every process on mutual TLS with authorization on. SEED=0 draws a seed and prints it; FROM=K skips to round K of the seed's schedule.
@@ -149,13 +149,13 @@ ETCD ?=
 HARSH ?=
 TLS ?=
 chaos: build
-	go test ./internal/chaos -run '^TestChaos$$' -count=1 -timeout 0 -v -chaos.bin=$(BIN) \
+	go test ./tests/chaos -run '^TestChaos$$' -count=1 -timeout 0 -v -chaos.bin=$(BIN) \
 		-chaos.rounds=$(ROUNDS) -chaos.seed=$(SEED) -chaos.from=$(FROM) -chaos.brokers=$(BROKERS) -chaos.extra=$(EXTRA) \
 		-chaos.restarts=$(RESTARTS) -chaos.deletes=$(DELETES) $(if $(NOIDEM),-chaos.noidem) \
 		$(if $(ETCD),-chaos.etcd) $(if $(HARSH),-chaos.harsh) $(if $(TLS),-chaos.tls) $(if $(EVERY),-chaos.every)
 
 chaos-regress: build
-	go test ./internal/chaos -run '^TestChaosFindsDuplicatesWithoutIdempotence$$' -count=1 -timeout 10m -v \
+	go test ./tests/chaos -run '^TestChaosFindsDuplicatesWithoutIdempotence$$' -count=1 -timeout 10m -v \
 		-chaos.bin=$(BIN) -chaos.regress
 
 # Coverage-guided fuzzing of log recovery (runs until FUZZTIME).

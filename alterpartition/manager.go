@@ -76,7 +76,7 @@ type Config struct {
 	// address and Close closes the Closer. Nil: an insecure gRPC client with
 	// replicad's transport options and OpenTelemetry propagation (what
 	// brokersession.Config.Dial defaults to). A seam for tests that run the
-	// cluster in one process over an in-memory network (internal/sim).
+	// cluster in one process over an in-memory network (tests/sim).
 	Dial func(addr string) (replicadv1.ControllerServiceClient, io.Closer, error)
 	// DialOptions are added to the default Dial's (its transport
 	// credentials: TLS). Unused with Dial set.
@@ -280,7 +280,7 @@ func (m *Manager) run() {
 			// Answered to core, an expansion stays pending until a
 			// LeaderAndIsr that need not come (the broker registers again
 			// and keeps leading at the same leader epoch), and its
-			// follower never rejoins (internal/sim, seed 112384444: sent
+			// follower never rejoins (tests/sim, seed 112384444: sent
 			// under the old epoch just before the new registration
 			// landed). Retried, it goes with the epoch of the moment, and
 			// the partition withdraws it if a LeaderAndIsr replaces it.
@@ -562,7 +562,7 @@ func (m *Manager) resultsOf(resp *replicadv1.AlterPartitionResponse) func(item) 
 			// joining broker epoch that way). Left as it is, core keeps the
 			// expansion pending until a LeaderAndIsr that never comes, as
 			// the ISR does not change, and the replica never rejoins the
-			// ISR (internal/sim, seed 117115516). A top-level
+			// ISR (tests/sim, seed 117115516). A top-level
 			// STALE_BROKER_EPOCH (the leader's own epoch) stays unclear.
 			res.Error = core.ErrIneligibleReplica
 		case res.Error != core.ErrNone:

@@ -200,7 +200,7 @@ func TestRejectionsMapToTheirChanges(t *testing.T) {
 		{
 			// A joining replica's stale broker epoch: refused against the
 			// committed state, so core may drop the expansion and propose
-			// again with the replica's new epoch (internal/sim seed
+			// again with the replica's new epoch (tests/sim seed
 			// 117115516: left pending, the replica never rejoined).
 			name: "partition STALE_BROKER_EPOCH",
 			resp: &replicadv1.AlterPartitionResponse{Partitions: []*replicadv1.AlterPartitionResult{
@@ -458,7 +458,7 @@ func TestUseControllerAbandonsAHungOne(t *testing.T) {
 // A change its partition withdrew while the controller was unreachable is
 // not sent again: it is answered INVALID_UPDATE_VERSION. Retried, a deleted
 // topic's change matched the topic re-created under its name (same epochs)
-// and was committed there, behind its new leader's back (internal/sim, seed
+// and was committed there, behind its new leader's back (tests/sim, seed
 // 647001108).
 func TestWithdrawnChangeIsNotRetried(t *testing.T) {
 	var withdrawn atomic.Bool
@@ -485,7 +485,7 @@ func TestWithdrawnChangeIsNotRetried(t *testing.T) {
 // again with the epoch of the moment, not answered: core would keep an
 // expansion pending until a LeaderAndIsr that does not come when the
 // broker registers again and keeps leading at the same leader epoch
-// (internal/sim, seed 112384444).
+// (tests/sim, seed 112384444).
 func TestStaleBrokerEpochIsRetriedWithTheCurrentOne(t *testing.T) {
 	var epoch atomic.Int64
 	epoch.Store(4)

@@ -133,7 +133,7 @@ type Config struct {
 	// Int64N draws the backoff jitter, in [0, n); nil means math/rand/v2's.
 	// It may be called from several goroutines at once. With
 	// IncarnationID (default: a random text drawn at Start) it lets a
-	// seeded test replay a run exactly (internal/sim).
+	// seeded test replay a run exactly (tests/sim).
 	Int64N        func(n int64) int64
 	IncarnationID string
 }
@@ -230,7 +230,7 @@ type Session struct {
 	// token held while it is in the channel): the requests that need it
 	// wait for it and read its outcome. A channel, not a mutex, because the
 	// holder waits on the network: a waiter then blocks durably, gives up
-	// when its ctx is done, and a testing/synctest bubble (internal/sim)
+	// when its ctx is done, and a testing/synctest bubble (tests/sim)
 	// sees the broker as idle rather than busy.
 	confirm chan struct{}
 

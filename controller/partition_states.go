@@ -4,7 +4,7 @@ import "github.com/replicad/replicad/controller/store"
 
 // PartitionStates returns the active controller's in-memory copy of every
 // partition, sorted by topic then partition (ok false while not active).
-// The simulation (internal/sim) compares it with the store once its faults
+// The simulation (tests/sim) compares it with the store once its faults
 // have healed: a controller whose memory stays behind what it stored
 // refuses every later change of that partition with a conflict (a wedge),
 // which no broker-side check can see.

@@ -23,7 +23,7 @@ func (rm *ReplicaManager) FollowerLog(t tp.TopicPartition) (*log.Log, func() int
 }
 
 // LocalLog returns the log of a partition this broker hosts online, as
-// leader or follower: for inspection (internal/sim reads every replica's
+// leader or follower: for inspection (tests/sim reads every replica's
 // records to check its invariants). Nothing may write through it.
 func (rm *ReplicaManager) LocalLog(t tp.TopicPartition) (*log.Log, bool) {
 	p, code := rm.onlinePartition(t)

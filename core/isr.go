@@ -41,7 +41,7 @@ type IsrChange struct {
 	// matches the new one, the controller commits it, and the new
 	// incarnation's leader, whose Partition ignores the answer, keeps an
 	// ISR the controller no longer has, with nothing to ever reconcile them
-	// (internal/sim, seed 647001108).
+	// (tests/sim, seed 647001108).
 	Withdrawn func() bool
 }
 

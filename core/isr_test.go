@@ -122,7 +122,7 @@ func TestIsrChangeCarriesFollowerBrokerEpochs(t *testing.T) {
 // was based on, or once the partition is stopped (its topic deleted): a
 // changer retrying it while the controller is away must not send it, since a
 // topic re-created under the name starts at the same epochs and the
-// controller would commit it there (internal/sim, seed 647001108).
+// controller would commit it there (tests/sim, seed 647001108).
 func TestIsrChangeWithdrawnWhenReplacedOrStopped(t *testing.T) {
 	shrinkInFlight := func(t *testing.T) (*harness, IsrChange) {
 		changer := &heldIsrChanger{}

@@ -15,7 +15,7 @@
 //   - config/: example --config files;
 //   - monitoring/: Prometheus rules (with promtool unit tests), a Grafana
 //     dashboard and a scrape config, checked by the real promtool and
-//     Prometheus in internal/it (TestMonitoringFilesPassPromtool,
+//     Prometheus in tests/integration (TestMonitoringFilesPassPromtool,
 //     TestPrometheusAlertsOnBrokerDeath), which also run a cluster.
 //
 // It has no code of its own.

@@ -5,7 +5,7 @@ import (
 
 	"github.com/replicad/replicad/core"
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
-	"github.com/replicad/replicad/service"
+	"github.com/replicad/replicad/protoconv"
 )
 
 // LocalSource answers fetches from this broker's own logs, without a network:
@@ -18,7 +18,7 @@ var _ FetchHandler = LocalSource(nil)
 
 // Fetch implements FetchHandler.
 func (s LocalSource) Fetch(ctx context.Context, req *replicadv1.FetchRequest) (*replicadv1.FetchResponse, error) {
-	return service.FetchResponseToProto(req.GetCorrelationId(), s(ctx, service.FetchRequestFromProto(req))), nil
+	return protoconv.FetchResponseToProto(req.GetCorrelationId(), s(ctx, protoconv.FetchRequestFromProto(req))), nil
 }
 
 // NewLocalClient is the LeaderClient of an alter-log-dirs fetcher manager:

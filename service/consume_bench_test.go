@@ -8,6 +8,7 @@ import (
 
 	"github.com/replicad/replicad/core"
 	"github.com/replicad/replicad/core/record"
+	"github.com/replicad/replicad/protoconv"
 )
 
 // consumeResult is 500 plain records of 100-byte values, as one Consume
@@ -30,7 +31,7 @@ func BenchmarkConsumeAnswer(b *testing.B) {
 	var size int
 	b.ReportAllocs()
 	for b.Loop() {
-		msg := consumeToProto(res)
+		msg := protoconv.ConsumeToProto(res)
 		out, err := proto.Marshal(msg)
 		if err != nil {
 			b.Fatal(err)
@@ -44,7 +45,7 @@ func BenchmarkConsumeAnswer(b *testing.B) {
 // 0, which proto3 leaves out. (The first contract had sequence -1: 11 bytes
 // a record, +9.5% on a 100-byte record.)
 func TestConsumedPlainRecordWireCost(t *testing.T) {
-	r := consumeToProto(core.ConsumeResult{Records: []record.Record{{Offset: 1, Value: []byte("v")}}}).GetRecords()[0]
+	r := protoconv.ConsumeToProto(core.ConsumeResult{Records: []record.Record{{Offset: 1, Value: []byte("v")}}}).GetRecords()[0]
 	with := proto.Size(r)
 	r.ProducerId, r.ProducerEpoch, r.Sequence = 0, 0, 0
 	if d := with - proto.Size(r); d != 0 {

@@ -6,7 +6,7 @@
 //
 // Handlers are thin. Each one validates the whole request first (a malformed
 // request gets codes.InvalidArgument naming the offending field, and nothing
-// is changed), translates it to the core types (convert.go), calls the
+// is changed), translates it to the core types (package protoconv), calls the
 // replica manager, and translates the answer back. Protocol outcomes
 // (STALE_CONTROLLER_EPOCH, NOT_LEADER_OR_FOLLOWER, ...) travel as error codes
 // inside OK responses, as Kafka's do.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/replicad/replicad/core"
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
+	"github.com/replicad/replicad/protoconv"
 )
 
 // fetchService serves FetchService: the leader side of replication.
@@ -144,7 +145,7 @@ func (s *fetchService) fetch(ctx context.Context, sender *answerSender, req *rep
 			return nil, 0, err
 		}
 	} else {
-		freq = FetchRequestFromProto(req)
+		freq = protoconv.FetchRequestFromProto(req)
 	}
 	if req.GetMaxWaitMs() > 0 && req.GetMinBytes() > 0 {
 		unpark, err := s.limits.park("max_wait_ms")
@@ -179,7 +180,7 @@ func (s *fetchService) fetch(ctx context.Context, sender *answerSender, req *rep
 	if session != nil {
 		resp = session.Answer(req.GetCorrelationId(), fresp)
 	} else {
-		resp = FetchResponseToProto(req.GetCorrelationId(), fresp)
+		resp = protoconv.FetchResponseToProto(req.GetCorrelationId(), fresp)
 	}
 	returned = true
 	if err := sender.wait(ctx, s.limits.limits.FetchSendTimeout); err != nil {
@@ -282,7 +283,7 @@ func (s *fetchService) OffsetsForLeaderEpoch(ctx context.Context, req *replicadv
 	if err := validateOffsetsForLeaderEpoch(req); err != nil {
 		return nil, err
 	}
-	return offsetsForLeaderEpochToProto(s.rm.OffsetsForLeaderEpoch(ctx, offsetsForLeaderEpochFromProto(req))), nil
+	return protoconv.OffsetsForLeaderEpochToProto(s.rm.OffsetsForLeaderEpoch(ctx, protoconv.OffsetsForLeaderEpochFromProto(req))), nil
 }
 
 // startRequestSpan is nil without a tracer.

@@ -4,6 +4,7 @@ import (
 	"github.com/replicad/replicad/core"
 	"github.com/replicad/replicad/core/tp"
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
+	"github.com/replicad/replicad/protoconv"
 )
 
 // FetchSession is the leader's side of a fetch session (KIP-227): the
@@ -63,12 +64,12 @@ func (s *FetchSession) Apply(req *replicadv1.FetchRequest) (core.FetchRequest, e
 	if rm := req.GetRemovedPartitions(); len(rm) > 0 {
 		drop := make(map[tp.TopicPartition]bool, len(rm))
 		for _, r := range rm {
-			drop[topicPartition(r.GetTopic(), r.GetPartition())] = true
+			drop[protoconv.TopicPartition(r.GetTopic(), r.GetPartition())] = true
 		}
 		s.keep(func(fp core.FetchPartition) bool { return !drop[fp.TopicPartition] })
 	}
 	for _, p := range req.GetPartitions() {
-		fp := fetchPartitionFromProto(p)
+		fp := protoconv.FetchPartitionFromProto(p)
 		if i, ok := s.index[fp.TopicPartition]; ok {
 			s.parts[i], s.sent[i] = fp, sentState{}
 			continue
@@ -80,7 +81,7 @@ func (s *FetchSession) Apply(req *replicadv1.FetchRequest) (core.FetchRequest, e
 	if len(s.parts) > MaxFetchSessionPartitions {
 		return core.FetchRequest{}, invalid("partitions", "the fetch session holds %d partitions, over the limit of %d", len(s.parts), MaxFetchSessionPartitions)
 	}
-	out := fetchRequestHeaderFromProto(req)
+	out := protoconv.FetchRequestHeaderFromProto(req)
 	out.Partitions = s.parts
 	return out, nil
 }
@@ -119,7 +120,7 @@ func (s *FetchSession) Answer(correlationID int64, resp core.FetchResponse) *rep
 		// aside or delays it, which removes it from the session.
 		*st = sentState{known: r.Error == core.ErrNone && r.DivergingEpoch == nil,
 			hw: r.HighWatermark, logStart: r.LogStartOffset, logEnd: r.LogEndOffset}
-		out.Partitions = append(out.Partitions, fetchResultToProto(r))
+		out.Partitions = append(out.Partitions, protoconv.FetchResultToProto(r))
 		if len(r.Records) > 0 {
 			served++
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/replicad/replicad/core"
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
+	"github.com/replicad/replicad/protoconv"
 )
 
 // BenchmarkFetchWire10000 is what one idle fetch round of 10,000 partitions
@@ -54,7 +55,7 @@ func BenchmarkFetchWire10000(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			round(b, full, func(r *replicadv1.FetchRequest) *replicadv1.FetchResponse {
-				return FetchResponseToProto(r.GetCorrelationId(), answer(FetchRequestFromProto(r)))
+				return protoconv.FetchResponseToProto(r.GetCorrelationId(), answer(protoconv.FetchRequestFromProto(r)))
 			})
 		}
 	})

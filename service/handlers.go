@@ -14,6 +14,7 @@ import (
 	"github.com/replicad/replicad/core/record"
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
 	"github.com/replicad/replicad/internal/telemetry"
+	"github.com/replicad/replicad/protoconv"
 )
 
 // ReplicaManager is what the handlers need from the broker's replica state
@@ -40,11 +41,10 @@ var _ ReplicaManager = (*core.ReplicaManager)(nil)
 // Defaults applied when a request leaves a field at zero, which grpcurl users
 // do by omitting it.
 const (
-	// DefaultProduceTimeout is Kafka's request.timeout.ms default: an acks=-1
-	// produce without timeout_ms should wait for the ISR, not time out at once.
-	DefaultProduceTimeout = 30 * time.Second
-	// DefaultConsumeMaxBytes is Kafka's max.partition.fetch.bytes default.
-	DefaultConsumeMaxBytes = 1 << 20
+	// DefaultProduceTimeout and DefaultConsumeMaxBytes live with the
+	// conversion that applies them.
+	DefaultProduceTimeout  = protoconv.DefaultProduceTimeout
+	DefaultConsumeMaxBytes = protoconv.DefaultConsumeMaxBytes
 	// DefaultDeleteRecordsTimeout is the wait for the ISR of a
 	// DeleteRecords without timeout_ms (Kafka's request.timeout.ms).
 	DefaultDeleteRecordsTimeout = 30 * time.Second
@@ -156,7 +156,7 @@ func (s *replicaManagerService) LeaderAndIsr(ctx context.Context, req *replicadv
 		resp = &replicadv1.LeaderAndIsrResponse{ErrorCode: c.Code, ErrorMessage: c.Message,
 			PartitionErrors: refusedPartitions(c.Code, req.GetPartitionStates())}
 	} else {
-		resp = leaderAndIsrToProto(s.rm.BecomeLeaderOrFollower(ctx, leaderAndIsrFromProto(req)))
+		resp = protoconv.LeaderAndIsrToProto(s.rm.BecomeLeaderOrFollower(ctx, protoconv.LeaderAndIsrFromProto(req)))
 	}
 	resp.ControllerEpoch = s.answerEpoch(c)
 	return resp, nil
@@ -175,7 +175,7 @@ func (s *replicaManagerService) UpdateMetadata(ctx context.Context, req *replica
 	}
 	resp := &replicadv1.UpdateMetadataResponse{ErrorCode: c.Code, ErrorMessage: c.Message}
 	if c.Code == replicadv1.ErrorCode_ERROR_CODE_NONE {
-		resp.ErrorCode = errorCodeToProto(s.rm.UpdateMetadata(ctx, updateMetadataFromProto(req)))
+		resp.ErrorCode = protoconv.ErrorCodeToProto(s.rm.UpdateMetadata(ctx, protoconv.UpdateMetadataFromProto(req)))
 		// Only a request the replica manager took (from the controller it
 		// follows, not stale): an older controller's set must not replace
 		// the current one.
@@ -203,14 +203,14 @@ func (s *replicaManagerService) StopReplica(ctx context.Context, req *replicadv1
 		resp = &replicadv1.StopReplicaResponse{ErrorCode: c.Code, ErrorMessage: c.Message,
 			PartitionErrors: refusedPartitions(c.Code, req.GetPartitions())}
 	} else {
-		resp = stopReplicaToProto(s.rm.StopReplicas(ctx, stopReplicaFromProto(req)))
+		resp = protoconv.StopReplicaToProto(s.rm.StopReplicas(ctx, protoconv.StopReplicaFromProto(req)))
 	}
 	resp.ControllerEpoch = s.answerEpoch(c)
 	return resp, nil
 }
 
 func (s *replicaManagerService) CheckpointHighWatermarks(ctx context.Context, _ *replicadv1.CheckpointHighWatermarksRequest) (*replicadv1.CheckpointHighWatermarksResponse, error) {
-	return checkpointToProto(s.rm.CheckpointHighWatermarks(ctx)), nil
+	return protoconv.CheckpointToProto(s.rm.CheckpointHighWatermarks(ctx)), nil
 }
 
 func (s *replicaManagerService) DescribePartitions(_ context.Context, req *replicadv1.DescribePartitionsRequest) (*replicadv1.DescribePartitionsResponse, error) {
@@ -222,7 +222,7 @@ func (s *replicaManagerService) DescribePartitions(_ context.Context, req *repli
 		p := req.GetPartition()
 		partition = &p
 	}
-	return describeToProto(s.rm.Describe(req.GetTopic(), partition)), nil
+	return protoconv.DescribeToProto(s.rm.Describe(req.GetTopic(), partition)), nil
 }
 
 // AlterReplicaLogDirs starts moving replicas between this broker's log dirs;
@@ -232,8 +232,8 @@ func (s *replicaManagerService) AlterReplicaLogDirs(ctx context.Context, req *re
 	if err := validateAlterReplicaLogDirs(req); err != nil {
 		return nil, err
 	}
-	errs := s.rm.AlterReplicaLogDirs(ctx, alterReplicaLogDirsFromProto(req))
-	return &replicadv1.AlterReplicaLogDirsResponse{PartitionErrors: partitionErrorsToProto(errs)}, nil
+	errs := s.rm.AlterReplicaLogDirs(ctx, protoconv.AlterReplicaLogDirsFromProto(req))
+	return &replicadv1.AlterReplicaLogDirsResponse{PartitionErrors: protoconv.PartitionErrorsToProto(errs)}, nil
 }
 
 // logService serves LogService.
@@ -326,7 +326,7 @@ func (s *logService) startProduce(req *replicadv1.ProduceRequest) (*pendingProdu
 			pp.done()
 		}
 	}()
-	creq := produceFromProto(req, batch)
+	creq := protoconv.ProduceFromProto(req, batch)
 	if st, ok := s.rm.(produceStarter); ok {
 		pp.core = st.StartProduce(creq)
 	} else {
@@ -339,7 +339,7 @@ func (s *logService) startProduce(req *replicadv1.ProduceRequest) (*pendingProdu
 // finish waits for the produce's acks and answers it.
 func (pp *pendingProduce) finish(ctx context.Context) *replicadv1.ProduceResponse {
 	defer pp.done()
-	return produceToProto(pp.core.Wait(ctx))
+	return protoconv.ProduceToProto(pp.core.Wait(ctx))
 }
 
 func (pp *pendingProduce) done() {
@@ -368,12 +368,12 @@ func (s *logService) Consume(ctx context.Context, req *replicadv1.ConsumeRequest
 	// responseDrainRate takes, so the budget covers most of the send too.
 	// Deferred, so a panic (turned into Internal) gives it back as well.
 	defer func() { s.limits.giveAfterDrain(grant) }()
-	creq := consumeFromProto(req)
+	creq := protoconv.ConsumeFromProto(req)
 	creq.MaxBytes = int(grant)
 	res := s.rm.Consume(ctx, creq)
 	// The deferred giveAfterDrain returns what the answer holds.
 	grant = s.limits.response.settle(grant, recordBytes(res.Records))
-	return consumeToProto(res), nil
+	return protoconv.ConsumeToProto(res), nil
 }
 
 func (s *logService) DeleteRecords(ctx context.Context, req *replicadv1.DeleteRecordsRequest) (*replicadv1.DeleteRecordsResponse, error) {
@@ -386,13 +386,13 @@ func (s *logService) DeleteRecords(ctx context.Context, req *replicadv1.DeleteRe
 	}
 	for _, p := range req.GetPartitions() {
 		creq.Partitions = append(creq.Partitions, core.DeleteRecordsPartition{
-			TopicPartition: topicPartition(p.GetTopic(), p.GetPartition()), Offset: p.GetOffset()})
+			TopicPartition: protoconv.TopicPartition(p.GetTopic(), p.GetPartition()), Offset: p.GetOffset()})
 	}
 	res := s.rm.DeleteRecords(ctx, creq)
 	resp := &replicadv1.DeleteRecordsResponse{}
 	for _, r := range res.Partitions {
 		resp.Partitions = append(resp.Partitions, &replicadv1.DeleteRecordsPartitionResult{Topic: r.TopicPartition.Topic,
-			Partition: r.TopicPartition.Partition, LowWatermark: r.LowWatermark, ErrorCode: errorCodeToProto(r.Error)})
+			Partition: r.TopicPartition.Partition, LowWatermark: r.LowWatermark, ErrorCode: protoconv.ErrorCodeToProto(r.Error)})
 	}
 	return resp, nil
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/replicad/replicad/core"
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
+	"github.com/replicad/replicad/protoconv"
 )
 
 // MaxMetadataTopics bounds the topics one Metadata request may name: the
@@ -91,14 +92,14 @@ func (s *logService) Metadata(ctx context.Context, req *replicadv1.MetadataReque
 }
 
 func topicMetadataToProto(tm core.TopicMetadata) *replicadv1.MetadataTopic {
-	mt := &replicadv1.MetadataTopic{Topic: tm.Topic, TopicId: tm.TopicID, ErrorCode: errorCodeToProto(tm.Error),
+	mt := &replicadv1.MetadataTopic{Topic: tm.Topic, TopicId: tm.TopicID, ErrorCode: protoconv.ErrorCodeToProto(tm.Error),
 		Configs: tm.Configs, ConfigVersion: tm.ConfigVersion}
 	if tm.Error == core.ErrUnknownTopicOrPartition {
 		mt.ErrorMessage = "this broker knows no such topic (one just created may not have reached it yet)"
 	}
 	for _, pm := range tm.Partitions {
 		mt.Partitions = append(mt.Partitions, &replicadv1.MetadataPartition{
-			Partition: pm.Partition, ErrorCode: errorCodeToProto(pm.Error), Leader: pm.Leader, LeaderEpoch: pm.LeaderEpoch,
+			Partition: pm.Partition, ErrorCode: protoconv.ErrorCodeToProto(pm.Error), Leader: pm.Leader, LeaderEpoch: pm.LeaderEpoch,
 			PartitionEpoch: pm.PartitionEpoch, Replicas: pm.Replicas, Isr: pm.ISR, OfflineReplicas: pm.OfflineReplicas})
 	}
 	return mt

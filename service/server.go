@@ -208,7 +208,7 @@ func (s *Server) Shutdown(ctx context.Context) (graceful bool) {
 // NewReplicaManagerService returns the ReplicaManagerService handlers that
 // NewServer registers (the controller guard and the registration check
 // included), without a gRPC server: a cluster run in one process over an
-// in-memory network (internal/sim) calls them directly.
+// in-memory network (tests/sim) calls them directly.
 func NewReplicaManagerService(opts Options) replicadv1.ReplicaManagerServiceServer {
 	return &replicaManagerService{rm: opts.ReplicaManager, brokerEpoch: opts.BrokerEpoch, onACLs: opts.OnACLs,
 		guard: opts.ControllerGuard, logger: opts.Logger}

@@ -13,6 +13,7 @@ import (
 	"github.com/replicad/replicad/core/record"
 	"github.com/replicad/replicad/core/tp"
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
+	"github.com/replicad/replicad/protoconv"
 )
 
 // Every validator checks a whole request before anything reaches the replica
@@ -101,7 +102,7 @@ func validatePartitionList[E partitionEntry](field string, entries []E, check fu
 		if validatePartitionEntry("", e, check) != nil {
 			return validatePartitionEntry(fmt.Sprintf("%s[%d]", field, i), e, check)
 		}
-		t := topicPartition(e.GetTopic(), e.GetPartition())
+		t := protoconv.TopicPartition(e.GetTopic(), e.GetPartition())
 		j, dup := -1, false
 		if seen != nil {
 			j, dup = seen[t]
@@ -359,7 +360,7 @@ func validateProduce(req *replicadv1.ProduceRequest, maxBatchBytes int, nowMs in
 	// followers fetch, so measure exactly that; the batch then goes to the
 	// log as it is, encoded once (with the producer fields of an
 	// idempotent produce: a v1 batch).
-	batch := record.BuildProducer(recordsFromProto(req.GetRecords()), nowMs, prod)
+	batch := record.BuildProducer(protoconv.RecordsFromProto(req.GetRecords()), nowMs, prod)
 	if n := len(batch); n > maxBatchBytes {
 		return nil, invalid("records", "batch is %d bytes encoded, over the limit of %d", n, maxBatchBytes)
 	}
@@ -459,10 +460,10 @@ func validateFetchRemoved(req *replicadv1.FetchRequest) error {
 	}
 	fetched := make(map[tp.TopicPartition]bool, len(req.GetPartitions()))
 	for _, p := range req.GetPartitions() {
-		fetched[topicPartition(p.GetTopic(), p.GetPartition())] = true
+		fetched[protoconv.TopicPartition(p.GetTopic(), p.GetPartition())] = true
 	}
 	for i, r := range removed {
-		if t := topicPartition(r.GetTopic(), r.GetPartition()); fetched[t] {
+		if t := protoconv.TopicPartition(r.GetTopic(), r.GetPartition()); fetched[t] {
 			return invalid(fmt.Sprintf("removed_partitions[%d]", i), "partition %s is also in partitions", t)
 		}
 	}

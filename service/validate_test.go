@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
+	"github.com/replicad/replicad/protoconv"
 )
 
 // validState is a well-formed partition state that cases below break one field at a time.
@@ -280,7 +281,7 @@ func TestValidationDoesNotMutateRequest(t *testing.T) {
 	if err := validateLeaderAndIsr(req); err != nil {
 		t.Fatal(err)
 	}
-	c := leaderAndIsrFromProto(req)
+	c := protoconv.LeaderAndIsrFromProto(req)
 	c.PartitionStates[0].ISR[0] = 99
 	if !proto.Equal(req, before) {
 		t.Fatalf("request changed: %v", req)

@@ -152,7 +152,7 @@ type Config struct {
 	Tracer trace.Tracer
 	// Int64N draws the backoff jitter, in [0, n); nil means math/rand/v2's.
 	// It may be called from several queues' goroutines at once. Set by a
-	// seeded test that replays a run exactly (internal/sim).
+	// seeded test that replays a run exactly (tests/sim).
 	Int64N func(n int64) int64
 	// Gate, if set, is called by the sending goroutine when calls wait and
 	// before it takes them into a request; it returns when the goroutine
@@ -160,7 +160,7 @@ type Config struct {
 	// one request depends on whether a caller that queues two calls in a
 	// row, or one woken with the goroutine by an answer, queues the second
 	// before the goroutine takes the first: a simulation that replays a
-	// run exactly (internal/sim) lets the goroutine take only once every
+	// run exactly (tests/sim) lets the goroutine take only once every
 	// other goroutine is idle. Nil: it takes at once.
 	Gate func(ctx context.Context)
 }

@@ -1142,7 +1142,7 @@ func TestLoopbackGRPC(t *testing.T) {
 // TestGateHoldsTheTake checks Config.Gate: the goroutine that finds calls
 // waiting asks the gate before it takes them, so that a call queued while
 // it is held joins the waiting one (the two UpdateMetadata of one decision
-// are one request, whatever order goroutines run in: internal/sim relies
+// are one request, whatever order goroutines run in: tests/sim relies
 // on it to replay a seed), and Close ends a goroutine held there.
 func TestGateHoldsTheTake(t *testing.T) {
 	entered := make(chan struct{}, 1)

@@ -23,7 +23,7 @@ import (
 // A topic deleted and created again before the next periodic checkpoint:
 // the dir's checkpoint files are keyed by partition name, not topic ID, so
 // an entry the deleted topic's log left there would be the new log's after
-// a power cut. The simulation found it for the HW (internal/sim seed
+// a power cut. The simulation found it for the HW (tests/sim seed
 // 504596852 and others): the new leader appended a record it never
 // committed, lost power, and came back with HW min(old entry, LEO) = 1,
 // counting the record as committed. The deletion now rewrites the HW

@@ -1,5 +1,0 @@
-//go:build !race
-
-package it
-
-const raceEnabled = false
