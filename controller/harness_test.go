@@ -151,6 +151,10 @@ func (f *fakeBroker) CheckpointHighWatermarks(context.Context, *replicadv1.Check
 	return nil, status.Error(codes.Unimplemented, "fake")
 }
 
+func (f *fakeBroker) RunRetention(context.Context, *replicadv1.RunRetentionRequest, ...grpc.CallOption) (*replicadv1.RunRetentionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "fake")
+}
+
 func (f *fakeBroker) AlterReplicaLogDirs(context.Context, *replicadv1.AlterReplicaLogDirsRequest, ...grpc.CallOption) (*replicadv1.AlterReplicaLogDirsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "fake")
 }

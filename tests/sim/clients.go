@@ -44,6 +44,9 @@ func (k controllerClient) CreateTopic(ctx context.Context, in *replicadv1.Create
 func (k controllerClient) DeleteTopic(ctx context.Context, in *replicadv1.DeleteTopicRequest, _ ...grpc.CallOption) (*replicadv1.DeleteTopicResponse, error) {
 	return invoke[*replicadv1.DeleteTopicResponse](ctx, k.c, "DeleteTopic", in)
 }
+func (k controllerClient) CreatePartitions(ctx context.Context, in *replicadv1.CreatePartitionsRequest, _ ...grpc.CallOption) (*replicadv1.CreatePartitionsResponse, error) {
+	return invoke[*replicadv1.CreatePartitionsResponse](ctx, k.c, "CreatePartitions", in)
+}
 func (k controllerClient) AlterTopicConfig(ctx context.Context, in *replicadv1.AlterTopicConfigRequest, _ ...grpc.CallOption) (*replicadv1.AlterTopicConfigResponse, error) {
 	return invoke[*replicadv1.AlterTopicConfigResponse](ctx, k.c, "AlterTopicConfig", in)
 }
@@ -97,6 +100,9 @@ func (k brokerClient) CheckpointHighWatermarks(ctx context.Context, in *replicad
 }
 func (k brokerClient) DescribePartitions(ctx context.Context, in *replicadv1.DescribePartitionsRequest, _ ...grpc.CallOption) (*replicadv1.DescribePartitionsResponse, error) {
 	return invoke[*replicadv1.DescribePartitionsResponse](ctx, k.c, "DescribePartitions", in)
+}
+func (k brokerClient) RunRetention(ctx context.Context, in *replicadv1.RunRetentionRequest, _ ...grpc.CallOption) (*replicadv1.RunRetentionResponse, error) {
+	return invoke[*replicadv1.RunRetentionResponse](ctx, k.c, "RunRetention", in)
 }
 func (k brokerClient) AlterReplicaLogDirs(ctx context.Context, in *replicadv1.AlterReplicaLogDirsRequest, _ ...grpc.CallOption) (*replicadv1.AlterReplicaLogDirsResponse, error) {
 	return invoke[*replicadv1.AlterReplicaLogDirsResponse](ctx, k.c, "AlterReplicaLogDirs", in)

@@ -996,6 +996,129 @@ func (x *CreateTopicResponse) GetPartitions() []*ClusterPartition {
 	return nil
 }
 
+type CreatePartitionsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Topic string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	// The topic's partition count after the change (Kafka's totalCount).
+	Count int32 `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
+	// Check only: validate and answer the partitions that would be added.
+	ValidateOnly  bool `protobuf:"varint,3,opt,name=validate_only,json=validateOnly,proto3" json:"validate_only,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreatePartitionsRequest) Reset() {
+	*x = CreatePartitionsRequest{}
+	mi := &file_replicad_v1_controller_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreatePartitionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreatePartitionsRequest) ProtoMessage() {}
+
+func (x *CreatePartitionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_replicad_v1_controller_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreatePartitionsRequest.ProtoReflect.Descriptor instead.
+func (*CreatePartitionsRequest) Descriptor() ([]byte, []int) {
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *CreatePartitionsRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *CreatePartitionsRequest) GetCount() int32 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *CreatePartitionsRequest) GetValidateOnly() bool {
+	if x != nil {
+		return x.ValidateOnly
+	}
+	return false
+}
+
+type CreatePartitionsResponse struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	ErrorCode    ErrorCode              `protobuf:"varint,1,opt,name=error_code,json=errorCode,proto3,enum=replicad.v1.ErrorCode" json:"error_code,omitempty"`
+	ErrorMessage string                 `protobuf:"bytes,2,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	// The partitions added (or, with validate_only, that would be).
+	Partitions    []*ClusterPartition `protobuf:"bytes,3,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreatePartitionsResponse) Reset() {
+	*x = CreatePartitionsResponse{}
+	mi := &file_replicad_v1_controller_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreatePartitionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreatePartitionsResponse) ProtoMessage() {}
+
+func (x *CreatePartitionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_replicad_v1_controller_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreatePartitionsResponse.ProtoReflect.Descriptor instead.
+func (*CreatePartitionsResponse) Descriptor() ([]byte, []int) {
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *CreatePartitionsResponse) GetErrorCode() ErrorCode {
+	if x != nil {
+		return x.ErrorCode
+	}
+	return ErrorCode_ERROR_CODE_NONE
+}
+
+func (x *CreatePartitionsResponse) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
+	}
+	return ""
+}
+
+func (x *CreatePartitionsResponse) GetPartitions() []*ClusterPartition {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
 type AlterTopicConfigRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Topic string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
@@ -1012,7 +1135,7 @@ type AlterTopicConfigRequest struct {
 
 func (x *AlterTopicConfigRequest) Reset() {
 	*x = AlterTopicConfigRequest{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[12]
+	mi := &file_replicad_v1_controller_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1024,7 +1147,7 @@ func (x *AlterTopicConfigRequest) String() string {
 func (*AlterTopicConfigRequest) ProtoMessage() {}
 
 func (x *AlterTopicConfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[12]
+	mi := &file_replicad_v1_controller_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1037,7 +1160,7 @@ func (x *AlterTopicConfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterTopicConfigRequest.ProtoReflect.Descriptor instead.
 func (*AlterTopicConfigRequest) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{12}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *AlterTopicConfigRequest) GetTopic() string {
@@ -1081,7 +1204,7 @@ type AlterTopicConfigResponse struct {
 
 func (x *AlterTopicConfigResponse) Reset() {
 	*x = AlterTopicConfigResponse{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[13]
+	mi := &file_replicad_v1_controller_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1093,7 +1216,7 @@ func (x *AlterTopicConfigResponse) String() string {
 func (*AlterTopicConfigResponse) ProtoMessage() {}
 
 func (x *AlterTopicConfigResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[13]
+	mi := &file_replicad_v1_controller_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1106,7 +1229,7 @@ func (x *AlterTopicConfigResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterTopicConfigResponse.ProtoReflect.Descriptor instead.
 func (*AlterTopicConfigResponse) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{13}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *AlterTopicConfigResponse) GetErrorCode() ErrorCode {
@@ -1146,7 +1269,7 @@ type DescribeTopicConfigRequest struct {
 
 func (x *DescribeTopicConfigRequest) Reset() {
 	*x = DescribeTopicConfigRequest{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[14]
+	mi := &file_replicad_v1_controller_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1158,7 +1281,7 @@ func (x *DescribeTopicConfigRequest) String() string {
 func (*DescribeTopicConfigRequest) ProtoMessage() {}
 
 func (x *DescribeTopicConfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[14]
+	mi := &file_replicad_v1_controller_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1171,7 +1294,7 @@ func (x *DescribeTopicConfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTopicConfigRequest.ProtoReflect.Descriptor instead.
 func (*DescribeTopicConfigRequest) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{14}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *DescribeTopicConfigRequest) GetTopic() string {
@@ -1192,7 +1315,7 @@ type ConfigEntry struct {
 
 func (x *ConfigEntry) Reset() {
 	*x = ConfigEntry{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[15]
+	mi := &file_replicad_v1_controller_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1204,7 +1327,7 @@ func (x *ConfigEntry) String() string {
 func (*ConfigEntry) ProtoMessage() {}
 
 func (x *ConfigEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[15]
+	mi := &file_replicad_v1_controller_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1217,7 +1340,7 @@ func (x *ConfigEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigEntry.ProtoReflect.Descriptor instead.
 func (*ConfigEntry) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{15}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ConfigEntry) GetName() string {
@@ -1254,7 +1377,7 @@ type DescribeTopicConfigResponse struct {
 
 func (x *DescribeTopicConfigResponse) Reset() {
 	*x = DescribeTopicConfigResponse{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[16]
+	mi := &file_replicad_v1_controller_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1266,7 +1389,7 @@ func (x *DescribeTopicConfigResponse) String() string {
 func (*DescribeTopicConfigResponse) ProtoMessage() {}
 
 func (x *DescribeTopicConfigResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[16]
+	mi := &file_replicad_v1_controller_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1279,7 +1402,7 @@ func (x *DescribeTopicConfigResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTopicConfigResponse.ProtoReflect.Descriptor instead.
 func (*DescribeTopicConfigResponse) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{16}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *DescribeTopicConfigResponse) GetErrorCode() ErrorCode {
@@ -1319,7 +1442,7 @@ type DeleteTopicRequest struct {
 
 func (x *DeleteTopicRequest) Reset() {
 	*x = DeleteTopicRequest{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[17]
+	mi := &file_replicad_v1_controller_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1331,7 +1454,7 @@ func (x *DeleteTopicRequest) String() string {
 func (*DeleteTopicRequest) ProtoMessage() {}
 
 func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[17]
+	mi := &file_replicad_v1_controller_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1344,7 +1467,7 @@ func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTopicRequest) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{17}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *DeleteTopicRequest) GetTopic() string {
@@ -1364,7 +1487,7 @@ type DeleteTopicResponse struct {
 
 func (x *DeleteTopicResponse) Reset() {
 	*x = DeleteTopicResponse{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[18]
+	mi := &file_replicad_v1_controller_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1376,7 +1499,7 @@ func (x *DeleteTopicResponse) String() string {
 func (*DeleteTopicResponse) ProtoMessage() {}
 
 func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[18]
+	mi := &file_replicad_v1_controller_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1389,7 +1512,7 @@ func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTopicResponse) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{18}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *DeleteTopicResponse) GetErrorCode() ErrorCode {
@@ -1418,7 +1541,7 @@ type ElectLeaderRequest struct {
 
 func (x *ElectLeaderRequest) Reset() {
 	*x = ElectLeaderRequest{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[19]
+	mi := &file_replicad_v1_controller_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1430,7 +1553,7 @@ func (x *ElectLeaderRequest) String() string {
 func (*ElectLeaderRequest) ProtoMessage() {}
 
 func (x *ElectLeaderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[19]
+	mi := &file_replicad_v1_controller_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1443,7 +1566,7 @@ func (x *ElectLeaderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElectLeaderRequest.ProtoReflect.Descriptor instead.
 func (*ElectLeaderRequest) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{19}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ElectLeaderRequest) GetTopic() string {
@@ -1478,7 +1601,7 @@ type ElectLeaderResponse struct {
 
 func (x *ElectLeaderResponse) Reset() {
 	*x = ElectLeaderResponse{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[20]
+	mi := &file_replicad_v1_controller_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1490,7 +1613,7 @@ func (x *ElectLeaderResponse) String() string {
 func (*ElectLeaderResponse) ProtoMessage() {}
 
 func (x *ElectLeaderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[20]
+	mi := &file_replicad_v1_controller_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1503,7 +1626,7 @@ func (x *ElectLeaderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElectLeaderResponse.ProtoReflect.Descriptor instead.
 func (*ElectLeaderResponse) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{20}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ElectLeaderResponse) GetErrorCode() ErrorCode {
@@ -1538,7 +1661,7 @@ type ElectLeadersRequest struct {
 
 func (x *ElectLeadersRequest) Reset() {
 	*x = ElectLeadersRequest{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[21]
+	mi := &file_replicad_v1_controller_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1550,7 +1673,7 @@ func (x *ElectLeadersRequest) String() string {
 func (*ElectLeadersRequest) ProtoMessage() {}
 
 func (x *ElectLeadersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[21]
+	mi := &file_replicad_v1_controller_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1563,7 +1686,7 @@ func (x *ElectLeadersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElectLeadersRequest.ProtoReflect.Descriptor instead.
 func (*ElectLeadersRequest) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{21}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ElectLeadersRequest) GetElectionType() ElectionType {
@@ -1591,7 +1714,7 @@ type ElectLeadersTopic struct {
 
 func (x *ElectLeadersTopic) Reset() {
 	*x = ElectLeadersTopic{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[22]
+	mi := &file_replicad_v1_controller_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1603,7 +1726,7 @@ func (x *ElectLeadersTopic) String() string {
 func (*ElectLeadersTopic) ProtoMessage() {}
 
 func (x *ElectLeadersTopic) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[22]
+	mi := &file_replicad_v1_controller_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1616,7 +1739,7 @@ func (x *ElectLeadersTopic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElectLeadersTopic.ProtoReflect.Descriptor instead.
 func (*ElectLeadersTopic) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{22}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ElectLeadersTopic) GetTopic() string {
@@ -1646,7 +1769,7 @@ type ElectLeadersResponse struct {
 
 func (x *ElectLeadersResponse) Reset() {
 	*x = ElectLeadersResponse{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[23]
+	mi := &file_replicad_v1_controller_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1658,7 +1781,7 @@ func (x *ElectLeadersResponse) String() string {
 func (*ElectLeadersResponse) ProtoMessage() {}
 
 func (x *ElectLeadersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[23]
+	mi := &file_replicad_v1_controller_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1671,7 +1794,7 @@ func (x *ElectLeadersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElectLeadersResponse.ProtoReflect.Descriptor instead.
 func (*ElectLeadersResponse) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{23}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ElectLeadersResponse) GetErrorCode() ErrorCode {
@@ -1712,7 +1835,7 @@ type ElectLeadersResult struct {
 
 func (x *ElectLeadersResult) Reset() {
 	*x = ElectLeadersResult{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[24]
+	mi := &file_replicad_v1_controller_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1724,7 +1847,7 @@ func (x *ElectLeadersResult) String() string {
 func (*ElectLeadersResult) ProtoMessage() {}
 
 func (x *ElectLeadersResult) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[24]
+	mi := &file_replicad_v1_controller_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1737,7 +1860,7 @@ func (x *ElectLeadersResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElectLeadersResult.ProtoReflect.Descriptor instead.
 func (*ElectLeadersResult) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{24}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ElectLeadersResult) GetTopic() string {
@@ -1794,7 +1917,7 @@ type ReassignPartitionRequest struct {
 
 func (x *ReassignPartitionRequest) Reset() {
 	*x = ReassignPartitionRequest{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[25]
+	mi := &file_replicad_v1_controller_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1806,7 +1929,7 @@ func (x *ReassignPartitionRequest) String() string {
 func (*ReassignPartitionRequest) ProtoMessage() {}
 
 func (x *ReassignPartitionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[25]
+	mi := &file_replicad_v1_controller_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1819,7 +1942,7 @@ func (x *ReassignPartitionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReassignPartitionRequest.ProtoReflect.Descriptor instead.
 func (*ReassignPartitionRequest) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{25}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ReassignPartitionRequest) GetTopic() string {
@@ -1861,7 +1984,7 @@ type ReassignPartitionResponse struct {
 
 func (x *ReassignPartitionResponse) Reset() {
 	*x = ReassignPartitionResponse{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[26]
+	mi := &file_replicad_v1_controller_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1873,7 +1996,7 @@ func (x *ReassignPartitionResponse) String() string {
 func (*ReassignPartitionResponse) ProtoMessage() {}
 
 func (x *ReassignPartitionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[26]
+	mi := &file_replicad_v1_controller_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1886,7 +2009,7 @@ func (x *ReassignPartitionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReassignPartitionResponse.ProtoReflect.Descriptor instead.
 func (*ReassignPartitionResponse) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{26}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ReassignPartitionResponse) GetErrorCode() ErrorCode {
@@ -1920,7 +2043,7 @@ type AlterReplicationThrottleRequest struct {
 
 func (x *AlterReplicationThrottleRequest) Reset() {
 	*x = AlterReplicationThrottleRequest{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[27]
+	mi := &file_replicad_v1_controller_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1932,7 +2055,7 @@ func (x *AlterReplicationThrottleRequest) String() string {
 func (*AlterReplicationThrottleRequest) ProtoMessage() {}
 
 func (x *AlterReplicationThrottleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[27]
+	mi := &file_replicad_v1_controller_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1945,7 +2068,7 @@ func (x *AlterReplicationThrottleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterReplicationThrottleRequest.ProtoReflect.Descriptor instead.
 func (*AlterReplicationThrottleRequest) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{27}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *AlterReplicationThrottleRequest) GetBytesPerSec() int64 {
@@ -1967,7 +2090,7 @@ type AlterReplicationThrottleResponse struct {
 
 func (x *AlterReplicationThrottleResponse) Reset() {
 	*x = AlterReplicationThrottleResponse{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[28]
+	mi := &file_replicad_v1_controller_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1979,7 +2102,7 @@ func (x *AlterReplicationThrottleResponse) String() string {
 func (*AlterReplicationThrottleResponse) ProtoMessage() {}
 
 func (x *AlterReplicationThrottleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[28]
+	mi := &file_replicad_v1_controller_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1992,7 +2115,7 @@ func (x *AlterReplicationThrottleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterReplicationThrottleResponse.ProtoReflect.Descriptor instead.
 func (*AlterReplicationThrottleResponse) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{28}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *AlterReplicationThrottleResponse) GetErrorCode() ErrorCode {
@@ -2024,7 +2147,7 @@ type DescribeClusterRequest struct {
 
 func (x *DescribeClusterRequest) Reset() {
 	*x = DescribeClusterRequest{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[29]
+	mi := &file_replicad_v1_controller_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2036,7 +2159,7 @@ func (x *DescribeClusterRequest) String() string {
 func (*DescribeClusterRequest) ProtoMessage() {}
 
 func (x *DescribeClusterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[29]
+	mi := &file_replicad_v1_controller_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2049,7 +2172,7 @@ func (x *DescribeClusterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeClusterRequest.ProtoReflect.Descriptor instead.
 func (*DescribeClusterRequest) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{29}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{31}
 }
 
 type BrokerDescription struct {
@@ -2065,7 +2188,7 @@ type BrokerDescription struct {
 
 func (x *BrokerDescription) Reset() {
 	*x = BrokerDescription{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[30]
+	mi := &file_replicad_v1_controller_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2077,7 +2200,7 @@ func (x *BrokerDescription) String() string {
 func (*BrokerDescription) ProtoMessage() {}
 
 func (x *BrokerDescription) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[30]
+	mi := &file_replicad_v1_controller_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2090,7 +2213,7 @@ func (x *BrokerDescription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BrokerDescription.ProtoReflect.Descriptor instead.
 func (*BrokerDescription) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{30}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *BrokerDescription) GetId() int32 {
@@ -2161,7 +2284,7 @@ type ClusterPartition struct {
 
 func (x *ClusterPartition) Reset() {
 	*x = ClusterPartition{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[31]
+	mi := &file_replicad_v1_controller_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2173,7 +2296,7 @@ func (x *ClusterPartition) String() string {
 func (*ClusterPartition) ProtoMessage() {}
 
 func (x *ClusterPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[31]
+	mi := &file_replicad_v1_controller_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2186,7 +2309,7 @@ func (x *ClusterPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterPartition.ProtoReflect.Descriptor instead.
 func (*ClusterPartition) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{31}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ClusterPartition) GetTopic() string {
@@ -2300,7 +2423,7 @@ type DeletedTopic struct {
 
 func (x *DeletedTopic) Reset() {
 	*x = DeletedTopic{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[32]
+	mi := &file_replicad_v1_controller_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2312,7 +2435,7 @@ func (x *DeletedTopic) String() string {
 func (*DeletedTopic) ProtoMessage() {}
 
 func (x *DeletedTopic) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[32]
+	mi := &file_replicad_v1_controller_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2325,7 +2448,7 @@ func (x *DeletedTopic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeletedTopic.ProtoReflect.Descriptor instead.
 func (*DeletedTopic) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{32}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *DeletedTopic) GetTopic() string {
@@ -2360,7 +2483,7 @@ type PendingReplicas struct {
 
 func (x *PendingReplicas) Reset() {
 	*x = PendingReplicas{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[33]
+	mi := &file_replicad_v1_controller_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2372,7 +2495,7 @@ func (x *PendingReplicas) String() string {
 func (*PendingReplicas) ProtoMessage() {}
 
 func (x *PendingReplicas) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[33]
+	mi := &file_replicad_v1_controller_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2385,7 +2508,7 @@ func (x *PendingReplicas) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingReplicas.ProtoReflect.Descriptor instead.
 func (*PendingReplicas) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{33}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *PendingReplicas) GetPartition() int32 {
@@ -2423,7 +2546,7 @@ type DescribeClusterResponse struct {
 
 func (x *DescribeClusterResponse) Reset() {
 	*x = DescribeClusterResponse{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[34]
+	mi := &file_replicad_v1_controller_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2435,7 +2558,7 @@ func (x *DescribeClusterResponse) String() string {
 func (*DescribeClusterResponse) ProtoMessage() {}
 
 func (x *DescribeClusterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[34]
+	mi := &file_replicad_v1_controller_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2448,7 +2571,7 @@ func (x *DescribeClusterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeClusterResponse.ProtoReflect.Descriptor instead.
 func (*DescribeClusterResponse) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{34}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *DescribeClusterResponse) GetControllerEpoch() int32 {
@@ -2517,7 +2640,7 @@ type ControlledShutdownRequest struct {
 
 func (x *ControlledShutdownRequest) Reset() {
 	*x = ControlledShutdownRequest{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[35]
+	mi := &file_replicad_v1_controller_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2529,7 +2652,7 @@ func (x *ControlledShutdownRequest) String() string {
 func (*ControlledShutdownRequest) ProtoMessage() {}
 
 func (x *ControlledShutdownRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[35]
+	mi := &file_replicad_v1_controller_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2542,7 +2665,7 @@ func (x *ControlledShutdownRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ControlledShutdownRequest.ProtoReflect.Descriptor instead.
 func (*ControlledShutdownRequest) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{35}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ControlledShutdownRequest) GetBrokerId() int32 {
@@ -2570,7 +2693,7 @@ type ControlledShutdownResponse struct {
 
 func (x *ControlledShutdownResponse) Reset() {
 	*x = ControlledShutdownResponse{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[36]
+	mi := &file_replicad_v1_controller_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2582,7 +2705,7 @@ func (x *ControlledShutdownResponse) String() string {
 func (*ControlledShutdownResponse) ProtoMessage() {}
 
 func (x *ControlledShutdownResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[36]
+	mi := &file_replicad_v1_controller_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2595,7 +2718,7 @@ func (x *ControlledShutdownResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ControlledShutdownResponse.ProtoReflect.Descriptor instead.
 func (*ControlledShutdownResponse) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{36}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ControlledShutdownResponse) GetErrorCode() ErrorCode {
@@ -2622,7 +2745,7 @@ type CreateAclsRequest struct {
 
 func (x *CreateAclsRequest) Reset() {
 	*x = CreateAclsRequest{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[37]
+	mi := &file_replicad_v1_controller_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2634,7 +2757,7 @@ func (x *CreateAclsRequest) String() string {
 func (*CreateAclsRequest) ProtoMessage() {}
 
 func (x *CreateAclsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[37]
+	mi := &file_replicad_v1_controller_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2647,7 +2770,7 @@ func (x *CreateAclsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAclsRequest.ProtoReflect.Descriptor instead.
 func (*CreateAclsRequest) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{37}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *CreateAclsRequest) GetAcls() []*Acl {
@@ -2670,7 +2793,7 @@ type CreateAclsResponse struct {
 
 func (x *CreateAclsResponse) Reset() {
 	*x = CreateAclsResponse{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[38]
+	mi := &file_replicad_v1_controller_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2682,7 +2805,7 @@ func (x *CreateAclsResponse) String() string {
 func (*CreateAclsResponse) ProtoMessage() {}
 
 func (x *CreateAclsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[38]
+	mi := &file_replicad_v1_controller_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2695,7 +2818,7 @@ func (x *CreateAclsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAclsResponse.ProtoReflect.Descriptor instead.
 func (*CreateAclsResponse) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{38}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *CreateAclsResponse) GetErrorCode() ErrorCode {
@@ -2734,7 +2857,7 @@ type AclFilter struct {
 
 func (x *AclFilter) Reset() {
 	*x = AclFilter{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[39]
+	mi := &file_replicad_v1_controller_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2746,7 +2869,7 @@ func (x *AclFilter) String() string {
 func (*AclFilter) ProtoMessage() {}
 
 func (x *AclFilter) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[39]
+	mi := &file_replicad_v1_controller_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2759,7 +2882,7 @@ func (x *AclFilter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclFilter.ProtoReflect.Descriptor instead.
 func (*AclFilter) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{39}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *AclFilter) GetPrincipal() string {
@@ -2810,7 +2933,7 @@ type DeleteAclsRequest struct {
 
 func (x *DeleteAclsRequest) Reset() {
 	*x = DeleteAclsRequest{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[40]
+	mi := &file_replicad_v1_controller_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2822,7 +2945,7 @@ func (x *DeleteAclsRequest) String() string {
 func (*DeleteAclsRequest) ProtoMessage() {}
 
 func (x *DeleteAclsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[40]
+	mi := &file_replicad_v1_controller_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2835,7 +2958,7 @@ func (x *DeleteAclsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteAclsRequest.ProtoReflect.Descriptor instead.
 func (*DeleteAclsRequest) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{40}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *DeleteAclsRequest) GetFilters() []*AclFilter {
@@ -2863,7 +2986,7 @@ type DeleteAclsResponse struct {
 
 func (x *DeleteAclsResponse) Reset() {
 	*x = DeleteAclsResponse{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[41]
+	mi := &file_replicad_v1_controller_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2875,7 +2998,7 @@ func (x *DeleteAclsResponse) String() string {
 func (*DeleteAclsResponse) ProtoMessage() {}
 
 func (x *DeleteAclsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[41]
+	mi := &file_replicad_v1_controller_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2888,7 +3011,7 @@ func (x *DeleteAclsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteAclsResponse.ProtoReflect.Descriptor instead.
 func (*DeleteAclsResponse) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{41}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *DeleteAclsResponse) GetErrorCode() ErrorCode {
@@ -2922,7 +3045,7 @@ type DescribeAclsRequest struct {
 
 func (x *DescribeAclsRequest) Reset() {
 	*x = DescribeAclsRequest{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[42]
+	mi := &file_replicad_v1_controller_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2934,7 +3057,7 @@ func (x *DescribeAclsRequest) String() string {
 func (*DescribeAclsRequest) ProtoMessage() {}
 
 func (x *DescribeAclsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[42]
+	mi := &file_replicad_v1_controller_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2947,7 +3070,7 @@ func (x *DescribeAclsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeAclsRequest.ProtoReflect.Descriptor instead.
 func (*DescribeAclsRequest) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{42}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *DescribeAclsRequest) GetFilter() *AclFilter {
@@ -2968,7 +3091,7 @@ type DescribeAclsResponse struct {
 
 func (x *DescribeAclsResponse) Reset() {
 	*x = DescribeAclsResponse{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[43]
+	mi := &file_replicad_v1_controller_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2980,7 +3103,7 @@ func (x *DescribeAclsResponse) String() string {
 func (*DescribeAclsResponse) ProtoMessage() {}
 
 func (x *DescribeAclsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[43]
+	mi := &file_replicad_v1_controller_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2993,7 +3116,7 @@ func (x *DescribeAclsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeAclsResponse.ProtoReflect.Descriptor instead.
 func (*DescribeAclsResponse) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{43}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *DescribeAclsResponse) GetErrorCode() ErrorCode {
@@ -3027,7 +3150,7 @@ type AllocateProducerIdsRequest struct {
 
 func (x *AllocateProducerIdsRequest) Reset() {
 	*x = AllocateProducerIdsRequest{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[44]
+	mi := &file_replicad_v1_controller_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3039,7 +3162,7 @@ func (x *AllocateProducerIdsRequest) String() string {
 func (*AllocateProducerIdsRequest) ProtoMessage() {}
 
 func (x *AllocateProducerIdsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[44]
+	mi := &file_replicad_v1_controller_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3052,7 +3175,7 @@ func (x *AllocateProducerIdsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateProducerIdsRequest.ProtoReflect.Descriptor instead.
 func (*AllocateProducerIdsRequest) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{44}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *AllocateProducerIdsRequest) GetBrokerId() int32 {
@@ -3081,7 +3204,7 @@ type AllocateProducerIdsResponse struct {
 
 func (x *AllocateProducerIdsResponse) Reset() {
 	*x = AllocateProducerIdsResponse{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[45]
+	mi := &file_replicad_v1_controller_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3093,7 +3216,7 @@ func (x *AllocateProducerIdsResponse) String() string {
 func (*AllocateProducerIdsResponse) ProtoMessage() {}
 
 func (x *AllocateProducerIdsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[45]
+	mi := &file_replicad_v1_controller_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3106,7 +3229,7 @@ func (x *AllocateProducerIdsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateProducerIdsResponse.ProtoReflect.Descriptor instead.
 func (*AllocateProducerIdsResponse) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{45}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *AllocateProducerIdsResponse) GetErrorCode() ErrorCode {
@@ -3143,7 +3266,7 @@ type BumpProducerEpochRequest struct {
 
 func (x *BumpProducerEpochRequest) Reset() {
 	*x = BumpProducerEpochRequest{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[46]
+	mi := &file_replicad_v1_controller_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3155,7 +3278,7 @@ func (x *BumpProducerEpochRequest) String() string {
 func (*BumpProducerEpochRequest) ProtoMessage() {}
 
 func (x *BumpProducerEpochRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[46]
+	mi := &file_replicad_v1_controller_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3168,7 +3291,7 @@ func (x *BumpProducerEpochRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BumpProducerEpochRequest.ProtoReflect.Descriptor instead.
 func (*BumpProducerEpochRequest) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{46}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *BumpProducerEpochRequest) GetBrokerId() int32 {
@@ -3209,7 +3332,7 @@ type BumpProducerEpochResponse struct {
 
 func (x *BumpProducerEpochResponse) Reset() {
 	*x = BumpProducerEpochResponse{}
-	mi := &file_replicad_v1_controller_proto_msgTypes[47]
+	mi := &file_replicad_v1_controller_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3221,7 +3344,7 @@ func (x *BumpProducerEpochResponse) String() string {
 func (*BumpProducerEpochResponse) ProtoMessage() {}
 
 func (x *BumpProducerEpochResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_controller_proto_msgTypes[47]
+	mi := &file_replicad_v1_controller_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3234,7 +3357,7 @@ func (x *BumpProducerEpochResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BumpProducerEpochResponse.ProtoReflect.Descriptor instead.
 func (*BumpProducerEpochResponse) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{47}
+	return file_replicad_v1_controller_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *BumpProducerEpochResponse) GetErrorCode() ErrorCode {
@@ -3329,6 +3452,17 @@ const file_replicad_v1_controller_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb0\x01\n" +
 	"\x13CreateTopicResponse\x125\n" +
+	"\n" +
+	"error_code\x18\x01 \x01(\x0e2\x16.replicad.v1.ErrorCodeR\terrorCode\x12#\n" +
+	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\x12=\n" +
+	"\n" +
+	"partitions\x18\x03 \x03(\v2\x1d.replicad.v1.ClusterPartitionR\n" +
+	"partitions\"j\n" +
+	"\x17CreatePartitionsRequest\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x14\n" +
+	"\x05count\x18\x02 \x01(\x05R\x05count\x12#\n" +
+	"\rvalidate_only\x18\x03 \x01(\bR\fvalidateOnly\"\xb5\x01\n" +
+	"\x18CreatePartitionsResponse\x125\n" +
 	"\n" +
 	"error_code\x18\x01 \x01(\x0e2\x16.replicad.v1.ErrorCodeR\terrorCode\x12#\n" +
 	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\x12=\n" +
@@ -3518,13 +3652,14 @@ const file_replicad_v1_controller_proto_rawDesc = "" +
 	"\x1cCONFIG_SOURCE_BROKER_DEFAULT\x10\x02*J\n" +
 	"\fElectionType\x12\x1d\n" +
 	"\x19ELECTION_TYPE_UNSPECIFIED\x10\x00\x12\x1b\n" +
-	"\x17ELECTION_TYPE_PREFERRED\x10\x012\xa0\r\n" +
+	"\x17ELECTION_TYPE_PREFERRED\x10\x012\x81\x0e\n" +
 	"\x11ControllerService\x12Y\n" +
 	"\x0eRegisterBroker\x12\".replicad.v1.RegisterBrokerRequest\x1a#.replicad.v1.RegisterBrokerResponse\x12\\\n" +
 	"\x0fBrokerHeartbeat\x12#.replicad.v1.BrokerHeartbeatRequest\x1a$.replicad.v1.BrokerHeartbeatResponse\x12Y\n" +
 	"\x0eAlterPartition\x12\".replicad.v1.AlterPartitionRequest\x1a#.replicad.v1.AlterPartitionResponse\x12P\n" +
 	"\vCreateTopic\x12\x1f.replicad.v1.CreateTopicRequest\x1a .replicad.v1.CreateTopicResponse\x12P\n" +
 	"\vDeleteTopic\x12\x1f.replicad.v1.DeleteTopicRequest\x1a .replicad.v1.DeleteTopicResponse\x12_\n" +
+	"\x10CreatePartitions\x12$.replicad.v1.CreatePartitionsRequest\x1a%.replicad.v1.CreatePartitionsResponse\x12_\n" +
 	"\x10AlterTopicConfig\x12$.replicad.v1.AlterTopicConfigRequest\x1a%.replicad.v1.AlterTopicConfigResponse\x12h\n" +
 	"\x13DescribeTopicConfig\x12'.replicad.v1.DescribeTopicConfigRequest\x1a(.replicad.v1.DescribeTopicConfigResponse\x12P\n" +
 	"\vElectLeader\x12\x1f.replicad.v1.ElectLeaderRequest\x1a .replicad.v1.ElectLeaderResponse\x12S\n" +
@@ -3555,7 +3690,7 @@ func file_replicad_v1_controller_proto_rawDescGZIP() []byte {
 }
 
 var file_replicad_v1_controller_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_replicad_v1_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
+var file_replicad_v1_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 53)
 var file_replicad_v1_controller_proto_goTypes = []any{
 	(ConfigSource)(0),                        // 0: replicad.v1.ConfigSource
 	(ElectionType)(0),                        // 1: replicad.v1.ElectionType
@@ -3571,145 +3706,151 @@ var file_replicad_v1_controller_proto_goTypes = []any{
 	(*AlterPartitionResponse)(nil),           // 11: replicad.v1.AlterPartitionResponse
 	(*CreateTopicRequest)(nil),               // 12: replicad.v1.CreateTopicRequest
 	(*CreateTopicResponse)(nil),              // 13: replicad.v1.CreateTopicResponse
-	(*AlterTopicConfigRequest)(nil),          // 14: replicad.v1.AlterTopicConfigRequest
-	(*AlterTopicConfigResponse)(nil),         // 15: replicad.v1.AlterTopicConfigResponse
-	(*DescribeTopicConfigRequest)(nil),       // 16: replicad.v1.DescribeTopicConfigRequest
-	(*ConfigEntry)(nil),                      // 17: replicad.v1.ConfigEntry
-	(*DescribeTopicConfigResponse)(nil),      // 18: replicad.v1.DescribeTopicConfigResponse
-	(*DeleteTopicRequest)(nil),               // 19: replicad.v1.DeleteTopicRequest
-	(*DeleteTopicResponse)(nil),              // 20: replicad.v1.DeleteTopicResponse
-	(*ElectLeaderRequest)(nil),               // 21: replicad.v1.ElectLeaderRequest
-	(*ElectLeaderResponse)(nil),              // 22: replicad.v1.ElectLeaderResponse
-	(*ElectLeadersRequest)(nil),              // 23: replicad.v1.ElectLeadersRequest
-	(*ElectLeadersTopic)(nil),                // 24: replicad.v1.ElectLeadersTopic
-	(*ElectLeadersResponse)(nil),             // 25: replicad.v1.ElectLeadersResponse
-	(*ElectLeadersResult)(nil),               // 26: replicad.v1.ElectLeadersResult
-	(*ReassignPartitionRequest)(nil),         // 27: replicad.v1.ReassignPartitionRequest
-	(*ReassignPartitionResponse)(nil),        // 28: replicad.v1.ReassignPartitionResponse
-	(*AlterReplicationThrottleRequest)(nil),  // 29: replicad.v1.AlterReplicationThrottleRequest
-	(*AlterReplicationThrottleResponse)(nil), // 30: replicad.v1.AlterReplicationThrottleResponse
-	(*DescribeClusterRequest)(nil),           // 31: replicad.v1.DescribeClusterRequest
-	(*BrokerDescription)(nil),                // 32: replicad.v1.BrokerDescription
-	(*ClusterPartition)(nil),                 // 33: replicad.v1.ClusterPartition
-	(*DeletedTopic)(nil),                     // 34: replicad.v1.DeletedTopic
-	(*PendingReplicas)(nil),                  // 35: replicad.v1.PendingReplicas
-	(*DescribeClusterResponse)(nil),          // 36: replicad.v1.DescribeClusterResponse
-	(*ControlledShutdownRequest)(nil),        // 37: replicad.v1.ControlledShutdownRequest
-	(*ControlledShutdownResponse)(nil),       // 38: replicad.v1.ControlledShutdownResponse
-	(*CreateAclsRequest)(nil),                // 39: replicad.v1.CreateAclsRequest
-	(*CreateAclsResponse)(nil),               // 40: replicad.v1.CreateAclsResponse
-	(*AclFilter)(nil),                        // 41: replicad.v1.AclFilter
-	(*DeleteAclsRequest)(nil),                // 42: replicad.v1.DeleteAclsRequest
-	(*DeleteAclsResponse)(nil),               // 43: replicad.v1.DeleteAclsResponse
-	(*DescribeAclsRequest)(nil),              // 44: replicad.v1.DescribeAclsRequest
-	(*DescribeAclsResponse)(nil),             // 45: replicad.v1.DescribeAclsResponse
-	(*AllocateProducerIdsRequest)(nil),       // 46: replicad.v1.AllocateProducerIdsRequest
-	(*AllocateProducerIdsResponse)(nil),      // 47: replicad.v1.AllocateProducerIdsResponse
-	(*BumpProducerEpochRequest)(nil),         // 48: replicad.v1.BumpProducerEpochRequest
-	(*BumpProducerEpochResponse)(nil),        // 49: replicad.v1.BumpProducerEpochResponse
-	nil,                                      // 50: replicad.v1.CreateTopicRequest.ConfigsEntry
-	nil,                                      // 51: replicad.v1.AlterTopicConfigRequest.SetEntry
-	nil,                                      // 52: replicad.v1.AlterTopicConfigResponse.ConfigsEntry
-	(ErrorCode)(0),                           // 53: replicad.v1.ErrorCode
-	(*PartitionError)(nil),                   // 54: replicad.v1.PartitionError
-	(*Acl)(nil),                              // 55: replicad.v1.Acl
-	(AclOperation)(0),                        // 56: replicad.v1.AclOperation
-	(AclResourceType)(0),                     // 57: replicad.v1.AclResourceType
-	(AclPatternType)(0),                      // 58: replicad.v1.AclPatternType
+	(*CreatePartitionsRequest)(nil),          // 14: replicad.v1.CreatePartitionsRequest
+	(*CreatePartitionsResponse)(nil),         // 15: replicad.v1.CreatePartitionsResponse
+	(*AlterTopicConfigRequest)(nil),          // 16: replicad.v1.AlterTopicConfigRequest
+	(*AlterTopicConfigResponse)(nil),         // 17: replicad.v1.AlterTopicConfigResponse
+	(*DescribeTopicConfigRequest)(nil),       // 18: replicad.v1.DescribeTopicConfigRequest
+	(*ConfigEntry)(nil),                      // 19: replicad.v1.ConfigEntry
+	(*DescribeTopicConfigResponse)(nil),      // 20: replicad.v1.DescribeTopicConfigResponse
+	(*DeleteTopicRequest)(nil),               // 21: replicad.v1.DeleteTopicRequest
+	(*DeleteTopicResponse)(nil),              // 22: replicad.v1.DeleteTopicResponse
+	(*ElectLeaderRequest)(nil),               // 23: replicad.v1.ElectLeaderRequest
+	(*ElectLeaderResponse)(nil),              // 24: replicad.v1.ElectLeaderResponse
+	(*ElectLeadersRequest)(nil),              // 25: replicad.v1.ElectLeadersRequest
+	(*ElectLeadersTopic)(nil),                // 26: replicad.v1.ElectLeadersTopic
+	(*ElectLeadersResponse)(nil),             // 27: replicad.v1.ElectLeadersResponse
+	(*ElectLeadersResult)(nil),               // 28: replicad.v1.ElectLeadersResult
+	(*ReassignPartitionRequest)(nil),         // 29: replicad.v1.ReassignPartitionRequest
+	(*ReassignPartitionResponse)(nil),        // 30: replicad.v1.ReassignPartitionResponse
+	(*AlterReplicationThrottleRequest)(nil),  // 31: replicad.v1.AlterReplicationThrottleRequest
+	(*AlterReplicationThrottleResponse)(nil), // 32: replicad.v1.AlterReplicationThrottleResponse
+	(*DescribeClusterRequest)(nil),           // 33: replicad.v1.DescribeClusterRequest
+	(*BrokerDescription)(nil),                // 34: replicad.v1.BrokerDescription
+	(*ClusterPartition)(nil),                 // 35: replicad.v1.ClusterPartition
+	(*DeletedTopic)(nil),                     // 36: replicad.v1.DeletedTopic
+	(*PendingReplicas)(nil),                  // 37: replicad.v1.PendingReplicas
+	(*DescribeClusterResponse)(nil),          // 38: replicad.v1.DescribeClusterResponse
+	(*ControlledShutdownRequest)(nil),        // 39: replicad.v1.ControlledShutdownRequest
+	(*ControlledShutdownResponse)(nil),       // 40: replicad.v1.ControlledShutdownResponse
+	(*CreateAclsRequest)(nil),                // 41: replicad.v1.CreateAclsRequest
+	(*CreateAclsResponse)(nil),               // 42: replicad.v1.CreateAclsResponse
+	(*AclFilter)(nil),                        // 43: replicad.v1.AclFilter
+	(*DeleteAclsRequest)(nil),                // 44: replicad.v1.DeleteAclsRequest
+	(*DeleteAclsResponse)(nil),               // 45: replicad.v1.DeleteAclsResponse
+	(*DescribeAclsRequest)(nil),              // 46: replicad.v1.DescribeAclsRequest
+	(*DescribeAclsResponse)(nil),             // 47: replicad.v1.DescribeAclsResponse
+	(*AllocateProducerIdsRequest)(nil),       // 48: replicad.v1.AllocateProducerIdsRequest
+	(*AllocateProducerIdsResponse)(nil),      // 49: replicad.v1.AllocateProducerIdsResponse
+	(*BumpProducerEpochRequest)(nil),         // 50: replicad.v1.BumpProducerEpochRequest
+	(*BumpProducerEpochResponse)(nil),        // 51: replicad.v1.BumpProducerEpochResponse
+	nil,                                      // 52: replicad.v1.CreateTopicRequest.ConfigsEntry
+	nil,                                      // 53: replicad.v1.AlterTopicConfigRequest.SetEntry
+	nil,                                      // 54: replicad.v1.AlterTopicConfigResponse.ConfigsEntry
+	(ErrorCode)(0),                           // 55: replicad.v1.ErrorCode
+	(*PartitionError)(nil),                   // 56: replicad.v1.PartitionError
+	(*Acl)(nil),                              // 57: replicad.v1.Acl
+	(AclOperation)(0),                        // 58: replicad.v1.AclOperation
+	(AclResourceType)(0),                     // 59: replicad.v1.AclResourceType
+	(AclPatternType)(0),                      // 60: replicad.v1.AclPatternType
 }
 var file_replicad_v1_controller_proto_depIdxs = []int32{
 	5,  // 0: replicad.v1.RegisterBrokerRequest.offline_partitions:type_name -> replicad.v1.PartitionRef
-	53, // 1: replicad.v1.RegisterBrokerResponse.error_code:type_name -> replicad.v1.ErrorCode
+	55, // 1: replicad.v1.RegisterBrokerResponse.error_code:type_name -> replicad.v1.ErrorCode
 	5,  // 2: replicad.v1.BrokerHeartbeatRequest.offline_partitions:type_name -> replicad.v1.PartitionRef
-	53, // 3: replicad.v1.BrokerHeartbeatResponse.error_code:type_name -> replicad.v1.ErrorCode
+	55, // 3: replicad.v1.BrokerHeartbeatResponse.error_code:type_name -> replicad.v1.ErrorCode
 	7,  // 4: replicad.v1.AlterPartitionItem.new_isr:type_name -> replicad.v1.BrokerEpoch
 	8,  // 5: replicad.v1.AlterPartitionRequest.partitions:type_name -> replicad.v1.AlterPartitionItem
-	53, // 6: replicad.v1.AlterPartitionResult.error_code:type_name -> replicad.v1.ErrorCode
-	53, // 7: replicad.v1.AlterPartitionResponse.error_code:type_name -> replicad.v1.ErrorCode
+	55, // 6: replicad.v1.AlterPartitionResult.error_code:type_name -> replicad.v1.ErrorCode
+	55, // 7: replicad.v1.AlterPartitionResponse.error_code:type_name -> replicad.v1.ErrorCode
 	10, // 8: replicad.v1.AlterPartitionResponse.partitions:type_name -> replicad.v1.AlterPartitionResult
-	50, // 9: replicad.v1.CreateTopicRequest.configs:type_name -> replicad.v1.CreateTopicRequest.ConfigsEntry
-	53, // 10: replicad.v1.CreateTopicResponse.error_code:type_name -> replicad.v1.ErrorCode
-	33, // 11: replicad.v1.CreateTopicResponse.partitions:type_name -> replicad.v1.ClusterPartition
-	51, // 12: replicad.v1.AlterTopicConfigRequest.set:type_name -> replicad.v1.AlterTopicConfigRequest.SetEntry
-	53, // 13: replicad.v1.AlterTopicConfigResponse.error_code:type_name -> replicad.v1.ErrorCode
-	52, // 14: replicad.v1.AlterTopicConfigResponse.configs:type_name -> replicad.v1.AlterTopicConfigResponse.ConfigsEntry
-	0,  // 15: replicad.v1.ConfigEntry.source:type_name -> replicad.v1.ConfigSource
-	53, // 16: replicad.v1.DescribeTopicConfigResponse.error_code:type_name -> replicad.v1.ErrorCode
-	17, // 17: replicad.v1.DescribeTopicConfigResponse.entries:type_name -> replicad.v1.ConfigEntry
-	53, // 18: replicad.v1.DeleteTopicResponse.error_code:type_name -> replicad.v1.ErrorCode
-	53, // 19: replicad.v1.ElectLeaderResponse.error_code:type_name -> replicad.v1.ErrorCode
-	33, // 20: replicad.v1.ElectLeaderResponse.partition:type_name -> replicad.v1.ClusterPartition
-	1,  // 21: replicad.v1.ElectLeadersRequest.election_type:type_name -> replicad.v1.ElectionType
-	24, // 22: replicad.v1.ElectLeadersRequest.topics:type_name -> replicad.v1.ElectLeadersTopic
-	53, // 23: replicad.v1.ElectLeadersResponse.error_code:type_name -> replicad.v1.ErrorCode
-	26, // 24: replicad.v1.ElectLeadersResponse.results:type_name -> replicad.v1.ElectLeadersResult
-	53, // 25: replicad.v1.ElectLeadersResult.error_code:type_name -> replicad.v1.ErrorCode
-	33, // 26: replicad.v1.ElectLeadersResult.state:type_name -> replicad.v1.ClusterPartition
-	53, // 27: replicad.v1.ReassignPartitionResponse.error_code:type_name -> replicad.v1.ErrorCode
-	33, // 28: replicad.v1.ReassignPartitionResponse.partition:type_name -> replicad.v1.ClusterPartition
-	53, // 29: replicad.v1.AlterReplicationThrottleResponse.error_code:type_name -> replicad.v1.ErrorCode
-	35, // 30: replicad.v1.DeletedTopic.pending:type_name -> replicad.v1.PendingReplicas
-	32, // 31: replicad.v1.DescribeClusterResponse.brokers:type_name -> replicad.v1.BrokerDescription
-	33, // 32: replicad.v1.DescribeClusterResponse.partitions:type_name -> replicad.v1.ClusterPartition
-	53, // 33: replicad.v1.DescribeClusterResponse.error_code:type_name -> replicad.v1.ErrorCode
-	34, // 34: replicad.v1.DescribeClusterResponse.pending_deletions:type_name -> replicad.v1.DeletedTopic
-	53, // 35: replicad.v1.ControlledShutdownResponse.error_code:type_name -> replicad.v1.ErrorCode
-	54, // 36: replicad.v1.ControlledShutdownResponse.remaining_partitions:type_name -> replicad.v1.PartitionError
-	55, // 37: replicad.v1.CreateAclsRequest.acls:type_name -> replicad.v1.Acl
-	53, // 38: replicad.v1.CreateAclsResponse.error_code:type_name -> replicad.v1.ErrorCode
-	55, // 39: replicad.v1.CreateAclsResponse.created:type_name -> replicad.v1.Acl
-	56, // 40: replicad.v1.AclFilter.operation:type_name -> replicad.v1.AclOperation
-	57, // 41: replicad.v1.AclFilter.resource_type:type_name -> replicad.v1.AclResourceType
-	58, // 42: replicad.v1.AclFilter.pattern_type:type_name -> replicad.v1.AclPatternType
-	41, // 43: replicad.v1.DeleteAclsRequest.filters:type_name -> replicad.v1.AclFilter
-	53, // 44: replicad.v1.DeleteAclsResponse.error_code:type_name -> replicad.v1.ErrorCode
-	55, // 45: replicad.v1.DeleteAclsResponse.deleted:type_name -> replicad.v1.Acl
-	41, // 46: replicad.v1.DescribeAclsRequest.filter:type_name -> replicad.v1.AclFilter
-	53, // 47: replicad.v1.DescribeAclsResponse.error_code:type_name -> replicad.v1.ErrorCode
-	55, // 48: replicad.v1.DescribeAclsResponse.acls:type_name -> replicad.v1.Acl
-	53, // 49: replicad.v1.AllocateProducerIdsResponse.error_code:type_name -> replicad.v1.ErrorCode
-	53, // 50: replicad.v1.BumpProducerEpochResponse.error_code:type_name -> replicad.v1.ErrorCode
-	2,  // 51: replicad.v1.ControllerService.RegisterBroker:input_type -> replicad.v1.RegisterBrokerRequest
-	4,  // 52: replicad.v1.ControllerService.BrokerHeartbeat:input_type -> replicad.v1.BrokerHeartbeatRequest
-	9,  // 53: replicad.v1.ControllerService.AlterPartition:input_type -> replicad.v1.AlterPartitionRequest
-	12, // 54: replicad.v1.ControllerService.CreateTopic:input_type -> replicad.v1.CreateTopicRequest
-	19, // 55: replicad.v1.ControllerService.DeleteTopic:input_type -> replicad.v1.DeleteTopicRequest
-	14, // 56: replicad.v1.ControllerService.AlterTopicConfig:input_type -> replicad.v1.AlterTopicConfigRequest
-	16, // 57: replicad.v1.ControllerService.DescribeTopicConfig:input_type -> replicad.v1.DescribeTopicConfigRequest
-	21, // 58: replicad.v1.ControllerService.ElectLeader:input_type -> replicad.v1.ElectLeaderRequest
-	23, // 59: replicad.v1.ControllerService.ElectLeaders:input_type -> replicad.v1.ElectLeadersRequest
-	27, // 60: replicad.v1.ControllerService.ReassignPartition:input_type -> replicad.v1.ReassignPartitionRequest
-	29, // 61: replicad.v1.ControllerService.AlterReplicationThrottle:input_type -> replicad.v1.AlterReplicationThrottleRequest
-	46, // 62: replicad.v1.ControllerService.AllocateProducerIds:input_type -> replicad.v1.AllocateProducerIdsRequest
-	48, // 63: replicad.v1.ControllerService.BumpProducerEpoch:input_type -> replicad.v1.BumpProducerEpochRequest
-	31, // 64: replicad.v1.ControllerService.DescribeCluster:input_type -> replicad.v1.DescribeClusterRequest
-	37, // 65: replicad.v1.ControllerService.ControlledShutdown:input_type -> replicad.v1.ControlledShutdownRequest
-	39, // 66: replicad.v1.ControllerService.CreateAcls:input_type -> replicad.v1.CreateAclsRequest
-	42, // 67: replicad.v1.ControllerService.DeleteAcls:input_type -> replicad.v1.DeleteAclsRequest
-	44, // 68: replicad.v1.ControllerService.DescribeAcls:input_type -> replicad.v1.DescribeAclsRequest
-	3,  // 69: replicad.v1.ControllerService.RegisterBroker:output_type -> replicad.v1.RegisterBrokerResponse
-	6,  // 70: replicad.v1.ControllerService.BrokerHeartbeat:output_type -> replicad.v1.BrokerHeartbeatResponse
-	11, // 71: replicad.v1.ControllerService.AlterPartition:output_type -> replicad.v1.AlterPartitionResponse
-	13, // 72: replicad.v1.ControllerService.CreateTopic:output_type -> replicad.v1.CreateTopicResponse
-	20, // 73: replicad.v1.ControllerService.DeleteTopic:output_type -> replicad.v1.DeleteTopicResponse
-	15, // 74: replicad.v1.ControllerService.AlterTopicConfig:output_type -> replicad.v1.AlterTopicConfigResponse
-	18, // 75: replicad.v1.ControllerService.DescribeTopicConfig:output_type -> replicad.v1.DescribeTopicConfigResponse
-	22, // 76: replicad.v1.ControllerService.ElectLeader:output_type -> replicad.v1.ElectLeaderResponse
-	25, // 77: replicad.v1.ControllerService.ElectLeaders:output_type -> replicad.v1.ElectLeadersResponse
-	28, // 78: replicad.v1.ControllerService.ReassignPartition:output_type -> replicad.v1.ReassignPartitionResponse
-	30, // 79: replicad.v1.ControllerService.AlterReplicationThrottle:output_type -> replicad.v1.AlterReplicationThrottleResponse
-	47, // 80: replicad.v1.ControllerService.AllocateProducerIds:output_type -> replicad.v1.AllocateProducerIdsResponse
-	49, // 81: replicad.v1.ControllerService.BumpProducerEpoch:output_type -> replicad.v1.BumpProducerEpochResponse
-	36, // 82: replicad.v1.ControllerService.DescribeCluster:output_type -> replicad.v1.DescribeClusterResponse
-	38, // 83: replicad.v1.ControllerService.ControlledShutdown:output_type -> replicad.v1.ControlledShutdownResponse
-	40, // 84: replicad.v1.ControllerService.CreateAcls:output_type -> replicad.v1.CreateAclsResponse
-	43, // 85: replicad.v1.ControllerService.DeleteAcls:output_type -> replicad.v1.DeleteAclsResponse
-	45, // 86: replicad.v1.ControllerService.DescribeAcls:output_type -> replicad.v1.DescribeAclsResponse
-	69, // [69:87] is the sub-list for method output_type
-	51, // [51:69] is the sub-list for method input_type
-	51, // [51:51] is the sub-list for extension type_name
-	51, // [51:51] is the sub-list for extension extendee
-	0,  // [0:51] is the sub-list for field type_name
+	52, // 9: replicad.v1.CreateTopicRequest.configs:type_name -> replicad.v1.CreateTopicRequest.ConfigsEntry
+	55, // 10: replicad.v1.CreateTopicResponse.error_code:type_name -> replicad.v1.ErrorCode
+	35, // 11: replicad.v1.CreateTopicResponse.partitions:type_name -> replicad.v1.ClusterPartition
+	55, // 12: replicad.v1.CreatePartitionsResponse.error_code:type_name -> replicad.v1.ErrorCode
+	35, // 13: replicad.v1.CreatePartitionsResponse.partitions:type_name -> replicad.v1.ClusterPartition
+	53, // 14: replicad.v1.AlterTopicConfigRequest.set:type_name -> replicad.v1.AlterTopicConfigRequest.SetEntry
+	55, // 15: replicad.v1.AlterTopicConfigResponse.error_code:type_name -> replicad.v1.ErrorCode
+	54, // 16: replicad.v1.AlterTopicConfigResponse.configs:type_name -> replicad.v1.AlterTopicConfigResponse.ConfigsEntry
+	0,  // 17: replicad.v1.ConfigEntry.source:type_name -> replicad.v1.ConfigSource
+	55, // 18: replicad.v1.DescribeTopicConfigResponse.error_code:type_name -> replicad.v1.ErrorCode
+	19, // 19: replicad.v1.DescribeTopicConfigResponse.entries:type_name -> replicad.v1.ConfigEntry
+	55, // 20: replicad.v1.DeleteTopicResponse.error_code:type_name -> replicad.v1.ErrorCode
+	55, // 21: replicad.v1.ElectLeaderResponse.error_code:type_name -> replicad.v1.ErrorCode
+	35, // 22: replicad.v1.ElectLeaderResponse.partition:type_name -> replicad.v1.ClusterPartition
+	1,  // 23: replicad.v1.ElectLeadersRequest.election_type:type_name -> replicad.v1.ElectionType
+	26, // 24: replicad.v1.ElectLeadersRequest.topics:type_name -> replicad.v1.ElectLeadersTopic
+	55, // 25: replicad.v1.ElectLeadersResponse.error_code:type_name -> replicad.v1.ErrorCode
+	28, // 26: replicad.v1.ElectLeadersResponse.results:type_name -> replicad.v1.ElectLeadersResult
+	55, // 27: replicad.v1.ElectLeadersResult.error_code:type_name -> replicad.v1.ErrorCode
+	35, // 28: replicad.v1.ElectLeadersResult.state:type_name -> replicad.v1.ClusterPartition
+	55, // 29: replicad.v1.ReassignPartitionResponse.error_code:type_name -> replicad.v1.ErrorCode
+	35, // 30: replicad.v1.ReassignPartitionResponse.partition:type_name -> replicad.v1.ClusterPartition
+	55, // 31: replicad.v1.AlterReplicationThrottleResponse.error_code:type_name -> replicad.v1.ErrorCode
+	37, // 32: replicad.v1.DeletedTopic.pending:type_name -> replicad.v1.PendingReplicas
+	34, // 33: replicad.v1.DescribeClusterResponse.brokers:type_name -> replicad.v1.BrokerDescription
+	35, // 34: replicad.v1.DescribeClusterResponse.partitions:type_name -> replicad.v1.ClusterPartition
+	55, // 35: replicad.v1.DescribeClusterResponse.error_code:type_name -> replicad.v1.ErrorCode
+	36, // 36: replicad.v1.DescribeClusterResponse.pending_deletions:type_name -> replicad.v1.DeletedTopic
+	55, // 37: replicad.v1.ControlledShutdownResponse.error_code:type_name -> replicad.v1.ErrorCode
+	56, // 38: replicad.v1.ControlledShutdownResponse.remaining_partitions:type_name -> replicad.v1.PartitionError
+	57, // 39: replicad.v1.CreateAclsRequest.acls:type_name -> replicad.v1.Acl
+	55, // 40: replicad.v1.CreateAclsResponse.error_code:type_name -> replicad.v1.ErrorCode
+	57, // 41: replicad.v1.CreateAclsResponse.created:type_name -> replicad.v1.Acl
+	58, // 42: replicad.v1.AclFilter.operation:type_name -> replicad.v1.AclOperation
+	59, // 43: replicad.v1.AclFilter.resource_type:type_name -> replicad.v1.AclResourceType
+	60, // 44: replicad.v1.AclFilter.pattern_type:type_name -> replicad.v1.AclPatternType
+	43, // 45: replicad.v1.DeleteAclsRequest.filters:type_name -> replicad.v1.AclFilter
+	55, // 46: replicad.v1.DeleteAclsResponse.error_code:type_name -> replicad.v1.ErrorCode
+	57, // 47: replicad.v1.DeleteAclsResponse.deleted:type_name -> replicad.v1.Acl
+	43, // 48: replicad.v1.DescribeAclsRequest.filter:type_name -> replicad.v1.AclFilter
+	55, // 49: replicad.v1.DescribeAclsResponse.error_code:type_name -> replicad.v1.ErrorCode
+	57, // 50: replicad.v1.DescribeAclsResponse.acls:type_name -> replicad.v1.Acl
+	55, // 51: replicad.v1.AllocateProducerIdsResponse.error_code:type_name -> replicad.v1.ErrorCode
+	55, // 52: replicad.v1.BumpProducerEpochResponse.error_code:type_name -> replicad.v1.ErrorCode
+	2,  // 53: replicad.v1.ControllerService.RegisterBroker:input_type -> replicad.v1.RegisterBrokerRequest
+	4,  // 54: replicad.v1.ControllerService.BrokerHeartbeat:input_type -> replicad.v1.BrokerHeartbeatRequest
+	9,  // 55: replicad.v1.ControllerService.AlterPartition:input_type -> replicad.v1.AlterPartitionRequest
+	12, // 56: replicad.v1.ControllerService.CreateTopic:input_type -> replicad.v1.CreateTopicRequest
+	21, // 57: replicad.v1.ControllerService.DeleteTopic:input_type -> replicad.v1.DeleteTopicRequest
+	14, // 58: replicad.v1.ControllerService.CreatePartitions:input_type -> replicad.v1.CreatePartitionsRequest
+	16, // 59: replicad.v1.ControllerService.AlterTopicConfig:input_type -> replicad.v1.AlterTopicConfigRequest
+	18, // 60: replicad.v1.ControllerService.DescribeTopicConfig:input_type -> replicad.v1.DescribeTopicConfigRequest
+	23, // 61: replicad.v1.ControllerService.ElectLeader:input_type -> replicad.v1.ElectLeaderRequest
+	25, // 62: replicad.v1.ControllerService.ElectLeaders:input_type -> replicad.v1.ElectLeadersRequest
+	29, // 63: replicad.v1.ControllerService.ReassignPartition:input_type -> replicad.v1.ReassignPartitionRequest
+	31, // 64: replicad.v1.ControllerService.AlterReplicationThrottle:input_type -> replicad.v1.AlterReplicationThrottleRequest
+	48, // 65: replicad.v1.ControllerService.AllocateProducerIds:input_type -> replicad.v1.AllocateProducerIdsRequest
+	50, // 66: replicad.v1.ControllerService.BumpProducerEpoch:input_type -> replicad.v1.BumpProducerEpochRequest
+	33, // 67: replicad.v1.ControllerService.DescribeCluster:input_type -> replicad.v1.DescribeClusterRequest
+	39, // 68: replicad.v1.ControllerService.ControlledShutdown:input_type -> replicad.v1.ControlledShutdownRequest
+	41, // 69: replicad.v1.ControllerService.CreateAcls:input_type -> replicad.v1.CreateAclsRequest
+	44, // 70: replicad.v1.ControllerService.DeleteAcls:input_type -> replicad.v1.DeleteAclsRequest
+	46, // 71: replicad.v1.ControllerService.DescribeAcls:input_type -> replicad.v1.DescribeAclsRequest
+	3,  // 72: replicad.v1.ControllerService.RegisterBroker:output_type -> replicad.v1.RegisterBrokerResponse
+	6,  // 73: replicad.v1.ControllerService.BrokerHeartbeat:output_type -> replicad.v1.BrokerHeartbeatResponse
+	11, // 74: replicad.v1.ControllerService.AlterPartition:output_type -> replicad.v1.AlterPartitionResponse
+	13, // 75: replicad.v1.ControllerService.CreateTopic:output_type -> replicad.v1.CreateTopicResponse
+	22, // 76: replicad.v1.ControllerService.DeleteTopic:output_type -> replicad.v1.DeleteTopicResponse
+	15, // 77: replicad.v1.ControllerService.CreatePartitions:output_type -> replicad.v1.CreatePartitionsResponse
+	17, // 78: replicad.v1.ControllerService.AlterTopicConfig:output_type -> replicad.v1.AlterTopicConfigResponse
+	20, // 79: replicad.v1.ControllerService.DescribeTopicConfig:output_type -> replicad.v1.DescribeTopicConfigResponse
+	24, // 80: replicad.v1.ControllerService.ElectLeader:output_type -> replicad.v1.ElectLeaderResponse
+	27, // 81: replicad.v1.ControllerService.ElectLeaders:output_type -> replicad.v1.ElectLeadersResponse
+	30, // 82: replicad.v1.ControllerService.ReassignPartition:output_type -> replicad.v1.ReassignPartitionResponse
+	32, // 83: replicad.v1.ControllerService.AlterReplicationThrottle:output_type -> replicad.v1.AlterReplicationThrottleResponse
+	49, // 84: replicad.v1.ControllerService.AllocateProducerIds:output_type -> replicad.v1.AllocateProducerIdsResponse
+	51, // 85: replicad.v1.ControllerService.BumpProducerEpoch:output_type -> replicad.v1.BumpProducerEpochResponse
+	38, // 86: replicad.v1.ControllerService.DescribeCluster:output_type -> replicad.v1.DescribeClusterResponse
+	40, // 87: replicad.v1.ControllerService.ControlledShutdown:output_type -> replicad.v1.ControlledShutdownResponse
+	42, // 88: replicad.v1.ControllerService.CreateAcls:output_type -> replicad.v1.CreateAclsResponse
+	45, // 89: replicad.v1.ControllerService.DeleteAcls:output_type -> replicad.v1.DeleteAclsResponse
+	47, // 90: replicad.v1.ControllerService.DescribeAcls:output_type -> replicad.v1.DescribeAclsResponse
+	72, // [72:91] is the sub-list for method output_type
+	53, // [53:72] is the sub-list for method input_type
+	53, // [53:53] is the sub-list for extension type_name
+	53, // [53:53] is the sub-list for extension extendee
+	0,  // [0:53] is the sub-list for field type_name
 }
 
 func init() { file_replicad_v1_controller_proto_init() }
@@ -3718,14 +3859,14 @@ func file_replicad_v1_controller_proto_init() {
 		return
 	}
 	file_replicad_v1_common_proto_init()
-	file_replicad_v1_controller_proto_msgTypes[19].OneofWrappers = []any{}
+	file_replicad_v1_controller_proto_msgTypes[21].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_replicad_v1_controller_proto_rawDesc), len(file_replicad_v1_controller_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   51,
+			NumMessages:   53,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

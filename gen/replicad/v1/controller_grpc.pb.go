@@ -24,6 +24,7 @@ const (
 	ControllerService_AlterPartition_FullMethodName           = "/replicad.v1.ControllerService/AlterPartition"
 	ControllerService_CreateTopic_FullMethodName              = "/replicad.v1.ControllerService/CreateTopic"
 	ControllerService_DeleteTopic_FullMethodName              = "/replicad.v1.ControllerService/DeleteTopic"
+	ControllerService_CreatePartitions_FullMethodName         = "/replicad.v1.ControllerService/CreatePartitions"
 	ControllerService_AlterTopicConfig_FullMethodName         = "/replicad.v1.ControllerService/AlterTopicConfig"
 	ControllerService_DescribeTopicConfig_FullMethodName      = "/replicad.v1.ControllerService/DescribeTopicConfig"
 	ControllerService_ElectLeader_FullMethodName              = "/replicad.v1.ControllerService/ElectLeader"
@@ -54,6 +55,12 @@ type ControllerServiceClient interface {
 	// Admin methods used by ctlclient.
 	CreateTopic(ctx context.Context, in *CreateTopicRequest, opts ...grpc.CallOption) (*CreateTopicResponse, error)
 	DeleteTopic(ctx context.Context, in *DeleteTopicRequest, opts ...grpc.CallOption) (*DeleteTopicResponse, error)
+	// CreatePartitions adds partitions to an existing topic (Kafka's
+	// CreatePartitions, kafka-topics --alter --partitions): count is the new
+	// total, never fewer than today's (INVALID_PARTITIONS). The new
+	// partitions are assigned with the replica shift CreateTopic uses and
+	// sent to their brokers like a new topic's.
+	CreatePartitions(ctx context.Context, in *CreatePartitionsRequest, opts ...grpc.CallOption) (*CreatePartitionsResponse, error)
 	// Topic configs (Kafka's IncrementalAlterConfigs / DescribeConfigs for
 	// topics): overrides of the brokers' defaults, sent to every broker.
 	AlterTopicConfig(ctx context.Context, in *AlterTopicConfigRequest, opts ...grpc.CallOption) (*AlterTopicConfigResponse, error)
@@ -142,6 +149,16 @@ func (c *controllerServiceClient) DeleteTopic(ctx context.Context, in *DeleteTop
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(DeleteTopicResponse)
 	err := c.cc.Invoke(ctx, ControllerService_DeleteTopic_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controllerServiceClient) CreatePartitions(ctx context.Context, in *CreatePartitionsRequest, opts ...grpc.CallOption) (*CreatePartitionsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreatePartitionsResponse)
+	err := c.cc.Invoke(ctx, ControllerService_CreatePartitions_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -293,6 +310,12 @@ type ControllerServiceServer interface {
 	// Admin methods used by ctlclient.
 	CreateTopic(context.Context, *CreateTopicRequest) (*CreateTopicResponse, error)
 	DeleteTopic(context.Context, *DeleteTopicRequest) (*DeleteTopicResponse, error)
+	// CreatePartitions adds partitions to an existing topic (Kafka's
+	// CreatePartitions, kafka-topics --alter --partitions): count is the new
+	// total, never fewer than today's (INVALID_PARTITIONS). The new
+	// partitions are assigned with the replica shift CreateTopic uses and
+	// sent to their brokers like a new topic's.
+	CreatePartitions(context.Context, *CreatePartitionsRequest) (*CreatePartitionsResponse, error)
 	// Topic configs (Kafka's IncrementalAlterConfigs / DescribeConfigs for
 	// topics): overrides of the brokers' defaults, sent to every broker.
 	AlterTopicConfig(context.Context, *AlterTopicConfigRequest) (*AlterTopicConfigResponse, error)
@@ -351,6 +374,9 @@ func (UnimplementedControllerServiceServer) CreateTopic(context.Context, *Create
 }
 func (UnimplementedControllerServiceServer) DeleteTopic(context.Context, *DeleteTopicRequest) (*DeleteTopicResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteTopic not implemented")
+}
+func (UnimplementedControllerServiceServer) CreatePartitions(context.Context, *CreatePartitionsRequest) (*CreatePartitionsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreatePartitions not implemented")
 }
 func (UnimplementedControllerServiceServer) AlterTopicConfig(context.Context, *AlterTopicConfigRequest) (*AlterTopicConfigResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method AlterTopicConfig not implemented")
@@ -498,6 +524,24 @@ func _ControllerService_DeleteTopic_Handler(srv interface{}, ctx context.Context
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(ControllerServiceServer).DeleteTopic(ctx, req.(*DeleteTopicRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ControllerService_CreatePartitions_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreatePartitionsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServiceServer).CreatePartitions(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControllerService_CreatePartitions_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServiceServer).CreatePartitions(ctx, req.(*CreatePartitionsRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -762,6 +806,10 @@ var ControllerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteTopic",
 			Handler:    _ControllerService_DeleteTopic_Handler,
+		},
+		{
+			MethodName: "CreatePartitions",
+			Handler:    _ControllerService_CreatePartitions_Handler,
 		},
 		{
 			MethodName: "AlterTopicConfig",

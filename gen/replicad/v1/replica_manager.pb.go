@@ -1147,8 +1147,12 @@ type DescribePartitionsResponse struct {
 	ControllerEpoch int32                   `protobuf:"varint,2,opt,name=controller_epoch,json=controllerEpoch,proto3" json:"controller_epoch,omitempty"`
 	Partitions      []*PartitionDescription `protobuf:"bytes,3,rep,name=partitions,proto3" json:"partitions,omitempty"`
 	LogDirs         []*LogDirDescription    `protobuf:"bytes,4,rep,name=log_dirs,json=logDirs,proto3" json:"log_dirs,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The periodic retention check (--retention-check-interval): when it last
+	// ran and when it runs next, in Unix milliseconds (0: not yet / never).
+	LastRetentionCheckMs int64 `protobuf:"varint,5,opt,name=last_retention_check_ms,json=lastRetentionCheckMs,proto3" json:"last_retention_check_ms,omitempty"`
+	NextRetentionCheckMs int64 `protobuf:"varint,6,opt,name=next_retention_check_ms,json=nextRetentionCheckMs,proto3" json:"next_retention_check_ms,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *DescribePartitionsResponse) Reset() {
@@ -1209,6 +1213,239 @@ func (x *DescribePartitionsResponse) GetLogDirs() []*LogDirDescription {
 	return nil
 }
 
+func (x *DescribePartitionsResponse) GetLastRetentionCheckMs() int64 {
+	if x != nil {
+		return x.LastRetentionCheckMs
+	}
+	return 0
+}
+
+func (x *DescribePartitionsResponse) GetNextRetentionCheckMs() int64 {
+	if x != nil {
+		return x.NextRetentionCheckMs
+	}
+	return 0
+}
+
+type RunRetentionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required: the topic whose leader replicas on this broker to check.
+	Topic string `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	// Unset: every partition of the topic this broker leads.
+	Partition     *int32 `protobuf:"varint,2,opt,name=partition,proto3,oneof" json:"partition,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RunRetentionRequest) Reset() {
+	*x = RunRetentionRequest{}
+	mi := &file_replicad_v1_replica_manager_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunRetentionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunRetentionRequest) ProtoMessage() {}
+
+func (x *RunRetentionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_replicad_v1_replica_manager_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunRetentionRequest.ProtoReflect.Descriptor instead.
+func (*RunRetentionRequest) Descriptor() ([]byte, []int) {
+	return file_replicad_v1_replica_manager_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *RunRetentionRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *RunRetentionRequest) GetPartition() int32 {
+	if x != nil && x.Partition != nil {
+		return *x.Partition
+	}
+	return 0
+}
+
+type RetentionResult struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Topic        string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition    int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	ErrorCode    ErrorCode              `protobuf:"varint,3,opt,name=error_code,json=errorCode,proto3,enum=replicad.v1.ErrorCode" json:"error_code,omitempty"`
+	ErrorMessage string                 `protobuf:"bytes,4,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	// The log start offset before and after the check, and what it deleted.
+	LogStartOffsetBefore int64 `protobuf:"varint,5,opt,name=log_start_offset_before,json=logStartOffsetBefore,proto3" json:"log_start_offset_before,omitempty"`
+	LogStartOffsetAfter  int64 `protobuf:"varint,6,opt,name=log_start_offset_after,json=logStartOffsetAfter,proto3" json:"log_start_offset_after,omitempty"`
+	DeletedSegments      int32 `protobuf:"varint,7,opt,name=deleted_segments,json=deletedSegments,proto3" json:"deleted_segments,omitempty"`
+	DeletedBytes         int64 `protobuf:"varint,8,opt,name=deleted_bytes,json=deletedBytes,proto3" json:"deleted_bytes,omitempty"`
+	// Which limit deleted them: "retention.ms", "retention.bytes",
+	// "log-start-offset" (DeleteRecords), or empty when nothing was due.
+	Reason        string `protobuf:"bytes,9,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RetentionResult) Reset() {
+	*x = RetentionResult{}
+	mi := &file_replicad_v1_replica_manager_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RetentionResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RetentionResult) ProtoMessage() {}
+
+func (x *RetentionResult) ProtoReflect() protoreflect.Message {
+	mi := &file_replicad_v1_replica_manager_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RetentionResult.ProtoReflect.Descriptor instead.
+func (*RetentionResult) Descriptor() ([]byte, []int) {
+	return file_replicad_v1_replica_manager_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *RetentionResult) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *RetentionResult) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *RetentionResult) GetErrorCode() ErrorCode {
+	if x != nil {
+		return x.ErrorCode
+	}
+	return ErrorCode_ERROR_CODE_NONE
+}
+
+func (x *RetentionResult) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
+	}
+	return ""
+}
+
+func (x *RetentionResult) GetLogStartOffsetBefore() int64 {
+	if x != nil {
+		return x.LogStartOffsetBefore
+	}
+	return 0
+}
+
+func (x *RetentionResult) GetLogStartOffsetAfter() int64 {
+	if x != nil {
+		return x.LogStartOffsetAfter
+	}
+	return 0
+}
+
+func (x *RetentionResult) GetDeletedSegments() int32 {
+	if x != nil {
+		return x.DeletedSegments
+	}
+	return 0
+}
+
+func (x *RetentionResult) GetDeletedBytes() int64 {
+	if x != nil {
+		return x.DeletedBytes
+	}
+	return 0
+}
+
+func (x *RetentionResult) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+type RunRetentionResponse struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	BrokerId int32                  `protobuf:"varint,1,opt,name=broker_id,json=brokerId,proto3" json:"broker_id,omitempty"`
+	// One per partition checked; a partition this broker does not lead is
+	// answered NOT_LEADER_OR_FOLLOWER (followers trim after their leader).
+	Results       []*RetentionResult `protobuf:"bytes,2,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RunRetentionResponse) Reset() {
+	*x = RunRetentionResponse{}
+	mi := &file_replicad_v1_replica_manager_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunRetentionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunRetentionResponse) ProtoMessage() {}
+
+func (x *RunRetentionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_replicad_v1_replica_manager_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunRetentionResponse.ProtoReflect.Descriptor instead.
+func (*RunRetentionResponse) Descriptor() ([]byte, []int) {
+	return file_replicad_v1_replica_manager_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *RunRetentionResponse) GetBrokerId() int32 {
+	if x != nil {
+		return x.BrokerId
+	}
+	return 0
+}
+
+func (x *RunRetentionResponse) GetResults() []*RetentionResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
 type AlterReplicaLogDir struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	Topic     string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
@@ -1221,7 +1458,7 @@ type AlterReplicaLogDir struct {
 
 func (x *AlterReplicaLogDir) Reset() {
 	*x = AlterReplicaLogDir{}
-	mi := &file_replicad_v1_replica_manager_proto_msgTypes[15]
+	mi := &file_replicad_v1_replica_manager_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1233,7 +1470,7 @@ func (x *AlterReplicaLogDir) String() string {
 func (*AlterReplicaLogDir) ProtoMessage() {}
 
 func (x *AlterReplicaLogDir) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_replica_manager_proto_msgTypes[15]
+	mi := &file_replicad_v1_replica_manager_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1246,7 +1483,7 @@ func (x *AlterReplicaLogDir) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterReplicaLogDir.ProtoReflect.Descriptor instead.
 func (*AlterReplicaLogDir) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_replica_manager_proto_rawDescGZIP(), []int{15}
+	return file_replicad_v1_replica_manager_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *AlterReplicaLogDir) GetTopic() string {
@@ -1279,7 +1516,7 @@ type AlterReplicaLogDirsRequest struct {
 
 func (x *AlterReplicaLogDirsRequest) Reset() {
 	*x = AlterReplicaLogDirsRequest{}
-	mi := &file_replicad_v1_replica_manager_proto_msgTypes[16]
+	mi := &file_replicad_v1_replica_manager_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1291,7 +1528,7 @@ func (x *AlterReplicaLogDirsRequest) String() string {
 func (*AlterReplicaLogDirsRequest) ProtoMessage() {}
 
 func (x *AlterReplicaLogDirsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_replica_manager_proto_msgTypes[16]
+	mi := &file_replicad_v1_replica_manager_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1304,7 +1541,7 @@ func (x *AlterReplicaLogDirsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterReplicaLogDirsRequest.ProtoReflect.Descriptor instead.
 func (*AlterReplicaLogDirsRequest) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_replica_manager_proto_rawDescGZIP(), []int{16}
+	return file_replicad_v1_replica_manager_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *AlterReplicaLogDirsRequest) GetPartitions() []*AlterReplicaLogDir {
@@ -1323,7 +1560,7 @@ type AlterReplicaLogDirsResponse struct {
 
 func (x *AlterReplicaLogDirsResponse) Reset() {
 	*x = AlterReplicaLogDirsResponse{}
-	mi := &file_replicad_v1_replica_manager_proto_msgTypes[17]
+	mi := &file_replicad_v1_replica_manager_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1335,7 +1572,7 @@ func (x *AlterReplicaLogDirsResponse) String() string {
 func (*AlterReplicaLogDirsResponse) ProtoMessage() {}
 
 func (x *AlterReplicaLogDirsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_replicad_v1_replica_manager_proto_msgTypes[17]
+	mi := &file_replicad_v1_replica_manager_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1348,7 +1585,7 @@ func (x *AlterReplicaLogDirsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterReplicaLogDirsResponse.ProtoReflect.Descriptor instead.
 func (*AlterReplicaLogDirsResponse) Descriptor() ([]byte, []int) {
-	return file_replicad_v1_replica_manager_proto_rawDescGZIP(), []int{17}
+	return file_replicad_v1_replica_manager_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *AlterReplicaLogDirsResponse) GetPartitionErrors() []*PartitionError {
@@ -1466,14 +1703,35 @@ const file_replicad_v1_replica_manager_proto_rawDesc = "" +
 	"\x11LogDirDescription\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x16\n" +
 	"\x06online\x18\x02 \x01(\bR\x06online\x12'\n" +
-	"\x0fpartition_count\x18\x03 \x01(\x05R\x0epartitionCount\"\xe2\x01\n" +
+	"\x0fpartition_count\x18\x03 \x01(\x05R\x0epartitionCount\"\xd0\x02\n" +
 	"\x1aDescribePartitionsResponse\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12)\n" +
 	"\x10controller_epoch\x18\x02 \x01(\x05R\x0fcontrollerEpoch\x12A\n" +
 	"\n" +
 	"partitions\x18\x03 \x03(\v2!.replicad.v1.PartitionDescriptionR\n" +
 	"partitions\x129\n" +
-	"\blog_dirs\x18\x04 \x03(\v2\x1e.replicad.v1.LogDirDescriptionR\alogDirs\"a\n" +
+	"\blog_dirs\x18\x04 \x03(\v2\x1e.replicad.v1.LogDirDescriptionR\alogDirs\x125\n" +
+	"\x17last_retention_check_ms\x18\x05 \x01(\x03R\x14lastRetentionCheckMs\x125\n" +
+	"\x17next_retention_check_ms\x18\x06 \x01(\x03R\x14nextRetentionCheckMs\"\\\n" +
+	"\x13RunRetentionRequest\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12!\n" +
+	"\tpartition\x18\x02 \x01(\x05H\x00R\tpartition\x88\x01\x01B\f\n" +
+	"\n" +
+	"_partition\"\xf5\x02\n" +
+	"\x0fRetentionResult\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x125\n" +
+	"\n" +
+	"error_code\x18\x03 \x01(\x0e2\x16.replicad.v1.ErrorCodeR\terrorCode\x12#\n" +
+	"\rerror_message\x18\x04 \x01(\tR\ferrorMessage\x125\n" +
+	"\x17log_start_offset_before\x18\x05 \x01(\x03R\x14logStartOffsetBefore\x123\n" +
+	"\x16log_start_offset_after\x18\x06 \x01(\x03R\x13logStartOffsetAfter\x12)\n" +
+	"\x10deleted_segments\x18\a \x01(\x05R\x0fdeletedSegments\x12#\n" +
+	"\rdeleted_bytes\x18\b \x01(\x03R\fdeletedBytes\x12\x16\n" +
+	"\x06reason\x18\t \x01(\tR\x06reason\"k\n" +
+	"\x14RunRetentionResponse\x12\x1b\n" +
+	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x126\n" +
+	"\aresults\x18\x02 \x03(\v2\x1c.replicad.v1.RetentionResultR\aresults\"a\n" +
 	"\x12AlterReplicaLogDir\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x17\n" +
@@ -1483,14 +1741,15 @@ const file_replicad_v1_replica_manager_proto_rawDesc = "" +
 	"partitions\x18\x01 \x03(\v2\x1f.replicad.v1.AlterReplicaLogDirR\n" +
 	"partitions\"e\n" +
 	"\x1bAlterReplicaLogDirsResponse\x12F\n" +
-	"\x10partition_errors\x18\x01 \x03(\v2\x1b.replicad.v1.PartitionErrorR\x0fpartitionErrors2\xe3\x04\n" +
+	"\x10partition_errors\x18\x01 \x03(\v2\x1b.replicad.v1.PartitionErrorR\x0fpartitionErrors2\xb8\x05\n" +
 	"\x15ReplicaManagerService\x12S\n" +
 	"\fLeaderAndIsr\x12 .replicad.v1.LeaderAndIsrRequest\x1a!.replicad.v1.LeaderAndIsrResponse\x12Y\n" +
 	"\x0eUpdateMetadata\x12\".replicad.v1.UpdateMetadataRequest\x1a#.replicad.v1.UpdateMetadataResponse\x12P\n" +
 	"\vStopReplica\x12\x1f.replicad.v1.StopReplicaRequest\x1a .replicad.v1.StopReplicaResponse\x12w\n" +
 	"\x18CheckpointHighWatermarks\x12,.replicad.v1.CheckpointHighWatermarksRequest\x1a-.replicad.v1.CheckpointHighWatermarksResponse\x12e\n" +
 	"\x12DescribePartitions\x12&.replicad.v1.DescribePartitionsRequest\x1a'.replicad.v1.DescribePartitionsResponse\x12h\n" +
-	"\x13AlterReplicaLogDirs\x12'.replicad.v1.AlterReplicaLogDirsRequest\x1a(.replicad.v1.AlterReplicaLogDirsResponseB\xac\x01\n" +
+	"\x13AlterReplicaLogDirs\x12'.replicad.v1.AlterReplicaLogDirsRequest\x1a(.replicad.v1.AlterReplicaLogDirsResponse\x12S\n" +
+	"\fRunRetention\x12 .replicad.v1.RunRetentionRequest\x1a!.replicad.v1.RunRetentionResponseB\xac\x01\n" +
 	"\x0fcom.replicad.v1B\x13ReplicaManagerProtoP\x01Z7github.com/replicad/replicad/gen/replicad/v1;replicadv1\xa2\x02\x03RXX\xaa\x02\vReplicad.V1\xca\x02\vReplicad\\V1\xe2\x02\x17Replicad\\V1\\GPBMetadata\xea\x02\fReplicad::V1b\x06proto3"
 
 var (
@@ -1505,7 +1764,7 @@ func file_replicad_v1_replica_manager_proto_rawDescGZIP() []byte {
 	return file_replicad_v1_replica_manager_proto_rawDescData
 }
 
-var file_replicad_v1_replica_manager_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_replicad_v1_replica_manager_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_replicad_v1_replica_manager_proto_goTypes = []any{
 	(*LeaderAndIsrRequest)(nil),              // 0: replicad.v1.LeaderAndIsrRequest
 	(*LeaderAndIsrResponse)(nil),             // 1: replicad.v1.LeaderAndIsrResponse
@@ -1522,56 +1781,63 @@ var file_replicad_v1_replica_manager_proto_goTypes = []any{
 	(*ProducerStateDescription)(nil),         // 12: replicad.v1.ProducerStateDescription
 	(*LogDirDescription)(nil),                // 13: replicad.v1.LogDirDescription
 	(*DescribePartitionsResponse)(nil),       // 14: replicad.v1.DescribePartitionsResponse
-	(*AlterReplicaLogDir)(nil),               // 15: replicad.v1.AlterReplicaLogDir
-	(*AlterReplicaLogDirsRequest)(nil),       // 16: replicad.v1.AlterReplicaLogDirsRequest
-	(*AlterReplicaLogDirsResponse)(nil),      // 17: replicad.v1.AlterReplicaLogDirsResponse
-	nil,                                      // 18: replicad.v1.PartitionDescription.TopicConfigEntry
-	(*PartitionState)(nil),                   // 19: replicad.v1.PartitionState
-	(*Broker)(nil),                           // 20: replicad.v1.Broker
-	(ErrorCode)(0),                           // 21: replicad.v1.ErrorCode
-	(*PartitionError)(nil),                   // 22: replicad.v1.PartitionError
-	(*Acl)(nil),                              // 23: replicad.v1.Acl
-	(ReplicaRole)(0),                         // 24: replicad.v1.ReplicaRole
+	(*RunRetentionRequest)(nil),              // 15: replicad.v1.RunRetentionRequest
+	(*RetentionResult)(nil),                  // 16: replicad.v1.RetentionResult
+	(*RunRetentionResponse)(nil),             // 17: replicad.v1.RunRetentionResponse
+	(*AlterReplicaLogDir)(nil),               // 18: replicad.v1.AlterReplicaLogDir
+	(*AlterReplicaLogDirsRequest)(nil),       // 19: replicad.v1.AlterReplicaLogDirsRequest
+	(*AlterReplicaLogDirsResponse)(nil),      // 20: replicad.v1.AlterReplicaLogDirsResponse
+	nil,                                      // 21: replicad.v1.PartitionDescription.TopicConfigEntry
+	(*PartitionState)(nil),                   // 22: replicad.v1.PartitionState
+	(*Broker)(nil),                           // 23: replicad.v1.Broker
+	(ErrorCode)(0),                           // 24: replicad.v1.ErrorCode
+	(*PartitionError)(nil),                   // 25: replicad.v1.PartitionError
+	(*Acl)(nil),                              // 26: replicad.v1.Acl
+	(ReplicaRole)(0),                         // 27: replicad.v1.ReplicaRole
 }
 var file_replicad_v1_replica_manager_proto_depIdxs = []int32{
-	19, // 0: replicad.v1.LeaderAndIsrRequest.partition_states:type_name -> replicad.v1.PartitionState
-	20, // 1: replicad.v1.LeaderAndIsrRequest.live_leaders:type_name -> replicad.v1.Broker
-	21, // 2: replicad.v1.LeaderAndIsrResponse.error_code:type_name -> replicad.v1.ErrorCode
-	22, // 3: replicad.v1.LeaderAndIsrResponse.partition_errors:type_name -> replicad.v1.PartitionError
-	20, // 4: replicad.v1.UpdateMetadataRequest.live_brokers:type_name -> replicad.v1.Broker
-	19, // 5: replicad.v1.UpdateMetadataRequest.partition_states:type_name -> replicad.v1.PartitionState
-	23, // 6: replicad.v1.UpdateMetadataRequest.acls:type_name -> replicad.v1.Acl
-	21, // 7: replicad.v1.UpdateMetadataResponse.error_code:type_name -> replicad.v1.ErrorCode
+	22, // 0: replicad.v1.LeaderAndIsrRequest.partition_states:type_name -> replicad.v1.PartitionState
+	23, // 1: replicad.v1.LeaderAndIsrRequest.live_leaders:type_name -> replicad.v1.Broker
+	24, // 2: replicad.v1.LeaderAndIsrResponse.error_code:type_name -> replicad.v1.ErrorCode
+	25, // 3: replicad.v1.LeaderAndIsrResponse.partition_errors:type_name -> replicad.v1.PartitionError
+	23, // 4: replicad.v1.UpdateMetadataRequest.live_brokers:type_name -> replicad.v1.Broker
+	22, // 5: replicad.v1.UpdateMetadataRequest.partition_states:type_name -> replicad.v1.PartitionState
+	26, // 6: replicad.v1.UpdateMetadataRequest.acls:type_name -> replicad.v1.Acl
+	24, // 7: replicad.v1.UpdateMetadataResponse.error_code:type_name -> replicad.v1.ErrorCode
 	4,  // 8: replicad.v1.StopReplicaRequest.partitions:type_name -> replicad.v1.StopReplicaPartition
-	21, // 9: replicad.v1.StopReplicaResponse.error_code:type_name -> replicad.v1.ErrorCode
-	22, // 10: replicad.v1.StopReplicaResponse.partition_errors:type_name -> replicad.v1.PartitionError
-	21, // 11: replicad.v1.LogDirCheckpoint.error_code:type_name -> replicad.v1.ErrorCode
-	21, // 12: replicad.v1.CheckpointHighWatermarksResponse.error_code:type_name -> replicad.v1.ErrorCode
+	24, // 9: replicad.v1.StopReplicaResponse.error_code:type_name -> replicad.v1.ErrorCode
+	25, // 10: replicad.v1.StopReplicaResponse.partition_errors:type_name -> replicad.v1.PartitionError
+	24, // 11: replicad.v1.LogDirCheckpoint.error_code:type_name -> replicad.v1.ErrorCode
+	24, // 12: replicad.v1.CheckpointHighWatermarksResponse.error_code:type_name -> replicad.v1.ErrorCode
 	8,  // 13: replicad.v1.CheckpointHighWatermarksResponse.log_dirs:type_name -> replicad.v1.LogDirCheckpoint
-	24, // 14: replicad.v1.PartitionDescription.role:type_name -> replicad.v1.ReplicaRole
-	18, // 15: replicad.v1.PartitionDescription.topic_config:type_name -> replicad.v1.PartitionDescription.TopicConfigEntry
+	27, // 14: replicad.v1.PartitionDescription.role:type_name -> replicad.v1.ReplicaRole
+	21, // 15: replicad.v1.PartitionDescription.topic_config:type_name -> replicad.v1.PartitionDescription.TopicConfigEntry
 	12, // 16: replicad.v1.PartitionDescription.producers:type_name -> replicad.v1.ProducerStateDescription
 	11, // 17: replicad.v1.DescribePartitionsResponse.partitions:type_name -> replicad.v1.PartitionDescription
 	13, // 18: replicad.v1.DescribePartitionsResponse.log_dirs:type_name -> replicad.v1.LogDirDescription
-	15, // 19: replicad.v1.AlterReplicaLogDirsRequest.partitions:type_name -> replicad.v1.AlterReplicaLogDir
-	22, // 20: replicad.v1.AlterReplicaLogDirsResponse.partition_errors:type_name -> replicad.v1.PartitionError
-	0,  // 21: replicad.v1.ReplicaManagerService.LeaderAndIsr:input_type -> replicad.v1.LeaderAndIsrRequest
-	2,  // 22: replicad.v1.ReplicaManagerService.UpdateMetadata:input_type -> replicad.v1.UpdateMetadataRequest
-	5,  // 23: replicad.v1.ReplicaManagerService.StopReplica:input_type -> replicad.v1.StopReplicaRequest
-	7,  // 24: replicad.v1.ReplicaManagerService.CheckpointHighWatermarks:input_type -> replicad.v1.CheckpointHighWatermarksRequest
-	10, // 25: replicad.v1.ReplicaManagerService.DescribePartitions:input_type -> replicad.v1.DescribePartitionsRequest
-	16, // 26: replicad.v1.ReplicaManagerService.AlterReplicaLogDirs:input_type -> replicad.v1.AlterReplicaLogDirsRequest
-	1,  // 27: replicad.v1.ReplicaManagerService.LeaderAndIsr:output_type -> replicad.v1.LeaderAndIsrResponse
-	3,  // 28: replicad.v1.ReplicaManagerService.UpdateMetadata:output_type -> replicad.v1.UpdateMetadataResponse
-	6,  // 29: replicad.v1.ReplicaManagerService.StopReplica:output_type -> replicad.v1.StopReplicaResponse
-	9,  // 30: replicad.v1.ReplicaManagerService.CheckpointHighWatermarks:output_type -> replicad.v1.CheckpointHighWatermarksResponse
-	14, // 31: replicad.v1.ReplicaManagerService.DescribePartitions:output_type -> replicad.v1.DescribePartitionsResponse
-	17, // 32: replicad.v1.ReplicaManagerService.AlterReplicaLogDirs:output_type -> replicad.v1.AlterReplicaLogDirsResponse
-	27, // [27:33] is the sub-list for method output_type
-	21, // [21:27] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	24, // 19: replicad.v1.RetentionResult.error_code:type_name -> replicad.v1.ErrorCode
+	16, // 20: replicad.v1.RunRetentionResponse.results:type_name -> replicad.v1.RetentionResult
+	18, // 21: replicad.v1.AlterReplicaLogDirsRequest.partitions:type_name -> replicad.v1.AlterReplicaLogDir
+	25, // 22: replicad.v1.AlterReplicaLogDirsResponse.partition_errors:type_name -> replicad.v1.PartitionError
+	0,  // 23: replicad.v1.ReplicaManagerService.LeaderAndIsr:input_type -> replicad.v1.LeaderAndIsrRequest
+	2,  // 24: replicad.v1.ReplicaManagerService.UpdateMetadata:input_type -> replicad.v1.UpdateMetadataRequest
+	5,  // 25: replicad.v1.ReplicaManagerService.StopReplica:input_type -> replicad.v1.StopReplicaRequest
+	7,  // 26: replicad.v1.ReplicaManagerService.CheckpointHighWatermarks:input_type -> replicad.v1.CheckpointHighWatermarksRequest
+	10, // 27: replicad.v1.ReplicaManagerService.DescribePartitions:input_type -> replicad.v1.DescribePartitionsRequest
+	19, // 28: replicad.v1.ReplicaManagerService.AlterReplicaLogDirs:input_type -> replicad.v1.AlterReplicaLogDirsRequest
+	15, // 29: replicad.v1.ReplicaManagerService.RunRetention:input_type -> replicad.v1.RunRetentionRequest
+	1,  // 30: replicad.v1.ReplicaManagerService.LeaderAndIsr:output_type -> replicad.v1.LeaderAndIsrResponse
+	3,  // 31: replicad.v1.ReplicaManagerService.UpdateMetadata:output_type -> replicad.v1.UpdateMetadataResponse
+	6,  // 32: replicad.v1.ReplicaManagerService.StopReplica:output_type -> replicad.v1.StopReplicaResponse
+	9,  // 33: replicad.v1.ReplicaManagerService.CheckpointHighWatermarks:output_type -> replicad.v1.CheckpointHighWatermarksResponse
+	14, // 34: replicad.v1.ReplicaManagerService.DescribePartitions:output_type -> replicad.v1.DescribePartitionsResponse
+	20, // 35: replicad.v1.ReplicaManagerService.AlterReplicaLogDirs:output_type -> replicad.v1.AlterReplicaLogDirsResponse
+	17, // 36: replicad.v1.ReplicaManagerService.RunRetention:output_type -> replicad.v1.RunRetentionResponse
+	30, // [30:37] is the sub-list for method output_type
+	23, // [23:30] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_replicad_v1_replica_manager_proto_init() }
@@ -1582,13 +1848,14 @@ func file_replicad_v1_replica_manager_proto_init() {
 	file_replicad_v1_common_proto_init()
 	file_replicad_v1_replica_manager_proto_msgTypes[10].OneofWrappers = []any{}
 	file_replicad_v1_replica_manager_proto_msgTypes[11].OneofWrappers = []any{}
+	file_replicad_v1_replica_manager_proto_msgTypes[15].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_replicad_v1_replica_manager_proto_rawDesc), len(file_replicad_v1_replica_manager_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   19,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -25,6 +25,7 @@ const (
 	ReplicaManagerService_CheckpointHighWatermarks_FullMethodName = "/replicad.v1.ReplicaManagerService/CheckpointHighWatermarks"
 	ReplicaManagerService_DescribePartitions_FullMethodName       = "/replicad.v1.ReplicaManagerService/DescribePartitions"
 	ReplicaManagerService_AlterReplicaLogDirs_FullMethodName      = "/replicad.v1.ReplicaManagerService/AlterReplicaLogDirs"
+	ReplicaManagerService_RunRetention_FullMethodName             = "/replicad.v1.ReplicaManagerService/RunRetention"
 )
 
 // ReplicaManagerServiceClient is the client API for ReplicaManagerService service.
@@ -47,6 +48,11 @@ type ReplicaManagerServiceClient interface {
 	DescribePartitions(ctx context.Context, in *DescribePartitionsRequest, opts ...grpc.CallOption) (*DescribePartitionsResponse, error)
 	// AlterReplicaLogDirs moves replicas between this broker's log dirs.
 	AlterReplicaLogDirs(ctx context.Context, in *AlterReplicaLogDirsRequest, opts ...grpc.CallOption) (*AlterReplicaLogDirsResponse, error)
+	// RunRetention runs the retention check now for the leader replicas of a
+	// topic (or of one partition) this broker hosts, as the periodic check
+	// would, and answers what it deleted. Followers follow their leader's log
+	// start offset, as always.
+	RunRetention(ctx context.Context, in *RunRetentionRequest, opts ...grpc.CallOption) (*RunRetentionResponse, error)
 }
 
 type replicaManagerServiceClient struct {
@@ -117,6 +123,16 @@ func (c *replicaManagerServiceClient) AlterReplicaLogDirs(ctx context.Context, i
 	return out, nil
 }
 
+func (c *replicaManagerServiceClient) RunRetention(ctx context.Context, in *RunRetentionRequest, opts ...grpc.CallOption) (*RunRetentionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RunRetentionResponse)
+	err := c.cc.Invoke(ctx, ReplicaManagerService_RunRetention_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ReplicaManagerServiceServer is the server API for ReplicaManagerService service.
 // All implementations must embed UnimplementedReplicaManagerServiceServer
 // for forward compatibility.
@@ -137,6 +153,11 @@ type ReplicaManagerServiceServer interface {
 	DescribePartitions(context.Context, *DescribePartitionsRequest) (*DescribePartitionsResponse, error)
 	// AlterReplicaLogDirs moves replicas between this broker's log dirs.
 	AlterReplicaLogDirs(context.Context, *AlterReplicaLogDirsRequest) (*AlterReplicaLogDirsResponse, error)
+	// RunRetention runs the retention check now for the leader replicas of a
+	// topic (or of one partition) this broker hosts, as the periodic check
+	// would, and answers what it deleted. Followers follow their leader's log
+	// start offset, as always.
+	RunRetention(context.Context, *RunRetentionRequest) (*RunRetentionResponse, error)
 	mustEmbedUnimplementedReplicaManagerServiceServer()
 }
 
@@ -164,6 +185,9 @@ func (UnimplementedReplicaManagerServiceServer) DescribePartitions(context.Conte
 }
 func (UnimplementedReplicaManagerServiceServer) AlterReplicaLogDirs(context.Context, *AlterReplicaLogDirsRequest) (*AlterReplicaLogDirsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method AlterReplicaLogDirs not implemented")
+}
+func (UnimplementedReplicaManagerServiceServer) RunRetention(context.Context, *RunRetentionRequest) (*RunRetentionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RunRetention not implemented")
 }
 func (UnimplementedReplicaManagerServiceServer) mustEmbedUnimplementedReplicaManagerServiceServer() {}
 func (UnimplementedReplicaManagerServiceServer) testEmbeddedByValue()                               {}
@@ -294,6 +318,24 @@ func _ReplicaManagerService_AlterReplicaLogDirs_Handler(srv interface{}, ctx con
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ReplicaManagerService_RunRetention_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RunRetentionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ReplicaManagerServiceServer).RunRetention(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ReplicaManagerService_RunRetention_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ReplicaManagerServiceServer).RunRetention(ctx, req.(*RunRetentionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ReplicaManagerService_ServiceDesc is the grpc.ServiceDesc for ReplicaManagerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -324,6 +366,10 @@ var ReplicaManagerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "AlterReplicaLogDirs",
 			Handler:    _ReplicaManagerService_AlterReplicaLogDirs_Handler,
+		},
+		{
+			MethodName: "RunRetention",
+			Handler:    _ReplicaManagerService_RunRetention_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
