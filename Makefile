@@ -41,7 +41,7 @@ tools: $(GEN_TOOLS) $(BIN)/grpcurl
 # Jaeger v1.76.0 (the OpenTelemetry-Collector-based binary), built from source once: the
 # first time ~1 GB of modules and ~20 CPU-minutes of compiling (10+ minutes on 2 cores), later
 # a link from the Go build cache (under a minute); rebuilt only when the pin changes. A source build serves the query API but not the UI (its assets are not in the
-# Go module): for the UI run the official image, see the README.
+# Go module): for the UI run the official image, see docs/monitoring.md.
 $(BIN)/jaeger: tools/jaeger/go.mod tools/jaeger/go.sum
 	cd tools/jaeger && go build -o $@ github.com/jaegertracing/jaeger/cmd/jaeger
 	@touch $@
@@ -60,7 +60,7 @@ jaeger: $(BIN)/jaeger
 # clients are most of the build, and scraping a replicad cluster needs none of them). The
 # version is stamped from the pin (v0.MMmPP.x is MM/100 . MM%100 . x). Like Jaeger's source
 # build it serves the HTTP API but not the web UI (the UI assets are not in the Go module).
-# The first build from a cold Go cache takes many minutes (README, Monitoring); later ones
+# The first build from a cold Go cache takes many minutes (docs/development.md); later ones
 # only when the pin changes.
 PROMETHEUS_VERSION = $(shell awk '$$1 == "github.com/prometheus/prometheus" { split(substr($$2, 4), v, "."); \
 	printf "%d.%d.%s", v[1] / 100, v[1] % 100, v[2] }' tools/prometheus/go.mod)
@@ -103,7 +103,7 @@ lint: $(GEN_TOOLS)
 
 # Unit, fuzz-seed and integration tests (integration tests build and start real
 # replicad processes on loopback; the tracing one also a real Jaeger, the monitoring ones a
-# real Prometheus and promtool, the README walkthrough test grpcurl, which must be built: with
+# real Prometheus and promtool, the docs test (README.md, docs/) grpcurl, which must be built: with
 # REPLICAD_JAEGER_BIN, REPLICAD_PROMETHEUS_BIN and REPLICAD_GRPCURL_BIN set they fail rather than
 # skip when a binary is missing).
 test: $(BIN)/jaeger $(BIN)/prometheus $(BIN)/promtool $(BIN)/grpcurl

@@ -128,6 +128,11 @@ func TestShellBlocksAreRunOrMarked(t *testing.T) {
 			if b.IsOutput() && (b.IsShell() || b.Marker != "" && !strings.HasPrefix(b.Marker, "output")) {
 				t.Errorf("%s: an output block must not be a shell block", b.Where())
 			}
+			if b.Lang == "console" {
+				// A transcript of "$ command" and output cannot be run or
+				// checked: commands go in sh blocks, output in a marked fence.
+				t.Errorf("%s: a console transcript: write the commands as ```sh and the output as a <!-- docs-test: output --> fence after it", b.Where())
+			}
 			if !b.IsShell() {
 				continue
 			}

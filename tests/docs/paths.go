@@ -25,6 +25,12 @@ var Paths = []Path{
 		"docs/getting-started.md#exactly-once-per-partition-idempotent-produce",
 		"docs/getting-started.md#finding-leaders-without-the-controller",
 	}},
+	{"cli-reference", []string{
+		"docs/reference/cli.md#a-cluster-to-try-these-on",
+		"docs/reference/cli.md#deleting-records",
+		"docs/reference/cli.md#topic-configs",
+		"docs/reference/cli.md#reassignment-plans-and-the-throttle",
+	}},
 	{"versions", []string{"docs/operations.md#versions"}},
 	{"controller-binary", []string{"docs/operations.md#the-controller-from-the-server-binary"}},
 	{"security", []string{"docs/security.md#transport-security", "docs/security.md#acls"}},

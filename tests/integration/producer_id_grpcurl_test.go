@@ -31,7 +31,8 @@ func grpcurlBin(t *testing.T) string {
 }
 
 // The grpcurl example of InitProducerId and an idempotent produce
-// (README: "Exactly once per partition: idempotent produce"), its commands
+// (docs/getting-started.md, "Exactly once per partition: idempotent
+// produce"), its commands
 // as written there, against a controller and three brokers: a new ID, a
 // produce carrying it, the same produce again answered as a duplicate at
 // the same offset, its records read back with their producer fields from

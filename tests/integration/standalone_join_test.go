@@ -14,7 +14,7 @@ import (
 	"github.com/replicad/replicad/internal/testutil"
 )
 
-// A broker that ran standalone (as the README walkthrough does: logs of no
+// A broker that ran standalone (as docs/getting-started.md does: logs of no
 // topic ID, records at leader epoch 1) joins a controller that creates a
 // topic of the same name. Its old logs are set aside (kept in *-stray dirs,
 // logged by state.change), never served as the new topic's: every replica
