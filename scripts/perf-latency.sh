@@ -12,7 +12,7 @@
 # ISR 1,2,3, set with ctlclient leader-and-isr), then
 #   ctlclient perf produce --topic perf --records RECORDS --record-size RECORD_SIZE
 #     --batch BATCH --acks all --concurrency CONCURRENCY
-# The defaults are the README's "replication latency" row; the batched
+# The defaults are docs/performance.md's "replication latency" row; the batched
 # throughput check is BATCH=100 CONCURRENCY=4 RECORDS=200000.
 #
 # STREAM_A, STREAM_B: --stream=VALUE for A's and B's ctlclient (true: one

@@ -56,7 +56,7 @@ type fixedCase struct {
 }
 
 // fixedCases are make test's fixed runs. A seed that once found a bug stays
-// here, replaying the rounds that found it (the README's chaos section
+// here, replaying the rounds that found it (docs/fault-injection.md
 // lists what each found).
 var fixedCases = []fixedCase{
 	// With an operator action or a long network cut after each fault
