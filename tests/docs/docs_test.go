@@ -2,9 +2,7 @@ package docs
 
 import (
 	"os"
-	"path"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 
@@ -32,160 +30,88 @@ func loadPages(t *testing.T) (string, map[string]*Page) {
 	return root, pages
 }
 
-// resolve turns a link on page from into a repository path and an anchor.
-func resolve(from, target string) (string, string) {
-	file, anchor, _ := strings.Cut(target, "#")
-	if file == "" {
-		return from, anchor
-	}
-	return path.Clean(path.Join(path.Dir(from), file)), anchor
-}
-
-func external(target string) bool {
-	return regexp.MustCompile(`^[a-z][a-z0-9+.-]*:`).MatchString(target)
-}
-
 func TestLinksResolve(t *testing.T) {
 	root, pages := loadPages(t)
-	for _, name := range SortedPaths(pages) {
-		p := pages[name]
-		for _, l := range p.Links {
-			if external(l.Target) {
-				continue
-			}
-			file, anchor := resolve(p.Path, l.Target)
-			if strings.HasPrefix(file, "../") {
-				t.Errorf("%s:%d: link %q leaves the repository", p.Path, l.Line, l.Target)
-				continue
-			}
-			if _, err := os.Stat(filepath.Join(root, file)); err != nil {
-				if !generatedPages[file] {
-					t.Errorf("%s:%d: link %q: %s does not exist", p.Path, l.Line, l.Target, file)
-				}
-				continue
-			}
-			if anchor == "" || !strings.HasSuffix(file, ".md") {
-				continue
-			}
-			target, ok := pages[file]
-			if !ok {
-				var err error
-				if target, err = ParsePage(root, file); err != nil {
-					t.Errorf("%s:%d: %v", p.Path, l.Line, err)
-					continue
-				}
-			}
-			if !target.Anchors[anchor] {
-				t.Errorf("%s:%d: link %q: %s has no heading with anchor #%s", p.Path, l.Line, l.Target, file, anchor)
-			}
-		}
+	for _, e := range CheckLinks(root, pages, generatedPages) {
+		t.Error(e)
 	}
 }
 
 func TestEveryPageIsReachableFromTheReadme(t *testing.T) {
 	_, pages := loadPages(t)
-	reached := map[string]bool{"README.md": true}
-	queue := []string{"README.md"}
-	for len(queue) > 0 {
-		p := pages[queue[0]]
-		queue = queue[1:]
-		for _, l := range p.Links {
-			if external(l.Target) {
-				continue
-			}
-			file, _ := resolve(p.Path, l.Target)
-			if _, ok := pages[file]; ok && !reached[file] {
-				reached[file] = true
-				queue = append(queue, file)
-			}
-		}
+	for _, e := range CheckReachable(pages) {
+		t.Error(e)
 	}
-	for _, name := range SortedPaths(pages) {
-		if !reached[name] {
-			t.Errorf("%s is not reachable by links from README.md", name)
-		}
-	}
-}
-
-// inPath maps "page#anchor" to the path that runs it.
-func inPath() map[string]string {
-	m := map[string]string{}
-	for _, p := range Paths {
-		for _, s := range p.Sections {
-			m[s] = p.Name
-		}
-	}
-	return m
 }
 
 func TestShellBlocksAreRunOrMarked(t *testing.T) {
 	_, pages := loadPages(t)
-	run := inPath()
-	runs := map[string]int{}
-	ran, marked := 0, map[string]int{}
-	for _, name := range SortedPaths(pages) {
-		for _, b := range pages[name].Blocks {
-			if b.IsOutput() && (b.IsShell() || b.Marker != "" && !strings.HasPrefix(b.Marker, "output")) {
-				t.Errorf("%s: an output block must not be a shell block", b.Where())
-			}
-			if b.Lang == "console" {
-				// A transcript of "$ command" and output cannot be run or
-				// checked: commands go in sh blocks, output in a marked fence.
-				t.Errorf("%s: a console transcript: write the commands as ```sh and the output as a <!-- docs-test: output --> fence after it", b.Where())
-			}
-			if !b.IsShell() {
-				continue
-			}
-			reason, notRun := b.NotRun()
-			_, pathed := run[b.Page+"#"+b.Anchor]
-			switch {
-			case notRun && reason == "":
-				t.Errorf("%s: marked not run without a reason", b.Where())
-			case notRun:
-				marked[reason]++
-				continue
-			case !pathed:
-				t.Errorf("%s: a shell block no path runs (tests/docs/paths.go) and not marked <!-- docs-test: not run: REASON -->", b.Where())
-				continue
-			case b.Marker != "" && b.Marker != "fails":
-				t.Errorf("%s: unknown marker %q on a shell block", b.Where(), b.Marker)
-			}
-			ran++
-			runs[b.Page+"#"+b.Anchor]++
-			if b.After != nil && !b.After.IsOutput() && !b.After.IsShell() {
-				t.Errorf("%s: the fence after this run shell block (line %d) looks like output: mark it <!-- docs-test: output -->", b.Where(), b.After.Line)
-			}
-		}
-		for _, b := range pages[name].Blocks {
-			if b.IsOutput() && !pagesHaveOutputOwner(pages[name], b) {
-				t.Errorf("%s: an output block that follows no shell block", b.Where())
-			}
-		}
+	r := CheckBlocks(pages, Paths)
+	for _, e := range r.Errors {
+		t.Error(e)
 	}
-	for _, p := range Paths {
-		for _, s := range p.Sections {
-			page, anchor, _ := strings.Cut(s, "#")
-			pg, ok := pages[page]
-			switch {
-			case !ok:
-				t.Errorf("path %s: no page %s", p.Name, page)
-			case !pg.Anchors[anchor]:
-				t.Errorf("path %s: %s has no section #%s", p.Name, page, anchor)
-			case runs[s] == 0:
-				t.Errorf("path %s: section %s has no shell block to run", p.Name, s)
-			}
-		}
-	}
-	t.Logf("%d shell blocks run by a path; marked not run: %v", ran, marked)
+	t.Logf("%d shell blocks run by a path; marked not run: %v", r.Ran, r.Marked)
 }
 
-func pagesHaveOutputOwner(p *Page, out *Block) bool {
-	for _, b := range p.Blocks {
-		if b.Output == out {
-			return true
+// writePages makes a repository of pages in a temporary dir and parses it.
+func writePages(t *testing.T, files map[string]string) (string, map[string]*Page) {
+	t.Helper()
+	root := t.TempDir()
+	for name, text := range files {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(root, name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
 		}
 	}
-	return false
+	pages, err := Pages(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root, pages
+}
+
+// The checks themselves: each rule fails a page that breaks it, so a new
+// page cannot slip past them.
+func TestChecksCatchWhatTheyAreFor(t *testing.T) {
+	fence := "```"
+	root, pages := writePages(t, map[string]string{
+		"README.md": "# r\n\n[start](docs/a.md#run-me) [gone](docs/nope.md) [bad anchor](docs/a.md#nowhere)\n",
+		"docs/a.md": "# A\n\n## Run me\n\n" + fence + "sh\necho hi\n" + fence + "\n" + fence + "\nhi\n" + fence + "\n\n" +
+			"## Other\n\n" + fence + "sh\necho unmarked\n" + fence + "\n\n" +
+			"<!-- docs-test: not run: -->\n" + fence + "sh\necho no reason\n" + fence + "\n\n" +
+			"<!-- docs-test: not run: needs podman -->\n" + fence + "sh\npodman run x\n" + fence + "\n\n" +
+			fence + "console\n$ echo transcript\n" + fence + "\n",
+		"docs/orphan.md": "# Orphan\n",
+	})
+	want := func(errs []string, subs ...string) {
+		t.Helper()
+		for _, sub := range subs {
+			found := false
+			for _, e := range errs {
+				found = found || strings.Contains(e, sub)
+			}
+			if !found {
+				t.Errorf("no error containing %q in:\n%s", sub, strings.Join(errs, "\n"))
+			}
+		}
+	}
+	want(CheckLinks(root, pages, nil), "docs/nope.md does not exist", "no heading with anchor #nowhere")
+	want(CheckReachable(pages), "docs/orphan.md is not reachable")
+	r := CheckBlocks(pages, []Path{{"p", []string{"docs/a.md#run-me", "docs/a.md#missing"}}})
+	want(r.Errors,
+		"docs/a.md:5 (section \"Run me\"): the fence after this run shell block (line 8)", // unmarked output
+		"docs/a.md:14 (section \"Other\"): a shell block no path runs",
+		"docs/a.md:19 (section \"Other\"): marked not run without a reason",
+		"a console transcript",
+		"path p: docs/a.md has no section #missing")
+	if r.Ran != 1 || r.Marked["needs podman"] != 1 {
+		t.Errorf("ran %d, marked %v; want 1 and needs podman: 1", r.Ran, r.Marked)
+	}
+	if len(r.Errors) != 5 {
+		t.Errorf("%d errors, want 5:\n%s", len(r.Errors), strings.Join(r.Errors, "\n"))
+	}
 }
 
 func TestMatchOutput(t *testing.T) {
