@@ -434,3 +434,47 @@ func packageMap(path string) (map[string]bool, error) {
 	}
 	return listed, nil
 }
+
+// TestKafkaTestTableNamesRealTests checks that docs/kafka-tests.md names
+// only replicad tests and scenario files that exist, so that a renamed or
+// deleted test cannot leave the table pointing nowhere.
+func TestKafkaTestTableNamesRealTests(t *testing.T) {
+	root, _ := moduleRoot(t)
+	doc, err := os.ReadFile(filepath.Join(root, "docs", "kafka-tests.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := map[string]bool{}
+	for _, files := range packageDirs(t, root) {
+		for _, f := range files {
+			if !strings.HasSuffix(f, "_test.go") {
+				continue
+			}
+			data, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range testFunc.FindAllStringSubmatch(string(data), -1) {
+				tests[m[1]] = true
+			}
+		}
+	}
+	for _, m := range regexp.MustCompile("`(Test[A-Za-z0-9_]+)`").FindAllStringSubmatch(string(doc), -1) {
+		if !tests[m[1]] {
+			t.Errorf("docs/kafka-tests.md names %s, which is no test of the tree", m[1])
+		}
+	}
+	for _, m := range regexp.MustCompile("`([a-z0-9_]+\\.txt)`").FindAllStringSubmatch(string(doc), -1) {
+		found := false
+		for _, dir := range []string{"core", "fetcher"} {
+			if _, err := os.Stat(filepath.Join(root, dir, "testdata", "scenarios", m[1])); err == nil {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("docs/kafka-tests.md names scenario %s, which is in neither core/ nor fetcher/testdata/scenarios", m[1])
+		}
+	}
+}
+
+var testFunc = regexp.MustCompile(`(?m)^func (Test[A-Za-z0-9_]*)\(`)
