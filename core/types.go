@@ -1,8 +1,8 @@
 package core
 
 import (
-	"net"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/replicad/replicad/core/log"
@@ -24,8 +24,15 @@ type Broker struct {
 	Epoch int64
 }
 
-// Addr is host:port.
-func (b Broker) Addr() string { return net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port))) }
+// Addr is host:port, an IPv6 host in brackets, as net.JoinHostPort writes
+// it: core does not import the network packages (tests/layering checks it).
+func (b Broker) Addr() string {
+	port := strconv.Itoa(int(b.Port))
+	if strings.Contains(b.Host, ":") {
+		return "[" + b.Host + "]:" + port
+	}
+	return b.Host + ":" + port
+}
 
 // PartitionState is the controller's decision for one partition (Kafka's
 // LeaderAndIsrPartitionState). PartitionEpoch is the seed's zkVersion.
