@@ -20,6 +20,7 @@ import (
 	grpccodes "google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/replicad/replicad/internal/flagfile"
 	"github.com/replicad/replicad/internal/telemetry"
 	"github.com/replicad/replicad/internal/tlsconf"
 )
@@ -65,7 +66,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	top := flag.NewFlagSet("ctlclient", flag.ContinueOnError)
 	top.SetOutput(io.Discard)
 	g.register(top)
-	if err := top.Parse(args); err != nil {
+	if err := flagfile.ParseFlags(top, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			printMainHelp(stdout)
 			return exitOK
@@ -108,7 +109,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if cmd.flags != nil {
 		runCmd = cmd.flags(fs)
 	}
-	if err := fs.Parse(cmdArgs); err != nil {
+	if err := flagfile.ParseFlags(fs, cmdArgs); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			printCommandHelp(stdout, cmd, fs)
 			return exitOK

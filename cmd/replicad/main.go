@@ -60,6 +60,9 @@ func dispatch(args []string, stdout, stderr io.Writer) int {
 			return runVersion(args[1:], stdout, stderr)
 		}
 	}
+	if len(args) == 0 {
+		announceDefaults(stderr)
+	}
 	return run(args, stdout, stderr)
 }
 
