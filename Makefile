@@ -87,14 +87,18 @@ check-monitoring: $(BIN)/promtool
 	$(BIN)/promtool check rules deploy/monitoring/replicad-rules.yml
 	$(BIN)/promtool test rules deploy/monitoring/rules_test.yml
 
+# gen/ from proto/, then the generated reference pages docs/reference/{flags,errors}.md from
+# the binaries' flag sets and the ErrorCode enum (scripts/gen-reference.sh).
 gen: $(GEN_TOOLS)
 	rm -rf gen
 	PATH=$(BIN):$$PATH $(BIN)/buf generate
+	./scripts/gen-reference.sh
 
-# Fails when gen/ is not what `make gen` produces from proto/.
+# Fails when gen/ or docs/reference/ is not what `make gen` produces.
 check-gen: gen
-	@if [ -n "$$(git status --porcelain -- gen)" ]; then \
-		echo "gen/ is stale: run 'make gen' and commit the result"; git status --porcelain -- gen; exit 1; fi
+	@if [ -n "$$(git status --porcelain -- gen docs/reference)" ]; then \
+		echo "gen/ or docs/reference/ is stale: run 'make gen' and commit the result"; \
+		git status --porcelain -- gen docs/reference; exit 1; fi
 
 lint: $(GEN_TOOLS)
 	$(BIN)/buf lint

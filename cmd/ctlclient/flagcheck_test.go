@@ -57,3 +57,26 @@ func TestDurationWithoutUnit(t *testing.T) {
 		t.Fatalf("describe --help: exit %d\n%s", r.code, r.stdout)
 	}
 }
+
+// help --markdown and --markdown-errors print the reference pages: every
+// command with its own flags, every error code.
+func TestHelpMarkdown(t *testing.T) {
+	r := ctl(t, "", "", "help", "--markdown")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	for _, c := range commands() {
+		if !strings.Contains(r.stdout, "\n### ctlclient "+c.name+"\n") {
+			t.Errorf("no section for %s", c.name)
+		}
+	}
+	for _, want := range []string{"### Global flags", "| `--timeout duration` | `10s` |", "| `-o format` | `table` |"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("no %q", want)
+		}
+	}
+	r = ctl(t, "", "", "help", "--markdown-errors")
+	if r.code != 0 || !strings.Contains(r.stdout, "| 6 | NOT_LEADER_OR_FOLLOWER | yes |") {
+		t.Fatalf("errors: exit %d\n%s", r.code, r.stdout)
+	}
+}

@@ -80,6 +80,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return exitUsage
 	}
 	if rest[0] == "help" {
+		if len(rest) == 2 && strings.HasPrefix(rest[1], "--markdown") {
+			return runHelpMarkdown(rest[1], stdout, stderr)
+		}
 		return runHelp(rest[1:], stdout, stderr)
 	}
 	cmd, cmdArgs, err := findCommand(rest)

@@ -198,6 +198,10 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.Var((*msDuration)(retentionCheck), "log.retention.check.interval.ms", "alias of --log-retention-check-interval, in ms (Kafka's name)")
 	showVersion := fs.Bool("version", false, "print the version, commit and build date, and exit ('replicad version -o json': as JSON)")
 	configFile := fs.String("config", "", "YAML `FILE` of flag values, keys the flag names (listen: 127.0.0.1:9091); flags given on the\ncommand line override it, an unknown key is an error")
+	if referenceFlags != nil {
+		referenceFlags(fs)
+		return config{}, flag.ErrHelp
+	}
 	if err := flagfile.ParseFlags(fs, args); err != nil {
 		return config{}, err
 	}
@@ -424,6 +428,11 @@ func announceDefaults(stderr io.Writer) {
 		" 'replicad --help' lists them, 'replicad controller' starts a controller)\n",
 		cfg.brokerID, cfg.listen, strings.Join(cfg.logDirs, ","))
 }
+
+// referenceFlags, when set (replicad --help-markdown), receives the broker's
+// flag set once every flag is registered, and parseFlags stops there: the
+// reference page is made from the flag set that parses, so it cannot drift.
+var referenceFlags func(*flag.FlagSet)
 
 // flagSet reports whether the command line set flag name.
 func flagSet(fs *flag.FlagSet, name string) bool {

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"io"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -87,5 +89,39 @@ func TestNoFlagsAnnouncesTheBroker(t *testing.T) {
 	errOut.Reset()
 	if code := dispatch([]string{"--log-format", "xml"}, &out, &errOut); code != 2 || strings.Contains(errOut.String(), "starting a broker") {
 		t.Fatalf("with a flag: exit %d, %s", code, errOut.String())
+	}
+}
+
+// replicad --help-markdown prints both daemons' flags from their flag
+// sets, the same on every machine (no RLIMIT_NOFILE figure, no
+// REPLICAD_TLS_* default).
+func TestHelpMarkdown(t *testing.T) {
+	savedEnv, savedMax := getenv, defaultMaxPartitions
+	defer func() { getenv, defaultMaxPartitions = savedEnv, savedMax }()
+	getenv = func(k string) string { return "/from/the/environment" }
+	var pages []string
+	for _, n := range []int{1000, 80000} {
+		defaultMaxPartitions = func() int { return n }
+		var out bytes.Buffer
+		if code := dispatch([]string{"--help-markdown"}, &out, io.Discard); code != 0 {
+			t.Fatalf("exit %d", code)
+		}
+		pages = append(pages, out.String())
+	}
+	page := pages[0]
+	if pages[1] != page {
+		t.Fatal("the page depends on RLIMIT_NOFILE")
+	}
+	for _, want := range []string{
+		"## replicad (broker)", "| `--listen string` | `127.0.0.1:9091` |", "| `--hw-checkpoint-interval duration` | `5s` |",
+		"| `--max-partitions int` | `" + maxPartitionsDefaultRule + "` |",
+		"## replicad controller", "| `--session-timeout duration` | `6s` |",
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("no %q in\n%s", want, page)
+		}
+	}
+	if strings.Contains(page, "/from/the/environment") || strings.Contains(page, fmt.Sprintf("(%d here)", openFilesLimit())) {
+		t.Errorf("the page shows this machine's environment:\n%s", page)
 	}
 }
