@@ -23,13 +23,26 @@ func TestAddressFlagsRefusedAtOnce(t *testing.T) {
 		{[]string{"--bootstrap", "127.0.0.1:0", "consume", "--topic", "t", "--partition", "0"}, `--bootstrap 127.0.0.1:0: port "0" is not a number in 1..65535`},
 	} {
 		start := time.Now()
-		r := ctl(t, "", "", append([]string{"--timeout", "30s"}, tc.args...)...)
+		r := ctl(t, defaultBroker, "", append([]string{"--timeout", "30s"}, tc.args...)...)
 		if r.code != 2 || !strings.Contains(r.stderr, tc.want) {
 			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", tc.args, r.code, r.stderr, tc.want)
 		}
 		if el := time.Since(start); el > 5*time.Second {
 			t.Errorf("%v: took %v: something was dialed", tc.args, el)
 		}
+	}
+}
+
+// An address from the environment is checked the same, and the error says
+// where it came from; --live-broker's ID=HOST:PORT too.
+func TestAddressFromEnvironment(t *testing.T) {
+	r := ctl(t, "127.0.0.1", "", "describe")
+	if r.code != 2 || !strings.Contains(r.stderr, "--broker 127.0.0.1: missing port (want host:port, e.g. 127.0.0.1:9091) (the value comes from CTLCLIENT_BROKER)") {
+		t.Errorf("CTLCLIENT_BROKER=127.0.0.1: exit %d, stderr %q", r.code, r.stderr)
+	}
+	r = ctl(t, "", "", "update-metadata", "--controller-id", "1", "--controller-epoch", "1", "--live-broker", "1=http://127.0.0.1:9091")
+	if r.code != 2 || !strings.Contains(r.stderr, "a scheme (http://) is not allowed") {
+		t.Errorf("--live-broker with a scheme: exit %d, stderr %q", r.code, r.stderr)
 	}
 }
 

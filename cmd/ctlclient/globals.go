@@ -110,16 +110,16 @@ func (g *globals) validate() error {
 		return fmt.Errorf("--broker: must not be empty")
 	}
 	if err := flagfile.Address("broker", g.broker, defaultBroker, false); err != nil {
-		return err
+		return g.fromElsewhere("broker", err)
 	}
 	if g.controller != "" {
 		if _, err := flagfile.AddressList("controller", g.controller, "127.0.0.1:9090", false); err != nil {
-			return err
+			return g.fromElsewhere("controller", err)
 		}
 	}
 	if g.bootstrap != "" {
 		if _, err := flagfile.AddressList("bootstrap", g.bootstrap, defaultBroker, false); err != nil {
-			return err
+			return g.fromElsewhere("bootstrap", err)
 		}
 	}
 	auth, err := tlsconf.ParseClientAuth(g.tlsClientAuth)
@@ -131,6 +131,21 @@ func (g *globals) validate() error {
 		return err
 	}
 	return nil
+}
+
+// fromElsewhere adds to err, about global flag name, where its value came
+// from when the command line did not give it: a bad CTLCLIENT_BROKER
+// reported as "--broker" alone would send the user looking for a flag
+// they never typed.
+func (g *globals) fromElsewhere(name string, err error) error {
+	if g.explicit[name] {
+		return err
+	}
+	src := "CTLCLIENT_" + strings.ToUpper(name)
+	if g.profile != "" {
+		src += fmt.Sprintf(" or profile %q", g.profile)
+	}
+	return fmt.Errorf("%w (the value comes from %s)", err, src)
 }
 
 // controllers is --controller split at its commas, empty entries left out.

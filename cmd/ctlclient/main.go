@@ -122,15 +122,15 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if fs.NArg() > 0 && !cmd.args {
 		return usageFailure(stderr, cmd, fmt.Errorf("unexpected argument %q", fs.Arg(0)))
 	}
-	if err := g.validate(); err != nil {
-		return usageFailure(stderr, cmd, err)
-	}
 	explicit := setFlags(top)
 	for name := range setFlags(fs) {
 		explicit[name] = true
 	}
 	g.brokerOnly = explicit["broker"] && !explicit["controller"] && !explicit["bootstrap"]
 	g.explicit = explicit
+	if err := g.validate(); err != nil {
+		return usageFailure(stderr, cmd, err)
+	}
 	e := &env{g: g, stdin: stdin, stdout: stdout, stderr: stderr, getenv: getenv}
 	if cmd.daemon || cmd.local {
 		return e.report(cmd, runCmd(ctx, e))

@@ -95,12 +95,25 @@ func CheckDuration(s string) error {
 // 127.0.0.1:9090)": gRPC would otherwise dial 127.0.0.1:443 and wait out
 // the whole timeout, and a URL's "http" would be taken for a host.
 func Address(name, addr, example string, listen bool) error {
+	if addr == "" {
+		return fmt.Errorf("--%s: empty address (want host:port, e.g. %s)", name, example)
+	}
+	if err := CheckAddress(addr, example, listen); err != nil {
+		return fmt.Errorf("--%s %s: %w", name, addr, err)
+	}
+	return nil
+}
+
+// CheckAddress is Address's check without the flag's name, for a value
+// inside another (ctlclient's --live-broker ID=HOST:PORT): e.g. "missing
+// port (want host:port, e.g. 127.0.0.1:9090)".
+func CheckAddress(addr, example string, listen bool) error {
 	want := fmt.Sprintf("want host:port, e.g. %s", example)
 	fail := func(format string, args ...any) error {
-		return fmt.Errorf("--%s %s: %s (%s)", name, addr, fmt.Sprintf(format, args...), want)
+		return fmt.Errorf("%s (%s)", fmt.Sprintf(format, args...), want)
 	}
 	if addr == "" {
-		return fmt.Errorf("--%s: empty address (%s)", name, want)
+		return fail("empty address")
 	}
 	if i := strings.Index(addr, "://"); i >= 0 {
 		return fail("a scheme (%s://) is not allowed", addr[:i])
