@@ -10,7 +10,7 @@ BIN   := $(CURDIR)/bin
 GEN_TOOLS := $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc
 GO_TEST_FLAGS ?=
 
-.PHONY: all build tools gen check-gen lint test crash-test sim chaos chaos-regress fuzz bench perf-tracing bench-peers demo jaeger \
+.PHONY: all build tools gen check-gen breaking lint test crash-test sim chaos chaos-regress fuzz bench perf-tracing bench-peers demo jaeger \
 	jaeger-build prometheus nats check-monitoring image image-context image-test deploy-test clean
 
 all: build
@@ -87,14 +87,23 @@ check-monitoring: $(BIN)/promtool
 	$(BIN)/promtool check rules deploy/monitoring/replicad-rules.yml
 	$(BIN)/promtool test rules deploy/monitoring/rules_test.yml
 
+# gen/ from proto/, then the generated reference pages docs/reference/{flags,errors}.md from
+# the binaries' flag sets and the ErrorCode enum (scripts/gen-reference.sh).
 gen: $(GEN_TOOLS)
 	rm -rf gen
 	PATH=$(BIN):$$PATH $(BIN)/buf generate
+	./scripts/gen-reference.sh
 
-# Fails when gen/ is not what `make gen` produces from proto/.
+# Fails when gen/ or docs/reference/ is not what `make gen` produces.
 check-gen: gen
-	@if [ -n "$$(git status --porcelain -- gen)" ]; then \
-		echo "gen/ is stale: run 'make gen' and commit the result"; git status --porcelain -- gen; exit 1; fi
+	@if [ -n "$$(git status --porcelain -- gen docs/reference)" ]; then \
+		echo "gen/ or docs/reference/ is stale: run 'make gen' and commit the result"; \
+		git status --porcelain -- gen docs/reference; exit 1; fi
+
+# The gRPC contract against main: buf breaking with the FILE rules of buf.yaml, against where
+# this branch left main (on main: the commit before the last); scripts/buf-breaking.sh says why.
+breaking: $(GEN_TOOLS)
+	BUF=$(BIN)/buf ./scripts/buf-breaking.sh
 
 lint: $(GEN_TOOLS)
 	$(BIN)/buf lint

@@ -17,7 +17,14 @@
 # Every connection is mutual TLS with authorization on: `ctlclient certs init` makes
 # development certificates in .demo/certs; DEMO_PLAINTEXT=1 (or --plaintext) runs
 # plaintext instead (grpcurl -plaintext, no certificates).
-# The binaries come from bin/ (make demo builds them first).
+# The binaries come from bin/ (make demo builds them first). For tests: DEMO_BIN (the binaries'
+# dir), DEMO_DIR (instead of .demo) and DEMO_PORT (the controller's port, brokers on the next 3).
+#
+# Ctrl-C with the output piped (make demo | tee demo.log) kills the reader too; the next write
+# then raises SIGPIPE, which by default kills bash before its EXIT trap can stop the cluster (the
+# daemons run in process groups of their own, so the Ctrl-C never reached them). The PIPE trap
+# below sends the rest of the output to stderr instead, and cleanup runs without errexit, so the
+# cluster is always stopped (tests/integration's TestDemoCtrlCThroughDeadPipe).
 # shellcheck disable=SC2317 # functions called through wait_for and traps are reachable
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -48,11 +55,12 @@ for arg in "$@"; do
 	esac
 done
 
-BIN=./bin
-DEMO=.demo
+BIN=${DEMO_BIN:-./bin}
+DEMO=${DEMO_DIR:-.demo}
+PORT=${DEMO_PORT:-9090}
 LOGS=$DEMO/logs
 PIDS=$DEMO/pids
-CONTROLLER=127.0.0.1:9090
+CONTROLLER=127.0.0.1:$PORT
 BROKER_IDS=(1 2 3)
 TOPIC=demo
 RECORDS=${DEMO_RECORDS:-2000}
@@ -140,7 +148,7 @@ epoch_of() { # absent: 0
 isr_of() { printf '%s\n' "$1" | sed -n 's/.*"isr":\[\([0-9,]*\)\].*/\1/p'; }
 in_list() { case ",$2," in *",$1,"*) return 0 ;; esac; return 1; } # in_list ID 1,2,3
 alive() { printf '%s\n' "$1" | grep -q "{\"id\":$2,[^}]*\"alive\":true"; }
-addr_of() { echo "127.0.0.1:909$1"; }
+addr_of() { echo "127.0.0.1:$((PORT + $1))"; }
 
 # wait_for SECONDS WHAT CMD...: poll CMD every 100ms until it succeeds, or fail.
 wait_for() {
@@ -219,6 +227,8 @@ stop_pids() {
 
 cleanup() {
 	local rc=$? id brokers=()
+	# Whatever fails from here on (a write to a dead pipe), every process is stopped.
+	set +e
 	trap - EXIT INT TERM
 	trap '' INT # a second Ctrl-C must not leave processes behind
 	if [ -n "$PRODUCER_PID" ]; then
@@ -248,15 +258,28 @@ cleanup() {
 	exit "$rc"
 }
 trap cleanup EXIT
+# SIGPIPE: the reader of stdout is gone (see the header). The output goes on to stderr, and if
+# that is gone too, nowhere; the write that raised it fails, which ends the steps (errexit) and
+# runs cleanup, or is ignored where the script is stopping anyway.
+STDOUT_GONE=
+on_pipe() {
+	if [ -z "$STDOUT_GONE" ]; then
+		STDOUT_GONE=1
+		exec 1>&2
+	else
+		exec 1>/dev/null 2>&1
+	fi
+}
+trap on_pipe PIPE
 # Ctrl-C while the cluster waits for it is the normal way out (exit 0); during
 # the steps it is an interruption (exit 130). Either way cleanup stops everything.
 WAITING=
 on_signal() {
 	if [ -n "$WAITING" ]; then
-		echo
+		echo || true
 		exit 0
 	fi
-	printf '\nInterrupted.\n'
+	printf '\nInterrupted.\n' || true
 	exit 130
 }
 trap on_signal INT TERM
@@ -302,9 +325,9 @@ for b in ctlclient replicad; do
 	[ -x "$BIN/$b" ] || { echo "$BIN/$b is missing: run 'make demo' (or 'make build' first)" >&2; exit 1; }
 done
 # A port in use is a previous demo still running, or something else.
-for port in 9090 9091 9092 9093; do
+for port in $PORT $((PORT + 1)) $((PORT + 2)) $((PORT + 3)); do
 	if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-		echo "${R}port 127.0.0.1:$port is already in use${N}: the demo needs 127.0.0.1:9090-9093." >&2
+		echo "${R}port 127.0.0.1:$port is already in use${N}: the demo needs 127.0.0.1:$PORT-$((PORT + 3))." >&2
 		echo "A previous 'make demo' still running? See who holds it: ss -ltnp 'sport = :$port' (or lsof -i :$port)." >&2
 		exit 1
 	fi
@@ -350,7 +373,7 @@ else
 fi
 
 # ---------------------------------------------------------------- 1
-step "Start the controller on $CONTROLLER, and brokers 1, 2, 3 on 127.0.0.1:9091-9093" \
+step "Start the controller on $CONTROLLER, and brokers 1, 2, 3 on 127.0.0.1:$((PORT + 1))-$((PORT + 3))" \
 	"The controller keeps the cluster metadata (bbolt file in $DEMO/controller), tracks which" \
 	"brokers are alive (session timeout $SESSION_TIMEOUT) and elects partition leaders. Each broker" \
 	"registers with it, gets a broker epoch, and heartbeats. --min-insync-replicas 2: an acks=all" \

@@ -575,7 +575,7 @@ func TestControllerCommandsBadFlags(t *testing.T) {
 	}
 	r := ctl(t, "", "", "--controller", ",", "describe-cluster")
 	wantCode(t, r, 2)
-	wantContains(t, "stderr", r.stderr, "--controller: want ADDR")
+	wantContains(t, "stderr", r.stderr, `--controller: no address in ","`)
 }
 
 // TestControllerFromEnv ensures CTLCLIENT_CONTROLLER is --controller's default.

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
+	"github.com/replicad/replicad/internal/flagfile"
 )
 
 // int32Flag is an int32 flag; wider values are refused at parse time.
@@ -74,6 +75,9 @@ func (l *brokerList) Set(s string) error {
 	bid, err := strconv.ParseInt(id, 10, 32)
 	if err != nil {
 		return fmt.Errorf("want ID=HOST:PORT with a numeric ID (got %q)", s)
+	}
+	if err := flagfile.CheckAddress(addr, "127.0.0.1:9091", false); err != nil {
+		return fmt.Errorf("want ID=HOST:PORT (got %q): %v", s, err)
 	}
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {

@@ -3,13 +3,13 @@ package main
 import (
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
 
+	"github.com/replicad/replicad/internal/flagfile"
 	"github.com/replicad/replicad/internal/grpcx"
 	"github.com/replicad/replicad/internal/tlsconf"
 
 	"context"
 	"flag"
 	"fmt"
-	"net"
 	"slices"
 	"strings"
 	"time"
@@ -103,21 +103,23 @@ func (g *globals) validate() error {
 	if g.timeout <= 0 {
 		return fmt.Errorf("--timeout: must be positive (got %v)", g.timeout)
 	}
+	// Every address is checked before anything is dialed: gRPC would take
+	// "127.0.0.1" as 127.0.0.1:443 and "http://h:9090" as a host named
+	// "http", and wait out --timeout on either.
 	if g.broker == "" {
 		return fmt.Errorf("--broker: must not be empty")
 	}
-	if g.controller != "" && len(g.controllers()) == 0 {
-		return fmt.Errorf("--controller: want ADDR[,ADDR...] (got %q)", g.controller)
+	if err := flagfile.Address("broker", g.broker, defaultBroker, false); err != nil {
+		return g.fromElsewhere("broker", err)
+	}
+	if g.controller != "" {
+		if _, err := flagfile.AddressList("controller", g.controller, "127.0.0.1:9090", false); err != nil {
+			return g.fromElsewhere("controller", err)
+		}
 	}
 	if g.bootstrap != "" {
-		addrs := g.bootstrapAddrs()
-		if len(addrs) == 0 {
-			return fmt.Errorf("--bootstrap: want HOST:PORT[,HOST:PORT...] (got %q)", g.bootstrap)
-		}
-		for _, a := range addrs {
-			if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
-				return fmt.Errorf("--bootstrap: %q is not HOST:PORT", a)
-			}
+		if _, err := flagfile.AddressList("bootstrap", g.bootstrap, defaultBroker, false); err != nil {
+			return g.fromElsewhere("bootstrap", err)
 		}
 	}
 	auth, err := tlsconf.ParseClientAuth(g.tlsClientAuth)
@@ -129,6 +131,21 @@ func (g *globals) validate() error {
 		return err
 	}
 	return nil
+}
+
+// fromElsewhere adds to err, about global flag name, where its value came
+// from when the command line did not give it: a bad CTLCLIENT_BROKER
+// reported as "--broker" alone would send the user looking for a flag
+// they never typed.
+func (g *globals) fromElsewhere(name string, err error) error {
+	if g.explicit[name] {
+		return err
+	}
+	src := "CTLCLIENT_" + strings.ToUpper(name)
+	if g.profile != "" {
+		src += fmt.Sprintf(" or profile %q", g.profile)
+	}
+	return fmt.Errorf("%w (the value comes from %s)", err, src)
 }
 
 // controllers is --controller split at its commas, empty entries left out.

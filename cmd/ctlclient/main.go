@@ -20,6 +20,7 @@ import (
 	grpccodes "google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/replicad/replicad/internal/flagfile"
 	"github.com/replicad/replicad/internal/telemetry"
 	"github.com/replicad/replicad/internal/tlsconf"
 )
@@ -65,7 +66,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	top := flag.NewFlagSet("ctlclient", flag.ContinueOnError)
 	top.SetOutput(io.Discard)
 	g.register(top)
-	if err := top.Parse(args); err != nil {
+	if err := flagfile.ParseFlags(top, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			printMainHelp(stdout)
 			return exitOK
@@ -79,6 +80,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return exitUsage
 	}
 	if rest[0] == "help" {
+		if len(rest) == 2 && strings.HasPrefix(rest[1], "--markdown") {
+			return runHelpMarkdown(rest[1], stdout, stderr)
+		}
 		return runHelp(rest[1:], stdout, stderr)
 	}
 	cmd, cmdArgs, err := findCommand(rest)
@@ -108,7 +112,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if cmd.flags != nil {
 		runCmd = cmd.flags(fs)
 	}
-	if err := fs.Parse(cmdArgs); err != nil {
+	if err := flagfile.ParseFlags(fs, cmdArgs); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			printCommandHelp(stdout, cmd, fs)
 			return exitOK
@@ -118,15 +122,15 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if fs.NArg() > 0 && !cmd.args {
 		return usageFailure(stderr, cmd, fmt.Errorf("unexpected argument %q", fs.Arg(0)))
 	}
-	if err := g.validate(); err != nil {
-		return usageFailure(stderr, cmd, err)
-	}
 	explicit := setFlags(top)
 	for name := range setFlags(fs) {
 		explicit[name] = true
 	}
 	g.brokerOnly = explicit["broker"] && !explicit["controller"] && !explicit["bootstrap"]
 	g.explicit = explicit
+	if err := g.validate(); err != nil {
+		return usageFailure(stderr, cmd, err)
+	}
 	e := &env{g: g, stdin: stdin, stdout: stdout, stderr: stderr, getenv: getenv}
 	if cmd.daemon || cmd.local {
 		return e.report(cmd, runCmd(ctx, e))

@@ -61,7 +61,11 @@ func parseControllerFlags(args []string, stderr io.Writer) (controllerd.Config, 
 	tlsClientAuth := fs.String("tls-client-auth", getenvDefault("REPLICAD_TLS_CLIENT_AUTH", "none"), "client certificates the server asks for: none, request or require (mutual TLS);\nenv REPLICAD_TLS_CLIENT_AUTH")
 	showVersion := fs.Bool("version", false, "print the version, commit and build date, and exit")
 	configFile := fs.String("config", "", "YAML `FILE` of flag values, keys the flag names (store: /var/lib/replicad/controller);\nflags given on the command line override it, an unknown key is an error")
-	if err := fs.Parse(args); err != nil {
+	if referenceFlags != nil {
+		referenceFlags(fs)
+		return cfg, flag.ErrHelp
+	}
+	if err := flagfile.ParseFlags(fs, args); err != nil {
 		return cfg, err
 	}
 	if fs.NArg() > 0 {

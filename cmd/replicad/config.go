@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -199,7 +198,11 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.Var((*msDuration)(retentionCheck), "log.retention.check.interval.ms", "alias of --log-retention-check-interval, in ms (Kafka's name)")
 	showVersion := fs.Bool("version", false, "print the version, commit and build date, and exit ('replicad version -o json': as JSON)")
 	configFile := fs.String("config", "", "YAML `FILE` of flag values, keys the flag names (listen: 127.0.0.1:9091); flags given on the\ncommand line override it, an unknown key is an error")
-	if err := fs.Parse(args); err != nil {
+	if referenceFlags != nil {
+		referenceFlags(fs)
+		return config{}, flag.ErrHelp
+	}
+	if err := flagfile.ParseFlags(fs, args); err != nil {
 		return config{}, err
 	}
 	if fs.NArg() > 0 {
@@ -235,7 +238,12 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 
 	check(*id >= 0 && *id <= 1<<31-1, "id", "must be in 0..%d (got %d)", 1<<31-1, *id)
 	cfg.brokerID = int32(*id)
-	check(validHostPort(*listen), "listen", "want HOST:PORT with PORT in 0..65535 (got %q)", *listen)
+	addrCheck := func(err error) {
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	addrCheck(flagfile.Address("listen", *listen, "127.0.0.1:9091", true))
 	cfg.listen = *listen
 	dirs := *logDirs
 	if dirs == "" {
@@ -245,9 +253,11 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	cfg.logDirs, err = absoluteDirs(dirs)
 	check(err == nil, "log-dirs", "%v", err)
 	_, err = splitControllers(*controller)
-	check(err == nil, "controller", "%v", err)
+	addrCheck(err)
 	cfg.controller = *controller
-	check(*advertised == "" || validAdvertisedAddress(*advertised), "advertised-address", "want HOST:PORT with a host and PORT in 1..65535 (got %q)", *advertised)
+	if *advertised != "" {
+		addrCheck(flagfile.Address("advertised-address", *advertised, "broker1.example.com:9091", false))
+	}
 	cfg.advertisedAddress = *advertised
 	check(*shutdownTimeout > 0 || !flagSet(fs, "controlled-shutdown-timeout"), "controlled-shutdown-timeout", "must be positive (got %v)", *shutdownTimeout)
 	cfg.controlledShutdownTimeout = *shutdownTimeout
@@ -265,7 +275,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		cfg.stateChangeLevel = &l
 	}
 	check(*format == "console" || *format == "json", "log-format", "want console or json (got %q)", *format)
-	check(*metrics == "" || validHostPort(*metrics), "metrics-listen", "want HOST:PORT or empty (got %q)", *metrics)
+	if *metrics != "" {
+		addrCheck(flagfile.Address("metrics-listen", *metrics, "127.0.0.1:9100", true))
+	}
 	policy, ok := flushPolicies[*flush]
 	check(ok, "log-flush", "want every-batch, interval or os (got %q)", *flush)
 	cfg.logConfig.FlushPolicy = policy
@@ -391,11 +403,11 @@ func splitControllers(list string) ([]string, error) {
 	seen := map[string]bool{}
 	for _, a := range strings.Split(list, ",") {
 		a = strings.TrimSpace(a)
-		if !validHostPort(a) {
-			return nil, fmt.Errorf("want HOST:PORT[,HOST:PORT...] or empty (got %q in %q)", a, list)
+		if err := flagfile.Address("controller", a, "127.0.0.1:9090", false); err != nil {
+			return nil, err
 		}
 		if seen[a] {
-			return nil, fmt.Errorf("%s named twice", a)
+			return nil, fmt.Errorf("--controller: %s named twice", a)
 		}
 		seen[a] = true
 		addrs = append(addrs, a)
@@ -403,31 +415,30 @@ func splitControllers(list string) ([]string, error) {
 	return addrs, nil
 }
 
+// announceDefaults is the line a bare `replicad` prints first: with no
+// flag and no --config it starts a broker on the defaults, which a user who
+// meant to get usage, or a controller, would otherwise not learn until
+// data/ appears or :9091 is taken.
+func announceDefaults(stderr io.Writer) {
+	cfg, err := parseFlags(nil, io.Discard)
+	if err != nil {
+		return // run reports it
+	}
+	fmt.Fprintf(stderr, "replicad: starting a broker with id %d on %s, log dir %s (no --config or flags given;"+
+		" 'replicad --help' lists them, 'replicad controller' starts a controller)\n",
+		cfg.brokerID, cfg.listen, strings.Join(cfg.logDirs, ","))
+}
+
+// referenceFlags, when set (replicad --help-markdown), receives the broker's
+// flag set once every flag is registered, and parseFlags stops there: the
+// reference page is made from the flag set that parses, so it cannot drift.
+var referenceFlags func(*flag.FlagSet)
+
 // flagSet reports whether the command line set flag name.
 func flagSet(fs *flag.FlagSet, name string) bool {
 	set := false
 	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
 	return set
-}
-
-// validAdvertisedAddress is a HOST:PORT others can dial: a host, and a port
-// that is not 0.
-func validAdvertisedAddress(s string) bool {
-	host, port, err := net.SplitHostPort(s)
-	if err != nil || host == "" {
-		return false
-	}
-	p, err := strconv.Atoi(port)
-	return err == nil && p >= 1 && p <= 65535
-}
-
-func validHostPort(s string) bool {
-	_, port, err := net.SplitHostPort(s)
-	if err != nil {
-		return false
-	}
-	p, err := strconv.Atoi(port)
-	return err == nil && p >= 0 && p <= 65535
 }
 
 // absoluteDirs splits a comma list into absolute, cleaned paths: the broker

@@ -59,6 +59,8 @@ func TestBrokerConfigFileRefuses(t *testing.T) {
 		{"num-replica-fetchers: two\n", `num-replica-fetchers: invalid value "two"`},
 		{"listen: 127.0.0.1:9091\nlisen: x\n", `:2: unknown key "lisen"`},
 		{"version: true\n", `unknown key "version"`},
+		{"replica-lag-time-max: 30\n", `:1: replica-lag-time-max: invalid value "30": missing unit in duration; did you mean 30s?`},
+		{"controller: http://127.0.0.1:9090\n", "--controller http://127.0.0.1:9090: a scheme (http://) is not allowed"},
 	} {
 		_, err := parseFlags([]string{"--config", configFile(t, tc.body)}, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -90,7 +92,7 @@ func TestControllerConfigFileRefuses(t *testing.T) {
 	// looked at when the flag is given.
 	var stderr bytes.Buffer
 	if code := dispatch([]string{"controller", "--config", configFile(t, "session-timeout: 1ms\nlisten: bad\n"), "--session-timeout", "6s"},
-		io.Discard, &stderr); code != 2 || !strings.Contains(stderr.String(), "--listen:") || strings.Contains(stderr.String(), "session-timeout") {
+		io.Discard, &stderr); code != 2 || !strings.Contains(stderr.String(), "--listen bad: missing port") || strings.Contains(stderr.String(), "session-timeout") {
 		t.Errorf("override: exit %d, stderr %q", code, stderr.String())
 	}
 }

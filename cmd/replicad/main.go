@@ -58,7 +58,12 @@ func dispatch(args []string, stdout, stderr io.Writer) int {
 			return runControllerCommand(args[1:], stdout, stderr)
 		case "version":
 			return runVersion(args[1:], stdout, stderr)
+		case helpMarkdownFlag:
+			return runHelpMarkdown(args[1:], stdout, stderr)
 		}
+	}
+	if len(args) == 0 {
+		announceDefaults(stderr)
 	}
 	return run(args, stdout, stderr)
 }

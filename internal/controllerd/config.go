@@ -3,7 +3,6 @@ package controllerd
 import (
 	"flag"
 	"fmt"
-	"net"
 	"strconv"
 	"strings"
 	"time"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/replicad/replicad/controller"
 	"github.com/replicad/replicad/internal/authz"
+	"github.com/replicad/replicad/internal/flagfile"
 	"github.com/replicad/replicad/internal/tlsconf"
 )
 
@@ -128,14 +128,21 @@ func (f *int32Flag) Set(s string) error {
 
 // Validate checks the values; every mistake is a UsageError naming its flag.
 func (c Config) Validate() error {
-	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
-		return usagef("--listen: %v", err)
+	if err := flagfile.Address("listen", c.Listen, "127.0.0.1:9090", true); err != nil {
+		return UsageError{err.Error()}
 	}
 	if c.Store == "" {
 		return usagef("--store: must not be empty")
 	}
-	if rest, ok := strings.CutPrefix(c.Store, "etcd://"); ok && len(etcdEndpoints(rest)) == 0 {
-		return usagef("--store: etcd:// needs at least one HOST:PORT")
+	if rest, ok := strings.CutPrefix(c.Store, "etcd://"); ok {
+		if len(etcdEndpoints(rest)) == 0 {
+			return usagef("--store: etcd:// needs at least one HOST:PORT")
+		}
+		// Each endpoint as an address of its own: "etcd://127.0.0.1"
+		// would otherwise wait out etcd's dial timeout.
+		if _, err := flagfile.AddressList("store", rest, "etcd://127.0.0.1:2379", false); err != nil {
+			return UsageError{err.Error()}
+		}
 	}
 	if c.SessionTimeout < 100*time.Millisecond {
 		return usagef("--session-timeout: must be at least 100ms (got %v)", c.SessionTimeout)
@@ -159,8 +166,8 @@ func (c Config) Validate() error {
 		return usagef("--log-format: want console or json (got %q)", c.LogFormat)
 	}
 	if c.MetricsListen != "" {
-		if _, _, err := net.SplitHostPort(c.MetricsListen); err != nil {
-			return usagef("--metrics-listen: want HOST:PORT or empty: %v", err)
+		if err := flagfile.Address("metrics-listen", c.MetricsListen, "127.0.0.1:9190", true); err != nil {
+			return UsageError{err.Error()}
 		}
 	}
 	if c.MetricsTLS && (c.MetricsListen == "" || c.TLS.Cert == "") {

@@ -41,7 +41,10 @@ func TestValidateNamesTheFlag(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--listen", "9090"}, "--listen:"},
+		{[]string{"--listen", "9090"}, "--listen 9090: missing port (want host:port, e.g. 127.0.0.1:9090)"},
+		{[]string{"--listen", "http://127.0.0.1:9090"}, "--listen http://127.0.0.1:9090: a scheme (http://) is not allowed"},
+		{[]string{"--metrics-listen", "127.0.0.1"}, "--metrics-listen 127.0.0.1: missing port"},
+		{[]string{"--store", "etcd://127.0.0.1:2379,127.0.0.1"}, "--store 127.0.0.1: missing port (want host:port, e.g. etcd://127.0.0.1:2379)"},
 		{[]string{"--store", ""}, "--store: must not be empty"},
 		{[]string{"--store", "etcd://, ,"}, "--store: etcd:// needs at least one HOST:PORT"},
 		{[]string{"--session-timeout", "50ms"}, "--session-timeout: must be at least 100ms"},

@@ -10,4 +10,10 @@
 //
 // A list is a repeatable flag given once per item (tls-principal-rule), or,
 // for any other flag, its comma-separated form (log-dirs: [/a, /b]).
+//
+// It also holds the checks every command line shares, in both binaries
+// (replicad and ctlclient), so a mistake reads the same everywhere:
+// ParseFlags explains a duration without a unit ("did you mean 5s?"), on
+// the command line and in a file; Address and AddressList refuse an
+// address without a port or with a scheme before anything is dialed.
 package flagfile

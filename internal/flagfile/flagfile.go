@@ -35,6 +35,9 @@ func Apply(fs *flag.FlagSet, path string, opts Options) error {
 	if err != nil {
 		return fmt.Errorf("--config %s: %w", path, err)
 	}
+	// A duration in the file gets the command line's hint ("did you mean 5s?").
+	restore := hintDurations(fs)
+	defer restore()
 	onCommandLine := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { onCommandLine[f.Name] = true })
 	for _, e := range entries {
