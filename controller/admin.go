@@ -478,7 +478,9 @@ func (c *Controller) describe() (clusterView, error) {
 	v := clusterView{epoch: c.epoch, partitions: c.sortedPartitionsLocked(), deleted: c.deletedSnapshotLocked()}
 	for _, id := range c.sortedBrokerIDsLocked() {
 		bs := c.brokers[id]
-		v.brokers = append(v.brokers, brokerView{info: bs.info, alive: !bs.info.Fenced})
+		// A broker done with its controlled shutdown is stopping: not alive,
+		// as a fenced one is not.
+		v.brokers = append(v.brokers, brokerView{info: bs.info, alive: !bs.info.Fenced && !bs.shutDown})
 	}
 	v.minIsr = make([]int, len(v.partitions))
 	for i := range v.partitions {
