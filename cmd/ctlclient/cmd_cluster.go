@@ -585,7 +585,7 @@ ctlclient reassign --cancel --plan plan.json`,
 					return err
 				}
 				if reassignNoop(was, resp, replicas) {
-					return e.noop(resp, fmt.Sprintf("%s-%d already has replicas %v: nothing changed", *topic, *partition, replicas))
+					return e.noop(resp, fmt.Sprintf("%s-%d already has replicas %s: nothing changed", *topic, *partition, idList(replicas)))
 				}
 				if e.jsonOutput() {
 					err = e.printJSON(resp)
@@ -665,7 +665,7 @@ func waitForReassignment(ctx context.Context, e *env, cc *controllerClient, k pa
 		}
 		if len(p.GetAddingReplicas()) == 0 && len(p.GetRemovingReplicas()) == 0 && sameMembers(p.GetReplicas(), target) {
 			if !e.jsonOutput() {
-				fmt.Fprintf(e.stdout, "done: replicas %v, ISR %v\n", p.GetReplicas(), p.GetIsr())
+				fmt.Fprintf(e.stdout, "done: replicas %s, ISR %s\n", idList(p.GetReplicas()), idList(p.GetIsr()))
 			}
 			return nil
 		}
@@ -687,19 +687,19 @@ func waitForReassignment(ctx context.Context, e *env, cc *controllerClient, k pa
 }
 
 // reassignProgress describes a partition still being reassigned:
-// "adding [4], removing [1]: ISR [1 2 3], waiting for 4".
+// "adding 4, removing 1: ISR 1,2,3, waiting for 4".
 func reassignProgress(p *replicadv1.ClusterPartition, target []int32) string {
 	adding, removing := p.GetAddingReplicas(), p.GetRemovingReplicas()
 	var head string
 	switch {
 	case len(adding) > 0 && len(removing) > 0:
-		head = fmt.Sprintf("adding %v, removing %v", adding, removing)
+		head = fmt.Sprintf("adding %s, removing %s", idList(adding), idList(removing))
 	case len(adding) > 0:
-		head = fmt.Sprintf("adding %v", adding)
+		head = fmt.Sprintf("adding %s", idList(adding))
 	case len(removing) > 0:
-		head = fmt.Sprintf("removing %v", removing)
+		head = fmt.Sprintf("removing %s", idList(removing))
 	default:
-		return fmt.Sprintf("replicas %v, ISR %v, waiting for replicas %v", p.GetReplicas(), p.GetIsr(), target)
+		return fmt.Sprintf("replicas %s, ISR %s, waiting for replicas %s", idList(p.GetReplicas()), idList(p.GetIsr()), idList(target))
 	}
 	var behind []int32
 	for _, a := range adding {
@@ -709,14 +709,9 @@ func reassignProgress(p *replicadv1.ClusterPartition, target []int32) string {
 	}
 	tail := "waiting for the controller to finish"
 	if len(behind) > 0 {
-		tail = "waiting for " + joinInt32sSpaced(behind)
+		tail = "waiting for " + idList(behind)
 	}
-	return fmt.Sprintf("%s: ISR %v, %s", head, p.GetIsr(), tail)
-}
-
-func joinInt32sSpaced(ids []int32) string {
-	s := fmt.Sprint(ids)
-	return s[1 : len(s)-1]
+	return fmt.Sprintf("%s: ISR %s, %s", head, idList(p.GetIsr()), tail)
 }
 
 // sameMembers reports whether a and b hold the same broker ids, in any order.
@@ -792,7 +787,7 @@ matching nothing still exits 0; see 'cluster health' for an exit status.
 				case e.jsonOutput():
 					err = e.printJSON(resp)
 				case filter != nil && resp.GetErrorCode() == replicadv1.ErrorCode_ERROR_CODE_NONE:
-					err = printFilteredPartitions(e.stdout, filter, *topic, resp.GetPartitions())
+					err = printFilteredPartitions(e.stdout, filter, *topic, resp.GetPartitions(), aliveBrokers(resp))
 				default:
 					err = printCluster(e.stdout, resp)
 				}
@@ -826,7 +821,7 @@ func printCluster(w io.Writer, resp *replicadv1.DescribeClusterResponse) error {
 		return err
 	}
 	fmt.Fprintln(w)
-	if err := printClusterPartitions(w, resp.GetPartitions()); err != nil {
+	if err := printPartitionsTable(w, resp.GetPartitions(), aliveBrokers(resp), false); err != nil {
 		return err
 	}
 	if len(resp.GetPendingDeletions()) == 0 {
@@ -846,13 +841,17 @@ func printCluster(w io.Writer, resp *replicadv1.DescribeClusterResponse) error {
 // partition; ADDING and REMOVING appear when a partition is being reassigned,
 // ELR when a partition has eligible leader replicas out of its ISR (or a
 // last known ELR, marked *), OFFLINE when a replica is reported offline.
+// An answer without the brokers' liveness (create-topic's, elect's) shows
+// the offline replicas their brokers report only.
 func printClusterPartitions(w io.Writer, parts []*replicadv1.ClusterPartition) error {
-	return printPartitionsTable(w, parts, false)
+	return printPartitionsTable(w, parts, nil, false)
 }
 
 // printPartitionsTable is printClusterPartitions with, when withMinIsr, a
-// MIN-ISR column (the effective min.insync.replicas) last.
-func printPartitionsTable(w io.Writer, parts []*replicadv1.ClusterPartition, withMinIsr bool) error {
+// MIN-ISR column (the effective min.insync.replicas) last, and with alive
+// (the live brokers; nil: unknown) counting the replicas on brokers not
+// alive as offline too.
+func printPartitionsTable(w io.Writer, parts []*replicadv1.ClusterPartition, alive map[int32]bool, withMinIsr bool) error {
 	parts = sortedPartitions(parts)
 	reassigning := slices.ContainsFunc(parts, func(p *replicadv1.ClusterPartition) bool {
 		return len(p.GetAddingReplicas()) > 0 || len(p.GetRemovingReplicas()) > 0
@@ -860,7 +859,7 @@ func printPartitionsTable(w io.Writer, parts []*replicadv1.ClusterPartition, wit
 	withELR := slices.ContainsFunc(parts, func(p *replicadv1.ClusterPartition) bool {
 		return len(p.GetElr()) > 0 || len(p.GetLastKnownElr()) > 0
 	})
-	withOffline := slices.ContainsFunc(parts, func(p *replicadv1.ClusterPartition) bool { return len(p.GetOfflineReplicas()) > 0 })
+	withOffline := slices.ContainsFunc(parts, func(p *replicadv1.ClusterPartition) bool { return len(offlineReplicas(p, alive)) > 0 })
 	header := []string{"TOPIC", "PARTITION", "LEADER", "EPOCH", "P-EPOCH", "ISR", "REPLICAS"}
 	if withELR {
 		header = append(header, "ELR")
@@ -881,7 +880,7 @@ func printPartitionsTable(w io.Writer, parts []*replicadv1.ClusterPartition, wit
 			row = append(row, elrCell(p))
 		}
 		if withOffline {
-			row = append(row, idsOrDash(p.GetOfflineReplicas()))
+			row = append(row, idsOrDash(offlineReplicas(p, alive)))
 		}
 		if reassigning {
 			row = append(row, idsOrDash(p.GetAddingReplicas()), idsOrDash(p.GetRemovingReplicas()))
@@ -892,6 +891,29 @@ func printPartitionsTable(w io.Writer, parts []*replicadv1.ClusterPartition, wit
 		t.row(row...)
 	}
 	return t.flush()
+}
+
+// offlineReplicas are p's replicas that cannot serve, as kafka-topics
+// --describe counts them: those their brokers report offline (a failed log
+// dir) and, when alive is known, those on brokers not alive (fenced, done
+// with a controlled shutdown, or unknown). In replica order.
+func offlineReplicas(p *replicadv1.ClusterPartition, alive map[int32]bool) []int32 {
+	reported := p.GetOfflineReplicas()
+	if alive == nil {
+		return reported
+	}
+	var out []int32
+	for _, r := range p.GetReplicas() {
+		if !alive[r] || slices.Contains(reported, r) {
+			out = append(out, r)
+		}
+	}
+	for _, r := range reported {
+		if !slices.Contains(out, r) {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 func idsOrDash(ids []int32) string {

@@ -65,7 +65,7 @@ func runGenerate(ctx context.Context, e *env, cc *controllerClient, o reassignOp
 		}
 	}
 	if len(unknown) > 0 {
-		return answerError{fmt.Sprintf("reassign --generate: broker(s) %v are not registered", unknown)}
+		return answerError{fmt.Sprintf("reassign --generate: broker(s) %s are not registered", joinInt32s(unknown))}
 	}
 	parts, err := partitionsOfTopics(resp, o.topics)
 	if err != nil {
@@ -387,7 +387,7 @@ func runCancel(ctx context.Context, e *env, cc *controllerClient, o reassignOpti
 		for _, r := range results {
 			line := fmt.Sprintf("%s-%d: %s", r.Topic, r.Partition, r.Outcome)
 			if r.Replicas != nil {
-				line += fmt.Sprintf(": replicas %v", r.Replicas)
+				line += fmt.Sprintf(": replicas %s", idList(r.Replicas))
 			}
 			if r.Error != "" {
 				line += ": " + r.Error

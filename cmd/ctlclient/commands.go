@@ -60,6 +60,7 @@ func commands() []*command {
 		aclListCommand(),
 		traceCommand(),
 		certsInitCommand(),
+		certsIssueCommand(),
 		completionCommand(),
 		profileCommands()[0],
 		profileCommands()[1],
@@ -124,6 +125,9 @@ func printMainHelp(w io.Writer) {
 
 func printCommandHelp(w io.Writer, c *command, fs *flag.FlagSet) {
 	fmt.Fprintf(w, "ctlclient %s: %s\n\nUsage: ctlclient [global flags] %s %s\n", c.name, c.summary, c.name, c.usage)
+	if fs != nil && !c.args && takesTopicArgument(fs) {
+		fmt.Fprintf(w, "       (the topic may be given as the first argument instead of --topic)\n")
+	}
 	if c.later != "" {
 		fmt.Fprintf(w, "\nNot implemented yet: arrives with %s.\n", c.later)
 	}

@@ -82,6 +82,14 @@ func joinInt32s(ids []int32) string {
 	return strings.Join(parts, ",")
 }
 
+// idList is ids in prose, "1,2,3" as in the tables, "none" when empty.
+func idList(ids []int32) string {
+	if len(ids) == 0 {
+		return "none"
+	}
+	return joinInt32s(ids)
+}
+
 // answerError is an OK RPC whose answer carried error codes.
 type answerError struct{ msg string }
 
