@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -120,7 +121,7 @@ replication factor are not compared with the flags.
 					return c.CreateTopic(ctx, req)
 				})
 				if err != nil {
-					return err
+					return mayBeApplied(err, "check with `ctlclient describe-topic "+*topic+"`")
 				}
 				if *ifNotExists && resp.GetErrorCode() == replicadv1.ErrorCode_ERROR_CODE_TOPIC_ALREADY_EXISTS {
 					return e.noop(resp, fmt.Sprintf("topic %s already exists: nothing to do (--if-not-exists)", *topic))
@@ -207,7 +208,7 @@ no-op), "done", "pending": [{"partition", "brokers"}], "elapsedMs"}.
 					return c.DeleteTopic(ctx, &replicadv1.DeleteTopicRequest{Topic: *topic})
 				})
 				if err != nil {
-					return err
+					return mayBeApplied(err, "check with `ctlclient list-topics`")
 				}
 				if *ifExists && resp.GetErrorCode() == replicadv1.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_OR_PARTITION {
 					msg := fmt.Sprintf("topic %s does not exist: nothing to do (--if-exists)", *topic)
@@ -415,7 +416,7 @@ this by itself (controller run --auto-leader-rebalance-enable).
 					return c.ElectLeader(ctx, req)
 				})
 				if err != nil {
-					return err
+					return mayBeApplied(err, "check with `ctlclient describe-topic "+*topic+"`")
 				}
 				return e.printAdminAnswer(resp, func() error {
 					return printPartitionResult(e.stdout, *topic, *partition, resp.GetErrorCode(), resp.GetPartition())
@@ -582,7 +583,7 @@ ctlclient reassign --cancel --plan plan.json`,
 					return c.ReassignPartition(ctx, req)
 				})
 				if err != nil {
-					return err
+					return mayBeApplied(err, "check with `ctlclient describe-topic "+*topic+"`")
 				}
 				if reassignNoop(was, resp, replicas) {
 					return e.noop(resp, fmt.Sprintf("%s-%d already has replicas %s: nothing changed", *topic, *partition, idList(replicas)))
@@ -637,8 +638,13 @@ func checkReplicas(replicas []int32) error {
 // waitForReassignment polls DescribeCluster until k has exactly target as
 // replicas and no replica left to add or remove, printing each new state.
 func waitForReassignment(ctx context.Context, e *env, cc *controllerClient, k partitionKey, target []int32, timeout time.Duration) error {
+	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	// Ctrl-C stops the watching, not the move.
+	interrupted := interruptedError{fmt.Sprintf("reassign %s: interrupted; the move to %s goes on in the cluster. "+
+		"Follow it with `ctlclient describe-topic %s`; `ctlclient reassign --cancel` cancels it (and every other reassignment in flight)",
+		k, idList(target), k.topic)}
 	tick := time.NewTicker(reassignPollInterval)
 	defer tick.Stop()
 	last := ""
@@ -647,6 +653,8 @@ func waitForReassignment(ctx context.Context, e *env, cc *controllerClient, k pa
 			return c.DescribeCluster(ctx, &replicadv1.DescribeClusterRequest{})
 		})
 		switch {
+		case err != nil && errors.Is(parent.Err(), context.Canceled):
+			return interrupted
 		case err != nil && ctx.Err() == context.DeadlineExceeded:
 			return answerError{fmt.Sprintf("reassign %s: not done after %s; last seen: %s", k, timeout, last)}
 		case err != nil:
@@ -679,6 +687,9 @@ func waitForReassignment(ctx context.Context, e *env, cc *controllerClient, k pa
 		case <-ctx.Done():
 			if ctx.Err() == context.DeadlineExceeded {
 				return answerError{fmt.Sprintf("reassign %s: not done after %s; last seen: %s", k, timeout, last)}
+			}
+			if errors.Is(parent.Err(), context.Canceled) {
+				return interrupted
 			}
 			return ctx.Err()
 		case <-tick.C:

@@ -29,6 +29,9 @@ const (
 	exitOK      = 0
 	exitFailure = 1 // an RPC failed, an answer carried an error code, or not implemented yet
 	exitUsage   = 2
+	// exitInterrupted: Ctrl-C (or SIGTERM) stopped a wait whose work goes
+	// on in the cluster; 128+SIGINT, as a shell reports it.
+	exitInterrupted = 130
 )
 
 func main() {
@@ -207,11 +210,15 @@ func (e *env) runTraced(ctx context.Context, cmd *command, runCmd func(context.C
 // report prints err the way its kind asks and maps it to an exit status.
 func (e *env) report(cmd *command, err error) int {
 	var uerr usageError
+	var ierr interruptedError
 	switch {
 	case err == nil:
 		return exitOK
 	case errors.As(err, &uerr):
 		return usageFailure(e.stderr, cmd, err)
+	case errors.As(err, &ierr):
+		fmt.Fprintf(e.stderr, "ctlclient: %v\n", err)
+		return exitInterrupted
 	}
 	if st, ok := status.FromError(err); ok {
 		if svc, ok := brokerServiceMissing(st); ok {

@@ -90,6 +90,13 @@ func idList(ids []int32) string {
 	return joinInt32s(ids)
 }
 
+// interruptedError: the user interrupted a wait (Ctrl-C) for work that
+// goes on without ctlclient; the message says how to follow or undo it.
+// Exit status 130.
+type interruptedError struct{ msg string }
+
+func (i interruptedError) Error() string { return i.msg }
+
 // answerError is an OK RPC whose answer carried error codes.
 type answerError struct{ msg string }
 
