@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
 )
 
@@ -93,5 +96,38 @@ func TestReassignWaitInterrupted(t *testing.T) {
 		"ctlclient reassign --verify --plan "+plan, "ctlclient reassign --cancel --plan "+plan)
 	if n := f.callCount("ReassignPartition"); n != 1 {
 		t.Errorf("%d ReassignPartition calls, want 1 (an interrupt cancels nothing)", n)
+	}
+}
+
+// deniedController refuses DescribeCluster, as a real controller refuses a
+// client certificate.
+type deniedController struct {
+	*fakeController
+}
+
+func (deniedController) DescribeCluster(context.Context, *replicadv1.DescribeClusterRequest) (*replicadv1.DescribeClusterResponse, error) {
+	return nil, status.Error(codes.PermissionDenied, "spiffe://replicad/client/app may not call ControllerService/DescribeCluster")
+}
+
+// TestClientCertWithControllerToldBootstrap ensures produce and consume
+// through a controller that refuses to describe the cluster to the caller
+// (a client certificate) say to use --bootstrap, at once, not after
+// retrying to --timeout.
+func TestClientCertWithControllerToldBootstrap(t *testing.T) {
+	addr := startController(t, deniedController{newFakeController()})
+	for _, args := range [][]string{
+		{"produce", "orders", "--partition", "0", "--value", "x"},
+		{"consume", "orders", "--partition", "0"},
+	} {
+		start := time.Now()
+		r := ctl(t, "", "", append([]string{"--controller", addr}, args...)...)
+		wantCode(t, r, 1)
+		wantContains(t, "stderr", r.stderr, "give --bootstrap BROKER[,BROKER...] instead of --controller", "may not call ControllerService/DescribeCluster")
+		if r.stdout != "" {
+			t.Errorf("%s printed %q", args[0], r.stdout)
+		}
+		if el := time.Since(start); el > 5*time.Second {
+			t.Errorf("%s took %v: retried a refusal", args[0], el)
+		}
 	}
 }

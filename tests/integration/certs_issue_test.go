@@ -15,8 +15,9 @@ import (
 
 // A certificate from `ctlclient certs issue` is a second identity a real
 // mutual-TLS cluster with authorization accepts: refused before an ACL
-// names it, producing and consuming through --bootstrap once one does,
-// while ca.crt and ca.key stay byte for byte what certs init wrote.
+// names it (through --controller, told to use --bootstrap), producing and
+// consuming through --bootstrap once one does, while ca.crt and ca.key
+// stay byte for byte what certs init wrote.
 func TestCertsIssueSecondIdentity(t *testing.T) {
 	dir := devCerts(t)
 	caBefore := map[string][]byte{}
@@ -50,6 +51,13 @@ func TestCertsIssueSecondIdentity(t *testing.T) {
 	r = asAnalytics("produce", topic, "--partition", "0", "--value", "before")
 	if r.code != 1 || !strings.Contains(r.stderr, "PermissionDenied") || !strings.Contains(r.stderr, principal) {
 		t.Fatalf("produce before any ACL: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	// Through --controller, a client certificate is told to use --bootstrap:
+	// the controller describes the cluster to admins only.
+	r = runCtlclient(t, nil, "", append([]string{"--controller", c.ctlAddr, "produce", topic, "--partition", "0", "--value", "x"},
+		tlsFlags(dir, "analytics", "")...)...)
+	if r.code != 1 || !strings.Contains(r.stderr, "give --bootstrap BROKER[,BROKER...] instead of --controller") || r.stdout != "" {
+		t.Fatalf("produce through --controller as a client: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	mustACLCtl(t, c, dir, "acl", "add", "--principal", principal, "--operation", "write", "--topic", topic)
 	mustACLCtl(t, c, dir, "acl", "add", "--principal", principal, "--operation", "read", "--topic", topic)
