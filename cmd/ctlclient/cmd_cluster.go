@@ -70,7 +70,9 @@ func (e *env) printAdminAnswer(resp adminAnswer, table func() error, what string
 
 const controllerExitDetails = `--controller may list several controllers (ADDR,ADDR,...): the call goes to
 the one answering as the active controller, moving on from standbys
-(NOT_CONTROLLER) and unreachable addresses, and retrying for up to --timeout.`
+(NOT_CONTROLLER) and unreachable addresses, and retrying for up to --timeout.
+A controller that took the request but did not answer within --timeout may
+have applied it: the error says so, and how to check, before a retry.`
 
 func createTopicCommand() *command {
 	return &command{

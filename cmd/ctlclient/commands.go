@@ -106,7 +106,8 @@ const mainHelpFooter = `
 Exit status: 0 when every RPC succeeded and every error code in the answers is
 NONE; 1 when an RPC failed (printed as "ctlclient: <code>: <message>"), an
 answer carried an error code, or the command is not implemented yet; 2 for
-usage errors.
+usage errors; 130 when Ctrl-C stopped a wait on work that goes on in the
+cluster (reassign --wait: the message says how to follow or cancel it).
 
 Run 'ctlclient COMMAND --help' for a command's flags and an example.
 `
