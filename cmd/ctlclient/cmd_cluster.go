@@ -119,18 +119,20 @@ replication factor are not compared with the flags.
 					return err
 				}
 				req := &replicadv1.CreateTopicRequest{Topic: *topic, Partitions: *partitions, ReplicationFactor: *rf, Configs: cfgs}
-				resp, err := callController(ctx, cc, func(ctx context.Context, c replicadv1.ControllerServiceClient) (*replicadv1.CreateTopicResponse, error) {
+				var attempts callAttempts
+				resp, err := callController(withAttempts(ctx, &attempts), cc, func(ctx context.Context, c replicadv1.ControllerServiceClient) (*replicadv1.CreateTopicResponse, error) {
 					return c.CreateTopic(ctx, req)
 				})
+				check := "check with `ctlclient describe-topic " + *topic + "`"
 				if err != nil {
-					return mayBeApplied(err, "check with `ctlclient describe-topic "+*topic+"`")
+					return mayBeApplied(err, check)
 				}
 				if *ifNotExists && resp.GetErrorCode() == replicadv1.ErrorCode_ERROR_CODE_TOPIC_ALREADY_EXISTS {
 					return e.noop(resp, fmt.Sprintf("topic %s already exists: nothing to do (--if-not-exists)", *topic))
 				}
-				return e.printAdminAnswer(resp, func() error {
+				return ownDoing(e.printAdminAnswer(resp, func() error {
 					return printTopicResult(e.stdout, *topic, resp.GetErrorCode(), resp.GetPartitions())
-				}, "create-topic "+*topic)
+				}, "create-topic "+*topic), &attempts, resp.GetErrorCode(), replicadv1.ErrorCode_ERROR_CODE_TOPIC_ALREADY_EXISTS, check)
 			}
 		},
 	}
@@ -206,7 +208,8 @@ no-op), "done", "pending": [{"partition", "brokers"}], "elapsedMs"}.
 						}
 					}
 				}
-				resp, err := callController(ctx, cc, func(ctx context.Context, c replicadv1.ControllerServiceClient) (*replicadv1.DeleteTopicResponse, error) {
+				var attempts callAttempts
+				resp, err := callController(withAttempts(ctx, &attempts), cc, func(ctx context.Context, c replicadv1.ControllerServiceClient) (*replicadv1.DeleteTopicResponse, error) {
 					return c.DeleteTopic(ctx, &replicadv1.DeleteTopicRequest{Topic: *topic})
 				})
 				if err != nil {
@@ -221,9 +224,10 @@ no-op), "done", "pending": [{"partition", "brokers"}], "elapsedMs"}.
 					return e.noop(resp, msg)
 				}
 				if !*wait || resp.GetErrorCode() != replicadv1.ErrorCode_ERROR_CODE_NONE {
-					return e.printAdminAnswer(resp, func() error {
+					return ownDoing(e.printAdminAnswer(resp, func() error {
 						return printTopicResult(e.stdout, *topic, resp.GetErrorCode(), nil)
-					}, "delete-topic "+*topic)
+					}, "delete-topic "+*topic), &attempts, resp.GetErrorCode(), replicadv1.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_OR_PARTITION,
+						"check with `ctlclient list-topics`")
 				}
 				if !e.jsonOutput() {
 					if err := printTopicResult(e.stdout, *topic, resp.GetErrorCode(), nil); err != nil {

@@ -128,6 +128,9 @@ func callController[R errorCoded](ctx context.Context, c *controllerClient, call
 	noteUnanswered := func(addr string, err error) {
 		if status.Code(err) == codes.DeadlineExceeded && c.reached(addr) && !slices.Contains(unanswered, addr) {
 			unanswered = append(unanswered, addr)
+			if a, ok := ctx.Value(attemptsKey{}).(*callAttempts); ok {
+				a.unanswered = append(a.unanswered, addr)
+			}
 		}
 	}
 	backoff := retryBackoffMin
@@ -237,6 +240,30 @@ func mayBeApplied(err error, check string) error {
 		return n
 	}
 	return err
+}
+
+// callAttempts collects, through a call's context (withAttempts), the
+// addresses a request reached without an answer before another attempt of
+// the same call was answered: create-topic's TOPIC_ALREADY_EXISTS is then
+// most likely its own first attempt's doing.
+type callAttempts struct{ unanswered []string }
+
+type attemptsKey struct{}
+
+func withAttempts(ctx context.Context, a *callAttempts) context.Context {
+	return context.WithValue(ctx, attemptsKey{}, a)
+}
+
+// ownDoing is a command's answer error when code is what its own earlier,
+// unanswered attempt would cause (TOPIC_ALREADY_EXISTS for a create): it
+// says so, and how to check, instead of leaving the operator to think
+// somebody else got there first.
+func ownDoing(err error, a *callAttempts, code, expected replicadv1.ErrorCode, check string) error {
+	if err == nil || code != expected || len(a.unanswered) == 0 {
+		return err
+	}
+	return answerError{fmt.Sprintf("%v: most likely this command's own earlier attempt, which reached the controller at %s and got no answer in time; %s",
+		err, strings.Join(a.unanswered, " and "), check)}
 }
 
 // reached says whether the connection to addr is up: a request that then

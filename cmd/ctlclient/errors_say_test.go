@@ -131,3 +131,33 @@ func TestClientCertWithControllerToldBootstrap(t *testing.T) {
 		}
 	}
 }
+
+// slowCreator creates on the first CreateTopic but answers too late, and
+// answers TOPIC_ALREADY_EXISTS after: a controller slower than a client's
+// share of --timeout.
+type slowCreator struct {
+	*fakeController
+}
+
+func (s slowCreator) CreateTopic(ctx context.Context, req *replicadv1.CreateTopicRequest) (*replicadv1.CreateTopicResponse, error) {
+	if n, _ := s.note("CreateTopic", req); n == 1 {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return &replicadv1.CreateTopicResponse{ErrorCode: replicadv1.ErrorCode_ERROR_CODE_TOPIC_ALREADY_EXISTS}, nil
+}
+
+// TestOwnEarlierAttemptNamed ensures a create-topic whose first attempt
+// reached the active controller without an answer, and whose retry within
+// the same call got TOPIC_ALREADY_EXISTS, says the topic is most likely its
+// own doing and how to check, rather than a bare TOPIC_ALREADY_EXISTS.
+func TestOwnEarlierAttemptNamed(t *testing.T) {
+	active := startController(t, slowCreator{newFakeController()})
+	standby := newFakeController()
+	standby.standby = true
+	standbyAddr := startController(t, standby)
+	r := ctl(t, "", "", "--controller", active+","+standbyAddr, "--timeout", "2s", "create-topic", "orders", "--partitions", "1", "--replication-factor", "1")
+	wantCode(t, r, 1)
+	wantContains(t, "stderr", r.stderr, "TOPIC_ALREADY_EXISTS",
+		"most likely this command's own earlier attempt, which reached the controller at "+active, "check with `ctlclient describe-topic orders`")
+}
