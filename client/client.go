@@ -305,13 +305,20 @@ func (c *Client) InitProducerID(ctx context.Context, id int64, epoch int16) (int
 	if len(addrs) == 0 && c.source != nil {
 		// No lookup yet named a broker: one for no partition lists them
 		// (and what leaders it names stay known).
-		if _, err := c.refresh(ctx, TopicPartition{}); err != nil {
-			var lerr *LookupError
-			if !errors.As(err, &lerr) {
-				return 0, 0, fmt.Errorf("init producer id: find a broker: %w", err)
-			}
+		_, err := c.refresh(ctx, TopicPartition{})
+		var lerr *LookupError
+		if err != nil && !errors.As(err, &lerr) {
+			return 0, 0, fmt.Errorf("init producer id: find a broker: %w", err)
 		}
 		addrs = c.anyBrokers()
+		if len(addrs) == 0 && err != nil {
+			// The lookup failed and named nobody: its reason is the
+			// answer (it said "no broker answered: <nil>" before).
+			return 0, 0, fmt.Errorf("init producer id: find a broker: %w", err)
+		}
+	}
+	if len(addrs) == 0 {
+		return 0, 0, errors.New("init producer id: no broker known to ask")
 	}
 	var errs []error
 	for _, addr := range addrs {

@@ -1,7 +1,9 @@
 package client
 
 import (
+	"context"
 	"slices"
+	"strings"
 	"testing"
 
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
@@ -23,5 +25,27 @@ func TestBootstrapCandidatesLearnTheCluster(t *testing.T) {
 	s.answered(3, []*replicadv1.Broker{{Id: 5, Host: "h5", Port: 5}})
 	if all, start := s.candidates(); !slices.Equal(all, []string{"h1:1", "h2:2", "h5:5"}) || start != 1 {
 		t.Fatalf("after h4 named h5: %v from %d, want h1, h2, h5 from index 4 mod 3 = 1", all, start)
+	}
+}
+
+// failingSource is a leader source whose every lookup fails and names no
+// broker, as a controller refusing the caller does.
+type failingSource struct{ err error }
+
+func (f failingSource) Lookup(context.Context, *Client, TopicPartition) (LeaderView, error) {
+	return LeaderView{}, f.err
+}
+
+// An InitProducerID with no broker known and a lookup that names none says
+// why the lookup failed, not "no broker answered: %!w(<nil>)".
+func TestInitProducerIDSaysWhyNoBroker(t *testing.T) {
+	c, err := New(Config{Leaders: failingSource{&LookupError{Msg: "the controller does not describe the cluster to this certificate"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_, _, err = c.InitProducerID(context.Background(), 0, 0)
+	if err == nil || !strings.Contains(err.Error(), "does not describe the cluster") || strings.Contains(err.Error(), "%!") {
+		t.Fatalf("InitProducerID: %v", err)
 	}
 }

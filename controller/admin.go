@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
+	"strings"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
@@ -49,7 +51,7 @@ func (c *Controller) createTopic(ctx context.Context, topic string, partitions, 
 	if rf > len(live) {
 		c.unlock()
 		return nil, refuse(replicadv1.ErrorCode_ERROR_CODE_INVALID_REPLICATION_FACTOR,
-			"replication factor %d is larger than the %d live brokers %v", rf, len(live), live)
+			"replication factor %d is larger than the %d live brokers %s", rf, len(live), idList(live))
 	}
 	assignment := assignReplicas(live, partitions, rf, c.topicsCreated)
 	if err := c.refuseCreateOverBudgetLocked(ctx, topic, rf, assignment); err != nil {
@@ -215,17 +217,17 @@ func (c *Controller) electLeader(ctx context.Context, topic string, partition in
 		switch {
 		case !slices.Contains(p.Replicas, target):
 			c.unlock()
-			return p, refuse(replicadv1.ErrorCode_ERROR_CODE_INELIGIBLE_REPLICA, "broker %d is not a replica of %s-%d (replicas %v)", target, topic, partition, p.Replicas)
+			return p, refuse(replicadv1.ErrorCode_ERROR_CODE_INELIGIBLE_REPLICA, "broker %d is not a replica of %s-%d (replicas %s)", target, topic, partition, idList(p.Replicas))
 		case !(slices.Contains(p.ISR, target) || slices.Contains(p.ELR, target)) || !eligible(target):
 			c.unlock()
-			return p, refuse(replicadv1.ErrorCode_ERROR_CODE_INELIGIBLE_REPLICA, "broker %d is not a live ISR or ELR member of %s-%d (ISR %v, ELR %v)",
-				target, topic, partition, p.ISR, p.ELR)
+			return p, refuse(replicadv1.ErrorCode_ERROR_CODE_INELIGIBLE_REPLICA, "broker %d is not a live ISR or ELR member of %s-%d (ISR %s, ELR %s)",
+				target, topic, partition, idList(p.ISR), idList(p.ELR))
 		}
 	}
 	if target == store.NoLeader {
 		c.unlock()
-		return p, refuse(replicadv1.ErrorCode_ERROR_CODE_ELIGIBLE_LEADERS_NOT_AVAILABLE, "no live ISR or ELR member of %s-%d (ISR %v, ELR %v)",
-			topic, partition, p.ISR, p.ELR)
+		return p, refuse(replicadv1.ErrorCode_ERROR_CODE_ELIGIBLE_LEADERS_NOT_AVAILABLE, "no live ISR or ELR member of %s-%d (ISR %s, ELR %s)",
+			topic, partition, idList(p.ISR), idList(p.ELR))
 	}
 	if target == p.Leader {
 		c.unlock()
@@ -336,7 +338,7 @@ func (c *Controller) cancelReassignment(ctx context.Context, topic string, parti
 	}
 	if len(p.AddingReplicas) == 0 && len(p.RemovingReplicas) == 0 {
 		c.unlock()
-		return p, refuse(replicadv1.ErrorCode_ERROR_CODE_NO_REASSIGNMENT_IN_PROGRESS, "no reassignment of %s-%d is in progress (replicas %v)", topic, partition, p.Replicas)
+		return p, refuse(replicadv1.ErrorCode_ERROR_CODE_NO_REASSIGNMENT_IN_PROGRESS, "no reassignment of %s-%d is in progress (replicas %s)", topic, partition, idList(p.Replicas))
 	}
 	next, err := revertReassignment(p, c.eligibleForLocked(keyOf(p)))
 	if err != nil {
@@ -376,8 +378,8 @@ func revertReassignment(p store.Partition, eligible func(int32) bool) (store.Par
 	next.AddingReplicas, next.RemovingReplicas = nil, nil
 	if len(next.ISR) == 0 {
 		return p, refuse(replicadv1.ErrorCode_ERROR_CODE_INELIGIBLE_REPLICA,
-			"cancelling the reassignment of %s-%d would need an unclean election: no original replica of %v is in the ISR %v",
-			p.Topic, p.Partition, next.Replicas, p.ISR)
+			"cancelling the reassignment of %s-%d would need an unclean election: no original replica of %s is in the ISR %s",
+			p.Topic, p.Partition, idList(next.Replicas), idList(p.ISR))
 	}
 	if adding(p.Leader) || !eligible(p.Leader) {
 		next = withLeader(next, cleanLeader(next, eligible))
@@ -478,7 +480,9 @@ func (c *Controller) describe() (clusterView, error) {
 	v := clusterView{epoch: c.epoch, partitions: c.sortedPartitionsLocked(), deleted: c.deletedSnapshotLocked()}
 	for _, id := range c.sortedBrokerIDsLocked() {
 		bs := c.brokers[id]
-		v.brokers = append(v.brokers, brokerView{info: bs.info, alive: !bs.info.Fenced})
+		// A broker done with its controlled shutdown is stopping: not alive,
+		// as a fenced one is not.
+		v.brokers = append(v.brokers, brokerView{info: bs.info, alive: !bs.info.Fenced && !bs.shutDown})
 	}
 	v.minIsr = make([]int, len(v.partitions))
 	for i := range v.partitions {
@@ -495,4 +499,18 @@ func (c *Controller) describe() (clusterView, error) {
 		}
 	}
 	return v, nil
+}
+
+// idList is broker ids as an operator reads them in ctlclient's tables,
+// "1,2,3" ("none" when empty), not Go's [1 2 3]: these messages reach the
+// command line as they are.
+func idList(ids []int32) string {
+	if len(ids) == 0 {
+		return "none"
+	}
+	parts := make([]string, len(ids))
+	for i, id := range ids {
+		parts[i] = strconv.Itoa(int(id))
+	}
+	return strings.Join(parts, ",")
 }

@@ -366,3 +366,44 @@ func TestControlledShutdown(t *testing.T) {
 	h.register(1)
 	h.createTopic("u", 1, 3)
 }
+
+// TestControlledShutdownCompleteNotAlive ensures a broker whose controlled
+// shutdown completed is shown not alive by DescribeCluster at once (not
+// only when its session expires), while one still moving leaderships is
+// alive, and that registering again shows it alive.
+func TestControlledShutdownCompleteNotAlive(t *testing.T) {
+	h := startCluster(t, 3)
+	ctx := context.Background()
+	h.createTopic("t", 3, 2)
+	alive := func() map[int32]bool {
+		t.Helper()
+		resp, err := h.c.DescribeCluster(ctx, &replicadv1.DescribeClusterRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := map[int32]bool{}
+		for _, b := range resp.GetBrokers() {
+			m[b.GetId()] = b.GetAlive()
+		}
+		return m
+	}
+	if a := alive(); !a[1] || !a[2] || !a[3] {
+		t.Fatalf("before: alive %v", a)
+	}
+	resp, err := h.c.ControlledShutdown(ctx, &replicadv1.ControlledShutdownRequest{BrokerId: 1, BrokerEpoch: h.epoch[1]})
+	if err != nil || resp.GetErrorCode() != codeNone || len(resp.GetRemainingPartitions()) != 0 {
+		t.Fatalf("ControlledShutdown: %v %v", resp, err)
+	}
+	if a := alive(); a[1] || !a[2] || !a[3] {
+		t.Fatalf("after broker 1's controlled shutdown: alive %v, want 1 not alive", a)
+	}
+	// Its heartbeats until it stops change nothing.
+	h.heartbeat(1)
+	if a := alive(); a[1] {
+		t.Fatalf("a heartbeat after the shutdown showed broker 1 alive again")
+	}
+	h.register(1)
+	if a := alive(); !a[1] {
+		t.Fatalf("registered again: alive %v", a)
+	}
+}

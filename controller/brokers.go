@@ -132,7 +132,7 @@ func (c *Controller) registerBroker(ctx context.Context, b store.Broker, reg reg
 		bs = &brokerState{}
 		c.brokers[b.ID] = bs
 	}
-	bs.info, bs.lastSeen, bs.shuttingDown, bs.incarnation, bs.movePending = info, c.cfg.Clock.Now(), false, incarnation, false
+	bs.info, bs.lastSeen, bs.shuttingDown, bs.shutDown, bs.incarnation, bs.movePending = info, c.cfg.Clock.Now(), false, false, incarnation, false
 	// A new life: its heartbeats say again what is offline, and so does the
 	// registration itself, before any election below can pick a replica in
 	// a log dir that failed (issue 19, path 9).
@@ -523,7 +523,7 @@ func (c *Controller) fenceLocked(ctx context.Context, brokers []*brokerState, re
 			return err
 		}
 		bs.info = fenced
-		bs.shuttingDown = false
+		bs.shuttingDown, bs.shutDown = false, false
 		bs.movePending = true
 		c.closeQueueLocked(bs)
 		c.log.Warn().Int32("broker", fenced.ID).Int64("broker_epoch", fenced.Epoch).Str("reason", reason).Msg("broker fenced")
@@ -699,6 +699,13 @@ func (c *Controller) controlledShutdown(ctx context.Context, id int32, epoch int
 		if p.Leader == id && cleanLeader(p, others) != store.NoLeader {
 			remaining = append(remaining, p)
 		}
+	}
+	if err == nil && len(remaining) == 0 && !bs.shutDown {
+		// Done: the broker stops now. Shown not alive from here on, not
+		// only once its session expires.
+		bs.shutDown = true
+		span.AddEvent("controlled shutdown complete", trace.WithAttributes(attribute.Int64("replicad.broker_epoch", epoch)))
+		c.log.Info().Int32("broker", id).Int64("broker_epoch", epoch).Msg("controlled shutdown complete: broker shown not alive until it registers again")
 	}
 	c.unlock()
 	if err != nil {

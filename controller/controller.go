@@ -218,6 +218,12 @@ type brokerState struct {
 	// shuttingDown: the broker asked for a controlled shutdown; it may not
 	// lead or join an ISR until it registers again.
 	shuttingDown bool
+	// shutDown: its controlled shutdown completed (it leads nothing another
+	// replica could take) and it is stopping. DescribeCluster shows it not
+	// alive from then on rather than until its session expires, as KRaft
+	// fences a broker once its controlled shutdown is done. In memory only:
+	// a controller taking over shows it alive until its session expires.
+	shutDown bool
 	// incarnation is the id the broker process registered with: a repeat
 	// is a retried registration, not a restart.
 	incarnation string

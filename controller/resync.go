@@ -112,7 +112,7 @@ func (c *Controller) resyncLocked(ctx context.Context, cause string, cerr error)
 			continue
 		}
 		// The move away is retried by the session check (movePending).
-		bs.info, bs.shuttingDown, bs.movePending = b, false, true
+		bs.info, bs.shuttingDown, bs.shutDown, bs.movePending = b, false, false, true
 		c.closeQueueLocked(bs)
 		c.log.Warn().Int32("broker", b.ID).Int64("broker_epoch", b.Epoch).Str("reason", "found fenced in the store after a failed write").
 			Msg("broker fenced")

@@ -89,3 +89,78 @@ func ctlEnv(t *testing.T, broker string, env map[string]string, args ...string) 
 	code := run(context.Background(), args, strings.NewReader(""), &out, &errOut, getenv)
 	return result{code, out.String(), errOut.String()}
 }
+
+// TestCertsIssue ensures certs issue signs a leaf with the CA certs init
+// made, naming the identity of its role, key mode 0600, leaving ca.crt and
+// ca.key byte for byte as they were; refuses to overwrite without --force,
+// and says what is missing when the CA key is not there.
+func TestCertsIssue(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "certs")
+	wantCode(t, ctl(t, "", "", "certs", "init", "--dir", dir, "--brokers", "1"), 0)
+	caCrt, _ := os.ReadFile(filepath.Join(dir, "ca.crt"))
+	caKey, _ := os.ReadFile(filepath.Join(dir, "ca.key"))
+	ca, err := tlsconf.LoadCA(filepath.Join(dir, "ca.crt"), filepath.Join(dir, "ca.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(ca.Cert)
+	for _, c := range []struct {
+		args      []string
+		name, uri string
+	}{
+		{[]string{"--name", "analytics"}, "analytics", "spiffe://replicad/client/analytics"},
+		{[]string{"--name", "ops", "--role", "admin"}, "ops", "spiffe://replicad/admin"},
+		{[]string{"--name", "broker-4", "--role", "broker", "--broker-id", "4", "--hosts", "b4.example,10.0.0.4"}, "broker-4", "spiffe://replicad/broker/4"},
+	} {
+		r := ctl(t, "", "", append([]string{"certs", "issue", "--dir", dir}, c.args...)...)
+		wantCode(t, r, 0)
+		b, err := os.ReadFile(filepath.Join(dir, c.name+".crt"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		blk, _ := pem.Decode(b)
+		cert, err := x509.ParseCertificate(blk.Bytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(cert.URIs) != 1 || cert.URIs[0].String() != c.uri {
+			t.Errorf("%s.crt names %v, want %s", c.name, cert.URIs, c.uri)
+		}
+		if _, err := cert.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}}); err != nil {
+			t.Errorf("%s.crt does not verify against ca.crt: %v", c.name, err)
+		}
+		if fi, err := os.Stat(filepath.Join(dir, c.name+".key")); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s.key: %v %v", c.name, fi.Mode(), err)
+		}
+		if c.name == "broker-4" && (len(cert.DNSNames) != 1 || cert.DNSNames[0] != "b4.example" || len(cert.IPAddresses) != 1) {
+			t.Errorf("broker-4.crt hosts %v %v", cert.DNSNames, cert.IPAddresses)
+		}
+	}
+	r := ctl(t, "", "", "certs", "issue", "--dir", dir, "--name", "analytics")
+	wantCode(t, r, 2)
+	wantContains(t, "stderr", r.stderr, "file exists (--force overwrites)")
+	wantCode(t, ctl(t, "", "", "certs", "issue", "--dir", dir, "--name", "analytics", "--force"), 0)
+	for _, bad := range [][]string{{"--name", "ca"}, {"--name", "../x"}, {"--name", "x", "--role", "boss"},
+		{"--name", "x", "--role", "broker"}, {"--name", "x", "--broker-id", "2"}, {"--name", "x", "--hosts", "a,,b"}, {}} {
+		wantCode(t, ctl(t, "", "", append([]string{"certs", "issue", "--dir", dir}, bad...)...), 2)
+	}
+	if got, _ := os.ReadFile(filepath.Join(dir, "ca.crt")); !bytes.Equal(got, caCrt) {
+		t.Error("ca.crt changed")
+	}
+	if got, _ := os.ReadFile(filepath.Join(dir, "ca.key")); !bytes.Equal(got, caKey) {
+		t.Error("ca.key changed")
+	}
+
+	// A directory with the CA certificate only: it says the key is missing.
+	noKey := t.TempDir()
+	if err := os.WriteFile(filepath.Join(noKey, "ca.crt"), caCrt, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r = ctl(t, "", "", "certs", "issue", "--dir", noKey, "--name", "analytics")
+	wantCode(t, r, 1)
+	wantContains(t, "stderr", r.stderr, filepath.Join(noKey, "ca.key")+": no CA key", "must sit next to ca.crt")
+	if _, err := os.Stat(filepath.Join(noKey, "analytics.key")); err == nil {
+		t.Error("wrote a key without a CA key to sign with")
+	}
+}

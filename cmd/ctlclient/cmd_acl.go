@@ -144,7 +144,7 @@ Prints the ACLs created. Exits 1 when the controller refuses.
 					return c.CreateAcls(ctx, req)
 				})
 				if err != nil {
-					return err
+					return mayBeApplied(err, "check with `ctlclient acl list --principal "+*f.principal+"`")
 				}
 				return e.printAdminAnswer(resp, func() error { return printACLs(e, resp.GetCreated()) }, "acl add")
 			}
@@ -195,7 +195,7 @@ At least one flag, or --all to remove every ACL. Prints the ACLs removed
 					return c.DeleteAcls(ctx, req)
 				})
 				if err != nil {
-					return err
+					return mayBeApplied(err, "check with `ctlclient acl list`")
 				}
 				return e.printAdminAnswer(resp, func() error { return printACLs(e, resp.GetDeleted()) }, "acl remove")
 			}

@@ -158,9 +158,23 @@ func printProducers(e *env, resp *replicadv1.DescribePartitionsResponse) error {
 	return t.flush()
 }
 
+// followerISR is a follower's ISR cell, and followerISRNote says why.
+const (
+	followerISR     = "(leader's)"
+	followerISRNote = "ISR (leader's): only a partition's leader tracks its ISR; ask the leader (--broker) or the controller (describe-topic)."
+)
+
 func printDescription(e *env, resp *replicadv1.DescribePartitionsResponse) error {
-	t := newTable(e.stdout, "TOPIC", "PARTITION", "ROLE", "LEADER", "EPOCH", "P-EPOCH", "REPLICAS", "ISR", "HW", "LEO", "LSO", "PRODUCERS", "DIR")
+	// LOG-START, not LSO: to a Kafka operator LSO is the last stable offset.
+	t := newTable(e.stdout, "TOPIC", "PARTITION", "ROLE", "LEADER", "EPOCH", "P-EPOCH", "REPLICAS", "ISR", "HW", "LEO", "LOG-START", "PRODUCERS", "DIR")
+	followers := false
 	for _, p := range resp.GetPartitions() {
+		isr := orDash(joinInt32s(p.GetIsr()))
+		if p.GetRole() == replicadv1.ReplicaRole_REPLICA_ROLE_FOLLOWER && len(p.GetIsr()) == 0 {
+			// Only the leader tracks the ISR: an empty one here says
+			// nothing about the partition's health.
+			isr, followers = followerISR, true
+		}
 		dir := p.GetLogDir()
 		if p.GetFutureLogDir() != "" {
 			dir += " -> " + p.GetFutureLogDir()
@@ -169,11 +183,16 @@ func printDescription(e *env, resp *replicadv1.DescribePartitionsResponse) error
 			dir += fmt.Sprintf(" (DAMAGED at %d: refuses leadership until repaired)", p.GetDamagedOffset())
 		}
 		t.row(p.GetTopic(), p.GetPartition(), roleName(p.GetRole()), p.GetLeader(), p.GetLeaderEpoch(), p.GetPartitionEpoch(),
-			joinInt32s(p.GetReplicas()), joinInt32s(p.GetIsr()), p.GetHighWatermark(), p.GetLogEndOffset(), p.GetLogStartOffset(),
+			joinInt32s(p.GetReplicas()), isr, p.GetHighWatermark(), p.GetLogEndOffset(), p.GetLogStartOffset(),
 			p.GetProducerCount(), dir)
 	}
 	if err := t.flush(); err != nil {
 		return err
+	}
+	if followers {
+		if _, err := fmt.Fprintln(e.stdout, followerISRNote); err != nil {
+			return err
+		}
 	}
 	if len(resp.GetLogDirs()) == 0 {
 		return nil

@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -69,7 +70,9 @@ func (e *env) printAdminAnswer(resp adminAnswer, table func() error, what string
 
 const controllerExitDetails = `--controller may list several controllers (ADDR,ADDR,...): the call goes to
 the one answering as the active controller, moving on from standbys
-(NOT_CONTROLLER) and unreachable addresses, and retrying for up to --timeout.`
+(NOT_CONTROLLER) and unreachable addresses, and retrying for up to --timeout.
+A controller that took the request but did not answer within --timeout may
+have applied it: the error says so, and how to check, before a retry.`
 
 func createTopicCommand() *command {
 	return &command{
@@ -116,18 +119,20 @@ replication factor are not compared with the flags.
 					return err
 				}
 				req := &replicadv1.CreateTopicRequest{Topic: *topic, Partitions: *partitions, ReplicationFactor: *rf, Configs: cfgs}
-				resp, err := callController(ctx, cc, func(ctx context.Context, c replicadv1.ControllerServiceClient) (*replicadv1.CreateTopicResponse, error) {
+				var attempts callAttempts
+				resp, err := callController(withAttempts(ctx, &attempts), cc, func(ctx context.Context, c replicadv1.ControllerServiceClient) (*replicadv1.CreateTopicResponse, error) {
 					return c.CreateTopic(ctx, req)
 				})
+				check := "check with `ctlclient describe-topic " + *topic + "`"
 				if err != nil {
-					return err
+					return mayBeApplied(err, check)
 				}
 				if *ifNotExists && resp.GetErrorCode() == replicadv1.ErrorCode_ERROR_CODE_TOPIC_ALREADY_EXISTS {
 					return e.noop(resp, fmt.Sprintf("topic %s already exists: nothing to do (--if-not-exists)", *topic))
 				}
-				return e.printAdminAnswer(resp, func() error {
+				return ownDoing(e.printAdminAnswer(resp, func() error {
 					return printTopicResult(e.stdout, *topic, resp.GetErrorCode(), resp.GetPartitions())
-				}, "create-topic "+*topic)
+				}, "create-topic "+*topic), &attempts, resp.GetErrorCode(), replicadv1.ErrorCode_ERROR_CODE_TOPIC_ALREADY_EXISTS, check)
 			}
 		},
 	}
@@ -203,11 +208,12 @@ no-op), "done", "pending": [{"partition", "brokers"}], "elapsedMs"}.
 						}
 					}
 				}
-				resp, err := callController(ctx, cc, func(ctx context.Context, c replicadv1.ControllerServiceClient) (*replicadv1.DeleteTopicResponse, error) {
+				var attempts callAttempts
+				resp, err := callController(withAttempts(ctx, &attempts), cc, func(ctx context.Context, c replicadv1.ControllerServiceClient) (*replicadv1.DeleteTopicResponse, error) {
 					return c.DeleteTopic(ctx, &replicadv1.DeleteTopicRequest{Topic: *topic})
 				})
 				if err != nil {
-					return err
+					return mayBeApplied(err, "check with `ctlclient list-topics`")
 				}
 				if *ifExists && resp.GetErrorCode() == replicadv1.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_OR_PARTITION {
 					msg := fmt.Sprintf("topic %s does not exist: nothing to do (--if-exists)", *topic)
@@ -218,9 +224,10 @@ no-op), "done", "pending": [{"partition", "brokers"}], "elapsedMs"}.
 					return e.noop(resp, msg)
 				}
 				if !*wait || resp.GetErrorCode() != replicadv1.ErrorCode_ERROR_CODE_NONE {
-					return e.printAdminAnswer(resp, func() error {
+					return ownDoing(e.printAdminAnswer(resp, func() error {
 						return printTopicResult(e.stdout, *topic, resp.GetErrorCode(), nil)
-					}, "delete-topic "+*topic)
+					}, "delete-topic "+*topic), &attempts, resp.GetErrorCode(), replicadv1.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_OR_PARTITION,
+						"check with `ctlclient list-topics`")
 				}
 				if !e.jsonOutput() {
 					if err := printTopicResult(e.stdout, *topic, resp.GetErrorCode(), nil); err != nil {
@@ -415,7 +422,7 @@ this by itself (controller run --auto-leader-rebalance-enable).
 					return c.ElectLeader(ctx, req)
 				})
 				if err != nil {
-					return err
+					return mayBeApplied(err, "check with `ctlclient describe-topic "+*topic+"`")
 				}
 				return e.printAdminAnswer(resp, func() error {
 					return printPartitionResult(e.stdout, *topic, *partition, resp.GetErrorCode(), resp.GetPartition())
@@ -582,10 +589,10 @@ ctlclient reassign --cancel --plan plan.json`,
 					return c.ReassignPartition(ctx, req)
 				})
 				if err != nil {
-					return err
+					return mayBeApplied(err, "check with `ctlclient describe-topic "+*topic+"`")
 				}
 				if reassignNoop(was, resp, replicas) {
-					return e.noop(resp, fmt.Sprintf("%s-%d already has replicas %v: nothing changed", *topic, *partition, replicas))
+					return e.noop(resp, fmt.Sprintf("%s-%d already has replicas %s: nothing changed", *topic, *partition, idList(replicas)))
 				}
 				if e.jsonOutput() {
 					err = e.printJSON(resp)
@@ -637,8 +644,13 @@ func checkReplicas(replicas []int32) error {
 // waitForReassignment polls DescribeCluster until k has exactly target as
 // replicas and no replica left to add or remove, printing each new state.
 func waitForReassignment(ctx context.Context, e *env, cc *controllerClient, k partitionKey, target []int32, timeout time.Duration) error {
+	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	// Ctrl-C stops the watching, not the move.
+	interrupted := interruptedError{fmt.Sprintf("reassign %s: interrupted; the move to %s goes on in the cluster. "+
+		"Follow it with `ctlclient describe-topic %s`; `ctlclient reassign --cancel` cancels it (and every other reassignment in flight)",
+		k, idList(target), k.topic)}
 	tick := time.NewTicker(reassignPollInterval)
 	defer tick.Stop()
 	last := ""
@@ -647,6 +659,8 @@ func waitForReassignment(ctx context.Context, e *env, cc *controllerClient, k pa
 			return c.DescribeCluster(ctx, &replicadv1.DescribeClusterRequest{})
 		})
 		switch {
+		case err != nil && errors.Is(parent.Err(), context.Canceled):
+			return interrupted
 		case err != nil && ctx.Err() == context.DeadlineExceeded:
 			return answerError{fmt.Sprintf("reassign %s: not done after %s; last seen: %s", k, timeout, last)}
 		case err != nil:
@@ -665,7 +679,7 @@ func waitForReassignment(ctx context.Context, e *env, cc *controllerClient, k pa
 		}
 		if len(p.GetAddingReplicas()) == 0 && len(p.GetRemovingReplicas()) == 0 && sameMembers(p.GetReplicas(), target) {
 			if !e.jsonOutput() {
-				fmt.Fprintf(e.stdout, "done: replicas %v, ISR %v\n", p.GetReplicas(), p.GetIsr())
+				fmt.Fprintf(e.stdout, "done: replicas %s, ISR %s\n", idList(p.GetReplicas()), idList(p.GetIsr()))
 			}
 			return nil
 		}
@@ -680,6 +694,9 @@ func waitForReassignment(ctx context.Context, e *env, cc *controllerClient, k pa
 			if ctx.Err() == context.DeadlineExceeded {
 				return answerError{fmt.Sprintf("reassign %s: not done after %s; last seen: %s", k, timeout, last)}
 			}
+			if errors.Is(parent.Err(), context.Canceled) {
+				return interrupted
+			}
 			return ctx.Err()
 		case <-tick.C:
 		}
@@ -687,19 +704,19 @@ func waitForReassignment(ctx context.Context, e *env, cc *controllerClient, k pa
 }
 
 // reassignProgress describes a partition still being reassigned:
-// "adding [4], removing [1]: ISR [1 2 3], waiting for 4".
+// "adding 4, removing 1: ISR 1,2,3, waiting for 4".
 func reassignProgress(p *replicadv1.ClusterPartition, target []int32) string {
 	adding, removing := p.GetAddingReplicas(), p.GetRemovingReplicas()
 	var head string
 	switch {
 	case len(adding) > 0 && len(removing) > 0:
-		head = fmt.Sprintf("adding %v, removing %v", adding, removing)
+		head = fmt.Sprintf("adding %s, removing %s", idList(adding), idList(removing))
 	case len(adding) > 0:
-		head = fmt.Sprintf("adding %v", adding)
+		head = fmt.Sprintf("adding %s", idList(adding))
 	case len(removing) > 0:
-		head = fmt.Sprintf("removing %v", removing)
+		head = fmt.Sprintf("removing %s", idList(removing))
 	default:
-		return fmt.Sprintf("replicas %v, ISR %v, waiting for replicas %v", p.GetReplicas(), p.GetIsr(), target)
+		return fmt.Sprintf("replicas %s, ISR %s, waiting for replicas %s", idList(p.GetReplicas()), idList(p.GetIsr()), idList(target))
 	}
 	var behind []int32
 	for _, a := range adding {
@@ -709,14 +726,9 @@ func reassignProgress(p *replicadv1.ClusterPartition, target []int32) string {
 	}
 	tail := "waiting for the controller to finish"
 	if len(behind) > 0 {
-		tail = "waiting for " + joinInt32sSpaced(behind)
+		tail = "waiting for " + idList(behind)
 	}
-	return fmt.Sprintf("%s: ISR %v, %s", head, p.GetIsr(), tail)
-}
-
-func joinInt32sSpaced(ids []int32) string {
-	s := fmt.Sprint(ids)
-	return s[1 : len(s)-1]
+	return fmt.Sprintf("%s: ISR %s, %s", head, idList(p.GetIsr()), tail)
 }
 
 // sameMembers reports whether a and b hold the same broker ids, in any order.
@@ -792,7 +804,7 @@ matching nothing still exits 0; see 'cluster health' for an exit status.
 				case e.jsonOutput():
 					err = e.printJSON(resp)
 				case filter != nil && resp.GetErrorCode() == replicadv1.ErrorCode_ERROR_CODE_NONE:
-					err = printFilteredPartitions(e.stdout, filter, *topic, resp.GetPartitions())
+					err = printFilteredPartitions(e.stdout, filter, *topic, resp.GetPartitions(), aliveBrokers(resp))
 				default:
 					err = printCluster(e.stdout, resp)
 				}
@@ -826,7 +838,7 @@ func printCluster(w io.Writer, resp *replicadv1.DescribeClusterResponse) error {
 		return err
 	}
 	fmt.Fprintln(w)
-	if err := printClusterPartitions(w, resp.GetPartitions()); err != nil {
+	if err := printPartitionsTable(w, resp.GetPartitions(), aliveBrokers(resp), false); err != nil {
 		return err
 	}
 	if len(resp.GetPendingDeletions()) == 0 {
@@ -846,13 +858,17 @@ func printCluster(w io.Writer, resp *replicadv1.DescribeClusterResponse) error {
 // partition; ADDING and REMOVING appear when a partition is being reassigned,
 // ELR when a partition has eligible leader replicas out of its ISR (or a
 // last known ELR, marked *), OFFLINE when a replica is reported offline.
+// An answer without the brokers' liveness (create-topic's, elect's) shows
+// the offline replicas their brokers report only.
 func printClusterPartitions(w io.Writer, parts []*replicadv1.ClusterPartition) error {
-	return printPartitionsTable(w, parts, false)
+	return printPartitionsTable(w, parts, nil, false)
 }
 
 // printPartitionsTable is printClusterPartitions with, when withMinIsr, a
-// MIN-ISR column (the effective min.insync.replicas) last.
-func printPartitionsTable(w io.Writer, parts []*replicadv1.ClusterPartition, withMinIsr bool) error {
+// MIN-ISR column (the effective min.insync.replicas) last, and with alive
+// (the live brokers; nil: unknown) counting the replicas on brokers not
+// alive as offline too.
+func printPartitionsTable(w io.Writer, parts []*replicadv1.ClusterPartition, alive map[int32]bool, withMinIsr bool) error {
 	parts = sortedPartitions(parts)
 	reassigning := slices.ContainsFunc(parts, func(p *replicadv1.ClusterPartition) bool {
 		return len(p.GetAddingReplicas()) > 0 || len(p.GetRemovingReplicas()) > 0
@@ -860,7 +876,7 @@ func printPartitionsTable(w io.Writer, parts []*replicadv1.ClusterPartition, wit
 	withELR := slices.ContainsFunc(parts, func(p *replicadv1.ClusterPartition) bool {
 		return len(p.GetElr()) > 0 || len(p.GetLastKnownElr()) > 0
 	})
-	withOffline := slices.ContainsFunc(parts, func(p *replicadv1.ClusterPartition) bool { return len(p.GetOfflineReplicas()) > 0 })
+	withOffline := slices.ContainsFunc(parts, func(p *replicadv1.ClusterPartition) bool { return len(offlineReplicas(p, alive)) > 0 })
 	header := []string{"TOPIC", "PARTITION", "LEADER", "EPOCH", "P-EPOCH", "ISR", "REPLICAS"}
 	if withELR {
 		header = append(header, "ELR")
@@ -881,7 +897,7 @@ func printPartitionsTable(w io.Writer, parts []*replicadv1.ClusterPartition, wit
 			row = append(row, elrCell(p))
 		}
 		if withOffline {
-			row = append(row, idsOrDash(p.GetOfflineReplicas()))
+			row = append(row, idsOrDash(offlineReplicas(p, alive)))
 		}
 		if reassigning {
 			row = append(row, idsOrDash(p.GetAddingReplicas()), idsOrDash(p.GetRemovingReplicas()))
@@ -892,6 +908,29 @@ func printPartitionsTable(w io.Writer, parts []*replicadv1.ClusterPartition, wit
 		t.row(row...)
 	}
 	return t.flush()
+}
+
+// offlineReplicas are p's replicas that cannot serve, as kafka-topics
+// --describe counts them: those their brokers report offline (a failed log
+// dir) and, when alive is known, those on brokers not alive (fenced, done
+// with a controlled shutdown, or unknown). In replica order.
+func offlineReplicas(p *replicadv1.ClusterPartition, alive map[int32]bool) []int32 {
+	reported := p.GetOfflineReplicas()
+	if alive == nil {
+		return reported
+	}
+	var out []int32
+	for _, r := range p.GetReplicas() {
+		if !alive[r] || slices.Contains(reported, r) {
+			out = append(out, r)
+		}
+	}
+	for _, r := range reported {
+		if !slices.Contains(out, r) {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 func idsOrDash(ids []int32) string {

@@ -84,7 +84,7 @@ changing anything.
 					return c.AlterTopicConfig(ctx, req)
 				})
 				if err != nil {
-					return err
+					return mayBeApplied(err, "check with `ctlclient describe-config --topic "+*topic+"`")
 				}
 				return e.printAdminAnswer(resp, func() error {
 					if resp.GetErrorCode() != replicadv1.ErrorCode_ERROR_CODE_NONE {

@@ -117,20 +117,20 @@ func writeHealth(w io.Writer, r healthReport, stamp string) error {
 	fmt.Fprintf(w, "%s\n%s\n", heading, healthOverviewUnderline)
 	tw := tabwriter.NewWriter(w, 0, 8, 1, ' ', 0)
 	fmt.Fprintf(tw, "Healthy:\t%v\n", r.Healthy)
-	fmt.Fprintf(tw, "Unhealthy reasons:\t[%s]\n", strings.Join(r.UnhealthyReasons, " "))
+	fmt.Fprintf(tw, "Unhealthy reasons:\t%s\n", orDash(strings.Join(r.UnhealthyReasons, ",")))
 	if r.Error != "" {
 		fmt.Fprintf(tw, "Error:\t%s\n", r.Error)
 	} else {
 		fmt.Fprintf(tw, "Active controller:\t%s (controller epoch %d)\n", r.Controller, r.ControllerEpoch)
-		fmt.Fprintf(tw, "All brokers:\t%v\n", r.Brokers)
-		fmt.Fprintf(tw, "Brokers down:\t%v\n", r.BrokersDown)
+		fmt.Fprintf(tw, "All brokers:\t%s\n", orDash(joinInt32s(r.Brokers)))
+		fmt.Fprintf(tw, "Brokers down:\t%s\n", orDash(joinInt32s(r.BrokersDown)))
 		fmt.Fprintf(tw, "Leaderless partitions (%d):\t%s\n", r.LeaderlessCount, listPartitions(r.LeaderlessPartitions))
 		fmt.Fprintf(tw, "Under-replicated partitions (%d):\t%s\n", r.UnderReplicatedCount, listPartitions(r.UnderReplicatedPartitions))
 	}
 	return tw.Flush()
 }
 
-// listPartitions is "[orders-0 orders-1]", at most maxHealthListed named.
+// listPartitions is "orders-0,orders-1" ("-": none), at most maxHealthListed named.
 func listPartitions(ps []partitionJSON) string {
 	names := make([]string, 0, min(len(ps), maxHealthListed+1))
 	for i, p := range ps {
@@ -140,7 +140,7 @@ func listPartitions(ps []partitionJSON) string {
 		}
 		names = append(names, p.String())
 	}
-	return "[" + strings.Join(names, " ") + "]"
+	return orDash(strings.Join(names, ","))
 }
 
 func clusterHealthCommand() *command {

@@ -251,8 +251,8 @@ func (pr *producer) add(ctx context.Context, value []byte) {
 	pr.p.Produce(ctx, &r, nil)
 }
 
-// batchDone prints a delivered batch's base offset (-o json: the answer)
-// and keeps the first failure.
+// batchDone prints a delivered batch's base offset (-o json: the answer,
+// a failed one's too) and keeps the first failure.
 func (pr *producer) batchDone(res client.BatchResult) {
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
@@ -270,9 +270,14 @@ func (pr *producer) batchDone(res client.BatchResult) {
 		resp.ErrorCode, resp.ErrorMessage = cerr.Code, cerr.Message
 	}
 	var err error
-	if pr.e.jsonOutput() {
+	switch {
+	case pr.e.jsonOutput():
 		err = pr.e.printJSON(resp)
-	} else {
+	case res.Err != nil:
+		// No offset for a batch that has none: stdout lists what was
+		// appended (a script reads it as offsets); the error goes to
+		// stderr when the command exits.
+	default:
 		_, err = fmt.Fprintln(pr.e.stdout, res.BaseOffset)
 	}
 	if err != nil && pr.printErr == nil {

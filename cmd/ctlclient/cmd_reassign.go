@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"slices"
@@ -65,7 +66,7 @@ func runGenerate(ctx context.Context, e *env, cc *controllerClient, o reassignOp
 		}
 	}
 	if len(unknown) > 0 {
-		return answerError{fmt.Sprintf("reassign --generate: broker(s) %v are not registered", unknown)}
+		return answerError{fmt.Sprintf("reassign --generate: broker(s) %s are not registered", joinInt32s(unknown))}
 	}
 	parts, err := partitionsOfTopics(resp, o.topics)
 	if err != nil {
@@ -151,7 +152,7 @@ func runExecute(ctx context.Context, e *env, cc *controllerClient, o reassignOpt
 		err = answerError{fmt.Sprintf("reassign --execute: %d move(s) not started:\n  %s", len(failed), strings.Join(failed, "\n  "))}
 	} else if o.wait {
 		// Not with a move refused: it would never complete.
-		progress, err = waitForPlan(ctx, e, cc, plan, o.waitTimeout)
+		progress, err = waitForPlan(ctx, e, cc, plan, o.plan, o.waitTimeout)
 	}
 	if e.jsonOutput() {
 		result := executeResult{Current: currentPlan(before), Started: started, AlreadyDone: len(plan.Partitions) - len(moves),
@@ -186,9 +187,22 @@ type executeResult struct {
 // waitForPlan follows the plan's partitions until every one is complete,
 // printing a line when a partition's state changes (unless -o json), and
 // gives up after timeout. It returns the last progress seen.
-func waitForPlan(ctx context.Context, e *env, cc *controllerClient, plan reassignPlan, timeout time.Duration) ([]planProgress, error) {
+func waitForPlan(ctx context.Context, e *env, cc *controllerClient, plan reassignPlan, planFile string, timeout time.Duration) ([]planProgress, error) {
+	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	// Ctrl-C stops the watching, not the moves: say so, and how to follow
+	// or cancel them, rather than exit as if nothing were under way.
+	interrupted := func(done int) error {
+		file := planFile
+		if file == "" || file == "-" {
+			file = "PLAN.json (the plan given on stdin)"
+		}
+		return interruptedError{fmt.Sprintf("reassign: interrupted with %d of %d partition(s) complete; the moves go on in the cluster. "+
+			"Follow them with `ctlclient reassign --verify --plan %s`, or stop them with `ctlclient reassign --cancel --plan %s`",
+			done, len(plan.Partitions), file, file)}
+	}
+	done := 0
 	tick := time.NewTicker(reassignPollInterval)
 	defer tick.Stop()
 	last := map[partitionKey]string{}
@@ -198,6 +212,8 @@ func waitForPlan(ctx context.Context, e *env, cc *controllerClient, plan reassig
 			return c.DescribeCluster(ctx, &replicadv1.DescribeClusterRequest{})
 		})
 		switch {
+		case err != nil && errors.Is(parent.Err(), context.Canceled):
+			return progress, interrupted(done)
 		case err != nil && ctx.Err() == context.DeadlineExceeded:
 			return progress, answerError{fmt.Sprintf("reassign: not every move is done after %s (they go on; see reassign --verify)", timeout)}
 		case err != nil:
@@ -207,7 +223,7 @@ func waitForPlan(ctx context.Context, e *env, cc *controllerClient, plan reassig
 		}
 		ix := indexCluster(resp)
 		progress = progress[:0]
-		done := 0
+		done = 0
 		for _, entry := range plan.Partitions {
 			pp := progressOf(entry, ix.parts[entry.key()])
 			progress = append(progress, pp)
@@ -231,6 +247,9 @@ func waitForPlan(ctx context.Context, e *env, cc *controllerClient, plan reassig
 		case <-ctx.Done():
 			if ctx.Err() == context.DeadlineExceeded {
 				return progress, answerError{fmt.Sprintf("reassign: %d of %d moves done after %s (they go on; see reassign --verify)", done, len(plan.Partitions), timeout)}
+			}
+			if errors.Is(parent.Err(), context.Canceled) {
+				return progress, interrupted(done)
 			}
 			return progress, ctx.Err()
 		case <-tick.C:
@@ -387,7 +406,7 @@ func runCancel(ctx context.Context, e *env, cc *controllerClient, o reassignOpti
 		for _, r := range results {
 			line := fmt.Sprintf("%s-%d: %s", r.Topic, r.Partition, r.Outcome)
 			if r.Replicas != nil {
-				line += fmt.Sprintf(": replicas %v", r.Replicas)
+				line += fmt.Sprintf(": replicas %s", idList(r.Replicas))
 			}
 			if r.Error != "" {
 				line += ": " + r.Error

@@ -102,13 +102,13 @@ func TestReassignVerifyRemovesThrottleWhenComplete(t *testing.T) {
 	plan := writePlan(t, `{"version":1,"partitions":[{"topic":"orders","partition":0,"replicas":[1,2,4]}]}`)
 	r := ctl(t, "", "", "--controller", addr, "reassign", "--verify", "--plan", plan)
 	wantCode(t, r, 1)
-	wantContains(t, "stdout", r.stdout, "orders-0: in progress: adding [4], removing [3]: ISR [1 2 3], waiting for 4", "0 of 1 partition(s) complete")
+	wantContains(t, "stdout", r.stdout, "orders-0: in progress: adding 4, removing 3: ISR 1,2,3, waiting for 4", "0 of 1 partition(s) complete")
 	if n := f.callCount("AlterReplicationThrottle"); n != 0 {
 		t.Fatalf("throttle changed while a move runs")
 	}
 	r = ctl(t, "", "", "--controller", addr, "reassign", "--verify", "--plan", plan)
 	wantCode(t, r, 0)
-	wantContains(t, "stdout", r.stdout, "orders-0: complete: replicas [1 2 4]", "Replication throttle removed.")
+	wantContains(t, "stdout", r.stdout, "orders-0: complete: replicas 1,2,4", "Replication throttle removed.")
 	if th := requestsOf[*replicadv1.AlterReplicationThrottleRequest](f); len(th) != 1 || th[0].GetBytesPerSec() != 0 {
 		t.Fatalf("throttle requests %v, want one removal", th)
 	}
@@ -125,7 +125,7 @@ func TestReassignCancelAndGenerate(t *testing.T) {
 	addr := startController(t, f)
 	r := ctl(t, "", "", "--controller", addr, "reassign", "--cancel")
 	wantCode(t, r, 0)
-	wantContains(t, "stdout", r.stdout, "orders-1: cancelled: replicas [1 2 3]", "Replication throttle removed.")
+	wantContains(t, "stdout", r.stdout, "orders-1: cancelled: replicas 1,2,3", "Replication throttle removed.")
 	if moves := requestsOf[*replicadv1.ReassignPartitionRequest](f); len(moves) != 1 ||
 		!proto.Equal(moves[0], &replicadv1.ReassignPartitionRequest{Topic: "orders", Partition: 1, Cancel: true}) {
 		t.Fatalf("cancel requests %v", moves)

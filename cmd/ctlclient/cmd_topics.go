@@ -183,7 +183,8 @@ func describeTopicCommand() *command {
 per partition: leader ("none" when it has none), leader epoch, partition
 epoch, ISR, replicas, the replicas being added and removed by a
 reassignment, the eligible leader replicas (ELR; a last known ELR is marked
-*), the replicas their brokers report offline, and the effective
+*), the offline replicas (on a broker not alive, or reported offline by
+their broker, as kafka-topics --describe counts them), and the effective
 min.insync.replicas. "-" is an empty set.
 
 -o json prints {"topic", "topicId", "partitions": N, "replicationFactor",
@@ -229,7 +230,7 @@ deleted).
 				if len(parts) == 0 {
 					return unknownTopicError("describe-topic", topic, resp)
 				}
-				return printTopicDescription(e, topic, parts)
+				return printTopicDescription(e, topic, parts, aliveBrokers(resp))
 			}
 		},
 	}
@@ -273,7 +274,7 @@ func unknownTopicError(cmd, topic string, resp *replicadv1.DescribeClusterRespon
 	return answerError{fmt.Sprintf("%s: topic %q does not exist", cmd, topic)}
 }
 
-func printTopicDescription(e *env, topic string, parts []*replicadv1.ClusterPartition) error {
+func printTopicDescription(e *env, topic string, parts []*replicadv1.ClusterPartition, alive map[int32]bool) error {
 	id := parts[0].GetTopicId()
 	rf := replicationFactor(parts[0])
 	if e.jsonOutput() {
@@ -299,7 +300,7 @@ func printTopicDescription(e *env, topic string, parts []*replicadv1.ClusterPart
 	t := newTable(e.stdout, "PARTITION", "LEADER", "EPOCH", "P-EPOCH", "ISR", "REPLICAS", "ADDING", "REMOVING", "ELR", "OFFLINE", "MIN-ISR")
 	for _, p := range parts {
 		t.row(p.GetPartition(), leaderName(p.GetLeader()), p.GetLeaderEpoch(), p.GetPartitionEpoch(), idsOrDash(p.GetIsr()), idsOrDash(p.GetReplicas()),
-			idsOrDash(p.GetAddingReplicas()), idsOrDash(p.GetRemovingReplicas()), elrCell(p), idsOrDash(p.GetOfflineReplicas()), minIsrCell(p))
+			idsOrDash(p.GetAddingReplicas()), idsOrDash(p.GetRemovingReplicas()), elrCell(p), idsOrDash(offlineReplicas(p, alive)), minIsrCell(p))
 	}
 	return t.flush()
 }
@@ -366,7 +367,7 @@ func narrowCluster(resp *replicadv1.DescribeClusterResponse, topic string, f *pa
 
 // printFilteredPartitions is describe-cluster's table under a filter: the
 // matching partitions only (with MIN-ISR), or a line saying there are none.
-func printFilteredPartitions(w io.Writer, f *partitionFilter, topic string, parts []*replicadv1.ClusterPartition) error {
+func printFilteredPartitions(w io.Writer, f *partitionFilter, topic string, parts []*replicadv1.ClusterPartition, alive map[int32]bool) error {
 	if len(parts) == 0 {
 		where := ""
 		if topic != "" {
@@ -375,5 +376,5 @@ func printFilteredPartitions(w io.Writer, f *partitionFilter, topic string, part
 		_, err := fmt.Fprintf(w, "no %s%s\n", f.label, where)
 		return err
 	}
-	return printPartitionsTable(w, parts, true)
+	return printPartitionsTable(w, parts, alive, true)
 }

@@ -60,6 +60,7 @@ func commands() []*command {
 		aclListCommand(),
 		traceCommand(),
 		certsInitCommand(),
+		certsIssueCommand(),
 		completionCommand(),
 		profileCommands()[0],
 		profileCommands()[1],
@@ -105,7 +106,8 @@ const mainHelpFooter = `
 Exit status: 0 when every RPC succeeded and every error code in the answers is
 NONE; 1 when an RPC failed (printed as "ctlclient: <code>: <message>"), an
 answer carried an error code, or the command is not implemented yet; 2 for
-usage errors.
+usage errors; 130 when Ctrl-C stopped a wait on work that goes on in the
+cluster (reassign --wait: the message says how to follow or cancel it).
 
 Run 'ctlclient COMMAND --help' for a command's flags and an example.
 `
@@ -124,6 +126,9 @@ func printMainHelp(w io.Writer) {
 
 func printCommandHelp(w io.Writer, c *command, fs *flag.FlagSet) {
 	fmt.Fprintf(w, "ctlclient %s: %s\n\nUsage: ctlclient [global flags] %s %s\n", c.name, c.summary, c.name, c.usage)
+	if fs != nil && !c.args && takesTopicArgument(fs) {
+		fmt.Fprintf(w, "       (the topic may be given as the first argument instead of --topic)\n")
+	}
 	if c.later != "" {
 		fmt.Fprintf(w, "\nNot implemented yet: arrives with %s.\n", c.later)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/status"
 
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
@@ -120,6 +122,17 @@ func callController[R errorCoded](ctx context.Context, c *controllerClient, call
 	defer cancel()
 	var zero R
 	outcomes := make([]string, len(c.addrs)) // per address, why it was passed over
+	// unanswered are the addresses a request reached (the connection was
+	// up) without an answer in time: it may have been applied there.
+	var unanswered []string
+	noteUnanswered := func(addr string, err error) {
+		if status.Code(err) == codes.DeadlineExceeded && c.reached(addr) && !slices.Contains(unanswered, addr) {
+			unanswered = append(unanswered, addr)
+			if a, ok := ctx.Value(attemptsKey{}).(*callAttempts); ok {
+				a.unanswered = append(a.unanswered, addr)
+			}
+		}
+	}
 	backoff := retryBackoffMin
 	for {
 		c.mu.Lock()
@@ -146,6 +159,7 @@ func callController[R errorCoded](ctx context.Context, c *controllerClient, call
 			switch {
 			case err != nil && ctx.Err() == nil && unreachable:
 				outcomes[idx] = status.Code(err).String() + ": " + status.Convert(err).Message()
+				noteUnanswered(addr, err)
 				continue
 			case status.Code(err) == codes.Unimplemented:
 				// A broker (or anything else) at a controller's address: say
@@ -156,7 +170,8 @@ func callController[R errorCoded](ctx context.Context, c *controllerClient, call
 				// The budget ran out during this attempt: say which
 				// controllers were tried and why, not the bare deadline.
 				outcomes[idx] = status.Code(err).String() + ": " + status.Convert(err).Message()
-				return zero, noControllerError{addrs: c.addrs, outcomes: outcomes, budget: c.budget}
+				noteUnanswered(addr, err)
+				return zero, noControllerError{addrs: c.addrs, outcomes: outcomes, budget: c.budget, unanswered: unanswered}
 			case err != nil:
 				return zero, err
 			case resp.GetErrorCode() == replicadv1.ErrorCode_ERROR_CODE_NOT_CONTROLLER:
@@ -178,7 +193,7 @@ func callController[R errorCoded](ctx context.Context, c *controllerClient, call
 			if errors.Is(err, context.Canceled) {
 				return zero, err
 			}
-			return zero, noControllerError{addrs: c.addrs, outcomes: outcomes, budget: c.budget}
+			return zero, noControllerError{addrs: c.addrs, outcomes: outcomes, budget: c.budget, unanswered: unanswered}
 		}
 		backoff = min(2*backoff, retryBackoffMax)
 	}
@@ -188,6 +203,12 @@ func callController[R errorCoded](ctx context.Context, c *controllerClient, call
 type noControllerError struct {
 	addrs, outcomes []string
 	budget          time.Duration
+	// unanswered: addresses the request reached that did not answer in
+	// time. Empty: no controller was reached, nothing was applied.
+	unanswered []string
+	// check says how to see whether the request was applied (the
+	// command's own words, from mayBeApplied).
+	check string
 }
 
 func (n noControllerError) Error() string {
@@ -195,7 +216,63 @@ func (n noControllerError) Error() string {
 	for i, a := range n.addrs {
 		parts[i] = a + ": " + n.outcomes[i]
 	}
-	return fmt.Sprintf("no active controller within %s (%s)", n.budget, strings.Join(parts, "; "))
+	if len(n.unanswered) == 0 {
+		return fmt.Sprintf("no active controller within %s (%s)", n.budget, strings.Join(parts, "; "))
+	}
+	// Reached but silent: a controller busy past the deadline (a slow
+	// store, a long decision) may well have done it. Saying "no active
+	// controller" here sent operators to retry into TOPIC_ALREADY_EXISTS.
+	check := n.check
+	if check == "" {
+		check = "check with `ctlclient describe-cluster` before retrying"
+	}
+	return fmt.Sprintf("the controller at %s did not answer within %s: the request reached it and may have been applied; %s (%s)",
+		strings.Join(n.unanswered, " and "), n.budget, check, strings.Join(parts, "; "))
+}
+
+// mayBeApplied gives a timeout after the request reached a controller the
+// command's way to check whether it was applied ("check with `ctlclient
+// describe-topic orders`"); any other error is returned as it is.
+func mayBeApplied(err error, check string) error {
+	var n noControllerError
+	if errors.As(err, &n) && len(n.unanswered) > 0 {
+		n.check = check
+		return n
+	}
+	return err
+}
+
+// callAttempts collects, through a call's context (withAttempts), the
+// addresses a request reached without an answer before another attempt of
+// the same call was answered: create-topic's TOPIC_ALREADY_EXISTS is then
+// most likely its own first attempt's doing.
+type callAttempts struct{ unanswered []string }
+
+type attemptsKey struct{}
+
+func withAttempts(ctx context.Context, a *callAttempts) context.Context {
+	return context.WithValue(ctx, attemptsKey{}, a)
+}
+
+// ownDoing is a command's answer error when code is what its own earlier,
+// unanswered attempt would cause (TOPIC_ALREADY_EXISTS for a create): it
+// says so, and how to check, instead of leaving the operator to think
+// somebody else got there first.
+func ownDoing(err error, a *callAttempts, code, expected replicadv1.ErrorCode, check string) error {
+	if err == nil || code != expected || len(a.unanswered) == 0 {
+		return err
+	}
+	return answerError{fmt.Sprintf("%v: most likely this command's own earlier attempt, which reached the controller at %s and got no answer in time; %s",
+		err, strings.Join(a.unanswered, " and "), check)}
+}
+
+// reached says whether the connection to addr is up: a request that then
+// timed out was sent, not lost on the way.
+func (c *controllerClient) reached(addr string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	conn, ok := c.conns[addr]
+	return ok && conn.GetState() == connectivity.Ready
 }
 
 // sleepCtx waits d, or returns ctx's error when ctx ends first.

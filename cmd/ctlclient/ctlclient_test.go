@@ -202,7 +202,7 @@ func TestDescribeJSONParses(t *testing.T) {
 
 	r = ctl(t, addr, "", "describe")
 	wantCode(t, r, 0)
-	for _, col := range []string{"TOPIC", "PARTITION", "ROLE", "LEADER", "EPOCH", "P-EPOCH", "REPLICAS", "ISR", "HW", "LEO", "LSO", "DIR", "leader", "/data/a"} {
+	for _, col := range []string{"TOPIC", "PARTITION", "ROLE", "LEADER", "EPOCH", "P-EPOCH", "REPLICAS", "ISR", "HW", "LEO", "LOG-START", "DIR", "leader", "/data/a"} {
 		if !strings.Contains(r.stdout, col) {
 			t.Errorf("describe table lacks %q:\n%s", col, r.stdout)
 		}

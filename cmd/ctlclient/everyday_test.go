@@ -129,13 +129,13 @@ func TestDescribeTopic(t *testing.T) {
 		"",
 		"PARTITION  LEADER  EPOCH  P-EPOCH  ISR  REPLICAS  ADDING  REMOVING  ELR  OFFLINE  MIN-ISR",
 		"0          1       3      4        1,3  1,3       -       -         3    3        2",
-		"1          1       3      4        1    1,2,3     -       -         -    -        2",
-		"2          2       3      4        2,3  2,3       -       -         -    -        2")
+		"1          1       3      4        1    1,2,3     -       -         -    2        2",
+		"2          2       3      4        2,3  2,3       -       -         -    2        2")
 
 	r = ctl(t, "", "", "--controller", addr, "describe-topic", "--topic", "logs")
 	wantCode(t, r, 0)
 	wantContains(t, "logs table", r.stdout, "replication factor 1",
-		"0          none    3      4        2      2         -       -         -    -        2",
+		"0          none    3      4        2      2         -       -         -    2        2",
 		"1          3       3      4        3,4,1  3,4,1     4       1         -    -        2")
 
 	r = ctl(t, "", "", "describe-topic", "orders", "--controller", addr, "-o", "json")
@@ -257,21 +257,21 @@ func TestClusterHealth(t *testing.T) {
 		"CLUSTER HEALTH OVERVIEW",
 		"=======================",
 		"Healthy:                         true",
-		"Unhealthy reasons:               []",
+		"Unhealthy reasons:               -",
 		"Active controller:               "+addr+" (controller epoch 5)",
-		"All brokers:                     [1 2]",
-		"Brokers down:                    []",
-		"Leaderless partitions (0):       []",
-		"Under-replicated partitions (0): []")
+		"All brokers:                     1,2",
+		"Brokers down:                    -",
+		"Leaderless partitions (0):       -",
+		"Under-replicated partitions (0): -")
 
 	sick := startController(t, describing(mixedCluster()))
 	r = ctl(t, "", "", "--controller", sick, "cluster", "health")
 	wantCode(t, r, 1)
 	wantContains(t, "unhealthy", r.stdout, "Healthy:                         false",
-		"Unhealthy reasons:               [brokers_down leaderless_partitions under_replicated_partitions]",
-		"Brokers down:                    [2]",
-		"Leaderless partitions (2):       [logs-0 orders-2]",
-		"Under-replicated partitions (1): [orders-1]")
+		"Unhealthy reasons:               brokers_down,leaderless_partitions,under_replicated_partitions",
+		"Brokers down:                    2",
+		"Leaderless partitions (2):       logs-0,orders-2",
+		"Under-replicated partitions (1): orders-1")
 	wantContains(t, "stderr", r.stderr, "cluster health: not healthy: brokers_down, leaderless_partitions, under_replicated_partitions")
 
 	r = ctl(t, "", "", "--controller", sick, "cluster", "health", "-o", "json")
@@ -360,7 +360,7 @@ func TestClusterHealthWatchExitWhenHealthy(t *testing.T) {
 	}()
 	r = ctl(t, "", "", "--controller", addr3, "--timeout", "200ms", "cluster", "health", "--watch", "--interval", "100ms", "--exit-when-healthy")
 	wantCode(t, r, 0)
-	wantContains(t, "stdout", r.stdout, "Unhealthy reasons: [no_active_controller]", "Error:             no active controller", "Healthy:                         true")
+	wantContains(t, "stdout", r.stdout, "Unhealthy reasons: no_active_controller", "Error:             no active controller", "Healthy:                         true")
 }
 
 // TestClusterHealthWatchEnds ensures --exit-when-healthy exits 1 once its
@@ -474,7 +474,7 @@ func TestReassignToCurrentReplicas(t *testing.T) {
 	addr := startController(t, f)
 	r := ctl(t, "", "", "--controller", addr, "reassign", "--topic", "orders", "--partition", "0", "--replicas", "1,2,3")
 	wantCode(t, r, 0)
-	wantLines(t, "no-op", r.stdout, "orders-0 already has replicas [1 2 3]: nothing changed")
+	wantLines(t, "no-op", r.stdout, "orders-0 already has replicas 1,2,3: nothing changed")
 	if n := f.callCount("DescribeCluster"); n != 1 {
 		t.Fatalf("%d DescribeCluster calls: a no-op must not wait", n)
 	}
@@ -496,7 +496,7 @@ func TestReassignToCurrentReplicas(t *testing.T) {
 	f.mu.Unlock()
 	r = ctl(t, "", "", "--controller", addr, "reassign", "--topic", "orders", "--partition", "0", "--replicas", "3,2,1")
 	wantCode(t, r, 0)
-	if strings.Contains(r.stdout, "nothing changed") || !strings.Contains(r.stdout, "done: replicas [3 2 1]") {
+	if strings.Contains(r.stdout, "nothing changed") || !strings.Contains(r.stdout, "done: replicas 3,2,1") {
 		t.Fatalf("reorder:\n%s", r.stdout)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"strconv"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/replicad/replicad/client"
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
@@ -66,6 +68,14 @@ func (s controllerSource) Lookup(ctx context.Context, _ *client.Client, k client
 	resp, err := callController(ctx, s.ctl, func(ctx context.Context, c replicadv1.ControllerServiceClient) (*replicadv1.DescribeClusterResponse, error) {
 		return c.DescribeCluster(ctx, &replicadv1.DescribeClusterRequest{})
 	})
+	if status.Code(err) == codes.PermissionDenied {
+		// A client certificate: the controller keeps the cluster's
+		// description to the admin role, while every broker's Metadata
+		// answers it (for the topics its ACLs let it describe).
+		return client.LeaderView{}, &client.LookupError{Msg: "the controller does not describe the cluster to this certificate " +
+			"(DescribeCluster is for the admin role): a client certificate finds leaders through the brokers; " +
+			"give --bootstrap BROKER[,BROKER...] instead of --controller (" + status.Convert(err).Message() + ")"}
+	}
 	if err != nil {
 		return client.LeaderView{}, err
 	}

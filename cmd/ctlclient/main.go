@@ -30,6 +30,9 @@ const (
 	exitOK      = 0
 	exitFailure = 1 // an RPC failed, an answer carried an error code, or not implemented yet
 	exitUsage   = 2
+	// exitInterrupted: Ctrl-C (or SIGTERM) stopped a wait whose work goes
+	// on in the cluster; 128+SIGINT, as a shell reports it.
+	exitInterrupted = 130
 )
 
 func main() {
@@ -119,6 +122,11 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		}
 		return usageFailure(stderr, cmd, err)
 	}
+	if fs.NArg() > 0 && !cmd.args && takesTopicArgument(fs) {
+		if err := topicArgument(fs); err != nil {
+			return usageFailure(stderr, cmd, err)
+		}
+	}
 	if fs.NArg() > 0 && !cmd.args {
 		return usageFailure(stderr, cmd, fmt.Errorf("unexpected argument %q", fs.Arg(0)))
 	}
@@ -206,11 +214,15 @@ func (e *env) runTraced(ctx context.Context, cmd *command, runCmd func(context.C
 // report prints err the way its kind asks and maps it to an exit status.
 func (e *env) report(cmd *command, err error) int {
 	var uerr usageError
+	var ierr interruptedError
 	switch {
 	case err == nil:
 		return exitOK
 	case errors.As(err, &uerr):
 		return usageFailure(e.stderr, cmd, err)
+	case errors.As(err, &ierr):
+		fmt.Fprintf(e.stderr, "ctlclient: %v\n", err)
+		return exitInterrupted
 	}
 	if st, ok := status.FromError(err); ok {
 		if svc, ok := brokerServiceMissing(st); ok {
@@ -368,4 +380,29 @@ func (g groupError) Error() string {
 		}
 	}
 	return b.String()
+}
+
+// takesTopicArgument: every command with a --topic flag takes the topic as
+// its argument too (`produce orders ...` as `produce --topic orders ...`),
+// so no one has to remember which of them is which.
+func takesTopicArgument(fs *flag.FlagSet) bool { return fs.Lookup("topic") != nil }
+
+// topicArgument moves the one positional argument into --topic, parsing the
+// flags after it (the flag package stops at the first argument). A second
+// argument, or a --topic naming another topic, is a usage error.
+func topicArgument(fs *flag.FlagSet) error {
+	var pos []string
+	for fs.NArg() > 0 {
+		pos = append(pos, fs.Arg(0))
+		if err := fs.Parse(fs.Args()[1:]); err != nil {
+			return err
+		}
+	}
+	if len(pos) > 1 {
+		return fmt.Errorf("want one TOPIC argument, got %d: %s", len(pos), strings.Join(pos, " "))
+	}
+	if f := fs.Lookup("topic"); setFlags(fs)["topic"] && f.Value.String() != pos[0] {
+		return fmt.Errorf("the TOPIC argument %q and --topic %q disagree: give one of them", pos[0], f.Value.String())
+	}
+	return fs.Set("topic", pos[0])
 }

@@ -153,7 +153,7 @@ func validatePlan(plan reassignPlan, ix clusterIndex) error {
 		}
 		for _, d := range e.LogDirs {
 			if d != "any" {
-				bad("log_dirs %v: only \"any\" is supported (move between a broker's log dirs with alter-log-dir)", e.LogDirs)
+				bad("log_dirs %s: only \"any\" is supported (move between a broker's log dirs with alter-log-dir)", strings.Join(e.LogDirs, ","))
 				break
 			}
 		}
@@ -161,18 +161,18 @@ func validatePlan(plan reassignPlan, ix clusterIndex) error {
 			bad("%d log_dirs for %d replicas", len(e.LogDirs), len(e.Replicas))
 		}
 		if rf := len(currentReplicas(p)); len(e.Replicas) != rf {
-			bad("%d replicas %v, but the partition has replication factor %d (%v)", len(e.Replicas), e.Replicas, rf, currentReplicas(p))
+			bad("%d replicas %s, but the partition has replication factor %d (%s)", len(e.Replicas), idList(e.Replicas), rf, idList(currentReplicas(p)))
 		}
 		for j, r := range e.Replicas {
 			switch {
 			case slices.Index(e.Replicas, r) != j:
-				bad("broker %d is listed twice in %v", r, e.Replicas)
+				bad("broker %d is listed twice in %s", r, idList(e.Replicas))
 			case !ix.brokers[r]:
 				bad("broker %d is not a registered broker", r)
 			}
 		}
 		if isReassigning(p) {
-			bad("already being reassigned to %v (cancel it first)", currentReplicas(p))
+			bad("already being reassigned to %s (cancel it first)", idList(currentReplicas(p)))
 		}
 	}
 	if len(problems) > 0 {
@@ -218,7 +218,7 @@ func generatePlan(parts []*replicadv1.ClusterPartition, brokers []int32) (reassi
 	}
 	for _, p := range parts {
 		if rf := len(currentReplicas(p)); rf > len(brokers) {
-			return reassignPlan{}, usagef("%s-%d has replication factor %d, more than the %d brokers %v", p.GetTopic(), p.GetPartition(), rf, len(brokers), brokers)
+			return reassignPlan{}, usagef("%s-%d has replication factor %d, more than the %d brokers %s", p.GetTopic(), p.GetPartition(), rf, len(brokers), idList(brokers))
 		}
 	}
 	count := map[int32]int{}
@@ -395,9 +395,9 @@ func progressOf(e planPartition, p *replicadv1.ClusterPartition) planProgress {
 		}
 		out.Detail = reassignProgress(p, e.Replicas)
 	case isReassigning(p):
-		out.Status, out.Detail = progressNotStarted, fmt.Sprintf("being reassigned to %v instead", currentReplicas(p))
+		out.Status, out.Detail = progressNotStarted, fmt.Sprintf("being reassigned to %s instead", idList(currentReplicas(p)))
 	default:
-		out.Status, out.Detail = progressNotStarted, fmt.Sprintf("replicas are %v", p.GetReplicas())
+		out.Status, out.Detail = progressNotStarted, fmt.Sprintf("replicas are %s", idList(p.GetReplicas()))
 	}
 	return out
 }
@@ -406,7 +406,7 @@ func (p planProgress) String() string {
 	s := fmt.Sprintf("%s-%d: %s", p.Topic, p.Partition, p.Status)
 	switch {
 	case p.Status == progressComplete:
-		s += fmt.Sprintf(": replicas %v, ISR %v", p.Replicas, p.ISR)
+		s += fmt.Sprintf(": replicas %s, ISR %s", idList(p.Replicas), idList(p.ISR))
 	case p.Detail != "":
 		s += ": " + p.Detail
 	}

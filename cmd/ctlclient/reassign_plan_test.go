@@ -167,10 +167,10 @@ func TestValidatePlan(t *testing.T) {
 		`partitions[0] (nope-0): unknown topic "nope"`,
 		`partitions[1] (t-9): unknown partition 9 of topic "t"`,
 		`partitions[2] (t-0): broker 1 is listed twice`,
-		`partitions[3] (u-0): 3 replicas [1 2 3], but the partition has replication factor 2`,
+		`partitions[3] (u-0): 3 replicas 1,2,3, but the partition has replication factor 2`,
 		`partitions[4] (t-0): the partition is already in partitions[2]`,
 		`partitions[5] (u-0): the partition is already in partitions[3]`,
-		`partitions[6] (t-1): already being reassigned to [1 2 4]`,
+		`partitions[6] (t-1): already being reassigned to 1,2,4`,
 		`partitions[7] (u-0): the partition is already in partitions[3]`,
 		"nothing was started",
 	} {
@@ -203,9 +203,9 @@ func TestPlanProgress(t *testing.T) {
 		detail string
 	}{
 		{rpart("t", 0, 2, 3, 4), progressComplete, ""},
-		{rpart("t", 0, 3, 2, 4), progressNotStarted, "replicas are [3 2 4]"},
+		{rpart("t", 0, 3, 2, 4), progressNotStarted, "replicas are 3,2,4"},
 		{moving, progressInProgress, "waiting for 4"},
-		{other, progressNotStarted, "being reassigned to [2 3 5] instead"},
+		{other, progressNotStarted, "being reassigned to 2,3,5 instead"},
 		{nil, progressNotStarted, "does not exist"},
 	} {
 		got := progressOf(e, tc.p)

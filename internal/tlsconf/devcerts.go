@@ -234,26 +234,8 @@ func WriteDevCerts(o DevCertsOptions) ([]string, error) {
 	}
 	var written []string
 	write := func(name string, data []byte, mode os.FileMode) error {
-		p := filepath.Join(o.Dir, name)
-		// Replace rather than rewrite in place: a process watching the
-		// file never reads half of it.
-		tmp, err := os.CreateTemp(o.Dir, "."+name+".*")
+		p, err := writeReplacing(o.Dir, name, data, mode)
 		if err != nil {
-			return err
-		}
-		defer os.Remove(tmp.Name())
-		if err := tmp.Chmod(mode); err != nil {
-			tmp.Close()
-			return err
-		}
-		if _, err := tmp.Write(data); err != nil {
-			tmp.Close()
-			return err
-		}
-		if err := tmp.Close(); err != nil {
-			return err
-		}
-		if err := os.Rename(tmp.Name(), p); err != nil {
 			return err
 		}
 		written = append(written, p)
@@ -276,6 +258,132 @@ func WriteDevCerts(o DevCertsOptions) ([]string, error) {
 		if err := write(l.name+".key", k, 0o600); err != nil {
 			return written, err
 		}
+	}
+	return written, nil
+}
+
+// writeReplacing writes data to dir/name with mode, replacing rather than
+// rewriting in place: a process watching the file never reads half of it.
+func writeReplacing(dir, name string, data []byte, mode os.FileMode) (string, error) {
+	p := filepath.Join(dir, name)
+	tmp, err := os.CreateTemp(dir, "."+name+".*")
+	if err != nil {
+		return "", err
+	}
+	defer os.Remove(tmp.Name())
+	if err := tmp.Chmod(mode); err != nil {
+		tmp.Close()
+		return "", err
+	}
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return "", err
+	}
+	if err := tmp.Close(); err != nil {
+		return "", err
+	}
+	if err := os.Rename(tmp.Name(), p); err != nil {
+		return "", err
+	}
+	return p, nil
+}
+
+// IssueOptions configure IssueDevCert.
+type IssueOptions struct {
+	// Dir holds the CA (ca.crt, ca.key, as WriteDevCerts wrote them).
+	Dir string
+	// OutDir receives NAME.crt and NAME.key; empty is Dir.
+	OutDir string
+	// Name names the files.
+	Name string
+	// Principal is the identity the certificate carries.
+	Principal string
+	// DNS and IPs are the hosts it is valid for; both empty is loopback.
+	DNS []string
+	IPs []net.IP
+	// Validity is how long it is valid; 0 is a year.
+	Validity time.Duration
+	// Force overwrites NAME.crt and NAME.key.
+	Force bool
+}
+
+// ErrNoCAKey is IssueDevCert finding no ca.key next to ca.crt: the CA was
+// not made by WriteDevCerts, or its key was moved away.
+var ErrNoCAKey = errors.New("no CA key")
+
+// IssueDevCert signs one more leaf with the CA in o.Dir, leaving ca.crt and
+// ca.key as they are (read, never written), and writes it as NAME.crt and
+// NAME.key (mode 0600). It returns the files written.
+func IssueDevCert(o IssueOptions) ([]string, error) {
+	if o.Dir == "" {
+		return nil, errors.New("no directory")
+	}
+	if o.Name == "" || o.Name == "ca" || o.Name != filepath.Base(o.Name) || o.Name == "." || o.Name == ".." {
+		return nil, fmt.Errorf("name %q: want a plain file name other than ca", o.Name)
+	}
+	if o.OutDir == "" {
+		o.OutDir = o.Dir
+	}
+	if o.Validity <= 0 {
+		o.Validity = 365 * 24 * time.Hour
+	}
+	caCert, caKey := filepath.Join(o.Dir, "ca.crt"), filepath.Join(o.Dir, "ca.key")
+	for _, f := range []struct {
+		path string
+		err  error
+	}{{caCert, errors.New("no CA certificate")}, {caKey, ErrNoCAKey}} {
+		if _, err := os.Stat(f.path); errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("%s: %w", f.path, f.err)
+		} else if err != nil {
+			return nil, err
+		}
+	}
+	ca, err := LoadCA(caCert, caKey)
+	if err != nil {
+		return nil, fmt.Errorf("loading the CA in %s: %w", o.Dir, err)
+	}
+	if !ca.Cert.IsCA {
+		return nil, fmt.Errorf("%s is not a CA certificate", caCert)
+	}
+	if !o.Force {
+		for _, n := range []string{o.Name + ".crt", o.Name + ".key"} {
+			p := filepath.Join(o.OutDir, n)
+			if _, err := os.Stat(p); err == nil {
+				return nil, fmt.Errorf("%s: %w (--force overwrites)", p, ErrExists)
+			} else if !errors.Is(err, fs.ErrNotExist) {
+				return nil, err
+			}
+		}
+	}
+	leaf := LoopbackLeaf(o.Principal, o.Validity)
+	if len(o.DNS) > 0 || len(o.IPs) > 0 {
+		leaf.DNS, leaf.IPs = o.DNS, o.IPs
+	}
+	// A leaf outliving its CA fails verification from the CA's expiry on;
+	// cap it there rather than hand out a certificate that lies.
+	if leaf.NotAfter.After(ca.Cert.NotAfter) {
+		leaf.NotAfter = ca.Cert.NotAfter
+	}
+	c, k, err := ca.Issue(leaf)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(o.OutDir, 0o700); err != nil {
+		return nil, err
+	}
+	var written []string
+	// The key first: a certificate without its key is useless, a key
+	// without its certificate is harmless.
+	for _, f := range []struct {
+		name string
+		data []byte
+		mode os.FileMode
+	}{{o.Name + ".key", k, 0o600}, {o.Name + ".crt", c, 0o644}} {
+		p, err := writeReplacing(o.OutDir, f.name, f.data, f.mode)
+		if err != nil {
+			return written, err
+		}
+		written = append(written, p)
 	}
 	return written, nil
 }
