@@ -138,7 +138,9 @@ func New(cfg Config) (*Channel, error) {
 	}
 	if cfg.Dial == nil {
 		extra := cfg.DialOptions
-		cfg.Dial = func(addr string) (replicadv1.ControllerServiceClient, io.Closer, error) { return GRPCDial(addr, extra...) }
+		cfg.Dial = func(addr string) (replicadv1.ControllerServiceClient, io.Closer, error) {
+			return GRPCDial(addr, extra...)
+		}
 	}
 	return &Channel{
 		cfg:      cfg,
@@ -336,7 +338,8 @@ type AttemptOptions struct {
 // NOT_CONTROLLER answer moves the target to the controller the standby
 // named (if it is one of Addrs) or else to the next address, as does an
 // error, except InvalidArgument, PermissionDenied and Unauthenticated
-// (every controller would answer the same) and the end of ctx. It returns
+// (every controller would answer the same) and the cancellation of ctx (a
+// timeout moves on). It returns
 // rpc's answer and error as they are, and the address it went to: for a
 // caller with its own retry policy (AlterPartition, producer IDs). ctx
 // bounds the attempt.
@@ -349,7 +352,9 @@ func Attempt[R Answer](ctx context.Context, c *Channel, opts AttemptOptions,
 		c.moveOn(addr, r.hint(resp))
 	case r.err == nil:
 		c.answered(addr)
-	case ctx.Err() != nil || final(r.err):
+	case errors.Is(ctx.Err(), context.Canceled) || final(r.err):
+		// The caller gave up (closing), or every controller would say
+		// the same: the target stays.
 	default:
 		c.moveOn(addr, "")
 	}
