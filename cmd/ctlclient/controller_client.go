@@ -70,11 +70,18 @@ func (e *env) closeController() {
 // have been applied (errors.Is controllerchannel.ErrMaybeApplied).
 func callController[R controllerchannel.Answer](ctx context.Context, c *controllerClient, call func(context.Context, replicadv1.ControllerServiceClient) (R, error)) (R, error) {
 	resp, err := client.AdminCall(ctx, c, call)
+	return resp, controllerError(err, c)
+}
+
+// controllerError words a controller channel's "no active controller" for
+// ctlclient (with --timeout and the hint for a broker address); other
+// errors stay as they are.
+func controllerError(err error, c *controllerClient) error {
 	var nc *controllerchannel.NoControllerError
 	if errors.As(err, &nc) {
-		return resp, noControllerError{NoControllerError: nc, budget: c.Timeout()}
+		return noControllerError{NoControllerError: nc, budget: c.Timeout()}
 	}
-	return resp, err
+	return err
 }
 
 // noControllerError: no address answered as the active controller in time.
