@@ -69,7 +69,9 @@ func (e *env) printAdminAnswer(resp adminAnswer, table func() error, what string
 
 const controllerExitDetails = `--controller may list several controllers (ADDR,ADDR,...): the call goes to
 the one answering as the active controller, moving on from standbys
-(NOT_CONTROLLER) and unreachable addresses, and retrying for up to --timeout.`
+(NOT_CONTROLLER, to the one a standby names when it is listed) and unreachable
+addresses, and retrying for up to --timeout. A change that reached a
+controller without an answer is not sent again: it may have been applied.`
 
 func createTopicCommand() *command {
 	return &command{
