@@ -83,7 +83,7 @@ func (f *fakeController) CreateTopic(ctx context.Context, _ *replicadv1.CreateTo
 }
 
 // startFake serves f on a loopback port, with opts (TLS).
-func startFake(t *testing.T, f *fakeController, opts ...grpc.ServerOption) *fakeController {
+func startFake(t testing.TB, f *fakeController, opts ...grpc.ServerOption) *fakeController {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -95,6 +95,16 @@ func startFake(t *testing.T, f *fakeController, opts ...grpc.ServerOption) *fake
 	t.Cleanup(srv.Stop)
 	f.addr = lis.Addr().String()
 	return f
+}
+
+// benchChannel is a channel to f served on loopback.
+func benchChannel(b *testing.B, f *fakeController) (*Channel, func()) {
+	startFake(b, f)
+	ch, err := New(Config{Addrs: []string{f.addr}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return ch, func() { _ = ch.Close() }
 }
 
 // deadAddr is a loopback address nothing listens on (connection refused).
