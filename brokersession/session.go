@@ -93,10 +93,12 @@ type Config struct {
 	// broker records it durably: core.ReplicaManager.RecordBrokerEpoch). It
 	// must not call the Session.
 	OnRegistered func(brokerEpoch int64)
-	// Dial makes a client of the controller at addr; the Session calls it
-	// once per address, at the first call there, and closes the Closer on
-	// Close. Nil: an insecure gRPC client with replicad's transport options
-	// and OpenTelemetry propagation.
+	// Dial makes a client of the controller at addr; the Session's
+	// controllerchannel calls it once per address, at the first call there,
+	// and closes the Closer on Close. Nil: an insecure gRPC client with
+	// replicad's transport options, OpenTelemetry propagation and
+	// controllerchannel.DialOption (the standby's hint). A gRPC client of
+	// one's own should include that option too.
 	Dial func(addr string) (replicadv1.ControllerServiceClient, io.Closer, error)
 	// DialOptions are added to the default Dial's (its transport
 	// credentials: TLS). Unused with Dial set.
