@@ -3,31 +3,26 @@ package alterpartition
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"math/rand/v2"
-	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
-	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	otelcodes "go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/replicad/replicad/controllerchannel"
 	"github.com/replicad/replicad/core"
 	"github.com/replicad/replicad/core/clock"
 	"github.com/replicad/replicad/core/tp"
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
-	"github.com/replicad/replicad/internal/grpcx"
 	"github.com/replicad/replicad/internal/telemetry"
 )
 
@@ -72,10 +67,10 @@ type Config struct {
 	Logger zerolog.Logger
 	// TracerProvider makes the request spans; nil means the global one.
 	TracerProvider trace.TracerProvider
-	// Dial makes a client of the controller at addr; New calls it once per
-	// address and Close closes the Closer. Nil: an insecure gRPC client with
-	// replicad's transport options and OpenTelemetry propagation (what
-	// brokersession.Config.Dial defaults to). A seam for tests that run the
+	// Dial makes a client of the controller at addr; the Manager's
+	// controllerchannel calls it once per address, at the first request
+	// there, and Close closes the Closer. Nil: controllerchannel.GRPCDial
+	// (insecure unless DialOptions say otherwise). A seam for tests that run the
 	// cluster in one process over an in-memory network (tests/sim).
 	Dial func(addr string) (replicadv1.ControllerServiceClient, io.Closer, error)
 	// DialOptions are added to the default Dial's (its transport
@@ -105,25 +100,9 @@ func (c *Config) setDefaults() {
 	if c.Dial == nil {
 		extra := c.DialOptions
 		c.Dial = func(addr string) (replicadv1.ControllerServiceClient, io.Closer, error) {
-			return grpcDial(addr, extra...)
+			return controllerchannel.GRPCDial(addr, extra...)
 		}
 	}
-}
-
-// grpcDial is the default Config.Dial.
-func grpcDial(addr string, extra ...grpc.DialOption) (replicadv1.ControllerServiceClient, io.Closer, error) {
-	opts := append(grpcx.DialOptions(),
-		// A controller back after a cut is reconnected to within a second.
-		grpcx.ConnectParams(),
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithStatsHandler(otelgrpc.NewClientHandler(grpcx.OtelOptions(false)...)),
-	)
-	opts = append(opts, extra...)
-	conn, err := grpc.NewClient(addr, opts...)
-	if err != nil {
-		return nil, nil, err
-	}
-	return replicadv1.NewControllerServiceClient(conn), conn, nil
 }
 
 // item is a submitted change and its completion.
@@ -135,16 +114,11 @@ type item struct {
 // Manager is a core.IsrChanger that commits ISR changes through the
 // controller's AlterPartition. Its methods are safe for concurrent use.
 type Manager struct {
-	cfg     Config
-	tracer  trace.Tracer
-	conns   []io.Closer
-	clients []replicadv1.ControllerServiceClient
-	addrs   []string
-	cur     int // index of the controller in use; only run touches it
-	logger  zerolog.Logger
-	// preferred is the index UseController last named, -1 when taken: the
-	// next request goes there.
-	preferred atomic.Int32
+	cfg    Config
+	tracer trace.Tracer
+	// ch finds the active controller: the request goes to its target.
+	ch     *controllerchannel.Channel
+	logger zerolog.Logger
 
 	// ctx is cancelled by Close: it aborts the call in flight and the
 	// backoff wait.
@@ -155,10 +129,6 @@ type Manager struct {
 	mu     sync.Mutex
 	queued []item // submitted, not yet taken into a request
 	closed bool
-	// abortSend cancels the request in flight, and sendingTo is the
-	// controller it went to: UseController abandons a request to another.
-	abortSend context.CancelFunc
-	sendingTo int
 	// wake has room for one signal: Submit never blocks on it.
 	wake chan struct{}
 
@@ -182,25 +152,20 @@ func New(cfg Config) (*Manager, error) {
 		tracer: tracerProvider(cfg.TracerProvider).Tracer("github.com/replicad/replicad/alterpartition"),
 		wake:   make(chan struct{}, 1),
 	}
-	m.preferred.Store(-1)
+	var addrs []string
 	for _, addr := range strings.Split(cfg.Controller, ",") {
-		if addr = strings.TrimSpace(addr); addr == "" {
-			continue
+		if addr = strings.TrimSpace(addr); addr != "" {
+			addrs = append(addrs, addr)
 		}
-		client, conn, err := cfg.Dial(addr)
-		if err != nil {
-			for _, c := range m.conns {
-				_ = c.Close()
-			}
-			return nil, fmt.Errorf("dial controller %s: %w", addr, err)
-		}
-		m.addrs = append(m.addrs, addr)
-		m.conns = append(m.conns, conn)
-		m.clients = append(m.clients, client)
 	}
-	if len(m.conns) == 0 {
+	if len(addrs) == 0 {
 		return nil, ErrNoController
 	}
+	ch, err := controllerchannel.New(controllerchannel.Config{Addrs: addrs, Dial: cfg.Dial, Clock: cfg.Clock})
+	if err != nil {
+		return nil, err
+	}
+	m.ch = ch
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	m.wg.Add(1)
 	go m.run()
@@ -233,9 +198,7 @@ func (m *Manager) Close() error {
 		m.mu.Unlock()
 		m.cancel()
 		m.wg.Wait()
-		for _, c := range m.conns {
-			m.closeErr = errors.Join(m.closeErr, c.Close())
-		}
+		m.closeErr = m.ch.Close()
 	})
 	return m.closeErr
 }
@@ -254,25 +217,19 @@ func (m *Manager) run() {
 		if inflight = m.dropWithdrawn(inflight); len(inflight) == 0 {
 			continue
 		}
-		m.takePreferred()
-		resp, err := m.send(inflight)
+		resp, to, err := m.send(inflight)
 		switch {
 		case err != nil && m.ctx.Err() != nil:
 			// Closing: the deferred failAll below answers the batch.
 		case err != nil && retriable(err):
 			failures++
-			m.logger.Warn().Err(err).Str("to", m.addrs[m.cur]).Int("partitions", len(inflight)).Int("attempt", failures).Msg("AlterPartition failed, retrying")
-			if !m.takePreferred() {
-				m.nextController()
-			}
+			m.logger.Warn().Err(err).Str("to", to).Int("partitions", len(inflight)).Int("attempt", failures).Msg("AlterPartition failed, retrying")
 			continue
 		case err == nil && resp.GetErrorCode() == replicadv1.ErrorCode_ERROR_CODE_NOT_CONTROLLER:
-			// A standby controller: the same batch goes to the next one.
+			// A standby controller: the same batch goes to the one it
+			// named, or the next (the channel moved on).
 			failures++
-			m.logger.Debug().Str("to", m.addrs[m.cur]).Msg("AlterPartition reached a standby controller, trying the next")
-			if !m.takePreferred() {
-				m.nextController()
-			}
+			m.logger.Debug().Str("to", to).Msg("AlterPartition reached a standby controller, trying the next")
 			continue
 		case err == nil && resp.GetErrorCode() == replicadv1.ErrorCode_ERROR_CODE_STALE_BROKER_EPOCH:
 			// The controller refused the whole request for this broker's
@@ -285,7 +242,7 @@ func (m *Manager) run() {
 			// landed). Retried, it goes with the epoch of the moment, and
 			// the partition withdraws it if a LeaderAndIsr replaces it.
 			failures++
-			m.logger.Warn().Str("to", m.addrs[m.cur]).Int("partitions", len(inflight)).Int("attempt", failures).
+			m.logger.Warn().Str("to", to).Int("partitions", len(inflight)).Int("attempt", failures).
 				Msg("AlterPartition refused for a stale broker epoch, retrying with the current one")
 			continue
 		case err != nil:
@@ -385,8 +342,10 @@ func indexOf(batch []item, t tp.TopicPartition) int {
 	return -1
 }
 
-// send makes one AlterPartition call for batch under RequestTimeout.
-func (m *Manager) send(batch []item) (*replicadv1.AlterPartitionResponse, error) {
+// send makes one AlterPartition call for batch under RequestTimeout, to
+// the channel's target, and says where it went. UseController naming
+// another controller abandons it (AbortOnMove), to be resent there.
+func (m *Manager) send(batch []item) (*replicadv1.AlterPartitionResponse, string, error) {
 	brokerEpoch := m.cfg.BrokerEpoch()
 	req := &replicadv1.AlterPartitionRequest{BrokerId: m.cfg.BrokerID, BrokerEpoch: brokerEpoch}
 	for _, it := range batch {
@@ -395,16 +354,11 @@ func (m *Manager) send(batch []item) (*replicadv1.AlterPartitionResponse, error)
 	ctx, spans := m.startSpans(batch, brokerEpoch)
 	ctx, cancel := context.WithTimeout(ctx, m.cfg.RequestTimeout)
 	defer cancel()
-	m.mu.Lock()
-	m.abortSend, m.sendingTo = cancel, m.cur
-	m.mu.Unlock()
-	defer func() {
-		m.mu.Lock()
-		m.abortSend = nil
-		m.mu.Unlock()
-	}()
 	m.logger.Debug().Int("partitions", len(batch)).Int64("broker_epoch", brokerEpoch).Msg("sending AlterPartition")
-	resp, err := m.clients[m.cur].AlterPartition(ctx, req)
+	resp, to, err := controllerchannel.Attempt(ctx, m.ch, controllerchannel.AttemptOptions{AbortOnMove: true},
+		func(ctx context.Context, c replicadv1.ControllerServiceClient) (*replicadv1.AlterPartitionResponse, error) {
+			return c.AlterPartition(ctx, req)
+		})
 	for _, s := range spans {
 		if err != nil {
 			s.RecordError(err)
@@ -417,7 +371,7 @@ func (m *Manager) send(batch []item) (*replicadv1.AlterPartitionResponse, error)
 		}
 		s.End()
 	}
-	return resp, err
+	return resp, to, err
 }
 
 func tracerProvider(tp trace.TracerProvider) trace.TracerProvider {
@@ -461,7 +415,7 @@ func (m *Manager) startSpans(batch []item, brokerEpoch int64) (context.Context, 
 	}
 	ctx, send := m.tracer.Start(ctx, SendSpanName, trace.WithSpanKind(trace.SpanKindClient), trace.WithLinks(others...),
 		trace.WithAttributes(attribute.Int("replicad.broker", int(m.cfg.BrokerID)), attribute.Int64("replicad.broker_epoch", brokerEpoch),
-			attribute.Int("replicad.partitions", len(batch)), attribute.String("replicad.controller_address", m.addrs[m.cur])))
+			attribute.Int("replicad.partitions", len(batch)), attribute.String("replicad.controller_address", m.ch.Target())))
 	spans := []trace.Span{send}
 	if !send.IsRecording() {
 		return ctx, spans
@@ -475,9 +429,6 @@ func (m *Manager) startSpans(batch []item, brokerEpoch int64) (context.Context, 
 	return ctx, spans
 }
 
-// nextController moves to the next controller address (a no-op with one).
-func (m *Manager) nextController() { m.cur = (m.cur + 1) % len(m.clients) }
-
 // UseController makes addr, one of Config.Controller's addresses, the one
 // the next request goes to; a request in flight to another controller is
 // abandoned and resent there. The broker's session calls it when another
@@ -485,29 +436,7 @@ func (m *Manager) nextController() { m.cur = (m.cur + 1) % len(m.clients) }
 // the session has found the active controller, and an ISR change should
 // not wait out a request timeout on the one that stopped answering. An
 // unknown address is ignored.
-func (m *Manager) UseController(addr string) {
-	i := slices.Index(m.addrs, addr)
-	if i < 0 {
-		return
-	}
-	m.preferred.Store(int32(i))
-	m.mu.Lock()
-	if m.abortSend != nil && m.sendingTo != i {
-		m.abortSend()
-	}
-	m.mu.Unlock()
-}
-
-// takePreferred moves to the controller UseController named, once; it
-// reports whether there was one.
-func (m *Manager) takePreferred() bool {
-	p := m.preferred.Swap(-1)
-	if p < 0 {
-		return false
-	}
-	m.cur = int(p)
-	return true
-}
+func (m *Manager) UseController(addr string) { m.ch.Use(addr) }
 
 // alterPartitionItem is change on the wire. new_isr carries each member's
 // broker epoch: this broker's own, a follower's as its fetches told the

@@ -27,11 +27,13 @@
 // one stays. Requests meant for the old epoch are fenced by the broker itself
 // (core.Config.BrokerEpoch).
 //
-// Config.Controllers lists every controller that may be active. Each call goes
-// to the one that last answered; on a transport error or NOT_CONTROLLER it
-// moves on to the next address, once around the list per attempt. A standby
-// controller answers NOT_CONTROLLER, so the session finds the active one
-// without being told. Config.OnControllerChange hears where it went.
+// Config.Controllers lists every controller that may be active; the session
+// reaches them through a controllerchannel. Each call goes to the one that
+// last answered; on NOT_CONTROLLER it moves on to the controller the standby
+// named (when it is one of the addresses) or the next address, and on a
+// transport error to the next, once around the list per attempt. So the
+// session finds the active one without being told.
+// Config.OnControllerChange hears where it went.
 //
 // ControlledShutdown asks the controller to move this broker's leaderships
 // away and repeats (about every 200ms) until none is left or ctx is done.

@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/replicad/replicad/controllerchannel"
 	"github.com/replicad/replicad/core/clock"
 	"github.com/replicad/replicad/core/tp"
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
@@ -92,10 +93,12 @@ type Config struct {
 	// broker records it durably: core.ReplicaManager.RecordBrokerEpoch). It
 	// must not call the Session.
 	OnRegistered func(brokerEpoch int64)
-	// Dial makes a client of the controller at addr; the Session calls it
-	// once per address, at the first call there, and closes the Closer on
-	// Close. Nil: an insecure gRPC client with replicad's transport options
-	// and OpenTelemetry propagation.
+	// Dial makes a client of the controller at addr; the Session's
+	// controllerchannel calls it once per address, at the first call there,
+	// and closes the Closer on Close. Nil: an insecure gRPC client with
+	// replicad's transport options, OpenTelemetry propagation and
+	// controllerchannel.DialOption (the standby's hint). A gRPC client of
+	// one's own should include that option too.
 	Dial func(addr string) (replicadv1.ControllerServiceClient, io.Closer, error)
 	// DialOptions are added to the default Dial's (its transport
 	// credentials: TLS). Unused with Dial set.
@@ -198,6 +201,9 @@ func grpcDialer(base, maxDelay, connectTimeout time.Duration, extra []grpc.DialO
 			grpc.WithTransportCredentials(insecure.NewCredentials()),
 			grpc.WithStatsHandler(otelgrpc.NewClientHandler(grpcx.OtelOptions(false)...)),
 			grpc.WithConnectParams(grpc.ConnectParams{Backoff: bc, MinConnectTimeout: connectTimeout}),
+			// The standby's hint of the active controller, and whether a
+			// request that timed out went out.
+			controllerchannel.DialOption(),
 		)
 		opts = append(opts, extra...)
 		conn, err := grpc.NewClient(addr, opts...)
@@ -234,17 +240,9 @@ type Session struct {
 	// sees the broker as idle rather than busy.
 	confirm chan struct{}
 
-	mu sync.Mutex
-	// current is the index in cfg.Controllers of the controller that last
-	// answered; -1 before any did.
-	current int
-	// next is where the next call starts: current, or past an address that
-	// did not answer at all.
-	next    int
-	clients map[string]controllerClient
-	closed  bool
-	// notifyMu serializes OnControllerChange calls.
-	notifyMu sync.Mutex
+	// ch finds the active controller among cfg.Controllers, follows a
+	// standby's hint, and tells OnControllerChange where it went.
+	ch *controllerchannel.Channel
 
 	tracer trace.Tracer
 
@@ -254,11 +252,6 @@ type Session struct {
 	cancel    context.CancelFunc
 	wg        sync.WaitGroup
 	closeOnce sync.Once
-}
-
-type controllerClient struct {
-	client replicadv1.ControllerServiceClient
-	closer io.Closer
 }
 
 // Start registers the broker with the controller, retrying until one accepts
@@ -278,10 +271,17 @@ func Start(ctx context.Context, cfg Config) (*Session, error) {
 		tracer:        tracerProvider(cfg.TracerProvider).Tracer("github.com/replicad/replicad/brokersession"),
 		incarnationID: cfg.IncarnationID,
 		confirm:       make(chan struct{}, 1),
-		current:       -1,
-		clients:       make(map[string]controllerClient),
 		ctx:           sctx,
 		cancel:        cancel,
+	}
+	ch, err := controllerchannel.New(controllerchannel.Config{Addrs: cfg.Controllers, Dial: cfg.Dial, Clock: cfg.Clock, Logger: s.logger})
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	s.ch = ch
+	if cfg.OnControllerChange != nil {
+		ch.Subscribe(cfg.OnControllerChange)
 	}
 	if err := s.register(ctx); err != nil {
 		s.Close()
@@ -306,14 +306,7 @@ func (s *Session) Close() {
 	s.closeOnce.Do(func() {
 		s.cancel()
 		s.wg.Wait()
-		s.mu.Lock()
-		s.closed = true
-		clients := s.clients
-		s.clients = nil
-		s.mu.Unlock()
-		for _, c := range clients {
-			_ = c.closer.Close()
-		}
+		_ = s.ch.Close()
 	})
 }
 
@@ -570,104 +563,20 @@ func (s *Session) heartbeat() {
 	}
 }
 
-// call sends one request, first to the controller that last answered, and
-// on a transport error or NOT_CONTROLLER to the next address, once around
-// the list. It returns the first other answer, or every address's failure.
-// Each address gets timeout.
-func call[R interface{ GetErrorCode() replicadv1.ErrorCode }](ctx context.Context, s *Session, timeout time.Duration,
+// call sends one request through the controller channel: first to the
+// controller that last answered, then on a transport error or
+// NOT_CONTROLLER to the one the standby named, or the next address, once
+// around the list. It returns the first other answer, or why every address
+// failed. Each address gets timeout. Every request of the session may be
+// sent again (the controller answers a repeated registration, heartbeat or
+// shutdown request as it did the first).
+func call[R controllerchannel.Answer](ctx context.Context, s *Session, timeout time.Duration,
 	rpc func(context.Context, replicadv1.ControllerServiceClient) (R, error)) (R, error) {
-	var zero R
-	s.mu.Lock()
-	start := max(s.next, 0)
-	s.mu.Unlock()
-	n := len(s.cfg.Controllers)
-	var errs []error
-	for i := 0; i < n && ctx.Err() == nil; i++ {
-		idx := (start + i) % n
-		addr := s.cfg.Controllers[idx]
-		c, err := s.client(addr)
-		if err == nil {
-			cctx, cancel := context.WithTimeout(ctx, timeout)
-			var resp R
-			resp, err = rpc(cctx, c)
-			cancel()
-			if err == nil && resp.GetErrorCode() != replicadv1.ErrorCode_ERROR_CODE_NOT_CONTROLLER {
-				s.answeredBy(idx)
-				return resp, nil
-			}
-			if err == nil {
-				err = errNotController
-			} else {
-				// No answer at all: start the next call at the next
-				// address rather than wait on this one again.
-				s.skip(idx)
-			}
-		}
-		errs = append(errs, fmt.Errorf("controller %s: %w", addr, err))
-	}
-	if ctx.Err() != nil {
-		errs = append(errs, ctx.Err())
-	}
-	return zero, errors.Join(errs...)
-}
-
-// client returns the client of the controller at addr, dialing it at first use.
-func (s *Session) client(addr string) (replicadv1.ControllerServiceClient, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return nil, errClosed
-	}
-	if c, ok := s.clients[addr]; ok {
-		return c.client, nil
-	}
-	client, closer, err := s.cfg.Dial(addr)
-	if err != nil {
-		return nil, err
-	}
-	s.clients[addr] = controllerClient{client: client, closer: closer}
-	return client, nil
-}
-
-// answeredBy makes Controllers[idx] the current controller, and tells
-// OnControllerChange when it is a new one.
-// skip moves the starting address past idx if the calls start there.
-func (s *Session) skip(idx int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if max(s.next, 0) == idx {
-		s.next = (idx + 1) % len(s.cfg.Controllers)
-	}
-}
-
-func (s *Session) answeredBy(idx int) {
-	s.mu.Lock()
-	changed := s.current != idx
-	s.current, s.next = idx, idx
-	s.mu.Unlock()
-	if !changed {
-		return
-	}
-	s.notifyMu.Lock()
-	defer s.notifyMu.Unlock()
-	// Read again under notifyMu: a later change may have overtaken this
-	// one, and the last call must name the current controller.
-	addr := s.controller()
-	s.logger.Info().Str("controller", addr).Msg("talking to the active controller")
-	if s.cfg.OnControllerChange != nil {
-		s.cfg.OnControllerChange(addr)
-	}
+	return controllerchannel.Call(ctx, s.ch, controllerchannel.Policy{AttemptTimeout: timeout, Rounds: 1, Idempotent: true}, rpc)
 }
 
 // controller is the address of the controller that last answered ("" before any).
-func (s *Session) controller() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.current < 0 {
-		return ""
-	}
-	return s.cfg.Controllers[s.current]
-}
+func (s *Session) controller() string { return s.ch.Active() }
 
 // backoff is the wait after failures consecutive failed attempts:
 // RetryBackoff doubled per failure, capped at MaxRetryBackoff, less a random
@@ -807,7 +716,7 @@ func (s *Session) askEveryController(ctx context.Context) error {
 	answers := make(chan answer, len(s.cfg.Controllers))
 	for idx, addr := range s.cfg.Controllers {
 		go func() {
-			c, err := s.client(addr)
+			c, err := s.ch.Client(addr)
 			if err != nil {
 				answers <- answer{idx: idx, err: err}
 				return
@@ -843,7 +752,7 @@ func (s *Session) askEveryController(ctx context.Context) error {
 	// Heartbeats and AlterPartition go to the active controller from now on
 	// (not to a deposed one that still answers with an older epoch).
 	if bestEpoch >= s.ActiveController().Epoch {
-		s.answeredBy(best)
+		s.ch.MarkActive(s.cfg.Controllers[best])
 	}
 	return nil
 }

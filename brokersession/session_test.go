@@ -24,6 +24,7 @@ import (
 	"github.com/replicad/replicad/core/clock"
 	"github.com/replicad/replicad/core/tp"
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
+	"github.com/replicad/replicad/internal/grpcx"
 	"github.com/replicad/replicad/internal/spantest"
 	"github.com/replicad/replicad/internal/syncbuf"
 	"github.com/replicad/replicad/internal/testutil"
@@ -39,8 +40,10 @@ type fakeController struct {
 	replicadv1.UnimplementedControllerServiceServer
 
 	mu sync.Mutex
-	// standby answers NOT_CONTROLLER to everything.
+	// standby answers NOT_CONTROLLER to everything, naming hint as the
+	// active controller in the trailer when set (as the controller does).
 	standby bool
+	hint    string
 	// epoch is the broker epoch of the last registration (the next one gets epoch+1).
 	epoch            int64
 	sessionTimeoutMs int32
@@ -72,11 +75,14 @@ func newFakeController(sessionTimeoutMs int32) *fakeController {
 	return &fakeController{sessionTimeoutMs: sessionTimeoutMs, remaining: func(int) int { return 0 }}
 }
 
-func (f *fakeController) RegisterBroker(_ context.Context, req *replicadv1.RegisterBrokerRequest) (*replicadv1.RegisterBrokerResponse, error) {
+func (f *fakeController) RegisterBroker(ctx context.Context, req *replicadv1.RegisterBrokerRequest) (*replicadv1.RegisterBrokerResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.registrations = append(f.registrations, proto.Clone(req).(*replicadv1.RegisterBrokerRequest))
 	if f.standby {
+		if f.hint != "" {
+			_ = grpc.SetTrailer(ctx, metadata.Pairs(grpcx.ActiveControllerKey, f.hint))
+		}
 		return &replicadv1.RegisterBrokerResponse{ErrorCode: replicadv1.ErrorCode_ERROR_CODE_NOT_CONTROLLER}, nil
 	}
 	if f.duplicates > 0 {
@@ -506,6 +512,51 @@ func TestFailsOverBetweenControllers(t *testing.T) {
 	eventually(t, "OnControllerChange names b", func() bool { return lastChange() == b.addr })
 	if s.BrokerEpoch() != 1 {
 		t.Fatalf("broker epoch changed to %d by a failover", s.BrokerEpoch())
+	}
+}
+
+// hungController takes every request and never answers (a controller
+// paused, or behind a black hole).
+type hungController struct {
+	replicadv1.UnimplementedControllerServiceServer
+	calls atomic.Int32
+}
+
+func (h *hungController) RegisterBroker(ctx context.Context, _ *replicadv1.RegisterBrokerRequest) (*replicadv1.RegisterBrokerResponse, error) {
+	h.calls.Add(1)
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// Regression (issue 22): a standby's NOT_CONTROLLER names the active
+// controller, and the session goes straight there. Before the controller
+// channel the hint reached only ctlclient: the session went down its list,
+// and waited out a whole request timeout on each hung controller before
+// the active one (here a hung one sits between the standby and the active).
+func TestRegistrationFollowsTheStandbysHint(t *testing.T) {
+	active, standby := newFakeController(6000), newFakeController(6000)
+	active.serve(t, "127.0.0.1:0")
+	standby.standby, standby.hint = true, active.addr
+	standby.serve(t, "127.0.0.1:0")
+	hung := &hungController{}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	replicadv1.RegisterControllerServiceServer(srv, hung)
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+
+	cfg := testConfig(t, standby.addr, lis.Addr().String(), active.addr)
+	cfg.RequestTimeout = 3 * time.Second
+	began := time.Now()
+	s := start(t, cfg)
+	if n := hung.calls.Load(); n != 0 {
+		t.Fatalf("the hung controller got %d registrations after the standby named the active one (in %v), want 0", n, time.Since(began))
+	}
+	if ra, _, _ := active.counts(); ra != 1 || s.BrokerEpoch() != 1 || s.controller() != active.addr {
+		t.Fatalf("active controller got %d registrations, epoch %d, session follows %q; want 1, 1, %q", ra, s.BrokerEpoch(), s.controller(), active.addr)
 	}
 }
 

@@ -52,4 +52,15 @@
 // A Consumer reads committed records (below the high watermark) of one
 // partition or of every partition of a topic, from the earliest offset,
 // the latest, or a given one, following leader changes.
+//
+// # Administering
+//
+// An Admin calls the controllers (AdminConfig.Controllers, any of which
+// may be the active one): topics, partitions, configs, elections,
+// reassignments, throttles, ACLs, DescribeCluster. It reaches the active
+// controller through package controllerchannel, and does not send a
+// request that is not idempotent (a create, a delete, an election, a
+// reassignment) again after it went out without an answer: the call fails
+// with controllerchannel.ErrMaybeApplied (IsMaybeApplied), to be checked
+// before a retry. ErrNoController alone means no controller acted on it.
 package client

@@ -161,6 +161,7 @@ func (c *Controller) AllocateProducerIds(ctx context.Context, req *replicadv1.Al
 	}
 	first, out := c.allocateProducerIDs(ctx, req.GetBrokerId(), req.GetBrokerEpoch())
 	if errors.Is(out.err, errNotController) {
+		c.hintActive(ctx)
 		return &replicadv1.AllocateProducerIdsResponse{ErrorCode: codeNotController}, nil
 	}
 	if out.err != nil {
@@ -185,6 +186,7 @@ func (c *Controller) BumpProducerEpoch(ctx context.Context, req *replicadv1.Bump
 	}
 	next, out := c.bumpProducerEpoch(ctx, req.GetBrokerId(), req.GetBrokerEpoch(), req.GetProducerId(), req.GetProducerEpoch())
 	if errors.Is(out.err, errNotController) {
+		c.hintActive(ctx)
 		return &replicadv1.BumpProducerEpochResponse{ErrorCode: codeNotController}, nil
 	}
 	if out.err != nil {

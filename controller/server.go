@@ -90,6 +90,7 @@ func (c *Controller) RegisterBroker(ctx context.Context, req *replicadv1.Registe
 		MinInsyncReplicas: req.GetMinInsyncReplicas(), MaxPartitions: req.GetMaxPartitions()},
 		registration{incarnation: req.GetIncarnationId(), previousEpoch: req.GetPreviousBrokerEpoch(), offline: req.GetOfflinePartitions()})
 	if errors.Is(err, errNotController) {
+		c.hintActive(ctx)
 		return &replicadv1.RegisterBrokerResponse{ErrorCode: codeNotController}, nil
 	}
 	if errors.Is(err, errRegistrationInProgress) {
@@ -115,6 +116,7 @@ func (c *Controller) BrokerHeartbeat(ctx context.Context, req *replicadv1.Broker
 	}
 	code, fenced, epoch, err := c.heartbeat(ctx, req.GetBrokerId(), req.GetBrokerEpoch(), req.GetWantShutdown(), req.GetOfflinePartitions())
 	if errors.Is(err, errNotController) {
+		c.hintActive(ctx)
 		return &replicadv1.BrokerHeartbeatResponse{ErrorCode: codeNotController}, nil
 	}
 	if err != nil {
@@ -148,6 +150,7 @@ func (c *Controller) AlterPartition(ctx context.Context, req *replicadv1.AlterPa
 	}
 	resp, err := c.alterPartition(ctx, req)
 	if errors.Is(err, errNotController) {
+		c.hintActive(ctx)
 		return &replicadv1.AlterPartitionResponse{ErrorCode: codeNotController}, nil
 	}
 	if err != nil {
@@ -410,6 +413,7 @@ func (c *Controller) ControlledShutdown(ctx context.Context, req *replicadv1.Con
 	}
 	code, remaining, err := c.controlledShutdown(ctx, req.GetBrokerId(), req.GetBrokerEpoch())
 	if errors.Is(err, errNotController) {
+		c.hintActive(ctx)
 		return &replicadv1.ControlledShutdownResponse{ErrorCode: codeNotController}, nil
 	}
 	if err != nil {

@@ -28,10 +28,11 @@
 // when the broker stops are lost, never reused: the next block starts
 // after the stored end.
 //
-// The block request goes to the controllers of Config.Controller in turn,
-// as AlterPartition does (package alterpartition): one that fails or
-// answers NOT_CONTROLLER is left for the next; UseController points at the
-// one the broker's session found active. It is retried with jittered
+// The block request goes to the controllers of Config.Controller through a
+// controllerchannel, as AlterPartition's does: one that fails is left for
+// the next, one that answers NOT_CONTROLLER for the controller it names (or
+// the next); UseController points at the one the broker's session found
+// active. It is retried with jittered
 // exponential backoff until it succeeds or the Manager closes; a broker
 // that is not registered yet (or whose epoch the controller no longer
 // knows: STALE_BROKER_EPOCH) is answered once it is.

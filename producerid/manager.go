@@ -6,26 +6,22 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
-	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	otelcodes "go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/replicad/replicad/controllerchannel"
 	"github.com/replicad/replicad/core/clock"
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
-	"github.com/replicad/replicad/internal/grpcx"
 	"github.com/replicad/replicad/internal/telemetry"
 )
 
@@ -85,8 +81,9 @@ type Config struct {
 	Logger zerolog.Logger
 	// TracerProvider makes the request spans; nil means the global one.
 	TracerProvider trace.TracerProvider
-	// Dial makes a client of the controller at addr (nil: an insecure gRPC
-	// client with replicad's transport options, as alterpartition's).
+	// Dial makes a client of the controller at addr, for the Manager's
+	// controllerchannel (nil: controllerchannel.GRPCDial, insecure unless
+	// DialOptions say otherwise).
 	Dial func(addr string) (replicadv1.ControllerServiceClient, io.Closer, error)
 	// DialOptions are added to the default Dial's (TLS).
 	DialOptions []grpc.DialOption
@@ -117,16 +114,7 @@ func (c *Config) setDefaults() {
 	if c.Dial == nil {
 		extra := c.DialOptions
 		c.Dial = func(addr string) (replicadv1.ControllerServiceClient, io.Closer, error) {
-			opts := append(grpcx.DialOptions(),
-				grpcx.ConnectParams(),
-				grpc.WithTransportCredentials(insecure.NewCredentials()),
-				grpc.WithStatsHandler(otelgrpc.NewClientHandler(grpcx.OtelOptions(false)...)),
-			)
-			conn, err := grpc.NewClient(addr, append(opts, extra...)...)
-			if err != nil {
-				return nil, nil, err
-			}
-			return replicadv1.NewControllerServiceClient(conn), conn, nil
+			return controllerchannel.GRPCDial(addr, extra...)
 		}
 	}
 }
@@ -134,15 +122,11 @@ func (c *Config) setDefaults() {
 // Manager hands out producer IDs and forwards epoch bumps. Its methods are
 // safe for concurrent use.
 type Manager struct {
-	cfg     Config
-	log     zerolog.Logger
-	tracer  trace.Tracer
-	addrs   []string
-	clients []replicadv1.ControllerServiceClient
-	conns   []io.Closer
-	// cur is the index of the controller requests go to; preferred the one
-	// UseController named, -1 when taken.
-	cur, preferred atomic.Int32
+	cfg    Config
+	log    zerolog.Logger
+	tracer trace.Tracer
+	// ch finds the active controller: requests go to its target.
+	ch *controllerchannel.Channel
 
 	// ctx ends with Close: the block fetch and every wait stop.
 	ctx    context.Context
@@ -179,25 +163,20 @@ func New(cfg Config) (*Manager, error) {
 		log:    cfg.Logger.With().Str("component", "producer_ids").Logger(),
 		tracer: cfg.TracerProvider.Tracer("github.com/replicad/replicad/producerid"),
 	}
-	m.preferred.Store(-1)
+	var addrs []string
 	for _, addr := range strings.Split(cfg.Controller, ",") {
-		if addr = strings.TrimSpace(addr); addr == "" {
-			continue
+		if addr = strings.TrimSpace(addr); addr != "" {
+			addrs = append(addrs, addr)
 		}
-		client, conn, err := cfg.Dial(addr)
-		if err != nil {
-			for _, c := range m.conns {
-				_ = c.Close()
-			}
-			return nil, fmt.Errorf("dial controller %s: %w", addr, err)
-		}
-		m.addrs = append(m.addrs, addr)
-		m.clients = append(m.clients, client)
-		m.conns = append(m.conns, conn)
 	}
-	if len(m.addrs) == 0 {
+	if len(addrs) == 0 {
 		return nil, ErrNoController
 	}
+	ch, err := controllerchannel.New(controllerchannel.Config{Addrs: addrs, Dial: cfg.Dial, Clock: cfg.Clock})
+	if err != nil {
+		return nil, err
+	}
+	m.ch = ch
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	return m, nil
 }
@@ -213,21 +192,13 @@ func (m *Manager) Close() error {
 	m.mu.Unlock()
 	m.cancel()
 	m.wg.Wait()
-	var err error
-	for _, c := range m.conns {
-		err = errors.Join(err, c.Close())
-	}
-	return err
+	return m.ch.Close()
 }
 
 // UseController makes addr, one of Config.Controller's, the controller the
 // next request goes to (the broker's session found it active). Unknown
 // addresses are ignored.
-func (m *Manager) UseController(addr string) {
-	if i := slices.Index(m.addrs, addr); i >= 0 {
-		m.preferred.Store(int32(i))
-	}
-}
+func (m *Manager) UseController(addr string) { m.ch.Use(addr) }
 
 // prefetchAt is how few IDs left start the fetch of the next block.
 func (m *Manager) prefetchAt(count int64) int64 {
@@ -325,31 +296,34 @@ func (m *Manager) fetch(done chan struct{}) {
 
 // allocate makes one AllocateProducerIds request.
 func (m *Manager) allocate() (int64, int32, error) {
-	idx := m.target()
+	addr := m.ch.Target()
 	epoch := m.cfg.BrokerEpoch()
 	ctx, span := m.tracer.Start(m.ctx, AllocateSpanName, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
 		attribute.Int("replicad.broker", int(m.cfg.BrokerID)), attribute.Int64("replicad.broker_epoch", epoch),
-		attribute.String("replicad.controller_address", m.addrs[idx])))
+		attribute.String("replicad.controller_address", addr)))
 	defer span.End()
 	ctx, cancel := context.WithTimeout(ctx, m.cfg.RequestTimeout)
 	defer cancel()
-	resp, err := m.clients[idx].AllocateProducerIds(ctx, &replicadv1.AllocateProducerIdsRequest{BrokerId: m.cfg.BrokerID, BrokerEpoch: epoch})
+	// The channel moves on to the next controller (or the one a standby
+	// named) after a failure; this goroutine retries on its own schedule.
+	resp, addr, err := controllerchannel.Attempt(ctx, m.ch, controllerchannel.AttemptOptions{},
+		func(ctx context.Context, c replicadv1.ControllerServiceClient) (*replicadv1.AllocateProducerIdsResponse, error) {
+			return c.AllocateProducerIds(ctx, &replicadv1.AllocateProducerIdsRequest{BrokerId: m.cfg.BrokerID, BrokerEpoch: epoch})
+		})
 	if err == nil {
 		span.SetAttributes(telemetry.ErrorCode(resp.GetErrorCode()))
 	}
 	switch {
 	case err != nil:
-		m.moveOn(idx, retriable(err))
-		err = fmt.Errorf("AllocateProducerIds to %s: %w", m.addrs[idx], err)
+		err = fmt.Errorf("AllocateProducerIds to %s: %w", addr, err)
 	case resp.GetErrorCode() == replicadv1.ErrorCode_ERROR_CODE_NOT_CONTROLLER:
-		m.moveOn(idx, true)
-		err = fmt.Errorf("AllocateProducerIds to %s: not the active controller", m.addrs[idx])
+		err = fmt.Errorf("AllocateProducerIds to %s: not the active controller", addr)
 	case resp.GetErrorCode() != replicadv1.ErrorCode_ERROR_CODE_NONE:
 		// STALE_BROKER_EPOCH: not registered yet, or registering again;
 		// the retry carries the epoch of the moment.
-		err = &CodeError{Code: resp.GetErrorCode(), Message: fmt.Sprintf("AllocateProducerIds refused by %s for broker epoch %d", m.addrs[idx], epoch)}
+		err = &CodeError{Code: resp.GetErrorCode(), Message: fmt.Sprintf("AllocateProducerIds refused by %s for broker epoch %d", addr, epoch)}
 	case resp.GetFirstProducerId() <= 0 || resp.GetCount() <= 0:
-		err = fmt.Errorf("AllocateProducerIds to %s: answered the block [%d, +%d)", m.addrs[idx], resp.GetFirstProducerId(), resp.GetCount())
+		err = fmt.Errorf("AllocateProducerIds to %s: answered the block [%d, +%d)", addr, resp.GetFirstProducerId(), resp.GetCount())
 	default:
 		span.SetAttributes(attribute.Int64("replicad.first_producer_id", resp.GetFirstProducerId()), attribute.Int("replicad.count", int(resp.GetCount())))
 		return resp.GetFirstProducerId(), resp.GetCount(), nil
@@ -401,26 +375,27 @@ func (m *Manager) BumpEpoch(ctx context.Context, id int64, epoch int16) (int16, 
 // bump makes one BumpProducerEpoch request; sent reports whether it may
 // have reached the active controller without an answer coming back.
 func (m *Manager) bump(ctx context.Context, id int64, epoch int16) (int16, bool, error) {
-	idx := m.target()
+	addr := m.ch.Target()
 	brokerEpoch := m.cfg.BrokerEpoch()
 	ctx, span := m.tracer.Start(ctx, BumpSpanName, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
 		attribute.Int("replicad.broker", int(m.cfg.BrokerID)), attribute.Int64("replicad.broker_epoch", brokerEpoch),
 		attribute.Int64("replicad.producer_id", id), attribute.Int("replicad.producer_epoch", int(epoch)),
-		attribute.String("replicad.controller_address", m.addrs[idx])))
+		attribute.String("replicad.controller_address", addr)))
 	defer span.End()
 	rctx, cancel := context.WithTimeout(ctx, m.cfg.RequestTimeout)
 	defer cancel()
-	resp, err := m.clients[idx].BumpProducerEpoch(rctx, &replicadv1.BumpProducerEpochRequest{BrokerId: m.cfg.BrokerID, BrokerEpoch: brokerEpoch,
-		ProducerId: id, ProducerEpoch: int32(epoch)})
+	resp, addr, err := controllerchannel.Attempt(rctx, m.ch, controllerchannel.AttemptOptions{},
+		func(ctx context.Context, c replicadv1.ControllerServiceClient) (*replicadv1.BumpProducerEpochResponse, error) {
+			return c.BumpProducerEpoch(ctx, &replicadv1.BumpProducerEpochRequest{BrokerId: m.cfg.BrokerID, BrokerEpoch: brokerEpoch,
+				ProducerId: id, ProducerEpoch: int32(epoch)})
+		})
 	sent := false
 	switch {
 	case err != nil:
 		sent = true
-		m.moveOn(idx, retriable(err))
-		err = fmt.Errorf("BumpProducerEpoch to %s: %w", m.addrs[idx], err)
+		err = fmt.Errorf("BumpProducerEpoch to %s: %w", addr, err)
 	case resp.GetErrorCode() == replicadv1.ErrorCode_ERROR_CODE_NOT_CONTROLLER:
-		m.moveOn(idx, true)
-		err = fmt.Errorf("BumpProducerEpoch to %s: not the active controller", m.addrs[idx])
+		err = fmt.Errorf("BumpProducerEpoch to %s: not the active controller", addr)
 	case resp.GetErrorCode() != replicadv1.ErrorCode_ERROR_CODE_NONE:
 		span.SetAttributes(telemetry.ErrorCode(resp.GetErrorCode()))
 		err = &CodeError{Code: resp.GetErrorCode(), Message: bumpRefusal(resp.GetErrorCode(), id, epoch)}
@@ -431,31 +406,6 @@ func (m *Manager) bump(ctx context.Context, id int64, epoch int16) (int16, bool,
 	span.RecordError(err)
 	span.SetStatus(otelcodes.Error, "producer epoch not bumped")
 	return 0, sent, err
-}
-
-// target is the controller the next request goes to: the one UseController
-// named, if any, else the current one.
-func (m *Manager) target() int {
-	if p := m.preferred.Swap(-1); p >= 0 {
-		m.cur.Store(p)
-	}
-	return int(m.cur.Load())
-}
-
-// moveOn leaves controller idx for the next one after a failure (if it is
-// still the current one: a concurrent request may have moved on already).
-func (m *Manager) moveOn(idx int, next bool) {
-	if next && len(m.addrs) > 1 {
-		m.cur.CompareAndSwap(int32(idx), int32((idx+1)%len(m.addrs)))
-	}
-}
-
-func retriable(err error) bool {
-	switch status.Code(err) {
-	case codes.InvalidArgument, codes.PermissionDenied, codes.Unauthenticated, codes.Unimplemented:
-		return false
-	}
-	return true
 }
 
 // backoff is MinBackoff doubled per failure up to MaxBackoff, less a random

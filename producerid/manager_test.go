@@ -210,8 +210,8 @@ func TestAllocateRetriesUntilTheActiveControllerAnswers(t *testing.T) {
 	}
 	// UseController points the next request at a named controller.
 	m.UseController("a:1")
-	if got := m.target(); got != 0 {
-		t.Fatalf("after UseController(a:1) requests go to %d, want 0", got)
+	if got := m.ch.Target(); got != "a:1" {
+		t.Fatalf("after UseController(a:1) requests go to %s, want a:1", got)
 	}
 }
 

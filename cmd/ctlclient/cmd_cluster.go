@@ -70,9 +70,10 @@ func (e *env) printAdminAnswer(resp adminAnswer, table func() error, what string
 
 const controllerExitDetails = `--controller may list several controllers (ADDR,ADDR,...): the call goes to
 the one answering as the active controller, moving on from standbys
-(NOT_CONTROLLER) and unreachable addresses, and retrying for up to --timeout.
-A controller that took the request but did not answer within --timeout may
-have applied it: the error says so, and how to check, before a retry.`
+(NOT_CONTROLLER, to the one a standby names when it is listed) and unreachable
+addresses, and retrying for up to --timeout. A change that reached a
+controller without an answer is not sent again: it may have been applied,
+and the error says how to check before a retry.`
 
 func createTopicCommand() *command {
 	return &command{
@@ -119,8 +120,7 @@ replication factor are not compared with the flags.
 					return err
 				}
 				req := &replicadv1.CreateTopicRequest{Topic: *topic, Partitions: *partitions, ReplicationFactor: *rf, Configs: cfgs}
-				var attempts callAttempts
-				resp, err := callController(withAttempts(ctx, &attempts), cc, func(ctx context.Context, c replicadv1.ControllerServiceClient) (*replicadv1.CreateTopicResponse, error) {
+				resp, err := callController(ctx, cc, func(ctx context.Context, c replicadv1.ControllerServiceClient) (*replicadv1.CreateTopicResponse, error) {
 					return c.CreateTopic(ctx, req)
 				})
 				check := "check with `ctlclient describe-topic " + *topic + "`"
@@ -130,9 +130,9 @@ replication factor are not compared with the flags.
 				if *ifNotExists && resp.GetErrorCode() == replicadv1.ErrorCode_ERROR_CODE_TOPIC_ALREADY_EXISTS {
 					return e.noop(resp, fmt.Sprintf("topic %s already exists: nothing to do (--if-not-exists)", *topic))
 				}
-				return ownDoing(e.printAdminAnswer(resp, func() error {
+				return e.printAdminAnswer(resp, func() error {
 					return printTopicResult(e.stdout, *topic, resp.GetErrorCode(), resp.GetPartitions())
-				}, "create-topic "+*topic), &attempts, resp.GetErrorCode(), replicadv1.ErrorCode_ERROR_CODE_TOPIC_ALREADY_EXISTS, check)
+				}, "create-topic "+*topic)
 			}
 		},
 	}
@@ -208,8 +208,7 @@ no-op), "done", "pending": [{"partition", "brokers"}], "elapsedMs"}.
 						}
 					}
 				}
-				var attempts callAttempts
-				resp, err := callController(withAttempts(ctx, &attempts), cc, func(ctx context.Context, c replicadv1.ControllerServiceClient) (*replicadv1.DeleteTopicResponse, error) {
+				resp, err := callController(ctx, cc, func(ctx context.Context, c replicadv1.ControllerServiceClient) (*replicadv1.DeleteTopicResponse, error) {
 					return c.DeleteTopic(ctx, &replicadv1.DeleteTopicRequest{Topic: *topic})
 				})
 				if err != nil {
@@ -224,10 +223,9 @@ no-op), "done", "pending": [{"partition", "brokers"}], "elapsedMs"}.
 					return e.noop(resp, msg)
 				}
 				if !*wait || resp.GetErrorCode() != replicadv1.ErrorCode_ERROR_CODE_NONE {
-					return ownDoing(e.printAdminAnswer(resp, func() error {
+					return e.printAdminAnswer(resp, func() error {
 						return printTopicResult(e.stdout, *topic, resp.GetErrorCode(), nil)
-					}, "delete-topic "+*topic), &attempts, resp.GetErrorCode(), replicadv1.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_OR_PARTITION,
-						"check with `ctlclient list-topics`")
+					}, "delete-topic "+*topic)
 				}
 				if !e.jsonOutput() {
 					if err := printTopicResult(e.stdout, *topic, resp.GetErrorCode(), nil); err != nil {

@@ -205,7 +205,7 @@ reasons on stderr), when no controller answered without --watch, or when
 					if err != nil {
 						return err
 					}
-					r := checkHealth(resp, cc.activeAddr())
+					r := checkHealth(resp, cc.Active())
 					if e.jsonOutput() {
 						err = e.printJSONValue(r)
 					} else {
@@ -266,7 +266,7 @@ func watchHealth(ctx context.Context, e *env, cc *controllerClient, interval, wa
 		if err != nil {
 			r = unreachableReport(err)
 		} else {
-			r = checkHealth(resp, cc.activeAddr())
+			r = checkHealth(resp, cc.Active())
 		}
 		last = &r
 		if !e.jsonOutput() {

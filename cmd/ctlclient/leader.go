@@ -3,15 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
-	"net"
-	"strconv"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/replicad/replicad/client"
-	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
 )
 
 // partitionKey names one partition.
@@ -52,22 +49,22 @@ func (e *env) newClient() (*client.Client, error) {
 		if err != nil {
 			return nil, err
 		}
-		cfg.Leaders = controllerSource{ctl}
+		cfg.Leaders = controllerLeaders{ctl.Leaders(), ctl}
 	default:
 		cfg.Broker = e.g.broker
 	}
 	return client.New(cfg)
 }
 
-// controllerSource finds leaders in the controller's DescribeCluster. A
-// partition the controller does not list is an error that no retry mends;
-// one without a (known) leader is one that a retry may.
-type controllerSource struct{ ctl *controllerClient }
+// controllerLeaders finds leaders in the controller's DescribeCluster
+// (client.Admin.Leaders), its errors worded as callController's.
+type controllerLeaders struct {
+	client.LeaderSource
+	ctl *controllerClient
+}
 
-func (s controllerSource) Lookup(ctx context.Context, _ *client.Client, k client.TopicPartition) (client.LeaderView, error) {
-	resp, err := callController(ctx, s.ctl, func(ctx context.Context, c replicadv1.ControllerServiceClient) (*replicadv1.DescribeClusterResponse, error) {
-		return c.DescribeCluster(ctx, &replicadv1.DescribeClusterRequest{})
-	})
+func (l controllerLeaders) Lookup(ctx context.Context, c *client.Client, k client.TopicPartition) (client.LeaderView, error) {
+	v, err := l.LeaderSource.Lookup(ctx, c, k)
 	if status.Code(err) == codes.PermissionDenied {
 		// A client certificate: the controller keeps the cluster's
 		// description to the admin role, while every broker's Metadata
@@ -76,39 +73,5 @@ func (s controllerSource) Lookup(ctx context.Context, _ *client.Client, k client
 			"(DescribeCluster is for the admin role): a client certificate finds leaders through the brokers; " +
 			"give --bootstrap BROKER[,BROKER...] instead of --controller (" + status.Convert(err).Message() + ")"}
 	}
-	if err != nil {
-		return client.LeaderView{}, err
-	}
-	if resp.GetErrorCode() != replicadv1.ErrorCode_ERROR_CODE_NONE {
-		return client.LeaderView{}, &client.LookupError{Msg: "describe-cluster: " + codeName(resp.GetErrorCode()), Retry: true}
-	}
-	addrs := map[int32]string{}
-	v := client.LeaderView{Leaders: map[client.TopicPartition]client.Leader{}, Partitions: map[string]int32{}}
-	for _, b := range resp.GetBrokers() {
-		addrs[b.GetId()] = net.JoinHostPort(b.GetHost(), strconv.Itoa(int(b.GetPort())))
-		v.Brokers = append(v.Brokers, addrs[b.GetId()])
-	}
-	var found *replicadv1.ClusterPartition
-	for _, p := range resp.GetPartitions() {
-		pk := client.TopicPartition{Topic: p.GetTopic(), Partition: p.GetPartition()}
-		if pk == k {
-			found = p
-		}
-		v.Partitions[pk.Topic] = max(v.Partitions[pk.Topic], pk.Partition+1)
-		if addr, ok := addrs[p.GetLeader()]; ok && p.GetLeader() >= 0 {
-			v.Leaders[pk] = client.Leader{Addr: addr, ID: p.GetLeader(), Epoch: -1}
-		}
-	}
-	_, ok := v.Leaders[k]
-	switch {
-	case k.Topic == "":
-		// A lookup for the brokers alone (InitProducerId).
-	case found == nil:
-		v.Err = &client.LookupError{Msg: fmt.Sprintf("%s: UNKNOWN_TOPIC_OR_PARTITION: the controller does not know it", k)}
-	case found.GetLeader() < 0:
-		v.Err = &client.LookupError{Msg: fmt.Sprintf("%s: LEADER_NOT_AVAILABLE: no leader", k), Retry: true}
-	case !ok:
-		v.Err = &client.LookupError{Msg: fmt.Sprintf("%s: LEADER_NOT_AVAILABLE: leader %d is not among the brokers", k, found.GetLeader()), Retry: true}
-	}
-	return v, nil
+	return v, controllerError(err, l.ctl)
 }

@@ -66,3 +66,9 @@ func DialOptions() []grpc.DialOption {
 		experimental.WithBufferPool(BufferPool),
 	}
 }
+
+// ActiveControllerKey is the gRPC trailer in which a standby controller's
+// NOT_CONTROLLER answer names the active controller's address, when it
+// knows it (every ControllerService method; the admin methods also say it
+// in their error_message, for people). controllerchannel follows it.
+const ActiveControllerKey = "replicad-active-controller"

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -23,6 +24,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/replicad/replicad/controllerchannel"
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
 	"github.com/replicad/replicad/internal/tlsconf"
 )
@@ -481,28 +483,44 @@ func (c *Cluster) replicaManager(id int32) replicadv1.ReplicaManagerServiceClien
 }
 
 // ActiveController is the controller that answers DescribeCluster (not
-// NOT_CONTROLLER), with its answer.
+// NOT_CONTROLLER), with its answer: asked through a controllerchannel, as
+// the brokers and ctlclient ask, among the controllers that run and are not
+// paused (one that is would only cost its attempt's second).
 func (c *Cluster) ActiveController(ctx context.Context) (*node, *replicadv1.DescribeClusterResponse, error) {
-	var last error = errors.New("no controller running")
+	byAddr := map[string]*node{}
+	var addrs []string
 	for _, n := range c.controllers {
 		if n.paused.Load() || n.proc == nil || !n.proc.running() {
 			continue
 		}
-		cctx, cancel := context.WithTimeout(ctx, time.Second)
-		resp, err := replicadv1.NewControllerServiceClient(c.conn(n)).DescribeCluster(cctx, &replicadv1.DescribeClusterRequest{})
-		cancel()
-		if err != nil {
-			last = err
-			continue
-		}
-		if resp.GetErrorCode() == replicadv1.ErrorCode_ERROR_CODE_NOT_CONTROLLER {
-			last = fmt.Errorf("%s: NOT_CONTROLLER", n.name)
-			continue
-		}
-		return n, resp, nil
+		byAddr[n.proxy] = n
+		addrs = append(addrs, n.proxy)
 	}
-	return nil, nil, last
+	if len(addrs) == 0 {
+		return nil, nil, errors.New("no controller running")
+	}
+	ch, err := controllerchannel.New(controllerchannel.Config{Addrs: addrs,
+		Dial: func(addr string) (replicadv1.ControllerServiceClient, io.Closer, error) {
+			return replicadv1.NewControllerServiceClient(c.conn(byAddr[addr])), nopCloser{}, nil
+		}})
+	if err != nil {
+		return nil, nil, err
+	}
+	defer ch.Close()
+	resp, err := controllerchannel.Call(ctx, ch, controllerchannel.Policy{AttemptTimeout: time.Second, Rounds: 1, Idempotent: true},
+		func(ctx context.Context, cl replicadv1.ControllerServiceClient) (*replicadv1.DescribeClusterResponse, error) {
+			return cl.DescribeCluster(ctx, &replicadv1.DescribeClusterRequest{})
+		})
+	if err != nil {
+		return nil, nil, err
+	}
+	return byAddr[ch.Active()], resp, nil
 }
+
+// nopCloser closes nothing: the Cluster owns its connections.
+type nopCloser struct{}
+
+func (nopCloser) Close() error { return nil }
 
 // Controller is the controller service of the active controller.
 func (c *Cluster) Controller(ctx context.Context) (replicadv1.ControllerServiceClient, *replicadv1.DescribeClusterResponse, error) {

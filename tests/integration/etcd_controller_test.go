@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -10,8 +11,10 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
+	"github.com/replicad/replicad/internal/grpcx"
 	"github.com/replicad/replicad/internal/testutil"
 )
 
@@ -121,6 +124,13 @@ func TestEtcdControllersFailover(t *testing.T) {
 		}
 		return nil
 	})
+	// ... and in the trailer of its answers to brokers, which carry no
+	// message (what a broker's controllerchannel follows).
+	var trailer metadata.MD
+	hb, err := standby.api.BrokerHeartbeat(ctx(t), &replicadv1.BrokerHeartbeatRequest{BrokerId: 1, BrokerEpoch: 1}, grpc.Trailer(&trailer))
+	if err != nil || hb.GetErrorCode() != replicadv1.ErrorCode_ERROR_CODE_NOT_CONTROLLER || !slices.Equal(trailer.Get(grpcx.ActiveControllerKey), []string{first.addr}) {
+		t.Fatalf("standby's heartbeat answer: %v %v, trailer %v; want NOT_CONTROLLER naming %s in %s", hb.GetErrorCode(), err, trailer, first.addr, grpcx.ActiveControllerKey)
+	}
 	if r := runCtlclientEnv(t, nil, "--controller", standby.addr, "--timeout", "1s", "describe-cluster"); r.code != 1 ||
 		!strings.Contains(r.stderr, "the active one is "+first.addr) {
 		t.Fatalf("ctlclient against the standby only: exit %d, stderr %q; want 1 naming %s", r.code, r.stderr, first.addr)
