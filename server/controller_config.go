@@ -1,4 +1,4 @@
-package controllerd
+package server
 
 import (
 	"flag"
@@ -15,8 +15,8 @@ import (
 	"github.com/replicad/replicad/internal/tlsconf"
 )
 
-// Config is the controller daemon's command line.
-type Config struct {
+// ControllerConfig is the controller daemon's command line.
+type ControllerConfig struct {
 	Listen         string
 	Store          string
 	ID             int32
@@ -42,8 +42,8 @@ type Config struct {
 	Authz authz.Config
 }
 
-// DefaultStore is --store's default.
-const DefaultStore = "./data/controller"
+// DefaultControllerStore is --store's default.
+const DefaultControllerStore = "./data/controller"
 
 // UsageError is a mistake on the command line: the commands print it with
 // their usage hint and exit 2.
@@ -53,13 +53,13 @@ func (u UsageError) Error() string { return u.Msg }
 
 func usagef(format string, args ...any) error { return UsageError{fmt.Sprintf(format, args...)} }
 
-// Usage is the flags synopsis of the daemon.
-const Usage = "[--listen 127.0.0.1:9090] [--store DIR | etcd://HOST:PORT[,HOST:PORT]] [--session-timeout 6s] [--unclean-leader-election]\n" +
+// ControllerUsage is the flags synopsis of the daemon.
+const ControllerUsage = "[--listen 127.0.0.1:9090] [--store DIR | etcd://HOST:PORT[,HOST:PORT]] [--session-timeout 6s] [--unclean-leader-election]\n" +
 	"    [--auto-leader-rebalance-enable=true] [--leader-imbalance-check-interval 5m] [--leader-imbalance-per-broker-percentage 10]\n" +
 	"    [--metrics-listen HOST:PORT [--metrics-tls]]"
 
-// Details is the daemon's help text, shared by both commands.
-var Details = `Serves ControllerService until SIGTERM or Ctrl-C. Brokers started with
+// ControllerDetails is the daemon's help text, shared by both commands.
+var ControllerDetails = `Serves ControllerService until SIGTERM or Ctrl-C. Brokers started with
 --controller register here, heartbeat, and get their leadership from it; a
 broker silent for --session-timeout is fenced and its partitions get new
 leaders from their ISR.
@@ -91,9 +91,9 @@ OpenTelemetry export follows the OTEL_* environment variables.`
 
 // RegisterFlags adds the daemon's flags, but not --tls-*, to fs; the
 // values land in c once fs is parsed.
-func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+func (c *ControllerConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Listen, "listen", "127.0.0.1:9090", "`ADDR` to serve ControllerService on")
-	fs.StringVar(&c.Store, "store", DefaultStore, "metadata store: a `DIR` (embedded bbolt) or etcd://HOST:PORT[,HOST:PORT]")
+	fs.StringVar(&c.Store, "store", DefaultControllerStore, "metadata store: a `DIR` (embedded bbolt) or etcd://HOST:PORT[,HOST:PORT]")
 	fs.Var((*int32Flag)(&c.ID), "id", "controller id stamped on requests to brokers")
 	fs.DurationVar(&c.SessionTimeout, "session-timeout", controller.DefaultSessionTimeout, "a broker silent this long is fenced")
 	fs.DurationVar(&c.ElectionTTL, "election-ttl", 5*time.Second, "etcd only: lease TTL of the election; a dead controller is replaced within it")
@@ -127,7 +127,7 @@ func (f *int32Flag) Set(s string) error {
 }
 
 // Validate checks the values; every mistake is a UsageError naming its flag.
-func (c Config) Validate() error {
+func (c ControllerConfig) Validate() error {
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		return usagef("--listen: %v", err)
 	}

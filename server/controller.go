@@ -1,4 +1,4 @@
-package controllerd
+package server
 
 import (
 	"context"
@@ -21,24 +21,24 @@ import (
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
 	"github.com/replicad/replicad/internal/authz"
 	"github.com/replicad/replicad/internal/grpcx"
-	"github.com/replicad/replicad/internal/metrics"
 	"github.com/replicad/replicad/internal/sdnotify"
 	"github.com/replicad/replicad/internal/telemetry"
 	"github.com/replicad/replicad/internal/tlsconf"
+	"github.com/replicad/replicad/server/metrics"
 	"github.com/replicad/replicad/service"
 )
 
-// ListeningPrefix starts the stderr line telling the bound address: scripts
+// ControllerListeningPrefix starts the stderr line telling the bound address: scripts
 // and tests started with --listen HOST:0 read the port from it.
-const ListeningPrefix = "replicad controller listening on "
+const ControllerListeningPrefix = "replicad controller listening on "
 
-// MetricsListeningPrefix starts the stderr line telling the address of
+// ControllerMetricsListeningPrefix starts the stderr line telling the address of
 // --metrics-listen, for the same reason.
-const MetricsListeningPrefix = "replicad controller metrics listening on "
+const ControllerMetricsListeningPrefix = "replicad controller metrics listening on "
 
-// Run is the controller daemon: it returns when ctx is done (a signal),
+// RunController is the controller daemon: it returns when ctx is done (a signal),
 // after a graceful stop. A bad flag value is a UsageError.
-func Run(ctx context.Context, stderr io.Writer, cfg Config) error {
+func RunController(ctx context.Context, stderr io.Writer, cfg ControllerConfig) error {
 	// Authorization is on exactly with mutual TLS (authz.Config).
 	cfg.Authz.MutualTLS = cfg.TLS.ClientAuth == tlsconf.ClientAuthRequire
 	if err := cfg.Validate(); err != nil {
@@ -140,7 +140,7 @@ func Run(ctx context.Context, stderr io.Writer, cfg Config) error {
 			return fmt.Errorf("--metrics-listen %s: %w", cfg.MetricsListen, err)
 		}
 		defer ms.Close()
-		fmt.Fprintf(stderr, "%s%s\n", MetricsListeningPrefix, ms.Addr())
+		fmt.Fprintf(stderr, "%s%s\n", ControllerMetricsListeningPrefix, ms.Addr())
 	}
 	if err := listen(); err != nil {
 		return err
@@ -158,7 +158,7 @@ func Run(ctx context.Context, stderr io.Writer, cfg Config) error {
 	serveErr := make(chan error, 1)
 	serving = true
 	go func() { serveErr <- srv.Serve(lis) }()
-	fmt.Fprintf(stderr, "%s%s\n", ListeningPrefix, lis.Addr())
+	fmt.Fprintf(stderr, "%s%s\n", ControllerListeningPrefix, lis.Addr())
 	logger.Info().Str("listen", lis.Addr().String()).Str("store", cfg.Store).Dur("session_timeout_ms", cfg.SessionTimeout).
 		Bool("tls", tc != nil).Str("tls_client_auth", cfg.TLS.ClientAuth.String()).
 		Bool("unclean_leader_election", cfg.Unclean).Msg("controller serving")
@@ -192,7 +192,7 @@ func Run(ctx context.Context, stderr io.Writer, cfg Config) error {
 
 // openStore opens the embedded store in a directory or, for etcd://, the
 // etcd store, which is also the election.
-func openStore(ctx context.Context, cfg Config, advertise string, logger zerolog.Logger) (store.Store, store.Elector, error) {
+func openStore(ctx context.Context, cfg ControllerConfig, advertise string, logger zerolog.Logger) (store.Store, store.Elector, error) {
 	if rest, ok := strings.CutPrefix(cfg.Store, "etcd://"); ok {
 		endpoints := etcdEndpoints(rest)
 		if len(endpoints) == 0 {
@@ -241,15 +241,5 @@ func brokerDialer(tc *tlsconf.TLS) func(addr string) (replicadv1.ReplicaManagerS
 			return nil, nil, fmt.Errorf("broker: dial %s: %w", addr, err)
 		}
 		return replicadv1.NewReplicaManagerServiceClient(conn), conn, nil
-	}
-}
-
-// notifySystemd tells a Type=notify unit's systemd the controller's state;
-// a failure is only logged.
-func notifySystemd(logger zerolog.Logger, state string) {
-	if sent, err := sdnotify.Notify(state); err != nil {
-		logger.Warn().Err(err).Str("state", state).Msg("cannot notify systemd")
-	} else if sent {
-		logger.Debug().Str("state", state).Msg("notified systemd")
 	}
 }
