@@ -362,6 +362,20 @@ func (b *Broker) BrokerEpoch() int64 { return b.link.brokerEpoch() }
 // Registered reports whether the broker holds a session with the controller.
 func (b *Broker) Registered() bool { return b.link != nil && b.link.session.Load() != nil }
 
+// ControlledShutdown asks the controller to move this broker's leaderships
+// away, within ctx, without stopping the broker (Stop does it, bounded by
+// ControlledShutdownTimeout); an error when not registered.
+func (b *Broker) ControlledShutdown(ctx context.Context) error {
+	if b.link == nil {
+		return errors.New("no controller: a standalone broker has no controlled shutdown")
+	}
+	s := b.link.session.Load()
+	if s == nil {
+		return errors.New("not registered with the controller")
+	}
+	return s.ControlledShutdown(ctx)
+}
+
 // Addr is the address served; nil before Start.
 func (b *Broker) Addr() net.Addr { return b.addr }
 
