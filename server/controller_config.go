@@ -3,14 +3,19 @@ package server
 import (
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/replicad/replicad/controller"
+	"github.com/replicad/replicad/controller/store"
+	"github.com/replicad/replicad/core/clock"
+	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
 	"github.com/replicad/replicad/internal/authz"
 	"github.com/replicad/replicad/internal/tlsconf"
 )
@@ -38,8 +43,52 @@ type ControllerConfig struct {
 	// fills it.
 	TLS tlsconf.Options
 	// Authz: --super-users, --tls-principal-rule, --no-authorization
-	// (MutualTLS follows TLS.ClientAuth, see Run).
+	// (MutualTLS follows TLS.ClientAuth, see NewController).
 	Authz authz.Config
+
+	// Stderr takes the fixed lines scripts read (the listening addresses)
+	// and, without Logger, the log; nil: discarded.
+	Stderr io.Writer
+
+	// What a harness replaces; the zero values are production's.
+
+	// Logger, when set, replaces the one made from LogLevel and LogFormat.
+	Logger *zerolog.Logger
+	// MetadataStore, when set, replaces the store Store names (and Elector
+	// its election; nil: this controller is the only one). Stop closes it.
+	MetadataStore store.Store
+	Elector       store.Elector
+	// Clock: nil, the real one.
+	Clock clock.Clock
+	// TracerProvider, when set, replaces telemetry.Setup from the OTEL_*
+	// environment (the controller traces through the global provider).
+	TracerProvider trace.TracerProvider
+	// Network replaces the listener and the gRPC server, and the dialer of
+	// the brokers; nil fields are TCP and gRPC.
+	Network ControllerNetwork
+	// Tune, when set, adjusts controller.Config before the controller is
+	// made (the knobs no flag sets: decision batches, the queues' jitter).
+	Tune func(*controller.Config)
+}
+
+// ControllerNetwork replaces the controller's network.
+type ControllerNetwork struct {
+	// Serve, when set, replaces the listener and the gRPC server: Start
+	// hands it the controller, and it returns the address it is reached
+	// at. It must stop serving on its own when the harness takes the
+	// controller down.
+	Serve func(*controller.Controller) (net.Addr, error)
+	// DialBroker makes the controller's client of the broker at addr.
+	DialBroker func(addr string) (replicadv1.ReplicaManagerServiceClient, io.Closer, error)
+}
+
+// DefaultControllerConfig is the daemon's flag defaults.
+func DefaultControllerConfig() ControllerConfig {
+	var c ControllerConfig
+	fs := flag.NewFlagSet("controller", flag.ContinueOnError)
+	c.RegisterFlags(fs)
+	_ = fs.Parse(nil)
+	return c
 }
 
 // DefaultControllerStore is --store's default.

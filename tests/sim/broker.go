@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace/noop"
+
 	"github.com/replicad/replicad/core"
 	"github.com/replicad/replicad/core/clock"
 	"github.com/replicad/replicad/core/log"
@@ -22,7 +24,6 @@ import (
 	"github.com/replicad/replicad/protoconv"
 	"github.com/replicad/replicad/server"
 	"github.com/replicad/replicad/service"
-	"go.opentelemetry.io/otel/trace/noop"
 )
 
 const (
