@@ -215,7 +215,7 @@ type Broker struct {
 // NewBroker opens a broker: it locks and opens the log dirs and builds
 // every component, serving nothing yet. On an error, everything it opened
 // is closed again.
-func NewBroker(cfg BrokerConfig) (b *Broker, err error) {
+func NewBroker(cfg BrokerConfig) (_ *Broker, err error) {
 	if cfg.Stderr == nil {
 		cfg.Stderr = io.Discard
 	}
@@ -226,7 +226,7 @@ func NewBroker(cfg BrokerConfig) (b *Broker, err error) {
 		cfg.BootID = bootID
 	}
 	logger := cfg.Logger
-	b = &Broker{cfg: cfg, logger: logger, stderr: cfg.Stderr, closeIsr: func() {}, closeIDs: func() {}}
+	b := &Broker{cfg: cfg, logger: logger, stderr: cfg.Stderr, closeIsr: func() {}, closeIDs: func() {}}
 	defer func() {
 		if err != nil {
 			b.closeAll()

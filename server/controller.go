@@ -77,7 +77,7 @@ type Controller struct {
 // NewController validates cfg and opens the controller: the store (or the
 // injected one), telemetry, metrics; it serves nothing yet. ctx bounds the
 // store's opening. On an error, everything it opened is closed again.
-func NewController(ctx context.Context, cfg ControllerConfig) (c *Controller, err error) {
+func NewController(ctx context.Context, cfg ControllerConfig) (_ *Controller, err error) {
 	if cfg.Stderr == nil {
 		cfg.Stderr = io.Discard
 	}
@@ -87,7 +87,7 @@ func NewController(ctx context.Context, cfg ControllerConfig) (c *Controller, er
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	c = &Controller{cfg: cfg, stderr: stderr, runDone: make(chan struct{})}
+	c := &Controller{cfg: cfg, stderr: stderr, runDone: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			c.closeAll()
