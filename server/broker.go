@@ -532,10 +532,11 @@ func (b *Broker) Stop() error {
 }
 
 // Close ends the broker without a controlled shutdown (a broker that must
-// exit, or a harness's crashed one): the registration or session ends
-// (the controller fences the broker once its session times out), in-flight
-// calls drain, the replica manager checkpoints and flushes, and the rest
-// closes. Idempotent; it returns the replica manager's shutdown error.
+// exit, or a harness's crashed one): in-flight calls drain, the replica
+// manager checkpoints and flushes, then the registration or session ends
+// (the controller fences the broker once its session times out) and the
+// rest closes. Idempotent; it returns the replica manager's shutdown
+// error.
 func (b *Broker) Close() error {
 	b.closeAll()
 	return b.closeErr
@@ -543,13 +544,15 @@ func (b *Broker) Close() error {
 
 func (b *Broker) closeAll() {
 	b.closeOnce.Do(func() {
-		b.link.close()
 		if b.srv != nil {
 			stopServing(b.srv, b.logger)
 		}
 		if b.rm != nil {
 			b.closeErr = shutdownReplicaManager(b.rm, b.logger)
 		}
+		// The session lasts until the logs are flushed: the controller
+		// fences the broker only once it is gone.
+		b.link.close()
 		if b.metricsSrv != nil {
 			b.metricsSrv.close()
 		} else if b.metrics != nil {
