@@ -7,7 +7,7 @@ import (
 )
 
 // MetricsSnapshot is what the controller's /metrics gauges read at scrape
-// time (internal/metrics.ControllerMetrics). A standby fills only Active
+// time (server/metrics.ControllerMetrics). A standby fills only Active
 // (false), Epoch (of its last term) and the counters: the cluster figures
 // are the active controller's, and two controllers reporting them would
 // double every sum.

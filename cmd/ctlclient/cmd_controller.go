@@ -5,18 +5,18 @@ import (
 	"errors"
 	"flag"
 
-	"github.com/replicad/replicad/internal/controllerd"
+	"github.com/replicad/replicad/server"
 )
 
 // controllerRunCommand is the controller daemon under ctlclient: the alias,
-// kept for existing scripts, of `replicad controller` (internal/controllerd
+// kept for existing scripts, of `replicad controller` (package server
 // runs both). Its --tls-* are ctlclient's global flags.
 func controllerRunCommand() *command {
 	return &command{
 		name:    "controller run",
 		summary: "run the controller daemon (alias of replicad controller)",
-		usage:   controllerd.Usage,
-		details: controllerd.Details + `
+		usage:   server.ControllerUsage,
+		details: server.ControllerDetails + `
 
 This is an alias of 'replicad controller', which takes the same flags (its
 --tls-* default from REPLICAD_TLS_* instead of CTLCLIENT_TLS_*) and adds
@@ -25,12 +25,12 @@ This is an alias of 'replicad controller', which takes the same flags (its
 			"ctlclient controller run --listen 127.0.0.1:9190 --store etcd://127.0.0.1:2379",
 		daemon: true,
 		flags: func(fs *flag.FlagSet) func(context.Context, *env) error {
-			cfg := &controllerd.Config{}
+			cfg := &server.ControllerConfig{}
 			cfg.RegisterFlags(fs)
 			return func(ctx context.Context, e *env) error {
 				cfg.TLS = e.g.tls
-				err := controllerd.Run(ctx, e.stderr, *cfg)
-				var uerr controllerd.UsageError
+				err := server.RunController(ctx, e.stderr, *cfg)
+				var uerr server.UsageError
 				if errors.As(err, &uerr) {
 					return usagef("%s", uerr.Msg)
 				}

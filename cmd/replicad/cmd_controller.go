@@ -10,10 +10,10 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/replicad/replicad/internal/controllerd"
 	"github.com/replicad/replicad/internal/flagfile"
 	"github.com/replicad/replicad/internal/tlsconf"
 	"github.com/replicad/replicad/internal/version"
+	"github.com/replicad/replicad/server"
 )
 
 const controllerUsageHeader = `replicad controller: the controller daemon, from the server binary (as Kafka 4
@@ -21,7 +21,7 @@ runs its controller with process.roles=controller). 'ctlclient controller run'
 is an alias taking the same flags.
 
 Usage: replicad controller [flags]
-       ` + controllerd.Usage + `
+       ` + server.ControllerUsage + `
 
 `
 
@@ -46,14 +46,14 @@ var errShowVersion = errors.New("--version")
 // parseControllerFlags parses and checks `replicad controller ARGS` (the
 // file of --config included). It returns flag.ErrHelp for --help (usage
 // printed) and errShowVersion for --version.
-func parseControllerFlags(args []string, stderr io.Writer) (controllerd.Config, error) {
+func parseControllerFlags(args []string, stderr io.Writer) (server.ControllerConfig, error) {
 	fs := flag.NewFlagSet("replicad controller", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), controllerUsageHeader, controllerd.Details, controllerUsageTLS)
+		fmt.Fprint(fs.Output(), controllerUsageHeader, server.ControllerDetails, controllerUsageTLS)
 		fs.PrintDefaults()
 	}
-	var cfg controllerd.Config
+	var cfg server.ControllerConfig
 	cfg.RegisterFlags(fs)
 	tlsCert := fs.String("tls-cert", getenv("REPLICAD_TLS_CERT"), "PEM certificate `FILE` of the controller, as TLS server and as client of the brokers;\nenv REPLICAD_TLS_CERT. No --tls-* flag: plaintext")
 	tlsKey := fs.String("tls-key", getenv("REPLICAD_TLS_KEY"), "PEM private key `FILE` of --tls-cert; env REPLICAD_TLS_KEY")
@@ -110,8 +110,8 @@ func runControllerCommand(args []string, stdout, stderr io.Writer) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	err = controllerd.Run(ctx, stderr, cfg)
-	var uerr controllerd.UsageError
+	err = server.RunController(ctx, stderr, cfg)
+	var uerr server.UsageError
 	switch {
 	case err == nil:
 		return 0

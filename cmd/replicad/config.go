@@ -21,6 +21,7 @@ import (
 	"github.com/replicad/replicad/internal/authz"
 	"github.com/replicad/replicad/internal/flagfile"
 	"github.com/replicad/replicad/internal/tlsconf"
+	"github.com/replicad/replicad/server"
 	"github.com/replicad/replicad/service"
 )
 
@@ -377,15 +378,7 @@ func parseByteSize(s string) (int64, error) {
 }
 
 // defaultControlledShutdownTimeout is --controlled-shutdown-timeout's default.
-const defaultControlledShutdownTimeout = 30 * time.Second
-
-// shutdownTimeout is the bound on the controlled shutdown.
-func (c config) shutdownTimeout() time.Duration {
-	if c.controlledShutdownTimeout > 0 {
-		return c.controlledShutdownTimeout
-	}
-	return defaultControlledShutdownTimeout
-}
+const defaultControlledShutdownTimeout = server.DefaultControlledShutdownTimeout
 
 // controllers are the --controller addresses (none: standalone).
 func (c config) controllers() []string {

@@ -11,7 +11,7 @@ import (
 )
 
 // ctlMetricsListeningPrefix starts the controller's stderr line naming its
-// metrics address (controllerd.MetricsListeningPrefix).
+// metrics address (server.ControllerMetricsListeningPrefix).
 const ctlMetricsListeningPrefix = "replicad controller metrics listening on "
 
 // listenedURL waits for the stderr line of p starting with prefix and

@@ -78,8 +78,9 @@ func TestTwoProcessesNeverRunAsOneBroker(t *testing.T) {
 	code, stderr := testutil.RunBrokerExpectingExit(t, bins.Replicad, testutil.BrokerOptions{ID: 2, LogDirs: []string{c.dirs[2]},
 		Args: []string{"--controller", c.ctlAddr}})
 	holder := fmt.Sprintf("pid=%d broker.id=2", first.Pid())
-	if code == 0 || !strings.Contains(stderr, holder) || !strings.Contains(stderr, "locked by another process") {
-		t.Fatalf("second replicad on broker 2's dir exited %d; want a failure naming %q:\n%s", code, holder, stderr)
+	// 1, a start-up failure (a crash, such as a panic, exits 2).
+	if code != 1 || !strings.Contains(stderr, holder) || !strings.Contains(stderr, "locked by another process") {
+		t.Fatalf("second replicad on broker 2's dir exited %d; want 1 and a failure naming %q:\n%s", code, holder, stderr)
 	}
 	if after := dirContents(t, c.dirs[2]); !maps.Equal(before, after) {
 		t.Fatalf("broker 2's dir changed under the refused process:\nbefore %v\nafter  %v", slices.Sorted(maps.Keys(before)), slices.Sorted(maps.Keys(after)))

@@ -49,10 +49,11 @@ func TestRefusesAnotherBrokersDir(t *testing.T) {
 		t.Fatalf("broker 1 exit status %d; stderr:\n%s", code, b.Stderr())
 	}
 	code, stderr := testutil.RunBrokerExpectingExit(t, bins.Replicad, testutil.BrokerOptions{ID: 2, LogDirs: []string{dir}})
-	if code == 0 {
-		t.Fatalf("broker 2 exited 0 on broker 1's dir")
+	// 1, a start-up failure (a crash, such as a panic, exits 2).
+	if code != 1 {
+		t.Fatalf("broker 2 exited %d on broker 1's dir, want 1:\n%s", code, stderr)
 	}
-	if !strings.Contains(stderr, "another broker") || strings.Contains(stderr, "replicad listening on") {
+	if !strings.Contains(stderr, "another broker") || strings.Contains(stderr, "replicad listening on") || strings.Contains(stderr, "panic") {
 		t.Fatalf("stderr does not explain the refusal (or it listened):\n%s", stderr)
 	}
 }

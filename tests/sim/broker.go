@@ -6,21 +6,23 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
+	"strconv"
 	"sync/atomic"
 	"time"
 
-	"github.com/replicad/replicad/alterpartition"
-	"github.com/replicad/replicad/brokersession"
+	"go.opentelemetry.io/otel/trace/noop"
+
 	"github.com/replicad/replicad/core"
 	"github.com/replicad/replicad/core/clock"
 	"github.com/replicad/replicad/core/log"
 	"github.com/replicad/replicad/core/record"
 	"github.com/replicad/replicad/core/tp"
 	"github.com/replicad/replicad/core/vfs/crashfs"
-	"github.com/replicad/replicad/fetcher"
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
 	"github.com/replicad/replicad/producerid"
 	"github.com/replicad/replicad/protoconv"
+	"github.com/replicad/replicad/server"
 	"github.com/replicad/replicad/service"
 )
 
@@ -31,8 +33,9 @@ const (
 )
 
 // brokerNode is one simulated broker machine: its disk survives its lives,
-// everything else is made anew at each start (cmd/replicad/main.go's
-// wiring, with the network and the disk replaced).
+// everything else is made anew at each start (server.Broker, the broker
+// cmd/replicad ships, with the network, the disk, the tracer and the
+// sources of jitter replaced).
 type brokerNode struct {
 	sim  *Sim
 	id   int32
@@ -57,23 +60,11 @@ type brokerLife struct {
 	// fileEvictions and fileReopens are the Sim's totals of the file
 	// cache's work, added to when the life stops.
 	fileEvictions, fileReopens *atomic.Int64
+	broker                     *server.Broker
 	rm                         *core.ReplicaManager
-	fetchers                   *fetcher.Manager
-	ap                         *alterpartition.Manager
-	pids                       *producerid.Manager
-	session                    atomic.Pointer[brokersession.Session]
-	// regCancel stops a registration in progress; regDone is closed when
-	// the registration goroutine ends.
-	regCancel context.CancelFunc
-	regDone   chan struct{}
 }
 
-func (l *brokerLife) brokerEpoch() int64 {
-	if s := l.session.Load(); s != nil {
-		return s.BrokerEpoch()
-	}
-	return 0
-}
+func (l *brokerLife) brokerEpoch() int64 { return l.broker.BrokerEpoch() }
 
 func (b *brokerNode) up() bool { return b.cur != nil }
 
@@ -98,64 +89,15 @@ func (b *brokerNode) canStart() bool {
 func (b *brokerNode) start() error {
 	s := b.sim
 	b.lives++
-	l := &brokerLife{life: b.lives, regDone: make(chan struct{}), fileEvictions: &b.sim.fileEvictions, fileReopens: &b.sim.fileReopens}
+	l := &brokerLife{life: b.lives, fileEvictions: &b.sim.fileEvictions, fileReopens: &b.sim.fileReopens}
 	logger := s.logger.With().Str("node", b.name).Int("life", l.life).Logger()
 	ctx, stop := context.WithCancel(context.Background())
-	fetchers, err := fetcher.NewManager(fetcher.Config{
-		BrokerID:    b.id,
-		BrokerEpoch: l.brokerEpoch,
-		Client:      leaderClient{net: s.net, node: b.name, life: l.life},
-		Replicas: fetcher.ReplicasFunc(func(t tp.TopicPartition) (fetcher.Replica, bool) {
-			lg, leaderEpoch, ok := l.rm.FollowerLog(t)
-			if !ok {
-				return nil, false
-			}
-			return fetcher.NewLogReplica(lg, leaderEpoch), true
-		}),
-		Rand:   s.float64,
-		Logger: logger.With().Str("component", "fetcher").Logger(),
-	})
-	if err != nil {
-		stop()
-		return err
-	}
-	ap, err := alterpartition.New(alterpartition.Config{
-		Controller:  controllerAddr,
-		BrokerID:    b.id,
-		BrokerEpoch: l.brokerEpoch,
-		Logger:      logger,
-		Rand:        rand.New(rand.NewPCG(s.seed, uint64(b.id)<<32|uint64(l.life))),
-		Dial: func(addr string) (replicadv1.ControllerServiceClient, io.Closer, error) {
-			return controllerClient{&conn{net: s.net, client: b.name, clientLife: l.life, server: nodeOf(addr), kind: "alterpartition"}}, nopCloser{}, nil
-		},
-	})
-	if err != nil {
-		stop()
-		return err
-	}
-	// Producer IDs: blocks from the controller (AllocateProducerIds),
-	// epoch bumps through it, as cmd/replicad wires them.
-	pids, err := producerid.New(producerid.Config{
-		Controller:  controllerAddr,
-		BrokerID:    b.id,
-		BrokerEpoch: l.brokerEpoch,
-		Logger:      logger,
-		Int64N:      s.int64N,
-		Dial: func(addr string) (replicadv1.ControllerServiceClient, io.Closer, error) {
-			return newProducerIDsClient(&conn{net: s.net, client: b.name, clientLife: l.life, server: nodeOf(addr), kind: "producerids"}), nopCloser{}, nil
-		},
-	})
-	if err != nil {
-		_ = ap.Close()
-		fetchers.Shutdown()
-		stop()
-		return err
-	}
-	l.pids = pids
-	gate := &isrGate{ap: ap}
-	rm, err := core.NewReplicaManager(core.Config{
-		BrokerID: b.id,
-		LogDirs:  []string{logDir},
+	var gate *isrGate
+	broker, err := server.NewBroker(server.BrokerConfig{
+		BrokerID:          b.id,
+		LogDirs:           []string{logDir},
+		Controllers:       []string{controllerAddr},
+		AdvertisedAddress: net.JoinHostPort(b.name, strconv.Itoa(brokerPort)),
 		// A file cache of a few descriptors for every partition's files:
 		// segments are closed and reopened under the workload and its faults.
 		LogConfig: log.Config{SegmentBytes: 4096, IndexIntervalBytes: 512, MaxBatchBytes: 1 << 20, FlushPolicy: log.FlushEveryBatch, FlushInterval: time.Second,
@@ -164,27 +106,67 @@ func (b *brokerNode) start() error {
 		ReplicaLagTimeMax:    s.cfg.ReplicaLagTimeMax,
 		MinInsyncReplicas:    int(b.minISR),
 		MaxPartitions:        s.maxPartitions(),
-		Clock:                clock.Real{},
 		Logger:               logger,
-		Fetchers:             fetchers,
-		IsrChanger:           gate,
-		BrokerEpoch:          l.brokerEpoch,
+		Clock:                clock.Real{},
+		FS:                   b.fs,
 		// Every crash is a power cut: a new boot, so the broker's last life
 		// counts as one that may have lost its unflushed tail.
-		BootID: fmt.Sprintf("boot-%d", b.boots),
-		FS:     b.fs,
+		BootID:         func() string { return fmt.Sprintf("boot-%d", b.boots) },
+		TracerProvider: noop.NewTracerProvider(),
+		Network: server.Network{
+			Serve: func(svcs server.Services) (net.Addr, error) {
+				b.serve(ctx, stop, l, svcs)
+				return simAddr(net.JoinHostPort(b.name, strconv.Itoa(brokerPort))), nil
+			},
+			DialController: func(purpose, addr string) (replicadv1.ControllerServiceClient, io.Closer, error) {
+				c := &conn{net: s.net, client: b.name, clientLife: l.life, server: nodeOf(addr), kind: purpose}
+				if purpose == "producerids" {
+					return newProducerIDsClient(c), nopCloser{}, nil
+				}
+				return controllerClient{c}, nopCloser{}, nil
+			},
+			LeaderClient: leaderClient{net: s.net, node: b.name, life: l.life},
+		},
+		Random: server.Random{
+			Float64:        s.float64,
+			Int64N:         s.int64N,
+			AlterPartition: rand.New(rand.NewPCG(s.seed, uint64(b.id)<<32|uint64(l.life))),
+		},
+		IncarnationID: fmt.Sprintf("%s-life%d", b.name, l.life),
+		// ISR changes are held and sent in an order the scheduler picks
+		// (flushIsr).
+		WrapIsrChanger: func(ap core.IsrChanger) core.IsrChanger {
+			gate = &isrGate{ap: ap}
+			return gate
+		},
 	})
 	if err != nil {
-		_ = pids.Close()
-		_ = ap.Close()
-		fetchers.Shutdown()
 		stop()
 		return fmt.Errorf("start %s: %w", b.name, err)
 	}
-	l.rm, l.fetchers, l.ap = rm, fetchers, ap
+	l.broker, l.rm = broker, broker.ReplicaManager()
 	s.isrGates = append(s.isrGates, gate)
-	svc := service.NewReplicaManagerService(service.Options{ReplicaManager: rm, BrokerEpoch: l.brokerEpoch,
-		ControllerGuard: service.SessionGuard(&l.session), Logger: logger})
+	if err := broker.Start(ctx); err != nil {
+		stop()
+		return fmt.Errorf("start %s: %w", b.name, err)
+	}
+	b.cur = l
+	b.stopped = make(chan struct{})
+	return nil
+}
+
+// simAddr is a simulated node's address ("b1:9092").
+type simAddr string
+
+func (a simAddr) Network() string { return "sim" }
+func (a simAddr) String() string  { return string(a) }
+
+// serve puts a life's services on the simulated network: the controller's
+// requests go to the service's handlers as the gRPC server's do; Produce,
+// DeleteRecords, InitProducerId and Fetch to the sim's own (below), which
+// skip the proto batch encoding and record what the leader acknowledged.
+func (b *brokerNode) serve(ctx context.Context, stop context.CancelFunc, l *brokerLife, svcs server.Services) {
+	rm, svc := svcs.ReplicaManager, svcs.ReplicaManagerService
 	ep := &endpoint{name: b.name, life: l.life, ctx: ctx, stop: stop,
 		unary: map[string]unaryHandler{
 			"LeaderAndIsr":   unary(svc.LeaderAndIsr),
@@ -192,7 +174,7 @@ func (b *brokerNode) start() error {
 			"StopReplica":    unary(svc.StopReplica),
 			"Produce":        unary(b.produceHandler(rm)),
 			"DeleteRecords":  unary(deleteRecordsHandler(rm)),
-			"InitProducerId": unary(initProducerIDHandler(pids, ctx)),
+			"InitProducerId": unary(initProducerIDHandler(svcs.ProducerIDs, ctx)),
 		},
 		fetch: func() fetchServe {
 			// The stream's fetch session, as service's Fetch keeps it.
@@ -214,44 +196,7 @@ func (b *brokerNode) start() error {
 			}
 		},
 	}
-	s.net.serve(ep)
-	b.cur = l
-	b.stopped = make(chan struct{})
-
-	regCtx, cancel := context.WithCancel(ctx)
-	l.regCancel = cancel
-	previous := rm.PreviousBrokerEpoch()
-	go func() {
-		defer close(l.regDone)
-		sess, err := brokersession.Start(regCtx, brokersession.Config{
-			Controllers: []string{controllerAddr},
-			BrokerID:    b.id,
-			Host:        b.name,
-			Port:        brokerPort,
-			LogDirs:     []string{logDir},
-			Logger:      logger,
-			OnControllerChange: func(addr string) {
-				ap.UseController(addr)
-				pids.UseController(addr)
-			},
-			MinInsyncReplicas:   b.minISR,
-			MaxPartitions:       int32(s.maxPartitions()),
-			PreviousBrokerEpoch: previous,
-			OfflinePartitions:   rm.OfflinePartitions,
-			OnRegistered: func(epoch int64) {
-				_ = rm.RecordBrokerEpoch(epoch)
-			},
-			Dial: func(addr string) (replicadv1.ControllerServiceClient, io.Closer, error) {
-				return controllerClient{&conn{net: s.net, client: b.name, clientLife: l.life, server: nodeOf(addr), kind: "session"}}, nopCloser{}, nil
-			},
-			Int64N:        s.int64N,
-			IncarnationID: fmt.Sprintf("%s-life%d", b.name, l.life),
-		})
-		if err == nil {
-			l.session.Store(sess)
-		}
-	}()
-	return nil
+	b.sim.net.serve(ep)
 }
 
 // produceHandler is the leader's core produce path (service's Produce
@@ -321,7 +266,7 @@ func deleteRecordsHandler(rm *core.ReplicaManager) func(context.Context, *replic
 // be the goroutines' order; and a deadline that falls in the instant
 // another call ends would decide by goroutine order whether the next one
 // is served. The client times out on its side and retries.
-func initProducerIDHandler(m *producerid.Manager, life context.Context) func(context.Context, *replicadv1.InitProducerIdRequest) (*replicadv1.InitProducerIdResponse, error) {
+func initProducerIDHandler(m service.ProducerIDs, life context.Context) func(context.Context, *replicadv1.InitProducerIdRequest) (*replicadv1.InitProducerIdResponse, error) {
 	one := make(chan struct{}, 1)
 	return func(_ context.Context, req *replicadv1.InitProducerIdRequest) (*replicadv1.InitProducerIdResponse, error) {
 		ctx := life
@@ -372,18 +317,10 @@ func (b *brokerNode) crash(rng *rand.Rand) {
 	}()
 }
 
-// stop stops a life's components, as main.go does at exit.
+// stop stops a life's components, as the broker does when it must exit
+// (server.Broker's Close: no controlled shutdown).
 func (l *brokerLife) stop() {
-	l.regCancel()
-	<-l.regDone
-	if s := l.session.Load(); s != nil {
-		s.Close()
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	_ = l.rm.Shutdown(ctx)
-	_ = l.ap.Close()
-	_ = l.pids.Close()
+	_ = l.broker.Close()
 	st := l.rm.FileCacheStats()
 	l.fileEvictions.Add(st.Evictions)
 	l.fileReopens.Add(st.Reopens)

@@ -5,13 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"sync"
 	"sync/atomic"
+
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/replicad/replicad/controller"
 	"github.com/replicad/replicad/controller/store"
 	"github.com/replicad/replicad/core/clock"
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
+	"github.com/replicad/replicad/server"
 )
 
 const controllerName = "ctl"
@@ -20,19 +24,20 @@ const controllerName = "ctl"
 // store kept across lives) is its durable disk; a crash loses only the
 // process.
 type controllerNode struct {
-	sim     *Sim
-	store   *store.Memory
-	faults  storeFaults
-	lives   int
-	cur     *controllerLife
-	stopped chan struct{}
+	sim    *Sim
+	store  *store.Memory
+	faults storeFaults
+	lives  int
+	cur    *controllerLife
+	// stopped is closed when the last life's Run has returned.
+	stopped <-chan struct{}
 }
 
 type controllerLife struct {
-	life   int
-	ctl    *controller.Controller
-	fence  *fencedStore
-	cancel context.CancelFunc
+	life  int
+	srv   *server.Controller
+	ctl   *controller.Controller
+	fence *fencedStore
 }
 
 func (c *controllerNode) up() bool { return c.cur != nil }
@@ -52,62 +57,73 @@ func (c *controllerNode) canStart() bool {
 	}
 }
 
+// start runs a new life: server.Controller, the controller process
+// replicad ships, with the store, the network, the logger and the tracer
+// replaced.
 func (c *controllerNode) start() error {
 	s := c.sim
 	c.lives++
 	life := c.lives
 	fence := &fencedStore{Store: c.store, faults: &c.faults, node: c}
-	ctl, err := controller.New(controller.Config{
-		Store:          fence,
-		ID:             1,
-		SessionTimeout: s.cfg.SessionTimeout,
+	logger := s.logger.With().Str("node", controllerName).Int("life", life).Logger()
+	cfg := server.DefaultControllerConfig()
+	cfg.Listen = controllerAddr
+	cfg.ID = 1
+	cfg.SessionTimeout = s.cfg.SessionTimeout
+	cfg.AutoRebalance = false
+	cfg.Logger = &logger
+	cfg.MetadataStore = fence
+	cfg.Clock = clock.Real{}
+	cfg.TracerProvider = noop.NewTracerProvider()
+	cfg.Network = server.ControllerNetwork{
+		Serve: func(ctl *controller.Controller) (net.Addr, error) {
+			ctx, stop := context.WithCancel(context.Background())
+			s.net.serve(&endpoint{name: controllerName, life: life, ctx: ctx, stop: stop, unary: map[string]unaryHandler{
+				"RegisterBroker":     unary(ctl.RegisterBroker),
+				"BrokerHeartbeat":    unary(ctl.BrokerHeartbeat),
+				"AlterPartition":     unary(ctl.AlterPartition),
+				"ControlledShutdown": unary(ctl.ControlledShutdown),
+				// Producer IDs (issue 21): a broker's block, an epoch bump.
+				"AllocateProducerIds": unary(ctl.AllocateProducerIds),
+				"BumpProducerEpoch":   unary(ctl.BumpProducerEpoch),
+				// The operator's (operator.go).
+				"CreateTopic":              unary(ctl.CreateTopic),
+				"DeleteTopic":              unary(ctl.DeleteTopic),
+				"AlterTopicConfig":         unary(ctl.AlterTopicConfig),
+				"ReassignPartition":        unary(ctl.ReassignPartition),
+				"ElectLeader":              unary(ctl.ElectLeader),
+				"ElectLeaders":             unary(ctl.ElectLeaders),
+				"AlterReplicationThrottle": unary(ctl.AlterReplicationThrottle),
+			}})
+			return simAddr(controllerAddr), nil
+		},
+		DialBroker: func(addr string) (replicadv1.ReplicaManagerServiceClient, io.Closer, error) {
+			return brokerClient{&conn{net: s.net, client: controllerName, clientLife: life, server: nodeOf(addr), kind: "control"}}, nopCloser{}, nil
+		},
+	}
+	cfg.Tune = func(cc *controller.Config) {
 		// One partition per store write, and per hold when telling the
 		// brokers everything: every big decision (a fencing's move, a
 		// controlled shutdown, a full state, a creation's announcement) is
 		// split, with the lock released between two, even over the
 		// simulation's few partitions, so the invariants judge every
 		// state in between.
-		DecisionBatch: 1,
-		SendBatch:     1,
-		DialBroker: func(addr string) (replicadv1.ReplicaManagerServiceClient, io.Closer, error) {
-			return brokerClient{&conn{net: s.net, client: controllerName, clientLife: life, server: nodeOf(addr), kind: "control"}}, nopCloser{}, nil
-		},
-		Clock:       clock.Real{},
-		Logger:      s.logger.With().Str("node", controllerName).Int("life", life).Logger(),
-		QueueInt64N: s.int64N,
-		QueueGate: func(ctx context.Context, broker int32) {
+		cc.DecisionBatch = 1
+		cc.SendBatch = 1
+		cc.QueueInt64N = s.int64N
+		cc.QueueGate = func(ctx context.Context, broker int32) {
 			s.queues.wait(ctx, life, broker)
-		},
-	})
+		}
+	}
+	srv, err := server.NewController(context.Background(), cfg)
 	if err != nil {
 		return err
 	}
-	ctx, stop := context.WithCancel(context.Background())
-	s.net.serve(&endpoint{name: controllerName, life: life, ctx: ctx, stop: stop, unary: map[string]unaryHandler{
-		"RegisterBroker":     unary(ctl.RegisterBroker),
-		"BrokerHeartbeat":    unary(ctl.BrokerHeartbeat),
-		"AlterPartition":     unary(ctl.AlterPartition),
-		"ControlledShutdown": unary(ctl.ControlledShutdown),
-		// Producer IDs (issue 21): a broker's block, an epoch bump.
-		"AllocateProducerIds": unary(ctl.AllocateProducerIds),
-		"BumpProducerEpoch":   unary(ctl.BumpProducerEpoch),
-		// The operator's (operator.go).
-		"CreateTopic":              unary(ctl.CreateTopic),
-		"DeleteTopic":              unary(ctl.DeleteTopic),
-		"AlterTopicConfig":         unary(ctl.AlterTopicConfig),
-		"ReassignPartition":        unary(ctl.ReassignPartition),
-		"ElectLeader":              unary(ctl.ElectLeader),
-		"ElectLeaders":             unary(ctl.ElectLeaders),
-		"AlterReplicationThrottle": unary(ctl.AlterReplicationThrottle),
-	}})
-	runCtx, cancel := context.WithCancel(context.Background())
-	c.cur = &controllerLife{life: life, ctl: ctl, fence: fence, cancel: cancel}
-	stopped := make(chan struct{})
-	c.stopped = stopped
-	go func() {
-		defer close(stopped)
-		_ = ctl.Run(runCtx)
-	}()
+	if err := srv.Start(context.Background()); err != nil {
+		return err
+	}
+	c.cur = &controllerLife{life: life, srv: srv, ctl: srv.Controller(), fence: fence}
+	c.stopped = srv.Done()
 	return nil
 }
 
@@ -122,7 +138,7 @@ func (c *controllerNode) crash() {
 	c.cur = nil
 	l.fence.dead.Store(true)
 	c.sim.net.down(controllerName)
-	l.cancel()
+	l.srv.Kill()
 }
 
 // fencedStore is a controller life's view of the durable store: once the

@@ -1,7 +1,8 @@
 // Package sim is a deterministic simulation of a whole replicad cluster in
-// one test process: three brokers (core.ReplicaManager, the fetcher manager,
-// the AlterPartition sender and the broker session, wired as
-// cmd/replicad/main.go wires them) and the controller (with a Memory store
+// one test process: three brokers (server.Broker, the assembly cmd/replicad
+// runs: core.ReplicaManager, the fetcher managers, the AlterPartition
+// sender, the producer ID client and the broker session) and the
+// controller (with a Memory store
 // kept across its restarts as its durable disk), under testing/synctest's
 // fake clock. Run it with
 //
@@ -12,7 +13,9 @@
 // # Nodes
 //
 // A broker node owns a crashfs disk that outlives its lives; each start
-// builds every component afresh on it (BootID changes with every power cut,
+// builds a server.Broker afresh on it, with server.BrokerConfig's injection
+// points set to the simulation's disk, network, tracer (none) and seeded
+// jitter (BootID changes with every power cut,
 // so a broker's previous life counts as one that may have lost data). A
 // crash cuts the power (crashfs.CutPower: what was not fsynced may be lost,
 // page by page), takes the node off the network and stops its components in
@@ -27,8 +30,8 @@
 // # Network
 //
 // Every message goes through network: the product's own seams
-// (controller.Config.DialBroker, brokersession.Config.Dial,
-// alterpartition.Config.Dial, fetcher.LeaderClient) are given clients that
+// (controller.Config.DialBroker, and server.Network's DialController,
+// LeaderClient and Serve) are given clients that
 // queue each request on a pipe, one direction of one connection kind
 // between two nodes ("b1>b2/fetch.b1-3"), FIFO as a gRPC stream or
 // connection is. Handlers are the product's: service's ReplicaManagerService

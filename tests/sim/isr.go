@@ -4,7 +4,6 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/replicad/replicad/alterpartition"
 	"github.com/replicad/replicad/core"
 	"github.com/replicad/replicad/core/tp"
 )
@@ -25,7 +24,7 @@ import (
 // or delayed in virtual time: a held change goes out at the next step.
 type isrGate struct {
 	mu   sync.Mutex
-	ap   *alterpartition.Manager
+	ap   core.IsrChanger
 	held []heldIsrChange
 }
 

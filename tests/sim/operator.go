@@ -172,7 +172,7 @@ func (s *Sim) operate() {
 	}
 	var up []*brokerNode
 	for _, b := range s.brokers {
-		if b.up() && b.cur.session.Load() != nil {
+		if b.up() && b.cur.broker.Registered() {
 			up = append(up, b)
 		}
 	}
@@ -180,13 +180,12 @@ func (s *Sim) operate() {
 		opts = append(opts, option{2, func() (string, func(context.Context)) {
 			b := up[s.rng.IntN(len(up))]
 			l := b.cur
-			sess := l.session.Load()
 			next := b.minISR
 			if s.rng.IntN(2) == 0 {
 				next = int32(1 + s.rng.IntN(replicationFactor))
 			}
 			return fmt.Sprintf("controlled shutdown %s (restarts with --min-insync-replicas=%d)", b.name, next), func(ctx context.Context) {
-				err := sess.ControlledShutdown(ctx)
+				err := l.broker.ControlledShutdown(ctx)
 				code := replicadv1.ErrorCode_ERROR_CODE_NONE
 				if err != nil {
 					code = replicadv1.ErrorCode_ERROR_CODE_REQUEST_TIMED_OUT

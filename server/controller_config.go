@@ -1,22 +1,28 @@
-package controllerd
+package server
 
 import (
 	"flag"
 	"fmt"
+	"io"
+	"net"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/replicad/replicad/controller"
+	"github.com/replicad/replicad/controller/store"
+	"github.com/replicad/replicad/core/clock"
+	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
 	"github.com/replicad/replicad/internal/authz"
 	"github.com/replicad/replicad/internal/flagfile"
 	"github.com/replicad/replicad/internal/tlsconf"
 )
 
-// Config is the controller daemon's command line.
-type Config struct {
+// ControllerConfig is the controller daemon's command line.
+type ControllerConfig struct {
 	Listen         string
 	Store          string
 	ID             int32
@@ -38,12 +44,56 @@ type Config struct {
 	// fills it.
 	TLS tlsconf.Options
 	// Authz: --super-users, --tls-principal-rule, --no-authorization
-	// (MutualTLS follows TLS.ClientAuth, see Run).
+	// (MutualTLS follows TLS.ClientAuth, see NewController).
 	Authz authz.Config
+
+	// Stderr takes the fixed lines scripts read (the listening addresses)
+	// and, without Logger, the log; nil: discarded.
+	Stderr io.Writer
+
+	// What a harness replaces; the zero values are production's.
+
+	// Logger, when set, replaces the one made from LogLevel and LogFormat.
+	Logger *zerolog.Logger
+	// MetadataStore, when set, replaces the store Store names (and Elector
+	// its election; nil: this controller is the only one). Stop closes it.
+	MetadataStore store.Store
+	Elector       store.Elector
+	// Clock: nil, the real one.
+	Clock clock.Clock
+	// TracerProvider, when set, replaces telemetry.Setup from the OTEL_*
+	// environment (the controller traces through the global provider).
+	TracerProvider trace.TracerProvider
+	// Network replaces the listener and the gRPC server, and the dialer of
+	// the brokers; nil fields are TCP and gRPC.
+	Network ControllerNetwork
+	// Tune, when set, adjusts controller.Config before the controller is
+	// made (the knobs no flag sets: decision batches, the queues' jitter).
+	Tune func(*controller.Config)
 }
 
-// DefaultStore is --store's default.
-const DefaultStore = "./data/controller"
+// ControllerNetwork replaces the controller's network.
+type ControllerNetwork struct {
+	// Serve, when set, replaces the listener and the gRPC server: Start
+	// hands it the controller, and it returns the address it is reached
+	// at. It must stop serving on its own when the harness takes the
+	// controller down.
+	Serve func(*controller.Controller) (net.Addr, error)
+	// DialBroker makes the controller's client of the broker at addr.
+	DialBroker func(addr string) (replicadv1.ReplicaManagerServiceClient, io.Closer, error)
+}
+
+// DefaultControllerConfig is the daemon's flag defaults.
+func DefaultControllerConfig() ControllerConfig {
+	var c ControllerConfig
+	fs := flag.NewFlagSet("controller", flag.ContinueOnError)
+	c.RegisterFlags(fs)
+	_ = fs.Parse(nil)
+	return c
+}
+
+// DefaultControllerStore is --store's default.
+const DefaultControllerStore = "./data/controller"
 
 // UsageError is a mistake on the command line: the commands print it with
 // their usage hint and exit 2.
@@ -53,13 +103,13 @@ func (u UsageError) Error() string { return u.Msg }
 
 func usagef(format string, args ...any) error { return UsageError{fmt.Sprintf(format, args...)} }
 
-// Usage is the flags synopsis of the daemon.
-const Usage = "[--listen 127.0.0.1:9090] [--store DIR | etcd://HOST:PORT[,HOST:PORT]] [--session-timeout 6s] [--unclean-leader-election]\n" +
+// ControllerUsage is the flags synopsis of the daemon.
+const ControllerUsage = "[--listen 127.0.0.1:9090] [--store DIR | etcd://HOST:PORT[,HOST:PORT]] [--session-timeout 6s] [--unclean-leader-election]\n" +
 	"    [--auto-leader-rebalance-enable=true] [--leader-imbalance-check-interval 5m] [--leader-imbalance-per-broker-percentage 10]\n" +
 	"    [--metrics-listen HOST:PORT [--metrics-tls]]"
 
-// Details is the daemon's help text, shared by both commands.
-var Details = `Serves ControllerService until SIGTERM or Ctrl-C. Brokers started with
+// ControllerDetails is the daemon's help text, shared by both commands.
+var ControllerDetails = `Serves ControllerService until SIGTERM or Ctrl-C. Brokers started with
 --controller register here, heartbeat, and get their leadership from it; a
 broker silent for --session-timeout is fenced and its partitions get new
 leaders from their ISR.
@@ -91,9 +141,9 @@ OpenTelemetry export follows the OTEL_* environment variables.`
 
 // RegisterFlags adds the daemon's flags, but not --tls-*, to fs; the
 // values land in c once fs is parsed.
-func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+func (c *ControllerConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Listen, "listen", "127.0.0.1:9090", "`ADDR` to serve ControllerService on")
-	fs.StringVar(&c.Store, "store", DefaultStore, "metadata store: a `DIR` (embedded bbolt) or etcd://HOST:PORT[,HOST:PORT]")
+	fs.StringVar(&c.Store, "store", DefaultControllerStore, "metadata store: a `DIR` (embedded bbolt) or etcd://HOST:PORT[,HOST:PORT]")
 	fs.Var((*int32Flag)(&c.ID), "id", "controller id stamped on requests to brokers")
 	fs.DurationVar(&c.SessionTimeout, "session-timeout", controller.DefaultSessionTimeout, "a broker silent this long is fenced")
 	fs.DurationVar(&c.ElectionTTL, "election-ttl", 5*time.Second, "etcd only: lease TTL of the election; a dead controller is replaced within it")
@@ -127,7 +177,7 @@ func (f *int32Flag) Set(s string) error {
 }
 
 // Validate checks the values; every mistake is a UsageError naming its flag.
-func (c Config) Validate() error {
+func (c ControllerConfig) Validate() error {
 	if err := flagfile.Address("listen", c.Listen, "127.0.0.1:9090", true); err != nil {
 		return UsageError{err.Error()}
 	}

@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 
 	"github.com/replicad/replicad/core"
 	"github.com/replicad/replicad/fetcher"
-	"github.com/replicad/replicad/internal/metrics"
+	"github.com/replicad/replicad/server/metrics"
 )
 
 // metricsListeningPrefix starts the fixed stderr line naming the metrics
@@ -21,8 +21,8 @@ const metricsListeningPrefix = "replicad metrics listening on "
 // newMetrics builds the broker's metrics when --metrics-listen is set, and
 // returns nil otherwise: nothing is then measured at all (core records to a
 // no-op, and no interceptor is installed).
-func newMetrics(cfg config) (*metrics.Metrics, error) {
-	if cfg.metricsListen == "" {
+func newMetrics(cfg BrokerConfig) (*metrics.Metrics, error) {
+	if cfg.MetricsListen == "" {
 		return nil, nil
 	}
 	return metrics.New()

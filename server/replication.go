@@ -1,10 +1,10 @@
-package main
+package server
 
 import (
 	"context"
 
 	"github.com/rs/zerolog"
-	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/replicad/replicad/core"
 	"github.com/replicad/replicad/core/tp"
@@ -18,14 +18,22 @@ import (
 // so the lookup reads it through rm, set before any fetcher starts: fetchers
 // start only when the replica manager adds partitions. Every fetch carries
 // brokerEpoch's current value (nil: 0, standalone).
-func newFetcherManager(cfg config, logger zerolog.Logger, tc *tlsconf.TLS, rm **core.ReplicaManager, brokerEpoch func() int64) (*fetcher.Manager, *fetcher.GRPCClient, error) {
-	// The credentials replace the client's default (insecure) ones.
-	client := fetcher.NewGRPCClientTracing(cfg.traceDataPlane, tc.DialOptions(tlsconf.Roles{Peer: "leader", Self: "this broker"})...)
+//
+// The gRPC client it returns, nil with an injected Network.LeaderClient,
+// is the caller's to close after the manager's shutdown.
+func newFetcherManager(cfg BrokerConfig, logger zerolog.Logger, tc *tlsconf.TLS, rm **core.ReplicaManager, brokerEpoch func() int64, tracers trace.TracerProvider) (*fetcher.Manager, *fetcher.GRPCClient, error) {
+	var client *fetcher.GRPCClient
+	leaders := cfg.Network.LeaderClient
+	if leaders == nil {
+		// The credentials replace the client's default (insecure) ones.
+		client = fetcher.NewGRPCClientTracing(cfg.TraceDataPlane, tc.DialOptions(tlsconf.Roles{Peer: "leader", Self: "this broker"})...)
+		leaders = client
+	}
 	m, err := fetcher.NewManager(fetcher.Config{
-		BrokerID:    cfg.brokerID,
+		BrokerID:    cfg.BrokerID,
 		BrokerEpoch: brokerEpoch,
-		NumFetchers: cfg.numReplicaFetchers,
-		Client:      client,
+		NumFetchers: cfg.NumReplicaFetchers,
+		Client:      leaders,
 		Replicas: fetcher.ReplicasFunc(func(t tp.TopicPartition) (fetcher.Replica, bool) {
 			l, leaderEpoch, ok := (*rm).FollowerLog(t)
 			if !ok {
@@ -33,12 +41,14 @@ func newFetcherManager(cfg config, logger zerolog.Logger, tc *tlsconf.TLS, rm **
 			}
 			return fetcher.NewLogReplica(l, leaderEpoch), true
 		}),
+		Rand:   cfg.Random.Float64,
 		Logger: logger.With().Str("component", "fetcher").Logger(),
-		// The provider telemetry.Setup installed (run sets it up first).
-		Tracer: otel.Tracer("github.com/replicad/replicad/fetcher"),
+		Tracer: tracers.Tracer("github.com/replicad/replicad/fetcher"),
 	})
 	if err != nil {
-		_ = client.Close()
+		if client != nil {
+			_ = client.Close()
+		}
 		return nil, nil, err
 	}
 	return m, client, nil
@@ -48,10 +58,10 @@ func newFetcherManager(cfg config, logger zerolog.Logger, tc *tlsconf.TLS, rm **
 // ReplicaAlterLogDirsManager): a second fetcher manager whose source is this
 // broker's own current logs, read in process (no network), and whose
 // replicas are the future logs of replicas being moved between log dirs.
-func newAlterLogDirsManager(cfg config, logger zerolog.Logger, rm **core.ReplicaManager) (*fetcher.Manager, error) {
+func newAlterLogDirsManager(cfg BrokerConfig, logger zerolog.Logger, rm **core.ReplicaManager, tracers trace.TracerProvider) (*fetcher.Manager, error) {
 	return fetcher.NewManager(fetcher.Config{
-		BrokerID: cfg.brokerID,
-		Client: fetcher.NewLocalClient(cfg.brokerID, func(ctx context.Context, req core.FetchRequest) core.FetchResponse {
+		BrokerID: cfg.BrokerID,
+		Client: fetcher.NewLocalClient(cfg.BrokerID, func(ctx context.Context, req core.FetchRequest) core.FetchResponse {
 			return (*rm).FetchFromCurrentLog(ctx, req)
 		}),
 		Replicas: fetcher.ReplicasFunc(func(t tp.TopicPartition) (fetcher.Replica, bool) {
@@ -65,6 +75,6 @@ func newAlterLogDirsManager(cfg config, logger zerolog.Logger, rm **core.Replica
 			return fetcher.NewLogReplica(l, leaderEpoch), true
 		}),
 		Logger: logger.With().Str("component", "alter-log-dirs").Logger(),
-		Tracer: otel.Tracer("github.com/replicad/replicad/fetcher/alter-log-dirs"),
+		Tracer: tracers.Tracer("github.com/replicad/replicad/fetcher/alter-log-dirs"),
 	})
 }

@@ -1,4 +1,4 @@
-package controllerd
+package server
 
 import (
 	"errors"
@@ -11,11 +11,11 @@ import (
 	"github.com/replicad/replicad/controller"
 )
 
-func parse(t *testing.T, args ...string) (Config, error) {
+func parse(t *testing.T, args ...string) (ControllerConfig, error) {
 	t.Helper()
 	fs := flag.NewFlagSet("controller", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	var c Config
+	var c ControllerConfig
 	c.RegisterFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -28,7 +28,7 @@ func TestDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Listen != "127.0.0.1:9090" || c.Store != DefaultStore || c.SessionTimeout != controller.DefaultSessionTimeout ||
+	if c.Listen != "127.0.0.1:9090" || c.Store != DefaultControllerStore || c.SessionTimeout != controller.DefaultSessionTimeout ||
 		c.ElectionTTL != 5*time.Second || !c.AutoRebalance || c.LogFormat != "console" || c.LogLevel != "info" {
 		t.Fatalf("defaults %+v", c)
 	}

@@ -1,9 +1,10 @@
-package main
+package server
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"strconv"
@@ -18,6 +19,7 @@ import (
 	"github.com/replicad/replicad/brokersession"
 	"github.com/replicad/replicad/core"
 	"github.com/replicad/replicad/core/tp"
+	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
 	"github.com/replicad/replicad/internal/tlsconf"
 	"github.com/replicad/replicad/producerid"
 	"github.com/replicad/replicad/service"
@@ -29,7 +31,7 @@ import (
 // session it yields, and the broker epoch everything else reads from it.
 // Standalone, it is nil and all its methods do nothing.
 type controllerLink struct {
-	cfg    config
+	cfg    BrokerConfig
 	logger zerolog.Logger
 	tls    *tlsconf.TLS // nil: plaintext
 
@@ -71,8 +73,8 @@ func (l *controllerLink) followController(f func(addr string)) {
 	l.onControllerChange = f
 }
 
-func newControllerLink(cfg config, logger zerolog.Logger, tc *tlsconf.TLS) *controllerLink {
-	if cfg.controller == "" {
+func newControllerLink(cfg BrokerConfig, logger zerolog.Logger, tc *tlsconf.TLS) *controllerLink {
+	if len(cfg.Controllers) == 0 {
 		return nil
 	}
 	return &controllerLink{cfg: cfg, logger: logger, tls: tc}
@@ -119,22 +121,22 @@ func (l *controllerLink) start(ctx context.Context, listenAddr net.Addr, life br
 		l.registered <- fmt.Errorf("--advertised-address: %w", err)
 		return l.registered
 	}
-	l.logger.Info().Strs("controllers", l.cfg.controllers()).Str("advertised_address", net.JoinHostPort(host, strconv.Itoa(int(port)))).
+	l.logger.Info().Strs("controllers", l.cfg.Controllers).Str("advertised_address", net.JoinHostPort(host, strconv.Itoa(int(port)))).
 		Msg("registering with the controller")
 	ctx, l.cancel = context.WithCancel(ctx)
 	go func() {
 		defer close(l.done)
 		s, err := brokersession.Start(ctx, brokersession.Config{
-			Controllers: l.cfg.controllers(),
-			BrokerID:    l.cfg.brokerID,
+			Controllers: l.cfg.Controllers,
+			BrokerID:    l.cfg.BrokerID,
 			Host:        host,
 			Port:        port,
-			LogDirs:     l.cfg.logDirs,
+			LogDirs:     l.cfg.LogDirs,
 			Logger:      l.logger,
 			// The session knows first when the active controller changes.
 			OnControllerChange: l.onControllerChange,
-			MinInsyncReplicas:  int32(l.cfg.minInsyncReplicas),
-			MaxPartitions:      int32(l.cfg.maxPartitions),
+			MinInsyncReplicas:  int32(l.cfg.MinInsyncReplicas),
+			MaxPartitions:      int32(l.cfg.MaxPartitions),
 			DialOptions:        l.tls.DialOptions(toController),
 			// TLS on one side only: the broker exits rather than retry forever.
 			Misconfigured:       tlsconf.IsMismatch,
@@ -146,6 +148,9 @@ func (l *controllerLink) start(ctx context.Context, listenAddr net.Addr, life br
 					l.logger.Error().Err(err).Int64("broker_epoch", epoch).Msg("record the broker epoch in the log dirs")
 				}
 			},
+			Dial:          l.cfg.dialController("session"),
+			Int64N:        l.cfg.Random.Int64N,
+			IncarnationID: l.cfg.IncarnationID,
 		})
 		if err == nil {
 			l.session.Store(s)
@@ -213,8 +218,8 @@ func (l *controllerLink) guard() service.ControllerGuard {
 // advertisedEndpoint is the host and port the broker registers:
 // --advertised-address, or else the listener's address, where a wildcard
 // host (0.0.0.0, ::, empty) becomes this machine's hostname.
-func advertisedEndpoint(cfg config, listenAddr net.Addr, logger zerolog.Logger) (string, int32, error) {
-	addr := cfg.advertisedAddress
+func advertisedEndpoint(cfg BrokerConfig, listenAddr net.Addr, logger zerolog.Logger) (string, int32, error) {
+	addr := cfg.AdvertisedAddress
 	if addr == "" {
 		addr = listenAddr.String()
 	}
@@ -247,17 +252,19 @@ func advertisedEndpoint(cfg config, listenAddr net.Addr, logger zerolog.Logger) 
 //
 // useController, nil standalone, points the client at the controller the
 // broker's session found active.
-func newIsrChanger(cfg config, logger zerolog.Logger, tc *tlsconf.TLS, brokerEpoch func() int64) (changer core.IsrChanger, useController func(string), closeChanger func(), err error) {
-	controllers := cfg.controllers()
+func newIsrChanger(cfg BrokerConfig, logger zerolog.Logger, tc *tlsconf.TLS, brokerEpoch func() int64) (changer core.IsrChanger, useController func(string), closeChanger func(), err error) {
+	controllers := cfg.Controllers
 	if len(controllers) == 0 {
 		return nil, nil, func() {}, nil
 	}
 	m, err := alterpartition.New(alterpartition.Config{
 		Controller:  strings.Join(controllers, ","),
-		BrokerID:    cfg.brokerID,
+		BrokerID:    cfg.BrokerID,
 		BrokerEpoch: brokerEpoch,
 		Logger:      logger,
 		DialOptions: tc.DialOptions(toController),
+		Dial:        cfg.dialController("alterpartition"),
+		Rand:        cfg.Random.AlterPartition,
 	})
 	if err != nil {
 		return nil, nil, nil, err
@@ -270,20 +277,32 @@ func newIsrChanger(cfg config, logger zerolog.Logger, tc *tlsconf.TLS, brokerEpo
 // producer IDs must be unique in the cluster, which only the controller's
 // store can tell), otherwise a client of the controllers that asks for
 // blocks of IDs with brokerEpoch. closeIDs stops it.
-func newProducerIDs(cfg config, logger zerolog.Logger, tc *tlsconf.TLS, brokerEpoch func() int64) (ids service.ProducerIDs, useController func(string), closeIDs func(), err error) {
-	controllers := cfg.controllers()
+func newProducerIDs(cfg BrokerConfig, logger zerolog.Logger, tc *tlsconf.TLS, brokerEpoch func() int64) (ids service.ProducerIDs, useController func(string), closeIDs func(), err error) {
+	controllers := cfg.Controllers
 	if len(controllers) == 0 {
 		return nil, nil, func() {}, nil
 	}
 	m, err := producerid.New(producerid.Config{
 		Controller:  strings.Join(controllers, ","),
-		BrokerID:    cfg.brokerID,
+		BrokerID:    cfg.BrokerID,
 		BrokerEpoch: brokerEpoch,
 		Logger:      logger,
 		DialOptions: tc.DialOptions(toController),
+		Dial:        cfg.dialController("producerids"),
+		Int64N:      cfg.Random.Int64N,
 	})
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	return m, m.UseController, func() { _ = m.Close() }, nil
+}
+
+// dialController is Network.DialController for purpose, nil (the
+// clients' own gRPC dialer) without one.
+func (c BrokerConfig) dialController(purpose string) func(addr string) (replicadv1.ControllerServiceClient, io.Closer, error) {
+	dial := c.Network.DialController
+	if dial == nil {
+		return nil
+	}
+	return func(addr string) (replicadv1.ControllerServiceClient, io.Closer, error) { return dial(purpose, addr) }
 }
