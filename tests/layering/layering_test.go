@@ -103,10 +103,7 @@ var importedOnlyBy = []struct {
 // exceptions are packages allowed to break the rules today, each with the
 // reason and what removes it. One whose directory is gone fails the test:
 // delete its entry.
-var exceptions = map[string]string{
-	"internal/controllerd": "the controller daemon's wiring, not a leaf: moves to server/ (issue 22)",
-	"internal/metrics":     "imports controller and core to observe them: moves to server/metrics (issue 22)",
-}
+var exceptions = map[string]string{}
 
 // External test packages (package x_test) are clients of the package they
 // test, outside its layer, and compile into no binary: core's end-to-end
