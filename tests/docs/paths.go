@@ -27,12 +27,14 @@ var Paths = []Path{
 	}},
 	{"cli-reference", []string{
 		"docs/reference/cli.md#a-cluster-to-try-these-on",
+		"docs/reference/cli.md#when-a-command-fails",
 		"docs/reference/cli.md#deleting-records",
 		"docs/reference/cli.md#topic-configs",
 		"docs/reference/cli.md#reassignment-plans-and-the-throttle",
 	}},
 	{"versions", []string{"docs/operations.md#versions"}},
 	{"controller-binary", []string{"docs/operations.md#the-controller-from-the-server-binary"}},
-	{"security", []string{"docs/security.md#transport-security", "docs/security.md#acls"}},
+	{"security", []string{"docs/security.md#transport-security", "docs/security.md#acls",
+		"docs/security.md#a-second-identity-without-openssl"}},
 	{"reproducing-a-figure", []string{"docs/performance.md#reproducing-a-figure"}},
 }
