@@ -94,6 +94,7 @@ func (c *controllerNode) start() error {
 		// The operator's (operator.go).
 		"CreateTopic":              unary(ctl.CreateTopic),
 		"DeleteTopic":              unary(ctl.DeleteTopic),
+		"CreatePartitions":         unary(ctl.CreatePartitions),
 		"AlterTopicConfig":         unary(ctl.AlterTopicConfig),
 		"ReassignPartition":        unary(ctl.ReassignPartition),
 		"ElectLeader":              unary(ctl.ElectLeader),
