@@ -49,7 +49,7 @@ func (c *Controller) createPartitions(ctx context.Context, topic string, count i
 	case count == existing:
 		c.unlock()
 		return nil, refuse(replicadv1.ErrorCode_ERROR_CODE_INVALID_PARTITIONS,
-			"topic %q already has %d partitions (a request for %d that timed out earlier was applied)", topic, existing, count)
+			"topic %q already has %d partitions (if an earlier request for %d timed out, it was applied)", topic, existing, count)
 	case count < existing:
 		c.unlock()
 		return nil, refuse(replicadv1.ErrorCode_ERROR_CODE_INVALID_PARTITIONS,
