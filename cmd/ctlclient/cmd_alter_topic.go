@@ -14,7 +14,7 @@ func alterTopicCommand() *command {
 	return &command{
 		name:    "alter-topic",
 		summary: "add partitions to a topic (kafka-topics --alter --partitions)",
-		usage:   "TOPIC | --topic TOPIC --partitions N [--validate-only]",
+		usage:   "(TOPIC | --topic TOPIC) --partitions N [--validate-only]",
 		details: `Grows the topic to N partitions in all (Kafka's CreatePartitions): the
 controller assigns the new ones over the live brokers with the replica shift
 create-topic uses, continuing the topic's pattern (as if it had been created
