@@ -57,6 +57,12 @@ func (c *Controller) createPartitions(ctx context.Context, topic string, count i
 	}
 	first := c.parts[partitionKey{topic, 0}]
 	rf := len(targetOf(first))
+	if rf < 1 {
+		// Never made by CreateTopic or a reassignment: no factor to follow.
+		c.unlock()
+		return nil, refuse(replicadv1.ErrorCode_ERROR_CODE_INVALID_REPLICATION_FACTOR,
+			"partition 0 of topic %q has no replicas to take the replication factor from", topic)
+	}
 	var live []int32
 	for _, id := range c.sortedBrokerIDsLocked() {
 		if c.eligibleLocked(id) {
