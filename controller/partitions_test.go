@@ -328,3 +328,22 @@ func TestCreatePartitionsIsTraced(t *testing.T) {
 		t.Errorf("%d partition created events, want 2", created)
 	}
 }
+
+// Adding partitions that would put more replicas on a broker than its
+// --max-partitions is refused whole with WILL_EXCEED_PARTITION_LIMITS
+// naming the broker, and nothing is stored; as many as fit are added.
+func TestCreatePartitionsOverPartitionBudget(t *testing.T) {
+	h := startBudgetCluster(t, 10, 10, 4)
+	ctx := context.Background()
+	h.createTopic("a", 3, 3) // every broker hosts 3
+	before := h.snapshot()
+	resp, err := h.c.CreatePartitions(ctx, &replicadv1.CreatePartitionsRequest{Topic: "a", Count: 5})
+	if err != nil || resp.GetErrorCode() != replicadv1.ErrorCode_ERROR_CODE_WILL_EXCEED_PARTITION_LIMITS ||
+		!strings.Contains(resp.GetErrorMessage(), "broker 3 would host 5 partitions (3 now + 2 new), its --max-partitions is 4") {
+		t.Fatalf("over-budget add: %v %v, want WILL_EXCEED_PARTITION_LIMITS naming broker 3", resp, err)
+	}
+	h.assertUnchanged(before)
+	if added := h.createPartitions("a", 4); len(added) != 1 {
+		t.Fatalf("adding one that fits answered %v", added)
+	}
+}
