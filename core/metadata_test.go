@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 )
@@ -231,5 +232,27 @@ func TestMetadataShowsOnlyTheTopicsCurrentIncarnation(t *testing.T) {
 	}
 	if n := len(h.rm.Metadata([]string{"orders"}).Topics[0].Partitions); n != 3 {
 		t.Fatalf("%d partitions of orders after it grew, want 3", n)
+	}
+}
+
+// BenchmarkMetadataSnapshot is the metadata cache's part of a client's
+// Metadata of one topic of 1,000 partitions, on a broker that holds
+// 10,000 (ten such topics).
+func BenchmarkMetadataSnapshot(b *testing.B) {
+	c := newMetadataCache()
+	for topic := range 10 {
+		var states []PartitionState
+		name := fmt.Sprintf("topic-%d", topic)
+		for p := int32(0); p < 1000; p++ {
+			states = append(states, stateWithID(name, name+"-id", p, 1+p%3, 0, []int32{1 + p%3, 1 + (p+1)%3}, []int32{1 + p%3}))
+		}
+		c.updatePartitions(states)
+	}
+	want := map[string]bool{"topic-3": true}
+	b.ResetTimer()
+	for range b.N {
+		if _, _, states := c.snapshot(want); len(states) != 1000 {
+			b.Fatalf("%d partitions", len(states))
+		}
 	}
 }
