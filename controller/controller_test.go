@@ -92,6 +92,13 @@ func assertNotController(t *testing.T, h *harness) {
 			r, err := h.c.DeleteTopic(ctx, &replicadv1.DeleteTopicRequest{Topic: "t"})
 			return r.GetErrorCode(), err
 		}},
+		{"CreatePartitions", func() (replicadv1.ErrorCode, error) {
+			r, err := h.c.CreatePartitions(ctx, &replicadv1.CreatePartitionsRequest{Topic: "t", Count: 9})
+			if len(r.GetPartitions()) > 0 {
+				t.Errorf("standby CreatePartitions answered %v", r)
+			}
+			return r.GetErrorCode(), err
+		}},
 		{"ElectLeader", func() (replicadv1.ErrorCode, error) {
 			r, err := h.c.ElectLeader(ctx, &replicadv1.ElectLeaderRequest{Topic: "t", Partition: 0, Leader: &one})
 			return r.GetErrorCode(), err

@@ -228,17 +228,25 @@ func with(set []int32, id int32) []int32 {
 // leaderships when it fails; with it they spread over every other broker.
 // brokers must be sorted and hold at least rf ids.
 func assignReplicas(brokers []int32, partitions, rf, start int) [][]int32 {
+	return assignReplicasFrom(brokers, 0, partitions, rf, start)
+}
+
+// assignReplicasFrom is partitions first..first+count-1 of assignReplicas:
+// the partitions added to a topic of first partitions continue its
+// pattern, assigned as if the topic had been created with them all.
+func assignReplicasFrom(brokers []int32, first, count, rf, start int) [][]int32 {
 	n := len(brokers)
-	out := make([][]int32, partitions)
-	for p := range partitions {
-		first := (start + p) % n
+	out := make([][]int32, count)
+	for i := range count {
+		p := first + i
+		lead := (start + p) % n
 		shift := start + p/n
 		rs := make([]int32, rf)
-		rs[0] = brokers[first]
+		rs[0] = brokers[lead]
 		for j := 1; j < rf; j++ {
-			rs[j] = brokers[(first+1+(shift+j-1)%(n-1))%n]
+			rs[j] = brokers[(lead+1+(shift+j-1)%(n-1))%n]
 		}
-		out[p] = rs
+		out[i] = rs
 	}
 	return out
 }

@@ -75,6 +75,11 @@ func (rm *ReplicaManager) Metadata(topics []string) MetadataView {
 		}
 		own := PartitionState{TopicPartition: in.TopicPartition, Leader: in.Leader, LeaderEpoch: in.LeaderEpoch,
 			PartitionEpoch: in.PartitionEpoch, ISR: in.ISR, Replicas: in.Replicas, TopicID: in.TopicID}
+		if id := rm.metadata.incarnation(in.TopicPartition.Topic); id != "" && in.TopicID != "" && in.TopicID != id {
+			// A replica of the deleted incarnation of a topic created
+			// again, not stopped yet: not the topic clients ask for.
+			continue
+		}
 		if in.Role != RoleLeader || h.offline.Load() {
 			// Only the leader knows its partition's ISR: a follower
 			// does not keep it, and the view's state is the one to show.

@@ -24,12 +24,22 @@ type metadataCache struct {
 	// leader with UNKNOWN_TOPIC_OR_PARTITION. Kafka's controller marks a
 	// deletion in UpdateMetadata (leader -2); ours does not yet.
 	partitions map[tp.TopicPartition]PartitionState
+	// incarnations is each topic's topic ID as last taken (a state naming
+	// another ID than the one held is the topic deleted and created again:
+	// it wins, see newerState). The view shows a topic's partitions of
+	// that incarnation only: a topic created again with fewer partitions
+	// (or grown, then deleted and created again) would otherwise keep the
+	// deleted one's extra partitions, whose state no controller sends
+	// again, and clients would send records to partitions that do not
+	// exist.
+	incarnations map[string]string
 	// controllerID is the controller of the last request taken, -1 before.
 	controllerID int32
 }
 
 func newMetadataCache() *metadataCache {
-	return &metadataCache{brokers: make(map[int32]Broker), partitions: make(map[tp.TopicPartition]PartitionState), controllerID: -1}
+	return &metadataCache{brokers: make(map[int32]Broker), partitions: make(map[tp.TopicPartition]PartitionState),
+		incarnations: make(map[string]string), controllerID: -1}
 }
 
 // replace installs a new live broker list (UpdateMetadata).
@@ -82,7 +92,24 @@ func (c *metadataCache) updatePartitions(states []PartitionState) {
 		}
 		st.ISR, st.Replicas, st.IsNew = slices.Clone(st.ISR), slices.Clone(st.Replicas), false
 		c.partitions[st.TopicPartition] = st
+		if st.TopicID != "" {
+			c.incarnations[st.TopicPartition.Topic] = st.TopicID
+		}
 	}
+}
+
+// incarnation is the topic's ID as last taken ("" when none named one).
+func (c *metadataCache) incarnation(topic string) string {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.incarnations[topic]
+}
+
+// currentLocked reports whether st is of its topic's incarnation (a state
+// without an ID, from before topic IDs, counts as current).
+func (c *metadataCache) currentLocked(st PartitionState) bool {
+	id := c.incarnations[st.TopicPartition.Topic]
+	return st.TopicID == "" || id == "" || st.TopicID == id
 }
 
 // newerState reports whether st should replace old. UpdateMetadata and
@@ -130,7 +157,7 @@ func (c *metadataCache) snapshot(topics map[string]bool) (map[int32]Broker, int3
 	}
 	var states []PartitionState
 	for t, st := range c.partitions {
-		if topics == nil || topics[t.Topic] {
+		if (topics == nil || topics[t.Topic]) && c.currentLocked(st) {
 			states = append(states, st) // the slices are never changed in place
 		}
 	}

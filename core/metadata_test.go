@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 )
@@ -191,5 +192,67 @@ func TestMetadataCarriesTheNewestTopicConfigs(t *testing.T) {
 	h.updateMetadata(1, live, with(3, nil))
 	if tm := topic(); tm.ConfigVersion != 3 || len(tm.Configs) != 0 {
 		t.Fatalf("configs %v version %d, want none at version 3", tm.Configs, tm.ConfigVersion)
+	}
+}
+
+// A topic grown to 4 partitions, deleted and created again with 2: the
+// view shows the new topic's 2 partitions only, not the deleted one's
+// orders-2 and orders-3 (no controller sends their state again), on a
+// broker that hosts none of them and on one still hosting a replica of the
+// deleted topic; and the new topic grown again shows its own.
+func TestMetadataShowsOnlyTheTopicsCurrentIncarnation(t *testing.T) {
+	h := newHarness(t, 1)
+	live := brokersUpTo(3)
+	var old []PartitionState
+	for p := int32(0); p < 4; p++ {
+		old = append(old, stateWithID("orders", "A", p, 2, 0, []int32{2, 3}, []int32{2, 3}))
+	}
+	h.updateMetadata(1, live, old...)
+	// This broker leads the deleted topic's orders-3, not stopped yet.
+	h.leaderAndIsr(1, stateWithID("orders", "A", 3, 1, 1, []int32{1, 2}, []int32{1, 2}))
+	if n := len(h.rm.Metadata([]string{"orders"}).Topics[0].Partitions); n != 4 {
+		t.Fatalf("%d partitions of orders before the delete, want 4", n)
+	}
+	h.updateMetadata(1, live, stateWithID("orders", "B", 0, 3, 0, []int32{3, 2}, []int32{3, 2}),
+		stateWithID("orders", "B", 1, 2, 0, []int32{2, 3}, []int32{2, 3}))
+	v := h.rm.Metadata([]string{"orders"})
+	var parts []int32
+	for _, p := range v.Topics[0].Partitions {
+		parts = append(parts, p.Partition)
+	}
+	if v.Topics[0].TopicID != "B" || !slices.Equal(parts, []int32{0, 1}) {
+		t.Fatalf("orders after it was created again: topic ID %s, partitions %v; want B with [0 1]", v.Topics[0].TopicID, parts)
+	}
+	if all := h.rm.Metadata(nil); len(all.Topics) != 1 || len(all.Topics[0].Partitions) != 2 {
+		t.Fatalf("every topic: %+v, want orders with 2 partitions", all.Topics)
+	}
+	h.updateMetadata(1, live, stateWithID("orders", "B", 2, 3, 0, []int32{3, 2}, []int32{3, 2}))
+	if p := partitionOf(t, h.rm.Metadata([]string{"orders"}), "orders", 2); p.Leader != 3 {
+		t.Fatalf("orders-2 of the grown topic %+v, want leader 3", p)
+	}
+	if n := len(h.rm.Metadata([]string{"orders"}).Topics[0].Partitions); n != 3 {
+		t.Fatalf("%d partitions of orders after it grew, want 3", n)
+	}
+}
+
+// BenchmarkMetadataSnapshot is the metadata cache's part of a client's
+// Metadata of one topic of 1,000 partitions, on a broker that holds
+// 10,000 (ten such topics).
+func BenchmarkMetadataSnapshot(b *testing.B) {
+	c := newMetadataCache()
+	for topic := range 10 {
+		var states []PartitionState
+		name := fmt.Sprintf("topic-%d", topic)
+		for p := int32(0); p < 1000; p++ {
+			states = append(states, stateWithID(name, name+"-id", p, 1+p%3, 0, []int32{1 + p%3, 1 + (p+1)%3}, []int32{1 + p%3}))
+		}
+		c.updatePartitions(states)
+	}
+	want := map[string]bool{"topic-3": true}
+	b.ResetTimer()
+	for range b.N {
+		if _, _, states := c.snapshot(want); len(states) != 1000 {
+			b.Fatalf("%d partitions", len(states))
+		}
 	}
 }

@@ -47,6 +47,7 @@ func commands() []*command {
 		controllerRunCommand(),
 		createTopicCommand(),
 		deleteTopicCommand(),
+		alterTopicCommand(),
 		alterConfigCommand(),
 		describeConfigCommand(),
 		electCommand(),

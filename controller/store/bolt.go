@@ -280,6 +280,40 @@ func (s *BoltStore) CreateTopic(ctx context.Context, name string, parts []Partit
 	return nil
 }
 
+func (s *BoltStore) CreatePartitions(ctx context.Context, name string, existing int32, parts []Partition) error {
+	add, err := newPartitions(name, existing, parts)
+	if err != nil {
+		return err
+	}
+	// One bbolt transaction: every new partition or none.
+	err = s.update(ctx, func(tx *bolt.Tx) error {
+		tb := topicBucket(tx, name)
+		if tb == nil {
+			return ErrNotFound
+		}
+		stored, err := appendPartitions(nil, name, tb)
+		if err != nil {
+			return err
+		}
+		if len(stored) == 0 {
+			return fmt.Errorf("topic %s has no partitions stored: %w", name, ErrInvalid)
+		}
+		if err := checkNewPartitions(name, stored, existing, add); err != nil {
+			return err
+		}
+		for _, p := range add {
+			if err := putJSON(tb, be32(uint32(p.Partition)), p); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("create partitions of %s: %w", name, err)
+	}
+	return nil
+}
+
 func (s *BoltStore) TopicConfigs(ctx context.Context) (map[string]TopicConfig, error) {
 	out := map[string]TopicConfig{}
 	err := s.view(ctx, func(tx *bolt.Tx) error {

@@ -776,6 +776,51 @@ func (s *EtcdStore) CreateTopic(ctx context.Context, name string, parts []Partit
 	return nil
 }
 
+func (s *EtcdStore) CreatePartitions(ctx context.Context, name string, existing int32, parts []Partition) error {
+	add, err := newPartitions(name, existing, parts)
+	if err != nil {
+		return err
+	}
+	if err := s.beginWrite(ctx); err != nil {
+		return fmt.Errorf("create partitions of %s: %w", name, err)
+	}
+	key := s.topicKey(name)
+	for {
+		// The topic is one key: the new partitions are written with it,
+		// compared at the revision read, so all land or none.
+		kv, err := s.get(ctx, key)
+		if err != nil {
+			return fmt.Errorf("create partitions of %s: %w", name, err)
+		}
+		if kv == nil {
+			return fmt.Errorf("create partitions of %s: %w", name, ErrNotFound)
+		}
+		t, err := decodeTopic(kv, name)
+		if err != nil {
+			return fmt.Errorf("create partitions of %s: %w", name, err)
+		}
+		if len(t.Partitions) == 0 {
+			return fmt.Errorf("create partitions of %s: no partitions stored: %w", name, ErrInvalid)
+		}
+		if err := checkNewPartitions(name, t.Partitions, existing, add); err != nil {
+			return err
+		}
+		t.Partitions = append(t.Partitions, add...)
+		data, err := json.Marshal(t)
+		if err != nil {
+			return fmt.Errorf("create partitions of %s: %w", name, err)
+		}
+		ok, err := s.commit(ctx, []clientv3.Cmp{modRevIs(key, kv)}, []clientv3.Op{clientv3.OpPut(key, string(data))})
+		if err != nil {
+			return fmt.Errorf("create partitions of %s (%d new): %w", name, len(add), err)
+		}
+		if ok {
+			return nil
+		}
+		// The topic changed between the read and the write: read again.
+	}
+}
+
 func (s *EtcdStore) DeleteTopic(ctx context.Context, name string) error {
 	if err := s.beginWrite(ctx); err != nil {
 		return fmt.Errorf("delete topic %s: %w", name, err)

@@ -260,6 +260,14 @@ func checkDeposed(t *testing.T, deposed, leader store.Store) {
 			return deposed.CreateTopic(ctx, "new", []store.Partition{{Partition: 0, Replicas: []int32{1}}}, nil)
 		},
 		"DeleteTopic": func() error { return deposed.DeleteTopic(ctx, p.Topic) },
+		"CreatePartitions": func() error {
+			t, err := leader.Topic(ctx, p.Topic)
+			if err != nil {
+				return err
+			}
+			n := int32(len(t.Partitions))
+			return deposed.CreatePartitions(ctx, p.Topic, n, []store.Partition{{Partition: n, TopicID: p.TopicID, Replicas: []int32{1}}})
+		},
 		"UpdatePartitions": func() error {
 			return deposed.UpdatePartitions(ctx, []store.PartitionUpdate{{Expected: p.PartitionEpoch, New: next}})
 		},

@@ -133,6 +133,26 @@ func (m *Memory) CreateTopic(ctx context.Context, name string, parts []Partition
 	return nil
 }
 
+func (m *Memory) CreatePartitions(ctx context.Context, name string, existing int32, parts []Partition) error {
+	add, err := newPartitions(name, existing, parts)
+	if err != nil {
+		return err
+	}
+	if err := m.lock(ctx); err != nil {
+		return err
+	}
+	defer m.mu.Unlock()
+	stored, ok := m.topics[name]
+	if !ok {
+		return fmt.Errorf("create partitions of %s: %w", name, ErrNotFound)
+	}
+	if err := checkNewPartitions(name, stored, existing, add); err != nil {
+		return err
+	}
+	m.topics[name] = append(slices.Clip(stored), add...) // newPartitions cloned them
+	return nil
+}
+
 func (m *Memory) TopicConfigs(ctx context.Context) (map[string]TopicConfig, error) {
 	if err := m.lock(ctx); err != nil {
 		return nil, err

@@ -223,6 +223,15 @@ type Store interface {
 	// each with Topic equal to name or empty (then set to name). ErrExists
 	// if the topic exists.
 	CreateTopic(ctx context.Context, name string, parts []Partition, configs map[string]string) error
+	// CreatePartitions adds parts to a topic that has exactly existing
+	// partitions (Kafka's CreatePartitions), in one transaction: all of
+	// them or none. parts must be numbered existing..existing+len-1 (in
+	// any order), each with Topic equal to name or empty, and the stored
+	// topic's ID. ErrNotFound if there is no such topic; ErrConflict if it
+	// has another number of partitions (a retry whose first attempt
+	// landed finds them all there); ErrInvalid for bad parts. Nothing is
+	// written on error.
+	CreatePartitions(ctx context.Context, name string, existing int32, parts []Partition) error
 	// TopicConfigs returns every topic's config overrides, by topic name. A
 	// topic stored before topic configs has none there (version 0).
 	TopicConfigs(ctx context.Context) (map[string]TopicConfig, error)
@@ -449,6 +458,51 @@ func newTopic(name string, parts []Partition) (Topic, error) {
 		}
 	}
 	return t, nil
+}
+
+// newPartitions validates CreatePartitions' arguments and returns the
+// partitions to store, cloned, named and sorted.
+func newPartitions(name string, existing int32, parts []Partition) ([]Partition, error) {
+	if name == "" {
+		return nil, fmt.Errorf("create partitions: empty topic name: %w", ErrInvalid)
+	}
+	if existing < 1 || len(parts) == 0 {
+		return nil, fmt.Errorf("create partitions of %s: %d existing, %d new: %w", name, existing, len(parts), ErrInvalid)
+	}
+	out := make([]Partition, len(parts))
+	for i, p := range parts {
+		if p.Topic == "" {
+			p.Topic = name
+		}
+		if p.Topic != name {
+			return nil, fmt.Errorf("create partitions of %s: partition %d names topic %q: %w", name, p.Partition, p.Topic, ErrInvalid)
+		}
+		out[i] = p.Clone()
+	}
+	slices.SortFunc(out, func(a, b Partition) int { return cmp.Compare(a.Partition, b.Partition) })
+	for i, p := range out {
+		if p.Partition != existing+int32(i) {
+			return nil, fmt.Errorf("create partitions of %s: new partitions must be numbered %d..%d, found %d: %w",
+				name, existing, existing+int32(len(parts))-1, p.Partition, ErrInvalid)
+		}
+		if p.TopicID != out[0].TopicID {
+			return nil, fmt.Errorf("create partitions of %s: partitions with topic IDs %q and %q: %w", name, out[0].TopicID, p.TopicID, ErrInvalid)
+		}
+	}
+	return out, nil
+}
+
+// checkNewPartitions checks new partitions against the stored topic: it
+// must have existing partitions (ErrConflict otherwise) and the new ones its
+// topic ID (ErrInvalid otherwise).
+func checkNewPartitions(name string, stored []Partition, existing int32, parts []Partition) error {
+	if int32(len(stored)) != existing {
+		return fmt.Errorf("create partitions of %s: it has %d partitions, expected %d: %w", name, len(stored), existing, ErrConflict)
+	}
+	if id := stored[0].TopicID; parts[0].TopicID != id {
+		return fmt.Errorf("create partitions of %s: topic ID %q, stored %q: %w", name, parts[0].TopicID, id, ErrInvalid)
+	}
+	return nil
 }
 
 // NewDeletedTopic is the DeletedTopic of t: every replica of every

@@ -401,3 +401,42 @@ func TestProduceStreamAuthorizedPerRequest(t *testing.T) {
 		t.Fatalf("allowed request: %v", err)
 	}
 }
+
+// CreatePartitions is Kafka's: the admin role may, and a client may grow a
+// topic its ACLs let it alter, not one it may only write or describe.
+func TestAuthorizeCreatePartitions(t *testing.T) {
+	a := New(nil)
+	method := replicadv1.ControllerService_CreatePartitions_FullMethodName
+	grow := func(who, topic string) error {
+		return a.Authorize(ParsePrincipal(who), method, &replicadv1.CreatePartitionsRequest{Topic: topic, Count: 4})
+	}
+	app, other := "spiffe://replicad/client/app", "spiffe://replicad/client/other"
+	if err := grow(app, "orders"); err == nil {
+		t.Fatal("a client with no ACLs at all may add partitions")
+	}
+	a.SetACLs(NewACLSet([]ACL{
+		{Principal: app, Operation: OpAlter, Resource: ResourceTopic, PatternType: PatternPrefix, Name: "orders"},
+		{Principal: other, Operation: OpWrite, Resource: ResourceTopic, PatternType: PatternLiteral, Name: "orders"},
+		{Principal: other, Operation: OpDescribe, Resource: ResourceTopic, PatternType: PatternLiteral, Name: "orders"},
+	}))
+	for _, tc := range []struct {
+		who, topic string
+		allow      bool
+	}{
+		{app, "orders", true},
+		{app, "orders-eu", true},
+		{app, "logs", false},
+		{other, "orders", false}, // write and describe are not alter
+		{"spiffe://replicad/admin", "logs", true},
+		{"spiffe://replicad/broker/1", "orders", false},
+		{"spiffe://replicad/controller", "orders", false},
+	} {
+		err := grow(tc.who, tc.topic)
+		if (err == nil) != tc.allow {
+			t.Errorf("%s adding partitions to %s: allow=%v, got %v", tc.who, tc.topic, tc.allow, err)
+		}
+		if err != nil && !strings.Contains(err.Error(), "CreatePartitions") {
+			t.Errorf("the refusal does not name the method: %v", err)
+		}
+	}
+}

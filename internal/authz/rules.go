@@ -46,6 +46,7 @@ var (
 	adminMethods = set(
 		replicadv1.ControllerService_CreateTopic_FullMethodName,
 		replicadv1.ControllerService_DeleteTopic_FullMethodName,
+		replicadv1.ControllerService_CreatePartitions_FullMethodName,
 		replicadv1.ControllerService_AlterTopicConfig_FullMethodName,
 		replicadv1.ControllerService_DescribeTopicConfig_FullMethodName,
 		replicadv1.ControllerService_ElectLeader_FullMethodName,
@@ -225,7 +226,8 @@ func brokerIDOf(req any) (int32, bool) {
 
 // clientOperation is the ACL operation a client call needs and the topics
 // it needs it on: Produce write, Consume read, DescribePartitions of one
-// topic describe, DeleteRecords delete on each topic it names (as Kafka).
+// topic describe, DeleteRecords delete on each topic it names,
+// CreatePartitions alter on its topic (as Kafka).
 // DescribeCluster (every topic's metadata) is not a client operation.
 func clientOperation(fullMethod string, req any) (Operation, []string, bool) {
 	switch fullMethod {
@@ -249,6 +251,11 @@ func clientOperation(fullMethod string, req any) (Operation, []string, bool) {
 			topics = []string{""}
 		}
 		return OpDelete, topics, true
+	case replicadv1.ControllerService_CreatePartitions_FullMethodName:
+		// Kafka authorizes CreatePartitions as Alter on the topic: an
+		// application may grow its own topics without the admin role.
+		r, _ := req.(*replicadv1.CreatePartitionsRequest)
+		return OpAlter, []string{r.GetTopic()}, true
 	case replicadv1.ReplicaManagerService_DescribePartitions_FullMethodName:
 		r, _ := req.(*replicadv1.DescribePartitionsRequest)
 		if r.GetTopic() == "" {

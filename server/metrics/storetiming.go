@@ -13,7 +13,7 @@ import (
 // writing method of store.Store. Reads are not timed: the controller reads
 // the store only when it activates.
 var storeWriteOps = []string{
-	"bump_controller_epoch", "register_broker", "update_broker", "create_topic", "set_topic_config", "alter_topic_config",
+	"bump_controller_epoch", "register_broker", "update_broker", "create_topic", "create_partitions", "set_topic_config", "alter_topic_config",
 	"delete_topic", "complete_deletions", "update_partitions", "create_acls", "delete_acls",
 	"set_replication_throttle", "allocate_producer_ids", "bump_producer_epoch",
 }
@@ -73,6 +73,13 @@ func (t *timedStore) CreateTopic(ctx context.Context, name string, parts []store
 	start := time.Now()
 	err := t.Store.CreateTopic(ctx, name, parts, configs)
 	t.done("create_topic", start, err)
+	return err
+}
+
+func (t *timedStore) CreatePartitions(ctx context.Context, name string, existing int32, parts []store.Partition) error {
+	start := time.Now()
+	err := t.Store.CreatePartitions(ctx, name, existing, parts)
+	t.done("create_partitions", start, err)
 	return err
 }
 

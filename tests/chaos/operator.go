@@ -35,7 +35,10 @@ const (
 	// restart.
 	OpShutdown = "op-controlled-shutdown"
 	// OpRecreate writes a scratch topic, deletes it and creates it again:
-	// the new topic must be a new, empty log.
+	// the new topic must be a new, empty log. The round before adds a
+	// partition to it during its fault, and the partitions it has are
+	// checked to be served before the delete; the new topic is then grown
+	// by two (partitions.go).
 	OpRecreate = "op-recreate-topic"
 	// LongCut cuts the leader of a partition from the other brokers for
 	// tens of seconds: Detail 0 silent (bytes held), 1 refused (every
@@ -490,6 +493,11 @@ func (n *nemesis) recreate(ctx context.Context) error {
 	if _, err := n.callCtl(ctx, "create "+ScratchTopic, 30*time.Second, create, replicadv1.ErrorCode_ERROR_CODE_TOPIC_ALREADY_EXISTS); err != nil {
 		return err
 	}
+	// Partitions added during the fault before (see growScratch) must be
+	// served, whatever the fault did to the change.
+	if err := n.checkScratchServed(ctx, gen+"-before"); err != nil {
+		return err
+	}
 	if err := retryFor(ctx, 30*time.Second, func() error { return produce(gen+"-old", 10) }); err != nil {
 		return opError{fmt.Errorf("%s: 10 acks=all records not written within 30s: %w", ScratchTopic, err)}
 	}
@@ -523,7 +531,12 @@ func (n *nemesis) recreate(ctx context.Context) error {
 			return opError{fmt.Errorf("re-created %s serves %q at offset %d: a record of the deleted topic", ScratchTopic, v, off)}
 		}
 	}
-	return nil
+	// The new topic grown by two with the cluster healed: carried out,
+	// and every partition served.
+	if _, _, err := n.growScratch(ctx, 2, 30*time.Second); err != nil {
+		return err
+	}
+	return n.checkScratchServed(ctx, gen+"-grown")
 }
 
 // lowerMinIsrUnderElr is issue 19's path 1 as an operator meets it (harsh

@@ -374,6 +374,28 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 				}
 			}(*x)
 		}
+		var grown atomic.Bool
+		if x != nil && x.Kind == OpRecreate {
+			// A partition added to the scratch topic a second into the
+			// fault (its OpRecreate round checks it is served).
+			during.Add(1)
+			go func() {
+				defer during.Done()
+				dctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+				defer cancel()
+				select {
+				case <-time.After(time.Second):
+				case <-dctx.Done():
+				}
+				from, to, err := nem.growScratch(dctx, 1, 15*time.Second)
+				if err != nil {
+					h.note("operator", "alter-topic %s during round %d's fault, not carried out (no finding): %v", ScratchTopic, i+1, err)
+					return
+				}
+				h.note("operator", "alter-topic %s --partitions %d (from %d) during round %d's fault", ScratchTopic, to, from, i+1)
+				grown.Store(true)
+			}()
+		}
 		var restarted atomic.Bool
 		if r := restarts[i]; r != nil && !cfg.NoIdempotence {
 			// While the fault holds: the bump may wait for a controller,
@@ -410,6 +432,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		during.Wait()
 		if restarted.Load() {
 			rep.Faults["producer-restart"]++
+		}
+		if grown.Load() {
+			rep.Faults["add-partitions-during-fault"]++
 		}
 		if deleted.Load() {
 			rep.Faults["delete-records"]++

@@ -191,6 +191,12 @@ func TestAuthzRolesRefuseOverreach(t *testing.T) {
 	clientAtCtl := dialAs(t, dir, "client", c.ctlAddr)
 	_, err = replicadv1.NewControllerServiceClient(clientAtCtl).DeleteTopic(ctx(t), &replicadv1.DeleteTopicRequest{Topic: "guarded"})
 	wantDenied(t, err, clientPrincipal, "ControllerService/DeleteTopic")
+	// Adding partitions is Alter on the topic (Kafka's): a client without
+	// that ACL, and a broker, are refused.
+	_, err = replicadv1.NewControllerServiceClient(clientAtCtl).CreatePartitions(ctx(t), &replicadv1.CreatePartitionsRequest{Topic: "guarded", Count: 4})
+	wantDenied(t, err, clientPrincipal, "ControllerService/CreatePartitions")
+	_, err = asBroker2.CreatePartitions(ctx(t), &replicadv1.CreatePartitionsRequest{Topic: "guarded", Count: 4})
+	wantDenied(t, err, tlsconf.BrokerPrincipal(2), "ControllerService/CreatePartitions")
 	r := runCtlclient(t, nil, "", append([]string{"--controller", c.ctlAddr, "delete-topic", "--topic", "guarded"}, tlsFlags(dir, "client", "")...)...)
 	if r.code == 0 || !strings.Contains(r.stderr, "PermissionDenied") && !strings.Contains(r.stderr, "may not call") {
 		t.Fatalf("ctlclient delete-topic as a client: exit %d\n%s", r.code, r.stderr)

@@ -89,6 +89,7 @@ func (c *controllerNode) start() error {
 				// The operator's (operator.go).
 				"CreateTopic":              unary(ctl.CreateTopic),
 				"DeleteTopic":              unary(ctl.DeleteTopic),
+				"CreatePartitions":         unary(ctl.CreatePartitions),
 				"AlterTopicConfig":         unary(ctl.AlterTopicConfig),
 				"ReassignPartition":        unary(ctl.ReassignPartition),
 				"ElectLeader":              unary(ctl.ElectLeader),
@@ -229,6 +230,9 @@ func (f *fencedStore) UpdateBroker(ctx context.Context, b store.Broker) error {
 }
 func (f *fencedStore) CreateTopic(ctx context.Context, name string, parts []store.Partition, configs map[string]string) error {
 	return f.write(ctx, "CreateTopic", func() error { return f.Store.CreateTopic(context.Background(), name, parts, configs) })
+}
+func (f *fencedStore) CreatePartitions(ctx context.Context, name string, existing int32, parts []store.Partition) error {
+	return f.write(ctx, "CreatePartitions", func() error { return f.Store.CreatePartitions(context.Background(), name, existing, parts) })
 }
 func (f *fencedStore) SetTopicConfig(ctx context.Context, name string, expected int64, configs map[string]string) (store.TopicConfig, error) {
 	var out store.TopicConfig

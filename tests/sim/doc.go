@@ -92,7 +92,10 @@
 // its cancel; a preferred election, or the election of a chosen broker; a
 // broker's controlled shutdown, after which it stops and restarts, maybe
 // with another --min-insync-replicas; the topic deleted and created again;
-// the replication throttle set or removed. Once the faults stop, the
+// the replication throttle set or removed; partitions added to the topic
+// (CreatePartitions: one or two more, the count it has, or validate only;
+// each partition added gets its idempotent producers at the next step, see
+// partitions.go). Once the faults stop, the
 // operator creates the topic again if it is missing and removes the
 // throttle.
 //
@@ -167,12 +170,16 @@
 // state, a DeleteRecords took before the retry came, appended again (the
 // partition cannot tell it from a new producer's first batch). All of these are per topic
 // incarnation (the topic ID): a deleted topic's records are not lost, and
-// the topic created again starts at leader epoch 0. After the faults stop
-// and every node is back, within Config.HealTime: every partition gets a
-// leader and a full ISR, the controller's memory agrees with its store
-// (PartitionStates: a controller whose copy fell behind refuses every
-// later change of the partition, a wedge), and every reassignment has
-// completed or been cancelled.
+// the topic created again starts at leader epoch 0. Within one topic ID the
+// store's partitions are numbered 0..n-1 and n never goes down (added
+// partitions land whole, and none is lost through a failover), and the
+// operator's CreatePartitions answers agree with the store. After the
+// faults stop and every node is back, within Config.HealTime: every
+// partition gets a leader and a full ISR, the controller's memory agrees
+// with its store (PartitionStates: a controller whose copy fell behind
+// refuses every later change of the partition, a wedge), every live
+// broker's Metadata shows the topic's partitions as the store holds them,
+// and every reassignment has completed or been cancelled.
 //
 // # Replay and shrinking
 //

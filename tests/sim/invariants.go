@@ -55,6 +55,9 @@ type checker struct {
 	reappendedProducers map[incarnation]map[[2]int64]bool
 	strict              bool
 	reappendedCount     int
+	// partitionCounts is the most partitions seen stored per topic ID
+	// (checkPartitionCounts).
+	partitionCounts map[string]int
 
 	violations []string
 }
@@ -268,6 +271,7 @@ func (c *checker) checkStore(s *Sim, parts []store.Partition) {
 			c.fail("store: broker %d is assigned %d replicas, over its --max-partitions %d", b, n, s.maxPartitions())
 		}
 	}
+	c.checkPartitionCounts(parts)
 	for _, p := range parts {
 		t := incarnation{tp.TopicPartition{Topic: p.Topic, Partition: p.Partition}, p.TopicID}
 		for _, r := range p.ISR {

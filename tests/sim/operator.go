@@ -45,8 +45,15 @@ type operator struct {
 const overBudgetTopic = "over-budget"
 
 // maxPartitions is every simulated broker's --max-partitions: the topic's
-// partitions and one spare (a broker hosts at most one replica of each).
-func (s *Sim) maxPartitions() int { return s.cfg.Partitions + 1 }
+// partitions and one spare (a broker hosts at most one replica of each);
+// with the idempotent workload, the room the operator may grow the topic
+// by (growthRoom) instead of the spare.
+func (s *Sim) maxPartitions() int {
+	if s.cfg.Plain {
+		return s.cfg.Partitions + 1
+	}
+	return s.cfg.Partitions + growthRoom
+}
 
 type shutdownReq struct {
 	b      *brokerNode
@@ -169,6 +176,7 @@ func (s *Sim) operate() {
 	}})
 	if !s.cfg.Plain {
 		opts = append(opts, option{2, s.deleteRecordsOp})
+		opts = append(opts, option{2, s.createPartitionsOp})
 	}
 	var up []*brokerNode
 	for _, b := range s.brokers {

@@ -171,12 +171,7 @@ func parseRecordValue(v string) (recordKey, bool) {
 // instances.
 func (s *Sim) startProducers() {
 	for p := range s.cfg.Partitions {
-		t := tp.TopicPartition{Topic: topic, Partition: int32(p)}
-		for range s.cfg.Producers {
-			ip := &idemProducer{s: s, t: t, index: len(s.producers)}
-			s.producers = append(s.producers, ip)
-			ip.startInstance()
-		}
+		s.startPartitionProducers(int32(p))
 	}
 }
 

@@ -391,6 +391,7 @@ func (s *Sim) step(faults bool) {
 	s.cfg.Wait()
 	s.releaseQueues()
 	s.storeFaultsFired()
+	s.growProducers()
 	s.stopShutDown()
 	s.flushIsr()
 	s.serveLookups()
@@ -709,6 +710,9 @@ func (s *Sim) settled() string {
 	}
 	if d := diffPartitions(mem, parts); d != "" {
 		return "wedge: the controller's memory disagrees with its store: " + d
+	}
+	if d := s.brokersAgree(); d != "" {
+		return "brokers disagree with the store: " + d
 	}
 	return ""
 }

@@ -42,6 +42,12 @@ var fixedSeeds = []uint64{
 	// (alterpartition: partition-level STALE_BROKER_EPOCH now maps to
 	// INELIGIBLE_REPLICA).
 	117115516,
+	// The topic grown to 4 partitions (CreatePartitions), deleted and
+	// created again with 3: b2's Metadata kept the deleted topic's sim-3
+	// (its metadata cache forgot no partition), so a client would send
+	// records to a partition that does not exist (core's metadata cache
+	// now shows a topic's current incarnation only).
+	781755675,
 }
 
 // findings are the seeds that found issue 19's control-plane bugs (run

@@ -19,6 +19,7 @@ const (
 	OpRegisterBroker         Op = "RegisterBroker"
 	OpUpdateBroker           Op = "UpdateBroker"
 	OpCreateTopic            Op = "CreateTopic"
+	OpCreatePartitions       Op = "CreatePartitions"
 	OpSetTopicConfig         Op = "SetTopicConfig"
 	OpAlterTopicConfig       Op = "AlterTopicConfig"
 	OpDeleteTopic            Op = "DeleteTopic"
@@ -60,7 +61,7 @@ type Call struct {
 	Updates []store.PartitionUpdate
 	// Broker is RegisterBroker's or UpdateBroker's argument.
 	Broker store.Broker
-	// Topic is the topic of CreateTopic, SetTopicConfig, AlterTopicConfig and DeleteTopic.
+	// Topic is the topic of CreateTopic, CreatePartitions, SetTopicConfig, AlterTopicConfig and DeleteTopic.
 	Topic string
 }
 
@@ -215,6 +216,12 @@ func (f *Faulty) SetTopicConfig(ctx context.Context, name string, expected int64
 		return err
 	})
 	return out, err
+}
+
+func (f *Faulty) CreatePartitions(ctx context.Context, name string, existing int32, parts []store.Partition) error {
+	return f.do(ctx, Call{Op: OpCreatePartitions, Topic: name}, func(ctx context.Context) error {
+		return f.Store.CreatePartitions(ctx, name, existing, parts)
+	})
 }
 
 func (f *Faulty) AlterTopicConfig(ctx context.Context, name string, expected int64, next store.TopicConfig, updates []store.PartitionUpdate) error {

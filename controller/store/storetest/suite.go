@@ -27,6 +27,7 @@ func RunSuite(t *testing.T, open func(t *testing.T) store.Store) {
 		{"UpdateBrokerIsCASOnBrokerEpoch", testUpdateBrokerCAS},
 		{"CreateTopic", testCreateTopic},
 		{"CreateTopicRejectsBadPartitions", testCreateTopicInvalid},
+		{"CreatePartitionsIsOneWrite", testCreatePartitions},
 		{"DeleteTopic", testDeleteTopic},
 		{"DeletionsPendUntilCompleted", testPendingDeletions},
 		{"CASSuccess", testCASSuccess},
@@ -372,6 +373,71 @@ func testCreateTopicInvalid(t *testing.T, s store.Store) {
 	}
 }
 
+// testCreatePartitions ensures CreatePartitions adds every new partition
+// of a topic with the expected count or none: a stale count (a retry whose
+// first attempt landed) is ErrConflict, misnumbered partitions or another
+// topic ID ErrInvalid, an unknown topic ErrNotFound, and nothing changes.
+func testCreatePartitions(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	createTopicWithID(t, s, "t", "id-t", 2)
+	createTopic(t, s, "other", 1)
+	before := must(s.Topic(ctx, "t"))(t)
+	newPart := func(i int32, id string) store.Partition {
+		return store.Partition{Partition: i, TopicID: id, Leader: 2, ISR: []int32{2, 3}, Replicas: []int32{2, 3}}
+	}
+	for _, tc := range []struct {
+		name     string
+		topic    string
+		existing int32
+		parts    []store.Partition
+		want     error
+	}{
+		{"unknown topic", "nope", 2, []store.Partition{newPart(2, "id-t")}, store.ErrNotFound},
+		{"stale count", "t", 1, []store.Partition{newPart(1, "id-t")}, store.ErrConflict},
+		{"count ahead", "t", 3, []store.Partition{newPart(3, "id-t")}, store.ErrConflict},
+		{"gap", "t", 2, []store.Partition{newPart(2, "id-t"), newPart(4, "id-t")}, store.ErrInvalid},
+		{"overlap", "t", 2, []store.Partition{newPart(1, "id-t")}, store.ErrInvalid},
+		{"duplicate", "t", 2, []store.Partition{newPart(2, "id-t"), newPart(2, "id-t")}, store.ErrInvalid},
+		{"other topic ID", "t", 2, []store.Partition{newPart(2, "id-u")}, store.ErrInvalid},
+		{"mixed topic IDs", "t", 2, []store.Partition{newPart(2, "id-t"), newPart(3, "id-u")}, store.ErrInvalid},
+		{"foreign topic name", "t", 2, []store.Partition{{Topic: "other", Partition: 2, TopicID: "id-t"}}, store.ErrInvalid},
+		{"none", "t", 2, nil, store.ErrInvalid},
+		{"empty name", "", 2, []store.Partition{newPart(2, "id-t")}, store.ErrInvalid},
+	} {
+		if err := s.CreatePartitions(ctx, tc.topic, tc.existing, tc.parts); !errors.Is(err, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
+		}
+	}
+	if got := must(s.Topic(ctx, "t"))(t); !equalPartitions(got.Partitions, before.Partitions) {
+		t.Fatalf("topic after refused adds = %+v, want %+v", got.Partitions, before.Partitions)
+	}
+
+	add := []store.Partition{newPart(3, "id-t"), {Topic: "t", Partition: 2, TopicID: "id-t", Leader: 3, ISR: []int32{3, 1}, Replicas: []int32{3, 1}}}
+	if err := s.CreatePartitions(ctx, "t", 2, add); err != nil {
+		t.Fatalf("add 2 partitions: %v", err)
+	}
+	add[0].ISR[0] = 99 // the store keeps its own copy
+	want := append(slices.Clone(before.Partitions),
+		store.Partition{Topic: "t", Partition: 2, TopicID: "id-t", Leader: 3, ISR: []int32{3, 1}, Replicas: []int32{3, 1}},
+		store.Partition{Topic: "t", Partition: 3, TopicID: "id-t", Leader: 2, ISR: []int32{2, 3}, Replicas: []int32{2, 3}})
+	if got := must(s.Topic(ctx, "t"))(t); !equalPartitions(got.Partitions, want) {
+		t.Fatalf("topic after adding = %+v, want %+v", got.Partitions, want)
+	}
+	if p := must(s.Partition(ctx, "t", 3))(t); !equalPartition(p, want[3]) {
+		t.Fatalf("partition t-3 = %+v, want %+v", p, want[3])
+	}
+	// The same request again (a retry after an unknown outcome) finds the
+	// count moved on and writes nothing.
+	if err := s.CreatePartitions(ctx, "t", 2, add); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("repeated add: %v, want ErrConflict", err)
+	}
+	if got := must(s.Topic(ctx, "other"))(t); len(got.Partitions) != 1 {
+		t.Fatalf("other topic has %d partitions, want 1", len(got.Partitions))
+	}
+	// The new partitions are ordinary partitions: compare-and-set works on them.
+	bump(t, s, "t", 3, 0)
+}
+
 // testDeleteTopic ensures a deleted topic is gone, deleting it again is ErrNotFound, and its name can be reused from scratch.
 func testDeleteTopic(t *testing.T, s store.Store) {
 	ctx := context.Background()
@@ -688,6 +754,7 @@ func testClosed(t *testing.T, s store.Store) {
 	_, calls["Brokers"] = s.Brokers(ctx)
 	calls["UpdateBroker"] = s.UpdateBroker(ctx, store.Broker{ID: 1})
 	calls["CreateTopic"] = s.CreateTopic(ctx, "u", []store.Partition{{Partition: 0}}, nil)
+	calls["CreatePartitions"] = s.CreatePartitions(ctx, "t", 1, []store.Partition{{Partition: 1}})
 	calls["DeleteTopic"] = s.DeleteTopic(ctx, "t")
 	_, calls["Topic"] = s.Topic(ctx, "t")
 	_, calls["Partitions"] = s.Partitions(ctx)
