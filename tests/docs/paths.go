@@ -28,6 +28,7 @@ var Paths = []Path{
 	{"cli-reference", []string{
 		"docs/reference/cli.md#a-cluster-to-try-these-on",
 		"docs/reference/cli.md#when-a-command-fails",
+		"docs/reference/cli.md#adding-partitions-to-a-topic",
 		"docs/reference/cli.md#deleting-records",
 		"docs/reference/cli.md#topic-configs",
 		"docs/reference/cli.md#reassignment-plans-and-the-throttle",
