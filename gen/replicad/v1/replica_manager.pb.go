@@ -1229,9 +1229,9 @@ func (x *DescribePartitionsResponse) GetNextRetentionCheckMs() int64 {
 
 type RunRetentionRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Required: the topic whose leader replicas on this broker to check.
+	// Required: the topic whose replicas on this broker to check.
 	Topic string `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
-	// Unset: every partition of the topic this broker leads.
+	// Unset: every partition of the topic this broker hosts.
 	Partition     *int32 `protobuf:"varint,2,opt,name=partition,proto3,oneof" json:"partition,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1395,8 +1395,10 @@ func (x *RetentionResult) GetReason() string {
 type RunRetentionResponse struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	BrokerId int32                  `protobuf:"varint,1,opt,name=broker_id,json=brokerId,proto3" json:"broker_id,omitempty"`
-	// One per partition checked; a partition this broker does not lead is
-	// answered NOT_LEADER_OR_FOLLOWER (followers trim after their leader).
+	// One per partition checked, by partition number. A partition named but
+	// not hosted here is UNKNOWN_TOPIC_OR_PARTITION, one on an offline log dir
+	// STORAGE_ERROR; NOT_LEADER_OR_FOLLOWER: its leadership changed, or it was
+	// deleted, during the check (run it again).
 	Results       []*RetentionResult `protobuf:"bytes,2,rep,name=results,proto3" json:"results,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
