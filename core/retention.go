@@ -45,6 +45,13 @@ type RetentionResult struct {
 	Reason string
 }
 
+// RetentionResponse is RunRetention's answer: the broker's, one result per
+// partition checked.
+type RetentionResponse struct {
+	BrokerID int32
+	Results  []RetentionResult
+}
+
 // RetentionCheckTimes are when the periodic retention check last ran and
 // when it runs next (zero: not yet; the check starts with the first
 // LeaderAndIsr).
@@ -113,7 +120,7 @@ func (rm *ReplicaManager) applyRetention() {
 // waits for a periodic check in progress (they never overlap), and takes
 // the locks that check takes, so appends, fetches, DeleteRecords, log dir
 // moves and deletions go on around it as around the periodic check.
-func (rm *ReplicaManager) RunRetention(ctx context.Context, topic string, partition *int32) []RetentionResult {
+func (rm *ReplicaManager) RunRetention(ctx context.Context, topic string, partition *int32) RetentionResponse {
 	attrs := []attribute.KeyValue{attribute.String("replicad.trigger", retentionOperator), attribute.String("replicad.topic", topic)}
 	if partition != nil {
 		attrs = append(attrs, attribute.Int("replicad.partition", int(*partition)))
@@ -172,7 +179,7 @@ func (rm *ReplicaManager) RunRetention(ctx context.Context, topic string, partit
 		Msg("retention check run on request")
 	span.SetAttributes(attribute.Int("replicad.partitions", len(out)), attribute.Int("replicad.deleted_segments", segments),
 		attribute.Int64("replicad.deleted_bytes", bytes), attribute.Int("replicad.partition_errors", errs))
-	return out
+	return RetentionResponse{BrokerID: rm.cfg.BrokerID, Results: out}
 }
 
 // logRetention logs a check's outcome for one replica on the state.change

@@ -73,7 +73,7 @@ func TestRunRetentionDeletesOnlyExpiredSegments(t *testing.T) {
 	if err != nil || plan.Start == 0 || plan.Start > oldEnd {
 		t.Fatalf("plan %+v, %v: want a start in (0, %d]", plan, err, oldEnd)
 	}
-	res := h.rm.RunRetention(context.Background(), "orders", nil)
+	res := h.rm.RunRetention(context.Background(), "orders", nil).Results
 	if len(res) != 1 {
 		t.Fatalf("%d results, want 1: %+v", len(res), res)
 	}
@@ -92,7 +92,7 @@ func TestRunRetentionDeletesOnlyExpiredSegments(t *testing.T) {
 	if p, _ := h.describe(tp0); p.LogEndOffset != 60 || p.HighWatermark != 60 {
 		t.Fatalf("retention moved the log end or HW: %+v", p)
 	}
-	again := h.rm.RunRetention(context.Background(), "orders", nil)
+	again := h.rm.RunRetention(context.Background(), "orders", nil).Results
 	if r2 := again[0]; r2.Error != ErrNone || r2.DeletedSegments != 0 || r2.Reason != "" ||
 		r2.LogStartBefore != r.LogStartAfter || r2.LogStartAfter != r.LogStartAfter {
 		t.Fatalf("second run %+v, want nothing due at %d", r2, r.LogStartAfter)
@@ -121,7 +121,7 @@ func TestRunRetentionOnFollowersAndUnhosted(t *testing.T) {
 	}
 	l.UpdateHighWatermark(25) // segments of 10: up to 20 are whole below it
 	one := int32(1)
-	res := h.rm.RunRetention(context.Background(), "orders", &one)
+	res := h.rm.RunRetention(context.Background(), "orders", &one).Results
 	if len(res) != 1 {
 		t.Fatalf("results %+v", res)
 	}
@@ -133,10 +133,10 @@ func TestRunRetentionOnFollowersAndUnhosted(t *testing.T) {
 		t.Fatalf("follower log [%d, %d), want [20, 60)", l.LogStartOffset(), l.LogEndOffset())
 	}
 	seven := int32(7)
-	if res := h.rm.RunRetention(context.Background(), "orders", &seven); len(res) != 1 || res[0].Error != ErrUnknownTopicOrPartition {
+	if res := h.rm.RunRetention(context.Background(), "orders", &seven).Results; len(res) != 1 || res[0].Error != ErrUnknownTopicOrPartition {
 		t.Fatalf("unhosted partition: %+v", res)
 	}
-	if res := h.rm.RunRetention(context.Background(), "payments", nil); len(res) != 0 {
+	if res := h.rm.RunRetention(context.Background(), "payments", nil).Results; len(res) != 0 {
 		t.Fatalf("a topic not hosted here: %+v", res)
 	}
 }
@@ -154,7 +154,7 @@ func TestRunRetentionIsTraced(t *testing.T) {
 		h.produce(tp0, AcksLeader, "a record, padded to fill segments quickly, padded")
 	}
 	ctx, root := caller.Start(context.Background(), "RunRetention")
-	res := h.rm.RunRetention(ctx, "orders", nil)
+	res := h.rm.RunRetention(ctx, "orders", nil).Results
 	root.End()
 	if len(res) != 1 || res[0].DeletedSegments == 0 {
 		t.Fatalf("results %+v, want segments deleted", res)
@@ -202,7 +202,7 @@ func TestRunRetentionUnderConcurrentWork(t *testing.T) {
 		defer wg.Done()
 		var last int64
 		for i := 0; ctx.Err() == nil && i < 200; i++ {
-			for _, r := range h.rm.RunRetention(ctx, "orders", nil) {
+			for _, r := range h.rm.RunRetention(ctx, "orders", nil).Results {
 				if r.Error != ErrNone && r.Error != ErrOffsetOutOfRange {
 					t.Errorf("run: %+v", r)
 				}

@@ -215,9 +215,9 @@ func unixMs(t time.Time) int64 {
 }
 
 // RetentionToProto is RunRetention's answer.
-func RetentionToProto(brokerID int32, rs []core.RetentionResult) *replicadv1.RunRetentionResponse {
-	resp := &replicadv1.RunRetentionResponse{BrokerId: brokerID}
-	for _, r := range rs {
+func RetentionToProto(rr core.RetentionResponse) *replicadv1.RunRetentionResponse {
+	resp := &replicadv1.RunRetentionResponse{BrokerId: rr.BrokerID}
+	for _, r := range rr.Results {
 		resp.Results = append(resp.Results, &replicadv1.RetentionResult{
 			Topic:                r.TopicPartition.Topic,
 			Partition:            r.TopicPartition.Partition,
