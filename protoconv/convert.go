@@ -206,6 +206,19 @@ func DescribeToProto(d core.Description) *replicadv1.DescribePartitionsResponse 
 	return resp
 }
 
+// retentionRole is the replica's role at a retention check: none when no
+// replica was found.
+func retentionRole(r core.RetentionResult) replicadv1.ReplicaRole {
+	switch {
+	case r.LogStartBefore < 0:
+		return replicadv1.ReplicaRole_REPLICA_ROLE_UNSPECIFIED
+	case r.Leader:
+		return replicadv1.ReplicaRole_REPLICA_ROLE_LEADER
+	default:
+		return replicadv1.ReplicaRole_REPLICA_ROLE_FOLLOWER
+	}
+}
+
 // unixMs is t in Unix milliseconds, 0 for the zero time (not yet).
 func unixMs(t time.Time) int64 {
 	if t.IsZero() {
@@ -228,6 +241,7 @@ func RetentionToProto(rr core.RetentionResponse) *replicadv1.RunRetentionRespons
 			DeletedSegments:      int32(r.DeletedSegments),
 			DeletedBytes:         r.DeletedBytes,
 			Reason:               r.Reason,
+			Role:                 retentionRole(r),
 		})
 	}
 	return resp

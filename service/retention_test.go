@@ -33,7 +33,7 @@ func TestRunRetentionTranslatesAndValidates(t *testing.T) {
 	}
 	mustProtoEqual(t, "run retention", resp, &replicadv1.RunRetentionResponse{BrokerId: 3, Results: []*replicadv1.RetentionResult{
 		{Topic: "orders", Partition: 0, LogStartOffsetBefore: 10, LogStartOffsetAfter: 40, DeletedSegments: 3, DeletedBytes: 3000,
-			Reason: "retention.ms,retention.bytes"},
+			Reason: "retention.ms,retention.bytes", Role: replicadv1.ReplicaRole_REPLICA_ROLE_LEADER},
 		{Topic: "orders", Partition: 1, ErrorCode: replicadv1.ErrorCode_ERROR_CODE_STORAGE_ERROR, ErrorMessage: "offline",
 			LogStartOffsetBefore: -1, LogStartOffsetAfter: -1},
 	}})
