@@ -153,6 +153,12 @@ func (b *brokerNode) start() error {
 	}
 	l.pids = pids
 	gate := &isrGate{ap: ap}
+	// Periodic retention every 2s with retention in the workload; the
+	// default (5 minutes) never runs within a run otherwise.
+	var retentionCheckInterval time.Duration
+	if s.retentionOn() {
+		retentionCheckInterval = simRetentionCheckInterval
+	}
 	rm, err := core.NewReplicaManager(core.Config{
 		BrokerID: b.id,
 		LogDirs:  []string{logDir},
@@ -160,15 +166,16 @@ func (b *brokerNode) start() error {
 		// segments are closed and reopened under the workload and its faults.
 		LogConfig: log.Config{SegmentBytes: 4096, IndexIntervalBytes: 512, MaxBatchBytes: 1 << 20, FlushPolicy: log.FlushEveryBatch, FlushInterval: time.Second,
 			MaxOpenFiles: simMaxOpenFiles},
-		HWCheckpointInterval: time.Second,
-		ReplicaLagTimeMax:    s.cfg.ReplicaLagTimeMax,
-		MinInsyncReplicas:    int(b.minISR),
-		MaxPartitions:        s.maxPartitions(),
-		Clock:                clock.Real{},
-		Logger:               logger,
-		Fetchers:             fetchers,
-		IsrChanger:           gate,
-		BrokerEpoch:          l.brokerEpoch,
+		HWCheckpointInterval:   time.Second,
+		RetentionCheckInterval: retentionCheckInterval,
+		ReplicaLagTimeMax:      s.cfg.ReplicaLagTimeMax,
+		MinInsyncReplicas:      int(b.minISR),
+		MaxPartitions:          s.maxPartitions(),
+		Clock:                  clock.Real{},
+		Logger:                 logger,
+		Fetchers:               fetchers,
+		IsrChanger:             gate,
+		BrokerEpoch:            l.brokerEpoch,
 		// Every crash is a power cut: a new boot, so the broker's last life
 		// counts as one that may have lost its unflushed tail.
 		BootID: fmt.Sprintf("boot-%d", b.boots),
@@ -192,6 +199,7 @@ func (b *brokerNode) start() error {
 			"StopReplica":    unary(svc.StopReplica),
 			"Produce":        unary(b.produceHandler(rm)),
 			"DeleteRecords":  unary(deleteRecordsHandler(rm)),
+			"RunRetention":   unary(svc.RunRetention),
 			"InitProducerId": unary(initProducerIDHandler(pids, ctx)),
 		},
 		fetch: func() fetchServe {
