@@ -104,8 +104,10 @@ func runRetention(ctx context.Context, e *env, req *replicadv1.RunRetentionReque
 				return err
 			}
 		}
-	} else if err := printRetentionResults(e, answers); err != nil {
-		return err
+	} else if len(answers) > 0 {
+		if err := printRetentionResults(e, answers); err != nil {
+			return err
+		}
 	}
 	for _, a := range answers {
 		for _, r := range a.GetResults() {
