@@ -195,16 +195,11 @@ func (l *Log) PlanRetention(nowMs int64, r Retention) (RetentionPlan, error) {
 	plan := RetentionPlan{Start: start}
 	segs := l.segmentList()
 	hw := l.HighWatermark()
-	reason := func(why string) {
-		if len(plan.Reasons) == 0 || plan.Reasons[len(plan.Reasons)-1] != why {
-			plan.Reasons = append(plan.Reasons, why)
-		}
-	}
 	i := 0
 	for ; i < len(segs)-1 && segs[i+1].baseOffset <= start; i++ {
 		plan.Segments++
 		plan.Bytes += segs[i].size.Load()
-		reason(ReasonLogStartOffset)
+		plan.Reasons = addReason(plan.Reasons, ReasonLogStartOffset)
 	}
 	if r.Ms < 0 && r.Bytes < 0 {
 		return plan, nil
@@ -239,7 +234,15 @@ func (l *Log) PlanRetention(nowMs int64, r Retention) (RetentionPlan, error) {
 		plan.Start = max(plan.Start, next)
 		plan.Segments++
 		plan.Bytes += s.size.Load()
-		reason(why)
+		plan.Reasons = addReason(plan.Reasons, why)
 	}
 	return plan, nil
+}
+
+// addReason appends why to reasons unless it is already the last one.
+func addReason(reasons []string, why string) []string {
+	if len(reasons) == 0 || reasons[len(reasons)-1] != why {
+		return append(reasons, why)
+	}
+	return reasons
 }
