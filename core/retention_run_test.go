@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -167,41 +168,50 @@ func TestRunRetentionIsTraced(t *testing.T) {
 		"replicad.partitions": 1, "replicad.deleted_segments": res[0].DeletedSegments, "replicad.partition_errors": 0})
 }
 
-// RunRetention beside appends, fetches' HW moves, DeleteRecords and the
-// periodic check: the log start only rises, never above the HW, a consumer
-// at the log start always reads, and the log end is never touched.
+// RunRetention beside appends, DeleteRecords and the periodic check, for
+// as long as the appends go on: the log start only rises, never above the
+// HW, and the log end is never touched; a consumer at the log start reads.
 func TestRunRetentionUnderConcurrentWork(t *testing.T) {
 	h := retentionHarness(t, log.Retention{Ms: -1, Bytes: 3000}, time.Second)
 	h.leaderAndIsr(1, state("orders", 0, 1, 1, []int32{1}, []int32{1}))
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	const records = 400
+	produced := make(chan struct{})
 	var wg sync.WaitGroup
-	var produced sync.WaitGroup
-	produced.Add(1)
 	wg.Add(3)
 	go func() { // appends
 		defer wg.Done()
-		defer produced.Done()
-		for i := 0; i < 400 && ctx.Err() == nil; i++ {
+		defer close(produced)
+		for i := 0; i < records && ctx.Err() == nil; i++ {
 			if r := h.produce(tp0, AcksLeader, "a record, padded to fill segments quickly, padded"); r.Error != ErrNone {
 				t.Errorf("produce: %v", r.Error)
 				return
 			}
 		}
 	}()
-	go func() { // the periodic check, and DeleteRecords now and then
+	done := func() bool {
+		select {
+		case <-produced:
+			return true
+		default:
+			return ctx.Err() != nil
+		}
+	}
+	go func() { // the periodic check, and DeleteRecords of half the log now and then
 		defer wg.Done()
-		for i := 0; ctx.Err() == nil && i < 200; i++ {
+		for i := 0; !done(); i++ {
 			h.clock.Advance(time.Second)
 			if i%10 == 0 {
-				h.rm.DeleteRecords(ctx, DeleteRecordsRequest{Partitions: []DeleteRecordsPartition{{TopicPartition: tp0, Offset: DeleteRecordsHighWatermark}}})
+				p, _ := h.describe(tp0)
+				h.rm.DeleteRecords(ctx, DeleteRecordsRequest{Partitions: []DeleteRecordsPartition{{TopicPartition: tp0, Offset: p.HighWatermark / 2}}})
 			}
 		}
 	}()
 	go func() { // the operator
 		defer wg.Done()
 		var last int64
-		for i := 0; ctx.Err() == nil && i < 200; i++ {
+		for !done() {
 			for _, r := range h.rm.RunRetention(ctx, "orders", nil).Results {
 				if r.Error != ErrNone && r.Error != ErrOffsetOutOfRange {
 					t.Errorf("run: %+v", r)
@@ -217,13 +227,41 @@ func TestRunRetentionUnderConcurrentWork(t *testing.T) {
 			}
 		}
 	}()
-	produced.Wait()
 	wg.Wait()
 	p, _ := h.describe(tp0)
-	if p.LogEndOffset != 400 {
-		t.Fatalf("log end %d, want 400", p.LogEndOffset)
+	if p.LogEndOffset != records {
+		t.Fatalf("log end %d, want %d", p.LogEndOffset, records)
 	}
 	if c := h.consumeAt(p.LogStartOffset); p.LogStartOffset < p.HighWatermark && (c.Error != ErrNone || len(c.Records) == 0) {
 		t.Fatalf("consume at the log start %d: %v", p.LogStartOffset, c.Error)
+	}
+	if p.LogStartOffset == 0 {
+		t.Fatal("nothing was deleted: nothing exercised")
+	}
+}
+
+// A partition on a failed log dir answers STORAGE_ERROR, named or with
+// its topic; the others are checked all the same.
+func TestRunRetentionOnAnOfflineDir(t *testing.T) {
+	h := newHarness(t, 2, func(c *Config) {
+		c.Retention = &log.Retention{Ms: -1, Bytes: 0}
+		c.RetentionCheckInterval = 24 * time.Hour
+		c.LogConfig = log.Config{SegmentBytes: 1024, IndexIntervalBytes: 256, MaxBatchBytes: 1024, FlushPolicy: log.FlushOS}
+	})
+	tp1 := tp.TopicPartition{Topic: "orders", Partition: 1}
+	h.leaderAndIsr(1, state("orders", 0, 1, 1, []int32{1}, []int32{1}), state("orders", 1, 1, 1, []int32{1}, []int32{1}))
+	for range 30 {
+		h.produce(tp1, AcksLeader, "a record, padded to fill segments quickly, padded")
+	}
+	dir, _ := h.rm.logs.DirOf(tp0)
+	h.rm.handleLogDirFailure(dir, errors.New("disk gone"))
+	res := h.rm.RunRetention(context.Background(), "orders", nil).Results
+	if len(res) != 2 || res[0].TopicPartition != tp0 || res[0].Error != ErrStorageError ||
+		res[1].TopicPartition != tp1 || res[1].Error != ErrNone || res[1].DeletedSegments == 0 {
+		t.Fatalf("results %+v; want orders-0 STORAGE_ERROR, orders-1 checked and deleted", res)
+	}
+	zero := int32(0)
+	if res := h.rm.RunRetention(context.Background(), "orders", &zero).Results; len(res) != 1 || res[0].Error != ErrStorageError {
+		t.Fatalf("named offline partition: %+v", res)
 	}
 }
