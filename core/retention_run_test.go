@@ -3,6 +3,8 @@ package core
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -263,5 +265,55 @@ func TestRunRetentionOnAnOfflineDir(t *testing.T) {
 	zero := int32(0)
 	if res := h.rm.RunRetention(context.Background(), "orders", &zero).Results; len(res) != 1 || res[0].Error != ErrStorageError {
 		t.Fatalf("named offline partition: %+v", res)
+	}
+}
+
+// RunRetention while the partition is deleted (StopReplica with delete):
+// every answer is NONE, NOT_LEADER_OR_FOLLOWER (stopped during the check),
+// UNKNOWN_TOPIC_OR_PARTITION (gone) or STORAGE_ERROR (its log closed under
+// it), the deletion succeeds, and nothing of the log is left.
+func TestRunRetentionWhileThePartitionIsDeleted(t *testing.T) {
+	for round := range 5 {
+		h := retentionHarness(t, log.Retention{Ms: -1, Bytes: 0}, 24*time.Hour)
+		h.leaderAndIsr(1, state("orders", 0, 1, 1, []int32{1}, []int32{1}))
+		for range 30 {
+			h.produce(tp0, AcksLeader, "a record, padded to fill segments quickly, padded")
+		}
+		dir, _ := h.rm.logs.DirOf(tp0)
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				for _, r := range h.rm.RunRetention(context.Background(), "orders", nil).Results {
+					switch r.Error {
+					case ErrNone, ErrNotLeaderOrFollower, ErrUnknownTopicOrPartition, ErrStorageError:
+					default:
+						t.Errorf("round %d: %+v", round, r)
+					}
+				}
+			}
+		}()
+		time.Sleep(time.Duration(round) * time.Millisecond) // a different point of the check each round
+		sr := h.rm.StopReplicas(context.Background(), StopReplicaRequest{ControllerID: 100, ControllerEpoch: 1,
+			Partitions: []StopReplicaPartition{{TopicPartition: tp0, LeaderEpoch: NoEpoch, Delete: true}}})
+		close(stop)
+		wg.Wait()
+		if sr.Error != ErrNone || len(sr.PartitionErrors) != 1 || sr.PartitionErrors[0].Error != ErrNone {
+			t.Fatalf("round %d: StopReplica %+v", round, sr)
+		}
+		if _, ok := h.describe(tp0); ok {
+			t.Fatalf("round %d: still hosted", round)
+		}
+		waitFor(t, func() bool {
+			_, err := os.Stat(filepath.Join(dir, "orders-0"))
+			return os.IsNotExist(err)
+		})
 	}
 }
