@@ -1147,7 +1147,7 @@ type DescribePartitionsResponse struct {
 	ControllerEpoch int32                   `protobuf:"varint,2,opt,name=controller_epoch,json=controllerEpoch,proto3" json:"controller_epoch,omitempty"`
 	Partitions      []*PartitionDescription `protobuf:"bytes,3,rep,name=partitions,proto3" json:"partitions,omitempty"`
 	LogDirs         []*LogDirDescription    `protobuf:"bytes,4,rep,name=log_dirs,json=logDirs,proto3" json:"log_dirs,omitempty"`
-	// The periodic retention check (--retention-check-interval): when it last
+	// The periodic retention check (--log-retention-check-interval): when it last
 	// ran and when it runs next, in Unix milliseconds (0: not yet / never).
 	LastRetentionCheckMs int64 `protobuf:"varint,5,opt,name=last_retention_check_ms,json=lastRetentionCheckMs,proto3" json:"last_retention_check_ms,omitempty"`
 	NextRetentionCheckMs int64 `protobuf:"varint,6,opt,name=next_retention_check_ms,json=nextRetentionCheckMs,proto3" json:"next_retention_check_ms,omitempty"`
