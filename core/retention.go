@@ -160,8 +160,11 @@ func (rm *ReplicaManager) RunRetention(ctx context.Context, topic string, partit
 	var bytes int64
 	for _, tg := range targets {
 		if tg.code != ErrNone {
-			out = append(out, RetentionResult{TopicPartition: tg.t, Error: tg.code, LogStartBefore: -1, LogStartAfter: -1,
-				Message: "not hosted here, or its log dir is offline"})
+			msg := "not hosted on this broker"
+			if tg.code == ErrStorageError {
+				msg = "its log dir is offline"
+			}
+			out = append(out, RetentionResult{TopicPartition: tg.t, Error: tg.code, LogStartBefore: -1, LogStartAfter: -1, Message: msg})
 			errs++
 			continue
 		}
