@@ -145,7 +145,8 @@ sim:
 # log dir of each broker is a small tmpfs (disk-full faults). The summary names the folder holding the history and every process log.
 # The producers are idempotent (issue 21); RESTARTS=P: during P% of fault rounds a producer restarts
 # with its producer ID (default 50); DELETES=P: during P% the records of the fault's partition are
-# deleted up to its HW (default 30); NOIDEM=1: plain produce retried as is (the checker then finds
+# deleted up to its HW (default 30); RETENTION=P: during P% the retention check runs now on the fault's partition
+# with retention.ms at 1 (default 20); NOIDEM=1: plain produce retried as is (the checker then finds
 # duplicates). `make chaos-regress` shows it on a fixed fault.
 ROUNDS ?= 100
 SEED ?= 0
@@ -154,13 +155,14 @@ BROKERS ?= 3
 EXTRA ?= 25
 RESTARTS ?= 50
 DELETES ?= 30
+RETENTION ?= 20
 ETCD ?=
 HARSH ?=
 TLS ?=
 chaos: build
 	go test ./tests/chaos -run '^TestChaos$$' -count=1 -timeout 0 -v -chaos.bin=$(BIN) \
 		-chaos.rounds=$(ROUNDS) -chaos.seed=$(SEED) -chaos.from=$(FROM) -chaos.brokers=$(BROKERS) -chaos.extra=$(EXTRA) \
-		-chaos.restarts=$(RESTARTS) -chaos.deletes=$(DELETES) $(if $(NOIDEM),-chaos.noidem) \
+		-chaos.restarts=$(RESTARTS) -chaos.deletes=$(DELETES) -chaos.retention=$(RETENTION) $(if $(NOIDEM),-chaos.noidem) \
 		$(if $(ETCD),-chaos.etcd) $(if $(HARSH),-chaos.harsh) $(if $(TLS),-chaos.tls) $(if $(EVERY),-chaos.every)
 
 chaos-regress: build

@@ -85,7 +85,9 @@ func (rm *ReplicaManager) writeHighWatermarkCheckpoints() []DirCheckpoint {
 func (rm *ReplicaManager) startHighWatermarkCheckpointLoop() {
 	rm.hwCheckpointing.Do(func() {
 		rm.every(rm.cfg.ReplicaLagTimeMax/2, rm.maybeShrinkIsr)
-		rm.every(rm.cfg.RetentionCheckInterval, rm.applyRetention)
+		rm.everyArmed(rm.cfg.RetentionCheckInterval, rm.applyRetention, func(next time.Time) {
+			rm.nextRetentionCheckMs.Store(next.UnixMilli())
+		})
 		rm.every(rm.cfg.HWCheckpointInterval, func() {
 			rm.periodicHighWatermarkCheckpoint()
 			rm.logs.CheckpointLogOffsets() // a dir that fails is reported by the log manager
@@ -102,13 +104,20 @@ func (rm *ReplicaManager) startHighWatermarkCheckpointLoop() {
 
 // every runs fn every d on the configured clock until Shutdown. Runs never
 // overlap: the next one is armed when the previous one returns.
-func (rm *ReplicaManager) every(d time.Duration, fn func()) {
+func (rm *ReplicaManager) every(d time.Duration, fn func()) { rm.everyArmed(d, fn, nil) }
+
+// everyArmed is every, telling armed (when not nil) when each next run is
+// due, as it is armed.
+func (rm *ReplicaManager) everyArmed(d time.Duration, fn func(), armed func(next time.Time)) {
 	var arm func()
 	arm = func() {
 		rm.loopsMu.Lock()
 		defer rm.loopsMu.Unlock()
 		if rm.loopsStopped {
 			return
+		}
+		if armed != nil {
+			armed(rm.cfg.Clock.Now().Add(d))
 		}
 		var t clock.Timer
 		t = rm.cfg.Clock.AfterFunc(d, func() {

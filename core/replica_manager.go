@@ -185,6 +185,13 @@ type ReplicaManager struct {
 	loopTimers   map[clock.Timer]struct{}
 	loopsRunning sync.WaitGroup
 
+	// retentionMu: one retention check at a time, periodic or RunRetention.
+	retentionMu sync.Mutex
+	// The periodic retention check's last run and next one, in Unix ms
+	// (0: not yet), for DescribePartitions.
+	lastRetentionCheckMs atomic.Int64
+	nextRetentionCheckMs atomic.Int64
+
 	// brokerEpochs is the newest registration epoch of each broker that
 	// the controller named (LeaderAndIsr live_leaders, UpdateMetadata
 	// live_brokers), to fence fetchers of a broker's previous life. Only the
@@ -427,6 +434,7 @@ func (rm *ReplicaManager) Describe(topic string, partition *int32) Description {
 	}
 	rm.partitionsMu.RUnlock()
 	d := Description{BrokerID: rm.cfg.BrokerID, ControllerEpoch: rm.controllerEpoch.Load()}
+	d.LastRetentionCheck, d.NextRetentionCheck = rm.RetentionCheckTimes()
 	for _, h := range hosted {
 		in := h.partition.info()
 		if h.offline.Load() {

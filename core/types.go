@@ -185,6 +185,9 @@ type Description struct {
 	ControllerEpoch int32
 	Partitions      []PartitionInfo
 	LogDirs         []LogDirInfo
+	// LastRetentionCheck and NextRetentionCheck are the periodic
+	// retention check's last run and next one (zero: not yet).
+	LastRetentionCheck, NextRetentionCheck time.Time
 }
 
 // Acks values of a produce request.

@@ -167,6 +167,9 @@ func DescribeToProto(d core.Description) *replicadv1.DescribePartitionsResponse 
 	resp := &replicadv1.DescribePartitionsResponse{
 		BrokerId:        d.BrokerID,
 		ControllerEpoch: d.ControllerEpoch,
+
+		LastRetentionCheckMs: unixMs(d.LastRetentionCheck),
+		NextRetentionCheckMs: unixMs(d.NextRetentionCheck),
 	}
 	for _, p := range d.Partitions {
 		resp.Partitions = append(resp.Partitions, &replicadv1.PartitionDescription{
@@ -198,6 +201,47 @@ func DescribeToProto(d core.Description) *replicadv1.DescribePartitionsResponse 
 			Path:           dir.Path,
 			Online:         dir.Online,
 			PartitionCount: int32(dir.PartitionCount),
+		})
+	}
+	return resp
+}
+
+// retentionRole is the replica's role at a retention check: none when no
+// replica was found.
+func retentionRole(r core.RetentionResult) replicadv1.ReplicaRole {
+	switch {
+	case r.LogStartBefore < 0:
+		return replicadv1.ReplicaRole_REPLICA_ROLE_UNSPECIFIED
+	case r.Leader:
+		return replicadv1.ReplicaRole_REPLICA_ROLE_LEADER
+	default:
+		return replicadv1.ReplicaRole_REPLICA_ROLE_FOLLOWER
+	}
+}
+
+// unixMs is t in Unix milliseconds, 0 for the zero time (not yet).
+func unixMs(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
+// RetentionToProto is RunRetention's answer.
+func RetentionToProto(rr core.RetentionResponse) *replicadv1.RunRetentionResponse {
+	resp := &replicadv1.RunRetentionResponse{BrokerId: rr.BrokerID}
+	for _, r := range rr.Results {
+		resp.Results = append(resp.Results, &replicadv1.RetentionResult{
+			Topic:                r.TopicPartition.Topic,
+			Partition:            r.TopicPartition.Partition,
+			ErrorCode:            ErrorCodeToProto(r.Error),
+			ErrorMessage:         r.Message,
+			LogStartOffsetBefore: r.LogStartBefore,
+			LogStartOffsetAfter:  r.LogStartAfter,
+			DeletedSegments:      int32(r.DeletedSegments),
+			DeletedBytes:         r.DeletedBytes,
+			Reason:               r.Reason,
+			Role:                 retentionRole(r),
 		})
 	}
 	return resp

@@ -34,6 +34,7 @@ type fakeRM struct {
 	fetch        func(core.FetchRequest) core.FetchResponse
 	offsets      core.OffsetsForLeaderEpochResponse
 	alterDirs    []core.PartitionError
+	retention    core.RetentionResponse
 	metadata     core.MetadataView
 	maxBatch     int
 	panicWith    any // when set, every call panics with it
@@ -114,6 +115,16 @@ func (f *fakeRM) DeleteRecords(_ context.Context, req core.DeleteRecordsRequest)
 		resp.Partitions = append(resp.Partitions, core.DeleteRecordsResult{TopicPartition: p.TopicPartition, LowWatermark: p.Offset})
 	}
 	return resp
+}
+
+type runRetentionCall struct {
+	topic     string
+	partition *int32
+}
+
+func (f *fakeRM) RunRetention(_ context.Context, topic string, partition *int32) core.RetentionResponse {
+	f.record(runRetentionCall{topic, partition})
+	return f.retention
 }
 
 func (f *fakeRM) FetchMessages(_ context.Context, req core.FetchRequest) core.FetchResponse {

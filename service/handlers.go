@@ -28,6 +28,7 @@ type ReplicaManager interface {
 	Produce(ctx context.Context, req core.ProduceRequest) core.ProduceResult
 	Consume(ctx context.Context, req core.ConsumeRequest) core.ConsumeResult
 	DeleteRecords(ctx context.Context, req core.DeleteRecordsRequest) core.DeleteRecordsResponse
+	RunRetention(ctx context.Context, topic string, partition *int32) core.RetentionResponse
 	FetchMessages(ctx context.Context, req core.FetchRequest) core.FetchResponse
 	OffsetsForLeaderEpoch(ctx context.Context, req core.OffsetsForLeaderEpochRequest) core.OffsetsForLeaderEpochResponse
 	AlterReplicaLogDirs(ctx context.Context, reqs []core.AlterReplicaLogDir) []core.PartitionError
@@ -223,6 +224,21 @@ func (s *replicaManagerService) DescribePartitions(_ context.Context, req *repli
 		partition = &p
 	}
 	return protoconv.DescribeToProto(s.rm.Describe(req.GetTopic(), partition)), nil
+}
+
+// RunRetention runs the retention check now for the topic's replicas here
+// (leader or follower), as the periodic check would, and answers what it
+// deleted per partition.
+func (s *replicaManagerService) RunRetention(ctx context.Context, req *replicadv1.RunRetentionRequest) (*replicadv1.RunRetentionResponse, error) {
+	if err := validateRunRetention(req); err != nil {
+		return nil, err
+	}
+	var partition *int32
+	if req.Partition != nil {
+		p := req.GetPartition()
+		partition = &p
+	}
+	return protoconv.RetentionToProto(s.rm.RunRetention(ctx, req.GetTopic(), partition)), nil
 }
 
 // AlterReplicaLogDirs starts moving replicas between this broker's log dirs;

@@ -325,6 +325,19 @@ func validateDescribe(req *replicadv1.DescribePartitionsRequest) error {
 	return nil
 }
 
+func validateRunRetention(req *replicadv1.RunRetentionRequest) error {
+	if req.GetTopic() == "" {
+		return invalid("topic", "required: the topic whose retention to check")
+	}
+	if err := validateTopic("topic", req.GetTopic()); err != nil {
+		return err
+	}
+	if req.Partition != nil {
+		return validatePartition("partition", req.GetPartition())
+	}
+	return nil
+}
+
 // validateProduce checks the request and returns its records converted, so
 // the size check's encoding work is not repeated for the conversion.
 // validateProduce checks a produce request and returns its records encoded as one batch.

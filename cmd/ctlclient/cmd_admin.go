@@ -105,7 +105,10 @@ func describeCommand() *command {
 		summary: "show the replicas the broker hosts: role, epochs, ISR, HW, LEO, producers, log dir",
 		usage:   "[--topic T] [--partition P] [--producers]",
 		details: `Without --topic every hosted partition is shown; --partition needs --topic.
-The table also lists the broker's log dirs and whether each is online.
+The table also lists the broker's log dirs and whether each is online, and
+a last line when the broker's periodic retention check last ran and runs
+next ("retention: last check 12s ago, next in 4m48s"; retention run runs
+one now).
 PRODUCERS is how many idempotent producers the replica holds state for (every
 replica rebuilds it from its log); --producers lists them per partition, the
 last to append first, at most 100 each (Kafka's kafka-transactions.sh
@@ -134,7 +137,10 @@ describe-producers).`,
 				if e.jsonOutput() {
 					return e.printJSON(resp)
 				}
-				if err := printDescription(e, resp); err != nil || !*producers {
+				if err := printDescription(e, resp); err != nil {
+					return err
+				}
+				if err := printRetentionTimes(e, resp); err != nil || !*producers {
 					return err
 				}
 				return printProducers(e, resp)

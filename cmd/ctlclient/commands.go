@@ -42,6 +42,7 @@ func commands() []*command {
 		produceCommand(),
 		consumeCommand(),
 		deleteRecordsCommand(),
+		retentionRunCommand(),
 		perfProduceCommand(),
 		alterLogDirCommand(),
 		controllerRunCommand(),

@@ -146,46 +146,103 @@ type Retention struct {
 	Bytes int64
 }
 
-// RetentionStart is where retention would move the log start (Kafka's
+// Reasons a RetentionPlan gives for what it deletes: the limit that put
+// each segment past retention (Kafka's deleteRetentionMsBreachedSegments,
+// deleteRetentionSizeBreachedSegments, deleteLogStartOffsetBreachedSegments).
+const (
+	ReasonRetentionMs    = "retention.ms"
+	ReasonRetentionBytes = "retention.bytes"
+	// ReasonLogStartOffset: segments wholly below a log start raised
+	// earlier (DeleteRecords, a follower following its leader) and not
+	// yet deleted (a crash, or a truncation racing the raise).
+	ReasonLogStartOffset = "log-start-offset"
+)
+
+// RetentionPlan is what retention would delete from a log now.
+type RetentionPlan struct {
+	// Start is where the log start would move: the base offset of the
+	// first segment kept (the current log start when nothing is due).
+	Start int64
+	// Segments and Bytes are the segments that would go, those wholly
+	// below Start, and their size.
+	Segments int
+	Bytes    int64
+	// Reasons are the limits that put them past retention, oldest
+	// segment's first, each once.
+	Reasons []string
+}
+
+// Due reports whether the plan deletes anything.
+func (p RetentionPlan) Due() bool { return p.Segments > 0 }
+
+// RetentionStart is PlanRetention's Start.
+func (l *Log) RetentionStart(nowMs int64, r Retention) (int64, error) {
+	p, err := l.PlanRetention(nowMs, r)
+	return p.Start, err
+}
+
+// PlanRetention is where retention would move the log start (Kafka's
 // UnifiedLog.deleteOldSegments, by time and by size): the base offset of
 // the first segment kept, when the oldest segments are all past retention
 // by nowMs. Never the active segment, and never past the HW: a segment
 // goes only when the next one starts at or below the HW, so only committed
-// records are deleted. It reads no lock, and the first look at a segment
-// opened from disk reads its batch headers; the caller raises the log start
-// to the answer with IncrementLogStartOffset.
-func (l *Log) RetentionStart(nowMs int64, r Retention) (int64, error) {
+// records are deleted. Segments already wholly below the log start always
+// go, and count for no limit. It reads no lock, and the first look at a
+// segment opened from disk reads its batch headers; the caller raises the
+// log start to Start with IncrementLogStartOffset, which deletes them.
+func (l *Log) PlanRetention(nowMs int64, r Retention) (RetentionPlan, error) {
 	start := l.logStartOffset.Load()
-	if r.Ms < 0 && r.Bytes < 0 {
-		return start, nil
-	}
+	plan := RetentionPlan{Start: start}
 	segs := l.segmentList()
 	hw := l.HighWatermark()
+	i := 0
+	for ; i < len(segs)-1 && segs[i+1].baseOffset <= start; i++ {
+		plan.Segments++
+		plan.Bytes += segs[i].size.Load()
+		plan.Reasons = addReason(plan.Reasons, ReasonLogStartOffset)
+	}
+	if r.Ms < 0 && r.Bytes < 0 {
+		return plan, nil
+	}
 	var size int64
-	for _, s := range segs {
+	for _, s := range segs[i:] {
 		size += s.size.Load()
 	}
-	for i, s := range segs[:len(segs)-1] {
+	for ; i < len(segs)-1; i++ {
+		s := segs[i]
 		next := segs[i+1].baseOffset
 		if next > hw {
 			break
 		}
-		expired := false
+		why := ""
 		if r.Ms >= 0 {
 			ts, err := s.largestTimestamp()
 			if err != nil {
-				return start, err
+				return plan, err
 			}
-			expired = ts >= 0 && ts < nowMs-r.Ms
+			if ts >= 0 && ts < nowMs-r.Ms {
+				why = ReasonRetentionMs
+			}
 		}
-		if r.Bytes >= 0 && size-s.size.Load() >= r.Bytes {
-			expired = true
+		if why == "" && r.Bytes >= 0 && size-s.size.Load() >= r.Bytes {
+			why = ReasonRetentionBytes
 		}
-		if !expired {
+		if why == "" {
 			break
 		}
 		size -= s.size.Load()
-		start = max(start, next)
+		plan.Start = max(plan.Start, next)
+		plan.Segments++
+		plan.Bytes += s.size.Load()
+		plan.Reasons = addReason(plan.Reasons, why)
 	}
-	return start, nil
+	return plan, nil
+}
+
+// addReason appends why to reasons unless it is already the last one.
+func addReason(reasons []string, why string) []string {
+	if len(reasons) == 0 || reasons[len(reasons)-1] != why {
+		return append(reasons, why)
+	}
+	return reasons
 }

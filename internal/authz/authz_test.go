@@ -80,29 +80,30 @@ func TestMappingRule(t *testing.T) {
 func TestAuthorizeRoles(t *testing.T) {
 	a := New([]string{"spiffe://replicad/client/root"})
 	const (
-		lai      = replicadv1.ReplicaManagerService_LeaderAndIsr_FullMethodName
-		um       = replicadv1.ReplicaManagerService_UpdateMetadata_FullMethodName
-		ckpt     = replicadv1.ReplicaManagerService_CheckpointHighWatermarks_FullMethodName
-		describe = replicadv1.ReplicaManagerService_DescribePartitions_FullMethodName
-		fetch    = replicadv1.FetchService_Fetch_FullMethodName
-		ofle     = replicadv1.FetchService_OffsetsForLeaderEpoch_FullMethodName
-		register = replicadv1.ControllerService_RegisterBroker_FullMethodName
-		hb       = replicadv1.ControllerService_BrokerHeartbeat_FullMethodName
-		alter    = replicadv1.ControllerService_AlterPartition_FullMethodName
-		cs       = replicadv1.ControllerService_ControlledShutdown_FullMethodName
-		allocIDs = replicadv1.ControllerService_AllocateProducerIds_FullMethodName
-		bumpPID  = replicadv1.ControllerService_BumpProducerEpoch_FullMethodName
-		initPID  = replicadv1.LogService_InitProducerId_FullMethodName
-		create   = replicadv1.ControllerService_CreateTopic_FullMethodName
-		del      = replicadv1.ControllerService_DeleteTopic_FullMethodName
-		cluster  = replicadv1.ControllerService_DescribeCluster_FullMethodName
-		addACL   = replicadv1.ControllerService_CreateAcls_FullMethodName
-		delACL   = replicadv1.ControllerService_DeleteAcls_FullMethodName
-		listACL  = replicadv1.ControllerService_DescribeAcls_FullMethodName
-		produce  = replicadv1.LogService_Produce_FullMethodName
-		consume  = replicadv1.LogService_Consume_FullMethodName
-		health   = "/grpc.health.v1.Health/Check"
-		refl     = "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo"
+		lai       = replicadv1.ReplicaManagerService_LeaderAndIsr_FullMethodName
+		um        = replicadv1.ReplicaManagerService_UpdateMetadata_FullMethodName
+		ckpt      = replicadv1.ReplicaManagerService_CheckpointHighWatermarks_FullMethodName
+		retention = replicadv1.ReplicaManagerService_RunRetention_FullMethodName
+		describe  = replicadv1.ReplicaManagerService_DescribePartitions_FullMethodName
+		fetch     = replicadv1.FetchService_Fetch_FullMethodName
+		ofle      = replicadv1.FetchService_OffsetsForLeaderEpoch_FullMethodName
+		register  = replicadv1.ControllerService_RegisterBroker_FullMethodName
+		hb        = replicadv1.ControllerService_BrokerHeartbeat_FullMethodName
+		alter     = replicadv1.ControllerService_AlterPartition_FullMethodName
+		cs        = replicadv1.ControllerService_ControlledShutdown_FullMethodName
+		allocIDs  = replicadv1.ControllerService_AllocateProducerIds_FullMethodName
+		bumpPID   = replicadv1.ControllerService_BumpProducerEpoch_FullMethodName
+		initPID   = replicadv1.LogService_InitProducerId_FullMethodName
+		create    = replicadv1.ControllerService_CreateTopic_FullMethodName
+		del       = replicadv1.ControllerService_DeleteTopic_FullMethodName
+		cluster   = replicadv1.ControllerService_DescribeCluster_FullMethodName
+		addACL    = replicadv1.ControllerService_CreateAcls_FullMethodName
+		delACL    = replicadv1.ControllerService_DeleteAcls_FullMethodName
+		listACL   = replicadv1.ControllerService_DescribeAcls_FullMethodName
+		produce   = replicadv1.LogService_Produce_FullMethodName
+		consume   = replicadv1.LogService_Consume_FullMethodName
+		health    = "/grpc.health.v1.Health/Check"
+		refl      = "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo"
 	)
 	ctl, adm, b2 := "spiffe://replicad/controller", "spiffe://replicad/admin", "spiffe://replicad/broker/2"
 	cl, other := "spiffe://replicad/client/app", "spiffe://elsewhere/x"
@@ -115,6 +116,10 @@ func TestAuthorizeRoles(t *testing.T) {
 		{ctl, um, &replicadv1.UpdateMetadataRequest{}, true},
 		{ctl, describe, &replicadv1.DescribePartitionsRequest{}, true},
 		{ctl, ckpt, &replicadv1.CheckpointHighWatermarksRequest{}, false},
+		{ctl, retention, &replicadv1.RunRetentionRequest{Topic: "t"}, false},
+		{adm, retention, &replicadv1.RunRetentionRequest{Topic: "t"}, true},
+		{b2, retention, &replicadv1.RunRetentionRequest{Topic: "t"}, false},
+		{cl, retention, &replicadv1.RunRetentionRequest{Topic: "t"}, false}, // no ACLs
 		{ctl, produce, &replicadv1.ProduceRequest{Topic: "t"}, false},
 		{ctl, create, &replicadv1.CreateTopicRequest{}, false},
 		{ctl, fetch, &replicadv1.FetchRequest{ReplicaId: 2}, false},
@@ -252,6 +257,10 @@ func TestAuthorizeACLs(t *testing.T) {
 		{deleteRecords("logs-a", "orders"), false}, // every topic needs delete
 		{deleteRecords("orders"), false},           // write is not delete
 		{deleteRecords(), false},
+		// RunRetention deletes records: delete on its topic, as DeleteRecords.
+		{a.Authorize(app, replicadv1.ReplicaManagerService_RunRetention_FullMethodName, &replicadv1.RunRetentionRequest{Topic: "logs-a"}), true},
+		{a.Authorize(app, replicadv1.ReplicaManagerService_RunRetention_FullMethodName, &replicadv1.RunRetentionRequest{Topic: "orders"}), false},
+		{a.Authorize(app, replicadv1.ReplicaManagerService_RunRetention_FullMethodName, &replicadv1.RunRetentionRequest{}), false},
 		{a.Authorize(app, replicadv1.ReplicaManagerService_DescribePartitions_FullMethodName, &replicadv1.DescribePartitionsRequest{Topic: "orders"}), true},
 		{a.Authorize(app, replicadv1.ReplicaManagerService_DescribePartitions_FullMethodName, &replicadv1.DescribePartitionsRequest{Topic: "other"}), false},
 		{a.Authorize(app, replicadv1.ReplicaManagerService_DescribePartitions_FullMethodName, &replicadv1.DescribePartitionsRequest{}), false},

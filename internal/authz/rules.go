@@ -61,6 +61,7 @@ var (
 		replicadv1.ReplicaManagerService_DescribePartitions_FullMethodName,
 		replicadv1.ReplicaManagerService_CheckpointHighWatermarks_FullMethodName,
 		replicadv1.LogService_DeleteRecords_FullMethodName,
+		replicadv1.ReplicaManagerService_RunRetention_FullMethodName,
 	)
 	// brokerMethods are checked against the broker's own id (brokerIDOf).
 	brokerMethods = set(
@@ -227,7 +228,10 @@ func brokerIDOf(req any) (int32, bool) {
 // clientOperation is the ACL operation a client call needs and the topics
 // it needs it on: Produce write, Consume read, DescribePartitions of one
 // topic describe, DeleteRecords delete on each topic it names,
-// CreatePartitions alter on its topic (as Kafka).
+// CreatePartitions alter on its topic (as Kafka), RunRetention delete on its
+// topic (it deletes records, if only those the topic's retention already
+// lets go: whoever may delete a topic's records may run its retention, and
+// nobody else, as for DeleteRecords).
 // DescribeCluster (every topic's metadata) is not a client operation.
 func clientOperation(fullMethod string, req any) (Operation, []string, bool) {
 	switch fullMethod {
@@ -256,6 +260,10 @@ func clientOperation(fullMethod string, req any) (Operation, []string, bool) {
 		// application may grow its own topics without the admin role.
 		r, _ := req.(*replicadv1.CreatePartitionsRequest)
 		return OpAlter, []string{r.GetTopic()}, true
+	case replicadv1.ReplicaManagerService_RunRetention_FullMethodName:
+		r, _ := req.(*replicadv1.RunRetentionRequest)
+		// No topic (refused by validation later) is still a delete.
+		return OpDelete, []string{r.GetTopic()}, true
 	case replicadv1.ReplicaManagerService_DescribePartitions_FullMethodName:
 		r, _ := req.(*replicadv1.DescribePartitionsRequest)
 		if r.GetTopic() == "" {

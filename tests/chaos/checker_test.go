@@ -235,3 +235,25 @@ func TestDeleteSchedule(t *testing.T) {
 		t.Errorf("%d deletions in 400 rounds at %d%%", n, DefaultDeletePercent)
 	}
 }
+
+func TestRetentionSchedule(t *testing.T) {
+	a, b := RetentionSchedule(7, 400, DefaultRetentionPercent), RetentionSchedule(7, 400, DefaultRetentionPercent)
+	n := 0
+	for i := range a {
+		if (a[i] == nil) != (b[i] == nil) || a[i] != nil && *a[i] != *b[i] {
+			t.Fatalf("round %d: the schedule is not the seed's", i)
+		}
+		if a[i] != nil {
+			n++
+			if *a[i] < 300*time.Millisecond || *a[i] >= 3*time.Second {
+				t.Errorf("round %d: after %v", i, *a[i])
+			}
+		}
+	}
+	if n < 50 || n > 110 {
+		t.Errorf("%d retention runs in 400 rounds at %d%%", n, DefaultRetentionPercent)
+	}
+	if d := DeleteSchedule(7, 400, DefaultDeletePercent); slices.EqualFunc(d, a, func(x, y *time.Duration) bool { return (x == nil) == (y == nil) }) {
+		t.Error("the retention schedule is the delete schedule's: a stream of its own is wanted")
+	}
+}

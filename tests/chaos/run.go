@@ -39,6 +39,11 @@ type Config struct {
 	// the records of the round's partition are deleted up to its HW
 	// (DeleteSchedule).
 	DeletePercent int
+	// RetentionPercent is the share of fault rounds (percent) during which
+	// the retention check runs now on the round's partition, its topic's
+	// retention.ms at 1 meanwhile (RetentionSchedule); above 0 the topic
+	// has segments of retentionSegmentBytes.
+	RetentionPercent int
 	// Schedule, when set, is the fault rounds to run instead of the ones
 	// Seed draws (Rounds must be its length): a test that needs a fault.
 	Schedule   []Fault
@@ -237,6 +242,9 @@ func replayFlags(c Config) string {
 	if c.DeletePercent != DefaultDeletePercent {
 		s += fmt.Sprintf(" DELETES=%d", c.DeletePercent)
 	}
+	if c.RetentionPercent != DefaultRetentionPercent {
+		s += fmt.Sprintf(" RETENTION=%d", c.RetentionPercent)
+	}
 	return s
 }
 
@@ -275,7 +283,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	defer c.Stop()
 	h.note("start", "%s: %d brokers, %d partitions, RF 3, min ISR 2, session %v, replica lag %v, small dirs %v",
 		rep.Mode, cfg.Brokers, cfg.Partitions, cfg.SessionTimeout, cfg.ReplicaLag, cfg.SmallDirs)
-	if err := createTopic(ctx, c, cfg.Partitions); err != nil {
+	var topicConfigs map[string]string
+	if cfg.RetentionPercent > 0 {
+		topicConfigs = map[string]string{"segment.bytes": fmt.Sprint(retentionSegmentBytes)}
+	}
+	if err := createTopic(ctx, c, cfg.Partitions, topicConfigs); err != nil {
 		return nil, err
 	}
 	if err := c.settle(ctx, cfg.Partitions, 60*time.Second); err != nil {
@@ -310,6 +322,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	extras := ExtraSchedule(cfg.Seed, cfg.Rounds, cfg.ExtraPercent, cfg.EveryExtra, ExtraMix(), int32(cfg.Brokers), cfg.Partitions)
 	restarts := RestartSchedule(cfg.Seed, cfg.Rounds, cfg.RestartPercent, cfg.Producers)
 	deletes := DeleteSchedule(cfg.Seed, cfg.Rounds, cfg.DeletePercent)
+	retentions := RetentionSchedule(cfg.Seed, cfg.Rounds, cfg.RetentionPercent)
 	// round runs one fault or extra and waits for the cluster to heal;
 	// false: the harness itself failed, stop.
 	round := func(name string, f Fault) bool {
@@ -428,8 +441,28 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 				deleted.Store(true)
 			}()
 		}
+		var retained atomic.Bool
+		if d := retentions[i]; d != nil {
+			during.Add(1)
+			go func() {
+				defer during.Done()
+				select {
+				case <-time.After(*d):
+				case <-ctx.Done():
+					return
+				}
+				if err := nem.runRetention(ctx, f.Partition); err != nil {
+					h.note("operator", "retention run during round %d's fault, not carried out (no finding): %v", i+1, err)
+					return
+				}
+				retained.Store(true)
+			}()
+		}
 		ok := round(fmt.Sprintf("%d/%d", i+1, len(schedule)), f)
 		during.Wait()
+		if retained.Load() {
+			rep.Faults["run-retention"]++
+		}
 		if restarted.Load() {
 			rep.Faults["producer-restart"]++
 		}
@@ -502,7 +535,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	return rep, nil
 }
 
-func createTopic(ctx context.Context, c *Cluster, parts int32) error {
+func createTopic(ctx context.Context, c *Cluster, parts int32, configs map[string]string) error {
 	return retryFor(ctx, 60*time.Second, func() error {
 		ctl, _, err := c.Controller(ctx)
 		if err != nil {
@@ -510,7 +543,7 @@ func createTopic(ctx context.Context, c *Cluster, parts int32) error {
 		}
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
-		resp, err := ctl.CreateTopic(cctx, &replicadv1.CreateTopicRequest{Topic: Topic, Partitions: parts, ReplicationFactor: 3})
+		resp, err := ctl.CreateTopic(cctx, &replicadv1.CreateTopicRequest{Topic: Topic, Partitions: parts, ReplicationFactor: 3, Configs: configs})
 		if err != nil {
 			return err
 		}

@@ -188,6 +188,9 @@ func TestAuthzRolesRefuseOverreach(t *testing.T) {
 	wantDenied(t, err, clientPrincipal, "LogService/Consume")
 	_, err = replicadv1.NewReplicaManagerServiceClient(asClient).StopReplica(ctx(t), &replicadv1.StopReplicaRequest{})
 	wantDenied(t, err, clientPrincipal, "ReplicaManagerService/StopReplica")
+	// Nor run retention: it deletes records, which needs the delete ACL.
+	_, err = replicadv1.NewReplicaManagerServiceClient(asClient).RunRetention(ctx(t), &replicadv1.RunRetentionRequest{Topic: "guarded"})
+	wantDenied(t, err, clientPrincipal, "ReplicaManagerService/RunRetention")
 	clientAtCtl := dialAs(t, dir, "client", c.ctlAddr)
 	_, err = replicadv1.NewControllerServiceClient(clientAtCtl).DeleteTopic(ctx(t), &replicadv1.DeleteTopicRequest{Topic: "guarded"})
 	wantDenied(t, err, clientPrincipal, "ControllerService/DeleteTopic")

@@ -93,6 +93,10 @@ func (b *brokerNode) start() error {
 	logger := s.logger.With().Str("node", b.name).Int("life", l.life).Logger()
 	ctx, stop := context.WithCancel(context.Background())
 	var gate *isrGate
+	var retentionCheckInterval time.Duration
+	if s.retentionOn() {
+		retentionCheckInterval = simRetentionCheckInterval
+	}
 	broker, err := server.NewBroker(server.BrokerConfig{
 		BrokerID:          b.id,
 		LogDirs:           []string{logDir},
@@ -103,12 +107,15 @@ func (b *brokerNode) start() error {
 		LogConfig: log.Config{SegmentBytes: 4096, IndexIntervalBytes: 512, MaxBatchBytes: 1 << 20, FlushPolicy: log.FlushEveryBatch, FlushInterval: time.Second,
 			MaxOpenFiles: simMaxOpenFiles},
 		HWCheckpointInterval: time.Second,
-		ReplicaLagTimeMax:    s.cfg.ReplicaLagTimeMax,
-		MinInsyncReplicas:    int(b.minISR),
-		MaxPartitions:        s.maxPartitions(),
-		Logger:               logger,
-		Clock:                clock.Real{},
-		FS:                   b.fs,
+		// Periodic retention every few seconds with retention in the
+		// workload; the default (5 minutes) never runs within a run otherwise.
+		RetentionCheckInterval: retentionCheckInterval,
+		ReplicaLagTimeMax:      s.cfg.ReplicaLagTimeMax,
+		MinInsyncReplicas:      int(b.minISR),
+		MaxPartitions:          s.maxPartitions(),
+		Logger:                 logger,
+		Clock:                  clock.Real{},
+		FS:                     b.fs,
 		// Every crash is a power cut: a new boot, so the broker's last life
 		// counts as one that may have lost its unflushed tail.
 		BootID:         func() string { return fmt.Sprintf("boot-%d", b.boots) },
@@ -174,6 +181,7 @@ func (b *brokerNode) serve(ctx context.Context, stop context.CancelFunc, l *brok
 			"StopReplica":    unary(svc.StopReplica),
 			"Produce":        unary(b.produceHandler(rm)),
 			"DeleteRecords":  unary(deleteRecordsHandler(rm)),
+			"RunRetention":   unary(svc.RunRetention),
 			"InitProducerId": unary(initProducerIDHandler(svcs.ProducerIDs, ctx)),
 		},
 		fetch: func() fetchServe {

@@ -233,6 +233,7 @@ func (c *checker) check(s *Sim, step int) {
 		c.checkOrder(t, false)
 	}
 	c.checkAcked(s, parts, views)
+	c.checkRetention(s)
 	for _, p := range s.workload.drainProblems() {
 		if p.dupOf != "" && c.reappendedValues[p.t][p.dupOf] {
 			continue // the second answer of a reappended batch (committedOnce)
@@ -543,6 +544,9 @@ func (c *checker) readLog(s *Sim, k replicaKey, l *log.Log, step int) *cachedLog
 	}
 	if cl != nil && (leo < cl.leo || start > cl.start) {
 		s.truncated(k.t.TopicPartition)
+	}
+	if cl != nil && start > cl.start {
+		c.checkLogStartRaise(k, cl.start, start)
 	}
 	from := start
 	if cl != nil && leo > cl.leo && start == cl.start && step-cl.readAt < 64 {

@@ -36,8 +36,11 @@ type operator struct {
 	// broken are answers no command may get (an over-budget create
 	// accepted), for the checker.
 	broken []string
-	// brokerConns are its connections to the brokers (DeleteRecords).
+	// brokerConns are its connections to the brokers (DeleteRecords,
+	// RunRetention).
 	brokerConns map[int32]*conn
+	// retention are the log starts RunRetention raised (checkRetention).
+	retention []retentionDeletion
 }
 
 // overBudgetTopic is the topic the operator tries to create with more
@@ -178,6 +181,9 @@ func (s *Sim) operate() {
 		opts = append(opts, option{2, s.deleteRecordsOp})
 		opts = append(opts, option{2, s.createPartitionsOp})
 	}
+	if s.retentionOn() {
+		opts = append(opts, option{4, s.runRetentionOp}, option{1, s.retentionConfigOp})
+	}
 	var up []*brokerNode
 	for _, b := range s.brokers {
 		if b.up() && b.cur.broker.Registered() {
@@ -298,7 +304,7 @@ func (s *Sim) recreate(ctx context.Context) {
 	for ctx.Err() == nil {
 		cctx, ccancel := context.WithTimeout(ctx, opTimeout)
 		resp, err := invoke[*replicadv1.CreateTopicResponse](cctx, s.op.conn, "CreateTopic", &replicadv1.CreateTopicRequest{Topic: topic,
-			Partitions: int32(s.cfg.Partitions), ReplicationFactor: replicationFactor})
+			Partitions: int32(s.cfg.Partitions), ReplicationFactor: replicationFactor, Configs: s.topicConfigs()})
 		ccancel()
 		s.op.note("create", resp.GetErrorCode(), err)
 		if err == nil && (resp.GetErrorCode() == replicadv1.ErrorCode_ERROR_CODE_NONE ||

@@ -50,6 +50,9 @@ type Config struct {
 	// idempotent) producer per partition, no producer restarts and no
 	// DeleteRecords, so that those seeds keep their schedules.
 	Plain bool
+	// NoRetention leaves retention out of the workload (see retention.go):
+	// the findings found before it keep their schedules.
+	NoRetention bool
 	// StrictDelete holds a retried first batch appended again after a
 	// DeleteRecords took its first copy and the producer's state as a
 	// duplicate (see checker.committedOnce).
@@ -290,7 +293,7 @@ func (s *Sim) run() Result {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
 		resp, err := s.ctl.cur.ctl.CreateTopic(ctx, &replicadv1.CreateTopicRequest{Topic: topic,
-			Partitions: int32(s.cfg.Partitions), ReplicationFactor: replicationFactor})
+			Partitions: int32(s.cfg.Partitions), ReplicationFactor: replicationFactor, Configs: s.topicConfigs()})
 		if err == nil && resp.GetErrorCode() != replicadv1.ErrorCode_ERROR_CODE_NONE {
 			err = fmt.Errorf("create topic: %s %s", resp.GetErrorCode(), resp.GetErrorMessage())
 		}
@@ -336,7 +339,7 @@ func (s *Sim) run() Result {
 	ok := s.runUntil(s.cfg.HealTime, false, func() bool {
 		s.restartDown()
 		s.healOps()
-		return s.healthy() && s.settled() == ""
+		return s.healthy() && s.settled() == "" && s.logStartsFollowed() == ""
 	})
 	if len(s.checker.violations) > 0 {
 		return res
@@ -348,8 +351,12 @@ func (s *Sim) run() Result {
 			res.Violations = append(res.Violations, fmt.Sprintf("liveness: %v after healing, not every partition has a leader and a full ISR (%s): %s",
 				time.Since(healStart), s.settled(), s.describe()))
 		} else {
+			why := s.settled()
+			if why == "" {
+				why = s.logStartsFollowed()
+			}
 			res.Violations = append(res.Violations, fmt.Sprintf("liveness: %v after healing, %s: %s",
-				time.Since(healStart), s.settled(), s.describe()))
+				time.Since(healStart), why, s.describe()))
 		}
 	}
 	// A last check with everything healthy: with full ISRs, every

@@ -50,6 +50,13 @@ var fixedSeeds = []uint64{
 	781755675,
 }
 
+// retentionSeeds run with retention in the workload (issue 22; the fixed
+// seeds and the findings run without, to keep their schedules): two whose
+// RunRetention deletes, and two that caught a retention check deleting
+// above the HW (PlanRetention and the log's guard both reading the LEO)
+// with checkLogStartRaise. Together their RunRetentions must delete.
+var retentionSeeds = []uint64{524304109, 702685510, 619176527, 349401467}
+
 // findings are the seeds that found issue 19's control-plane bugs (run
 // with the main branch of the time, without their fixes), kept so that
 // `make test` runs them. They run once each (their schedules were checked
@@ -163,6 +170,9 @@ type summary struct {
 	fileEvictions, fileReopens int64
 	// fixed adds up the fixed seeds' idempotent producers.
 	fixed IdempotenceStats
+	// retentionRuns, retentionDeleted: the retentionSeeds' RunRetentions
+	// answered, and those that deleted.
+	retentionRuns, retentionDeleted int
 }
 
 func (a *IdempotenceStats) add(b IdempotenceStats) {
@@ -194,18 +204,30 @@ func TestSim(t *testing.T) {
 		// mustReplay fails the seed if its replay diverges: the fixed
 		// seeds are known to replay, so a divergence is a new race (chase
 		// it with TestReplayDiff). A fresh seed's is only logged.
-		mustReplay bool
-		plain      bool
+		mustReplay  bool
+		plain       bool
+		noRetention bool
+		// retention: a retentionSeeds case, counted for the check that
+		// RunRetention deleted.
+		retention bool
 	}
 	var cases []simCase
 	if *flagSeed != 0 {
 		cases = append(cases, simCase{seed: *flagSeed, noStoreFaults: !*flagStore, replay: *flagReplay, plain: *flagPlain})
 	} else {
 		for _, seed := range fixedSeeds {
-			cases = append(cases, simCase{seed: seed, noStoreFaults: !*flagStore, replay: *flagReplay, mustReplay: true, plain: *flagPlain})
+			// Without retention, which came after them: their schedules
+			// stay those that retry across leader changes and truncations.
+			cases = append(cases, simCase{seed: seed, noStoreFaults: !*flagStore, replay: *flagReplay, mustReplay: true, plain: *flagPlain,
+				noRetention: true})
+		}
+		for _, seed := range retentionSeeds {
+			cases = append(cases, simCase{seed: seed, noStoreFaults: !*flagStore, replay: *flagReplay, mustReplay: true, retention: !*flagPlain})
 		}
 		for _, f := range findings {
-			cases = append(cases, simCase{seed: f.seed, noStoreFaults: f.noStoreFaults || !*flagStore, plain: !f.idempotent})
+			// Without retention (issue 22), which came after them: their
+			// schedules stay those they were found with.
+			cases = append(cases, simCase{seed: f.seed, noStoreFaults: f.noStoreFaults || !*flagStore, plain: !f.idempotent, noRetention: true})
 		}
 		for range *flagSeeds {
 			cases = append(cases, simCase{seed: rand.Uint64() % 1_000_000_000, noStoreFaults: !*flagStore, replay: *flagReplay, plain: *flagPlain})
@@ -225,6 +247,12 @@ func TestSim(t *testing.T) {
 		if sum.seeds > 1 && (sum.fileEvictions == 0 || sum.fileReopens == 0) {
 			t.Errorf("the brokers' file caches closed %d files and reopened %d: the run did not exercise them", sum.fileEvictions, sum.fileReopens)
 		}
+		if *flagSeed == 0 && !*flagPlain {
+			t.Logf("retention seeds: %d RunRetention answered NONE, %d of them deleted", sum.retentionRuns, sum.retentionDeleted)
+			if sum.retentionDeleted == 0 {
+				t.Errorf("the retention seeds' RunRetentions deleted nothing: the run did not exercise retention")
+			}
+		}
 		// The fixed seeds must retry writes across leader changes and
 		// truncations: the interleavings idempotence is for.
 		if *flagSeed == 0 && !*flagPlain {
@@ -239,7 +267,7 @@ func TestSim(t *testing.T) {
 	for _, c := range cases {
 		seed := c.seed
 		name := fmt.Sprintf("seed=%d", seed)
-		opts := diffOpts{noStoreFaults: c.noStoreFaults, plain: c.plain}
+		opts := diffOpts{noStoreFaults: c.noStoreFaults, plain: c.plain, noRetention: c.noRetention}
 		storeFlag := ""
 		if c.noStoreFaults {
 			name += "/nostorefaults"
@@ -258,6 +286,10 @@ func TestSim(t *testing.T) {
 			sum.mu.Lock()
 			if c.mustReplay {
 				sum.fixed.add(res.Idempotence)
+			}
+			if c.retention {
+				sum.retentionRuns += res.Ops["run-retention:ERROR_CODE_NONE"]
+				sum.retentionDeleted += res.Ops["run-retention-deleted:ERROR_CODE_NONE"]
 			}
 			sum.seeds++
 			sum.steps += res.Steps
@@ -315,6 +347,8 @@ type diffOpts struct {
 	noStoreFaults bool
 	// plain runs the plain workload (Config.Plain).
 	plain bool
+	// noRetention leaves retention out (Config.NoRetention).
+	noRetention bool
 }
 
 // lockedBuf collects a run's log in memory: writing it to stderr as the
@@ -344,7 +378,7 @@ func runSeedWith(t *testing.T, seed uint64, maxFaults int, trace bool, o diffOpt
 	start := time.Now()
 	synctest.Test(t, func(t *testing.T) {
 		res = Run(Config{Seed: seed, MaxFaults: maxFaults, FaultTime: *flagTime, Wait: synctest.Wait, Logger: logger,
-			NoOps: !*flagOps, NoStoreFaults: o.noStoreFaults, Plain: o.plain, StrictDelete: *flagStrict,
+			NoOps: !*flagOps, NoStoreFaults: o.noStoreFaults, Plain: o.plain, NoRetention: o.noRetention, StrictDelete: *flagStrict,
 			KeepTrace: trace || o.keep, TracePending: o.keep})
 	})
 	wall := time.Since(start)

@@ -1147,7 +1147,7 @@ type DescribePartitionsResponse struct {
 	ControllerEpoch int32                   `protobuf:"varint,2,opt,name=controller_epoch,json=controllerEpoch,proto3" json:"controller_epoch,omitempty"`
 	Partitions      []*PartitionDescription `protobuf:"bytes,3,rep,name=partitions,proto3" json:"partitions,omitempty"`
 	LogDirs         []*LogDirDescription    `protobuf:"bytes,4,rep,name=log_dirs,json=logDirs,proto3" json:"log_dirs,omitempty"`
-	// The periodic retention check (--retention-check-interval): when it last
+	// The periodic retention check (--log-retention-check-interval): when it last
 	// ran and when it runs next, in Unix milliseconds (0: not yet / never).
 	LastRetentionCheckMs int64 `protobuf:"varint,5,opt,name=last_retention_check_ms,json=lastRetentionCheckMs,proto3" json:"last_retention_check_ms,omitempty"`
 	NextRetentionCheckMs int64 `protobuf:"varint,6,opt,name=next_retention_check_ms,json=nextRetentionCheckMs,proto3" json:"next_retention_check_ms,omitempty"`
@@ -1229,9 +1229,9 @@ func (x *DescribePartitionsResponse) GetNextRetentionCheckMs() int64 {
 
 type RunRetentionRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Required: the topic whose leader replicas on this broker to check.
+	// Required: the topic whose replicas on this broker to check.
 	Topic string `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
-	// Unset: every partition of the topic this broker leads.
+	// Unset: every partition of the topic this broker hosts.
 	Partition     *int32 `protobuf:"varint,2,opt,name=partition,proto3,oneof" json:"partition,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1294,7 +1294,10 @@ type RetentionResult struct {
 	DeletedBytes         int64 `protobuf:"varint,8,opt,name=deleted_bytes,json=deletedBytes,proto3" json:"deleted_bytes,omitempty"`
 	// Which limit deleted them: "retention.ms", "retention.bytes",
 	// "log-start-offset" (DeleteRecords), or empty when nothing was due.
-	Reason        string `protobuf:"bytes,9,opt,name=reason,proto3" json:"reason,omitempty"`
+	Reason string `protobuf:"bytes,9,opt,name=reason,proto3" json:"reason,omitempty"`
+	// This broker's replica was the partition's leader or a follower at the
+	// check (UNSPECIFIED with an error that found no replica).
+	Role          ReplicaRole `protobuf:"varint,10,opt,name=role,proto3,enum=replicad.v1.ReplicaRole" json:"role,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1392,11 +1395,20 @@ func (x *RetentionResult) GetReason() string {
 	return ""
 }
 
+func (x *RetentionResult) GetRole() ReplicaRole {
+	if x != nil {
+		return x.Role
+	}
+	return ReplicaRole_REPLICA_ROLE_UNSPECIFIED
+}
+
 type RunRetentionResponse struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	BrokerId int32                  `protobuf:"varint,1,opt,name=broker_id,json=brokerId,proto3" json:"broker_id,omitempty"`
-	// One per partition checked; a partition this broker does not lead is
-	// answered NOT_LEADER_OR_FOLLOWER (followers trim after their leader).
+	// One per partition checked, by partition number. A partition named but
+	// not hosted here is UNKNOWN_TOPIC_OR_PARTITION, one on an offline log dir
+	// STORAGE_ERROR; NOT_LEADER_OR_FOLLOWER: its leadership changed, or it was
+	// deleted, during the check (run it again).
 	Results       []*RetentionResult `protobuf:"bytes,2,rep,name=results,proto3" json:"results,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1717,7 +1729,7 @@ const file_replicad_v1_replica_manager_proto_rawDesc = "" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12!\n" +
 	"\tpartition\x18\x02 \x01(\x05H\x00R\tpartition\x88\x01\x01B\f\n" +
 	"\n" +
-	"_partition\"\xf5\x02\n" +
+	"_partition\"\xa3\x03\n" +
 	"\x0fRetentionResult\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x125\n" +
@@ -1728,7 +1740,9 @@ const file_replicad_v1_replica_manager_proto_rawDesc = "" +
 	"\x16log_start_offset_after\x18\x06 \x01(\x03R\x13logStartOffsetAfter\x12)\n" +
 	"\x10deleted_segments\x18\a \x01(\x05R\x0fdeletedSegments\x12#\n" +
 	"\rdeleted_bytes\x18\b \x01(\x03R\fdeletedBytes\x12\x16\n" +
-	"\x06reason\x18\t \x01(\tR\x06reason\"k\n" +
+	"\x06reason\x18\t \x01(\tR\x06reason\x12,\n" +
+	"\x04role\x18\n" +
+	" \x01(\x0e2\x18.replicad.v1.ReplicaRoleR\x04role\"k\n" +
 	"\x14RunRetentionResponse\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x126\n" +
 	"\aresults\x18\x02 \x03(\v2\x1c.replicad.v1.RetentionResultR\aresults\"a\n" +
@@ -1816,28 +1830,29 @@ var file_replicad_v1_replica_manager_proto_depIdxs = []int32{
 	11, // 17: replicad.v1.DescribePartitionsResponse.partitions:type_name -> replicad.v1.PartitionDescription
 	13, // 18: replicad.v1.DescribePartitionsResponse.log_dirs:type_name -> replicad.v1.LogDirDescription
 	24, // 19: replicad.v1.RetentionResult.error_code:type_name -> replicad.v1.ErrorCode
-	16, // 20: replicad.v1.RunRetentionResponse.results:type_name -> replicad.v1.RetentionResult
-	18, // 21: replicad.v1.AlterReplicaLogDirsRequest.partitions:type_name -> replicad.v1.AlterReplicaLogDir
-	25, // 22: replicad.v1.AlterReplicaLogDirsResponse.partition_errors:type_name -> replicad.v1.PartitionError
-	0,  // 23: replicad.v1.ReplicaManagerService.LeaderAndIsr:input_type -> replicad.v1.LeaderAndIsrRequest
-	2,  // 24: replicad.v1.ReplicaManagerService.UpdateMetadata:input_type -> replicad.v1.UpdateMetadataRequest
-	5,  // 25: replicad.v1.ReplicaManagerService.StopReplica:input_type -> replicad.v1.StopReplicaRequest
-	7,  // 26: replicad.v1.ReplicaManagerService.CheckpointHighWatermarks:input_type -> replicad.v1.CheckpointHighWatermarksRequest
-	10, // 27: replicad.v1.ReplicaManagerService.DescribePartitions:input_type -> replicad.v1.DescribePartitionsRequest
-	19, // 28: replicad.v1.ReplicaManagerService.AlterReplicaLogDirs:input_type -> replicad.v1.AlterReplicaLogDirsRequest
-	15, // 29: replicad.v1.ReplicaManagerService.RunRetention:input_type -> replicad.v1.RunRetentionRequest
-	1,  // 30: replicad.v1.ReplicaManagerService.LeaderAndIsr:output_type -> replicad.v1.LeaderAndIsrResponse
-	3,  // 31: replicad.v1.ReplicaManagerService.UpdateMetadata:output_type -> replicad.v1.UpdateMetadataResponse
-	6,  // 32: replicad.v1.ReplicaManagerService.StopReplica:output_type -> replicad.v1.StopReplicaResponse
-	9,  // 33: replicad.v1.ReplicaManagerService.CheckpointHighWatermarks:output_type -> replicad.v1.CheckpointHighWatermarksResponse
-	14, // 34: replicad.v1.ReplicaManagerService.DescribePartitions:output_type -> replicad.v1.DescribePartitionsResponse
-	20, // 35: replicad.v1.ReplicaManagerService.AlterReplicaLogDirs:output_type -> replicad.v1.AlterReplicaLogDirsResponse
-	17, // 36: replicad.v1.ReplicaManagerService.RunRetention:output_type -> replicad.v1.RunRetentionResponse
-	30, // [30:37] is the sub-list for method output_type
-	23, // [23:30] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	27, // 20: replicad.v1.RetentionResult.role:type_name -> replicad.v1.ReplicaRole
+	16, // 21: replicad.v1.RunRetentionResponse.results:type_name -> replicad.v1.RetentionResult
+	18, // 22: replicad.v1.AlterReplicaLogDirsRequest.partitions:type_name -> replicad.v1.AlterReplicaLogDir
+	25, // 23: replicad.v1.AlterReplicaLogDirsResponse.partition_errors:type_name -> replicad.v1.PartitionError
+	0,  // 24: replicad.v1.ReplicaManagerService.LeaderAndIsr:input_type -> replicad.v1.LeaderAndIsrRequest
+	2,  // 25: replicad.v1.ReplicaManagerService.UpdateMetadata:input_type -> replicad.v1.UpdateMetadataRequest
+	5,  // 26: replicad.v1.ReplicaManagerService.StopReplica:input_type -> replicad.v1.StopReplicaRequest
+	7,  // 27: replicad.v1.ReplicaManagerService.CheckpointHighWatermarks:input_type -> replicad.v1.CheckpointHighWatermarksRequest
+	10, // 28: replicad.v1.ReplicaManagerService.DescribePartitions:input_type -> replicad.v1.DescribePartitionsRequest
+	19, // 29: replicad.v1.ReplicaManagerService.AlterReplicaLogDirs:input_type -> replicad.v1.AlterReplicaLogDirsRequest
+	15, // 30: replicad.v1.ReplicaManagerService.RunRetention:input_type -> replicad.v1.RunRetentionRequest
+	1,  // 31: replicad.v1.ReplicaManagerService.LeaderAndIsr:output_type -> replicad.v1.LeaderAndIsrResponse
+	3,  // 32: replicad.v1.ReplicaManagerService.UpdateMetadata:output_type -> replicad.v1.UpdateMetadataResponse
+	6,  // 33: replicad.v1.ReplicaManagerService.StopReplica:output_type -> replicad.v1.StopReplicaResponse
+	9,  // 34: replicad.v1.ReplicaManagerService.CheckpointHighWatermarks:output_type -> replicad.v1.CheckpointHighWatermarksResponse
+	14, // 35: replicad.v1.ReplicaManagerService.DescribePartitions:output_type -> replicad.v1.DescribePartitionsResponse
+	20, // 36: replicad.v1.ReplicaManagerService.AlterReplicaLogDirs:output_type -> replicad.v1.AlterReplicaLogDirsResponse
+	17, // 37: replicad.v1.ReplicaManagerService.RunRetention:output_type -> replicad.v1.RunRetentionResponse
+	31, // [31:38] is the sub-list for method output_type
+	24, // [24:31] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_replicad_v1_replica_manager_proto_init() }

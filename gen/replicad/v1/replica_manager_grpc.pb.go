@@ -48,10 +48,11 @@ type ReplicaManagerServiceClient interface {
 	DescribePartitions(ctx context.Context, in *DescribePartitionsRequest, opts ...grpc.CallOption) (*DescribePartitionsResponse, error)
 	// AlterReplicaLogDirs moves replicas between this broker's log dirs.
 	AlterReplicaLogDirs(ctx context.Context, in *AlterReplicaLogDirsRequest, opts ...grpc.CallOption) (*AlterReplicaLogDirsResponse, error)
-	// RunRetention runs the retention check now for the leader replicas of a
-	// topic (or of one partition) this broker hosts, as the periodic check
-	// would, and answers what it deleted. Followers follow their leader's log
-	// start offset, as always.
+	// RunRetention runs the retention check now for the replicas of a topic
+	// (or of one partition) this broker hosts, leader or follower, as the
+	// periodic check would (every replica applies retention to its own
+	// segments, below its own HW), and answers what it deleted. A follower
+	// also follows its leader's log start offset, as always.
 	RunRetention(ctx context.Context, in *RunRetentionRequest, opts ...grpc.CallOption) (*RunRetentionResponse, error)
 }
 
@@ -153,10 +154,11 @@ type ReplicaManagerServiceServer interface {
 	DescribePartitions(context.Context, *DescribePartitionsRequest) (*DescribePartitionsResponse, error)
 	// AlterReplicaLogDirs moves replicas between this broker's log dirs.
 	AlterReplicaLogDirs(context.Context, *AlterReplicaLogDirsRequest) (*AlterReplicaLogDirsResponse, error)
-	// RunRetention runs the retention check now for the leader replicas of a
-	// topic (or of one partition) this broker hosts, as the periodic check
-	// would, and answers what it deleted. Followers follow their leader's log
-	// start offset, as always.
+	// RunRetention runs the retention check now for the replicas of a topic
+	// (or of one partition) this broker hosts, leader or follower, as the
+	// periodic check would (every replica applies retention to its own
+	// segments, below its own HW), and answers what it deleted. A follower
+	// also follows its leader's log start offset, as always.
 	RunRetention(context.Context, *RunRetentionRequest) (*RunRetentionResponse, error)
 	mustEmbedUnimplementedReplicaManagerServiceServer()
 }
