@@ -33,6 +33,7 @@ var Paths = []Path{
 		"docs/reference/cli.md#topic-configs",
 		"docs/reference/cli.md#reassignment-plans-and-the-throttle",
 	}},
+	{"retention", []string{"docs/reference/cli.md#see-when-it-runs-run-it-now"}},
 	{"versions", []string{"docs/operations.md#versions"}},
 	{"controller-binary", []string{"docs/operations.md#the-controller-from-the-server-binary"}},
 	{"security", []string{"docs/security.md#transport-security", "docs/security.md#acls",
