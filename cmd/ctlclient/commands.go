@@ -79,10 +79,11 @@ Global flags (also accepted after COMMAND):
   --broker ADDR      broker to talk to (env CTLCLIENT_BROKER, default 127.0.0.1:9091)
   --controller ADDR[,ADDR...]
                      controllers (env CTLCLIENT_CONTROLLER): create-topic,
-                     delete-topic, elect, reassign, describe-cluster,
-                     list-topics, describe-topic, cluster health and acl ask
-                     the active one; with it produce, consume and perf
-                     produce find each partition's leader themselves
+                     delete-topic, alter-topic, elect, reassign,
+                     describe-cluster, list-topics, describe-topic, cluster
+                     health and acl ask the active one; with it produce,
+                     consume, perf produce and retention run find each
+                     partition's brokers themselves
   --bootstrap ADDR[,ADDR...]
                      brokers (env CTLCLIENT_BOOTSTRAP) whose Metadata produce,
                      consume and perf produce find leaders in, asking each in
