@@ -39,9 +39,10 @@ type Policy struct {
 // Call sends one request to the active controller: first to Target, then,
 // on NOT_CONTROLLER, to the controller the standby named (when it is one of
 // Addrs and not tried yet in this round) or the next address, and on to the
-// next address when one cannot be reached (gRPC Unavailable, a timeout
+// next address when one cannot be reached (gRPC Unavailable or a timeout
 // before any connection), serves no ControllerService (Unimplemented), or,
-// for an idempotent request, does not answer in time. It returns the first
+// for an idempotent request, does not answer in time or answers
+// Unavailable. It returns the first
 // answer other than NOT_CONTROLLER, whatever its error code, and makes its
 // address the active controller; any other gRPC error as it is. When no
 // address answered as active within p.Rounds rounds or before ctx ends, the
@@ -86,16 +87,19 @@ func Call[R Answer](ctx context.Context, c *Channel, p Policy,
 				nc.Outcomes[idx] = "not a controller: it serves no ControllerService"
 				c.moveOn(addr, "")
 				continue
-			case code == codes.Unavailable, (code == codes.DeadlineExceeded || code == codes.Canceled) && !r.sent():
+			case code == codes.Unavailable && !r.reached(), (code == codes.DeadlineExceeded || code == codes.Canceled) && !r.sent():
 				nc.Outcomes[idx] = describe(r.err)
 				nc.Errs = append(nc.Errs, r.err)
 				if ctx.Err() == nil {
 					c.moveOn(addr, "")
 				}
 				continue
-			case code == codes.DeadlineExceeded || code == codes.Canceled:
-				// It went out and no answer came back in time: the
-				// controller may have applied it.
+			case code == codes.Unavailable || code == codes.DeadlineExceeded || code == codes.Canceled:
+				// It went out and no answer came back in time, or the
+				// controller answered Unavailable (a store write of
+				// unknown outcome: controller.internalErr) or the
+				// connection broke under it: the controller may have
+				// applied it.
 				nc.Outcomes[idx] = describe(r.err) + " (sent, no answer)"
 				nc.Errs = append(nc.Errs, r.err)
 				nc.MaybeApplied = true

@@ -398,6 +398,15 @@ func (r result) sent() bool {
 	return r.probe == nil || !r.probe.ran || r.probe.sent
 }
 
+// reached reports whether the request is known to have had a transport to
+// the controller (DialOption's interceptor saw a peer): an Unavailable then
+// came from the controller, or from a connection that broke under the
+// request, not from a dial that failed. Unknown without the interceptor,
+// then not assumed, so that an in-memory network's "down" still moves on.
+func (r result) reached() bool {
+	return r.probe != nil && r.probe.ran && r.probe.sent
+}
+
 // attemptTo sends one request to addr.
 func attemptTo[R Answer](ctx context.Context, c *Channel, addr string, opts AttemptOptions,
 	rpc func(context.Context, replicadv1.ControllerServiceClient) (R, error)) (R, result) {
