@@ -433,7 +433,11 @@ func (c *Controller) outcome(err error) (replicadv1.ErrorCode, string, error) {
 	switch {
 	case err == nil:
 		return codeNone, "", nil
-	case errors.Is(err, errNotController):
+	case errors.Is(err, errNotController), errors.Is(err, store.ErrNotLeader):
+		// A store write refused for a lost election wrote nothing, and
+		// this controller is no longer the active one: NOT_CONTROLLER
+		// sends the client on to the next, where an Unavailable (which
+		// may follow a write that landed) would stop a create there.
 		return codeNotController, c.notActiveMessage(), nil
 	case errors.As(err, &ae):
 		return ae.code, ae.msg, nil
