@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/status"
 
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
@@ -19,7 +20,9 @@ type Policy struct {
 	// AttemptTimeout bounds one attempt (and ctx all of them). 0: what is
 	// left of ctx, shared among the addresses still to try in the round,
 	// so that a hung address (a host gone without a reset) does not take
-	// the whole budget from the others.
+	// the whole budget from the others. A request that is not Idempotent
+	// and has a connection at the end of its share waits on to ctx's end:
+	// cut there, it would be reported possibly applied for nothing.
 	AttemptTimeout time.Duration
 	// Rounds is how many times at most the call goes around Addrs; 0:
 	// until ctx ends, waiting Config.MinBackoff (doubling up to MaxBackoff)
@@ -64,6 +67,17 @@ func Call[R Answer](ctx context.Context, c *Channel, p Policy,
 			switch deadline, ok := ctx.Deadline(); {
 			case p.AttemptTimeout > 0:
 				actx, cancel = context.WithTimeout(ctx, p.AttemptTimeout)
+			case ok && n-k > 1 && !p.Idempotent:
+				// A request that may not be resent gets what is left of
+				// ctx once it has a connection: cut at its share after it
+				// went out, it would fail ErrMaybeApplied though the
+				// controller answers within the caller's budget. Only an
+				// address still unconnected at its share is left for the
+				// next (a host gone without a reset).
+				var ccancel context.CancelFunc
+				actx, ccancel = context.WithCancel(ctx)
+				stop := c.cancelUnlessConnected(addr, deadline.Sub(c.cfg.Clock.Now())/time.Duration(n-k), ccancel)
+				cancel = func() { stop(); ccancel() }
 			case ok && n-k > 1:
 				actx, cancel = context.WithTimeout(ctx, deadline.Sub(c.cfg.Clock.Now())/time.Duration(n-k))
 			}
@@ -143,6 +157,25 @@ func Call[R Answer](ctx context.Context, c *Channel, p Policy,
 		}
 		backoff = min(2*backoff, c.cfg.MaxBackoff)
 	}
+}
+
+// cancelUnlessConnected calls cancel after d unless the client of addr
+// is connected then (a gRPC ClientConn in state Ready: the request went
+// out, and waiting on costs no other address anything it could give). A
+// client that does not tell its state (a test's Dial) is cancelled, as
+// any attempt past its share. stop ends the wait.
+func (c *Channel) cancelUnlessConnected(addr string, d time.Duration, cancel context.CancelFunc) (stop func() bool) {
+	// The wall clock, as the context deadlines that bound attempts.
+	t := time.AfterFunc(d, func() {
+		c.mu.Lock()
+		closer := c.clients[addr].closer
+		c.mu.Unlock()
+		if s, ok := closer.(interface{ GetState() connectivity.State }); ok && s.GetState() == connectivity.Ready {
+			return
+		}
+		cancel()
+	})
+	return t.Stop
 }
 
 // pick is the index of the next address to try in a round: the target, or
