@@ -13,6 +13,7 @@ import (
 	"github.com/replicad/replicad/core/topicconfig"
 	"github.com/replicad/replicad/core/tp"
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
+	"github.com/replicad/replicad/internal/grpcx"
 )
 
 // The gRPC face of the controller: validate (InvalidArgument naming the
@@ -30,12 +31,19 @@ func invalid(field, format string, args ...any) error {
 }
 
 // internalErr maps a failure of the logic (a store error) to a gRPC status;
-// the caller retries.
+// the caller retries. A store error that wrote nothing for certain
+// (store.IsDefinite) is marked not applied, so that a client may send even a
+// create or a reassignment again; any other (a write of unknown outcome)
+// may have been applied, and such a request is checked before it is resent.
 func internalErr(err error) error {
+	msg := "controller: " + err.Error()
 	if errors.Is(err, store.ErrNotLeader) {
-		return status.Error(codes.Unavailable, err.Error())
+		msg = err.Error()
 	}
-	return status.Error(codes.Unavailable, "controller: "+err.Error())
+	if store.IsDefinite(err) {
+		return grpcx.NotApplied(msg)
+	}
+	return status.Error(codes.Unavailable, msg)
 }
 
 func validateBrokerID(field string, id int32) error {

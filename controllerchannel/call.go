@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
+	"github.com/replicad/replicad/internal/grpcx"
 )
 
 // Policy is a caller's retry policy for Call: the channel decides where a
@@ -101,7 +102,10 @@ func Call[R Answer](ctx context.Context, c *Channel, p Policy,
 				nc.Outcomes[idx] = "not a controller: it serves no ControllerService"
 				c.moveOn(addr, "")
 				continue
-			case code == codes.Unavailable && !r.reached(), (code == codes.DeadlineExceeded || code == codes.Canceled) && !r.sent():
+			case code == codes.Unavailable && (!r.reached() || grpcx.IsNotApplied(r.err)),
+				(code == codes.DeadlineExceeded || code == codes.Canceled) && !r.sent():
+				// Never sent, or refused by the controller's store before
+				// anything was written (grpcx.NotApplied): safe to send on.
 				nc.Outcomes[idx] = describe(r.err)
 				nc.Errs = append(nc.Errs, r.err)
 				if ctx.Err() == nil {

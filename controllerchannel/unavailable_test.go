@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
+	"github.com/replicad/replicad/internal/grpcx"
 )
 
 // storeUnknown is an active controller whose first CreateTopic applies and
@@ -63,4 +64,36 @@ func startFakeServer(t *testing.T, srv replicadv1.ControllerServiceServer) strin
 	go func() { _ = s.Serve(lis) }()
 	t.Cleanup(s.Stop)
 	return lis.Addr().String()
+}
+
+// storeRefused is an active controller whose first CreateTopic is refused
+// by its store before anything was written (controller.internalErr marks
+// such an answer grpcx.NotApplied); the second succeeds.
+type storeRefused struct {
+	replicadv1.UnimplementedControllerServiceServer
+	calls atomic.Int32
+}
+
+func (s *storeRefused) CreateTopic(context.Context, *replicadv1.CreateTopicRequest) (*replicadv1.CreateTopicResponse, error) {
+	if s.calls.Add(1) == 1 {
+		return nil, grpcx.NotApplied("controller: store: conflict")
+	}
+	return &replicadv1.CreateTopicResponse{}, nil
+}
+
+// An Unavailable marked not applied wrote nothing: even a create is sent
+// again, and succeeds, instead of stopping with ErrMaybeApplied.
+func TestNotAppliedIsSentAgain(t *testing.T) {
+	srv := &storeRefused{}
+	f := startFakeServer(t, srv)
+	ch := newChannel(t, Config{Addrs: []string{f}, MinBackoff: 10 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	resp, err := Call(ctx, ch, Policy{}, createTopic)
+	if err != nil || resp.GetErrorCode() != replicadv1.ErrorCode_ERROR_CODE_NONE {
+		t.Fatalf("answer %v, err %v; want the second attempt's NONE", resp, err)
+	}
+	if n := srv.calls.Load(); n != 2 {
+		t.Fatalf("CreateTopic sent %d times, want 2", n)
+	}
 }
