@@ -2,11 +2,13 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -109,20 +111,32 @@ func (r *docsRun) daemon(line string) {
 	})
 }
 
+// lastSucceeded is the exit status of a "fails" block whose last command
+// succeeded (no command exits with it).
+const lastSucceeded = "97"
+
 // script runs lines in bash, checks its exit status and returns its output.
 func (r *docsRun) script(b *docs.Block, lines []string) string {
 	r.t.Helper()
-	body := strings.Join(append(append([]string{}, r.exports...), lines...), "\n")
+	run := lines
+	if b.Fails() {
+		// Only the last command is to fail: the ones before it must
+		// succeed, or a typo above it would pass for the failure shown.
+		n := len(lines)
+		run = append(append([]string{}, lines[:n-1]...), "if ( "+lines[n-1]+" ); then exit "+lastSucceeded+"; fi")
+	}
+	body := strings.Join(append(append([]string{}, r.exports...), run...), "\n")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", "-e", "-o", "pipefail", "-c", body)
 	cmd.Dir = r.dir
 	cmd.Env = append(os.Environ(), r.env...)
 	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
 	switch {
-	case b.Fails() && err == nil:
+	case b.Fails() && errors.As(err, &exit) && strconv.Itoa(exit.ExitCode()) == lastSucceeded:
 		r.t.Fatalf("%s: a block marked to fail succeeded:\n%s\n--- output:\n%s", b.Where(), body, out)
-	case !b.Fails() && err != nil:
+	case err != nil:
 		r.t.Fatalf("%s: %v running\n%s\n--- output:\n%s", b.Where(), err, body, out)
 	}
 	return string(out)
@@ -171,6 +185,9 @@ func (r *docsRun) block(b *docs.Block) {
 		}
 	}
 	last := pending
+	if b.Fails() && len(last) == 0 {
+		r.t.Fatalf("%s: a block marked to fail ends with a daemon, not a command that fails", b.Where())
+	}
 	flush(true)
 	if b.Output != nil {
 		if len(all) == 0 {
