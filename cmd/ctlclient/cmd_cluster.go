@@ -16,6 +16,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/replicad/replicad/client"
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
 )
 
@@ -374,7 +375,7 @@ partition with --all. The preferred leader is the first replica of the
 assignment; it is elected only where it is in the ISR, live, unfenced and
 not offline, otherwise that partition answers PREFERRED_LEADER_NOT_AVAILABLE.
 A partition it already leads answers ELECTION_NOT_NEEDED, a no-op: the
-command still exits 0. A topic or --all goes in batches of ` + strconv.Itoa(preferredElectBatch) + ` partitions,
+command still exits 0. A topic or --all goes in batches of ` + strconv.Itoa(client.PreferredElectBatch) + ` partitions,
 printing a line per partition to stderr as each batch is answered, then the
 outcome of each partition (a table, or with -o json one ElectLeadersResponse
 holding every result) and a summary on stderr. Exits 1 if any partition
