@@ -676,13 +676,13 @@ func waitForReassignment(ctx context.Context, e *env, cc *controllerClient, k pa
 		if p == nil {
 			return answerError{fmt.Sprintf("reassign %s: the partition is gone (topic deleted?)", k)}
 		}
-		if len(p.GetAddingReplicas()) == 0 && len(p.GetRemovingReplicas()) == 0 && sameMembers(p.GetReplicas(), target) {
+		if len(p.GetAddingReplicas()) == 0 && len(p.GetRemovingReplicas()) == 0 && client.SameMembers(p.GetReplicas(), target) {
 			if !e.jsonOutput() {
 				fmt.Fprintf(e.stdout, "done: replicas %s, ISR %s\n", idList(p.GetReplicas()), idList(p.GetIsr()))
 			}
 			return nil
 		}
-		if line := reassignProgress(p, target); line != last {
+		if line := client.ReassignStatus(p, target); line != last {
 			if !e.jsonOutput() {
 				fmt.Fprintln(e.stdout, line)
 			}
@@ -700,42 +700,6 @@ func waitForReassignment(ctx context.Context, e *env, cc *controllerClient, k pa
 		case <-tick.C:
 		}
 	}
-}
-
-// reassignProgress describes a partition still being reassigned:
-// "adding 4, removing 1: ISR 1,2,3, waiting for 4".
-func reassignProgress(p *replicadv1.ClusterPartition, target []int32) string {
-	adding, removing := p.GetAddingReplicas(), p.GetRemovingReplicas()
-	var head string
-	switch {
-	case len(adding) > 0 && len(removing) > 0:
-		head = fmt.Sprintf("adding %s, removing %s", idList(adding), idList(removing))
-	case len(adding) > 0:
-		head = fmt.Sprintf("adding %s", idList(adding))
-	case len(removing) > 0:
-		head = fmt.Sprintf("removing %s", idList(removing))
-	default:
-		return fmt.Sprintf("replicas %s, ISR %s, waiting for replicas %s", idList(p.GetReplicas()), idList(p.GetIsr()), idList(target))
-	}
-	var behind []int32
-	for _, a := range adding {
-		if !slices.Contains(p.GetIsr(), a) {
-			behind = append(behind, a)
-		}
-	}
-	tail := "waiting for the controller to finish"
-	if len(behind) > 0 {
-		tail = "waiting for " + idList(behind)
-	}
-	return fmt.Sprintf("%s: ISR %s, %s", head, idList(p.GetIsr()), tail)
-}
-
-// sameMembers reports whether a and b hold the same broker ids, in any order.
-func sameMembers(a, b []int32) bool {
-	x, y := slices.Clone(a), slices.Clone(b)
-	slices.Sort(x)
-	slices.Sort(y)
-	return slices.Equal(x, y)
 }
 
 func describeClusterCommand() *command {
