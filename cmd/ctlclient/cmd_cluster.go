@@ -21,9 +21,9 @@ import (
 )
 
 // The commands that ask the controller (ControllerService): create-topic,
-// delete-topic, elect, reassign, describe-cluster. Each goes through
-// callController, so --controller may list every controller and the active
-// one is found.
+// delete-topic, elect, reassign, describe-cluster. Each calls the
+// client.Admin of --controller (e.controller), so --controller may list
+// every controller and the active one is found.
 
 // topicNameRE is the legal topic name (SPEC: validation).
 var topicNameRE = regexp.MustCompile(`^[a-zA-Z0-9._-]{1,249}$`)
@@ -121,9 +121,8 @@ replication factor are not compared with the flags.
 					return err
 				}
 				req := &replicadv1.CreateTopicRequest{Topic: *topic, Partitions: *partitions, ReplicationFactor: *rf, Configs: cfgs}
-				resp, err := callController(ctx, cc, func(ctx context.Context, c replicadv1.ControllerServiceClient) (*replicadv1.CreateTopicResponse, error) {
-					return c.CreateTopic(ctx, req)
-				})
+				resp, err := cc.CreateTopic(ctx, req)
+				err = controllerError(err, cc)
 				check := "check with `ctlclient describe-topic " + *topic + "`"
 				if err != nil {
 					return mayBeApplied(err, check)
@@ -209,9 +208,8 @@ no-op), "done", "pending": [{"partition", "brokers"}], "elapsedMs"}.
 						}
 					}
 				}
-				resp, err := callController(ctx, cc, func(ctx context.Context, c replicadv1.ControllerServiceClient) (*replicadv1.DeleteTopicResponse, error) {
-					return c.DeleteTopic(ctx, &replicadv1.DeleteTopicRequest{Topic: *topic})
-				})
+				resp, err := cc.DeleteTopic(ctx, &replicadv1.DeleteTopicRequest{Topic: *topic})
+				err = controllerError(err, cc)
 				if err != nil {
 					return mayBeApplied(err, "check with `ctlclient list-topics`")
 				}
@@ -417,9 +415,8 @@ this by itself (controller run --auto-leader-rebalance-enable).
 				if err != nil {
 					return err
 				}
-				resp, err := callController(ctx, cc, func(ctx context.Context, c replicadv1.ControllerServiceClient) (*replicadv1.ElectLeaderResponse, error) {
-					return c.ElectLeader(ctx, req)
-				})
+				resp, err := cc.ElectLeader(ctx, req)
+				err = controllerError(err, cc)
 				if err != nil {
 					return mayBeApplied(err, "check with `ctlclient describe-topic "+*topic+"`")
 				}
@@ -584,9 +581,8 @@ ctlclient reassign --cancel --plan plan.json`,
 					}
 				}
 				req := &replicadv1.ReassignPartitionRequest{Topic: *topic, Partition: *partition, Replicas: replicas}
-				resp, err := callController(ctx, cc, func(ctx context.Context, c replicadv1.ControllerServiceClient) (*replicadv1.ReassignPartitionResponse, error) {
-					return c.ReassignPartition(ctx, req)
-				})
+				resp, err := cc.ReassignPartition(ctx, req)
+				err = controllerError(err, cc)
 				if err != nil {
 					return mayBeApplied(err, "check with `ctlclient describe-topic "+*topic+"`")
 				}
@@ -654,9 +650,8 @@ func waitForReassignment(ctx context.Context, e *env, cc *controllerClient, k pa
 	defer tick.Stop()
 	last := ""
 	for {
-		resp, err := callController(ctx, cc, func(ctx context.Context, c replicadv1.ControllerServiceClient) (*replicadv1.DescribeClusterResponse, error) {
-			return c.DescribeCluster(ctx, &replicadv1.DescribeClusterRequest{})
-		})
+		resp, err := cc.DescribeCluster(ctx)
+		err = controllerError(err, cc)
 		switch {
 		case err != nil && errors.Is(parent.Err(), context.Canceled):
 			return interrupted
@@ -754,9 +749,8 @@ matching nothing still exits 0; see 'cluster health' for an exit status.
 				if err != nil {
 					return err
 				}
-				resp, err := callController(ctx, cc, func(ctx context.Context, c replicadv1.ControllerServiceClient) (*replicadv1.DescribeClusterResponse, error) {
-					return c.DescribeCluster(ctx, &replicadv1.DescribeClusterRequest{})
-				})
+				resp, err := cc.DescribeCluster(ctx)
+				err = controllerError(err, cc)
 				if err != nil {
 					return err
 				}

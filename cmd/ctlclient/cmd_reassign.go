@@ -142,7 +142,7 @@ func runExecute(ctx context.Context, e *env, cc *controllerClient, o reassignOpt
 
 // wordedError is an error of a client.Admin helper as ctlclient words it:
 // an answer's error code as "WHAT: CODE: message", the controller
-// channel's errors as callController's.
+// channel's errors as controllerError's.
 func wordedError(err error, cc *controllerClient) error {
 	var ae *client.AnswerError
 	if errors.As(err, &ae) {

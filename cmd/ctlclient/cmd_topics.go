@@ -24,9 +24,8 @@ import (
 // describeCluster is one DescribeCluster call on the active controller; a
 // non-NONE error code in the answer is the command's failure.
 func describeCluster(ctx context.Context, cc *controllerClient, what string) (*replicadv1.DescribeClusterResponse, error) {
-	resp, err := callController(ctx, cc, func(ctx context.Context, c replicadv1.ControllerServiceClient) (*replicadv1.DescribeClusterResponse, error) {
-		return c.DescribeCluster(ctx, &replicadv1.DescribeClusterRequest{})
-	})
+	resp, err := cc.DescribeCluster(ctx)
+	err = controllerError(err, cc)
 	if err != nil {
 		return nil, err
 	}
