@@ -310,3 +310,26 @@ func TestReassignmentsStartWaitCancel(t *testing.T) {
 		t.Fatalf("refused cancel: %+v", results)
 	}
 }
+
+// WaitReassignment follows one partition until it holds the target's
+// replicas, in any order, and names a partition that went away.
+func TestWaitReassignment(t *testing.T) {
+	cluster := &replicadv1.DescribeClusterResponse{Partitions: []*replicadv1.ClusterPartition{rpart("t", 0, 1, 2, 3)}}
+	f, a := newClusterFake(t, cluster)
+	if _, failed := a.StartReassignments(context.Background(), []PlanPartition{{Topic: "t", Partition: 0, Replicas: []int32{4, 2, 3}}}); failed != nil {
+		t.Fatal(failed)
+	}
+	f.mu.Lock()
+	f.completeAfter = 3
+	f.mu.Unlock()
+	var seen []string
+	p, err := a.WaitReassignment(context.Background(), TopicPartition{"t", 0}, []int32{2, 3, 4}, 10*time.Millisecond, func(p *replicadv1.ClusterPartition) {
+		seen = append(seen, ReassignStatus(p, []int32{2, 3, 4}))
+	})
+	if err != nil || fmt.Sprint(p.GetReplicas()) != "[4 2 3]" || len(seen) != 2 || seen[0] != "adding 4, removing 1: ISR 1,2,3, waiting for 4" {
+		t.Fatalf("wait: %v, %v, rounds %q", err, p, seen)
+	}
+	if _, err := a.WaitReassignment(context.Background(), TopicPartition{"t", 9}, []int32{1}, 10*time.Millisecond, nil); !errors.Is(err, ErrPartitionGone) {
+		t.Fatalf("gone: %v", err)
+	}
+}

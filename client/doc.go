@@ -83,5 +83,5 @@
 //     before anything starts, StartReassignments starts its moves,
 //     PlanProgressOf and WaitReassignments follow them (ProgressOf: complete,
 //     in progress, not started), CancelReassignments cancels those in
-//     flight.
+//     flight. WaitReassignment follows one partition's move.
 package client

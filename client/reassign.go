@@ -550,3 +550,38 @@ func idList(ids []int32) string {
 	}
 	return strings.Join(parts, ",")
 }
+
+// ErrPartitionGone: the partition a wait follows is no longer in the
+// controller's description (its topic was deleted).
+var ErrPartitionGone = errors.New("the partition is gone")
+
+// WaitReassignment asks DescribeCluster every interval until partition k
+// holds the replicas of target (in any order: the controller may put
+// another first) with nothing being added or removed, and returns its
+// state then. onPoll (if not nil) sees each round's state before that. It
+// stops as WaitReassignments does, with ErrPartitionGone when k is no
+// longer described.
+func (a *Admin) WaitReassignment(ctx context.Context, k TopicPartition, target []int32, interval time.Duration, onPoll func(p *replicadv1.ClusterPartition)) (*replicadv1.ClusterPartition, error) {
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		resp, err := a.describeClusterOK(ctx)
+		if err != nil {
+			return nil, err
+		}
+		p := IndexCluster(resp).Partitions[k]
+		switch {
+		case p == nil:
+			return nil, ErrPartitionGone
+		case !IsReassigning(p) && SameMembers(p.GetReplicas(), target):
+			return p, nil
+		case onPoll != nil:
+			onPoll(p)
+		}
+		select {
+		case <-ctx.Done():
+			return p, ctx.Err()
+		case <-tick.C:
+		}
+	}
+}

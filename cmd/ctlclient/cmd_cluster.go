@@ -646,55 +646,41 @@ func waitForReassignment(ctx context.Context, e *env, cc *controllerClient, k pa
 	interrupted := interruptedError{fmt.Sprintf("reassign %s: interrupted; the move to %s goes on in the cluster. "+
 		"Follow it with `ctlclient describe-topic %s`; `ctlclient reassign --cancel` cancels it (and every other reassignment in flight)",
 		k, idList(target), k.topic)}
-	tick := time.NewTicker(reassignPollInterval)
-	defer tick.Stop()
 	last := ""
-	for {
-		resp, err := cc.DescribeCluster(ctx)
-		err = controllerError(err, cc)
-		switch {
-		case err != nil && errors.Is(parent.Err(), context.Canceled):
-			return interrupted
-		case err != nil && ctx.Err() == context.DeadlineExceeded:
-			return answerError{fmt.Sprintf("reassign %s: not done after %s; last seen: %s", k, timeout, last)}
-		case err != nil:
-			return err
-		case resp.GetErrorCode() != replicadv1.ErrorCode_ERROR_CODE_NONE:
-			return controllerAnswerError("reassign: describe-cluster", resp.GetErrorCode(), "")
-		}
-		var p *replicadv1.ClusterPartition
-		for _, cp := range resp.GetPartitions() {
-			if cp.GetTopic() == k.topic && cp.GetPartition() == k.partition {
-				p = cp
-			}
-		}
-		if p == nil {
-			return answerError{fmt.Sprintf("reassign %s: the partition is gone (topic deleted?)", k)}
-		}
-		if len(p.GetAddingReplicas()) == 0 && len(p.GetRemovingReplicas()) == 0 && client.SameMembers(p.GetReplicas(), target) {
-			if !e.jsonOutput() {
-				fmt.Fprintf(e.stdout, "done: replicas %s, ISR %s\n", idList(p.GetReplicas()), idList(p.GetIsr()))
-			}
-			return nil
-		}
+	p, err := cc.WaitReassignment(ctx, client.TopicPartition{Topic: k.topic, Partition: k.partition}, target, reassignPollInterval, func(p *replicadv1.ClusterPartition) {
 		if line := client.ReassignStatus(p, target); line != last {
 			if !e.jsonOutput() {
 				fmt.Fprintln(e.stdout, line)
 			}
 			last = line
 		}
-		select {
-		case <-ctx.Done():
-			if ctx.Err() == context.DeadlineExceeded {
-				return answerError{fmt.Sprintf("reassign %s: not done after %s; last seen: %s", k, timeout, last)}
-			}
-			if errors.Is(parent.Err(), context.Canceled) {
-				return interrupted
-			}
-			return ctx.Err()
-		case <-tick.C:
+	})
+	var ae *client.AnswerError
+	switch {
+	case err == nil:
+		if !e.jsonOutput() {
+			fmt.Fprintf(e.stdout, "done: replicas %s, ISR %s\n", idList(p.GetReplicas()), idList(p.GetIsr()))
 		}
+		return nil
+	case errors.Is(err, client.ErrPartitionGone):
+		return answerError{fmt.Sprintf("reassign %s: the partition is gone (topic deleted?)", k)}
+	case errors.As(err, &ae):
+		return controllerAnswerError("reassign: describe-cluster", ae.Code, "")
+	case err == context.DeadlineExceeded || err == context.Canceled:
+		// ctx ended between two rounds.
+		if ctx.Err() == context.DeadlineExceeded {
+			return answerError{fmt.Sprintf("reassign %s: not done after %s; last seen: %s", k, timeout, last)}
+		}
+		if errors.Is(parent.Err(), context.Canceled) {
+			return interrupted
+		}
+		return ctx.Err()
+	case errors.Is(parent.Err(), context.Canceled):
+		return interrupted
+	case ctx.Err() == context.DeadlineExceeded:
+		return answerError{fmt.Sprintf("reassign %s: not done after %s; last seen: %s", k, timeout, last)}
 	}
+	return controllerError(err, cc)
 }
 
 func describeClusterCommand() *command {
