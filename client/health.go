@@ -55,10 +55,10 @@ func ClusterHealth(resp *replicadv1.DescribeClusterResponse) Health {
 	slices.Sort(h.BrokersDown)
 	for _, p := range sortedPartitions(resp.GetPartitions()) {
 		tp := TopicPartition{Topic: p.GetTopic(), Partition: p.GetPartition()}
-		if p.GetLeader() < 0 || !alive[p.GetLeader()] {
+		if Unavailable(p, alive) {
 			h.Leaderless = append(h.Leaderless, tp)
 		}
-		if len(p.GetIsr()) < len(p.GetReplicas())-len(p.GetRemovingReplicas()) {
+		if UnderReplicated(p) {
 			h.UnderReplicated = append(h.UnderReplicated, tp)
 		}
 	}
@@ -76,6 +76,19 @@ func ClusterHealth(resp *replicadv1.DescribeClusterResponse) Health {
 	}
 	h.Healthy = len(h.UnhealthyReasons) == 0
 	return h
+}
+
+// UnderReplicated reports whether p's ISR is smaller than its replica set
+// (Kafka's isUnderReplicated), during a reassignment the replicas that are
+// to stay (CurrentReplicas: the removing ones left out).
+func UnderReplicated(p *replicadv1.ClusterPartition) bool {
+	return len(p.GetIsr()) < len(p.GetReplicas())-len(p.GetRemovingReplicas())
+}
+
+// Unavailable reports whether p has no leader, or a leader whose broker is
+// not among alive (Kafka's hasUnavailablePartitions).
+func Unavailable(p *replicadv1.ClusterPartition, alive map[int32]bool) bool {
+	return p.GetLeader() < 0 || !alive[p.GetLeader()]
 }
 
 // ClusterHealth asks the active controller for DescribeCluster and

@@ -12,6 +12,7 @@ import (
 
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/replicad/replicad/client"
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
 )
 
@@ -42,17 +43,12 @@ func replicationFactor(p *replicadv1.ClusterPartition) int {
 	return len(p.GetReplicas()) - len(p.GetRemovingReplicas())
 }
 
-// underReplicated: the ISR is smaller than the replica set (Kafka's
-// isUnderReplicated, reassignment-aware as replicationFactor is).
-func underReplicated(p *replicadv1.ClusterPartition) bool {
-	return len(p.GetIsr()) < replicationFactor(p)
-}
-
-// unavailable: no leader, or a leader whose broker is not alive (Kafka's
-// hasUnavailablePartitions).
-func unavailable(p *replicadv1.ClusterPartition, alive map[int32]bool) bool {
-	return p.GetLeader() < 0 || !alive[p.GetLeader()]
-}
+// underReplicated and unavailable are client's, so that describe's
+// filters and cluster health count alike.
+var (
+	underReplicated = client.UnderReplicated
+	unavailable     = client.Unavailable
+)
 
 // underMinIsr: acks=all produces are refused, because the ISR is smaller
 // than the partition's effective min.insync.replicas or there is no leader
