@@ -224,7 +224,7 @@ func TestElectPreferredLeaders(t *testing.T) {
 	}
 
 	_, err = a.ElectPreferredLeaders(context.Background(), "nope", nil)
-	var ae *AnswerError
+	var ae *Error
 	if !errors.As(err, &ae) || ae.Code != replicadv1.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_OR_PARTITION || !strings.Contains(err.Error(), `"nope"`) {
 		t.Fatalf("unknown topic: %v", err)
 	}
@@ -254,9 +254,9 @@ func TestReassignmentsStartWaitCancel(t *testing.T) {
 		t.Fatalf("before %v, moves %v", before, moves)
 	}
 	started, failed := a.StartReassignments(context.Background(), moves)
-	var ae *AnswerError
+	var ae *Error
 	if started != 1 || len(failed) != 1 || failed[0].Partition != (TopicPartition{"t", 2}) || !errors.As(failed[0].Err, &ae) ||
-		ae.Error() != "t-2: INVALID_REPLICA_ASSIGNMENT: refused" {
+		ae.Error() != "reassign t-2: INVALID_REPLICA_ASSIGNMENT: refused" || ae.Partition != (TopicPartition{"t", 2}) {
 		t.Fatalf("started %d, failed %v", started, failed)
 	}
 
@@ -306,7 +306,7 @@ func TestReassignmentsStartWaitCancel(t *testing.T) {
 	f.refuse = map[TopicPartition]replicadv1.ErrorCode{{"t", 0}: replicadv1.ErrorCode_ERROR_CODE_INVALID_REQUEST}
 	f.mu.Unlock()
 	results = a.CancelReassignments(context.Background(), Reassigning(describe(t, a)), IndexCluster(describe(t, a)))
-	if len(results) != 1 || results[0].Outcome != CancelFailed || results[0].Err.Error() != "cancel: INVALID_REQUEST: refused" {
+	if len(results) != 1 || results[0].Outcome != CancelFailed || results[0].Err.Error() != "cancel t-0: INVALID_REQUEST: refused" {
 		t.Fatalf("refused cancel: %+v", results)
 	}
 }

@@ -64,7 +64,7 @@
 // with controllerchannel.ErrMaybeApplied (IsMaybeApplied), to be checked
 // before a retry. ErrNoController alone means no controller acted on it.
 // An answer's error code is the answer's, except in the helpers below,
-// which return it as an *AnswerError.
+// which return it as an *Error.
 //
 // Beyond one method per RPC, Admin has what the operator tools do with
 // them:

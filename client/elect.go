@@ -23,7 +23,7 @@ const PreferredElectBatch = 20
 // onResult, if not nil, is called with each result as its batch answers,
 // with how many results are in so far and how many partitions there are.
 //
-// An unknown topic is an *AnswerError (UNKNOWN_TOPIC_OR_PARTITION, Op
+// An unknown topic is an *Error (UNKNOWN_TOPIC_OR_PARTITION, Op
 // "elect-leaders"), as is an answer that failed a whole batch; a failed
 // DescribeCluster answer is one with Op "describe-cluster". A batch sent
 // without an answer is not sent again (IsMaybeApplied): the results so far
@@ -35,7 +35,7 @@ func (a *Admin) ElectPreferredLeaders(ctx context.Context, topic string, onResul
 	}
 	batches := preferredBatches(resp, topic)
 	if len(batches) == 0 && topic != "" {
-		return nil, &AnswerError{Op: "elect-leaders", Code: replicadv1.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_OR_PARTITION,
+		return nil, &Error{Op: "elect-leaders", Code: replicadv1.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_OR_PARTITION,
 			Message: fmt.Sprintf("topic %q does not exist", topic)}
 	}
 	total := 0
@@ -50,7 +50,7 @@ func (a *Admin) ElectPreferredLeaders(ctx context.Context, topic string, onResul
 		if err != nil {
 			return results, err
 		}
-		if err := answerErr("elect-leaders", resp.GetErrorCode(), resp.GetErrorMessage()); err != nil {
+		if err := answerErr("elect-leaders", TopicPartition{}, resp.GetErrorCode(), resp.GetErrorMessage()); err != nil {
 			return results, err
 		}
 		for _, r := range resp.GetResults() {

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"slices"
-	"strings"
 
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
 )
@@ -93,7 +92,7 @@ func Unavailable(p *replicadv1.ClusterPartition, alive map[int32]bool) bool {
 
 // ClusterHealth asks the active controller for DescribeCluster and
 // evaluates its answer (ClusterHealth). An answer with an error code is an
-// *AnswerError.
+// *Error.
 func (a *Admin) ClusterHealth(ctx context.Context) (Health, error) {
 	resp, err := a.describeClusterOK(ctx)
 	if err != nil {
@@ -103,41 +102,24 @@ func (a *Admin) ClusterHealth(ctx context.Context) (Health, error) {
 }
 
 // describeClusterOK is DescribeCluster with an error code as an
-// *AnswerError.
+// *Error.
 func (a *Admin) describeClusterOK(ctx context.Context) (*replicadv1.DescribeClusterResponse, error) {
 	resp, err := a.DescribeCluster(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if err := answerErr("describe-cluster", resp.GetErrorCode(), ""); err != nil {
+	if err := answerErr("describe-cluster", TopicPartition{}, resp.GetErrorCode(), ""); err != nil {
 		return nil, err
 	}
 	return resp, nil
 }
 
-// AnswerError is an answer that carried an error code: the RPC itself
-// succeeded, the controller refused or failed the request.
-type AnswerError struct {
-	// Op is the request ("describe-cluster", "elect-leaders").
-	Op      string
-	Code    replicadv1.ErrorCode
-	Message string
-}
-
-func (e *AnswerError) Error() string {
-	s := e.Op + ": " + strings.TrimPrefix(e.Code.String(), "ERROR_CODE_")
-	if e.Message != "" {
-		s += ": " + e.Message
-	}
-	return s
-}
-
-// answerErr is an *AnswerError for code, nil for NONE.
-func answerErr(op string, code replicadv1.ErrorCode, msg string) error {
+// answerErr is an *Error for code, nil for NONE.
+func answerErr(op string, k TopicPartition, code replicadv1.ErrorCode, msg string) error {
 	if code == replicadv1.ErrorCode_ERROR_CODE_NONE {
 		return nil
 	}
-	return &AnswerError{Op: op, Code: code, Message: msg}
+	return &Error{Op: op, Partition: k, Code: code, Message: msg}
 }
 
 // sortedPartitions is parts by topic, then partition.

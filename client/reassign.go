@@ -421,8 +421,9 @@ func SameMembers(a, b []int32) bool {
 }
 
 // MoveError is a move of a plan that did not start (StartReassignments),
-// or a cancel that failed (CancelReassignments): Err is an *AnswerError
-// (Op naming the partition, or "cancel") or the call's error.
+// or a cancel that failed (CancelReassignments): Err is an *Error (an
+// answer's error code; Op "reassign t-0" or "cancel t-0") or the call's
+// error.
 type MoveError struct {
 	Partition TopicPartition
 	Err       error
@@ -437,7 +438,7 @@ func (a *Admin) StartReassignments(ctx context.Context, moves []PlanPartition) (
 	for _, m := range moves {
 		r, err := a.ReassignPartition(ctx, &replicadv1.ReassignPartitionRequest{Topic: m.Topic, Partition: m.Partition, Replicas: m.Replicas})
 		if err == nil {
-			err = answerErr(fmt.Sprintf("%s-%d", m.Topic, m.Partition), r.GetErrorCode(), r.GetErrorMessage())
+			err = answerErr("reassign "+m.Key().String(), m.Key(), r.GetErrorCode(), r.GetErrorMessage())
 		}
 		if err != nil {
 			failed = append(failed, MoveError{m.Key(), err})
@@ -487,7 +488,7 @@ func (a *Admin) CancelReassignments(ctx context.Context, keys []TopicPartition, 
 			// It completed between the describe and the cancel.
 			res.Outcome, res.Replicas = CancelNothing, r.GetPartition().GetReplicas()
 		case r.GetErrorCode() != replicadv1.ErrorCode_ERROR_CODE_NONE:
-			res.Outcome, res.Err = CancelFailed, answerErr("cancel", r.GetErrorCode(), r.GetErrorMessage())
+			res.Outcome, res.Err = CancelFailed, answerErr("cancel "+k.String(), k, r.GetErrorCode(), r.GetErrorMessage())
 		default:
 			res.Outcome, res.Replicas = CancelCancelled, r.GetPartition().GetReplicas()
 		}
@@ -513,7 +514,7 @@ func Reassigning(resp *replicadv1.DescribeClusterResponse) []TopicPartition {
 // progress. It returns the last progress, and nil once every entry is
 // complete. It stops when ctx ends: with ctx.Err() itself when ctx ended
 // between rounds, with the call's error when a DescribeCluster failed
-// (an *AnswerError for an answer's error code).
+// (an *Error for an answer's error code).
 func (a *Admin) WaitReassignments(ctx context.Context, plan ReassignPlan, interval time.Duration, onPoll func(progress []PlanProgress)) ([]PlanProgress, error) {
 	tick := time.NewTicker(interval)
 	defer tick.Stop()

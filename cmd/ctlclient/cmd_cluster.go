@@ -655,7 +655,7 @@ func waitForReassignment(ctx context.Context, e *env, cc *controllerClient, k pa
 			last = line
 		}
 	})
-	var ae *client.AnswerError
+	var ae *client.Error
 	switch {
 	case err == nil:
 		if !e.jsonOutput() {

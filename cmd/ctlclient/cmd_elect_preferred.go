@@ -74,7 +74,7 @@ func runPreferredElection(ctx context.Context, e *env, fs *flag.FlagSet, topic s
 
 // electError words ElectPreferredLeaders' errors as elect --preferred's.
 func electError(err error, cc *controllerClient, topic string) error {
-	var ae *client.AnswerError
+	var ae *client.Error
 	if !errors.As(err, &ae) {
 		return controllerError(err, cc)
 	}

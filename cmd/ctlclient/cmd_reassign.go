@@ -111,7 +111,7 @@ func runExecute(ctx context.Context, e *env, cc *controllerClient, o reassignOpt
 	started, notStarted := cc.StartReassignments(ctx, moves)
 	var failed []string
 	for _, f := range notStarted {
-		failed = append(failed, wordedError(f.Err, cc).Error())
+		failed = append(failed, wordedError(f.Partition.String(), f.Err, cc).Error())
 	}
 	if !e.jsonOutput() {
 		fmt.Fprintf(e.stdout, "Started %d reassignment(s); %d partition(s) of the plan already had their replicas.\n", started, len(plan.Partitions)-len(moves))
@@ -141,12 +141,12 @@ func runExecute(ctx context.Context, e *env, cc *controllerClient, o reassignOpt
 }
 
 // wordedError is an error of a client.Admin helper as ctlclient words it:
-// an answer's error code as "WHAT: CODE: message", the controller
-// channel's errors as controllerError's.
-func wordedError(err error, cc *controllerClient) error {
-	var ae *client.AnswerError
+// an answer's error code (a *client.Error) as "WHAT: CODE: message", the
+// controller channel's errors as controllerError's.
+func wordedError(what string, err error, cc *controllerClient) error {
+	var ae *client.Error
 	if errors.As(err, &ae) {
-		return controllerAnswerError(ae.Op, ae.Code, ae.Message)
+		return controllerAnswerError(what, ae.Code, ae.Message)
 	}
 	return controllerError(err, cc)
 }
@@ -200,7 +200,7 @@ func waitForPlan(ctx context.Context, e *env, cc *controllerClient, plan reassig
 			}
 		}
 	})
-	var ae *client.AnswerError
+	var ae *client.Error
 	switch {
 	case err == nil:
 		if !e.jsonOutput() {
@@ -319,7 +319,7 @@ func runCancel(ctx context.Context, e *env, cc *controllerClient, o reassignOpti
 	for _, c := range cc.CancelReassignments(ctx, keys, ix) {
 		res := cancelResult{Topic: c.Partition.Topic, Partition: c.Partition.Partition, Outcome: c.Outcome, Replicas: c.Replicas}
 		if c.Err != nil {
-			res.Error = wordedError(c.Err, cc).Error()
+			res.Error = wordedError("cancel", c.Err, cc).Error()
 			failed = append(failed, fmt.Sprintf("%s: %s", c.Partition, res.Error))
 		}
 		results = append(results, res)
