@@ -63,4 +63,25 @@
 // reassignment) again after it went out without an answer: the call fails
 // with controllerchannel.ErrMaybeApplied (IsMaybeApplied), to be checked
 // before a retry. ErrNoController alone means no controller acted on it.
+// An answer's error code is the answer's, except in the helpers below,
+// which return it as an *Error.
+//
+// Beyond one method per RPC, Admin has what the operator tools do with
+// them:
+//   - ClusterHealth (and the pure ClusterHealth function over a
+//     DescribeCluster answer): healthy or not and why, as rpk cluster
+//     health says it: brokers down, leaderless partitions (no leader, or
+//     one on a broker that is down), under-replicated ones.
+//   - ElectPreferredLeaders: the preferred leaders of a topic or of every
+//     topic, PreferredElectBatch partitions to a request, each partition's
+//     result reported as its batch answers (kafka-leader-election).
+//   - Leaders: a LeaderSource that finds leaders in DescribeCluster, for a
+//     Client given controllers instead of bootstrap brokers.
+//   - Reassignment plans in kafka-reassign-partitions' JSON format
+//     (ReassignPlan): GeneratePlan proposes an even assignment over given
+//     brokers moving as little as it can, ValidatePlan checks a whole plan
+//     before anything starts, StartReassignments starts its moves,
+//     PlanProgressOf and WaitReassignments follow them (ProgressOf: complete,
+//     in progress, not started), CancelReassignments cancels those in
+//     flight. WaitReassignment follows one partition's move.
 package client

@@ -140,9 +140,8 @@ Prints the ACLs created. Exits 1 when the controller refuses.
 				}
 				req := &replicadv1.CreateAclsRequest{Acls: []*replicadv1.Acl{{Principal: *f.principal, Operation: op,
 					ResourceType: replicadv1.AclResourceType_ACL_RESOURCE_TYPE_TOPIC, PatternType: f.patternProto(), ResourceName: *f.topic}}}
-				resp, err := callController(ctx, cc, func(ctx context.Context, c replicadv1.ControllerServiceClient) (*replicadv1.CreateAclsResponse, error) {
-					return c.CreateAcls(ctx, req)
-				})
+				resp, err := cc.CreateAcls(ctx, req)
+				err = controllerError(err, cc)
 				if err != nil {
 					return mayBeApplied(err, "check with `ctlclient acl list --principal "+*f.principal+"`")
 				}
@@ -191,9 +190,8 @@ At least one flag, or --all to remove every ACL. Prints the ACLs removed
 				if err != nil {
 					return err
 				}
-				resp, err := callController(ctx, cc, func(ctx context.Context, c replicadv1.ControllerServiceClient) (*replicadv1.DeleteAclsResponse, error) {
-					return c.DeleteAcls(ctx, req)
-				})
+				resp, err := cc.DeleteAcls(ctx, req)
+				err = controllerError(err, cc)
 				if err != nil {
 					return mayBeApplied(err, "check with `ctlclient acl list`")
 				}
@@ -227,9 +225,8 @@ flags filter as for acl remove.
 					return err
 				}
 				req := &replicadv1.DescribeAclsRequest{Filter: filter}
-				resp, err := callController(ctx, cc, func(ctx context.Context, c replicadv1.ControllerServiceClient) (*replicadv1.DescribeAclsResponse, error) {
-					return c.DescribeAcls(ctx, req)
-				})
+				resp, err := cc.DescribeAcls(ctx, req)
+				err = controllerError(err, cc)
 				if err != nil {
 					return err
 				}

@@ -67,9 +67,8 @@ topic's replication factor), WILL_EXCEED_PARTITION_LIMITS (a broker's
 					return err
 				}
 				req := &replicadv1.CreatePartitionsRequest{Topic: topic, Count: *partitions, ValidateOnly: *validateOnly}
-				resp, err := callController(ctx, cc, func(ctx context.Context, c replicadv1.ControllerServiceClient) (*replicadv1.CreatePartitionsResponse, error) {
-					return c.CreatePartitions(ctx, req)
-				})
+				resp, err := cc.CreatePartitions(ctx, req)
+				err = controllerError(err, cc)
 				if err != nil {
 					return err
 				}

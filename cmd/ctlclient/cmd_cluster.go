@@ -16,13 +16,14 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/replicad/replicad/client"
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
 )
 
 // The commands that ask the controller (ControllerService): create-topic,
-// delete-topic, elect, reassign, describe-cluster. Each goes through
-// callController, so --controller may list every controller and the active
-// one is found.
+// delete-topic, elect, reassign, describe-cluster. Each calls the
+// client.Admin of --controller (e.controller), so --controller may list
+// every controller and the active one is found.
 
 // topicNameRE is the legal topic name (SPEC: validation).
 var topicNameRE = regexp.MustCompile(`^[a-zA-Z0-9._-]{1,249}$`)
@@ -120,9 +121,8 @@ replication factor are not compared with the flags.
 					return err
 				}
 				req := &replicadv1.CreateTopicRequest{Topic: *topic, Partitions: *partitions, ReplicationFactor: *rf, Configs: cfgs}
-				resp, err := callController(ctx, cc, func(ctx context.Context, c replicadv1.ControllerServiceClient) (*replicadv1.CreateTopicResponse, error) {
-					return c.CreateTopic(ctx, req)
-				})
+				resp, err := cc.CreateTopic(ctx, req)
+				err = controllerError(err, cc)
 				check := "check with `ctlclient describe-topic " + *topic + "`"
 				if err != nil {
 					return mayBeApplied(err, check)
@@ -208,9 +208,8 @@ no-op), "done", "pending": [{"partition", "brokers"}], "elapsedMs"}.
 						}
 					}
 				}
-				resp, err := callController(ctx, cc, func(ctx context.Context, c replicadv1.ControllerServiceClient) (*replicadv1.DeleteTopicResponse, error) {
-					return c.DeleteTopic(ctx, &replicadv1.DeleteTopicRequest{Topic: *topic})
-				})
+				resp, err := cc.DeleteTopic(ctx, &replicadv1.DeleteTopicRequest{Topic: *topic})
+				err = controllerError(err, cc)
 				if err != nil {
 					return mayBeApplied(err, "check with `ctlclient list-topics`")
 				}
@@ -374,7 +373,7 @@ partition with --all. The preferred leader is the first replica of the
 assignment; it is elected only where it is in the ISR, live, unfenced and
 not offline, otherwise that partition answers PREFERRED_LEADER_NOT_AVAILABLE.
 A partition it already leads answers ELECTION_NOT_NEEDED, a no-op: the
-command still exits 0. A topic or --all goes in batches of ` + strconv.Itoa(preferredElectBatch) + ` partitions,
+command still exits 0. A topic or --all goes in batches of ` + strconv.Itoa(client.PreferredElectBatch) + ` partitions,
 printing a line per partition to stderr as each batch is answered, then the
 outcome of each partition (a table, or with -o json one ElectLeadersResponse
 holding every result) and a summary on stderr. Exits 1 if any partition
@@ -416,9 +415,8 @@ this by itself (controller run --auto-leader-rebalance-enable).
 				if err != nil {
 					return err
 				}
-				resp, err := callController(ctx, cc, func(ctx context.Context, c replicadv1.ControllerServiceClient) (*replicadv1.ElectLeaderResponse, error) {
-					return c.ElectLeader(ctx, req)
-				})
+				resp, err := cc.ElectLeader(ctx, req)
+				err = controllerError(err, cc)
 				if err != nil {
 					return mayBeApplied(err, "check with `ctlclient describe-topic "+*topic+"`")
 				}
@@ -583,9 +581,8 @@ ctlclient reassign --cancel --plan plan.json`,
 					}
 				}
 				req := &replicadv1.ReassignPartitionRequest{Topic: *topic, Partition: *partition, Replicas: replicas}
-				resp, err := callController(ctx, cc, func(ctx context.Context, c replicadv1.ControllerServiceClient) (*replicadv1.ReassignPartitionResponse, error) {
-					return c.ReassignPartition(ctx, req)
-				})
+				resp, err := cc.ReassignPartition(ctx, req)
+				err = controllerError(err, cc)
 				if err != nil {
 					return mayBeApplied(err, "check with `ctlclient describe-topic "+*topic+"`")
 				}
@@ -649,92 +646,41 @@ func waitForReassignment(ctx context.Context, e *env, cc *controllerClient, k pa
 	interrupted := interruptedError{fmt.Sprintf("reassign %s: interrupted; the move to %s goes on in the cluster. "+
 		"Follow it with `ctlclient describe-topic %s`; `ctlclient reassign --cancel` cancels it (and every other reassignment in flight)",
 		k, idList(target), k.topic)}
-	tick := time.NewTicker(reassignPollInterval)
-	defer tick.Stop()
 	last := ""
-	for {
-		resp, err := callController(ctx, cc, func(ctx context.Context, c replicadv1.ControllerServiceClient) (*replicadv1.DescribeClusterResponse, error) {
-			return c.DescribeCluster(ctx, &replicadv1.DescribeClusterRequest{})
-		})
-		switch {
-		case err != nil && errors.Is(parent.Err(), context.Canceled):
-			return interrupted
-		case err != nil && ctx.Err() == context.DeadlineExceeded:
-			return answerError{fmt.Sprintf("reassign %s: not done after %s; last seen: %s", k, timeout, last)}
-		case err != nil:
-			return err
-		case resp.GetErrorCode() != replicadv1.ErrorCode_ERROR_CODE_NONE:
-			return controllerAnswerError("reassign: describe-cluster", resp.GetErrorCode(), "")
-		}
-		var p *replicadv1.ClusterPartition
-		for _, cp := range resp.GetPartitions() {
-			if cp.GetTopic() == k.topic && cp.GetPartition() == k.partition {
-				p = cp
-			}
-		}
-		if p == nil {
-			return answerError{fmt.Sprintf("reassign %s: the partition is gone (topic deleted?)", k)}
-		}
-		if len(p.GetAddingReplicas()) == 0 && len(p.GetRemovingReplicas()) == 0 && sameMembers(p.GetReplicas(), target) {
-			if !e.jsonOutput() {
-				fmt.Fprintf(e.stdout, "done: replicas %s, ISR %s\n", idList(p.GetReplicas()), idList(p.GetIsr()))
-			}
-			return nil
-		}
-		if line := reassignProgress(p, target); line != last {
+	p, err := cc.WaitReassignment(ctx, client.TopicPartition{Topic: k.topic, Partition: k.partition}, target, reassignPollInterval, func(p *replicadv1.ClusterPartition) {
+		if line := client.ReassignStatus(p, target); line != last {
 			if !e.jsonOutput() {
 				fmt.Fprintln(e.stdout, line)
 			}
 			last = line
 		}
-		select {
-		case <-ctx.Done():
-			if ctx.Err() == context.DeadlineExceeded {
-				return answerError{fmt.Sprintf("reassign %s: not done after %s; last seen: %s", k, timeout, last)}
-			}
-			if errors.Is(parent.Err(), context.Canceled) {
-				return interrupted
-			}
-			return ctx.Err()
-		case <-tick.C:
-		}
-	}
-}
-
-// reassignProgress describes a partition still being reassigned:
-// "adding 4, removing 1: ISR 1,2,3, waiting for 4".
-func reassignProgress(p *replicadv1.ClusterPartition, target []int32) string {
-	adding, removing := p.GetAddingReplicas(), p.GetRemovingReplicas()
-	var head string
+	})
+	var ae *client.Error
 	switch {
-	case len(adding) > 0 && len(removing) > 0:
-		head = fmt.Sprintf("adding %s, removing %s", idList(adding), idList(removing))
-	case len(adding) > 0:
-		head = fmt.Sprintf("adding %s", idList(adding))
-	case len(removing) > 0:
-		head = fmt.Sprintf("removing %s", idList(removing))
-	default:
-		return fmt.Sprintf("replicas %s, ISR %s, waiting for replicas %s", idList(p.GetReplicas()), idList(p.GetIsr()), idList(target))
-	}
-	var behind []int32
-	for _, a := range adding {
-		if !slices.Contains(p.GetIsr(), a) {
-			behind = append(behind, a)
+	case err == nil:
+		if !e.jsonOutput() {
+			fmt.Fprintf(e.stdout, "done: replicas %s, ISR %s\n", idList(p.GetReplicas()), idList(p.GetIsr()))
 		}
+		return nil
+	case errors.Is(err, client.ErrPartitionGone):
+		return answerError{fmt.Sprintf("reassign %s: the partition is gone (topic deleted?)", k)}
+	case errors.As(err, &ae):
+		return controllerAnswerError("reassign: describe-cluster", ae.Code, "")
+	case err == context.DeadlineExceeded || err == context.Canceled:
+		// ctx ended between two rounds.
+		if ctx.Err() == context.DeadlineExceeded {
+			return answerError{fmt.Sprintf("reassign %s: not done after %s; last seen: %s", k, timeout, last)}
+		}
+		if errors.Is(parent.Err(), context.Canceled) {
+			return interrupted
+		}
+		return ctx.Err()
+	case errors.Is(parent.Err(), context.Canceled):
+		return interrupted
+	case ctx.Err() == context.DeadlineExceeded:
+		return answerError{fmt.Sprintf("reassign %s: not done after %s; last seen: %s", k, timeout, last)}
 	}
-	tail := "waiting for the controller to finish"
-	if len(behind) > 0 {
-		tail = "waiting for " + idList(behind)
-	}
-	return fmt.Sprintf("%s: ISR %s, %s", head, idList(p.GetIsr()), tail)
-}
-
-// sameMembers reports whether a and b hold the same broker ids, in any order.
-func sameMembers(a, b []int32) bool {
-	x, y := slices.Clone(a), slices.Clone(b)
-	slices.Sort(x)
-	slices.Sort(y)
-	return slices.Equal(x, y)
+	return controllerError(err, cc)
 }
 
 func describeClusterCommand() *command {
@@ -789,9 +735,8 @@ matching nothing still exits 0; see 'cluster health' for an exit status.
 				if err != nil {
 					return err
 				}
-				resp, err := callController(ctx, cc, func(ctx context.Context, c replicadv1.ControllerServiceClient) (*replicadv1.DescribeClusterResponse, error) {
-					return c.DescribeCluster(ctx, &replicadv1.DescribeClusterRequest{})
-				})
+				resp, err := cc.DescribeCluster(ctx)
+				err = controllerError(err, cc)
 				if err != nil {
 					return err
 				}

@@ -80,9 +80,8 @@ changing anything.
 					return err
 				}
 				req := &replicadv1.AlterTopicConfigRequest{Topic: *topic, Set: sets, Delete: del, ValidateOnly: *validateOnly}
-				resp, err := callController(ctx, cc, func(ctx context.Context, c replicadv1.ControllerServiceClient) (*replicadv1.AlterTopicConfigResponse, error) {
-					return c.AlterTopicConfig(ctx, req)
-				})
+				resp, err := cc.AlterTopicConfig(ctx, req)
+				err = controllerError(err, cc)
 				if err != nil {
 					return mayBeApplied(err, "check with `ctlclient describe-config --topic "+*topic+"`")
 				}
@@ -131,9 +130,8 @@ shows the config in effect on each of its replicas.
 				if err != nil {
 					return err
 				}
-				resp, err := callController(ctx, cc, func(ctx context.Context, c replicadv1.ControllerServiceClient) (*replicadv1.DescribeTopicConfigResponse, error) {
-					return c.DescribeTopicConfig(ctx, &replicadv1.DescribeTopicConfigRequest{Topic: *topic})
-				})
+				resp, err := cc.DescribeTopicConfig(ctx, &replicadv1.DescribeTopicConfigRequest{Topic: *topic})
+				err = controllerError(err, cc)
 				if err != nil {
 					return err
 				}

@@ -1,22 +1,16 @@
 package main
 
 import (
-	"cmp"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 
+	"github.com/replicad/replicad/client"
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
 )
-
-// preferredElectBatch is how many partitions one ElectLeaders call of
-// `elect --preferred` (a topic, or --all) carries: each call waits for the
-// brokers to hear of its elections, so a batch is also a progress step, and
-// no single call moves thousands of leaderships at once.
-const preferredElectBatch = 20
 
 // runPreferredElection is `elect --preferred`: one partition, a topic, or
 // --all, through ElectLeaders.
@@ -43,40 +37,29 @@ func runPreferredElection(ctx context.Context, e *env, fs *flag.FlagSet, topic s
 	if err != nil {
 		return err
 	}
-	var batches [][]*replicadv1.ElectLeadersTopic
-	progress := false
-	if set["partition"] {
-		batches = [][]*replicadv1.ElectLeadersTopic{{{Topic: topic, Partitions: []int32{partition}}}}
-	} else {
-		progress = true
-		if batches, err = preferredBatches(ctx, cc, topic, all); err != nil {
-			return err
-		}
-	}
-	total := 0
-	for _, b := range batches {
-		for _, t := range b {
-			total += len(t.GetPartitions())
-		}
-	}
 	merged := &replicadv1.ElectLeadersResponse{}
-	for _, b := range batches {
-		req := &replicadv1.ElectLeadersRequest{ElectionType: replicadv1.ElectionType_ELECTION_TYPE_PREFERRED, Topics: b}
-		resp, err := callController(ctx, cc, func(ctx context.Context, c replicadv1.ControllerServiceClient) (*replicadv1.ElectLeadersResponse, error) {
-			return c.ElectLeaders(ctx, req)
+	progress := !set["partition"]
+	if progress {
+		if all {
+			topic = ""
+		}
+		merged.Results, err = cc.ElectPreferredLeaders(ctx, topic, func(r *replicadv1.ElectLeadersResult, done, total int) {
+			fmt.Fprintf(e.stderr, "[%d/%d] %s\n", done, total, describeElectResult(r))
 		})
 		if err != nil {
-			return err
+			return electError(err, cc, topic)
+		}
+	} else {
+		req := &replicadv1.ElectLeadersRequest{ElectionType: replicadv1.ElectionType_ELECTION_TYPE_PREFERRED,
+			Topics: []*replicadv1.ElectLeadersTopic{{Topic: topic, Partitions: []int32{partition}}}}
+		resp, err := cc.ElectLeaders(ctx, req)
+		if err != nil {
+			return controllerError(err, cc)
 		}
 		if err := controllerAnswerError("elect --preferred", resp.GetErrorCode(), resp.GetErrorMessage()); err != nil {
 			return err
 		}
-		for _, r := range resp.GetResults() {
-			merged.Results = append(merged.Results, r)
-			if progress {
-				fmt.Fprintf(e.stderr, "[%d/%d] %s\n", len(merged.GetResults()), total, describeElectResult(r))
-			}
-		}
+		merged.Results = resp.GetResults()
 	}
 	if e.jsonOutput() {
 		err = e.printJSON(merged)
@@ -89,49 +72,19 @@ func runPreferredElection(ctx context.Context, e *env, fs *flag.FlagSet, topic s
 	return electOutcome(e.stderr, merged.GetResults(), progress)
 }
 
-// preferredBatches lists the partitions of topic (every topic with all)
-// from DescribeCluster, in batches of preferredElectBatch.
-func preferredBatches(ctx context.Context, cc *controllerClient, topic string, all bool) ([][]*replicadv1.ElectLeadersTopic, error) {
-	resp, err := callController(ctx, cc, func(ctx context.Context, c replicadv1.ControllerServiceClient) (*replicadv1.DescribeClusterResponse, error) {
-		return c.DescribeCluster(ctx, &replicadv1.DescribeClusterRequest{})
-	})
-	if err != nil {
-		return nil, err
+// electError words ElectPreferredLeaders' errors as elect --preferred's.
+func electError(err error, cc *controllerClient, topic string) error {
+	var ae *client.Error
+	if !errors.As(err, &ae) {
+		return controllerError(err, cc)
 	}
-	if err := controllerAnswerError("elect --preferred: describe-cluster", resp.GetErrorCode(), ""); err != nil {
-		return nil, err
+	switch {
+	case ae.Op == "describe-cluster":
+		return controllerAnswerError("elect --preferred: describe-cluster", ae.Code, ae.Message)
+	case ae.Code == replicadv1.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_OR_PARTITION && topic != "":
+		return controllerAnswerError("elect --preferred --topic "+topic, ae.Code, ae.Message)
 	}
-	// In topic and partition order, so that a batch names each topic once
-	// and the progress reads in order.
-	parts := slices.Clone(resp.GetPartitions())
-	slices.SortFunc(parts, func(a, b *replicadv1.ClusterPartition) int {
-		return cmp.Or(cmp.Compare(a.GetTopic(), b.GetTopic()), cmp.Compare(a.GetPartition(), b.GetPartition()))
-	})
-	var batches [][]*replicadv1.ElectLeadersTopic
-	var cur []*replicadv1.ElectLeadersTopic
-	n := 0
-	for _, p := range parts {
-		if !all && p.GetTopic() != topic {
-			continue
-		}
-		if n == preferredElectBatch {
-			batches, cur, n = append(batches, cur), nil, 0
-		}
-		if len(cur) == 0 || cur[len(cur)-1].GetTopic() != p.GetTopic() {
-			cur = append(cur, &replicadv1.ElectLeadersTopic{Topic: p.GetTopic()})
-		}
-		last := cur[len(cur)-1]
-		last.Partitions = append(last.Partitions, p.GetPartition())
-		n++
-	}
-	if n > 0 {
-		batches = append(batches, cur)
-	}
-	if len(batches) == 0 && !all {
-		return nil, controllerAnswerError("elect --preferred --topic "+topic, replicadv1.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_OR_PARTITION,
-			fmt.Sprintf("topic %q does not exist", topic))
-	}
-	return batches, nil
+	return controllerAnswerError("elect --preferred", ae.Code, ae.Message)
 }
 
 // describeElectResult is one partition's outcome as a progress line.

@@ -7,24 +7,21 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/replicad/replicad/client"
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
 )
 
 // `ctlclient cluster health`, as `rpk cluster health`: one overview computed
 // from the controller's DescribeCluster, once or (--watch) every --interval.
 
-// Unhealthy reasons, rpk's names where it has one.
+// The reason of a round without an answer (--watch); the others are
+// client.ClusterHealth's.
 const (
 	reasonNoController      = "no_active_controller"
-	reasonNoBrokers         = "no_brokers"
-	reasonBrokersDown       = "brokers_down"
-	reasonLeaderless        = "leaderless_partitions"
-	reasonUnderReplicated   = "under_replicated_partitions"
 	defaultHealthyWait      = 5 * time.Minute
 	defaultHealthInterval   = 2 * time.Second
 	minHealthInterval       = 100 * time.Millisecond
@@ -58,46 +55,22 @@ type partitionJSON struct {
 
 func (p partitionJSON) String() string { return fmt.Sprintf("%s-%d", p.Topic, p.Partition) }
 
-// checkHealth computes the overview of one DescribeCluster answer given by
-// the controller at addr. Healthy: some broker registered, none down, every
-// partition has a live leader and a full ISR.
+// checkHealth is the overview of one DescribeCluster answer given by the
+// controller at addr (client.ClusterHealth).
 func checkHealth(resp *replicadv1.DescribeClusterResponse, addr string) healthReport {
-	r := healthReport{Controller: addr, ControllerEpoch: resp.GetControllerEpoch(),
-		Brokers: []int32{}, BrokersDown: []int32{}, LeaderlessPartitions: []partitionJSON{}, UnderReplicatedPartitions: []partitionJSON{}}
-	for _, b := range resp.GetBrokers() {
-		r.Brokers = append(r.Brokers, b.GetId())
-		if !b.GetAlive() {
-			r.BrokersDown = append(r.BrokersDown, b.GetId())
-		}
+	h := client.ClusterHealth(resp)
+	return healthReport{Healthy: h.Healthy, UnhealthyReasons: h.UnhealthyReasons, Controller: addr, ControllerEpoch: h.ControllerEpoch,
+		Brokers: h.Brokers, BrokersDown: h.BrokersDown,
+		LeaderlessPartitions: partitionsJSON(h.Leaderless), LeaderlessCount: len(h.Leaderless),
+		UnderReplicatedPartitions: partitionsJSON(h.UnderReplicated), UnderReplicatedCount: len(h.UnderReplicated)}
+}
+
+func partitionsJSON(tps []client.TopicPartition) []partitionJSON {
+	out := make([]partitionJSON, len(tps))
+	for i, tp := range tps {
+		out[i] = partitionJSON{tp.Topic, tp.Partition}
 	}
-	slices.Sort(r.Brokers)
-	slices.Sort(r.BrokersDown)
-	alive := aliveBrokers(resp)
-	for _, p := range sortedPartitions(resp.GetPartitions()) {
-		tp := partitionJSON{p.GetTopic(), p.GetPartition()}
-		if unavailable(p, alive) {
-			r.LeaderlessPartitions = append(r.LeaderlessPartitions, tp)
-		}
-		if underReplicated(p) {
-			r.UnderReplicatedPartitions = append(r.UnderReplicatedPartitions, tp)
-		}
-	}
-	r.LeaderlessCount, r.UnderReplicatedCount = len(r.LeaderlessPartitions), len(r.UnderReplicatedPartitions)
-	r.UnhealthyReasons = []string{}
-	if len(r.Brokers) == 0 {
-		r.UnhealthyReasons = append(r.UnhealthyReasons, reasonNoBrokers)
-	}
-	if len(r.BrokersDown) > 0 {
-		r.UnhealthyReasons = append(r.UnhealthyReasons, reasonBrokersDown)
-	}
-	if r.LeaderlessCount > 0 {
-		r.UnhealthyReasons = append(r.UnhealthyReasons, reasonLeaderless)
-	}
-	if r.UnderReplicatedCount > 0 {
-		r.UnhealthyReasons = append(r.UnhealthyReasons, reasonUnderReplicated)
-	}
-	r.Healthy = len(r.UnhealthyReasons) == 0
-	return r
+	return out
 }
 
 // unreachableReport is the overview of a round in which no controller

@@ -6,10 +6,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
+	"github.com/replicad/replicad/client"
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
 )
 
@@ -27,19 +27,6 @@ type reassignOptions struct {
 	preserveThrottles bool
 }
 
-func describeClusterNow(ctx context.Context, cc *controllerClient, what string) (*replicadv1.DescribeClusterResponse, error) {
-	resp, err := callController(ctx, cc, func(ctx context.Context, c replicadv1.ControllerServiceClient) (*replicadv1.DescribeClusterResponse, error) {
-		return c.DescribeCluster(ctx, &replicadv1.DescribeClusterRequest{})
-	})
-	if err != nil {
-		return nil, err
-	}
-	if err := controllerAnswerError(what+": describe-cluster", resp.GetErrorCode(), ""); err != nil {
-		return nil, err
-	}
-	return resp, nil
-}
-
 // printResultJSON prints a plan mode's result (not a proto message) with
 // the indentation printJSON uses.
 func (e *env) printResultJSON(v any) error {
@@ -52,16 +39,16 @@ func (e *env) printResultJSON(v any) error {
 }
 
 // runGenerate prints the current assignment of the topics and a proposed
-// one over the brokers; it changes nothing.
+// one over the brokers (client.GeneratePlan); it changes nothing.
 func runGenerate(ctx context.Context, e *env, cc *controllerClient, o reassignOptions) error {
-	resp, err := describeClusterNow(ctx, cc, "reassign --generate")
+	resp, err := describeCluster(ctx, cc, "reassign --generate")
 	if err != nil {
 		return err
 	}
-	ix := indexCluster(resp)
+	ix := client.IndexCluster(resp)
 	var unknown []int32
 	for _, b := range o.brokers {
-		if !ix.brokers[b] {
+		if !ix.Brokers[b] {
 			unknown = append(unknown, b)
 		}
 	}
@@ -72,12 +59,15 @@ func runGenerate(ctx context.Context, e *env, cc *controllerClient, o reassignOp
 	if err != nil {
 		return err
 	}
-	proposed, err := generatePlan(parts, o.brokers)
-	if err != nil {
-		return err
+	if len(o.brokers) == 0 {
+		return usagef("--brokers must name at least one broker")
 	}
-	current := currentPlan(parts)
-	moved, added := moveCount(proposed, ix)
+	proposed, err := client.GeneratePlan(parts, o.brokers)
+	if err != nil {
+		return usagef("%v", err) // a replication factor above the brokers given
+	}
+	current := client.CurrentPlan(parts)
+	moved, added := client.MoveCount(proposed, ix)
 	if e.jsonOutput() {
 		return e.printResultJSON(struct {
 			Current         reassignPlan `json:"current"`
@@ -98,25 +88,17 @@ func runExecute(ctx context.Context, e *env, cc *controllerClient, o reassignOpt
 	if err != nil {
 		return err
 	}
-	resp, err := describeClusterNow(ctx, cc, "reassign --execute")
+	resp, err := describeCluster(ctx, cc, "reassign --execute")
 	if err != nil {
 		return err
 	}
-	ix := indexCluster(resp)
-	if err := validatePlan(plan, ix); err != nil {
+	ix := client.IndexCluster(resp)
+	if err := client.ValidatePlan(plan, ix); err != nil {
 		return err
 	}
-	var before []*replicadv1.ClusterPartition
-	var moves []planPartition
-	for _, entry := range plan.Partitions {
-		p := ix.parts[entry.key()]
-		before = append(before, p)
-		if !slices.Equal(currentReplicas(p), entry.Replicas) {
-			moves = append(moves, entry)
-		}
-	}
+	before, moves := client.PlanMoves(plan, ix)
 	if !e.jsonOutput() {
-		fmt.Fprintf(e.stdout, "Current partition replica assignment\n%s\n\nSave this to use as the --plan of a rollback.\n", planJSON(currentPlan(before)))
+		fmt.Fprintf(e.stdout, "Current partition replica assignment\n%s\n\nSave this to use as the --plan of a rollback.\n", planJSON(client.CurrentPlan(before)))
 	}
 	if o.throttleSet {
 		if err := setThrottle(ctx, cc, o.throttle); err != nil {
@@ -126,23 +108,10 @@ func runExecute(ctx context.Context, e *env, cc *controllerClient, o reassignOpt
 			fmt.Fprintf(e.stdout, "Replication throttle: %d bytes/s for the replicas being added (reassign --verify removes it once every move is done).\n", o.throttle)
 		}
 	}
+	started, notStarted := cc.StartReassignments(ctx, moves)
 	var failed []string
-	started := 0
-	for _, m := range moves {
-		req := &replicadv1.ReassignPartitionRequest{Topic: m.Topic, Partition: m.Partition, Replicas: m.Replicas}
-		r, err := callController(ctx, cc, func(ctx context.Context, c replicadv1.ControllerServiceClient) (*replicadv1.ReassignPartitionResponse, error) {
-			return c.ReassignPartition(ctx, req)
-		})
-		if err == nil {
-			err = controllerAnswerError(fmt.Sprintf("%s-%d", m.Topic, m.Partition), r.GetErrorCode(), r.GetErrorMessage())
-		}
-		if err != nil {
-			// The others go on: a plan is many independent moves, and
-			// --verify or --cancel deal with those started.
-			failed = append(failed, err.Error())
-			continue
-		}
-		started++
+	for _, f := range notStarted {
+		failed = append(failed, wordedError(f.Partition.String(), f.Err, cc).Error())
 	}
 	if !e.jsonOutput() {
 		fmt.Fprintf(e.stdout, "Started %d reassignment(s); %d partition(s) of the plan already had their replicas.\n", started, len(plan.Partitions)-len(moves))
@@ -155,7 +124,7 @@ func runExecute(ctx context.Context, e *env, cc *controllerClient, o reassignOpt
 		progress, err = waitForPlan(ctx, e, cc, plan, o.plan, o.waitTimeout)
 	}
 	if e.jsonOutput() {
-		result := executeResult{Current: currentPlan(before), Started: started, AlreadyDone: len(plan.Partitions) - len(moves),
+		result := executeResult{Current: client.CurrentPlan(before), Started: started, AlreadyDone: len(plan.Partitions) - len(moves),
 			NotStarted: failed, Partitions: progress}
 		if o.throttleSet {
 			result.Throttle = o.throttle
@@ -171,6 +140,17 @@ func runExecute(ctx context.Context, e *env, cc *controllerClient, o reassignOpt
 	return err
 }
 
+// wordedError is an error of a client.Admin helper as ctlclient words it:
+// an answer's error code (a *client.Error) as "WHAT: CODE: message", the
+// controller channel's errors as controllerError's.
+func wordedError(what string, err error, cc *controllerClient) error {
+	var ae *client.Error
+	if errors.As(err, &ae) {
+		return controllerAnswerError(what, ae.Code, ae.Message)
+	}
+	return controllerError(err, cc)
+}
+
 // executeResult is --execute's -o json result.
 type executeResult struct {
 	// Current is the assignment before, the rollback plan.
@@ -184,9 +164,10 @@ type executeResult struct {
 	Partitions []planProgress `json:"partitions,omitempty"`
 }
 
-// waitForPlan follows the plan's partitions until every one is complete,
-// printing a line when a partition's state changes (unless -o json), and
-// gives up after timeout. It returns the last progress seen.
+// waitForPlan follows the plan's partitions (client's
+// Admin.WaitReassignments) until every one is complete, printing a line
+// when a partition's state changes (unless -o json), and gives up after
+// timeout. It returns the last progress seen.
 func waitForPlan(ctx context.Context, e *env, cc *controllerClient, plan reassignPlan, planFile string, timeout time.Duration) ([]planProgress, error) {
 	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, timeout)
@@ -203,66 +184,52 @@ func waitForPlan(ctx context.Context, e *env, cc *controllerClient, plan reassig
 			done, len(plan.Partitions), file, file)}
 	}
 	done := 0
-	tick := time.NewTicker(reassignPollInterval)
-	defer tick.Stop()
-	last := map[partitionKey]string{}
-	var progress []planProgress
-	for {
-		resp, err := callController(ctx, cc, func(ctx context.Context, c replicadv1.ControllerServiceClient) (*replicadv1.DescribeClusterResponse, error) {
-			return c.DescribeCluster(ctx, &replicadv1.DescribeClusterRequest{})
-		})
-		switch {
-		case err != nil && errors.Is(parent.Err(), context.Canceled):
-			return progress, interrupted(done)
-		case err != nil && ctx.Err() == context.DeadlineExceeded:
-			return progress, answerError{fmt.Sprintf("reassign: not every move is done after %s (they go on; see reassign --verify)", timeout)}
-		case err != nil:
-			return progress, err
-		case resp.GetErrorCode() != replicadv1.ErrorCode_ERROR_CODE_NONE:
-			return progress, controllerAnswerError("reassign: describe-cluster", resp.GetErrorCode(), "")
-		}
-		ix := indexCluster(resp)
-		progress = progress[:0]
+	last := map[client.TopicPartition]string{}
+	progress, err := cc.WaitReassignments(ctx, plan, reassignPollInterval, func(progress []planProgress) {
 		done = 0
-		for _, entry := range plan.Partitions {
-			pp := progressOf(entry, ix.parts[entry.key()])
-			progress = append(progress, pp)
-			if pp.Status == progressComplete {
+		for _, pp := range progress {
+			if pp.Status == client.ProgressComplete {
 				done++
 			}
-			if line := pp.String(); line != last[entry.key()] {
-				last[entry.key()] = line
+			k := client.TopicPartition{Topic: pp.Topic, Partition: pp.Partition}
+			if line := pp.String(); line != last[k] {
+				last[k] = line
 				if !e.jsonOutput() {
 					fmt.Fprintf(e.stdout, "[%d/%d] %s\n", done, len(plan.Partitions), line)
 				}
 			}
 		}
-		if done == len(plan.Partitions) {
-			if !e.jsonOutput() {
-				fmt.Fprintf(e.stdout, "done: %d partition(s) complete\n", done)
-			}
-			return progress, nil
+	})
+	var ae *client.Error
+	switch {
+	case err == nil:
+		if !e.jsonOutput() {
+			fmt.Fprintf(e.stdout, "done: %d partition(s) complete\n", done)
 		}
-		select {
-		case <-ctx.Done():
-			if ctx.Err() == context.DeadlineExceeded {
-				return progress, answerError{fmt.Sprintf("reassign: %d of %d moves done after %s (they go on; see reassign --verify)", done, len(plan.Partitions), timeout)}
-			}
-			if errors.Is(parent.Err(), context.Canceled) {
-				return progress, interrupted(done)
-			}
-			return progress, ctx.Err()
-		case <-tick.C:
+		return progress, nil
+	case errors.As(err, &ae):
+		return progress, controllerAnswerError("reassign: describe-cluster", ae.Code, "")
+	case err == context.DeadlineExceeded || err == context.Canceled:
+		// ctx ended between two rounds.
+		if ctx.Err() == context.DeadlineExceeded {
+			return progress, answerError{fmt.Sprintf("reassign: %d of %d moves done after %s (they go on; see reassign --verify)", done, len(plan.Partitions), timeout)}
 		}
+		if errors.Is(parent.Err(), context.Canceled) {
+			return progress, interrupted(done)
+		}
+		return progress, ctx.Err()
+	case errors.Is(parent.Err(), context.Canceled):
+		return progress, interrupted(done)
+	case ctx.Err() == context.DeadlineExceeded:
+		return progress, answerError{fmt.Sprintf("reassign: not every move is done after %s (they go on; see reassign --verify)", timeout)}
 	}
+	return progress, controllerError(err, cc)
 }
 
 func setThrottle(ctx context.Context, cc *controllerClient, rate int64) error {
-	r, err := callController(ctx, cc, func(ctx context.Context, c replicadv1.ControllerServiceClient) (*replicadv1.AlterReplicationThrottleResponse, error) {
-		return c.AlterReplicationThrottle(ctx, &replicadv1.AlterReplicationThrottleRequest{BytesPerSec: rate})
-	})
+	r, err := cc.AlterReplicationThrottle(ctx, &replicadv1.AlterReplicationThrottleRequest{BytesPerSec: rate})
 	if err != nil {
-		return err
+		return controllerError(err, cc)
 	}
 	return controllerAnswerError("reassign: set the replication throttle", r.GetErrorCode(), r.GetErrorMessage())
 }
@@ -274,20 +241,11 @@ func runVerify(ctx context.Context, e *env, cc *controllerClient, o reassignOpti
 	if err != nil {
 		return err
 	}
-	resp, err := describeClusterNow(ctx, cc, "reassign --verify")
+	resp, err := describeCluster(ctx, cc, "reassign --verify")
 	if err != nil {
 		return err
 	}
-	ix := indexCluster(resp)
-	var progress []planProgress
-	complete := 0
-	for _, entry := range plan.Partitions {
-		pp := progressOf(entry, ix.parts[entry.key()])
-		progress = append(progress, pp)
-		if pp.Status == progressComplete {
-			complete++
-		}
-	}
+	progress, complete := client.PlanProgressOf(plan, client.IndexCluster(resp))
 	allDone := complete == len(plan.Partitions)
 	throttleRemoved := false
 	if allDone {
@@ -325,12 +283,12 @@ func runVerify(ctx context.Context, e *env, cc *controllerClient, o reassignOpti
 // --preserve-throttles. A partition with nothing in flight is reported and
 // skipped: a cancel run twice succeeds.
 func runCancel(ctx context.Context, e *env, cc *controllerClient, o reassignOptions) error {
-	resp, err := describeClusterNow(ctx, cc, "reassign --cancel")
+	resp, err := describeCluster(ctx, cc, "reassign --cancel")
 	if err != nil {
 		return err
 	}
-	ix := indexCluster(resp)
-	var keys []partitionKey
+	ix := client.IndexCluster(resp)
+	var keys []client.TopicPartition
 	if o.plan != "" {
 		plan, err := readPlan(o.plan, e.stdin)
 		if err != nil {
@@ -338,20 +296,16 @@ func runCancel(ctx context.Context, e *env, cc *controllerClient, o reassignOpti
 		}
 		var problems []string
 		for i, entry := range plan.Partitions {
-			if ix.parts[entry.key()] == nil {
+			if ix.Partitions[entry.Key()] == nil {
 				problems = append(problems, fmt.Sprintf("partitions[%d] (%s-%d): unknown partition", i, entry.Topic, entry.Partition))
 			}
-			keys = append(keys, entry.key())
+			keys = append(keys, entry.Key())
 		}
 		if len(problems) > 0 {
-			return planError{problems}
+			return &client.PlanError{Problems: problems}
 		}
 	} else {
-		for _, p := range resp.GetPartitions() {
-			if isReassigning(p) {
-				keys = append(keys, partitionKey{p.GetTopic(), p.GetPartition()})
-			}
-		}
+		keys = client.Reassigning(resp)
 	}
 	type cancelResult struct {
 		Topic     string  `json:"topic"`
@@ -362,29 +316,11 @@ func runCancel(ctx context.Context, e *env, cc *controllerClient, o reassignOpti
 	}
 	var results []cancelResult
 	var failed []string
-	for _, k := range keys {
-		res := cancelResult{Topic: k.topic, Partition: k.partition}
-		if !isReassigning(ix.parts[k]) {
-			res.Outcome, res.Replicas = "nothing in flight", ix.parts[k].GetReplicas()
-			results = append(results, res)
-			continue
-		}
-		r, err := callController(ctx, cc, func(ctx context.Context, c replicadv1.ControllerServiceClient) (*replicadv1.ReassignPartitionResponse, error) {
-			return c.ReassignPartition(ctx, &replicadv1.ReassignPartitionRequest{Topic: k.topic, Partition: k.partition, Cancel: true})
-		})
-		switch {
-		case err != nil:
-			res.Outcome, res.Error = "failed", err.Error()
-		case r.GetErrorCode() == replicadv1.ErrorCode_ERROR_CODE_NO_REASSIGNMENT_IN_PROGRESS:
-			// It completed between the describe and the cancel.
-			res.Outcome, res.Replicas = "nothing in flight", r.GetPartition().GetReplicas()
-		case r.GetErrorCode() != replicadv1.ErrorCode_ERROR_CODE_NONE:
-			res.Outcome, res.Error = "failed", controllerAnswerError("cancel", r.GetErrorCode(), r.GetErrorMessage()).Error()
-		default:
-			res.Outcome, res.Replicas = "cancelled", r.GetPartition().GetReplicas()
-		}
-		if res.Error != "" {
-			failed = append(failed, fmt.Sprintf("%s: %s", k, res.Error))
+	for _, c := range cc.CancelReassignments(ctx, keys, ix) {
+		res := cancelResult{Topic: c.Partition.Topic, Partition: c.Partition.Partition, Outcome: c.Outcome, Replicas: c.Replicas}
+		if c.Err != nil {
+			res.Error = wordedError("cancel", c.Err, cc).Error()
+			failed = append(failed, fmt.Sprintf("%s: %s", c.Partition, res.Error))
 		}
 		results = append(results, res)
 	}

@@ -144,3 +144,24 @@ func TestReassignCancelAndGenerate(t *testing.T) {
 	wantCode(t, r, 1)
 	wantContains(t, "stderr", r.stderr, "unknown topic(s) nope")
 }
+
+// A move the controller refuses and a cancel it refuses are each named
+// with the partition and the answer's code; the other moves go on.
+func TestReassignRefusalsWording(t *testing.T) {
+	f := newFakeController()
+	moving := orders(1, 1, 1, 2, 4, 3)
+	moving.AddingReplicas, moving.RemovingReplicas = []int32{4}, []int32{3}
+	f.describe = func(int) *replicadv1.DescribeClusterResponse { return fourBrokers(orders(0, 1, 1, 2, 3), moving) }
+	f.reassignResp = &replicadv1.ReassignPartitionResponse{ErrorCode: replicadv1.ErrorCode_ERROR_CODE_INVALID_REPLICA_ASSIGNMENT, ErrorMessage: "no"}
+	addr := startController(t, f)
+	plan := writePlan(t, `{"version":1,"partitions":[{"topic":"orders","partition":0,"replicas":[1,2,4]}]}`)
+	r := ctl(t, "", "", "--controller", addr, "reassign", "--execute", "--plan", plan)
+	wantCode(t, r, 1)
+	wantContains(t, "stderr", r.stderr, "reassign --execute: 1 move(s) not started:\n  orders-0: INVALID_REPLICA_ASSIGNMENT: no")
+	wantContains(t, "stdout", r.stdout, "Started 0 reassignment(s); 0 partition(s) of the plan already had their replicas.")
+
+	r = ctl(t, "", "", "--controller", addr, "reassign", "--cancel")
+	wantCode(t, r, 1)
+	wantContains(t, "stdout", r.stdout, "orders-1: failed: cancel: INVALID_REPLICA_ASSIGNMENT: no")
+	wantContains(t, "stderr", r.stderr, "reassign --cancel: 1 cancel(s) failed:\n  orders-1: cancel: INVALID_REPLICA_ASSIGNMENT: no")
+}

@@ -12,6 +12,7 @@ import (
 
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/replicad/replicad/client"
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
 )
 
@@ -24,9 +25,8 @@ import (
 // describeCluster is one DescribeCluster call on the active controller; a
 // non-NONE error code in the answer is the command's failure.
 func describeCluster(ctx context.Context, cc *controllerClient, what string) (*replicadv1.DescribeClusterResponse, error) {
-	resp, err := callController(ctx, cc, func(ctx context.Context, c replicadv1.ControllerServiceClient) (*replicadv1.DescribeClusterResponse, error) {
-		return c.DescribeCluster(ctx, &replicadv1.DescribeClusterRequest{})
-	})
+	resp, err := cc.DescribeCluster(ctx)
+	err = controllerError(err, cc)
 	if err != nil {
 		return nil, err
 	}
@@ -43,17 +43,12 @@ func replicationFactor(p *replicadv1.ClusterPartition) int {
 	return len(p.GetReplicas()) - len(p.GetRemovingReplicas())
 }
 
-// underReplicated: the ISR is smaller than the replica set (Kafka's
-// isUnderReplicated, reassignment-aware as replicationFactor is).
-func underReplicated(p *replicadv1.ClusterPartition) bool {
-	return len(p.GetIsr()) < replicationFactor(p)
-}
-
-// unavailable: no leader, or a leader whose broker is not alive (Kafka's
-// hasUnavailablePartitions).
-func unavailable(p *replicadv1.ClusterPartition, alive map[int32]bool) bool {
-	return p.GetLeader() < 0 || !alive[p.GetLeader()]
-}
+// underReplicated and unavailable are client's, so that describe's
+// filters and cluster health count alike.
+var (
+	underReplicated = client.UnderReplicated
+	unavailable     = client.Unavailable
+)
 
 // underMinIsr: acks=all produces are refused, because the ISR is smaller
 // than the partition's effective min.insync.replicas or there is no leader

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -11,7 +10,6 @@ import (
 
 	"github.com/replicad/replicad/client"
 	"github.com/replicad/replicad/controllerchannel"
-	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
 	"github.com/replicad/replicad/internal/tlsconf"
 )
 
@@ -60,22 +58,12 @@ func (e *env) closeController() {
 	}
 }
 
-// callController makes one ControllerService call on the active controller
-// among c's addresses (client.AdminCall). call gets a context bounded by
-// --timeout and must return the RPC's answer as is. The first answer other
-// than NOT_CONTROLLER is returned, whatever its error code, as is any gRPC
-// error the next controller would repeat. When no controller answered in
-// time, the error names each address's last outcome; when a request that
-// may not be sent twice went out and got no answer, it says the request may
-// have been applied (errors.Is controllerchannel.ErrMaybeApplied).
-func callController[R controllerchannel.Answer](ctx context.Context, c *controllerClient, call func(context.Context, replicadv1.ControllerServiceClient) (R, error)) (R, error) {
-	resp, err := client.AdminCall(ctx, c, call)
-	return resp, controllerError(err, c)
-}
-
 // controllerError words a controller channel's "no active controller" for
 // ctlclient (with --timeout and the hint for a broker address); other
-// errors stay as they are.
+// errors stay as they are. Every client.Admin call's error goes through it:
+// the call itself (finding the active controller, following a standby's
+// hint, not resending a change that went out without an answer) is
+// client.Admin's.
 func controllerError(err error, c *controllerClient) error {
 	var na *controllerchannel.NoAnswerError
 	if errors.As(err, &na) {

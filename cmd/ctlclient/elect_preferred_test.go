@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/replicad/replicad/client"
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
 )
 
@@ -124,8 +125,8 @@ func TestElectPreferredTopicProgress(t *testing.T) {
 	r := ctl(t, "", "", "--controller", addr, "elect", "--preferred", "--topic", "orders")
 	wantCode(t, r, 1)
 	reqs := ec.requests()
-	if len(reqs) != 2 || len(reqs[0].GetTopics()[0].GetPartitions()) != preferredElectBatch || len(reqs[1].GetTopics()[0].GetPartitions()) != 5 {
-		t.Fatalf("requests %v, want batches of %d and 5 partitions of orders", reqs, preferredElectBatch)
+	if len(reqs) != 2 || len(reqs[0].GetTopics()[0].GetPartitions()) != client.PreferredElectBatch || len(reqs[1].GetTopics()[0].GetPartitions()) != 5 {
+		t.Fatalf("requests %v, want batches of %d and 5 partitions of orders", reqs, client.PreferredElectBatch)
 	}
 	for _, req := range reqs {
 		for _, tp := range req.GetTopics() {

@@ -57,7 +57,7 @@ func (e *env) newClient() (*client.Client, error) {
 }
 
 // controllerLeaders finds leaders in the controller's DescribeCluster
-// (client.Admin.Leaders), its errors worded as callController's.
+// (client.Admin.Leaders), its errors worded by controllerError.
 type controllerLeaders struct {
 	client.LeaderSource
 	ctl *controllerClient

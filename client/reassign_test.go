@@ -1,6 +1,7 @@
-package main
+package client
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -9,12 +10,18 @@ import (
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
 )
 
+// planJSON is the plan as Kafka's tools write it.
+func planJSON(p ReassignPlan) string {
+	b, _ := json.Marshal(p)
+	return string(b)
+}
+
 func rpart(topic string, p int32, replicas ...int32) *replicadv1.ClusterPartition {
 	return &replicadv1.ClusterPartition{Topic: topic, Partition: p, Leader: replicas[0], Replicas: replicas, Isr: replicas}
 }
 
 // spread counts each broker's replicas and preferred leaderships in plan.
-func spread(plan reassignPlan) (replicas, leaders map[int32]int) {
+func spread(plan ReassignPlan) (replicas, leaders map[int32]int) {
 	replicas, leaders = map[int32]int{}, map[int32]int{}
 	for _, e := range plan.Partitions {
 		leaders[e.Replicas[0]]++
@@ -51,12 +58,12 @@ func TestGeneratePlanMovesOnlyWhatItMust(t *testing.T) {
 	parts := []*replicadv1.ClusterPartition{
 		rpart("t", 0, 1, 2, 3), rpart("t", 1, 2, 3, 1), rpart("t", 2, 3, 1, 2),
 	}
-	plan, err := generatePlan(parts, []int32{1, 2, 4})
+	plan, err := GeneratePlan(parts, []int32{1, 2, 4})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ix := indexCluster(&replicadv1.DescribeClusterResponse{Partitions: parts})
-	moved, added := moveCount(plan, ix)
+	ix := IndexCluster(&replicadv1.DescribeClusterResponse{Partitions: parts})
+	moved, added := MoveCount(plan, ix)
 	if added != 3 {
 		t.Fatalf("%d replicas copied, want 3 (broker 3's only): %s", added, planJSON(plan))
 	}
@@ -64,7 +71,7 @@ func TestGeneratePlanMovesOnlyWhatItMust(t *testing.T) {
 		t.Fatalf("%d partitions changed, want 3", moved)
 	}
 	for i, e := range plan.Partitions {
-		if !sameMembers(e.Replicas, []int32{1, 2, 4}) {
+		if !SameMembers(e.Replicas, []int32{1, 2, 4}) {
 			t.Fatalf("partition %d: %v, want {1 2 4}", i, e.Replicas)
 		}
 	}
@@ -84,11 +91,11 @@ func TestGeneratePlanSpreadsEvenly(t *testing.T) {
 	for i := range int32(6) {
 		balanced = append(balanced, rpart("t", i, 1+i%3, 1+(i+1)%3))
 	}
-	plan, err := generatePlan(balanced, []int32{1, 2, 3})
+	plan, err := GeneratePlan(balanced, []int32{1, 2, 3})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if moved, _ := moveCount(plan, indexCluster(&replicadv1.DescribeClusterResponse{Partitions: balanced})); moved != 0 {
+	if moved, _ := MoveCount(plan, IndexCluster(&replicadv1.DescribeClusterResponse{Partitions: balanced})); moved != 0 {
 		t.Fatalf("a balanced assignment moves %d partitions: %s", moved, planJSON(plan))
 	}
 
@@ -110,11 +117,11 @@ func TestGeneratePlanSpreadsEvenly(t *testing.T) {
 			replicas := []int32{1, 2, 3}[:tc.rf]
 			parts = append(parts, rpart("a", i, replicas...))
 		}
-		plan, err := generatePlan(parts, tc.brokers)
+		plan, err := GeneratePlan(parts, tc.brokers)
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
-		if _, added := moveCount(plan, indexCluster(&replicadv1.DescribeClusterResponse{Partitions: parts})); added != tc.minAdded {
+		if _, added := MoveCount(plan, IndexCluster(&replicadv1.DescribeClusterResponse{Partitions: parts})); added != tc.minAdded {
 			t.Errorf("%s: %d replicas copied, want the minimum %d", tc.name, added, tc.minAdded)
 		}
 		replicas, leaders := spread(plan)
@@ -128,7 +135,7 @@ func TestGeneratePlanSpreadsEvenly(t *testing.T) {
 			}
 		}
 	}
-	if _, err := generatePlan([]*replicadv1.ClusterPartition{rpart("t", 0, 1, 2, 3)}, []int32{1, 2}); err == nil {
+	if _, err := GeneratePlan([]*replicadv1.ClusterPartition{rpart("t", 0, 1, 2, 3)}, []int32{1, 2}); err == nil {
 		t.Fatal("rf 3 over 2 brokers accepted")
 	}
 }
@@ -141,15 +148,15 @@ func TestValidatePlan(t *testing.T) {
 		Partitions: []*replicadv1.ClusterPartition{rpart("t", 0, 1, 2, 3), moving, rpart("u", 0, 1, 2)},
 		Brokers:    []*replicadv1.BrokerDescription{{Id: 1}, {Id: 2}, {Id: 3}, {Id: 4}},
 	}
-	ix := indexCluster(resp)
-	entry := func(topic string, p int32, replicas ...int32) planPartition {
-		return planPartition{Topic: topic, Partition: p, Replicas: replicas}
+	ix := IndexCluster(resp)
+	entry := func(topic string, p int32, replicas ...int32) PlanPartition {
+		return PlanPartition{Topic: topic, Partition: p, Replicas: replicas}
 	}
-	good := reassignPlan{Version: 1, Partitions: []planPartition{entry("t", 0, 4, 2, 3), entry("u", 0, 3, 4)}}
-	if err := validatePlan(good, ix); err != nil {
+	good := ReassignPlan{Version: 1, Partitions: []PlanPartition{entry("t", 0, 4, 2, 3), entry("u", 0, 3, 4)}}
+	if err := ValidatePlan(good, ix); err != nil {
 		t.Fatalf("good plan refused: %v", err)
 	}
-	bad := reassignPlan{Version: 1, Partitions: []planPartition{
+	bad := ReassignPlan{Version: 1, Partitions: []PlanPartition{
 		entry("nope", 0, 1, 2, 3),
 		entry("t", 9, 1, 2, 3),
 		entry("t", 0, 1, 1, 2),
@@ -159,7 +166,7 @@ func TestValidatePlan(t *testing.T) {
 		entry("t", 1, 1, 2, 3),
 		{Topic: "u", Partition: 0, Replicas: []int32{1, 2}, LogDirs: []string{"/d", "any"}},
 	}}
-	err := validatePlan(bad, ix)
+	err := ValidatePlan(bad, ix)
 	if err == nil {
 		t.Fatal("bad plan accepted")
 	}
@@ -178,11 +185,11 @@ func TestValidatePlan(t *testing.T) {
 			t.Errorf("error lacks %q:\n%v", want, err)
 		}
 	}
-	if err := validatePlan(reassignPlan{Version: 1, Partitions: []planPartition{entry("u", 0, 1, 7)}}, ix); err == nil ||
+	if err := ValidatePlan(ReassignPlan{Version: 1, Partitions: []PlanPartition{entry("u", 0, 1, 7)}}, ix); err == nil ||
 		!strings.Contains(err.Error(), "broker 7 is not a registered broker") {
 		t.Errorf("unknown broker: %v", err)
 	}
-	if err := validatePlan(reassignPlan{Version: 1, Partitions: []planPartition{{Topic: "u", Partition: 0, Replicas: []int32{1, 2}, LogDirs: []string{"/d", "any"}}}}, ix); err == nil ||
+	if err := ValidatePlan(ReassignPlan{Version: 1, Partitions: []PlanPartition{{Topic: "u", Partition: 0, Replicas: []int32{1, 2}, LogDirs: []string{"/d", "any"}}}}, ix); err == nil ||
 		!strings.Contains(err.Error(), `only "any"`) {
 		t.Errorf("log dirs: %v", err)
 	}
@@ -191,7 +198,7 @@ func TestValidatePlan(t *testing.T) {
 // progressOf tells complete (exact replicas, in order), in progress (with
 // who is catching up), and not started or another target.
 func TestPlanProgress(t *testing.T) {
-	e := planPartition{Topic: "t", Partition: 0, Replicas: []int32{2, 3, 4}}
+	e := PlanPartition{Topic: "t", Partition: 0, Replicas: []int32{2, 3, 4}}
 	moving := rpart("t", 0, 2, 3, 4, 1)
 	moving.Isr = []int32{1, 2, 3}
 	moving.AddingReplicas, moving.RemovingReplicas = []int32{4}, []int32{1}
@@ -202,18 +209,18 @@ func TestPlanProgress(t *testing.T) {
 		status string
 		detail string
 	}{
-		{rpart("t", 0, 2, 3, 4), progressComplete, ""},
-		{rpart("t", 0, 3, 2, 4), progressNotStarted, "replicas are 3,2,4"},
-		{moving, progressInProgress, "waiting for 4"},
-		{other, progressNotStarted, "being reassigned to 2,3,5 instead"},
-		{nil, progressNotStarted, "does not exist"},
+		{rpart("t", 0, 2, 3, 4), ProgressComplete, ""},
+		{rpart("t", 0, 3, 2, 4), ProgressNotStarted, "replicas are 3,2,4"},
+		{moving, ProgressInProgress, "waiting for 4"},
+		{other, ProgressNotStarted, "being reassigned to 2,3,5 instead"},
+		{nil, ProgressNotStarted, "does not exist"},
 	} {
-		got := progressOf(e, tc.p)
+		got := ProgressOf(e, tc.p)
 		if got.Status != tc.status || !strings.Contains(got.Detail, tc.detail) {
 			t.Errorf("%v: %+v, want %s with %q", tc.p, got, tc.status, tc.detail)
 		}
 	}
-	if got := progressOf(e, moving); fmt.Sprint(got.CatchingUp) != "[4]" {
+	if got := ProgressOf(e, moving); fmt.Sprint(got.CatchingUp) != "[4]" {
 		t.Errorf("catching up %v, want [4]", got.CatchingUp)
 	}
 }
