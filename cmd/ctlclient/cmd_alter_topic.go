@@ -42,18 +42,8 @@ topic's replication factor), WILL_EXCEED_PARTITION_LIMITS (a broker's
 			partitions := int32Var(fs, "partitions", 0, "the topic's partition count after the change (more than it has)")
 			validateOnly := fs.Bool("validate-only", false, "print the partitions that would be added without adding them")
 			return func(ctx context.Context, e *env) error {
-				pos, err := interspersedArgs(fs, e.g)
+				topic, err := topicOperand(fs, e, topicFlag)
 				if err != nil {
-					return err
-				}
-				if setFlags(fs)["topic"] {
-					pos = append(pos, *topicFlag)
-				}
-				if len(pos) != 1 {
-					return usagef("want exactly one TOPIC, as the argument or --topic (got %d)", len(pos))
-				}
-				topic := pos[0]
-				if err := checkTopicName(topic); err != nil {
 					return err
 				}
 				if err := requireFlags(fs, "partitions"); err != nil {

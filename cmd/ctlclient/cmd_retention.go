@@ -50,18 +50,8 @@ when it runs next.`,
 			topicFlag := fs.String("topic", "", "the topic, instead of the TOPIC argument")
 			partition := int32Var(fs, "partition", 0, "only this partition")
 			return func(ctx context.Context, e *env) error {
-				pos, err := interspersedArgs(fs, e.g)
+				topic, err := topicOperand(fs, e, topicFlag)
 				if err != nil {
-					return err
-				}
-				if setFlags(fs)["topic"] {
-					pos = append(pos, *topicFlag)
-				}
-				if len(pos) != 1 {
-					return usagef("want exactly one TOPIC, as the argument or --topic (got %d)", len(pos))
-				}
-				topic := pos[0]
-				if err := checkTopicName(topic); err != nil {
 					return err
 				}
 				req := &replicadv1.RunRetentionRequest{Topic: topic}

@@ -194,18 +194,8 @@ deleted).
 		flags: func(fs *flag.FlagSet) func(context.Context, *env) error {
 			topicFlag := fs.String("topic", "", "the topic, instead of the TOPIC argument (as kafka-topics --describe --topic)")
 			return func(ctx context.Context, e *env) error {
-				pos, err := interspersedArgs(fs, e.g)
+				topic, err := topicOperand(fs, e, topicFlag)
 				if err != nil {
-					return err
-				}
-				if setFlags(fs)["topic"] {
-					pos = append(pos, *topicFlag)
-				}
-				if len(pos) != 1 {
-					return usagef("want exactly one TOPIC, as the argument or --topic (got %d)", len(pos))
-				}
-				topic := pos[0]
-				if err := checkTopicName(topic); err != nil {
 					return err
 				}
 				cc, err := e.controller()

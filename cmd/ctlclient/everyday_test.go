@@ -588,8 +588,8 @@ func TestEverydayCommandsBadInput(t *testing.T) {
 		msg  string
 	}{
 		{[]string{"describe-topic"}, "want exactly one TOPIC"},
-		{[]string{"describe-topic", "a", "b"}, "want exactly one TOPIC"},
-		{[]string{"describe-topic", "a", "--topic", "b"}, "want exactly one TOPIC"},
+		{[]string{"describe-topic", "a", "b"}, "want one TOPIC argument, got 2: a b"},
+		{[]string{"describe-topic", "a", "--topic", "b"}, `the TOPIC argument "a" and --topic "b" disagree`},
 		{[]string{"describe-topic", "bad/name"}, "not a legal topic name"},
 		{[]string{"describe-topic", "t", "-o", "yaml"}, "-o: want table or json"},
 		{[]string{"describe-topic", "t", "--nope"}, "flag provided but not defined: -nope"},

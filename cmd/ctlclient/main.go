@@ -390,6 +390,32 @@ func takesTopicArgument(fs *flag.FlagSet) bool { return fs.Lookup("topic") != ni
 // topicArgument moves the one positional argument into --topic, parsing the
 // flags after it (the flag package stops at the first argument). A second
 // argument, or a --topic naming another topic, is a usage error.
+// topicOperand is the topic of a command that takes its arguments itself
+// (args): the TOPIC argument or --topic (topicFlag, read once the flags
+// between the arguments are parsed), with topicArgument's rules, so every
+// command takes a topic alike.
+func topicOperand(fs *flag.FlagSet, e *env, topicFlag *string) (string, error) {
+	pos, err := interspersedArgs(fs, e.g)
+	if err != nil {
+		return "", err
+	}
+	flagValue := *topicFlag
+	set := setFlags(fs)["topic"]
+	switch {
+	case len(pos) > 1:
+		return "", usagef("want one TOPIC argument, got %d: %s", len(pos), strings.Join(pos, " "))
+	case len(pos) == 1 && set && flagValue != pos[0]:
+		return "", usagef("the TOPIC argument %q and --topic %q disagree: give one of them", pos[0], flagValue)
+	case len(pos) == 0 && !set:
+		return "", usagef("want exactly one TOPIC, as the argument or --topic")
+	}
+	topic := flagValue
+	if len(pos) == 1 {
+		topic = pos[0]
+	}
+	return topic, checkTopicName(topic)
+}
+
 func topicArgument(fs *flag.FlagSet) error {
 	var pos []string
 	for fs.NArg() > 0 {
