@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
+	"github.com/replicad/replicad/core/tp"
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
 )
 
@@ -127,18 +127,18 @@ func ValidatePlan(plan ReassignPlan, ix ClusterIndex) error {
 			bad("%d log_dirs for %d replicas", len(e.LogDirs), len(e.Replicas))
 		}
 		if rf := len(CurrentReplicas(p)); len(e.Replicas) != rf {
-			bad("%d replicas %s, but the partition has replication factor %d (%s)", len(e.Replicas), idList(e.Replicas), rf, idList(CurrentReplicas(p)))
+			bad("%d replicas %s, but the partition has replication factor %d (%s)", len(e.Replicas), tp.IDList(e.Replicas), rf, tp.IDList(CurrentReplicas(p)))
 		}
 		for j, r := range e.Replicas {
 			switch {
 			case slices.Index(e.Replicas, r) != j:
-				bad("broker %d is listed twice in %s", r, idList(e.Replicas))
+				bad("broker %d is listed twice in %s", r, tp.IDList(e.Replicas))
 			case !ix.Brokers[r]:
 				bad("broker %d is not a registered broker", r)
 			}
 		}
 		if IsReassigning(p) {
-			bad("already being reassigned to %s (cancel it first)", idList(CurrentReplicas(p)))
+			bad("already being reassigned to %s (cancel it first)", tp.IDList(CurrentReplicas(p)))
 		}
 	}
 	if len(problems) > 0 {
@@ -199,7 +199,7 @@ func GeneratePlan(parts []*replicadv1.ClusterPartition, brokers []int32) (Reassi
 	}
 	for _, p := range parts {
 		if rf := len(CurrentReplicas(p)); rf > len(brokers) {
-			return ReassignPlan{}, fmt.Errorf("%s-%d has replication factor %d, more than the %d brokers %s", p.GetTopic(), p.GetPartition(), rf, len(brokers), idList(brokers))
+			return ReassignPlan{}, fmt.Errorf("%s-%d has replication factor %d, more than the %d brokers %s", p.GetTopic(), p.GetPartition(), rf, len(brokers), tp.IDList(brokers))
 		}
 	}
 	count := map[int32]int{}
@@ -352,9 +352,9 @@ func ProgressOf(e PlanPartition, p *replicadv1.ClusterPartition) PlanProgress {
 		}
 		out.Detail = ReassignStatus(p, e.Replicas)
 	case IsReassigning(p):
-		out.Status, out.Detail = ProgressNotStarted, fmt.Sprintf("being reassigned to %s instead", idList(CurrentReplicas(p)))
+		out.Status, out.Detail = ProgressNotStarted, fmt.Sprintf("being reassigned to %s instead", tp.IDList(CurrentReplicas(p)))
 	default:
-		out.Status, out.Detail = ProgressNotStarted, fmt.Sprintf("replicas are %s", idList(p.GetReplicas()))
+		out.Status, out.Detail = ProgressNotStarted, fmt.Sprintf("replicas are %s", tp.IDList(p.GetReplicas()))
 	}
 	return out
 }
@@ -376,7 +376,7 @@ func (p PlanProgress) String() string {
 	s := fmt.Sprintf("%s-%d: %s", p.Topic, p.Partition, p.Status)
 	switch {
 	case p.Status == ProgressComplete:
-		s += fmt.Sprintf(": replicas %s, ISR %s", idList(p.Replicas), idList(p.ISR))
+		s += fmt.Sprintf(": replicas %s, ISR %s", tp.IDList(p.Replicas), tp.IDList(p.ISR))
 	case p.Detail != "":
 		s += ": " + p.Detail
 	}
@@ -390,13 +390,13 @@ func ReassignStatus(p *replicadv1.ClusterPartition, target []int32) string {
 	var head string
 	switch {
 	case len(adding) > 0 && len(removing) > 0:
-		head = fmt.Sprintf("adding %s, removing %s", idList(adding), idList(removing))
+		head = fmt.Sprintf("adding %s, removing %s", tp.IDList(adding), tp.IDList(removing))
 	case len(adding) > 0:
-		head = fmt.Sprintf("adding %s", idList(adding))
+		head = fmt.Sprintf("adding %s", tp.IDList(adding))
 	case len(removing) > 0:
-		head = fmt.Sprintf("removing %s", idList(removing))
+		head = fmt.Sprintf("removing %s", tp.IDList(removing))
 	default:
-		return fmt.Sprintf("replicas %s, ISR %s, waiting for replicas %s", idList(p.GetReplicas()), idList(p.GetIsr()), idList(target))
+		return fmt.Sprintf("replicas %s, ISR %s, waiting for replicas %s", tp.IDList(p.GetReplicas()), tp.IDList(p.GetIsr()), tp.IDList(target))
 	}
 	var behind []int32
 	for _, a := range adding {
@@ -406,9 +406,9 @@ func ReassignStatus(p *replicadv1.ClusterPartition, target []int32) string {
 	}
 	tail := "waiting for the controller to finish"
 	if len(behind) > 0 {
-		tail = "waiting for " + idList(behind)
+		tail = "waiting for " + tp.IDList(behind)
 	}
-	return fmt.Sprintf("%s: ISR %s, %s", head, idList(p.GetIsr()), tail)
+	return fmt.Sprintf("%s: ISR %s, %s", head, tp.IDList(p.GetIsr()), tail)
 }
 
 // SameMembers reports whether a and b hold the same broker ids, in any
@@ -538,18 +538,6 @@ func (a *Admin) WaitReassignments(ctx context.Context, plan ReassignPlan, interv
 		case <-tick.C:
 		}
 	}
-}
-
-// idList is ids in prose, "1,2,3", "none" when empty.
-func idList(ids []int32) string {
-	if len(ids) == 0 {
-		return "none"
-	}
-	parts := make([]string, len(ids))
-	for i, id := range ids {
-		parts[i] = strconv.Itoa(int(id))
-	}
-	return strings.Join(parts, ",")
 }
 
 // ErrPartitionGone: the partition a wait follows is no longer in the

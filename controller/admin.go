@@ -6,14 +6,13 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
-	"strings"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/replicad/replicad/controller/store"
 	"github.com/replicad/replicad/core/topicconfig"
+	"github.com/replicad/replicad/core/tp"
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
 )
 
@@ -51,7 +50,7 @@ func (c *Controller) createTopic(ctx context.Context, topic string, partitions, 
 	if rf > len(live) {
 		c.unlock()
 		return nil, refuse(replicadv1.ErrorCode_ERROR_CODE_INVALID_REPLICATION_FACTOR,
-			"replication factor %d is larger than the %d live brokers %s", rf, len(live), idList(live))
+			"replication factor %d is larger than the %d live brokers %s", rf, len(live), tp.IDList(live))
 	}
 	assignment := assignReplicas(live, partitions, rf, c.topicsCreated)
 	if err := c.refuseCreateOverBudgetLocked(ctx, topic, rf, assignment); err != nil {
@@ -217,17 +216,17 @@ func (c *Controller) electLeader(ctx context.Context, topic string, partition in
 		switch {
 		case !slices.Contains(p.Replicas, target):
 			c.unlock()
-			return p, refuse(replicadv1.ErrorCode_ERROR_CODE_INELIGIBLE_REPLICA, "broker %d is not a replica of %s-%d (replicas %s)", target, topic, partition, idList(p.Replicas))
+			return p, refuse(replicadv1.ErrorCode_ERROR_CODE_INELIGIBLE_REPLICA, "broker %d is not a replica of %s-%d (replicas %s)", target, topic, partition, tp.IDList(p.Replicas))
 		case !(slices.Contains(p.ISR, target) || slices.Contains(p.ELR, target)) || !eligible(target):
 			c.unlock()
 			return p, refuse(replicadv1.ErrorCode_ERROR_CODE_INELIGIBLE_REPLICA, "broker %d is not a live ISR or ELR member of %s-%d (ISR %s, ELR %s)",
-				target, topic, partition, idList(p.ISR), idList(p.ELR))
+				target, topic, partition, tp.IDList(p.ISR), tp.IDList(p.ELR))
 		}
 	}
 	if target == store.NoLeader {
 		c.unlock()
 		return p, refuse(replicadv1.ErrorCode_ERROR_CODE_ELIGIBLE_LEADERS_NOT_AVAILABLE, "no live ISR or ELR member of %s-%d (ISR %s, ELR %s)",
-			topic, partition, idList(p.ISR), idList(p.ELR))
+			topic, partition, tp.IDList(p.ISR), tp.IDList(p.ELR))
 	}
 	if target == p.Leader {
 		c.unlock()
@@ -338,7 +337,7 @@ func (c *Controller) cancelReassignment(ctx context.Context, topic string, parti
 	}
 	if len(p.AddingReplicas) == 0 && len(p.RemovingReplicas) == 0 {
 		c.unlock()
-		return p, refuse(replicadv1.ErrorCode_ERROR_CODE_NO_REASSIGNMENT_IN_PROGRESS, "no reassignment of %s-%d is in progress (replicas %s)", topic, partition, idList(p.Replicas))
+		return p, refuse(replicadv1.ErrorCode_ERROR_CODE_NO_REASSIGNMENT_IN_PROGRESS, "no reassignment of %s-%d is in progress (replicas %s)", topic, partition, tp.IDList(p.Replicas))
 	}
 	next, err := revertReassignment(p, c.eligibleForLocked(keyOf(p)))
 	if err != nil {
@@ -379,7 +378,7 @@ func revertReassignment(p store.Partition, eligible func(int32) bool) (store.Par
 	if len(next.ISR) == 0 {
 		return p, refuse(replicadv1.ErrorCode_ERROR_CODE_INELIGIBLE_REPLICA,
 			"cancelling the reassignment of %s-%d would need an unclean election: no original replica of %s is in the ISR %s",
-			p.Topic, p.Partition, idList(next.Replicas), idList(p.ISR))
+			p.Topic, p.Partition, tp.IDList(next.Replicas), tp.IDList(p.ISR))
 	}
 	if adding(p.Leader) || !eligible(p.Leader) {
 		next = withLeader(next, cleanLeader(next, eligible))
@@ -499,18 +498,4 @@ func (c *Controller) describe() (clusterView, error) {
 		}
 	}
 	return v, nil
-}
-
-// idList is broker ids as an operator reads them in ctlclient's tables,
-// "1,2,3" ("none" when empty), not Go's [1 2 3]: these messages reach the
-// command line as they are.
-func idList(ids []int32) string {
-	if len(ids) == 0 {
-		return "none"
-	}
-	parts := make([]string, len(ids))
-	for i, id := range ids {
-		parts[i] = strconv.Itoa(int(id))
-	}
-	return strings.Join(parts, ",")
 }

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -179,7 +177,7 @@ func validatePartitionState(path string, p *replicadv1.PartitionState) error {
 		inReplicas[r] = true
 	}
 	if p.GetLeader() != noLeader && !inReplicas[p.GetLeader()] {
-		return invalid(path+".leader", "broker %d is not in replicas %s", p.GetLeader(), joinIDs(replicas))
+		return invalid(path+".leader", "broker %d is not in replicas %s", p.GetLeader(), tp.JoinIDs(replicas))
 	}
 	if err := validateTopicID(path+".topic_id", p.GetTopicId()); err != nil {
 		return err
@@ -187,7 +185,7 @@ func validatePartitionState(path string, p *replicadv1.PartitionState) error {
 	inISR := make(map[int32]bool, len(p.GetIsr()))
 	for _, r := range p.GetIsr() {
 		if !inReplicas[r] {
-			return invalid(path+".isr", "broker %d is not in replicas %s", r, joinIDs(replicas))
+			return invalid(path+".isr", "broker %d is not in replicas %s", r, tp.JoinIDs(replicas))
 		}
 		if inISR[r] {
 			return invalid(path+".isr", "broker %d appears twice", r)
@@ -197,7 +195,7 @@ func validatePartitionState(path string, p *replicadv1.PartitionState) error {
 	adding := make(map[int32]bool, len(p.GetAddingReplicas()))
 	for _, r := range p.GetAddingReplicas() {
 		if !inReplicas[r] {
-			return invalid(path+".adding_replicas", "broker %d is not in replicas %s", r, joinIDs(replicas))
+			return invalid(path+".adding_replicas", "broker %d is not in replicas %s", r, tp.JoinIDs(replicas))
 		}
 		if adding[r] {
 			return invalid(path+".adding_replicas", "broker %d appears twice", r)
@@ -515,14 +513,4 @@ func validateDeleteRecords(req *replicadv1.DeleteRecordsRequest) error {
 // (Kafka's consumer id), as they do in Kafka.
 func validateOffsetsForLeaderEpoch(req *replicadv1.OffsetsForLeaderEpochRequest) error {
 	return validatePartitionList("partitions", req.GetPartitions(), nil)
-}
-
-// joinIDs is broker ids as ctlclient prints them, "1,2,3", not Go's
-// [1 2 3]: these messages reach the command line as they are.
-func joinIDs(ids []int32) string {
-	parts := make([]string, len(ids))
-	for i, id := range ids {
-		parts[i] = strconv.Itoa(int(id))
-	}
-	return strings.Join(parts, ",")
 }

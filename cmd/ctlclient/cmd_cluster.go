@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/replicad/replicad/client"
+	"github.com/replicad/replicad/core/tp"
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
 )
 
@@ -587,7 +588,7 @@ ctlclient reassign --cancel --plan plan.json`,
 					return mayBeApplied(err, "check with `ctlclient describe-topic "+*topic+"`")
 				}
 				if reassignNoop(was, resp, replicas) {
-					return e.noop(resp, fmt.Sprintf("%s-%d already has replicas %s: nothing changed", *topic, *partition, idList(replicas)))
+					return e.noop(resp, fmt.Sprintf("%s-%d already has replicas %s: nothing changed", *topic, *partition, tp.IDList(replicas)))
 				}
 				if e.jsonOutput() {
 					err = e.printJSON(resp)
@@ -645,7 +646,7 @@ func waitForReassignment(ctx context.Context, e *env, cc *controllerClient, k pa
 	// Ctrl-C stops the watching, not the move.
 	interrupted := interruptedError{fmt.Sprintf("reassign %s: interrupted; the move to %s goes on in the cluster. "+
 		"Follow it with `ctlclient describe-topic %s`; `ctlclient reassign --cancel` cancels it (and every other reassignment in flight)",
-		k, idList(target), k.topic)}
+		k, tp.IDList(target), k.topic)}
 	last := ""
 	p, err := cc.WaitReassignment(ctx, client.TopicPartition{Topic: k.topic, Partition: k.partition}, target, reassignPollInterval, func(p *replicadv1.ClusterPartition) {
 		if line := client.ReassignStatus(p, target); line != last {
@@ -659,7 +660,7 @@ func waitForReassignment(ctx context.Context, e *env, cc *controllerClient, k pa
 	switch {
 	case err == nil:
 		if !e.jsonOutput() {
-			fmt.Fprintf(e.stdout, "done: replicas %s, ISR %s\n", idList(p.GetReplicas()), idList(p.GetIsr()))
+			fmt.Fprintf(e.stdout, "done: replicas %s, ISR %s\n", tp.IDList(p.GetReplicas()), tp.IDList(p.GetIsr()))
 		}
 		return nil
 	case errors.Is(err, client.ErrPartitionGone):

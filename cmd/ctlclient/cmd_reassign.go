@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/replicad/replicad/client"
+	"github.com/replicad/replicad/core/tp"
 	replicadv1 "github.com/replicad/replicad/gen/replicad/v1"
 )
 
@@ -342,7 +343,7 @@ func runCancel(ctx context.Context, e *env, cc *controllerClient, o reassignOpti
 		for _, r := range results {
 			line := fmt.Sprintf("%s-%d: %s", r.Topic, r.Partition, r.Outcome)
 			if r.Replicas != nil {
-				line += fmt.Sprintf(": replicas %s", idList(r.Replicas))
+				line += fmt.Sprintf(": replicas %s", tp.IDList(r.Replicas))
 			}
 			if r.Error != "" {
 				line += ": " + r.Error

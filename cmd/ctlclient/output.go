@@ -82,14 +82,6 @@ func joinInt32s(ids []int32) string {
 	return strings.Join(parts, ",")
 }
 
-// idList is ids in prose, "1,2,3" as in the tables, "none" when empty.
-func idList(ids []int32) string {
-	if len(ids) == 0 {
-		return "none"
-	}
-	return joinInt32s(ids)
-}
-
 // interruptedError: the user interrupted a wait (Ctrl-C) for work that
 // goes on without ctlclient; the message says how to follow or undo it.
 // Exit status 130.

@@ -156,3 +156,23 @@ func DeleteDirName(t TopicPartition, uniqueID, suffix string) string {
 	n := min(len(t.Topic), max(0, MaxDirNameLength-len(tail)))
 	return t.Topic[:n] + tail
 }
+
+// JoinIDs writes broker IDs (a replica set, an ISR) as operators read them
+// and Kafka's tools print them, "1,2,3", never Go's [1 2 3]; "" for none.
+// The controller's and brokers' messages, the client's and ctlclient's
+// output all use it, so a list reads the same wherever it is shown.
+func JoinIDs(ids []int32) string {
+	parts := make([]string, len(ids))
+	for i, id := range ids {
+		parts[i] = strconv.Itoa(int(id))
+	}
+	return strings.Join(parts, ",")
+}
+
+// IDList is JoinIDs in prose: "none" for no IDs.
+func IDList(ids []int32) string {
+	if len(ids) == 0 {
+		return "none"
+	}
+	return JoinIDs(ids)
+}

@@ -85,3 +85,21 @@ func TestDirNameLimits(t *testing.T) {
 		}
 	}
 }
+
+func TestJoinIDs(t *testing.T) {
+	for _, tc := range []struct {
+		ids        []int32
+		join, list string
+	}{
+		{nil, "", "none"},
+		{[]int32{3}, "3", "3"},
+		{[]int32{1, 2, 3}, "1,2,3", "1,2,3"},
+	} {
+		if got := JoinIDs(tc.ids); got != tc.join {
+			t.Errorf("JoinIDs(%v) = %q, want %q", tc.ids, got, tc.join)
+		}
+		if got := IDList(tc.ids); got != tc.list {
+			t.Errorf("IDList(%v) = %q, want %q", tc.ids, got, tc.list)
+		}
+	}
+}
