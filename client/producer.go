@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -176,10 +177,13 @@ type Producer struct {
 
 	// The producer ID and epoch; initMu serializes InitProducerId calls.
 	initMu sync.Mutex
-	idMu   sync.Mutex
-	pid    int64
-	epoch  int16
-	inited bool
+	// bumpInDoubt (under initMu): an epoch bump of this producer ended
+	// without an answer that says what happened; it may have landed.
+	bumpInDoubt bool
+	idMu        sync.Mutex
+	pid         int64
+	epoch       int16
+	inited      bool
 	// ident counts the identities (ID, epoch) the producer has held: it
 	// moves at every epoch bump and every new ID, and batches and
 	// partitions compare it rather than the epoch (a new ID starts at
@@ -300,15 +304,24 @@ func (p *Producer) ensureInit(ctx context.Context) (int64, int16, error) {
 	return pid, epoch, nil
 }
 
+// lostBumpNote is what a broker adds to INVALID_PRODUCER_EPOCH when its own
+// resent BumpProducerEpoch found the epoch bumped, most likely by its
+// earlier attempt whose answer was lost (producerid.Manager.BumpEpoch).
+const lostBumpNote = "an earlier attempt whose answer was lost may have bumped it"
+
 // bumpEpoch asks for a new epoch of the producer ID unless the identity
 // moved on since seen. The bump is refused INVALID_PRODUCER_EPOCH when the
-// stored epoch is not the one held: another instance resumed the ID, or an
-// earlier bump of this one landed and its answer was lost (a timeout, a
-// controller failover). A producer resumed from an earlier instance
-// (ResumeID) takes that as fenced; any other producer's ID is its own, so
-// it can only be its own lost bump, and it takes a new ID instead of
-// failing every record from then on, as Kafka's idempotent producer resets
-// its ID when its epoch cannot go on.
+// stored epoch is not the one held: another instance resumed the ID (this
+// one is fenced), or an earlier bump of this one landed and its answer was
+// lost (a timeout, a controller failover). Only the second takes a new ID
+// instead of failing every record from then on, as Kafka's idempotent
+// producer resets its ID when its epoch cannot go on; it is told apart by
+// an earlier bump of this producer that ended without an answer
+// (bumpInDoubt), or by the broker's note that its own resent bump found the
+// epoch already bumped (lostBumpNote). Anything else is a fence: a zombie
+// instance that took a new ID would write on beside the instance that
+// fenced it. A producer resumed from an earlier instance (ResumeID) takes
+// every refusal as fenced.
 func (p *Producer) bumpEpoch(ctx context.Context, seen uint32) error {
 	p.initMu.Lock()
 	defer p.initMu.Unlock()
@@ -320,18 +333,28 @@ func (p *Producer) bumpEpoch(ctx context.Context, seen uint32) error {
 	}
 	newID, newEpoch, err := p.c.InitProducerID(ctx, pid, epoch)
 	var cerr *Error
-	if errors.As(err, &cerr) && (cerr.Code == replicadv1.ErrorCode_ERROR_CODE_INVALID_PRODUCER_EPOCH ||
-		cerr.Code == replicadv1.ErrorCode_ERROR_CODE_INVALID_REQUEST) {
-		if p.cfg.ResumeID != 0 {
+	refused := errors.As(err, &cerr) && (cerr.Code == replicadv1.ErrorCode_ERROR_CODE_INVALID_PRODUCER_EPOCH ||
+		cerr.Code == replicadv1.ErrorCode_ERROR_CODE_INVALID_REQUEST)
+	if refused {
+		ownLost := p.bumpInDoubt || strings.Contains(cerr.Message, lostBumpNote)
+		fenced := cerr.Code == replicadv1.ErrorCode_ERROR_CODE_INVALID_PRODUCER_EPOCH && !ownLost
+		if p.cfg.ResumeID != 0 || fenced {
 			p.setFatal(fmt.Errorf("%w: bumping epoch %d of producer %d: %v", ErrProducerFenced, epoch, pid, err))
 			return p.fatalErr()
 		}
-		// INVALID_REQUEST: the epoch is at its end; either way, a new ID.
+		// Its own bump landed unanswered, or INVALID_REQUEST: the epoch
+		// is at its end. Either way, a new ID.
 		newID, newEpoch, err = p.c.InitProducerID(ctx, 0, 0)
 	}
 	if err != nil {
+		if !refused {
+			// No answer, or not one that says what happened: the bump
+			// may have landed.
+			p.bumpInDoubt = true
+		}
 		return err
 	}
+	p.bumpInDoubt = false
 	p.idMu.Lock()
 	p.pid, p.epoch = newID, newEpoch
 	p.ident++

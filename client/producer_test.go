@@ -560,3 +560,49 @@ func TestProducerLostBumpAnswerTakesANewID(t *testing.T) {
 		t.Fatalf("InitProducerId calls %v: want a new ID after the refused bump", c.inits)
 	}
 }
+
+// TestProducerFencedByAResumingInstanceStaysFenced: another instance
+// resumed this producer's ID and bumped its epoch. When this one then needs
+// a bump (its state forgotten at the leader), the refusal is a fence, not
+// its own lost bump: it must fail with ErrProducerFenced rather than take a
+// new ID and write on beside the instance that fenced it (the chaos suite's
+// etcd case, seed 4, found such a zombie appending under a new ID).
+func TestProducerFencedByAResumingInstanceStaysFenced(t *testing.T) {
+	c := newFakeCluster(t, 1, 1)
+	_, p := testProducer(t, c, ProducerConfig{MaxInFlight: 1})
+	if _, errs := produceN(t, p, 3); len(errs) > 0 {
+		t.Fatalf("errors before the fence: %v", errs)
+	}
+	c.mu.Lock()
+	for pid := range c.epochs {
+		c.epochs[pid]++ // a newer instance resumed the ID
+	}
+	c.mu.Unlock()
+	var mu sync.Mutex
+	forgot := false
+	c.hook = func(_ int, _ int32, req *replicadv1.ProduceRequest) action {
+		mu.Lock()
+		defer mu.Unlock()
+		if !forgot {
+			forgot = true
+			return forgetProducer
+		}
+		return normal
+	}
+	_, errs := produceN(t, p, 5)
+	if len(errs) == 0 {
+		t.Fatal("the fenced producer's records were all appended")
+	}
+	for i, err := range errs {
+		if !errors.Is(err, ErrProducerFenced) {
+			t.Errorf("record %d: %v, want ErrProducerFenced", i, err)
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, r := range c.inits[1:] {
+		if r.GetProducerId() == 0 {
+			t.Fatalf("InitProducerId calls %v: the fenced producer took a new ID", c.inits)
+		}
+	}
+}

@@ -357,6 +357,8 @@ func (m *Manager) BumpEpoch(ctx context.Context, id int64, epoch int16) (int16, 
 		var ce *CodeError
 		if errors.As(err, &ce) && ce.Code != replicadv1.ErrorCode_ERROR_CODE_STALE_BROKER_EPOCH {
 			if sentBefore && ce.Code == replicadv1.ErrorCode_ERROR_CODE_INVALID_PRODUCER_EPOCH {
+				// The client tells its own lost bump from a fence by these
+				// words (client.lostBumpNote): keep them as they are.
 				ce.Message += " (an earlier attempt whose answer was lost may have bumped it: ask for a new producer ID)"
 			}
 			return 0, err
