@@ -32,6 +32,9 @@ type fakeCluster struct {
 	epochs     map[int64]int16 // newest epoch handed out per ID
 	noInit     bool            // InitProducerId answers Unimplemented
 	loseBumps  int             // this many bumps are carried out, then answered REQUEST_TIMED_OUT
+	// noteStale: a refused bump says, as a broker whose own resent bump
+	// found the epoch bumped does, that its earlier attempt may have landed.
+	noteStale bool
 	// hook decides what happens to the n-th produce request (from 1)
 	// reaching broker id.
 	hook     func(n int, id int32, req *replicadv1.ProduceRequest) action
@@ -164,7 +167,11 @@ func (b *fakeBroker) InitProducerId(_ context.Context, req *replicadv1.InitProdu
 	}
 	e, ok := c.epochs[req.GetProducerId()]
 	if !ok || int16(req.GetProducerEpoch()) != e {
-		return &replicadv1.InitProducerIdResponse{ErrorCode: replicadv1.ErrorCode_ERROR_CODE_INVALID_PRODUCER_EPOCH}, nil
+		resp := &replicadv1.InitProducerIdResponse{ErrorCode: replicadv1.ErrorCode_ERROR_CODE_INVALID_PRODUCER_EPOCH}
+		if c.noteStale {
+			resp.ErrorMessage = "producer 1 epoch 0 is not its newest (" + lostBumpNote + ": ask for a new producer ID)"
+		}
+		return resp, nil
 	}
 	c.epochs[req.GetProducerId()] = e + 1
 	if c.loseBumps > 0 {

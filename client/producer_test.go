@@ -606,3 +606,47 @@ func TestProducerFencedByAResumingInstanceStaysFenced(t *testing.T) {
 		}
 	}
 }
+
+// TestProducerBrokersLostBumpNoteTakesANewID: the bump is refused, but the
+// broker says its own resent bump found the epoch bumped (the first
+// attempt's answer was lost between broker and controller): the producer's
+// own bump landed, so it takes a new ID and goes on, where a refusal
+// without the note would fence it (TestProducerFencedByAResumingInstanceStaysFenced).
+func TestProducerBrokersLostBumpNoteTakesANewID(t *testing.T) {
+	c := newFakeCluster(t, 1, 1)
+	c.noteStale = true
+	_, p := testProducer(t, c, ProducerConfig{MaxInFlight: 1})
+	if _, errs := produceN(t, p, 3); len(errs) > 0 {
+		t.Fatalf("errors: %v", errs)
+	}
+	c.mu.Lock()
+	for pid := range c.epochs {
+		c.epochs[pid]++ // the lost bump landed at the controller
+	}
+	c.mu.Unlock()
+	var mu sync.Mutex
+	forgot := false
+	c.hook = func(_ int, _ int32, req *replicadv1.ProduceRequest) action {
+		mu.Lock()
+		defer mu.Unlock()
+		if !forgot {
+			forgot = true
+			return forgetProducer
+		}
+		return normal
+	}
+	if _, errs := produceN(t, p, 5); len(errs) > 0 {
+		t.Fatalf("errors after the lost bump: %v", errs)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	newIDs := 0
+	for _, r := range c.inits {
+		if r.GetProducerId() == 0 {
+			newIDs++
+		}
+	}
+	if newIDs != 2 {
+		t.Fatalf("InitProducerId calls %v: want a new ID after the noted refusal", c.inits)
+	}
+}

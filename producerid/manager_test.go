@@ -295,7 +295,9 @@ func TestBumpEpoch(t *testing.T) {
 		t.Fatalf("bump of an unknown ID: %v, want UNKNOWN_PRODUCER_ID", err)
 	}
 	_, err := m.BumpEpoch(ctx, 9, 0)
-	if !errors.As(err, &ce) || ce.Code != replicadv1.ErrorCode_ERROR_CODE_INVALID_PRODUCER_EPOCH || !strings.Contains(err.Error(), "may have bumped it") {
+	if !errors.As(err, &ce) || ce.Code != replicadv1.ErrorCode_ERROR_CODE_INVALID_PRODUCER_EPOCH || !strings.Contains(err.Error(), "an earlier attempt whose answer was lost may have bumped it") {
+		// The client reads these words (client.lostBumpNote) to tell its
+		// own lost bump from a fence.
 		t.Fatalf("bump whose first answer was lost: %v, want INVALID_PRODUCER_EPOCH saying the first may have landed", err)
 	}
 	for _, r := range active.bumps {
