@@ -257,3 +257,16 @@ func TestRetentionSchedule(t *testing.T) {
 		t.Error("the retention schedule is the delete schedule's: a stream of its own is wanted")
 	}
 }
+
+// ackedEnd is what a freshly elected leader's HW must reach before the
+// checker reads it: past the partition's last acknowledged record, others'
+// records not counted.
+func TestAckedEnd(t *testing.T) {
+	acks := []ack{{partition: 0, offset: 15019}, {partition: 1, offset: 40}, {partition: 0, offset: 7}}
+	if got := ackedEnd(acks, 0); got != 15020 {
+		t.Errorf("ackedEnd(0) = %d, want 15020", got)
+	}
+	if got := ackedEnd(acks, 2); got != 0 {
+		t.Errorf("ackedEnd(2) = %d, want 0 (nothing acknowledged)", got)
+	}
+}
